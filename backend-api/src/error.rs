@@ -1,0 +1,156 @@
+//! The one error type every backend returns.
+
+use crate::memory::Refusal;
+
+/// Result alias used across every backend.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything a [`Backend`](crate::Backend) operation can fail with.
+///
+/// Messages carry the values that went wrong, so a log line is enough to see why.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A matrix or domain shape that no operation accepts.
+    #[error("invalid shape: {0}")]
+    InvalidShape(String),
+
+    /// A parameter (blowup, shift, split column, column range, ...) outside its domain.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+
+    /// The transpose scratch cap cannot hold the smallest plan (one block of one row plus one run).
+    #[error(
+        "scratch cap {cap} B is smaller than one run: a {cols}-column transpose needs at least {min} B \
+         (one row block of 1 row plus one run, (cols + 1) * 8 B)"
+    )]
+    ScratchTooSmall {
+        /// The cap that was given, in bytes.
+        cap: usize,
+        /// Columns of the matrix.
+        cols: usize,
+        /// The smallest cap that works for this shape, in bytes.
+        min: usize,
+    },
+
+    /// Two ranges of one copy batch overlap; nothing was copied.
+    #[error(
+        "copy batch is not independent: copy {first} ({first_kind} [{first_start}, {first_end})) overlaps \
+         copy {second} ({second_kind} [{second_start}, {second_end})); no byte was moved"
+    )]
+    OverlappingCopies {
+        /// Index of the first copy in the batch.
+        first: usize,
+        /// `"src"` or `"dst"`.
+        first_kind: &'static str,
+        /// Start of the first range, in elements.
+        first_start: usize,
+        /// End of the first range, in elements.
+        first_end: usize,
+        /// Index of the second copy in the batch.
+        second: usize,
+        /// `"src"` or `"dst"`.
+        second_kind: &'static str,
+        /// Start of the second range, in elements.
+        second_start: usize,
+        /// End of the second range, in elements.
+        second_end: usize,
+    },
+
+    /// An access past the end of a buffer.
+    #[error("{what}: range [{start}, {end}) is out of bounds for a buffer of {len} elements")]
+    OutOfBounds {
+        /// What was being accessed.
+        what: &'static str,
+        /// Start of the range, in elements.
+        start: usize,
+        /// End of the range, in elements.
+        end: usize,
+        /// Length of the buffer, in elements.
+        len: usize,
+    },
+
+    /// A host slice or buffer whose length does not match the call.
+    #[error("{what}: expected {expected} elements, got {actual}")]
+    LengthMismatch {
+        /// What was being checked.
+        what: &'static str,
+        /// The length the call needs.
+        expected: usize,
+        /// The length that was given.
+        actual: usize,
+    },
+
+    /// The device could not allocate; every allocation of the failed call was released.
+    #[error("{backend}: out of device memory allocating {requested} B ({free} B free of {total} B)")]
+    OutOfMemory {
+        /// The backend's name.
+        backend: String,
+        /// The failed request, in bytes.
+        requested: usize,
+        /// Free device memory when the request failed, in bytes (as far as the backend knows).
+        free: usize,
+        /// Total device memory, in bytes.
+        total: usize,
+    },
+
+    /// The commit does not fit the memory budget; nothing was allocated.
+    #[error("{0}")]
+    Refused(Box<Refusal>),
+
+    /// The backend cannot be used here (no driver, no adapter, not compiled in).
+    #[error("backend {backend} is unavailable: {reason}")]
+    BackendUnavailable {
+        /// The backend's name.
+        backend: String,
+        /// Why, in words a user can act on.
+        reason: String,
+    },
+
+    /// A device kernel failed to compile; `log` is the compiler's own output.
+    #[error("{backend}: kernel {kernel} failed to compile:\n{log}")]
+    KernelCompile {
+        /// The backend's name.
+        backend: String,
+        /// The kernel source file.
+        kernel: String,
+        /// The compiler log.
+        log: String,
+    },
+
+    /// A device or driver call failed.
+    #[error("{backend}: {op} failed: {message}")]
+    Device {
+        /// The backend's name.
+        backend: String,
+        /// The operation or driver call.
+        op: String,
+        /// The driver's message or code.
+        message: String,
+    },
+
+    /// The device was lost; buffers of this backend are no longer usable.
+    #[error("{backend}: device lost: {reason}")]
+    DeviceLost {
+        /// The backend's name.
+        backend: String,
+        /// The reason the driver gave.
+        reason: String,
+    },
+
+    /// A fault injected by a test hook (see [`crate::fault`]).
+    #[error("injected fault at allocation #{index} ({bytes} B)")]
+    InjectedFault {
+        /// The 0-based index of the allocation that was made to fail.
+        index: usize,
+        /// The size of that allocation, in bytes.
+        bytes: usize,
+    },
+}
+
+impl Error {
+    /// Whether this is a device out-of-memory (real or injected).
+    pub fn is_out_of_memory(&self) -> bool {
+        matches!(self, Error::OutOfMemory { .. } | Error::InjectedFault { .. })
+    }
+}

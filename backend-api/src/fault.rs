@@ -1,0 +1,118 @@
+//! Allocation accounting and fault injection, shared by every backend.
+//!
+//! Each backend routes every device allocation (buffers, scratch, tables, digests) through one
+//! [`AllocTracker`]. That gives every backend the same counters (bytes live now, high-water mark,
+//! allocation count) and one test hook: [`AllocTracker::fail_at`] makes the N-th allocation from
+//! now fail with [`Error::InjectedFault`], so tests can fail every allocation site of a commit in
+//! turn and check that the bytes return to baseline.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::error::{Error, Result};
+
+const DISARMED: usize = usize::MAX;
+
+/// Live bytes, peak bytes and allocation count of one backend instance.
+#[derive(Debug)]
+pub struct AllocTracker {
+    live: AtomicUsize,
+    peak: AtomicUsize,
+    count: AtomicUsize,
+    fail_at: AtomicUsize,
+}
+
+impl Default for AllocTracker {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A snapshot of an [`AllocTracker`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemoryCounters {
+    /// Bytes allocated and not yet freed.
+    pub live: usize,
+    /// The largest `live` seen since the last [`AllocTracker::reset_peak`].
+    pub peak: usize,
+    /// Allocations made so far (successful or injected-failed).
+    pub allocations: usize,
+}
+
+impl AllocTracker {
+    /// A tracker with nothing allocated and no fault armed.
+    pub const fn new() -> Self {
+        Self {
+            live: AtomicUsize::new(0),
+            peak: AtomicUsize::new(0),
+            count: AtomicUsize::new(0),
+            fail_at: AtomicUsize::new(DISARMED),
+        }
+    }
+
+    /// Records an allocation of `bytes` about to be made. Call before the real allocation and
+    /// [`AllocTracker::release`] if that then fails.
+    ///
+    /// # Errors
+    /// [`Error::InjectedFault`] when this is the allocation [`AllocTracker::fail_at`] armed.
+    pub fn reserve(&self, bytes: usize) -> Result<()> {
+        let index = self.count.fetch_add(1, Ordering::SeqCst);
+        if self.fail_at.compare_exchange(index, DISARMED, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
+            return Err(Error::InjectedFault { index, bytes });
+        }
+        let live = self.live.fetch_add(bytes, Ordering::SeqCst) + bytes;
+        self.peak.fetch_max(live, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Records that `bytes` were freed.
+    pub fn release(&self, bytes: usize) {
+        self.live.fetch_sub(bytes, Ordering::SeqCst);
+    }
+
+    /// Makes the allocation with absolute index `index` (see [`MemoryCounters::allocations`]) fail.
+    /// Test-only in spirit: production code never calls it.
+    pub fn fail_at(&self, index: usize) {
+        self.fail_at.store(index, Ordering::SeqCst);
+    }
+
+    /// Disarms a pending [`AllocTracker::fail_at`].
+    pub fn disarm(&self) {
+        self.fail_at.store(DISARMED, Ordering::SeqCst);
+    }
+
+    /// Sets the peak to the bytes live now.
+    pub fn reset_peak(&self) {
+        self.peak.store(self.live.load(Ordering::SeqCst), Ordering::SeqCst);
+    }
+
+    /// The counters now.
+    pub fn counters(&self) -> MemoryCounters {
+        MemoryCounters {
+            live: self.live.load(Ordering::SeqCst),
+            peak: self.peak.load(Ordering::SeqCst),
+            allocations: self.count.load(Ordering::SeqCst),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_peaks_and_fails_once_where_armed() {
+        let t = AllocTracker::new();
+        t.reserve(100).unwrap();
+        t.reserve(50).unwrap();
+        t.release(100);
+        assert_eq!(t.counters(), MemoryCounters { live: 50, peak: 150, allocations: 2 });
+        t.fail_at(3);
+        t.reserve(1).unwrap(); // index 2
+        let err = t.reserve(7).unwrap_err(); // index 3
+        assert!(matches!(err, Error::InjectedFault { index: 3, bytes: 7 }));
+        t.reserve(7).unwrap(); // disarmed after firing
+        assert_eq!(t.counters().live, 58);
+        t.reset_peak();
+        assert_eq!(t.counters().peak, 58);
+    }
+}

@@ -1,0 +1,201 @@
+//! Host-side Goldilocks arithmetic and the twiddle tables every backend shares.
+//!
+//! This is deliberately plain scalar code: it is what backends upload (twiddles, coset powers)
+//! and what tests read. Backends run their own vectorised or device arithmetic.
+
+/// The Goldilocks prime `p = 2^64 - 2^32 + 1`.
+pub const P: u64 = 0xFFFF_FFFF_0000_0001;
+/// The multiplicative generator, 7.
+pub const GENERATOR: u64 = 7;
+/// The primitive `2^32`-th root of unity, `7^((p-1)/2^32)`.
+pub const TWO_ADIC_ROOT: u64 = 1_753_635_133_440_165_772;
+/// The field's two-adicity.
+pub const TWO_ADICITY: u32 = 32;
+/// The default coset shift.
+pub const DEFAULT_SHIFT: u64 = GENERATOR;
+
+/// `x mod p` for any `u64`.
+#[inline]
+pub const fn canonical(x: u64) -> u64 {
+    if x >= P { x - P } else { x }
+}
+
+/// `a + b mod p` (inputs may be non-canonical; the output is canonical).
+#[inline]
+pub const fn add(a: u64, b: u64) -> u64 {
+    let (a, b) = (canonical(a), canonical(b));
+    let (s, over) = a.overflowing_add(b);
+    // a, b < p so s < 2p; with overflow the true sum is s + 2^64 and 2^64 = 2^32 - 1 mod p.
+    let s = if over { s.wrapping_add(0xFFFF_FFFF) } else { s };
+    canonical(s)
+}
+
+/// `a - b mod p` (inputs may be non-canonical; the output is canonical).
+#[inline]
+pub const fn sub(a: u64, b: u64) -> u64 {
+    let (a, b) = (canonical(a), canonical(b));
+    if a >= b { a - b } else { a + (P - b) }
+}
+
+/// `a * b mod p` (inputs may be non-canonical; the output is canonical).
+#[inline]
+pub const fn mul(a: u64, b: u64) -> u64 {
+    reduce128((a as u128) * (b as u128))
+}
+
+/// Reduces a 128-bit value mod p, using `2^64 = 2^32 - 1` and `2^96 = -1 (mod p)`.
+#[inline]
+pub const fn reduce128(x: u128) -> u64 {
+    let lo = x as u64;
+    let hi = (x >> 64) as u64;
+    let hi_hi = hi >> 32;
+    let hi_lo = hi & 0xFFFF_FFFF;
+    // lo - hi_hi (2^96 = -1), then + hi_lo * (2^32 - 1).
+    let (t, borrow) = lo.overflowing_sub(hi_hi);
+    let t = if borrow { t.wrapping_sub(0xFFFF_FFFF) } else { t };
+    let (r, over) = t.overflowing_add(hi_lo * 0xFFFF_FFFF);
+    let r = if over { r.wrapping_add(0xFFFF_FFFF) } else { r };
+    canonical(r)
+}
+
+/// `base^exp mod p`.
+pub const fn pow(base: u64, mut exp: u64) -> u64 {
+    let mut acc = 1u64;
+    let mut b = canonical(base);
+    while exp > 0 {
+        if exp & 1 == 1 {
+            acc = mul(acc, b);
+        }
+        b = mul(b, b);
+        exp >>= 1;
+    }
+    acc
+}
+
+/// The multiplicative inverse, `x^(p-2)`. Returns 0 for 0.
+pub const fn inverse(x: u64) -> u64 {
+    pow(x, P - 2)
+}
+
+/// The primitive `2^log_n`-th root of unity `w_N = g32^(2^(32 - log_n))`.
+///
+/// # Panics
+/// If `log_n > 32` (callers validate shapes through [`crate::LdeParams`] first).
+pub const fn root_of_unity(log_n: u32) -> u64 {
+    assert!(log_n <= TWO_ADICITY, "the Goldilocks two-adicity is 32");
+    let mut w = TWO_ADIC_ROOT;
+    let mut i = log_n;
+    while i < TWO_ADICITY {
+        w = mul(w, w);
+        i += 1;
+    }
+    w
+}
+
+/// `[1, x, x^2, ..., x^(len-1)]`.
+pub fn powers(x: u64, len: usize) -> Vec<u64> {
+    let mut out = Vec::with_capacity(len);
+    let mut acc = 1u64;
+    for _ in 0..len {
+        out.push(acc);
+        acc = mul(acc, x);
+    }
+    out
+}
+
+/// Reverses the low `bits` bits of `i`.
+#[inline]
+pub const fn bit_reverse(i: usize, bits: u32) -> usize {
+    if bits == 0 { 0 } else { i.reverse_bits() >> (usize::BITS - bits) }
+}
+
+/// The host tables a coset LDE `n -> N = n * B` needs, shared by every backend so that they all
+/// evaluate the same arithmetic.
+///
+/// - `inv_twiddles[k] = w_n^(-k)` for `k < n/2`: the inverse NTT of size `n`;
+/// - `twiddles[k] = w_N^k` for `k < N/2`: the forward NTT of size `N` (its prefixes, strided,
+///   serve every smaller stage);
+/// - `coset[j] = s^j / n` for `j < n`: coset scaling with the inverse NTT's `1/n` folded in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LdeTwiddles {
+    /// `w_n^(-k)`, `k < n/2`.
+    pub inv_twiddles: Vec<u64>,
+    /// `w_N^k`, `k < N/2`.
+    pub twiddles: Vec<u64>,
+    /// `s^j / n`, `j < n`.
+    pub coset: Vec<u64>,
+}
+
+impl LdeTwiddles {
+    /// Builds the tables for `n = 2^log_n` trace rows, blowup `2^log_blowup` and shift `shift`.
+    pub fn new(log_n: u32, log_blowup: u32, shift: u64) -> Self {
+        let n = 1usize << log_n;
+        let big_n = n << log_blowup;
+        let inv_twiddles = powers(inverse(root_of_unity(log_n)), n / 2);
+        let twiddles = powers(root_of_unity(log_n + log_blowup), big_n / 2);
+        let n_inv = inverse(canonical(n as u64));
+        let mut coset = powers(shift, n);
+        for c in &mut coset {
+            *c = mul(*c, n_inv);
+        }
+        Self { inv_twiddles, twiddles, coset }
+    }
+
+    /// Bytes these tables take on a device, without building them.
+    pub fn bytes_for(log_n: u32, log_blowup: u32) -> usize {
+        let n = 1usize << log_n;
+        let big_n = n << log_blowup;
+        (n / 2 + big_n / 2 + n) * crate::shape::ELEM_BYTES
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mul_ref(a: u64, b: u64) -> u64 {
+        ((a as u128 * b as u128) % P as u128) as u64
+    }
+
+    #[test]
+    fn arithmetic_matches_u128_reference_including_non_canonical() {
+        let edge = [0, 1, 2, P - 1, P, P + 1, u64::MAX, u64::MAX - 1, 0xFFFF_FFFF, 1 << 32, 1 << 63];
+        let mut s = 0x1234_5678_9abc_def0_u64;
+        let mut vals: Vec<u64> = edge.to_vec();
+        for _ in 0..2000 {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            vals.push(s);
+        }
+        for &a in &vals {
+            for &b in vals.iter().take(64) {
+                assert_eq!(mul(a, b), mul_ref(a, b), "mul {a} {b}");
+                let (ca, cb) = (a as u128 % P as u128, b as u128 % P as u128);
+                assert_eq!(add(a, b) as u128, (ca + cb) % P as u128, "add {a} {b}");
+                assert_eq!(sub(a, b) as u128, (ca + P as u128 - cb) % P as u128, "sub {a} {b}");
+            }
+        }
+    }
+
+    #[test]
+    fn roots_of_unity_have_the_documented_order() {
+        assert_eq!(pow(GENERATOR, (P - 1) >> 32), TWO_ADIC_ROOT);
+        for log_n in 0..=32 {
+            let w = root_of_unity(log_n);
+            assert_eq!(pow(w, 1u64 << log_n), 1, "w^N = 1 at 2^{log_n}");
+            if log_n > 0 {
+                assert_eq!(pow(w, 1u64 << (log_n - 1)), P - 1, "w^(N/2) = -1 at 2^{log_n}");
+            }
+        }
+        assert_eq!(mul(inverse(12345), 12345), 1);
+    }
+
+    #[test]
+    fn twiddle_sizes_match_the_model() {
+        let t = LdeTwiddles::new(5, 2, DEFAULT_SHIFT);
+        let bytes = (t.inv_twiddles.len() + t.twiddles.len() + t.coset.len()) * 8;
+        assert_eq!(bytes, LdeTwiddles::bytes_for(5, 2));
+        assert_eq!(mul(t.coset[1], 32), DEFAULT_SHIFT);
+    }
+}

@@ -1,0 +1,32 @@
+//! The contract every commit backend implements, and the host-side logic they share.
+//!
+//! - **One trait, associated buffers.** [`Backend`] owns device memory through its `Buffer` type
+//!   (freed on drop) and exposes the five kernel families of a STARK commit: in-place transpose,
+//!   batched copy, leaf hashing, Merkle tree, coset LDE. Pipelines are generic over it.
+//! - **Shared plans, not shared kernels.** The in-place transpose [`plan`] and the LDE twiddles
+//!   ([`field::LdeTwiddles`]) are computed here, on the host, so every backend executes the same
+//!   moves over the same constants; a backend only supplies the kernels.
+//! - **Same bytes everywhere.** CONVENTIONS.md fixes the field, the LDE, the leaf layouts, the
+//!   hashes and the tree layout; shapes and specs here validate against it once for all backends.
+//! - **Refuse before allocating.** The [`memory`] model sums what a commit puts on the device;
+//!   admission compares it with a budget and names every term when it refuses.
+//! - **Observable allocation.** Every backend allocates through a [`fault::AllocTracker`]: live
+//!   and peak bytes, and a hook that fails the N-th allocation for fault-injection tests.
+
+mod backend;
+pub mod copy;
+mod error;
+pub mod fault;
+pub mod field;
+pub mod memory;
+pub mod plan;
+mod shape;
+
+pub use backend::{Backend, DeviceBuffer, DeviceInfo, PendingDownload, digest_to_words, digests_from_words, hex};
+pub use error::{Error, Result};
+pub use fault::{AllocTracker, MemoryCounters};
+pub use plan::DEFAULT_SCRATCH_CAP;
+pub use shape::{
+    CopyRange, DIGEST_BYTES, DIGEST_WORDS, ELEM_BYTES, HashKind, LdeParams, LeafLayout, LeafSpec, MAX_LOG_DOMAIN,
+    MatrixShape, TreeShape,
+};
