@@ -1,0 +1,1 @@
+//! The CPU (rayon) backend: the default backend and the reference oracle.

@@ -1,0 +1,1 @@
+//! The CUDA backend (cudarc, dynamic loading, NVRTC-compiled kernels).

@@ -1,0 +1,3 @@
+//! The `prover` CLI.
+
+fn main() {}

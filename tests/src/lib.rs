@@ -1,0 +1,1 @@
+//! The conformance suite: generic tests every Backend implementation runs.
