@@ -1,0 +1,337 @@
+//! Checks of [`Backend::hash_leaves`] and [`Backend::hash_leaves_into`] against preimages
+//! serialised by hand and hashed by the `sha3` / `blake3` crates.
+//!
+//! Coverage: both hashes x both layouts (`rows`, `lambda-vm-pairs`) x column ranges (the full
+//! row, `[0, s)` and `[s, m)` as in split trees, and an inner range); leaf counts that are not
+//! powers of two; one row; non-canonical inputs; writing at a digest offset.
+//!
+//! **Hash block boundaries.** A leaf preimage is a whole number of 8-byte elements, so the
+//! Keccak-256 rate of 136 bytes can be hit exactly but not straddled by one byte: with the `rows`
+//! layout, 16 / 17 / 18 columns give 128 / 136 / 144-byte preimages (below, exactly at and above
+//! the rate, so the padding falls in the first block, in a block of its own, and in the second
+//! block) and 34 columns give 272 bytes (two full blocks). With `lambda-vm-pairs` the preimage is
+//! two rows, twice as long: 8 / 9 columns give 128 / 144 bytes, 17 columns 272 bytes (two full
+//! blocks) and 34 columns 544 bytes (four). For BLAKE3, 8 columns are one 64-byte block and 128
+//! columns (64 for pairs) exactly one 1024-byte chunk; 129, 316 and 612 columns (8 KiB+ pairs)
+//! take the chunk tree.
+
+use std::ops::Range;
+
+use backend_api::{Backend, DIGEST_WORDS, Error, HashKind, LeafLayout, LeafSpec, MatrixShape};
+
+use crate::reference::{self, P};
+use crate::{Context as _, Failure, Gen, Outcome, ensure, ensure_words_eq, expect_error};
+
+/// `keccak256("")` from CONVENTIONS.md.
+pub const KECCAK256_EMPTY: &str = "c5d2460186f7233c927e7db2dcc703c0e500b653ca82273b7bfad8045d85a470";
+/// `blake3("")` from CONVENTIONS.md.
+pub const BLAKE3_EMPTY: &str = "af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262";
+
+fn hex(d: &[u8]) -> String {
+    d.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The column ranges checked for an `m`-column matrix: the full row, the two halves of a split at
+/// `1` and at `m / 2`, and the inner range `[1, m - 1)`.
+pub fn column_ranges(m: usize) -> Vec<Range<usize>> {
+    let mut out = vec![0..m];
+    for s in [1, m / 2] {
+        if s > 0 && s < m && !out.contains(&(0..s)) {
+            out.push(0..s);
+            out.push(s..m);
+        }
+    }
+    if m >= 3 {
+        out.push(1..m - 1);
+    }
+    out
+}
+
+/// Compares two digest lists and names the first difference in hex.
+///
+/// # Errors
+/// A [`Failure`] naming `what`, the index and both digests.
+pub fn ensure_digests_eq(what: impl std::fmt::Display, expected: &[[u8; 32]], actual: &[[u8; 32]]) -> Outcome {
+    ensure!(expected.len() == actual.len(), "{what}: expected {} digests, got {}", expected.len(), actual.len());
+    if let Some(i) = (0..expected.len()).find(|&i| expected[i] != actual[i]) {
+        return Err(Failure(format!("{what}: digest {i} is {}, expected {}", hex(&actual[i]), hex(&expected[i]))));
+    }
+    Ok(())
+}
+
+/// Hashes the leaves of `host` (row-major, `cols` columns) on the backend and compares every
+/// digest with the reference.
+///
+/// # Errors
+/// A [`Failure`] naming the shape, hash, layout and range.
+pub fn check_leaves<B: Backend>(
+    backend: &B,
+    host: &[u64],
+    cols: usize,
+    kind: HashKind,
+    layout: LeafLayout,
+    range: Range<usize>,
+) -> Outcome {
+    let rows = host.len() / cols;
+    let what = format!("hash_leaves {kind} {layout} {rows} x {cols} columns {range:?}");
+    let shape = MatrixShape::new(rows, cols).ctx(&what)?;
+    let spec = LeafSpec { hash: kind, layout, cols: range.clone() };
+    let matrix = backend.upload(host).ctx(format_args!("{what}: upload"))?;
+    let out = backend.hash_leaves(&matrix, shape, &spec).ctx(&what)?;
+    let words = backend.download_vec(&out).ctx(format_args!("{what}: download"))?;
+    let expected = reference::leaf_digests(host, cols, kind, layout, range);
+    ensure_digests_eq(&what, &expected, &reference::words_to_digests(&words))
+}
+
+/// Runs [`check_leaves`] over `rows x cols` shapes and every range of [`column_ranges`].
+fn sweep<B: Backend>(
+    backend: &B,
+    name: &str,
+    kind: HashKind,
+    layout: LeafLayout,
+    rows: &[usize],
+    cols: &[usize],
+) -> Outcome {
+    let mut g = Gen::new(name);
+    for &m in cols {
+        for &r in rows {
+            let host = g.matrix(r * m);
+            for range in column_ranges(m) {
+                check_leaves(backend, &host, m, kind, layout, range)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Row counts for the `rows` layout: one row, non-powers of two, and powers of two.
+pub const ROWS_LAYOUT_ROWS: [usize; 7] = [1, 2, 3, 5, 7, 33, 64];
+/// Row counts for `lambda-vm-pairs`: powers of two >= 2.
+pub const PAIRS_LAYOUT_ROWS: [usize; 5] = [2, 4, 8, 32, 64];
+/// Column counts around the hash block boundaries (see the module doc).
+pub const BOUNDARY_COLS: [usize; 10] = [1, 2, 3, 8, 9, 16, 17, 18, 34, 35];
+
+/// Known answers: `keccak256("")` and `blake3("")` from CONVENTIONS.md, through the reference, so
+/// the crates the suite trusts are pinned; and Keccak-256 is not SHA3-256.
+///
+/// # Errors
+/// A crate that does not produce the documented digest.
+pub fn hash_known_answers<B: Backend>(_backend: &B) -> Outcome {
+    let k = hex(&reference::hash(HashKind::Keccak256, b""));
+    ensure!(k == KECCAK256_EMPTY, "keccak256(\"\") is {k}, CONVENTIONS.md says {KECCAK256_EMPTY}");
+    let b = hex(&reference::hash(HashKind::Blake3, b""));
+    ensure!(b == BLAKE3_EMPTY, "blake3(\"\") is {b}, CONVENTIONS.md says {BLAKE3_EMPTY}");
+    use sha3::Digest as _;
+    let sha3_256 = hex(&sha3::Sha3_256::digest(b""));
+    ensure!(sha3_256 != KECCAK256_EMPTY, "the reference's Keccak-256 must not be SHA3-256");
+    Ok(())
+}
+
+/// Keccak-256 with the `rows` layout, at the rate boundaries.
+///
+/// # Errors
+/// The first digest that differs.
+pub fn hash_leaves_keccak_rows<B: Backend>(backend: &B) -> Outcome {
+    sweep(backend, "hash_leaves_keccak_rows", HashKind::Keccak256, LeafLayout::Rows, &ROWS_LAYOUT_ROWS, &BOUNDARY_COLS)
+}
+
+/// BLAKE3 with the `rows` layout, at the block boundaries.
+///
+/// # Errors
+/// The first digest that differs.
+pub fn hash_leaves_blake3_rows<B: Backend>(backend: &B) -> Outcome {
+    sweep(backend, "hash_leaves_blake3_rows", HashKind::Blake3, LeafLayout::Rows, &ROWS_LAYOUT_ROWS, &BOUNDARY_COLS)
+}
+
+/// Keccak-256 with the `lambda-vm-pairs` layout (big-endian, bit-reversed row pairs).
+///
+/// # Errors
+/// The first digest that differs.
+pub fn hash_leaves_keccak_pairs<B: Backend>(backend: &B) -> Outcome {
+    sweep(
+        backend,
+        "hash_leaves_keccak_pairs",
+        HashKind::Keccak256,
+        LeafLayout::LambdaVmPairs,
+        &PAIRS_LAYOUT_ROWS,
+        &BOUNDARY_COLS,
+    )
+}
+
+/// BLAKE3 with the `lambda-vm-pairs` layout.
+///
+/// # Errors
+/// The first digest that differs.
+pub fn hash_leaves_blake3_pairs<B: Backend>(backend: &B) -> Outcome {
+    sweep(
+        backend,
+        "hash_leaves_blake3_pairs",
+        HashKind::Blake3,
+        LeafLayout::LambdaVmPairs,
+        &PAIRS_LAYOUT_ROWS,
+        &BOUNDARY_COLS,
+    )
+}
+
+/// Rows of 1 KiB and more (64, 128, 129, 316, 612 columns): the BLAKE3 chunk tree and many Keccak
+/// blocks, both hashes and layouts, full rows and split halves.
+///
+/// # Errors
+/// The first digest that differs.
+pub fn hash_leaves_wide_rows<B: Backend>(backend: &B) -> Outcome {
+    let mut g = Gen::new("hash_leaves_wide_rows");
+    for m in [64, 128, 129, 316, 612] {
+        for (layout, rows) in [(LeafLayout::Rows, [1usize, 5, 16]), (LeafLayout::LambdaVmPairs, [2, 8, 16])] {
+            for r in rows {
+                let host = g.matrix(r * m);
+                for kind in HashKind::ALL {
+                    for range in [0..m, 0..m / 2, m / 2..m, 0..128.min(m - 1)] {
+                        check_leaves(backend, &host, m, kind, layout, range)?;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Inputs made of non-canonical values only (`p`, `p + 1`, `p + k`, `u64::MAX`, ...) hash like
+/// their canonical forms: compared with the reference, and with the backend's own digests of the
+/// canonicalised matrix.
+///
+/// # Errors
+/// The first digest that differs.
+pub fn hash_leaves_non_canonical<B: Backend>(backend: &B) -> Outcome {
+    let mut g = Gen::new("hash_leaves_non_canonical");
+    for (rows, cols) in [(1, 1), (4, 3), (8, 17), (16, 5)] {
+        let host: Vec<u64> = (0..rows * cols)
+            .map(|i| match i % 3 {
+                0 => [P, P + 1, u64::MAX, u64::MAX - 1][g.below(4)],
+                _ => P + g.u64() % (u64::MAX - P + 1),
+            })
+            .collect();
+        let canonical: Vec<u64> = host.iter().map(|&x| reference::canon(x)).collect();
+        for kind in HashKind::ALL {
+            for layout in LeafLayout::ALL {
+                if layout == LeafLayout::LambdaVmPairs && rows < 2 {
+                    continue;
+                }
+                check_leaves(backend, &host, cols, kind, layout, 0..cols)?;
+                let shape = MatrixShape::new(rows, cols).ctx("shape")?;
+                let spec = LeafSpec { hash: kind, layout, cols: 0..cols };
+                let a = backend.upload(&host).ctx("upload")?;
+                let b = backend.upload(&canonical).ctx("upload")?;
+                let da = backend.download_vec(&backend.hash_leaves(&a, shape, &spec).ctx("hash")?).ctx("download")?;
+                let db = backend.download_vec(&backend.hash_leaves(&b, shape, &spec).ctx("hash")?).ctx("download")?;
+                ensure_words_eq(
+                    format!("{kind} {layout} {rows} x {cols}: non-canonical vs canonical input"),
+                    &db,
+                    &da,
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `hash_leaves_into` at a digest offset writes exactly its leaves there and nothing else: two
+/// split trees' leaves written side by side into one buffer, between guard digests.
+///
+/// # Errors
+/// A digest that differs, or a guard digest that changed.
+pub fn hash_leaves_into_offset<B: Backend>(backend: &B) -> Outcome {
+    let mut g = Gen::new("hash_leaves_into_offset");
+    for (rows, cols, split) in [(8, 5, 2), (5, 17, 9), (16, 130, 65), (1, 3, 1)] {
+        let host = g.matrix(rows * cols);
+        let shape = MatrixShape::new(rows, cols).ctx("shape")?;
+        for kind in HashKind::ALL {
+            for layout in LeafLayout::ALL {
+                if layout == LeafLayout::LambdaVmPairs && rows < 2 {
+                    continue;
+                }
+                let leaves = layout.leaf_count(rows);
+                let (first, second, guard) = (3usize, 3 + leaves + 1, 2usize);
+                let total = second + leaves + guard;
+                let init: Vec<u64> = (0..total * DIGEST_WORDS).map(|_| g.u64()).collect();
+                let matrix = backend.upload(&host).ctx("upload")?;
+                let mut out = backend.upload(&init).ctx("upload")?;
+                let what = format!("hash_leaves_into {kind} {layout} {rows} x {cols} split at {split}");
+                for (range, at) in [(0..split, first), (split..cols, second)] {
+                    let spec = LeafSpec { hash: kind, layout, cols: range };
+                    backend.hash_leaves_into(&matrix, shape, &spec, &mut out, at).ctx(&what)?;
+                }
+                let mut expected = reference::words_to_digests(&init);
+                for (range, at) in [(0..split, first), (split..cols, second)] {
+                    let d = reference::leaf_digests(&host, cols, kind, layout, range);
+                    expected[at..at + leaves].copy_from_slice(&d);
+                }
+                let got = backend.download_vec(&out).ctx("download")?;
+                ensure_digests_eq(&what, &expected, &reference::words_to_digests(&got))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Bad specs and buffers are errors, and the output buffer is untouched: an empty or
+/// out-of-range column range, `lambda-vm-pairs` over 1 or a non-power-of-two row count, an output
+/// too short (also through the offset), and a matrix buffer that does not hold the shape.
+///
+/// # Errors
+/// A call that succeeds, fails with another error, or writes the output.
+pub fn hash_leaves_errors<B: Backend>(backend: &B) -> Outcome {
+    let mut g = Gen::new("hash_leaves_errors");
+    let (rows, cols) = (6, 4);
+    let host = g.matrix(rows * cols);
+    let matrix = backend.upload(&host).ctx("upload")?;
+    let init: Vec<u64> = (0..(rows + 2) * DIGEST_WORDS).map(|_| g.u64()).collect();
+    let mut out = backend.upload(&init).ctx("upload")?;
+    let shape = MatrixShape::new(rows, cols).ctx("shape")?;
+    let rows_spec = |range: Range<usize>| LeafSpec { hash: HashKind::Keccak256, layout: LeafLayout::Rows, cols: range };
+    let invalid = |e: &Error| matches!(e, Error::InvalidArgument(_));
+    let out_of_bounds = |e: &Error| matches!(e, Error::OutOfBounds { .. });
+    let mismatch = |e: &Error| matches!(e, Error::LengthMismatch { .. });
+    type Case<'a> = (String, MatrixShape, LeafSpec, usize, &'a dyn Fn(&Error) -> bool);
+    let pairs = |r: usize| -> Result<(MatrixShape, LeafSpec), Failure> {
+        Ok((
+            MatrixShape::new(r, rows * cols / r).ctx("shape")?,
+            LeafSpec { hash: HashKind::Blake3, layout: LeafLayout::LambdaVmPairs, cols: 0..rows * cols / r },
+        ))
+    };
+    let (s3, p3) = pairs(3)?;
+    let (s1, p1) = pairs(1)?;
+    let cases: Vec<Case<'_>> = vec![
+        ("empty column range 2..2".into(), shape, rows_spec(2..2), 0, &invalid),
+        ("column range 3..5 past 4 columns".into(), shape, rows_spec(3..5), 0, &invalid),
+        ("lambda-vm-pairs over 3 rows".into(), s3, p3, 0, &invalid),
+        ("lambda-vm-pairs over 1 row".into(), s1, p1, 0, &invalid),
+        ("output of 8 digests at offset 3 for 6 leaves".into(), shape, rows_spec(0..cols), 3, &out_of_bounds),
+        ("output at offset 9 past its end".into(), shape, rows_spec(0..cols), 9, &out_of_bounds),
+        (
+            "matrix of 24 elements as 5 x 4".into(),
+            MatrixShape::new(5, 4).ctx("shape")?,
+            rows_spec(0..cols),
+            0,
+            &mismatch,
+        ),
+        (
+            "matrix of 24 elements as 6 x 5".into(),
+            MatrixShape::new(6, 5).ctx("shape")?,
+            rows_spec(0..cols),
+            0,
+            &mismatch,
+        ),
+    ];
+    for (what, shape, spec, at, pred) in cases {
+        let what = format!("hash_leaves_into: {what}");
+        expect_error(backend.hash_leaves_into(&matrix, shape, &spec, &mut out, at), &what, pred)?;
+        ensure_words_eq(
+            format!("{what}: output after the error"),
+            &init,
+            &backend.download_vec(&out).ctx("download")?,
+        )?;
+    }
+    // The allocating form rejects a spec before allocating.
+    expect_error(backend.hash_leaves(&matrix, shape, &rows_spec(0..0)), "hash_leaves with an empty range", invalid)?;
+    Ok(())
+}

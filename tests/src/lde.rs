@@ -1,0 +1,145 @@
+//! Checks of [`Backend::coset_lde`] against the naive `O(n^2)` interpolate-and-evaluate reference
+//! in `u128 % p` arithmetic ([`reference::coset_lde`]).
+
+use backend_api::{Backend, DeviceBuffer as _, Error, LdeParams, MatrixShape};
+
+use crate::reference::{self, P};
+use crate::{Context as _, Gen, Outcome, ensure, ensure_live, ensure_words_eq, expect_error};
+
+/// Trace row counts checked: `2^0 ..= 2^6`.
+pub const TRACE_ROWS: [usize; 7] = [1, 2, 4, 8, 16, 32, 64];
+/// Blowups checked: `2^0 ..= 2^4`.
+pub const BLOWUPS: [usize; 5] = [1, 2, 4, 8, 16];
+
+/// Runs the backend's LDE of `host` (row-major, `n x m`) and compares it with the reference;
+/// also checks that every output value is canonical.
+///
+/// # Errors
+/// A [`crate::Failure`] naming the parameters and the first differing element.
+pub fn check_lde<B: Backend>(backend: &B, host: &[u64], n: usize, m: usize, blowup: usize, shift: u64) -> Outcome {
+    let what = format!("coset_lde n = {n}, m = {m}, blowup {blowup}, shift {shift:#x}");
+    let params = LdeParams::new(MatrixShape::new(n, m).ctx(&what)?, blowup, shift).ctx(&what)?;
+    let trace = backend.upload(host).ctx(format_args!("{what}: upload"))?;
+    let lde = backend.coset_lde(&trace, &params).ctx(&what)?;
+    ensure!(lde.len() == n * blowup * m, "{what}: output holds {} elements, expected {}", lde.len(), n * blowup * m);
+    let got = backend.download_vec(&lde).ctx(format_args!("{what}: download"))?;
+    if let Some(i) = got.iter().position(|&x| x >= P) {
+        return Err(crate::Failure(format!("{what}: output element {i} = {:#018x} is not canonical (>= p)", got[i])));
+    }
+    ensure_words_eq(&what, &reference::coset_lde(host, n, m, blowup, shift), &got)
+}
+
+/// Every `n` in `1..=64` and blowup in `1..=16` (powers of two), 1, 3 (one ext3 column) and 5
+/// columns, default shift 7; inputs include non-canonical values.
+///
+/// # Errors
+/// The first LDE that differs.
+pub fn coset_lde_small_domains<B: Backend>(backend: &B) -> Outcome {
+    let mut g = Gen::new("coset_lde_small_domains");
+    for n in TRACE_ROWS {
+        for blowup in BLOWUPS {
+            for m in [1, 3, 5] {
+                check_lde(backend, &g.matrix(n * m), n, m, blowup, 7)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Shifts 1, 3, a random one, and the non-canonical `p + 7` (which means 7), over a spread of
+/// shapes.
+///
+/// # Errors
+/// The first LDE that differs.
+pub fn coset_lde_shifts<B: Backend>(backend: &B) -> Outcome {
+    let mut g = Gen::new("coset_lde_shifts");
+    let random_shift = 1 + g.u64() % (P - 1);
+    for shift in [1, 3, P + 7, random_shift, P - 1] {
+        for (n, blowup, m) in [(1, 4, 2), (2, 2, 1), (8, 1, 3), (8, 8, 5), (16, 4, 3), (64, 2, 1), (32, 16, 1)] {
+            check_lde(backend, &g.matrix(n * m), n, m, blowup, shift)?;
+        }
+    }
+    // p + 7 and 7 are the same shift: the same output, bit for bit.
+    let host = g.matrix(16 * 3);
+    let params = |s| LdeParams::new(MatrixShape::new(16, 3).expect("shape"), 4, s);
+    let trace = backend.upload(&host).ctx("upload")?;
+    let a = backend.coset_lde(&trace, &params(7).ctx("params")?).ctx("shift 7")?;
+    let b = backend.coset_lde(&trace, &params(P + 7).ctx("params")?).ctx("shift p + 7")?;
+    ensure_words_eq(
+        "coset_lde with shift p + 7 vs 7",
+        &backend.download_vec(&a).ctx("download")?,
+        &backend.download_vec(&b).ctx("download")?,
+    )
+}
+
+/// Traces made only of `p`, `p + 1`, `u64::MAX` and other values `>= p` (and all-`p`, which is
+/// zero) give canonical outputs equal to the reference.
+///
+/// # Errors
+/// A non-canonical output value or a difference from the reference.
+pub fn coset_lde_canonical_output<B: Backend>(backend: &B) -> Outcome {
+    let mut g = Gen::new("coset_lde_canonical_output");
+    for (n, blowup, m) in [(1, 1, 1), (1, 8, 3), (4, 1, 2), (8, 4, 3), (32, 2, 2)] {
+        let high: Vec<u64> = (0..n * m).map(|i| [P, P + 1, u64::MAX, P + 7 + g.u64() % 1000][i % 4]).collect();
+        check_lde(backend, &high, n, m, blowup, 7)?;
+        check_lde(backend, &vec![P; n * m], n, m, blowup, 7)?;
+        check_lde(backend, &vec![u64::MAX; n * m], n, m, blowup, 3)?;
+    }
+    Ok(())
+}
+
+/// With blowup 1 and shift 1 the LDE is the identity after canonicalisation (CONVENTIONS.md).
+///
+/// # Errors
+/// An output that is not the canonicalised input.
+pub fn coset_lde_identity<B: Backend>(backend: &B) -> Outcome {
+    let mut g = Gen::new("coset_lde_identity");
+    for (n, m) in [(1, 1), (1, 4), (2, 3), (16, 1), (64, 5)] {
+        let host = g.matrix(n * m);
+        for shift in [1, P + 1] {
+            let what = format!("coset_lde identity n = {n}, m = {m}, shift {shift:#x}");
+            let params = LdeParams::new(MatrixShape::new(n, m).ctx(&what)?, 1, shift).ctx(&what)?;
+            let trace = backend.upload(&host).ctx("upload")?;
+            let lde = backend.coset_lde(&trace, &params).ctx(&what)?;
+            let expected: Vec<u64> = host.iter().map(|&x| reference::canon(x)).collect();
+            ensure_words_eq(&what, &expected, &backend.download_vec(&lde).ctx("download")?)?;
+        }
+    }
+    Ok(())
+}
+
+/// Invalid parameters are rejected by [`LdeParams::new`] (row count or blowup not a power of two,
+/// `N > 2^32`, shift 0 or `p`), and the backend rejects a trace buffer that does not hold
+/// `params.trace` with [`Error::LengthMismatch`], allocating nothing.
+///
+/// # Errors
+/// Parameters accepted, a call that succeeds, or the wrong error.
+pub fn coset_lde_errors<B: Backend>(backend: &B) -> Outcome {
+    let shape = |r, c| MatrixShape::new(r, c).ctx("shape");
+    let invalid_shape = |e: &Error| matches!(e, Error::InvalidShape(_));
+    let invalid_arg = |e: &Error| matches!(e, Error::InvalidArgument(_));
+    expect_error(LdeParams::new(shape(3, 2)?, 2, 7), "3 trace rows", invalid_shape)?;
+    expect_error(LdeParams::new(shape(12, 1)?, 2, 7), "12 trace rows", invalid_shape)?;
+    expect_error(LdeParams::new(shape(4, 2)?, 3, 7), "blowup 3", invalid_shape)?;
+    expect_error(LdeParams::new(shape(4, 2)?, 0, 7), "blowup 0", invalid_shape)?;
+    expect_error(LdeParams::new(shape(4, 2)?, 6, 7), "blowup 6", invalid_shape)?;
+    expect_error(LdeParams::new(shape(1 << 30, 1)?, 8, 7), "N = 2^33", invalid_shape)?;
+    expect_error(LdeParams::new(shape(1 << 32, 1)?, 2, 7), "N = 2^33 from 2^32 rows", invalid_shape)?;
+    expect_error(LdeParams::new(shape(1, 1)?, 1 << 33, 7), "N = 2^33 from the blowup", invalid_shape)?;
+    expect_error(LdeParams::new(shape(4, 1)?, 2, 0), "shift 0", invalid_arg)?;
+    expect_error(LdeParams::new(shape(4, 1)?, 2, P), "shift p", invalid_arg)?;
+    // The largest domain is accepted (nothing is allocated by constructing parameters).
+    LdeParams::new(shape(1 << 31, 1)?, 2, 7).ctx("N = 2^32")?;
+
+    let mut g = Gen::new("coset_lde_errors");
+    let baseline = backend.memory().live;
+    for (len, n, m) in [(16, 8, 3), (24, 8, 2), (1, 2, 1), (32, 16, 1)] {
+        let trace = backend.upload(&g.matrix(len)).ctx("upload")?;
+        let params = LdeParams::new(shape(n, m)?, 4, 7).ctx("params")?;
+        let what = format!("coset_lde of a {len}-element buffer as {n} x {m}");
+        let before = backend.memory().live;
+        expect_error(backend.coset_lde(&trace, &params), &what, |e| matches!(e, Error::LengthMismatch { .. }))?;
+        ensure_live(backend, before, &what)?;
+    }
+    ensure_live(backend, baseline, "coset_lde_errors")
+}

@@ -1,0 +1,195 @@
+//! Checks of buffers, transfers and allocation accounting: upload/download round trips,
+//! out-of-bounds downloads, the tracker's counters, queued downloads that snapshot the buffer,
+//! and fault injection at every allocation of every operation (nothing may leak on failure).
+
+use backend_api::{
+    Backend, CopyRange, DEFAULT_SCRATCH_CAP, DeviceBuffer as _, Error, HashKind, LdeParams, LeafLayout, LeafSpec,
+    MatrixShape, PendingDownload as _,
+};
+
+use crate::{Context as _, Failure, Gen, Outcome, ensure, ensure_live, ensure_words_eq, expect_error, reference};
+
+/// Uploads round-trip bit for bit (non-canonical values included: transfers never canonicalise);
+/// partial downloads at offsets return the right slice; a download past the end is
+/// [`Error::OutOfBounds`].
+///
+/// # Errors
+/// A value that changed, or a download accepted past the end.
+pub fn memory_upload_download<B: Backend>(backend: &B) -> Outcome {
+    let mut g = Gen::new("memory_upload_download");
+    for len in [1, 2, 3, 100, 4097] {
+        let host = g.matrix(len);
+        let buf = backend.upload(&host).ctx("upload")?;
+        ensure!(buf.len() == len, "upload of {len} elements made a buffer of {}", buf.len());
+        ensure_words_eq(format!("round trip of {len} elements"), &host, &backend.download_vec(&buf).ctx("download")?)?;
+        for (offset, count) in [(0, len), (len - 1, 1), (len / 2, len - len / 2), (len, 0), (len / 3, len / 3)] {
+            let mut out = vec![0u64; count];
+            backend.download(&buf, offset, &mut out).ctx(format_args!("download {count} at {offset} of {len}"))?;
+            ensure_words_eq(format!("download {count} at {offset} of {len}"), &host[offset..offset + count], &out)?;
+        }
+        for (offset, count) in [(0, len + 1), (len, 1), (1, len), (usize::MAX, 2)] {
+            let mut out = vec![0u64; count.min(len + 1)];
+            let what = format!("download of {} at {offset} from {len} elements", out.len());
+            expect_error(backend.download(&buf, offset, &mut out), &what, |e| matches!(e, Error::OutOfBounds { .. }))?;
+        }
+    }
+    Ok(())
+}
+
+/// `alloc(n)` and `upload` raise live bytes by at least `8n` and dropping gives them back; the
+/// allocation count grows; `reset_peak` then a larger allocation moves the peak.
+///
+/// # Errors
+/// Counters that do not move as described.
+pub fn memory_counters<B: Backend>(backend: &B) -> Outcome {
+    let before = backend.memory();
+    let a = backend.alloc(1000).ctx("alloc 1000")?;
+    ensure!(a.len() == 1000, "alloc(1000) made a buffer of {}", a.len());
+    let after_a = backend.memory();
+    ensure!(
+        after_a.live >= before.live + 8000,
+        "alloc(1000) raised live bytes from {} only to {}",
+        before.live,
+        after_a.live
+    );
+    ensure!(
+        after_a.allocations > before.allocations,
+        "alloc(1000) was not counted: {} allocations before and after",
+        before.allocations
+    );
+    backend.tracker().reset_peak();
+    let b = backend.upload(&[7u64; 512]).ctx("upload 512")?;
+    let with_b = backend.memory();
+    ensure!(
+        with_b.live >= after_a.live + 4096,
+        "upload(512) raised live bytes from {} only to {}",
+        after_a.live,
+        with_b.live
+    );
+    ensure!(with_b.peak >= with_b.live, "peak {} is below live {}", with_b.peak, with_b.live);
+    drop(b);
+    ensure_live(backend, after_a.live, "dropping an uploaded buffer")?;
+    drop(a);
+    ensure_live(backend, before.live, "dropping an allocated buffer")?;
+    ensure!(backend.memory().peak >= with_b.live, "the peak forgot the upload after it was dropped");
+    Ok(())
+}
+
+/// A queued download is a snapshot: work issued after it (a copy, a transpose) does not change what
+/// it returns, and the buffer itself does change.
+///
+/// # Errors
+/// A snapshot that sees later writes, or later work that did not happen.
+pub fn memory_queue_download_snapshot<B: Backend>(backend: &B) -> Outcome {
+    let mut g = Gen::new("memory_queue_download_snapshot");
+    let (rows, cols) = (64, 5);
+    let host = g.matrix(rows * cols);
+    let mut buf = backend.upload(&host).ctx("upload")?;
+    let pending = backend.queue_download(&buf).ctx("queue_download")?;
+    backend.batched_copy_within(&mut buf, &[CopyRange::new(0, 100, 50)]).ctx("copy after queue")?;
+    let shape = MatrixShape::new(rows, cols).ctx("shape")?;
+    backend.transpose_in_place(&mut buf, shape, DEFAULT_SCRATCH_CAP).ctx("transpose after queue")?;
+    let snapshot = pending.wait().ctx("wait")?;
+    ensure_words_eq("queued download vs the buffer when it was queued", &host, &snapshot)?;
+    let mut moved = host.clone();
+    reference::apply_copies(&host, &mut moved, &[CopyRange::new(0, 100, 50)]);
+    let expected = reference::transpose(&moved, rows, cols);
+    ensure_words_eq(
+        "the buffer after the work queued behind the download",
+        &expected,
+        &backend.download_vec(&buf).ctx("download")?,
+    )
+}
+
+/// Makes each allocation of an operation fail in turn (`tracker().fail_at`) until the operation
+/// succeeds; every failure must be an out-of-memory error, leave live bytes where they were, and
+/// the final success must still be correct.
+///
+/// # Errors
+/// A failure that is not out of memory, a leak, an operation that never succeeds within 64
+/// injected faults, or an operation that must allocate and never did.
+fn inject_each<B: Backend, T>(
+    backend: &B,
+    what: &str,
+    must_allocate: bool,
+    mut op: impl FnMut() -> Result<T, Error>,
+) -> Result<T, Failure> {
+    for k in 0..64 {
+        let before = backend.memory();
+        backend.tracker().fail_at(before.allocations + k);
+        let result = op();
+        backend.tracker().disarm();
+        match result {
+            Ok(v) => {
+                ensure!(
+                    !(must_allocate && k == 0),
+                    "{what}: succeeded with its first allocation made to fail (it allocates through the tracker?)"
+                );
+                return Ok(v);
+            }
+            Err(e) => {
+                ensure!(
+                    e.is_out_of_memory(),
+                    "{what}, allocation #{k} failed: got {e}, expected the injected out-of-memory"
+                );
+                ensure_live(backend, before.live, format_args!("{what} with allocation #{k} failed"))?;
+            }
+        }
+    }
+    Err(Failure(format!("{what}: still failing after 64 injected faults")))
+}
+
+/// Fault injection at every allocation of alloc, upload, transpose, hash_leaves, merkle_tree and
+/// coset_lde: out of memory, nothing leaked, and the retry that succeeds is correct. A transpose
+/// that runs out of memory must do so before it moves a byte (allocate the scratch first), so the
+/// retry transposes the original matrix.
+///
+/// # Errors
+/// As `inject_each`, or a wrong final result.
+pub fn memory_fault_injection<B: Backend>(backend: &B) -> Outcome {
+    let mut g = Gen::new("memory_fault_injection");
+    inject_each(backend, "alloc(100)", true, || backend.alloc(100))?;
+    let host = g.matrix(40 * 6);
+    let up = inject_each(backend, "upload", true, || backend.upload(&host))?;
+    ensure_words_eq("upload after injected faults", &host, &backend.download_vec(&up).ctx("download")?)?;
+
+    let shape = MatrixShape::new(40, 6).ctx("shape")?;
+    let mut buf = backend.upload(&host).ctx("upload")?;
+    inject_each(backend, "transpose_in_place 40 x 6 under a 2-row cap", false, || {
+        // A failed attempt must leave the matrix as it was, so the retry transposes the original.
+        backend.transpose_in_place(&mut buf, shape, (6 + 1) * 8 * 2)
+    })?;
+    ensure_words_eq(
+        "transpose after injected faults",
+        &reference::transpose(&host, 40, 6),
+        &backend.download_vec(&buf).ctx("download")?,
+    )?;
+
+    let matrix = backend.upload(&host).ctx("upload")?;
+    for kind in HashKind::ALL {
+        let spec = LeafSpec { hash: kind, layout: LeafLayout::Rows, cols: 1..5 };
+        let leaves = inject_each(backend, "hash_leaves", true, || backend.hash_leaves(&matrix, shape, &spec))?;
+        let words = backend.download_vec(&leaves).ctx("download")?;
+        let expected = reference::leaf_digests(&host, 6, kind, LeafLayout::Rows, 1..5);
+        ensure!(
+            reference::words_to_digests(&words) == expected,
+            "hash_leaves {kind} after injected faults differs from the reference"
+        );
+        let nodes = inject_each(backend, "merkle_tree", true, || backend.merkle_tree(&leaves, kind))?;
+        let words = backend.download_vec(&nodes).ctx("download")?;
+        ensure!(
+            reference::words_to_digests(&words) == reference::merkle_nodes(&expected, kind),
+            "merkle_tree {kind} after injected faults differs from the reference"
+        );
+    }
+
+    let trace_host = g.matrix(16 * 3);
+    let trace = backend.upload(&trace_host).ctx("upload")?;
+    let params = LdeParams::new(MatrixShape::new(16, 3).ctx("shape")?, 4, 7).ctx("params")?;
+    let lde = inject_each(backend, "coset_lde 16 x 3, blowup 4", true, || backend.coset_lde(&trace, &params))?;
+    ensure_words_eq(
+        "coset_lde after injected faults",
+        &reference::coset_lde(&trace_host, 16, 3, 4, 7),
+        &backend.download_vec(&lde).ctx("download")?,
+    )
+}

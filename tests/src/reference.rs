@@ -1,0 +1,314 @@
+//! Independent naive references: slow, obvious, and sharing no code with any backend.
+//!
+//! Nothing here calls `backend_api::field`, the transpose plan or a backend: the field arithmetic
+//! is `u128 % p`, the roots of unity are `7^((p-1)/N)` by this module's own square-and-multiply,
+//! the transpose moves one index at a time, leaf preimages are serialised byte by byte and fed to
+//! `sha3::Keccak256` / `blake3::hash`, and the Merkle root is recomputed recursively.
+
+use std::ops::Range;
+
+use backend_api::{CopyRange, HashKind, LeafLayout};
+use sha3::Digest as _;
+
+/// The Goldilocks prime, restated here so the references do not borrow it from the code under test.
+pub const P: u64 = 0xFFFF_FFFF_0000_0001;
+
+/// `x mod p`.
+pub fn canon(x: u64) -> u64 {
+    x % P
+}
+
+/// `a * b mod p` through `u128` division.
+pub fn mul(a: u64, b: u64) -> u64 {
+    ((a as u128 * b as u128) % P as u128) as u64
+}
+
+/// `a + b mod p` through `u128`.
+pub fn add(a: u64, b: u64) -> u64 {
+    ((a as u128 + b as u128) % P as u128) as u64
+}
+
+/// `base^exp mod p`, square-and-multiply.
+pub fn pow(base: u64, mut exp: u64) -> u64 {
+    let mut acc = 1u64;
+    let mut b = canon(base);
+    while exp > 0 {
+        if exp & 1 == 1 {
+            acc = mul(acc, b);
+        }
+        b = mul(b, b);
+        exp >>= 1;
+    }
+    acc
+}
+
+/// `x^(p-2)`, the inverse of a non-zero `x`.
+pub fn inv(x: u64) -> u64 {
+    assert!(canon(x) != 0, "0 has no inverse");
+    pow(x, P - 2)
+}
+
+/// A primitive `n`-th root of unity, `7^((p-1)/n)`, for a power of two `n <= 2^32`.
+pub fn root_of_unity(n: usize) -> u64 {
+    assert!(n.is_power_of_two() && n as u64 <= 1 << 32, "domain size {n}");
+    pow(7, (P - 1) / n as u64)
+}
+
+/// Row-major `rows x cols` to column-major, one index at a time.
+pub fn transpose(data: &[u64], rows: usize, cols: usize) -> Vec<u64> {
+    assert_eq!(data.len(), rows * cols);
+    let mut out = vec![0u64; data.len()];
+    for r in 0..rows {
+        for c in 0..cols {
+            out[c * rows + r] = data[r * cols + c];
+        }
+    }
+    out
+}
+
+/// The coset LDE of a row-major `n x m` trace, `O(n^2 + N n)` per column.
+///
+/// Each column is interpolated by a naive inverse DFT (`a_k = (1/n) sum_j T[j] w_n^(-jk)`), then
+/// the polynomial is evaluated at every `s * w_N^i` by Horner's rule. The result is row-major
+/// `N x m`, canonical.
+pub fn coset_lde(trace: &[u64], n: usize, m: usize, blowup: usize, shift: u64) -> Vec<u64> {
+    assert_eq!(trace.len(), n * m);
+    let big_n = n * blowup;
+    let w_n_inv = inv(root_of_unity(n));
+    let w_big = root_of_unity(big_n);
+    let n_inv = inv(n as u64);
+    let mut out = vec![0u64; big_n * m];
+    // The evaluation points s * w_N^i.
+    let points: Vec<u64> = {
+        let mut x = canon(shift);
+        (0..big_n)
+            .map(|_| {
+                let p = x;
+                x = mul(x, w_big);
+                p
+            })
+            .collect()
+    };
+    for c in 0..m {
+        let column: Vec<u64> = (0..n).map(|j| canon(trace[j * m + c])).collect();
+        let coeffs: Vec<u64> = (0..n)
+            .map(|k| {
+                let step = pow(w_n_inv, k as u64);
+                let mut w = 1u64;
+                let mut acc = 0u64;
+                for &t in &column {
+                    acc = add(acc, mul(t, w));
+                    w = mul(w, step);
+                }
+                mul(acc, n_inv)
+            })
+            .collect();
+        for (i, &x) in points.iter().enumerate() {
+            let mut acc = 0u64;
+            for &a in coeffs.iter().rev() {
+                acc = add(mul(acc, x), a);
+            }
+            out[i * m + c] = acc;
+        }
+    }
+    out
+}
+
+/// The digest of `bytes` with `sha3::Keccak256` or `blake3::hash`.
+pub fn hash(kind: HashKind, bytes: &[u8]) -> [u8; 32] {
+    match kind {
+        HashKind::Keccak256 => sha3::Keccak256::digest(bytes).into(),
+        HashKind::Blake3 => *blake3::hash(bytes).as_bytes(),
+    }
+}
+
+/// Reverses the low `bits` bits of `i`, bit by bit.
+pub fn bit_reverse(i: usize, bits: u32) -> usize {
+    let mut out = 0;
+    for b in 0..bits {
+        if i >> b & 1 == 1 {
+            out |= 1 << (bits - 1 - b);
+        }
+    }
+    out
+}
+
+/// The bytes hashed for leaf `leaf` of a row-major matrix with `cols` columns.
+///
+/// `rows`: each element of `cols_range` in row `leaf`, canonical, little-endian.
+/// `lambda-vm-pairs`: rows `br(2 leaf)` then `br(2 leaf + 1)` (bit reversal over `log2(rows)`
+/// bits), canonical, big-endian.
+pub fn leaf_preimage(matrix: &[u64], cols: usize, layout: LeafLayout, range: Range<usize>, leaf: usize) -> Vec<u8> {
+    let rows = matrix.len() / cols;
+    let mut bytes = Vec::new();
+    let mut push_row = |r: usize, big_endian: bool| {
+        for c in range.clone() {
+            let x = canon(matrix[r * cols + c]);
+            for k in 0..8 {
+                let shift = if big_endian { 56 - 8 * k } else { 8 * k };
+                bytes.push((x >> shift) as u8);
+            }
+        }
+    };
+    match layout {
+        LeafLayout::Rows => push_row(leaf, false),
+        LeafLayout::LambdaVmPairs => {
+            let bits = rows.trailing_zeros();
+            push_row(bit_reverse(2 * leaf, bits), true);
+            push_row(bit_reverse(2 * leaf + 1, bits), true);
+        }
+    }
+    bytes
+}
+
+/// Every leaf digest of a row-major matrix.
+pub fn leaf_digests(
+    matrix: &[u64],
+    cols: usize,
+    kind: HashKind,
+    layout: LeafLayout,
+    range: Range<usize>,
+) -> Vec<[u8; 32]> {
+    let rows = matrix.len() / cols;
+    let leaves = match layout {
+        LeafLayout::Rows => rows,
+        LeafLayout::LambdaVmPairs => rows / 2,
+    };
+    (0..leaves).map(|i| hash(kind, &leaf_preimage(matrix, cols, layout, range.clone(), i))).collect()
+}
+
+/// `H(left || right)`.
+pub fn parent(kind: HashKind, left: &[u8; 32], right: &[u8; 32]) -> [u8; 32] {
+    let mut bytes = [0u8; 64];
+    bytes[..32].copy_from_slice(left);
+    bytes[32..].copy_from_slice(right);
+    hash(kind, &bytes)
+}
+
+/// The leaves padded to a power of two by repeating the last one.
+pub fn padded(leaves: &[[u8; 32]]) -> Vec<[u8; 32]> {
+    assert!(!leaves.is_empty());
+    let mut l = leaves.to_vec();
+    let mut size = 1;
+    while size < l.len() {
+        size *= 2;
+    }
+    let last = *l.last().expect("non-empty");
+    l.resize(size, last);
+    l
+}
+
+/// The full `2L - 1` node array: root at 0, children of `p` at `2p+1`, `2p+2`, leaves at `[L-1, 2L-1)`.
+pub fn merkle_nodes(leaves: &[[u8; 32]], kind: HashKind) -> Vec<[u8; 32]> {
+    let l = padded(leaves);
+    let big_l = l.len();
+    let mut nodes = vec![[0u8; 32]; 2 * big_l - 1];
+    nodes[big_l - 1..].copy_from_slice(&l);
+    for p in (0..big_l - 1).rev() {
+        nodes[p] = parent(kind, &nodes[2 * p + 1], &nodes[2 * p + 2]);
+    }
+    nodes
+}
+
+/// The root, recursively: the root of a power-of-two list is `H(root(left half) || root(right half))`.
+pub fn merkle_root(leaves: &[[u8; 32]], kind: HashKind) -> [u8; 32] {
+    fn rec(l: &[[u8; 32]], kind: HashKind) -> [u8; 32] {
+        if l.len() == 1 {
+            return l[0];
+        }
+        let (a, b) = l.split_at(l.len() / 2);
+        parent(kind, &rec(a, kind), &rec(b, kind))
+    }
+    rec(&padded(leaves), kind)
+}
+
+/// Digests as buffer elements: four little-endian `u64` per digest.
+pub fn digests_to_words(digests: &[[u8; 32]]) -> Vec<u64> {
+    let mut out = Vec::with_capacity(digests.len() * 4);
+    for d in digests {
+        for w in 0..4 {
+            let mut x = 0u64;
+            for k in 0..8 {
+                x |= (d[w * 8 + k] as u64) << (8 * k);
+            }
+            out.push(x);
+        }
+    }
+    out
+}
+
+/// Buffer elements as digests (the inverse of [`digests_to_words`]).
+pub fn words_to_digests(words: &[u64]) -> Vec<[u8; 32]> {
+    assert_eq!(words.len() % 4, 0);
+    words
+        .chunks(4)
+        .map(|w| {
+            let mut d = [0u8; 32];
+            for (i, x) in w.iter().enumerate() {
+                for k in 0..8 {
+                    d[i * 8 + k] = (x >> (8 * k)) as u8;
+                }
+            }
+            d
+        })
+        .collect()
+}
+
+/// Applies a batch of copies one element at a time, reading every source before writing (the
+/// batch is independent, so order does not matter).
+pub fn apply_copies(src: &[u64], dst: &mut [u64], copies: &[CopyRange]) {
+    let values: Vec<Vec<u64>> = copies.iter().map(|c| src[c.src..c.src + c.len].to_vec()).collect();
+    for (c, v) in copies.iter().zip(values) {
+        for (k, x) in v.into_iter().enumerate() {
+            dst[c.dst + k] = x;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roots_match_the_conventions() {
+        assert_eq!(root_of_unity(1 << 32), 1_753_635_133_440_165_772);
+        for k in 1..=32u32 {
+            let w = root_of_unity(1 << k);
+            assert_eq!(pow(w, 1 << k), 1);
+            assert_eq!(pow(w, 1 << (k - 1)), P - 1);
+        }
+    }
+
+    #[test]
+    fn lde_of_a_polynomial_is_its_evaluation() {
+        // P(x) = 3 + 5x + 7x^3 on n = 4, evaluated at s * w_8^i.
+        let n = 4;
+        let w4 = root_of_unity(4);
+        let poly = |x: u64| add(add(3, mul(5, x)), mul(7, pow(x, 3)));
+        let trace: Vec<u64> = (0..n).map(|j| poly(pow(w4, j as u64))).collect();
+        let lde = coset_lde(&trace, n, 1, 2, 7);
+        let w8 = root_of_unity(8);
+        for (i, &v) in lde.iter().enumerate() {
+            assert_eq!(v, poly(mul(7, pow(w8, i as u64))));
+        }
+    }
+
+    #[test]
+    fn bit_reverse_and_digest_words_round_trip() {
+        assert_eq!(bit_reverse(0b0011, 4), 0b1100);
+        assert_eq!(bit_reverse(1, 1), 1);
+        let d = [[7u8; 32], std::array::from_fn(|i| i as u8)];
+        assert_eq!(words_to_digests(&digests_to_words(&d)), d);
+        assert_eq!(digests_to_words(&d[1..])[0], 0x0706_0504_0302_0100);
+    }
+
+    #[test]
+    fn merkle_references_agree() {
+        let leaves: Vec<[u8; 32]> = (0..13u8).map(|i| [i; 32]).collect();
+        for k in 1..=13 {
+            for kind in HashKind::ALL {
+                assert_eq!(merkle_nodes(&leaves[..k], kind)[0], merkle_root(&leaves[..k], kind));
+            }
+        }
+    }
+}

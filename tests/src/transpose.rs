@@ -1,0 +1,173 @@
+//! Checks of [`Backend::transpose_in_place`] against the index-by-index reference.
+//!
+//! Small scratch caps of `(cols + 1) * 8 * k` bytes force many blocks of `R = 2^floor(log2 k)`
+//! rows, tails (`rows` not a multiple of `R`), long run cycles and the chunked paths of the plan.
+
+use backend_api::{Backend, DEFAULT_SCRATCH_CAP, Error, MatrixShape};
+
+use crate::{Context as _, Gen, Outcome, ensure, ensure_live, ensure_words_eq, expect_error, reference};
+
+/// Bytes a backend may allocate during a transpose beyond the scratch cap, for plan metadata
+/// (CONVENTIONS.md: "at most the cap, plus a few KiB of metadata").
+pub const METADATA_SLACK_BYTES: usize = 8 << 10;
+
+/// The cap that gives blocks of `k` rows (rounded down to a power of two) for `cols` columns.
+pub fn cap_for(cols: usize, k: usize) -> usize {
+    (cols + 1) * 8 * k
+}
+
+/// Uploads a random `rows x cols` matrix, transposes it in place under `cap`, and compares the
+/// buffer with the reference; also checks that the scratch stays within the cap and is freed.
+///
+/// # Errors
+/// A [`crate::Failure`] naming the shape and cap.
+pub fn check_transpose<B: Backend>(backend: &B, g: &mut Gen, rows: usize, cols: usize, cap: usize) -> Outcome {
+    let what = format!("transpose {rows} x {cols} under a {cap} B cap");
+    let shape = MatrixShape::new(rows, cols).ctx(&what)?;
+    let host = g.matrix(rows * cols);
+    let mut buf = backend.upload(&host).ctx(format_args!("{what}: upload"))?;
+    let baseline = backend.memory().live;
+    backend.tracker().reset_peak();
+    backend.transpose_in_place(&mut buf, shape, cap).ctx(&what)?;
+    backend.synchronize().ctx(format_args!("{what}: synchronize"))?;
+    let extra = backend.memory().peak.saturating_sub(baseline);
+    ensure!(
+        extra <= cap + METADATA_SLACK_BYTES,
+        "{what}: {extra} B allocated at peak beyond the matrix, over the cap (+{METADATA_SLACK_BYTES} B metadata slack)"
+    );
+    ensure_live(backend, baseline, format_args!("{what}: scratch not freed"))?;
+    let got = backend.download_vec(&buf).ctx(format_args!("{what}: download"))?;
+    ensure_words_eq(&what, &reference::transpose(&host, rows, cols), &got)
+}
+
+/// One row, one column, and tiny matrices, under tiny and default caps.
+///
+/// # Errors
+/// The first shape that does not match the reference.
+pub fn transpose_edge_shapes<B: Backend>(backend: &B) -> Outcome {
+    let mut g = Gen::new("transpose_edge_shapes");
+    let shapes = [(1, 1), (1, 2), (1, 7), (1, 316), (2, 1), (9, 1), (1000, 1), (2, 2), (2, 3), (3, 2), (4, 4), (5, 3)];
+    for (rows, cols) in shapes {
+        for cap in [cap_for(cols, 1), cap_for(cols, 2), cap_for(cols, 3), DEFAULT_SCRATCH_CAP] {
+            check_transpose(backend, &mut g, rows, cols, cap)?;
+        }
+    }
+    Ok(())
+}
+
+/// Row counts that are not a multiple of the block, and many blocks, under caps of `k` rows.
+///
+/// # Errors
+/// The first shape that does not match the reference.
+pub fn transpose_block_tails<B: Backend>(backend: &B) -> Outcome {
+    let mut g = Gen::new("transpose_block_tails");
+    for rows in [3, 5, 7, 8, 13, 16, 17, 31, 64, 100, 129] {
+        for cols in [2, 3, 5, 8] {
+            for k in [1, 2, 3, 4, 5, 8, 16] {
+                check_transpose(backend, &mut g, rows, cols, cap_for(cols, k))?;
+            }
+        }
+    }
+    // A cap between two block sizes (not a multiple of a row): R rounds down.
+    check_transpose(backend, &mut g, 77, 6, cap_for(6, 5) + 13)?;
+    Ok(())
+}
+
+/// The production column counts (3, 316, 436, 612) at modest row counts, small and default caps.
+///
+/// # Errors
+/// The first shape that does not match the reference.
+pub fn transpose_wide_columns<B: Backend>(backend: &B) -> Outcome {
+    let mut g = Gen::new("transpose_wide_columns");
+    for cols in [3, 316, 436, 612] {
+        for rows in [37, 64] {
+            for cap in [cap_for(cols, 1), cap_for(cols, 4), cap_for(cols, 16), DEFAULT_SCRATCH_CAP] {
+                check_transpose(backend, &mut g, rows, cols, cap)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Cubic-extension tables: `m` ext3 columns are `3m` base columns (CONVENTIONS.md), so the result
+/// is the base-column column-major matrix; component `k` of ext3 column `j` is column `3j + k`.
+///
+/// # Errors
+/// The first shape that does not match the reference.
+pub fn transpose_ext3<B: Backend>(backend: &B) -> Outcome {
+    let mut g = Gen::new("transpose_ext3");
+    for m in [1, 2, 5, 11] {
+        let cols = 3 * m;
+        for rows in [1, 6, 16, 50] {
+            for k in [1, 4] {
+                check_transpose(backend, &mut g, rows, cols, cap_for(cols, k))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The default 256 MiB cap, where the whole matrix fits one block.
+///
+/// # Errors
+/// The first shape that does not match the reference.
+pub fn transpose_default_cap<B: Backend>(backend: &B) -> Outcome {
+    let mut g = Gen::new("transpose_default_cap");
+    for (rows, cols) in [(256, 7), (300, 9), (1024, 3), (64, 316)] {
+        check_transpose(backend, &mut g, rows, cols, DEFAULT_SCRATCH_CAP)?;
+    }
+    Ok(())
+}
+
+/// Peak scratch never exceeds the cap, for caps from one row to the whole matrix.
+///
+/// # Errors
+/// The first cap the backend allocates past, or a wrong result.
+pub fn transpose_scratch_within_cap<B: Backend>(backend: &B) -> Outcome {
+    let mut g = Gen::new("transpose_scratch_within_cap");
+    let (rows, cols) = (96, 10);
+    for k in [1, 2, 3, 5, 8, 32, 64, 95, 96, 200] {
+        check_transpose(backend, &mut g, rows, cols, cap_for(cols, k))?;
+        // A cap a few bytes short of the next power of two of rows.
+        check_transpose(backend, &mut g, rows, cols, cap_for(cols, k.next_power_of_two()) - 1)?;
+    }
+    Ok(())
+}
+
+/// A cap below one run is [`Error::ScratchTooSmall`]; a buffer that does not hold the shape is
+/// [`Error::LengthMismatch`]; in both cases nothing moves and nothing stays allocated.
+///
+/// # Errors
+/// A call that succeeds or fails with another error, or bytes that moved.
+pub fn transpose_errors<B: Backend>(backend: &B) -> Outcome {
+    let mut g = Gen::new("transpose_errors");
+    let (rows, cols) = (12, 5);
+    let shape = MatrixShape::new(rows, cols).ctx("shape")?;
+    let host = g.matrix(rows * cols);
+    let mut buf = backend.upload(&host).ctx("upload")?;
+    let baseline = backend.memory().live;
+    for cap in [0, 1, cap_for(cols, 1) - 1] {
+        let what = format!("transpose {shape} under a {cap} B cap");
+        let err = expect_error(backend.transpose_in_place(&mut buf, shape, cap), &what, |e| {
+            matches!(e, Error::ScratchTooSmall { .. })
+        })?;
+        if let Error::ScratchTooSmall { cap: c, cols: n, min } = err {
+            ensure!(
+                c == cap && n == cols && min == cap_for(cols, 1),
+                "{what}: error reports cap {c}, cols {n}, min {min}; expected {cap}, {cols}, {}",
+                cap_for(cols, 1)
+            );
+        }
+        ensure_live(backend, baseline, &what)?;
+    }
+    for (r, c) in [(rows + 1, cols), (rows, cols - 1), (1, 1), (rows * cols + 1, 1)] {
+        let wrong = MatrixShape::new(r, c).ctx("shape")?;
+        let what = format!("transpose of a {}-element buffer as {wrong}", host.len());
+        expect_error(backend.transpose_in_place(&mut buf, wrong, DEFAULT_SCRATCH_CAP), &what, |e| {
+            matches!(e, Error::LengthMismatch { .. })
+        })?;
+        ensure_live(backend, baseline, &what)?;
+    }
+    let got = backend.download_vec(&buf).ctx("download")?;
+    ensure_words_eq("buffer after rejected transposes", &host, &got)
+}
