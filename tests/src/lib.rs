@@ -59,8 +59,8 @@ pub mod merkle;
 pub mod reference;
 pub mod transpose;
 
-// #[cfg(test)]
-// mod selftest;
+#[cfg(test)]
+mod selftest;
 
 /// A failed check: what was expected, what the backend did, and where.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -125,11 +125,12 @@ pub fn transpose_default_cap<B: Backend>(backend: &B) -> Outcome {
 /// The first cap the backend allocates past, or a wrong result.
 pub fn transpose_scratch_within_cap<B: Backend>(backend: &B) -> Outcome {
     let mut g = Gen::new("transpose_scratch_within_cap");
-    let (rows, cols) = (96, 10);
-    for k in [1, 2, 3, 5, 8, 32, 64, 95, 96, 200] {
+    // 48 KiB of matrix, so a scratch as large as the matrix is caught despite the metadata slack.
+    let (rows, cols) = (600, 10);
+    for k in [1, 2, 3, 5, 8, 64, 256, 599, 600, 1024] {
         check_transpose(backend, &mut g, rows, cols, cap_for(cols, k))?;
-        // A cap a few bytes short of the next power of two of rows.
-        check_transpose(backend, &mut g, rows, cols, cap_for(cols, k.next_power_of_two()) - 1)?;
+        // One byte short of the next block size up: the block stays at the power of two below.
+        check_transpose(backend, &mut g, rows, cols, cap_for(cols, 2 * k.next_power_of_two()) - 1)?;
     }
     Ok(())
 }

@@ -1,0 +1,386 @@
+//! The suite tested on itself: a small host backend passes every check, and deliberately broken
+//! variants of it fail the checks that should catch them (so no check is vacuous).
+//!
+//! The host backend is written independently of [`crate::reference`] where it can be: its
+//! transpose executes the shared plan ([`TransposePlan::execute_host`]), its LDE uses
+//! `backend_api::field` arithmetic, its Merkle tree is built bottom-up level by level.
+
+use std::sync::Arc;
+
+use backend_api::copy::{BatchTarget, validate_batch};
+use backend_api::field;
+use backend_api::plan::TransposePlan;
+use backend_api::{
+    AllocTracker, Backend, CopyRange, DIGEST_WORDS, DeviceBuffer, DeviceInfo, Error, HashKind, LdeParams, LeafLayout,
+    LeafSpec, MatrixShape, PendingDownload, Result, TreeShape,
+};
+use sha3::Digest as _;
+
+/// A deliberate bug.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bug {
+    /// No bug.
+    None,
+    /// The transpose swaps the first two runs of column 0 when there are several blocks.
+    SwapRuns,
+    /// The transpose allocates a full-matrix scratch, whatever the cap.
+    ScratchOverCap,
+    /// The transpose never frees its scratch.
+    LeakScratch,
+    /// Copies skip batch validation.
+    NoCopyValidation,
+    /// Leaves hash raw (non-canonical) element bytes.
+    HashRawBytes,
+    /// `lambda-vm-pairs` leaves use little-endian bytes.
+    PairsLittleEndian,
+    /// `lambda-vm-pairs` leaves pair rows 2i, 2i+1 without the bit reversal.
+    PairsNoBitReverse,
+    /// BLAKE3 leaves longer than one chunk hash only the first 1024 bytes.
+    Blake3FirstChunkOnly,
+    /// Keccak uses SHA3-256 padding.
+    Sha3NotKeccak,
+    /// Merkle padding repeats a zero digest instead of the last leaf.
+    ZeroPadding,
+    /// The LDE returns the raw input when blowup = 1 and shift = 1 (no canonicalisation).
+    IdentityShortcut,
+    /// The LDE truncates the shift to 32 bits (p + 7 becomes 8).
+    ShiftTruncated,
+    /// The LDE leaves small values of every column but the first as `x + p` (non-canonical).
+    LdeNonCanonical,
+    /// Downloads ignore the offset.
+    DownloadIgnoresOffset,
+    /// The LDE leaks its output buffer when a later allocation (its tables) fails.
+    LeakOnError,
+    /// Allocations bypass the tracker.
+    Untracked,
+}
+
+pub struct HostBuffer {
+    data: Vec<u64>,
+    bytes: usize,
+    tracker: Arc<AllocTracker>,
+}
+
+impl Drop for HostBuffer {
+    fn drop(&mut self) {
+        self.tracker.release(self.bytes);
+    }
+}
+
+impl DeviceBuffer for HostBuffer {
+    fn len(&self) -> usize {
+        self.data.len()
+    }
+}
+
+pub struct Ready(Vec<u64>);
+
+impl PendingDownload for Ready {
+    fn wait(self) -> Result<Vec<u64>> {
+        Ok(self.0)
+    }
+}
+
+pub struct HostBackend {
+    tracker: Arc<AllocTracker>,
+    bug: Bug,
+}
+
+impl HostBackend {
+    pub fn new(bug: Bug) -> Self {
+        Self { tracker: Arc::new(AllocTracker::new()), bug }
+    }
+
+    fn hash(&self, kind: HashKind, bytes: &[u8]) -> [u8; 32] {
+        match kind {
+            HashKind::Keccak256 if self.bug == Bug::Sha3NotKeccak => sha3::Sha3_256::digest(bytes).into(),
+            HashKind::Keccak256 => sha3::Keccak256::digest(bytes).into(),
+            HashKind::Blake3 if self.bug == Bug::Blake3FirstChunkOnly => {
+                *blake3::hash(&bytes[..bytes.len().min(1024)]).as_bytes()
+            }
+            HashKind::Blake3 => *blake3::hash(bytes).as_bytes(),
+        }
+    }
+
+    fn digest_into(&self, out: &mut [u64], d: &[u8; 32]) {
+        out.copy_from_slice(&backend_api::digest_to_words(d));
+    }
+}
+
+impl Backend for HostBackend {
+    type Buffer = HostBuffer;
+    type Download = Ready;
+
+    fn info(&self) -> DeviceInfo {
+        DeviceInfo {
+            backend: "selftest-host",
+            device: format!("host, bug {:?}", self.bug),
+            total_memory: 0,
+            free_memory: 0,
+        }
+    }
+
+    fn tracker(&self) -> &AllocTracker {
+        &self.tracker
+    }
+
+    fn alloc(&self, len: usize) -> Result<HostBuffer> {
+        let bytes = if self.bug == Bug::Untracked { 0 } else { len * 8 };
+        self.tracker.reserve(bytes)?;
+        Ok(HostBuffer { data: vec![0xdead_beef; len], bytes, tracker: self.tracker.clone() })
+    }
+
+    fn upload(&self, host: &[u64]) -> Result<HostBuffer> {
+        let mut b = self.alloc(host.len())?;
+        b.data.copy_from_slice(host);
+        Ok(b)
+    }
+
+    fn download(&self, buf: &HostBuffer, offset: usize, out: &mut [u64]) -> Result<()> {
+        let offset = if self.bug == Bug::DownloadIgnoresOffset { 0 } else { offset };
+        let end = offset.checked_add(out.len()).filter(|&e| e <= buf.data.len()).ok_or(Error::OutOfBounds {
+            what: "download",
+            start: offset,
+            end: offset.saturating_add(out.len()),
+            len: buf.data.len(),
+        })?;
+        out.copy_from_slice(&buf.data[offset..end]);
+        Ok(())
+    }
+
+    fn queue_download(&self, buf: &HostBuffer) -> Result<Ready> {
+        Ok(Ready(buf.data.clone()))
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn transpose_in_place(&self, buf: &mut HostBuffer, shape: MatrixShape, scratch_cap: usize) -> Result<()> {
+        shape.check_len("transpose matrix", buf.data.len())?;
+        let plan = TransposePlan::new(shape, scratch_cap)?;
+        let g = plan.geometry;
+        let scratch_len = if self.bug == Bug::ScratchOverCap { shape.len() + shape.cols + 1 } else { g.scratch_elems };
+        let mut scratch = self.alloc(scratch_len)?;
+        plan.execute_host(&mut buf.data, &mut scratch.data);
+        if self.bug == Bug::SwapRuns && g.full_blocks >= 2 && shape.cols >= 2 {
+            let r = g.run_rows;
+            let (a, b) = buf.data.split_at_mut(r);
+            a.swap_with_slice(&mut b[..r]);
+        }
+        if self.bug == Bug::LeakScratch {
+            std::mem::forget(scratch);
+        }
+        Ok(())
+    }
+
+    fn batched_copy(&self, src: &HostBuffer, dst: &mut HostBuffer, copies: &[CopyRange]) -> Result<()> {
+        if self.bug != Bug::NoCopyValidation {
+            validate_batch(copies, BatchTarget::Between { src_len: src.data.len(), dst_len: dst.data.len() })?;
+        }
+        for c in copies {
+            if c.src.saturating_add(c.len) > src.data.len() || c.dst.saturating_add(c.len) > dst.data.len() {
+                continue;
+            }
+            dst.data[c.dst..c.dst + c.len].copy_from_slice(&src.data[c.src..c.src + c.len]);
+        }
+        Ok(())
+    }
+
+    fn batched_copy_within(&self, buf: &mut HostBuffer, copies: &[CopyRange]) -> Result<()> {
+        if self.bug != Bug::NoCopyValidation {
+            validate_batch(copies, BatchTarget::Within { len: buf.data.len() })?;
+        }
+        for c in copies {
+            if c.src.saturating_add(c.len) > buf.data.len() || c.dst.saturating_add(c.len) > buf.data.len() {
+                continue;
+            }
+            buf.data.copy_within(c.src..c.src + c.len, c.dst);
+        }
+        Ok(())
+    }
+
+    fn hash_leaves_into(
+        &self,
+        matrix: &HostBuffer,
+        shape: MatrixShape,
+        spec: &LeafSpec,
+        out: &mut HostBuffer,
+        out_digest: usize,
+    ) -> Result<()> {
+        let leaves = spec.validate(shape)?;
+        shape.check_len("hash_leaves matrix", matrix.data.len())?;
+        let start = out_digest.saturating_mul(DIGEST_WORDS);
+        let end = start.saturating_add(leaves * DIGEST_WORDS);
+        if end > out.data.len() {
+            return Err(Error::OutOfBounds { what: "hash_leaves output", start, end, len: out.data.len() });
+        }
+        let canon = |x: u64| if self.bug == Bug::HashRawBytes { x } else { field::canonical(x) };
+        let row = |r: usize, big: bool, bytes: &mut Vec<u8>| {
+            for c in spec.cols.clone() {
+                let x = canon(matrix.data[r * shape.cols + c]);
+                bytes.extend_from_slice(&if big { x.to_be_bytes() } else { x.to_le_bytes() });
+            }
+        };
+        let bits = shape.rows.trailing_zeros();
+        for i in 0..leaves {
+            let mut bytes = Vec::new();
+            match spec.layout {
+                LeafLayout::Rows => row(i, false, &mut bytes),
+                LeafLayout::LambdaVmPairs => {
+                    let big = self.bug != Bug::PairsLittleEndian;
+                    let br = |j| if self.bug == Bug::PairsNoBitReverse { j } else { field::bit_reverse(j, bits) };
+                    row(br(2 * i), big, &mut bytes);
+                    row(br(2 * i + 1), big, &mut bytes);
+                }
+            }
+            let d = self.hash(spec.hash, &bytes);
+            let at = start + i * DIGEST_WORDS;
+            self.digest_into(&mut out.data[at..at + DIGEST_WORDS], &d);
+        }
+        Ok(())
+    }
+
+    fn merkle_tree_in_place(&self, nodes: &mut HostBuffer, tree: TreeShape, hash: HashKind) -> Result<()> {
+        if nodes.data.len() != tree.words() {
+            return Err(Error::LengthMismatch {
+                what: "merkle nodes",
+                expected: tree.words(),
+                actual: nodes.data.len(),
+            });
+        }
+        let digest = |n: &[u64], i: usize| -> [u8; 32] {
+            backend_api::digests_from_words(&n[i * DIGEST_WORDS..(i + 1) * DIGEST_WORDS])[0]
+        };
+        let first = tree.first_leaf();
+        let pad = if self.bug == Bug::ZeroPadding { [0u8; 32] } else { digest(&nodes.data, first + tree.leaves - 1) };
+        for i in first + tree.leaves..tree.nodes() {
+            self.digest_into(&mut nodes.data[i * DIGEST_WORDS..(i + 1) * DIGEST_WORDS], &pad);
+        }
+        // Level by level from the leaves' level up.
+        let mut level_start = first;
+        while level_start > 0 {
+            let parent_start = (level_start - 1) / 2;
+            for p in parent_start..level_start {
+                let mut bytes = [0u8; 64];
+                bytes[..32].copy_from_slice(&digest(&nodes.data, 2 * p + 1));
+                bytes[32..].copy_from_slice(&digest(&nodes.data, 2 * p + 2));
+                let d = self.hash(hash, &bytes);
+                self.digest_into(&mut nodes.data[p * DIGEST_WORDS..(p + 1) * DIGEST_WORDS], &d);
+            }
+            level_start = parent_start;
+        }
+        Ok(())
+    }
+
+    fn coset_lde(&self, trace: &HostBuffer, params: &LdeParams) -> Result<HostBuffer> {
+        params.trace.check_len("lde trace", trace.data.len())?;
+        let (n, m) = (params.trace.rows, params.trace.cols);
+        let big_n = n * params.blowup;
+        let mut out = self.alloc(big_n * m)?;
+        if self.bug == Bug::IdentityShortcut && params.blowup == 1 && field::canonical(params.shift) == 1 {
+            out.data.copy_from_slice(&trace.data);
+            return Ok(out);
+        }
+        // The twiddle tables a real backend would upload: allocated (and tracked) after the output.
+        let tables = match self.alloc(n + big_n) {
+            Ok(t) => t,
+            Err(e) => {
+                if self.bug == Bug::LeakOnError {
+                    std::mem::forget(out);
+                }
+                return Err(e);
+            }
+        };
+        drop(tables);
+        let shift = if self.bug == Bug::ShiftTruncated { params.shift & 0xFFFF_FFFF } else { params.shift };
+        let w_inv = field::inverse(field::root_of_unity(params.log_trace_rows()));
+        let w_big = field::root_of_unity(params.log_trace_rows() + params.log_blowup());
+        let n_inv = field::inverse(n as u64);
+        for c in 0..m {
+            let col: Vec<u64> = (0..n).map(|j| trace.data[j * m + c]).collect();
+            let coeffs: Vec<u64> = (0..n)
+                .map(|k| {
+                    let wk = field::pow(w_inv, k as u64);
+                    let s = (0..n).fold(0, |acc, j| field::add(acc, field::mul(col[j], field::pow(wk, j as u64))));
+                    field::mul(s, n_inv)
+                })
+                .collect();
+            for i in 0..big_n {
+                let x = field::mul(shift, field::pow(w_big, i as u64));
+                let v = coeffs.iter().rev().fold(0, |acc, &a| field::add(field::mul(acc, x), a));
+                out.data[i * m + c] =
+                    if self.bug == Bug::LdeNonCanonical && c > 0 && v < 0xFFFF_FFFF { v + field::P } else { v };
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn outcome(bug: Bug, name: &str) -> crate::Outcome {
+    let b = HostBackend::new(bug);
+    let (_, check) = crate::checks::<HostBackend>()
+        .into_iter()
+        .find(|(n, _)| *n == name)
+        .unwrap_or_else(|| panic!("no check {name}"));
+    crate::run_check_outcome(&b, name, check)
+}
+
+#[test]
+fn a_correct_backend_passes_every_check() {
+    let b = HostBackend::new(Bug::None);
+    let results = crate::run_all(&b);
+    assert_eq!(results.len(), crate::checks::<HostBackend>().len());
+    let failed: Vec<_> = results.iter().filter_map(|(n, r)| r.as_ref().err().map(|e| format!("{n}: {e}"))).collect();
+    assert!(failed.is_empty(), "{failed:#?}");
+}
+
+/// Each bug, and the checks that must catch it.
+const CAUGHT_BY: &[(Bug, &[&str])] = &[
+    (Bug::SwapRuns, &["transpose_block_tails", "transpose_wide_columns", "transpose_scratch_within_cap"]),
+    (Bug::ScratchOverCap, &["transpose_scratch_within_cap", "transpose_block_tails"]),
+    (Bug::LeakScratch, &["transpose_edge_shapes", "transpose_default_cap", "memory_queue_download_snapshot"]),
+    (Bug::NoCopyValidation, &["batched_copy_rejects_overlap", "batched_copy_rejects_out_of_bounds"]),
+    (
+        Bug::HashRawBytes,
+        &["hash_leaves_keccak_rows", "hash_leaves_blake3_pairs", "hash_leaves_non_canonical", "memory_fault_injection"],
+    ),
+    (Bug::PairsLittleEndian, &["hash_leaves_keccak_pairs", "hash_leaves_blake3_pairs", "hash_leaves_into_offset"]),
+    (Bug::PairsNoBitReverse, &["hash_leaves_keccak_pairs", "hash_leaves_blake3_pairs", "hash_leaves_wide_rows"]),
+    (Bug::Blake3FirstChunkOnly, &["hash_leaves_wide_rows"]),
+    (Bug::Sha3NotKeccak, &["hash_leaves_keccak_rows", "merkle_tree_keccak", "merkle_tree_in_place"]),
+    (Bug::ZeroPadding, &["merkle_tree_keccak", "merkle_tree_blake3", "merkle_tree_in_place"]),
+    (Bug::IdentityShortcut, &["coset_lde_identity"]),
+    (Bug::ShiftTruncated, &["coset_lde_shifts"]),
+    (Bug::LdeNonCanonical, &["coset_lde_canonical_output"]),
+    (Bug::DownloadIgnoresOffset, &["memory_upload_download"]),
+    (Bug::LeakOnError, &["memory_fault_injection"]),
+    (Bug::Untracked, &["memory_counters"]),
+];
+
+#[test]
+fn every_bug_is_caught_by_its_checks() {
+    let mut missed = Vec::new();
+    for &(bug, checks) in CAUGHT_BY {
+        for &name in checks {
+            match outcome(bug, name) {
+                Ok(()) => missed.push(format!("{bug:?} passed {name}")),
+                Err(f) => println!("{bug:?} caught by {name}: {f}"),
+            }
+        }
+    }
+    assert!(missed.is_empty(), "checks that did not catch a deliberate bug: {missed:#?}");
+}
+
+// The macro, instantiated inside the crate on the host backend: proves it expands and runs.
+mod macro_expansion {
+    crate::conformance_suite!(super::HostBackend, || Ok(super::HostBackend::new(super::Bug::None)), "REQUIRE_SELFTEST");
+}
+
+mod macro_skip {
+    crate::conformance_suite!(
+        super::HostBackend,
+        || Err(backend_api::Error::BackendUnavailable { backend: "selftest".into(), reason: "no such device".into() }),
+        "CONFORMANCE_SELFTEST_NEVER_SET"
+    );
+}
