@@ -1,0 +1,84 @@
+//! Leaf hashing through the backend against the raw crates hashing the same preimages.
+//!
+//! The raw side serialises every leaf up front and then runs one `Keccak256::digest` /
+//! `blake3::hash` per leaf, rayon-parallel over leaves exactly like the backend. The matrix is
+//! 2^`BENCH_HASH_LOG_ROWS` (default 16) rows x `BENCH_HASH_COLS` (default 316) canonical values.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use backend_api::field::P;
+use backend_api::{Backend, DIGEST_WORDS, HashKind, LeafLayout, LeafSpec, MatrixShape};
+use backend_cpu::CpuBackend;
+use criterion::{Criterion, Throughput};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
+use sha3::Digest;
+
+fn env(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// The leaf preimages, concatenated, built element by element.
+fn preimages(m: &[u64], shape: MatrixShape, layout: LeafLayout) -> Vec<u8> {
+    let row = |r: usize| &m[r * shape.cols..(r + 1) * shape.cols];
+    match layout {
+        LeafLayout::Rows => m.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        LeafLayout::LambdaVmPairs => {
+            let bits = shape.rows.ilog2();
+            let br = |i: usize| i.reverse_bits() >> (usize::BITS - bits);
+            (0..shape.rows / 2)
+                .flat_map(|i| row(br(2 * i)).iter().chain(row(br(2 * i + 1))).flat_map(|x| x.to_be_bytes()))
+                .collect()
+        }
+    }
+}
+
+fn raw(hash: HashKind, bytes: &[u8], leaf_bytes: usize, out: &mut [u64]) {
+    out.par_chunks_mut(DIGEST_WORDS).with_min_len(16).enumerate().for_each(|(i, o)| {
+        let leaf = &bytes[i * leaf_bytes..(i + 1) * leaf_bytes];
+        let d: [u8; 32] = match hash {
+            HashKind::Keccak256 => sha3::Keccak256::digest(leaf).into(),
+            HashKind::Blake3 => blake3::hash(leaf).into(),
+        };
+        o.copy_from_slice(&backend_api::digest_to_words(&d));
+    });
+}
+
+fn bench_leaves<B: Backend>(c: &mut Criterion, backend: &B, shape: MatrixShape) {
+    let mut rng = ChaCha8Rng::seed_from_u64(11);
+    let host: Vec<u64> = (0..shape.len()).map(|_| rng.random_range(0..P)).collect();
+    let matrix = backend.upload(&host).expect("upload");
+    for layout in LeafLayout::ALL {
+        let bytes = preimages(&host, shape, layout);
+        for hash in HashKind::ALL {
+            let spec = LeafSpec { hash, layout, cols: 0..shape.cols };
+            let leaves = spec.validate(shape).expect("spec");
+            let mut out = backend.alloc(leaves * DIGEST_WORDS).expect("alloc");
+            let mut raw_out = vec![0u64; leaves * DIGEST_WORDS];
+            let mut g = c.benchmark_group(format!("hash_leaves/{}x{}/{layout}/{hash}", shape.rows, shape.cols));
+            g.throughput(Throughput::Bytes(shape.bytes() as u64));
+            g.sample_size(10).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(5));
+            g.bench_function(backend.info().backend, |b| {
+                b.iter(|| backend.hash_leaves_into(&matrix, shape, &spec, &mut out, 0).expect("hash"))
+            });
+            g.bench_function("raw_crate", |b| b.iter(|| raw(hash, black_box(&bytes), spec.leaf_bytes(), &mut raw_out)));
+            g.finish();
+            // Same work, same answer.
+            assert_eq!(backend.download_vec(&out).expect("download"), raw_out, "{layout} {hash}");
+        }
+    }
+}
+
+fn benches(c: &mut Criterion) {
+    let shape =
+        MatrixShape::new(1 << env("BENCH_HASH_LOG_ROWS", 16), env("BENCH_HASH_COLS", 316)).expect("bench shape");
+    bench_leaves(c, &CpuBackend::new(), shape);
+}
+
+fn main() {
+    let mut c = Criterion::default().configure_from_args();
+    benches(&mut c);
+    c.final_summary();
+}

@@ -1,0 +1,297 @@
+//! Leaf hashing: one digest per leaf, leaves in parallel.
+//!
+//! Hashes come from the `sha3` (`Keccak256`, the original Keccak pad) and `blake3` crates; this
+//! module only lays the preimage bytes out (CONVENTIONS.md, "Leaves"):
+//!
+//! - `rows`: the row's elements in `spec.cols`, canonical, 8 bytes little-endian each. On a
+//!   little-endian host a row whose elements are all canonical already *is* its preimage, so it
+//!   is hashed straight from the matrix; otherwise it is serialised through a reused buffer.
+//! - `lambda-vm-pairs`: rows `br(2i)` and `br(2i+1)`, canonical, 8 bytes big-endian each,
+//!   serialised through the same buffer.
+//!
+//! The buffer (one per rayon task, reused across its leaves) holds [`BUF_ELEMS`] elements (8 KiB), so most leaves reach the hasher in one
+//! `update`, which lets BLAKE3 hash a leaf's chunks with SIMD exactly as `blake3::hash` would.
+
+use backend_api::field::{P, bit_reverse, canonical};
+use backend_api::{DIGEST_WORDS, HashKind, LeafLayout, LeafSpec, MatrixShape, Result, digest_to_words};
+use rayon::prelude::*;
+use sha3::Digest;
+
+use crate::memory::check_range;
+
+/// Elements of the serialisation buffer: 8 KiB, eight BLAKE3 chunks.
+const BUF_ELEMS: usize = 1024;
+
+/// An incremental 32-byte hash, implemented by the two crates' hashers.
+pub(crate) trait Hasher32: Default {
+    /// Absorbs `bytes`.
+    fn absorb(&mut self, bytes: &[u8]);
+    /// The digest.
+    fn finish_digest(self) -> [u8; 32];
+    /// The digest of `bytes` in one call (the crate's one-shot function).
+    fn one_shot(bytes: &[u8]) -> [u8; 32];
+}
+
+impl Hasher32 for sha3::Keccak256 {
+    fn absorb(&mut self, bytes: &[u8]) {
+        Digest::update(self, bytes);
+    }
+    fn finish_digest(self) -> [u8; 32] {
+        self.finalize().into()
+    }
+    fn one_shot(bytes: &[u8]) -> [u8; 32] {
+        <sha3::Keccak256 as Digest>::digest(bytes).into()
+    }
+}
+
+impl Hasher32 for blake3::Hasher {
+    fn absorb(&mut self, bytes: &[u8]) {
+        self.update(bytes);
+    }
+    fn finish_digest(self) -> [u8; 32] {
+        self.finalize().into()
+    }
+    fn one_shot(bytes: &[u8]) -> [u8; 32] {
+        blake3::hash(bytes).into()
+    }
+}
+
+/// Feeds canonical elements to a hasher through a reused buffer, in 8-byte LE or BE encoding.
+struct Serializer<'b, H> {
+    hasher: H,
+    buf: &'b mut [u8],
+    fill: usize,
+    big_endian: bool,
+}
+
+impl<'b, H: Hasher32> Serializer<'b, H> {
+    /// A serializer over `buf`, a whole number of elements long.
+    fn new(buf: &'b mut [u8], big_endian: bool) -> Self {
+        debug_assert!(!buf.is_empty() && buf.len().is_multiple_of(8));
+        Self { hasher: H::default(), buf, fill: 0, big_endian }
+    }
+
+    fn push(&mut self, mut elems: &[u64]) {
+        while !elems.is_empty() {
+            let room = (self.buf.len() - self.fill) / 8;
+            let (now, later) = elems.split_at(room.min(elems.len()));
+            let out = &mut self.buf[self.fill..self.fill + now.len() * 8];
+            if self.big_endian {
+                for (o, &x) in out.chunks_exact_mut(8).zip(now) {
+                    o.copy_from_slice(&canonical(x).to_be_bytes());
+                }
+            } else {
+                for (o, &x) in out.chunks_exact_mut(8).zip(now) {
+                    o.copy_from_slice(&canonical(x).to_le_bytes());
+                }
+            }
+            self.fill += now.len() * 8;
+            if self.fill == self.buf.len() {
+                self.hasher.absorb(self.buf);
+                self.fill = 0;
+            }
+            elems = later;
+        }
+    }
+
+    fn finish(mut self) -> [u8; 32] {
+        self.hasher.absorb(&self.buf[..self.fill]);
+        self.hasher.finish_digest()
+    }
+}
+
+/// The digest of one `rows` leaf: `row` is the leaf's column range of one row.
+fn rows_leaf<H: Hasher32>(row: &[u64], buf: &mut [u8]) -> [u8; 32] {
+    if cfg!(target_endian = "little") && row.iter().all(|&x| x < P) {
+        // Canonical elements in little-endian memory are the preimage bytes themselves.
+        return H::one_shot(bytemuck::cast_slice(row));
+    }
+    let mut s = Serializer::<H>::new(buf, false);
+    s.push(row);
+    s.finish()
+}
+
+/// The digest of one `lambda-vm-pairs` leaf over rows `a || b`.
+fn pairs_leaf<H: Hasher32>(a: &[u64], b: &[u64], buf: &mut [u8]) -> [u8; 32] {
+    let mut s = Serializer::<H>::new(buf, true);
+    s.push(a);
+    s.push(b);
+    s.finish()
+}
+
+/// [`crate::CpuBackend::hash_leaves_into`] over host slices.
+///
+/// # Errors
+/// As the trait method: the spec's errors, [`backend_api::Error::LengthMismatch`],
+/// [`backend_api::Error::OutOfBounds`] for a short `out`.
+pub(crate) fn hash_leaves_into(
+    matrix: &[u64],
+    shape: MatrixShape,
+    spec: &LeafSpec,
+    out: &mut [u64],
+    out_digest: usize,
+) -> Result<()> {
+    let shape = MatrixShape::new(shape.rows, shape.cols)?;
+    let leaves = spec.validate(shape)?;
+    shape.check_len("hash_leaves matrix", matrix.len())?;
+    let start = out_digest.saturating_mul(DIGEST_WORDS);
+    check_range("leaf digests", start, leaves * DIGEST_WORDS, out.len())?;
+    let out = &mut out[start..start + leaves * DIGEST_WORDS];
+    match spec.hash {
+        HashKind::Keccak256 => hash_with::<sha3::Keccak256>(matrix, shape, spec, out),
+        HashKind::Blake3 => hash_with::<blake3::Hasher>(matrix, shape, spec, out),
+    }
+    Ok(())
+}
+
+fn hash_with<H: Hasher32>(matrix: &[u64], shape: MatrixShape, spec: &LeafSpec, out: &mut [u64]) {
+    let (cols, range) = (shape.cols, spec.cols.clone());
+    let row = |r: usize| &matrix[r * cols + range.start..r * cols + range.end];
+    let leaves = out.par_chunks_mut(DIGEST_WORDS).with_min_len(16).enumerate();
+    // One serialisation buffer per rayon task, reused across its leaves.
+    let new_buf = || vec![0u8; BUF_ELEMS * 8];
+    match spec.layout {
+        LeafLayout::Rows => leaves.for_each_init(new_buf, |buf, (r, o)| {
+            o.copy_from_slice(&digest_to_words(&rows_leaf::<H>(row(r), buf)));
+        }),
+        LeafLayout::LambdaVmPairs => {
+            let bits = shape.rows.trailing_zeros();
+            leaves.for_each_init(new_buf, |buf, (i, o)| {
+                let (a, b) = (row(bit_reverse(2 * i, bits)), row(bit_reverse(2 * i + 1, bits)));
+                o.copy_from_slice(&digest_to_words(&pairs_leaf::<H>(a, b, buf)));
+            });
+        }
+    }
+}
+
+/// The digest of `bytes` under `hash`, for the Merkle nodes.
+pub(crate) fn hash_bytes(hash: HashKind, bytes: &[u8]) -> [u8; 32] {
+    match hash {
+        HashKind::Keccak256 => sha3::Keccak256::one_shot(bytes),
+        HashKind::Blake3 => blake3::Hasher::one_shot(bytes),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use backend_api::{Error, hex};
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    /// The reference: the preimage built element by element, hashed by the crate in one call.
+    fn reference(m: &[u64], shape: MatrixShape, spec: &LeafSpec) -> Vec<[u8; 32]> {
+        let row_bytes = |r: usize, be: bool| -> Vec<u8> {
+            spec.cols
+                .clone()
+                .flat_map(|c| {
+                    let v = (m[r * shape.cols + c] as u128 % P as u128) as u64;
+                    if be { v.to_be_bytes() } else { v.to_le_bytes() }
+                })
+                .collect()
+        };
+        let preimages: Vec<Vec<u8>> = match spec.layout {
+            LeafLayout::Rows => (0..shape.rows).map(|r| row_bytes(r, false)).collect(),
+            LeafLayout::LambdaVmPairs => {
+                let bits = shape.rows.ilog2();
+                let br = |i: usize| i.reverse_bits() >> (usize::BITS - bits);
+                (0..shape.rows / 2)
+                    .map(|i| [row_bytes(br(2 * i), true), row_bytes(br(2 * i + 1), true)].concat())
+                    .collect()
+            }
+        };
+        preimages
+            .iter()
+            .map(|p| match spec.hash {
+                HashKind::Keccak256 => sha3::Keccak256::digest(p).into(),
+                HashKind::Blake3 => *blake3::hash(p).as_bytes(),
+            })
+            .collect()
+    }
+
+    fn random_matrix(rng: &mut ChaCha8Rng, len: usize, non_canonical: bool) -> Vec<u64> {
+        (0..len)
+            .map(|_| {
+                if non_canonical && rng.random_bool(0.2) {
+                    P + rng.random_range(0..=u64::MAX - P)
+                } else {
+                    rng.random_range(0..P)
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn leaves_match_the_crates_over_reference_preimages() {
+        // Widths around the 1 KiB BLAKE3 chunk and the 8 KiB serialisation buffer (1023..1025
+        // elements), ranges that split rows, and matrices with and without non-canonical values
+        // (which take the serialising path on the rows layout).
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        for (rows, cols, range) in [
+            (2, 1, 0..1),
+            (4, 3, 0..3),
+            (8, 17, 5..17),
+            (16, 128, 0..128),
+            (4, 316, 0..200),
+            (2, 1025, 0..1025),
+            (4, 1025, 1..1024),
+            (2, 600, 0..600),
+        ] {
+            let shape = MatrixShape::new(rows, cols).unwrap();
+            for non_canonical in [false, true] {
+                let m = random_matrix(&mut rng, rows * cols, non_canonical);
+                for hash in HashKind::ALL {
+                    for layout in LeafLayout::ALL {
+                        let spec = LeafSpec { hash, layout, cols: range.clone() };
+                        let leaves = spec.validate(shape).unwrap();
+                        // Write at digest offset 1 of a buffer with one spare digest each side.
+                        let mut out = vec![7u64; (leaves + 2) * DIGEST_WORDS];
+                        hash_leaves_into(&m, shape, &spec, &mut out, 1).unwrap();
+                        let expect = reference(&m, shape, &spec);
+                        let got = backend_api::digests_from_words(&out[DIGEST_WORDS..(leaves + 1) * DIGEST_WORDS]);
+                        assert_eq!(got, expect, "{shape} {range:?} {hash} {layout} non-canonical={non_canonical}");
+                        assert!(out[..DIGEST_WORDS].iter().chain(&out[(leaves + 1) * DIGEST_WORDS..]).all(|&w| w == 7));
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn known_answers() {
+        assert_eq!(
+            hex(&hash_bytes(HashKind::Keccak256, b"")),
+            "c5d2460186f7233c927e7db2dcc703c0e500b653ca82273b7bfad8045d85a470"
+        );
+        assert_eq!(
+            hex(&hash_bytes(HashKind::Blake3, b"")),
+            "af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262"
+        );
+        // A non-canonical p + 5 hashes as 5.
+        let spec = LeafSpec { hash: HashKind::Keccak256, layout: LeafLayout::Rows, cols: 0..1 };
+        let shape = MatrixShape::new(1, 1).unwrap();
+        let (mut a, mut b) = ([0u64; 4], [0u64; 4]);
+        hash_leaves_into(&[P + 5], shape, &spec, &mut a, 0).unwrap();
+        hash_leaves_into(&[5], shape, &spec, &mut b, 0).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a, digest_to_words(&sha3::Keccak256::digest(5u64.to_le_bytes()).into()));
+    }
+
+    #[test]
+    fn bad_calls_are_errors() {
+        let shape = MatrixShape::new(4, 3).unwrap();
+        let m = vec![0u64; 12];
+        let spec = LeafSpec { hash: HashKind::Blake3, layout: LeafLayout::Rows, cols: 0..3 };
+        let mut out = vec![0u64; 4 * DIGEST_WORDS];
+        let err = hash_leaves_into(&m, shape, &spec, &mut out, 1).unwrap_err();
+        assert!(matches!(err, Error::OutOfBounds { start: 4, end: 20, len: 16, .. }), "{err}");
+        let err = hash_leaves_into(&m[..11], shape, &spec, &mut out, 0).unwrap_err();
+        assert!(matches!(err, Error::LengthMismatch { expected: 12, actual: 11, .. }), "{err}");
+        let bad = LeafSpec { cols: 2..4, ..spec.clone() };
+        assert!(matches!(hash_leaves_into(&m, shape, &bad, &mut out, 0), Err(Error::InvalidArgument(_))));
+        let pairs = LeafSpec { layout: LeafLayout::LambdaVmPairs, ..spec };
+        let odd = MatrixShape::new(3, 4).unwrap();
+        assert!(matches!(hash_leaves_into(&m, odd, &pairs, &mut out, 0), Err(Error::InvalidArgument(_))));
+        assert!(out.iter().all(|&w| w == 0), "nothing written on error");
+    }
+}

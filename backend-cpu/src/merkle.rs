@@ -1,0 +1,103 @@
+//! Merkle trees over the `2L - 1` node array (CONVENTIONS.md, "Merkle tree").
+//!
+//! The leaves are padded to `L` by repeating the last leaf digest; then each level is filled from
+//! the one below, `node[p] = H(node[2p+1] || node[2p+2])` over 64 bytes, the parents of one level
+//! in parallel. A level's parents and children are disjoint index ranges, so `split_at_mut`
+//! hands rayon the parents mutably and the children shared.
+
+use backend_api::{DIGEST_WORDS, Error, HashKind, Result, TreeShape, digest_to_words};
+use rayon::prelude::*;
+
+use crate::hash::hash_bytes;
+
+/// [`crate::CpuBackend::merkle_tree_in_place`] over a host slice of node words.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for a tree of zero leaves, [`Error::LengthMismatch`] when `nodes`
+/// is not `tree.words()` long.
+pub(crate) fn merkle_tree_in_place(nodes: &mut [u64], tree: TreeShape, hash: HashKind) -> Result<()> {
+    let tree = TreeShape::new(tree.leaves)?;
+    if nodes.len() != tree.words() {
+        return Err(Error::LengthMismatch { what: "merkle node array", expected: tree.words(), actual: nodes.len() });
+    }
+    let padded = tree.padded_leaves();
+    let first = tree.first_leaf();
+    // Pad [first + leaves, 2L - 1) with the last leaf.
+    let last = first + tree.leaves - 1;
+    let (head, pad) = nodes.split_at_mut((last + 1) * DIGEST_WORDS);
+    let last_leaf = &head[last * DIGEST_WORDS..];
+    pad.par_chunks_mut(DIGEST_WORDS).with_min_len(1024).for_each(|d| d.copy_from_slice(last_leaf));
+    // Level by level: parents [w - 1, 2w - 1) from children [2w - 1, 4w - 1), for w = L/2 .. 1.
+    let mut width = padded / 2;
+    while width >= 1 {
+        let (upper, lower) = nodes.split_at_mut((2 * width - 1) * DIGEST_WORDS);
+        let parents = &mut upper[(width - 1) * DIGEST_WORDS..];
+        let children = &lower[..2 * width * DIGEST_WORDS];
+        parents.par_chunks_mut(DIGEST_WORDS).zip(children.par_chunks(2 * DIGEST_WORDS)).with_min_len(64).for_each(
+            |(p, c)| {
+                let mut bytes = [0u8; 2 * DIGEST_WORDS * 8];
+                for (b, w) in bytes.chunks_exact_mut(8).zip(c) {
+                    b.copy_from_slice(&w.to_le_bytes());
+                }
+                p.copy_from_slice(&digest_to_words(&hash_bytes(hash, &bytes)));
+            },
+        );
+        width /= 2;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use backend_api::digests_from_words;
+    use sha3::Digest;
+
+    /// The reference: a recursive root over the padded leaf list, with the crates directly.
+    fn root(leaves: &[[u8; 32]], hash: HashKind) -> [u8; 32] {
+        if leaves.len() == 1 {
+            return leaves[0];
+        }
+        let (l, r) = leaves.split_at(leaves.len() / 2);
+        let pre = [root(l, hash), root(r, hash)].concat();
+        match hash {
+            HashKind::Keccak256 => sha3::Keccak256::digest(&pre).into(),
+            HashKind::Blake3 => *blake3::hash(&pre).as_bytes(),
+        }
+    }
+
+    #[test]
+    fn roots_and_padding_match_a_recursive_reference() {
+        for leaves in [1usize, 2, 3, 4, 5, 7, 8, 9, 33, 1000] {
+            let digests: Vec<[u8; 32]> =
+                (0..leaves).map(|i| *blake3::hash(&(i as u64).to_le_bytes()).as_bytes()).collect();
+            let tree = TreeShape::new(leaves).unwrap();
+            for hash in HashKind::ALL {
+                let mut nodes = vec![0u64; tree.words()];
+                for (i, d) in digests.iter().enumerate() {
+                    let at = (tree.first_leaf() + i) * DIGEST_WORDS;
+                    nodes[at..at + DIGEST_WORDS].copy_from_slice(&digest_to_words(d));
+                }
+                merkle_tree_in_place(&mut nodes, tree, hash).unwrap();
+                let mut padded = digests.clone();
+                padded.resize(tree.padded_leaves(), *digests.last().unwrap());
+                let all = digests_from_words(&nodes);
+                assert_eq!(all[0], root(&padded, hash), "{leaves} leaves, {hash}");
+                assert_eq!(&all[tree.first_leaf()..], padded.as_slice(), "{leaves} leaves padded");
+                // Every inner node is the hash of its two children.
+                for p in 0..tree.first_leaf() {
+                    assert_eq!(all[p], root(&[all[2 * p + 1], all[2 * p + 2]], hash));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn bad_calls_are_errors() {
+        let mut nodes = vec![0u64; 3 * DIGEST_WORDS];
+        let err = merkle_tree_in_place(&mut nodes, TreeShape::new(4).unwrap(), HashKind::Blake3).unwrap_err();
+        assert!(matches!(err, Error::LengthMismatch { expected: 28, actual: 12, .. }), "{err}");
+        let err = merkle_tree_in_place(&mut nodes, TreeShape { leaves: 0 }, HashKind::Blake3).unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+    }
+}
