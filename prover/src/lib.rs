@@ -1,1 +1,29 @@
-//! The fused commit pipeline.
+//! The fused STARK commit pipeline, generic over the backend, and the pieces of the `prover` CLI.
+//!
+//! - **Generic, not branched.** [`commit`] takes any [`backend_api::Backend`]; the concrete
+//!   backends are named only in [`select`], behind the `cuda` / `wgpu` features.
+//! - **Refuse before allocating.** Validation ([`CommitPlan::new`]) and admission
+//!   ([`Admission::admit`], against the backend-api memory model) run before the first
+//!   allocation; a table that does not fit is refused with every modelled term listed.
+//! - **One buffer, in place.** Upload, coset LDE (row-major), leaves hashed straight into each
+//!   tree's node array, trees completed in place, then the LDE transposed in place to
+//!   column-major; the trace is freed after the LDE or transposed in place into a snapshot.
+//! - **No hidden syncs.** The pipeline issues phase after phase without waiting for the device;
+//!   [`CommitParams::phase_timing`] adds one synchronisation per phase to time them.
+//! - **Concurrent-ready.** [`commit_admitted`] shares one [`Admission`] between commits on one
+//!   device; the [`Ticket`] in a [`Commitment`] holds the bytes its buffers keep on the device.
+
+mod admission;
+mod commit;
+mod error;
+mod input;
+mod progress;
+pub mod report;
+pub mod select;
+pub mod units;
+
+pub use admission::{Admission, Ticket};
+pub use commit::{CommitParams, CommitPlan, Commitment, PhaseTimings, TreePlan, commit, commit_admitted};
+pub use error::{EXIT_OK, EXIT_REFUSED_OR_DEVICE, EXIT_USAGE, ProverError, Result};
+pub use input::{TraceInput, check_trace_file, read_trace_file, synthetic_trace, write_u64_file};
+pub use progress::{NoProgress, Phase, Progress};

@@ -1,0 +1,311 @@
+//! The fused commit: admission, upload, coset LDE, leaves, Merkle trees, in-place transpose.
+
+use std::time::Instant;
+
+use backend_api::memory::{CommitShape, MemoryModel, default_budget};
+use backend_api::{
+    Backend, DEFAULT_SCRATCH_CAP, DIGEST_WORDS, Error, HashKind, LdeParams, LeafLayout, LeafSpec, MatrixShape,
+    TreeShape, digests_from_words, field::DEFAULT_SHIFT,
+};
+
+use crate::admission::{Admission, Ticket};
+use crate::error::Result;
+use crate::input::TraceInput;
+use crate::progress::{Phase, Progress};
+
+/// What a commit computes and how.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommitParams {
+    /// The blowup `B`, a power of two (default 2).
+    pub blowup: usize,
+    /// The coset shift, non-zero mod p (default 7).
+    pub shift: u64,
+    /// The leaf and node hash (default keccak256).
+    pub hash: HashKind,
+    /// The leaf layout (default `rows`).
+    pub layout: LeafLayout,
+    /// `Some(s)` builds two trees, over columns `[0, s)` and `[s, cols)`; `s` in `1..cols`.
+    pub split: Option<usize>,
+    /// The transpose scratch cap in bytes (default [`DEFAULT_SCRATCH_CAP`]).
+    pub scratch_cap: usize,
+    /// Keep the trace on the device, transposed in place to column-major (default off).
+    pub keep_trace_snapshot: bool,
+    /// Queue a download of the row-major LDE before the leaves are hashed (default off).
+    pub host_copy: bool,
+    /// The device memory budget in bytes; `None` is 80% of the device's total memory
+    /// ([`default_budget`]). Only [`commit`] reads it: [`commit_admitted`] uses its admission's.
+    pub budget: Option<usize>,
+    /// Synchronize after every phase so that the per-phase seconds measure device work. Each
+    /// phase then costs one host synchronisation; without it the pipeline issues every phase
+    /// back to back and the per-phase seconds are host-side issue times (default off).
+    pub phase_timing: bool,
+}
+
+impl Default for CommitParams {
+    fn default() -> Self {
+        Self {
+            blowup: 2,
+            shift: DEFAULT_SHIFT,
+            hash: HashKind::Keccak256,
+            layout: LeafLayout::Rows,
+            split: None,
+            scratch_cap: DEFAULT_SCRATCH_CAP,
+            keep_trace_snapshot: false,
+            host_copy: false,
+            budget: None,
+            phase_timing: false,
+        }
+    }
+}
+
+/// One Merkle tree of a commit: the columns it covers and its geometry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TreePlan {
+    /// The leaf spec (hash, layout, column range).
+    pub spec: LeafSpec,
+    /// The tree's geometry.
+    pub shape: TreeShape,
+}
+
+/// A validated commit: every check the pipeline makes before touching a device, and the memory
+/// model admission compares with the budget.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommitPlan {
+    /// The LDE parameters (trace shape, blowup, shift).
+    pub lde: LdeParams,
+    /// One tree, or two with a split.
+    pub trees: Vec<TreePlan>,
+    /// The modelled device bytes.
+    pub model: MemoryModel,
+}
+
+impl CommitPlan {
+    /// Validates a commit of a `rows x cols` trace under `params`.
+    ///
+    /// # Errors
+    /// - [`Error::InvalidShape`]: zero rows or columns, rows or blowup not a power of two, an LDE
+    ///   domain `N = rows * blowup` above 2^32;
+    /// - [`Error::InvalidArgument`]: a zero shift, a split column outside `1..cols`, the
+    ///   `lambda-vm-pairs` layout with `N < 2`;
+    /// - [`Error::ScratchTooSmall`]: a scratch cap that cannot hold one run of the LDE's transpose.
+    pub fn new(rows: usize, cols: usize, params: &CommitParams) -> Result<Self> {
+        let trace = MatrixShape::new(rows, cols)?;
+        let lde = LdeParams::new(trace, params.blowup, params.shift)?;
+        let lde_shape = lde.lde_shape();
+        let ranges = match params.split {
+            None => vec![0..cols],
+            Some(s) if s >= 1 && s < cols => vec![0..s, s..cols],
+            Some(s) => {
+                return Err(Error::InvalidArgument(if cols < 2 {
+                    format!("split column {s} is impossible: a split needs at least 2 columns, the table has {cols}")
+                } else {
+                    format!("split column {s} is outside 1..={} for a table of {cols} columns", cols - 1)
+                })
+                .into());
+            }
+        };
+        let mut trees = Vec::with_capacity(ranges.len());
+        for cols in ranges {
+            let spec = LeafSpec { hash: params.hash, layout: params.layout, cols };
+            let shape = TreeShape::new(spec.validate(lde_shape)?)?;
+            trees.push(TreePlan { spec, shape });
+        }
+        let model = MemoryModel::of(&CommitShape {
+            lde,
+            layout: params.layout,
+            split: params.split.is_some(),
+            scratch_cap: params.scratch_cap,
+        })?;
+        Ok(Self { lde, trees, model })
+    }
+
+    /// The trace shape.
+    pub fn trace_shape(&self) -> MatrixShape {
+        self.lde.trace
+    }
+
+    /// The LDE shape, `N x cols`.
+    pub fn lde_shape(&self) -> MatrixShape {
+        self.lde.lde_shape()
+    }
+}
+
+/// Seconds spent in each phase that ran, in order.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PhaseTimings {
+    /// `(phase, seconds)` in pipeline order.
+    pub phases: Vec<(Phase, f64)>,
+    /// Whether the pipeline synchronized after each phase ([`CommitParams::phase_timing`]): only
+    /// then do the per-phase figures measure device work on an asynchronous backend.
+    pub synchronized: bool,
+    /// From the start of the upload to the roots on the host; always includes all device work,
+    /// because the roots' download waits for it.
+    pub total_seconds: f64,
+}
+
+impl PhaseTimings {
+    /// Seconds of `phase`, if it ran.
+    pub fn get(&self, phase: Phase) -> Option<f64> {
+        self.phases.iter().find(|(p, _)| *p == phase).map(|(_, s)| *s)
+    }
+}
+
+/// The result of a commit; its device buffers stay on the backend until dropped.
+pub struct Commitment<B: Backend> {
+    /// The root of each tree (node 0), one per tree.
+    pub roots: Vec<[u8; 32]>,
+    /// The LDE, column-major `lde_shape`.
+    pub lde: B::Buffer,
+    /// `N x cols`.
+    pub lde_shape: MatrixShape,
+    /// Each tree's `2L - 1` node array, root first, in the order of `tree_plans`.
+    pub trees: Vec<B::Buffer>,
+    /// The column range and geometry of each tree.
+    pub tree_plans: Vec<TreePlan>,
+    /// The trace, column-major, when [`CommitParams::keep_trace_snapshot`] was set.
+    pub snapshot: Option<B::Buffer>,
+    /// The queued row-major LDE download, when [`CommitParams::host_copy`] was set.
+    pub host_copy: Option<B::Download>,
+    /// Per-phase seconds.
+    pub timings: PhaseTimings,
+    /// The model the commit was admitted with.
+    pub model: MemoryModel,
+    /// The admitted bytes of the buffers above (the LDE, the trees, the snapshot); the transient
+    /// terms were released when the commit returned. Dropping it returns them to the admission.
+    pub ticket: Ticket,
+}
+
+/// Commits a trace on `backend` with a private admission of `params.budget` bytes (default 80% of
+/// the device's memory).
+///
+/// Order: validation and admission come first, so a refused or invalid commit allocates nothing;
+/// then upload, coset LDE (row-major), the optional snapshot (the trace transposed in place) or
+/// freeing the trace, the optional queued host copy, leaves hashed straight into each tree's node
+/// array, the trees completed in place, the LDE transposed in place, the roots downloaded. No
+/// phase waits for the device unless `params.phase_timing` is set.
+///
+/// # Errors
+/// [`CommitPlan::new`]'s validation errors; [`Error::LengthMismatch`] when the input does not hold
+/// `rows * cols` elements; [`Error::Refused`] listing every modelled term when the commit does not
+/// fit; device errors. On error every buffer the commit allocated is freed.
+pub fn commit<B: Backend>(
+    backend: &B,
+    input: TraceInput<'_, B>,
+    params: &CommitParams,
+    progress: &dyn Progress,
+) -> Result<Commitment<B>> {
+    let budget = params.budget.unwrap_or_else(|| default_budget(backend.info().total_memory));
+    commit_admitted(backend, input, params, &Admission::new(budget), progress)
+}
+
+/// [`commit`] admitted through a shared [`Admission`] (its budget; `params.budget` is ignored), so
+/// that concurrent commits on one device together stay within the budget.
+///
+/// # Errors
+/// As [`commit`].
+pub fn commit_admitted<B: Backend>(
+    backend: &B,
+    input: TraceInput<'_, B>,
+    params: &CommitParams,
+    admission: &Admission,
+    progress: &dyn Progress,
+) -> Result<Commitment<B>> {
+    let given = input.shape();
+    let plan = CommitPlan::new(given.rows, given.cols, params)?;
+    let trace_shape = plan.trace_shape();
+    let lde_shape = plan.lde_shape();
+    trace_shape.check_len("trace input", input.len())?;
+    let mut ticket = admission.admit(&plan.model)?;
+
+    let mut clock = Clock::new(backend, params.phase_timing, progress);
+    let trace = clock.phase(Phase::Upload, || match input {
+        TraceInput::Host { data, .. } => backend.upload(data),
+        TraceInput::Device { buffer, .. } => Ok(buffer),
+    })?;
+    let mut lde = clock.phase(Phase::Lde, || backend.coset_lde(&trace, &plan.lde))?;
+    let snapshot = if params.keep_trace_snapshot {
+        let mut trace = trace;
+        clock.phase(Phase::Snapshot, || backend.transpose_in_place(&mut trace, trace_shape, params.scratch_cap))?;
+        Some(trace)
+    } else {
+        drop(trace);
+        None
+    };
+    let host_copy =
+        if params.host_copy { Some(clock.phase(Phase::HostCopy, || backend.queue_download(&lde))?) } else { None };
+    let mut trees = clock.phase(Phase::Leaves, || {
+        plan.trees
+            .iter()
+            .map(|t| {
+                let mut nodes = backend.alloc(t.shape.words())?;
+                backend.hash_leaves_into(&lde, lde_shape, &t.spec, &mut nodes, t.shape.first_leaf())?;
+                Ok(nodes)
+            })
+            .collect::<backend_api::Result<Vec<_>>>()
+    })?;
+    clock.phase(Phase::Merkle, || {
+        trees
+            .iter_mut()
+            .zip(&plan.trees)
+            .try_for_each(|(nodes, t)| backend.merkle_tree_in_place(nodes, t.shape, params.hash))
+    })?;
+    clock.phase(Phase::Transpose, || backend.transpose_in_place(&mut lde, lde_shape, params.scratch_cap))?;
+    let roots = clock.phase(Phase::Roots, || {
+        trees
+            .iter()
+            .map(|nodes| {
+                let mut words = [0u64; DIGEST_WORDS];
+                backend.download(nodes, 0, &mut words)?;
+                Ok(digests_from_words(&words)[0])
+            })
+            .collect::<backend_api::Result<Vec<_>>>()
+    })?;
+    let timings = clock.finish();
+
+    let resident = plan.model.lde + plan.model.trees + if snapshot.is_some() { plan.model.trace } else { 0 };
+    ticket.shrink_to(resident);
+    Ok(Commitment {
+        roots,
+        lde,
+        lde_shape,
+        trees,
+        tree_plans: plan.trees,
+        snapshot,
+        host_copy,
+        timings,
+        model: plan.model,
+        ticket,
+    })
+}
+
+/// Times phases and reports them to the progress callback.
+struct Clock<'a, B: Backend> {
+    backend: &'a B,
+    sync: bool,
+    progress: &'a dyn Progress,
+    start: Instant,
+    phases: Vec<(Phase, f64)>,
+}
+
+impl<'a, B: Backend> Clock<'a, B> {
+    fn new(backend: &'a B, sync: bool, progress: &'a dyn Progress) -> Self {
+        Self { backend, sync, progress, start: Instant::now(), phases: Vec::new() }
+    }
+
+    fn phase<T>(&mut self, phase: Phase, f: impl FnOnce() -> backend_api::Result<T>) -> backend_api::Result<T> {
+        self.progress.start(phase);
+        let t0 = Instant::now();
+        let out = f()?;
+        if self.sync {
+            self.backend.synchronize()?;
+        }
+        let secs = t0.elapsed().as_secs_f64();
+        self.phases.push((phase, secs));
+        self.progress.finish(phase, secs);
+        Ok(out)
+    }
+
+    fn finish(self) -> PhaseTimings {
+        PhaseTimings { phases: self.phases, synchronized: self.sync, total_seconds: self.start.elapsed().as_secs_f64() }
+    }
+}

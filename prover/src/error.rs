@@ -1,0 +1,62 @@
+//! The prover's one error type, and the CLI exit codes it maps to.
+
+use std::path::PathBuf;
+
+/// Exit code of a successful run.
+pub const EXIT_OK: i32 = 0;
+/// Exit code of a refusal (the table does not fit the budget, or `prover plan` says it does not
+/// fit), an unavailable backend, or a device error.
+pub const EXIT_REFUSED_OR_DEVICE: i32 = 1;
+/// Exit code of a usage or input error: bad flags (clap uses 2 too), a bad input file, or a shape
+/// or parameter the commit rejects before touching a device.
+pub const EXIT_USAGE: i32 = 2;
+
+/// Everything the pipeline and the CLI can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum ProverError {
+    /// A backend error: validation of the shape and parameters (these come from `backend-api`, so
+    /// every backend rejects the same inputs with the same words), a refusal, or a device fault.
+    #[error(transparent)]
+    Backend(#[from] backend_api::Error),
+
+    /// An input or output file could not be used; `message` carries the sizes involved.
+    #[error("{path}: {message}")]
+    Input {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it, with the sizes involved.
+        message: String,
+    },
+
+    /// A command-line combination the CLI cannot run.
+    #[error("{0}")]
+    Usage(String),
+}
+
+impl ProverError {
+    /// The CLI exit code for this error: [`EXIT_USAGE`] for usage, input and validation errors,
+    /// [`EXIT_REFUSED_OR_DEVICE`] for refusals, unavailable backends and device errors.
+    pub fn exit_code(&self) -> i32 {
+        use backend_api::Error as E;
+        match self {
+            ProverError::Usage(_) | ProverError::Input { .. } => EXIT_USAGE,
+            ProverError::Backend(
+                E::InvalidShape(_)
+                | E::InvalidArgument(_)
+                | E::ScratchTooSmall { .. }
+                | E::LengthMismatch { .. }
+                | E::OverlappingCopies { .. }
+                | E::OutOfBounds { .. },
+            ) => EXIT_USAGE,
+            ProverError::Backend(_) => EXIT_REFUSED_OR_DEVICE,
+        }
+    }
+
+    /// An [`ProverError::Input`] for `path`.
+    pub fn input(path: impl Into<PathBuf>, message: impl Into<String>) -> Self {
+        ProverError::Input { path: path.into(), message: message.into() }
+    }
+}
+
+/// Result alias of this crate.
+pub type Result<T, E = ProverError> = std::result::Result<T, E>;

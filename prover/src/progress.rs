@@ -1,0 +1,64 @@
+//! Phases of a commit and the progress callback the pipeline reports them to.
+
+use std::fmt;
+
+/// One phase of the fused commit, in pipeline order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Uploading the host trace (nothing to do for a device input).
+    Upload,
+    /// The coset LDE, row-major.
+    Lde,
+    /// Transposing the trace in place into the column-major snapshot (when asked for).
+    Snapshot,
+    /// Queueing the row-major host copy of the LDE (when asked for).
+    HostCopy,
+    /// Hashing the leaves into each tree's node array.
+    Leaves,
+    /// Completing the Merkle trees.
+    Merkle,
+    /// Transposing the LDE in place to column-major.
+    Transpose,
+    /// Downloading the roots (waits for all queued work).
+    Roots,
+}
+
+impl Phase {
+    /// The name used in reports and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Upload => "upload",
+            Phase::Lde => "lde",
+            Phase::Snapshot => "snapshot",
+            Phase::HostCopy => "host_copy",
+            Phase::Leaves => "leaves",
+            Phase::Merkle => "merkle",
+            Phase::Transpose => "transpose",
+            Phase::Roots => "roots",
+        }
+    }
+}
+
+impl fmt::Display for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Receives phase boundaries from a commit (e.g. to drive a progress bar).
+pub trait Progress: Sync {
+    /// `phase` is about to be issued.
+    fn start(&self, phase: Phase);
+    /// `phase` was issued (and, with phase timing, finished on the device) after `seconds`.
+    fn finish(&self, phase: Phase, seconds: f64);
+}
+
+/// A [`Progress`] that ignores everything.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoProgress;
+
+impl Progress for NoProgress {
+    fn start(&self, _: Phase) {}
+    fn finish(&self, _: Phase, _: f64) {}
+}

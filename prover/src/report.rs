@@ -1,0 +1,308 @@
+//! What the CLI prints: the commit report and the plan report, as text or JSON.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use backend_api::memory::{MemoryModel, human_bytes};
+use backend_api::{Backend, DeviceInfo, hex};
+use serde::Serialize;
+
+use crate::commit::{CommitParams, CommitPlan, Commitment};
+
+/// The memory model, term by term, in bytes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ModelReport {
+    /// The LDE, `N * cols * 8`.
+    pub lde: usize,
+    /// The trace (and snapshot), `n * cols * 8`.
+    pub trace: usize,
+    /// Every tree's node array, `(2L - 1) * 32` each.
+    pub merkle_trees: usize,
+    /// The in-place transpose's scratch.
+    pub transpose_scratch: usize,
+    /// The LDE twiddle tables.
+    pub twiddles: usize,
+    /// The sum.
+    pub total: usize,
+}
+
+impl From<&MemoryModel> for ModelReport {
+    fn from(m: &MemoryModel) -> Self {
+        Self {
+            lde: m.lde,
+            trace: m.trace,
+            merkle_trees: m.trees,
+            transpose_scratch: m.scratch,
+            twiddles: m.twiddles,
+            total: m.total(),
+        }
+    }
+}
+
+/// One tree of a commit.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TreeReport {
+    /// The column range `[start, end)` its leaves cover.
+    pub cols: [usize; 2],
+    /// Leaves hashed.
+    pub leaves: usize,
+    /// The root, lower-case hex.
+    pub root: String,
+}
+
+/// The result of `prover commit`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CommitReport {
+    /// The backend that ran (`cpu`, `cuda`, `wgpu`).
+    pub backend: String,
+    /// The device that ran, as its driver names it.
+    pub device: String,
+    /// Whether the device is a software adapter.
+    pub software_adapter: bool,
+    /// For `--backend auto`: why each faster backend was skipped.
+    pub auto_skipped: Vec<String>,
+    /// Where the trace came from.
+    pub input: String,
+    /// Trace rows `n`.
+    pub trace_rows: usize,
+    /// LDE rows `N = n * blowup`.
+    pub lde_rows: usize,
+    /// Columns.
+    pub cols: usize,
+    /// The blowup.
+    pub blowup: usize,
+    /// The coset shift.
+    pub shift: u64,
+    /// The hash name.
+    pub hash: String,
+    /// The leaf layout name.
+    pub layout: String,
+    /// The split column, if any.
+    pub split: Option<usize>,
+    /// One root per tree, lower-case hex.
+    pub roots: Vec<String>,
+    /// Each tree.
+    pub trees: Vec<TreeReport>,
+    /// Seconds per phase, by phase name.
+    pub phase_seconds: BTreeMap<&'static str, f64>,
+    /// Whether each phase was synchronized (the figures then measure device work).
+    pub phase_timing_synchronized: bool,
+    /// From the upload's start to the roots on the host.
+    pub total_seconds: f64,
+    /// Seconds to read or generate the trace on the host (not part of the commit).
+    pub input_seconds: f64,
+    /// The modelled device bytes, term by term.
+    pub modelled_device_bytes: ModelReport,
+    /// The budget the commit was admitted against.
+    pub budget_bytes: usize,
+    /// The backend's measured allocation high-water mark during the commit.
+    pub peak_device_bytes: usize,
+    /// Whether the column-major trace snapshot was kept.
+    pub snapshot: bool,
+    /// Where the column-major LDE was written, if anywhere.
+    pub out: Option<String>,
+}
+
+impl CommitReport {
+    /// Builds the report of `commitment`, made with `params` on a backend described by `info`.
+    pub fn new<B: Backend>(
+        info: &DeviceInfo,
+        commitment: &Commitment<B>,
+        params: &CommitParams,
+        budget_bytes: usize,
+        peak_device_bytes: usize,
+    ) -> Self {
+        let trees = commitment
+            .tree_plans
+            .iter()
+            .zip(&commitment.roots)
+            .map(|(t, r)| TreeReport {
+                cols: [t.spec.cols.start, t.spec.cols.end],
+                leaves: t.shape.leaves,
+                root: hex(r),
+            })
+            .collect();
+        Self {
+            backend: info.backend.to_string(),
+            device: info.device.clone(),
+            software_adapter: false,
+            auto_skipped: Vec::new(),
+            input: String::new(),
+            trace_rows: commitment.lde_shape.rows / params.blowup,
+            lde_rows: commitment.lde_shape.rows,
+            cols: commitment.lde_shape.cols,
+            blowup: params.blowup,
+            shift: params.shift,
+            hash: params.hash.name().into(),
+            layout: params.layout.name().into(),
+            split: params.split,
+            roots: commitment.roots.iter().map(|r| hex(r)).collect(),
+            trees,
+            phase_seconds: commitment.timings.phases.iter().map(|(p, s)| (p.name(), *s)).collect(),
+            phase_timing_synchronized: commitment.timings.synchronized,
+            total_seconds: commitment.timings.total_seconds,
+            input_seconds: 0.0,
+            modelled_device_bytes: (&commitment.model).into(),
+            budget_bytes,
+            peak_device_bytes,
+            snapshot: commitment.snapshot.is_some(),
+            out: None,
+        }
+    }
+}
+
+fn write_model(f: &mut fmt::Formatter<'_>, m: &ModelReport) -> fmt::Result {
+    let terms = [
+        ("LDE", m.lde),
+        ("trace", m.trace),
+        ("Merkle trees", m.merkle_trees),
+        ("transpose scratch", m.transpose_scratch),
+        ("twiddles", m.twiddles),
+        ("total", m.total),
+    ];
+    for (name, bytes) in terms {
+        writeln!(f, "  {name:<18} {bytes:>16} B  {:>10}", human_bytes(bytes))?;
+    }
+    Ok(())
+}
+
+impl fmt::Display for CommitReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let soft = if self.software_adapter { " (software adapter)" } else { "" };
+        writeln!(f, "backend: {} on {}{soft}", self.backend, self.device)?;
+        for s in &self.auto_skipped {
+            writeln!(f, "  auto skipped {s}")?;
+        }
+        writeln!(f, "input:   {} ({:.3} s)", self.input, self.input_seconds)?;
+        writeln!(
+            f,
+            "commit:  {} x {} trace, blowup {}, shift {} -> {} x {} LDE; {} leaves, layout {}",
+            self.trace_rows, self.cols, self.blowup, self.shift, self.lde_rows, self.cols, self.hash, self.layout
+        )?;
+        for t in &self.trees {
+            writeln!(f, "  root of columns [{}, {}) ({} leaves): {}", t.cols[0], t.cols[1], t.leaves, t.root)?;
+        }
+        let how = if self.phase_timing_synchronized { "synchronized after each phase" } else { "issue times" };
+        writeln!(f, "phases ({how}):")?;
+        let order = ["upload", "lde", "snapshot", "host_copy", "leaves", "merkle", "transpose", "roots"];
+        for name in order {
+            if let Some(s) = self.phase_seconds.get(name) {
+                writeln!(f, "  {name:<10} {s:>9.4} s")?;
+            }
+        }
+        writeln!(f, "  {:<10} {:>9.4} s", "total", self.total_seconds)?;
+        writeln!(f, "modelled device memory (budget {} B, {}):", self.budget_bytes, human_bytes(self.budget_bytes))?;
+        write_model(f, &self.modelled_device_bytes)?;
+        writeln!(
+            f,
+            "measured peak device allocation: {} B ({})",
+            self.peak_device_bytes,
+            human_bytes(self.peak_device_bytes)
+        )?;
+        if self.snapshot {
+            writeln!(f, "trace snapshot: kept on the device, column-major")?;
+        }
+        if let Some(out) = &self.out {
+            writeln!(f, "column-major LDE written to {out}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The result of `prover plan`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PlanReport {
+    /// Trace rows `n`.
+    pub trace_rows: usize,
+    /// LDE rows `N`.
+    pub lde_rows: usize,
+    /// Columns.
+    pub cols: usize,
+    /// The blowup.
+    pub blowup: usize,
+    /// The leaf layout.
+    pub layout: String,
+    /// The split column, if any.
+    pub split: Option<usize>,
+    /// The transpose scratch cap, in bytes.
+    pub scratch_cap: usize,
+    /// The device memory given, in bytes.
+    pub memory_bytes: usize,
+    /// The budget compared with, in bytes.
+    pub budget_bytes: usize,
+    /// `"80% of memory"` or `"--budget"`.
+    pub budget_source: String,
+    /// The modelled device bytes, term by term.
+    pub modelled_device_bytes: ModelReport,
+    /// Whether the total fits the budget.
+    pub fits: bool,
+}
+
+impl PlanReport {
+    /// The report of `plan` against `budget_bytes` of `memory_bytes`.
+    pub fn new(
+        plan: &CommitPlan,
+        params: &CommitParams,
+        memory_bytes: usize,
+        budget_bytes: usize,
+        budget_source: &str,
+    ) -> Self {
+        Self {
+            trace_rows: plan.trace_shape().rows,
+            lde_rows: plan.lde_shape().rows,
+            cols: plan.trace_shape().cols,
+            blowup: params.blowup,
+            layout: params.layout.name().into(),
+            split: params.split,
+            scratch_cap: params.scratch_cap,
+            memory_bytes,
+            budget_bytes,
+            budget_source: budget_source.into(),
+            modelled_device_bytes: (&plan.model).into(),
+            fits: plan.model.total() <= budget_bytes,
+        }
+    }
+}
+
+impl fmt::Display for PlanReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let split = match self.split {
+            Some(s) => format!("two trees split at column {s}"),
+            None => "one tree".into(),
+        };
+        writeln!(
+            f,
+            "plan: {} x {} trace, blowup {} -> {} x {} LDE, layout {}, {split}, scratch cap {} B",
+            self.trace_rows, self.cols, self.blowup, self.lde_rows, self.cols, self.layout, self.scratch_cap
+        )?;
+        writeln!(f, "modelled device memory:")?;
+        write_model(f, &self.modelled_device_bytes)?;
+        writeln!(
+            f,
+            "budget: {} B ({}) = {} of {} B ({})",
+            self.budget_bytes,
+            human_bytes(self.budget_bytes),
+            self.budget_source,
+            self.memory_bytes,
+            human_bytes(self.memory_bytes)
+        )?;
+        let total = self.modelled_device_bytes.total;
+        if self.fits {
+            write!(
+                f,
+                "FITS: needs {} of the {} budget, {} to spare",
+                human_bytes(total),
+                human_bytes(self.budget_bytes),
+                human_bytes(self.budget_bytes - total)
+            )
+        } else {
+            write!(
+                f,
+                "DOES NOT FIT: needs {} but the budget is {}, {} short",
+                human_bytes(total),
+                human_bytes(self.budget_bytes),
+                human_bytes(total - self.budget_bytes)
+            )
+        }
+    }
+}

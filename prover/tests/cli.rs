@@ -1,0 +1,363 @@
+//! The `prover` binary end to end: every bad input gets a clear message and the documented exit
+//! code (2 usage/input, 1 refusal/device), and good runs produce checked output.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use common::{naive_lde, read_u64s, temp_dir, transpose, values, write_u64s};
+
+fn prover(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_prover")).args(args).output().expect("run the prover binary")
+}
+
+fn text(out: &Output) -> (String, String) {
+    (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// Runs `args`, expects exit `code` and `want` in stderr, and no panic.
+fn expect_error(args: &[&str], code: i32, want: &str) -> String {
+    let out = prover(args);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(code), "prover {args:?}\nstdout: {stdout}\nstderr: {stderr}");
+    assert!(stderr.contains(want), "prover {args:?}: stderr lacks {want:?}:\n{stderr}");
+    assert!(!stderr.contains("panicked"), "prover {args:?} panicked:\n{stderr}");
+    stderr
+}
+
+fn path_str(p: &Path) -> &str {
+    p.to_str().expect("utf-8 temp path")
+}
+
+#[test]
+fn input_file_of_the_wrong_length() {
+    let dir = temp_dir("bad-length");
+    let f = dir.join("t.bin");
+    std::fs::write(&f, vec![0u8; 4 * 3 * 8 - 1]).unwrap();
+    expect_error(
+        &["commit", "--input", path_str(&f), "--rows", "4", "--cols", "3"],
+        2,
+        "the trace file holds 95 B, but 4 rows x 3 cols of u64 need 96 B (rows * cols * 8)",
+    );
+    expect_error(
+        &["commit", "--input", path_str(&dir.join("missing.bin")), "--rows", "4", "--cols", "3"],
+        2,
+        "cannot read the trace file",
+    );
+}
+
+#[test]
+fn zero_rows_or_columns() {
+    let dir = temp_dir("zero");
+    let f = dir.join("empty.bin");
+    std::fs::write(&f, []).unwrap();
+    expect_error(
+        &["commit", "--input", path_str(&f), "--rows", "0", "--cols", "4"],
+        2,
+        "invalid shape: a matrix needs at least one row and one column, got 0 x 4",
+    );
+    expect_error(
+        &["commit", "--cols", "0"],
+        2,
+        "invalid shape: a matrix needs at least one row and one column, got 65536 x 0",
+    );
+}
+
+#[test]
+fn rows_or_blowup_not_a_power_of_two() {
+    let dir = temp_dir("pow2");
+    let f = dir.join("t.bin");
+    write_u64s(&f, &values(3 * 2, 1));
+    expect_error(
+        &["commit", "--input", path_str(&f), "--rows", "3", "--cols", "2"],
+        2,
+        "invalid shape: the trace row count must be a power of two, got 3",
+    );
+    expect_error(
+        &["commit", "--log-rows", "4", "--blowup", "3"],
+        2,
+        "invalid shape: the blowup must be a power of two, got 3",
+    );
+    expect_error(
+        &["commit", "--log-rows", "4", "--blowup", "0"],
+        2,
+        "invalid shape: the blowup must be a power of two, got 0",
+    );
+}
+
+#[test]
+fn lde_domain_above_2_pow_32() {
+    // Refused before the 2^31-row table is generated: this returns at once.
+    let t = std::time::Instant::now();
+    expect_error(
+        &["commit", "--log-rows", "31", "--blowup", "4"],
+        2,
+        "invalid shape: the LDE domain 2147483648 x 4 = 2^33 rows exceeds the field's 2^32",
+    );
+    expect_error(
+        &["plan", "--log-rows", "33", "--cols", "8", "--blowup", "1", "--memory", "1TiB"],
+        2,
+        "exceeds the field's 2^32",
+    );
+    assert!(t.elapsed().as_secs() < 10, "validation took {:?}", t.elapsed());
+}
+
+#[test]
+fn split_outside_the_columns() {
+    for split in ["0", "64", "100"] {
+        expect_error(
+            &["commit", "--log-rows", "4", "--split", split],
+            2,
+            &format!("invalid argument: split column {split} is outside 1..=63 for a table of 64 columns"),
+        );
+    }
+    expect_error(&["commit", "--log-rows", "4", "--cols", "1", "--split", "1"], 2, "a split needs at least 2 columns");
+}
+
+#[test]
+fn scratch_cap_smaller_than_one_run() {
+    expect_error(
+        &["commit", "--log-rows", "4", "--cols", "8", "--scratch-cap", "64"],
+        2,
+        "scratch cap 64 B is smaller than one run: a 8-column transpose needs at least 72 B",
+    );
+    expect_error(&["commit", "--scratch-cap", "12 parsecs"], 2, "unknown unit");
+}
+
+#[test]
+fn lambda_vm_pairs_needs_two_rows() {
+    expect_error(
+        &["commit", "--log-rows", "0", "--blowup", "1", "--layout", "lambda-vm-pairs"],
+        2,
+        "the lambda-vm-pairs layout needs a power-of-two row count >= 2, got 1",
+    );
+}
+
+#[test]
+fn unknown_backend() {
+    expect_error(&["commit", "--backend", "metal"], 2, "invalid value 'metal' for '--backend <BACKEND>'");
+}
+
+#[test]
+fn unavailable_backend() {
+    // Without the feature the binary says so; with it, this GPU-less machine has no CUDA device.
+    let stderr = expect_error(&["commit", "--log-rows", "4", "--backend", "cuda"], 1, "error: ");
+    assert!(stderr.to_lowercase().contains("cuda"), "{stderr}");
+    if !cfg!(feature = "cuda") {
+        assert!(
+            stderr.contains(
+                "backend cuda is unavailable: not compiled into this binary (rebuild with `--features cuda`)"
+            ),
+            "{stderr}"
+        );
+    }
+    if !cfg!(feature = "wgpu") {
+        expect_error(
+            &["commit", "--log-rows", "4", "--backend", "wgpu"],
+            1,
+            "backend wgpu is unavailable: not compiled",
+        );
+    }
+}
+
+#[test]
+fn budget_too_small_is_refused_listing_every_term() {
+    let stderr = expect_error(
+        &["commit", "--log-rows", "10", "--cols", "8", "--budget", "64KiB"],
+        1,
+        "error: commit refused: it needs",
+    );
+    for term in ["LDE", "trace", "Merkle trees", "transpose scratch", "twiddles", "total", "the budget is 65536 B"] {
+        assert!(stderr.contains(term), "{term:?} missing from:\n{stderr}");
+    }
+}
+
+#[test]
+fn input_round_trip_is_the_column_major_lde() {
+    let dir = temp_dir("round-trip");
+    let (n, m, blowup) = (8, 3, 4);
+    let trace = values(n * m, 42);
+    let (input, out) = (dir.join("trace.bin"), dir.join("lde.bin"));
+    write_u64s(&input, &trace);
+    for (backend, hash) in [("cpu", "keccak256"), ("auto", "blake3")] {
+        let args = [
+            "commit",
+            "--backend",
+            backend,
+            "--hash",
+            hash,
+            "--input",
+            path_str(&input),
+            "--rows",
+            "8",
+            "--cols",
+            "3",
+            "--blowup",
+            "4",
+            "--out",
+            path_str(&out),
+        ];
+        let o = prover(&args);
+        assert!(o.status.success(), "{:?}", text(&o));
+        let got = read_u64s(&out);
+        assert_eq!(got, transpose(&naive_lde(&trace, n, m, blowup, 7), n * blowup, m), "prover {args:?}");
+        let (stdout, _) = text(&o);
+        let want = if backend == "cpu" { "backend: cpu on " } else { "backend: " };
+        assert!(stdout.contains(want) && stdout.contains("root of columns [0, 3)"), "{stdout}");
+    }
+    // A non-default shift reaches the LDE.
+    let o = prover(&[
+        "commit",
+        "--input",
+        path_str(&input),
+        "--rows",
+        "8",
+        "--cols",
+        "3",
+        "--blowup",
+        "2",
+        "--shift",
+        "5",
+        "--out",
+        path_str(&out),
+    ]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    assert_eq!(read_u64s(&out), transpose(&naive_lde(&trace, n, m, 2, 5), n * 2, m));
+}
+
+#[test]
+fn json_report_has_the_required_keys_and_the_reference_roots() {
+    let dir = temp_dir("json");
+    let input = dir.join("trace.bin");
+    let (n, m) = (16, 5);
+    let trace = values(n * m, 9);
+    write_u64s(&input, &trace);
+    let o = prover(&[
+        "commit",
+        "--json",
+        "--backend",
+        "cpu",
+        "--input",
+        path_str(&input),
+        "--rows",
+        "16",
+        "--cols",
+        "5",
+        "--split",
+        "2",
+        "--layout",
+        "lambda-vm-pairs",
+        "--snapshot",
+    ]);
+    let (stdout, stderr) = text(&o);
+    assert!(o.status.success(), "{stderr}");
+    assert!(stderr.is_empty(), "--json must keep stderr quiet: {stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("one JSON object");
+    for key in [
+        "roots",
+        "backend",
+        "device",
+        "lde_rows",
+        "cols",
+        "blowup",
+        "hash",
+        "layout",
+        "phase_seconds",
+        "modelled_device_bytes",
+    ] {
+        assert!(v.get(key).is_some(), "{key} missing from {v}");
+    }
+    assert_eq!(v["backend"], "cpu");
+    assert_eq!((v["lde_rows"].as_u64(), v["cols"].as_u64(), v["blowup"].as_u64()), (Some(32), Some(5), Some(2)));
+    assert_eq!((v["hash"].as_str(), v["layout"].as_str()), (Some("keccak256"), Some("lambda-vm-pairs")));
+    for term in ["lde", "trace", "merkle_trees", "transpose_scratch", "twiddles", "total"] {
+        assert!(v["modelled_device_bytes"][term].as_u64().is_some(), "{term} missing: {v}");
+    }
+    assert_eq!(v["modelled_device_bytes"]["lde"].as_u64(), Some(32 * 5 * 8));
+    for phase in ["upload", "lde", "snapshot", "leaves", "merkle", "transpose", "roots"] {
+        assert!(v["phase_seconds"][phase].as_f64().is_some(), "{phase} missing: {v}");
+    }
+    // Roots, recomputed from the naive LDE with the hash crates.
+    let lde = naive_lde(&trace, n, m, 2, 7);
+    let want: Vec<String> = [(0, 2), (2, 5)]
+        .iter()
+        .map(|&(c0, c1)| {
+            common::hex(&common::merkle_root(
+                common::H::Keccak,
+                &common::leaves(common::H::Keccak, &lde, 32, m, c0, c1, true),
+            ))
+        })
+        .collect();
+    let got: Vec<String> = v["roots"].as_array().unwrap().iter().map(|r| r.as_str().unwrap().to_string()).collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn default_commit_runs_and_is_deterministic() {
+    let a = prover(&["commit", "--json"]);
+    let b = prover(&["commit", "--json", "--seed", "0"]);
+    let c = prover(&["commit", "--json", "--seed", "1"]);
+    let roots = |o: &Output| {
+        assert!(o.status.success(), "{:?}", text(o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!((v["lde_rows"].as_u64(), v["cols"].as_u64()), (Some(1 << 17), Some(64)));
+        v["roots"].clone()
+    };
+    assert_eq!(roots(&a), roots(&b));
+    assert_ne!(roots(&a), roots(&c));
+}
+
+#[test]
+fn plan_says_whether_a_shape_fits() {
+    // 2^21 x 316 at blowup 2 models 16,381,378,528 B (backend-api's pinned figure).
+    let fits = prover(&["plan", "--log-rows", "21", "--cols", "316", "--blowup", "2", "--memory", "141GiB"]);
+    let (stdout, _) = text(&fits);
+    assert_eq!(fits.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("FITS") && stdout.contains("16381378528 B") && stdout.contains("80% of memory"),
+        "{stdout}"
+    );
+    let tight = prover(&["plan", "--log-rows", "21", "--cols", "316", "--blowup", "2", "--memory", "16GiB"]);
+    let (stdout, _) = text(&tight);
+    assert_eq!(tight.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("DOES NOT FIT"), "{stdout}");
+    let exact = prover(&[
+        "plan",
+        "--log-rows",
+        "21",
+        "--cols",
+        "316",
+        "--memory",
+        "16GiB",
+        "--budget",
+        "16381378528",
+        "--json",
+    ]);
+    assert_eq!(exact.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&exact.stdout).unwrap();
+    assert_eq!(v["fits"], true);
+    assert_eq!(v["modelled_device_bytes"]["total"].as_u64(), Some(16_381_378_528));
+    assert_eq!(v["budget_source"], "--budget");
+    let split =
+        prover(&["plan", "--log-rows", "21", "--cols", "316", "--split", "100", "--memory", "141GiB", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&split.stdout).unwrap();
+    assert_eq!(v["modelled_device_bytes"]["merkle_trees"].as_u64(), Some(2 * ((1u64 << 23) - 1) * 32));
+    expect_error(&["plan", "--log-rows", "10", "--cols", "8", "--memory", "lots"], 2, "invalid value 'lots'");
+}
+
+#[test]
+fn backends_lists_cpu_as_usable() {
+    let o = prover(&["backends"]);
+    let (stdout, stderr) = text(&o);
+    assert!(o.status.success(), "{stderr}");
+    assert!(stdout.contains("cpu   usable: "), "{stdout}");
+    assert!(
+        stdout.contains("cuda") && stdout.contains("wgpu") && stdout.contains("--backend auto picks: "),
+        "{stdout}"
+    );
+    let o = prover(&["backends", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["backends"][0]["backend"], "cpu");
+    assert_eq!(v["backends"][1]["compiled"], cfg!(feature = "cuda"));
+}

@@ -1,0 +1,225 @@
+//! The library pipeline on the CPU backend, checked against independent references
+//! (tests/common: naive LDE, `sha3` / `blake3` leaves, recursive Merkle roots).
+
+mod common;
+
+use backend_api::{Backend, Error, HashKind, LeafLayout, MatrixShape, PendingDownload};
+use backend_cpu::CpuBackend;
+use common::{H, P, leaves, merkle_root, naive_lde, transpose, values};
+use prover::{Admission, CommitParams, NoProgress, Phase, ProverError, TraceInput, commit, commit_admitted};
+
+fn h_of(kind: HashKind) -> H {
+    match kind {
+        HashKind::Keccak256 => H::Keccak,
+        HashKind::Blake3 => H::Blake3,
+    }
+}
+
+/// Commits `trace` with a host copy and checks everything the commitment claims against the
+/// references; returns the roots.
+fn check_commit(trace: &[u64], n: usize, m: usize, params: &CommitParams) -> Vec<[u8; 32]> {
+    let backend = CpuBackend::new();
+    let shape = MatrixShape::new(n, m).unwrap();
+    let params = CommitParams { host_copy: true, ..params.clone() };
+    let c = commit(&backend, TraceInput::host(trace, shape), &params, &NoProgress).unwrap();
+    let big = n * params.blowup;
+    assert_eq!(c.lde_shape, MatrixShape::new(big, m).unwrap());
+
+    // The row-major host copy is the LDE; the returned buffer is its transpose.
+    let row_major = c.host_copy.expect("host copy was asked for").wait().unwrap();
+    assert_eq!(row_major, naive_lde(trace, n, m, params.blowup, params.shift), "LDE, n={n} m={m} {params:?}");
+    let col_major = backend.download_vec(&c.lde).unwrap();
+    assert_eq!(col_major, transpose(&row_major, big, m), "column-major LDE");
+
+    // Roots and whole node arrays' roots, from the host copy with the hash crates.
+    let pairs = params.layout == LeafLayout::LambdaVmPairs;
+    let ranges = match params.split {
+        Some(s) => vec![(0, s), (s, m)],
+        None => vec![(0, m)],
+    };
+    assert_eq!(c.roots.len(), ranges.len());
+    assert_eq!(c.trees.len(), ranges.len());
+    for (i, &(c0, c1)) in ranges.iter().enumerate() {
+        let l = leaves(h_of(params.hash), &row_major, big, m, c0, c1, pairs);
+        assert_eq!(c.roots[i], merkle_root(h_of(params.hash), &l), "root of tree {i} over [{c0}, {c1})");
+        let nodes = backend.download_vec(&c.trees[i]).unwrap();
+        assert_eq!(backend_api::digests_from_words(&nodes[..4])[0], c.roots[i]);
+        assert_eq!(c.tree_plans[i].spec.cols, c0..c1);
+    }
+
+    match &c.snapshot {
+        Some(s) => assert_eq!(backend.download_vec(s).unwrap(), transpose(trace, n, m), "snapshot"),
+        None => assert!(!params.keep_trace_snapshot),
+    }
+    c.roots
+}
+
+#[test]
+fn naive_lde_reference_is_the_identity_at_blowup_1_shift_1() {
+    let t = values(8 * 3, 1);
+    let canon: Vec<u64> = t.iter().map(|x| x % P).collect();
+    assert_eq!(naive_lde(&t, 8, 3, 1, 1), canon);
+}
+
+#[test]
+fn lde_transpose_and_roots_match_references_for_every_hash_and_layout() {
+    // Small shapes: the naive LDE is O(n * N) per column. Includes n = 1, one column, and
+    // non-canonical inputs (values() mixes in p, p + 1, u64::MAX).
+    let shapes = [(1, 1, 2), (1, 3, 4), (2, 1, 1), (4, 3, 2), (8, 5, 4), (16, 7, 2), (32, 2, 8)];
+    for (i, &(n, m, blowup)) in shapes.iter().enumerate() {
+        let trace = values(n * m, 10 + i as u64);
+        for hash in HashKind::ALL {
+            for layout in LeafLayout::ALL {
+                if layout == LeafLayout::LambdaVmPairs && n * blowup < 2 {
+                    continue;
+                }
+                let params = CommitParams { blowup, hash, layout, shift: 7, ..CommitParams::default() };
+                check_commit(&trace, n, m, &params);
+            }
+        }
+    }
+}
+
+#[test]
+fn split_gives_two_roots_and_a_snapshot_is_the_transposed_trace() {
+    let (n, m) = (16, 6);
+    let trace = values(n * m, 3);
+    for split in [1, 3, 5] {
+        let params = CommitParams { split: Some(split), keep_trace_snapshot: true, ..CommitParams::default() };
+        let roots = check_commit(&trace, n, m, &params);
+        assert_eq!(roots.len(), 2);
+        assert_ne!(roots[0], roots[1]);
+    }
+    // A non-default shift and a tiny scratch cap (many runs) give the same column-major LDE.
+    let params = CommitParams { shift: 3, scratch_cap: (m + 1) * 8 * 2, ..CommitParams::default() };
+    check_commit(&trace, n, m, &params);
+}
+
+#[test]
+fn device_input_gives_the_same_commitment_as_host_input() {
+    let backend = CpuBackend::new();
+    let shape = MatrixShape::new(32, 4).unwrap();
+    let trace = values(shape.len(), 4);
+    let params = CommitParams { keep_trace_snapshot: true, phase_timing: true, ..CommitParams::default() };
+    let from_host = commit(&backend, TraceInput::host(&trace, shape), &params, &NoProgress).unwrap();
+    let buf = backend.upload(&trace).unwrap();
+    let from_device = commit(&backend, TraceInput::device(buf, shape), &params, &NoProgress).unwrap();
+    assert_eq!(from_host.roots, from_device.roots);
+    assert_eq!(backend.download_vec(&from_host.lde).unwrap(), backend.download_vec(&from_device.lde).unwrap());
+    assert_eq!(backend.download_vec(from_device.snapshot.as_ref().unwrap()).unwrap(), transpose(&trace, 32, 4));
+    let t = &from_device.timings;
+    assert!(t.synchronized);
+    let phases: Vec<Phase> = t.phases.iter().map(|p| p.0).collect();
+    use Phase::*;
+    assert_eq!(phases, [Upload, Lde, Snapshot, Leaves, Merkle, Transpose, Roots]);
+    assert!(t.total_seconds >= t.phases.iter().map(|p| p.1).sum::<f64>() * 0.999);
+}
+
+#[test]
+fn a_refused_commit_allocates_nothing_and_lists_every_term() {
+    let backend = CpuBackend::new();
+    let shape = MatrixShape::new(64, 8).unwrap();
+    let trace = values(shape.len(), 5);
+    let before = backend.memory();
+    let params = CommitParams { budget: Some(1000), ..CommitParams::default() };
+    let err = commit(&backend, TraceInput::host(&trace, shape), &params, &NoProgress).err().expect("refused");
+    assert_eq!(backend.memory(), before, "a refused commit touched the allocator");
+    let msg = err.to_string();
+    for term in ["LDE", "trace", "Merkle trees", "transpose scratch", "twiddles", "total", "1000 B"] {
+        assert!(msg.contains(term), "{term:?} missing from:\n{msg}");
+    }
+    assert!(matches!(err, ProverError::Backend(Error::Refused(_))));
+    assert_eq!(err.exit_code(), prover::EXIT_REFUSED_OR_DEVICE);
+}
+
+#[test]
+fn invalid_commits_are_rejected_before_any_allocation() {
+    let backend = CpuBackend::new();
+    let trace = values(64, 6);
+    let ok = CommitParams::default();
+    let cases: Vec<(MatrixShape, usize, CommitParams, &str)> = vec![
+        (MatrixShape { rows: 0, cols: 4 }, 0, ok.clone(), "got 0 x 4"),
+        (MatrixShape { rows: 4, cols: 0 }, 0, ok.clone(), "got 4 x 0"),
+        (MatrixShape { rows: 3, cols: 4 }, 12, ok.clone(), "power of two, got 3"),
+        (
+            MatrixShape { rows: 4, cols: 4 },
+            16,
+            CommitParams { blowup: 3, ..ok.clone() },
+            "blowup must be a power of two, got 3",
+        ),
+        (
+            MatrixShape { rows: 4, cols: 4 },
+            16,
+            CommitParams { blowup: 1 << 31, ..ok.clone() },
+            "exceeds the field's 2^32",
+        ),
+        (MatrixShape { rows: 4, cols: 4 }, 16, CommitParams { split: Some(0), ..ok.clone() }, "outside 1..=3"),
+        (MatrixShape { rows: 4, cols: 4 }, 16, CommitParams { split: Some(4), ..ok.clone() }, "outside 1..=3"),
+        (MatrixShape { rows: 4, cols: 1 }, 4, CommitParams { split: Some(1), ..ok.clone() }, "at least 2 columns"),
+        (MatrixShape { rows: 4, cols: 4 }, 16, CommitParams { scratch_cap: 39, ..ok.clone() }, "scratch cap 39 B"),
+        (
+            MatrixShape { rows: 1, cols: 4 },
+            4,
+            CommitParams { blowup: 1, layout: LeafLayout::LambdaVmPairs, ..ok.clone() },
+            "row count >= 2",
+        ),
+        (MatrixShape { rows: 4, cols: 4 }, 16, CommitParams { shift: P, ..ok.clone() }, "non-zero"),
+        (MatrixShape { rows: 4, cols: 4 }, 15, ok.clone(), "expected 16 elements, got 15"),
+    ];
+    for (shape, len, params, want) in cases {
+        let before = backend.memory();
+        let err = commit(&backend, TraceInput::host(&trace[..len], shape), &params, &NoProgress)
+            .err()
+            .unwrap_or_else(|| panic!("{shape:?} {params:?} was accepted"));
+        assert!(err.to_string().contains(want), "{shape:?}: {err} lacks {want:?}");
+        assert_eq!(err.exit_code(), prover::EXIT_USAGE, "{err}");
+        assert_eq!(backend.memory(), before, "{shape:?}: allocated before refusing");
+    }
+}
+
+#[test]
+fn shared_admission_holds_the_resident_bytes_until_the_commitment_drops() {
+    let backend = CpuBackend::new();
+    let shape = MatrixShape::new(64, 4).unwrap();
+    let trace = values(shape.len(), 7);
+    let params = CommitParams::default();
+    let plan = prover::CommitPlan::new(64, 4, &params).unwrap();
+    // Room for one commit in flight at a time, not two.
+    let admission = Admission::new(plan.model.total() + plan.model.lde / 2);
+    let first = commit_admitted(&backend, TraceInput::host(&trace, shape), &params, &admission, &NoProgress).unwrap();
+    assert_eq!(admission.in_flight(), plan.model.lde + plan.model.trees);
+    assert_eq!(first.ticket.bytes(), admission.in_flight());
+    let err = commit_admitted(&backend, TraceInput::host(&trace, shape), &params, &admission, &NoProgress)
+        .err()
+        .expect("the second commit does not fit beside the first");
+    assert!(err.to_string().contains("already admitted"), "{err}");
+    drop(first);
+    assert_eq!(admission.in_flight(), 0);
+    let second = commit_admitted(&backend, TraceInput::host(&trace, shape), &params, &admission, &NoProgress).unwrap();
+    assert_eq!(second.roots.len(), 1);
+}
+
+#[test]
+fn a_fault_at_every_allocation_frees_everything() {
+    let backend = CpuBackend::new();
+    let shape = MatrixShape::new(32, 6).unwrap();
+    let trace = values(shape.len(), 8);
+    let params = CommitParams { split: Some(2), keep_trace_snapshot: true, host_copy: true, ..CommitParams::default() };
+    let base = backend.memory();
+    let good = commit(&backend, TraceInput::host(&trace, shape), &params, &NoProgress).unwrap();
+    let allocations = backend.memory().allocations - base.allocations;
+    let roots = good.roots.clone();
+    drop(good);
+    assert!(allocations >= 4, "upload, LDE, two trees at least; saw {allocations}");
+    for k in 0..allocations {
+        let live = backend.memory().live;
+        backend.tracker().fail_at(backend.memory().allocations + k);
+        let err = commit(&backend, TraceInput::host(&trace, shape), &params, &NoProgress).err();
+        backend.tracker().disarm();
+        let err = err.unwrap_or_else(|| panic!("a fault at allocation {k} was swallowed"));
+        assert!(matches!(err, ProverError::Backend(Error::InjectedFault { .. })), "{err}");
+        assert_eq!(backend.memory().live, live, "bytes leaked after a fault at allocation {k}");
+    }
+    let again = commit(&backend, TraceInput::host(&trace, shape), &params, &NoProgress).unwrap();
+    assert_eq!(again.roots, roots);
+}
