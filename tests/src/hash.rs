@@ -196,6 +196,27 @@ pub fn hash_leaves_wide_rows<B: Backend>(backend: &B) -> Outcome {
     Ok(())
 }
 
+/// Many leaves (more than one device thread block or work group): 1000 and 1025 rows with the
+/// `rows` layout, 1024 and 4096 rows as pairs, 3 and 17 columns, both hashes.
+///
+/// # Errors
+/// The first digest that differs.
+pub fn hash_leaves_many_rows<B: Backend>(backend: &B) -> Outcome {
+    let mut g = Gen::new("hash_leaves_many_rows");
+    for m in [3, 17] {
+        for (layout, rows) in [(LeafLayout::Rows, [1000usize, 1025]), (LeafLayout::LambdaVmPairs, [1024, 4096])] {
+            for r in rows {
+                let host = g.matrix(r * m);
+                for kind in HashKind::ALL {
+                    check_leaves(backend, &host, m, kind, layout, 0..m)?;
+                    check_leaves(backend, &host, m, kind, layout, 1..m)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Inputs made of non-canonical values only (`p`, `p + 1`, `p + k`, `u64::MAX`, ...) hash like
 /// their canonical forms: compared with the reference, and with the backend's own digests of the
 /// canonicalised matrix.

@@ -46,17 +46,19 @@ pub fn coset_lde_small_domains<B: Backend>(backend: &B) -> Outcome {
     Ok(())
 }
 
-/// Shifts 1, 3, a random one, and the non-canonical `p + 7` (which means 7), over a spread of
-/// shapes.
+/// Shifts 1, 3, `p + 7` (non-canonical, meaning 7), `p - 1` and a random one, over every `n` and
+/// blowup of the small grid, 2 columns.
 ///
 /// # Errors
 /// The first LDE that differs.
 pub fn coset_lde_shifts<B: Backend>(backend: &B) -> Outcome {
     let mut g = Gen::new("coset_lde_shifts");
     let random_shift = 1 + g.u64() % (P - 1);
-    for shift in [1, 3, P + 7, random_shift, P - 1] {
-        for (n, blowup, m) in [(1, 4, 2), (2, 2, 1), (8, 1, 3), (8, 8, 5), (16, 4, 3), (64, 2, 1), (32, 16, 1)] {
-            check_lde(backend, &g.matrix(n * m), n, m, blowup, shift)?;
+    for shift in [1, 3, P + 7, P - 1, random_shift] {
+        for n in TRACE_ROWS {
+            for blowup in BLOWUPS {
+                check_lde(backend, &g.matrix(n * 2), n, 2, blowup, shift)?;
+            }
         }
     }
     // p + 7 and 7 are the same shift: the same output, bit for bit.
@@ -70,6 +72,19 @@ pub fn coset_lde_shifts<B: Backend>(backend: &B) -> Outcome {
         &backend.download_vec(&a).ctx("download")?,
         &backend.download_vec(&b).ctx("download")?,
     )
+}
+
+/// Larger domains, where NTT implementations change strategy (shared-memory tiles, several
+/// kernel passes): `n` from 128 to 2048 with blowups 2 and 4 (`N` up to 4096).
+///
+/// # Errors
+/// The first LDE that differs.
+pub fn coset_lde_larger_domains<B: Backend>(backend: &B) -> Outcome {
+    let mut g = Gen::new("coset_lde_larger_domains");
+    for (n, blowup, m) in [(128, 4, 3), (256, 2, 2), (512, 4, 1), (1024, 4, 1), (2048, 2, 1)] {
+        check_lde(backend, &g.matrix(n * m), n, m, blowup, 7)?;
+    }
+    Ok(())
 }
 
 /// Traces made only of `p`, `p + 1`, `u64::MAX` and other values `>= p` (and all-`p`, which is

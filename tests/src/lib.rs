@@ -3,7 +3,7 @@
 //!
 //! - **One line per backend.** [`conformance_suite!`] expands to one `#[test]` per check, so ours
 //!   (CPU, CUDA, wgpu) and a hardware porter's backend run exactly the same suite.
-//! - **Independent references.** [`reference`] recomputes everything the slow, obvious way: an
+//! - **Independent references.** [`reference`](mod@reference) recomputes everything the slow, obvious way: an
 //!   index-by-index transpose, an `O(n^2)` LDE in `u128 % p` arithmetic with its own roots of
 //!   unity (it never calls `backend_api::field`), leaf preimages serialised by hand and fed to the
 //!   `sha3` / `blake3` crates, a recursive Merkle root and a naive node array.
@@ -61,6 +61,46 @@ pub mod transpose;
 
 #[cfg(test)]
 mod selftest;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::selftest::{Bug, HostBackend};
+
+    #[test]
+    fn a_missing_backend_skips_or_fails_as_required() {
+        let check: Check<HostBackend> = crate::transpose::transpose_errors::<HostBackend>;
+        // Not required: prints SKIPPED and returns.
+        run_or_skip::<HostBackend>(Err("no such device"), "HostBackend", "transpose_errors", "REQUIRE_X", false, check);
+        // Required: panics with the reason.
+        let err = std::panic::catch_unwind(|| {
+            run_or_skip::<HostBackend>(
+                Err("no such device"),
+                "HostBackend",
+                "transpose_errors",
+                "REQUIRE_X",
+                true,
+                check,
+            )
+        })
+        .expect_err("a required backend that is missing must fail");
+        let msg = err.downcast_ref::<String>().cloned().unwrap_or_default();
+        assert!(msg.contains("REQUIRE_X=1") && msg.contains("no such device"), "{msg}");
+        // A failing check panics through run_or_skip too.
+        let broken = HostBackend::new(Bug::SwapRuns);
+        let failed = std::panic::catch_unwind(|| {
+            run_or_skip(
+                Ok(&broken),
+                "HostBackend",
+                "transpose_block_tails",
+                "REQUIRE_X",
+                false,
+                crate::transpose::transpose_block_tails::<HostBackend>,
+            )
+        });
+        assert!(failed.is_err(), "a failing check must fail its test");
+    }
+}
 
 /// A failed check: what was expected, what the backend did, and where.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -271,16 +311,28 @@ pub fn run_check<B: Backend>(
     require_env: &str,
     check: Check<B>,
 ) {
+    let required = std::env::var(require_env).as_deref() == Ok("1");
+    run_or_skip(backend, backend_name, name, require_env, required, check);
+}
+
+fn run_or_skip<B: Backend>(
+    backend: Result<&B, &str>,
+    backend_name: &str,
+    name: &str,
+    require_env: &str,
+    required: bool,
+    check: Check<B>,
+) {
     match backend {
         Ok(backend) => {
             if let Err(f) = run_check_outcome(backend, name, check) {
                 panic!("{f}");
             }
         }
+        Err(reason) if required => {
+            panic!("{backend_name}::{name}: {require_env}=1 but the backend could not be made: {reason}");
+        }
         Err(reason) => {
-            if std::env::var(require_env).as_deref() == Ok("1") {
-                panic!("{backend_name}::{name}: {require_env}=1 but the backend could not be made: {reason}");
-            }
             let line = format!("SKIPPED {backend_name}::{name}: {reason} (set {require_env}=1 to make this a failure)");
             // Straight to the process's stderr, past the test harness's capture, so the skip shows
             // in a plain `cargo test`; and on stdout for logs that keep it.
@@ -323,6 +375,7 @@ macro_rules! __conformance_checks {
             hash::hash_leaves_keccak_pairs,
             hash::hash_leaves_blake3_pairs,
             hash::hash_leaves_wide_rows,
+            hash::hash_leaves_many_rows,
             hash::hash_leaves_non_canonical,
             hash::hash_leaves_into_offset,
             hash::hash_leaves_errors,
@@ -332,6 +385,7 @@ macro_rules! __conformance_checks {
             merkle::merkle_tree_errors,
             lde::coset_lde_small_domains,
             lde::coset_lde_shifts,
+            lde::coset_lde_larger_domains,
             lde::coset_lde_canonical_output,
             lde::coset_lde_identity,
             lde::coset_lde_errors,

@@ -7,7 +7,7 @@ use crate::hash::ensure_digests_eq;
 use crate::{Context as _, Gen, Outcome, ensure, ensure_live, ensure_words_eq, expect_error, reference};
 
 /// Leaf counts checked: one leaf, powers of two, and counts the tree pads by repeating the last leaf.
-pub const LEAF_COUNTS: [usize; 9] = [1, 2, 3, 4, 5, 8, 13, 64, 1000];
+pub const LEAF_COUNTS: [usize; 11] = [1, 2, 3, 4, 5, 8, 13, 64, 1000, 1024, 4097];
 
 /// Builds a tree over random leaf digests with `merkle_tree` and compares the whole node array
 /// with the naive one and the root with the recursive one.
@@ -34,7 +34,7 @@ fn sweep<B: Backend>(backend: &B, name: &str, kind: HashKind) -> Outcome {
     Ok(())
 }
 
-/// Keccak-256 trees over 1, 2, 3, 4, 5, 8, 13, 64 and 1000 leaves.
+/// Keccak-256 trees over 1, 2, 3, 4, 5, 8, 13, 64, 1000, 1024 and 4097 leaves.
 ///
 /// # Errors
 /// The first node that differs.
@@ -42,7 +42,7 @@ pub fn merkle_tree_keccak<B: Backend>(backend: &B) -> Outcome {
     sweep(backend, "merkle_tree_keccak", HashKind::Keccak256)
 }
 
-/// BLAKE3 trees over 1, 2, 3, 4, 5, 8, 13, 64 and 1000 leaves.
+/// BLAKE3 trees over 1, 2, 3, 4, 5, 8, 13, 64, 1000, 1024 and 4097 leaves.
 ///
 /// # Errors
 /// The first node that differs.

@@ -73,7 +73,8 @@ pub fn transpose_block_tails<B: Backend>(backend: &B) -> Outcome {
     Ok(())
 }
 
-/// The production column counts (3, 316, 436, 612) at modest row counts, small and default caps.
+/// The production column counts (3, 316, 436, 612) at modest row counts, small and default caps,
+/// and up to 1024 rows with realistic run lengths.
 ///
 /// # Errors
 /// The first shape that does not match the reference.
@@ -85,6 +86,10 @@ pub fn transpose_wide_columns<B: Backend>(backend: &B) -> Outcome {
                 check_transpose(backend, &mut g, rows, cols, cap)?;
             }
         }
+    }
+    // Larger: many blocks of realistic run lengths, with and without a tail.
+    for (rows, cols, k) in [(1024, 316, 64), (1000, 436, 128), (520, 612, 32), (4096, 3, 256)] {
+        check_transpose(backend, &mut g, rows, cols, cap_for(cols, k))?;
     }
     Ok(())
 }
