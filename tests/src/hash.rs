@@ -330,6 +330,13 @@ pub fn hash_leaves_errors<B: Backend>(backend: &B) -> Outcome {
         ("output of 8 digests at offset 3 for 6 leaves".into(), shape, rows_spec(0..cols), 3, &out_of_bounds),
         ("output at offset 9 past its end".into(), shape, rows_spec(0..cols), 9, &out_of_bounds),
         (
+            "output at offset usize::MAX / 2 (overflows in words)".into(),
+            shape,
+            rows_spec(0..cols),
+            usize::MAX / 2,
+            &out_of_bounds,
+        ),
+        (
             "matrix of 24 elements as 5 x 4".into(),
             MatrixShape::new(5, 4).ctx("shape")?,
             rows_spec(0..cols),
