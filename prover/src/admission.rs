@@ -146,6 +146,6 @@ mod tests {
         });
         assert_eq!(a.in_flight(), 0);
         let p = *peak.lock().unwrap();
-        assert!(p <= 10_000 && p >= 2000, "peak in flight {p}");
+        assert!((2000..=10_000).contains(&p), "peak in flight {p}");
     }
 }

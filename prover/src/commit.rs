@@ -93,8 +93,8 @@ impl CommitPlan {
         let lde = LdeParams::new(trace, params.blowup, params.shift)?;
         let lde_shape = lde.lde_shape();
         let ranges = match params.split {
-            None => vec![0..cols],
-            Some(s) if s >= 1 && s < cols => vec![0..s, s..cols],
+            None => vec![(0, cols)],
+            Some(s) if s >= 1 && s < cols => vec![(0, s), (s, cols)],
             Some(s) => {
                 return Err(Error::InvalidArgument(if cols < 2 {
                     format!("split column {s} is impossible: a split needs at least 2 columns, the table has {cols}")
@@ -105,8 +105,8 @@ impl CommitPlan {
             }
         };
         let mut trees = Vec::with_capacity(ranges.len());
-        for cols in ranges {
-            let spec = LeafSpec { hash: params.hash, layout: params.layout, cols };
+        for (c0, c1) in ranges {
+            let spec = LeafSpec { hash: params.hash, layout: params.layout, cols: c0..c1 };
             let shape = TreeShape::new(spec.validate(lde_shape)?)?;
             trees.push(TreePlan { spec, shape });
         }

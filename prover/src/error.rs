@@ -3,13 +3,13 @@
 use std::path::PathBuf;
 
 /// Exit code of a successful run.
-pub const EXIT_OK: i32 = 0;
+pub const EXIT_OK: u8 = 0;
 /// Exit code of a refusal (the table does not fit the budget, or `prover plan` says it does not
 /// fit), an unavailable backend, or a device error.
-pub const EXIT_REFUSED_OR_DEVICE: i32 = 1;
+pub const EXIT_REFUSED_OR_DEVICE: u8 = 1;
 /// Exit code of a usage or input error: bad flags (clap uses 2 too), a bad input file, or a shape
 /// or parameter the commit rejects before touching a device.
-pub const EXIT_USAGE: i32 = 2;
+pub const EXIT_USAGE: u8 = 2;
 
 /// Everything the pipeline and the CLI can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -36,7 +36,7 @@ pub enum ProverError {
 impl ProverError {
     /// The CLI exit code for this error: [`EXIT_USAGE`] for usage, input and validation errors,
     /// [`EXIT_REFUSED_OR_DEVICE`] for refusals, unavailable backends and device errors.
-    pub fn exit_code(&self) -> i32 {
+    pub fn exit_code(&self) -> u8 {
         use backend_api::Error as E;
         match self {
             ProverError::Usage(_) | ProverError::Input { .. } => EXIT_USAGE,

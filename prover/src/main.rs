@@ -167,10 +167,10 @@ fn main() -> ExitCode {
         Command::Backends(args) => run_backends(&args),
     };
     match result {
-        Ok(code) => ExitCode::from(code as u8),
+        Ok(code) => ExitCode::from(code),
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "error: {e}");
-            ExitCode::from(e.exit_code() as u8)
+            ExitCode::from(e.exit_code())
         }
     }
 }
@@ -220,6 +220,9 @@ fn run_commit(args: &CommitArgs) -> Result<u8> {
     if let Some(path) = &args.input {
         prover::check_trace_file(path, shape)?;
     }
+    if let Some(out) = &args.out {
+        check_out_path(out)?;
+    }
     let (backend, skipped) = select(args.backend)?;
     let info = backend.visit(InfoOf);
     let budget = params.budget.unwrap_or_else(|| default_budget(info.total_memory));
@@ -256,7 +259,22 @@ fn run_commit(args: &CommitArgs) -> Result<u8> {
     report.input_seconds = input_seconds;
     report.out = args.out.as_ref().map(|p| p.display().to_string());
     print(&if args.shape.json { to_json(&report)? } else { report.to_string() })?;
-    Ok(EXIT_OK as u8)
+    Ok(EXIT_OK)
+}
+
+/// Refuses an `--out` path whose directory does not exist before any work is done.
+fn check_out_path(out: &std::path::Path) -> Result<()> {
+    let dir = match out.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    if !dir.is_dir() {
+        return Err(ProverError::input(out, format!("cannot write the LDE: {} is not a directory", dir.display())));
+    }
+    if out.is_dir() {
+        return Err(ProverError::input(out, "cannot write the LDE: the path is a directory"));
+    }
+    Ok(())
 }
 
 /// The commit, written once for every backend.
@@ -334,7 +352,7 @@ fn run_plan(args: &PlanArgs) -> Result<u8> {
     };
     let report = PlanReport::new(&plan, &params, args.memory, budget, source);
     print(&if args.shape.json { to_json(&report)? } else { report.to_string() })?;
-    Ok(if report.fits { EXIT_OK as u8 } else { EXIT_REFUSED_OR_DEVICE as u8 })
+    Ok(if report.fits { EXIT_OK } else { EXIT_REFUSED_OR_DEVICE })
 }
 
 fn run_backends(args: &BackendsArgs) -> Result<u8> {
@@ -343,7 +361,7 @@ fn run_backends(args: &BackendsArgs) -> Result<u8> {
     if args.json {
         let v = serde_json::json!({ "backends": status, "auto": auto });
         print(&to_json(&v)?)?;
-        return Ok(EXIT_OK as u8);
+        return Ok(EXIT_OK);
     }
     let mut text = String::from("backends:\n");
     for s in &status {
@@ -355,5 +373,5 @@ fn run_backends(args: &BackendsArgs) -> Result<u8> {
     }
     text.push_str(&format!("--backend auto picks: {auto}"));
     print(&text)?;
-    Ok(EXIT_OK as u8)
+    Ok(EXIT_OK)
 }

@@ -10,6 +10,9 @@ pub fn parse_bytes(text: &str) -> Result<usize, String> {
     let t = text.trim();
     let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
     let (num, unit) = (t[..split].trim(), t[split..].trim());
+    if num.is_empty() {
+        return Err(format!("{text:?}: expected a number of bytes, e.g. 4096, 256MiB or 80GiB"));
+    }
     let shift = match unit.to_ascii_lowercase().as_str() {
         "" | "b" => 0,
         "k" | "kib" => 10,
@@ -23,9 +26,6 @@ pub fn parse_bytes(text: &str) -> Result<usize, String> {
         }
         _ => return Err(format!("{text:?}: unknown unit {unit:?}; use B, KiB, MiB, GiB or TiB")),
     };
-    if num.is_empty() {
-        return Err(format!("{text:?}: expected a number of bytes, e.g. 4096, 256MiB or 80GiB"));
-    }
     if let Ok(n) = num.parse::<u64>() {
         return n
             .checked_mul(1u64 << shift)

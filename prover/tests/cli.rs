@@ -343,7 +343,11 @@ fn plan_says_whether_a_shape_fits() {
         prover(&["plan", "--log-rows", "21", "--cols", "316", "--split", "100", "--memory", "141GiB", "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&split.stdout).unwrap();
     assert_eq!(v["modelled_device_bytes"]["merkle_trees"].as_u64(), Some(2 * ((1u64 << 23) - 1) * 32));
-    expect_error(&["plan", "--log-rows", "10", "--cols", "8", "--memory", "lots"], 2, "invalid value 'lots'");
+    expect_error(
+        &["plan", "--log-rows", "10", "--cols", "8", "--memory", "lots"],
+        2,
+        "invalid value 'lots' for '--memory <BYTES>'",
+    );
 }
 
 #[test]
@@ -360,4 +364,18 @@ fn backends_lists_cpu_as_usable() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["backends"][0]["backend"], "cpu");
     assert_eq!(v["backends"][1]["compiled"], cfg!(feature = "cuda"));
+}
+
+#[test]
+fn other_bad_parameters() {
+    expect_error(
+        &["commit", "--log-rows", "4", "--shift", "18446744069414584321"],
+        2,
+        "invalid argument: the coset shift must be non-zero mod p, got 18446744069414584321",
+    );
+    expect_error(&["commit", "--rows", "4"], 2, "the following required arguments were not provided");
+    let dir = temp_dir("out");
+    let out = dir.join("no-such-dir").join("lde.bin");
+    expect_error(&["commit", "--log-rows", "4", "--out", path_str(&out)], 2, "no-such-dir is not a directory");
+    expect_error(&["commit", "--log-rows", "4", "--out", path_str(&dir)], 2, "the path is a directory");
 }
