@@ -1,1 +1,311 @@
-//! The CUDA backend (cudarc, dynamic loading, NVRTC-compiled kernels).
+//! The CUDA backend: every [`Backend`] operation as NVRTC-compiled kernels on one stream.
+//!
+//! - **Loads at run time, builds anywhere.** cudarc with dynamic loading: the crate builds with no
+//!   CUDA installed, and [`CudaBackend::new`] returns [`Error::BackendUnavailable`] (never a
+//!   panic) when the driver, NVRTC or the device is missing.
+//! - **Layered.** `driver` holds every raw driver/NVRTC call and the one function mapping result
+//!   codes to [`Error`]; `context`, `module` and [`memory`] build owning types on it (a
+//!   [`CudaBuffer`] frees itself, stream-ordered, on drop); the operation files (`transpose`,
+//!   `copy`, `hash`, `merkle`, `lde`) only use those.
+//! - **Kernels are files.** `shaders/cuda/*.cu`, compiled by NVRTC for the device's own
+//!   architecture at first use and cached per context; a compile error carries NVRTC's log.
+//! - **One stream, no hidden waits.** Every operation of an instance is queued on one
+//!   non-default stream; only calls that return host data (`download`, `wait`, `synchronize`)
+//!   block. Small metadata (copy lists, plan moves) travels as kernel parameters, so operations
+//!   allocate nothing beyond what the memory model counts.
+//! - **Tracked memory.** Every allocation is reserved in the instance's [`AllocTracker`] first and
+//!   released when freed, so fault injection and the memory model see the same bytes as on the CPU.
+//! - **Two run-pass routes for the in-place transpose** ([`TransposeRoute`]): the seed's copy
+//!   engine route (`cuMemcpyBatchAsync`, or one copy at a time) and the default kernel route,
+//!   which executes the plan's run batches as one fused gather launch per pair of batches.
+
+mod context;
+mod copy;
+mod driver;
+mod hash;
+mod lde;
+mod memory;
+mod merkle;
+mod module;
+mod transpose;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use backend_api::DeviceBuffer as _;
+use backend_api::{
+    AllocTracker, Backend, CopyRange, DeviceInfo, Error, HashKind, LdeParams, LeafSpec, MatrixShape, Result, TreeShape,
+};
+
+pub use memory::{CudaBuffer, CudaDownload};
+
+use context::Device;
+
+/// How the in-place transpose executes the plan's [`backend_api::plan::Step::Copies`] batches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TransposeRoute {
+    /// Route (b), the default: gather kernels; consecutive batches of whole runs are fused into
+    /// one launch that moves every run once.
+    Kernel,
+    /// Route (a): one `cuMemcpyBatchAsync` per batch (the seed's route).
+    Batched,
+    /// Route (a), unbatched: one `cuMemcpyDtoDAsync` per copy.
+    Unbatched,
+}
+
+impl TransposeRoute {
+    /// Every route.
+    pub const ALL: [TransposeRoute; 3] = [TransposeRoute::Kernel, TransposeRoute::Batched, TransposeRoute::Unbatched];
+
+    /// The spelling of `CUDA_TRANSPOSE_ROUTE`: `kernel`, `batched`, `unbatched`.
+    pub fn name(self) -> &'static str {
+        match self {
+            TransposeRoute::Kernel => "kernel",
+            TransposeRoute::Batched => "batched",
+            TransposeRoute::Unbatched => "unbatched",
+        }
+    }
+
+    /// Parses [`TransposeRoute::name`].
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming the accepted values.
+    pub fn parse(s: &str) -> Result<Self> {
+        Self::ALL.into_iter().find(|r| r.name() == s).ok_or_else(|| {
+            Error::InvalidArgument(format!("transpose route {s:?}: expected one of kernel, batched, unbatched"))
+        })
+    }
+
+    fn from_u8(v: u8) -> Self {
+        Self::ALL[v as usize % 3]
+    }
+}
+
+/// The CUDA backend on one device.
+pub struct CudaBackend {
+    device: Arc<Device>,
+    route: AtomicU8,
+}
+
+impl std::fmt::Debug for CudaBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaBackend")
+            .field("ordinal", &self.device.ordinal)
+            .field("device", &self.device.name)
+            .field("route", &self.transpose_route())
+            .finish()
+    }
+}
+
+impl CudaBackend {
+    /// Opens CUDA device `ordinal` with its own stream. The transpose route is
+    /// `CUDA_TRANSPOSE_ROUTE` (`kernel`, `batched` or `unbatched`) when set, else
+    /// [`TransposeRoute::Kernel`].
+    ///
+    /// # Errors
+    /// [`Error::BackendUnavailable`] when the CUDA driver or NVRTC cannot be loaded, the driver
+    /// does not initialise, or there is no such device; [`Error::InvalidArgument`] for a bad
+    /// `CUDA_TRANSPOSE_ROUTE`.
+    pub fn new(ordinal: usize) -> Result<Self> {
+        let route = match std::env::var("CUDA_TRANSPOSE_ROUTE") {
+            Ok(s) if !s.is_empty() => TransposeRoute::parse(&s)?,
+            _ => TransposeRoute::Kernel,
+        };
+        Self::with_route(ordinal, route)
+    }
+
+    /// Opens device `ordinal` with an explicit transpose route.
+    ///
+    /// # Errors
+    /// As [`CudaBackend::new`].
+    pub fn with_route(ordinal: usize, route: TransposeRoute) -> Result<Self> {
+        let device = Arc::new(Device::open(ordinal)?);
+        Ok(Self { device, route: AtomicU8::new(route as u8) })
+    }
+
+    /// The transpose route in use.
+    pub fn transpose_route(&self) -> TransposeRoute {
+        TransposeRoute::from_u8(self.route.load(Ordering::Relaxed))
+    }
+
+    /// Switches the transpose route (for measurements; every route gives the same bytes).
+    pub fn set_transpose_route(&self, route: TransposeRoute) {
+        self.route.store(route as u8, Ordering::Relaxed);
+    }
+
+    /// The device's compute capability, e.g. `(9, 0)`.
+    pub fn compute_capability(&self) -> (i32, i32) {
+        self.device.capability
+    }
+
+    /// Free and total device memory now (`cuMemGetInfo`), in bytes.
+    ///
+    /// # Errors
+    /// A driver error.
+    pub fn mem_get_info(&self) -> Result<(usize, usize)> {
+        self.device.bind()?;
+        driver::mem_get_info()
+    }
+
+    /// The most bytes the stream-ordered allocator has held from the device since the last call
+    /// (`CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH` of the default pool), then resets that mark.
+    ///
+    /// # Errors
+    /// A driver error.
+    pub fn pool_reserved_high(&self) -> Result<u64> {
+        self.device.bind()?;
+        driver::pool_reserved_high(self.device.raw_device())
+    }
+
+    /// Queues a device-to-device copy of all of `src` into `dst` (same length) on the copy engine:
+    /// the yardstick the benchmarks quote ratios against.
+    ///
+    /// # Errors
+    /// [`Error::LengthMismatch`], or a driver error.
+    pub fn copy_engine_copy(&self, src: &CudaBuffer, dst: &mut CudaBuffer) -> Result<()> {
+        self.check_owned(src)?;
+        self.check_owned(dst)?;
+        if src.len() != dst.len() {
+            return Err(Error::LengthMismatch { what: "copy_engine_copy", expected: src.len(), actual: dst.len() });
+        }
+        copy::copy_engine(&self.device, src, dst)
+    }
+
+    /// Records a timing event on the stream; [`Timer::elapsed_ms`] between two of them measures
+    /// the work queued in between.
+    ///
+    /// # Errors
+    /// A driver error.
+    pub fn record_event(&self) -> Result<Timer> {
+        Timer::record(&self.device)
+    }
+
+    fn check_owned(&self, buf: &CudaBuffer) -> Result<()> {
+        if buf.belongs_to(&self.device) {
+            Ok(())
+        } else {
+            Err(Error::InvalidArgument("a buffer of another CudaBackend instance was passed".into()))
+        }
+    }
+}
+
+/// A timing event recorded on a backend's stream.
+pub struct Timer {
+    event: cudarc::driver::sys::CUevent,
+    device: Arc<Device>,
+}
+
+// SAFETY: an event handle may be used from any thread with the context bound (every method binds).
+unsafe impl Send for Timer {}
+
+impl Timer {
+    fn record(device: &Arc<Device>) -> Result<Self> {
+        device.bind()?;
+        let event = driver::event_create()?;
+        let timer = Self { event, device: Arc::clone(device) };
+        driver::event_record(event, device.stream())?;
+        Ok(timer)
+    }
+
+    /// Milliseconds of device time from `self` to `later`, waiting for `later` to complete.
+    ///
+    /// # Errors
+    /// A device error from the work in between.
+    pub fn elapsed_ms(&self, later: &Timer) -> Result<f32> {
+        self.device.bind()?;
+        driver::event_synchronize(later.event)?;
+        driver::event_elapsed_ms(self.event, later.event)
+    }
+}
+
+impl Drop for Timer {
+    fn drop(&mut self) {
+        if self.device.bind().is_ok() {
+            // SAFETY: the event is not used after this.
+            let _ = unsafe { driver::event_destroy(self.event) };
+        }
+    }
+}
+
+impl Backend for CudaBackend {
+    type Buffer = CudaBuffer;
+    type Download = CudaDownload;
+
+    fn info(&self) -> DeviceInfo {
+        let free = self.mem_get_info().map(|(f, _)| f).unwrap_or(0);
+        DeviceInfo {
+            backend: driver::BACKEND,
+            device: self.device.name.clone(),
+            total_memory: self.device.total_memory,
+            free_memory: free,
+        }
+    }
+
+    fn tracker(&self) -> &AllocTracker {
+        &self.device.tracker
+    }
+
+    fn alloc(&self, len: usize) -> Result<CudaBuffer> {
+        CudaBuffer::alloc(&self.device, len)
+    }
+
+    fn upload(&self, host: &[u64]) -> Result<CudaBuffer> {
+        memory::upload(&self.device, host)
+    }
+
+    fn download(&self, buf: &CudaBuffer, offset: usize, out: &mut [u64]) -> Result<()> {
+        self.check_owned(buf)?;
+        memory::download(buf, offset, out)
+    }
+
+    fn queue_download(&self, buf: &CudaBuffer) -> Result<CudaDownload> {
+        self.check_owned(buf)?;
+        memory::queue_download(buf)
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        self.device.synchronize()
+    }
+
+    fn transpose_in_place(&self, buf: &mut CudaBuffer, shape: MatrixShape, scratch_cap: usize) -> Result<()> {
+        self.check_owned(buf)?;
+        transpose::transpose_in_place(&self.device, buf, shape, scratch_cap, self.transpose_route())
+    }
+
+    fn batched_copy(&self, src: &CudaBuffer, dst: &mut CudaBuffer, copies: &[CopyRange]) -> Result<()> {
+        self.check_owned(src)?;
+        self.check_owned(dst)?;
+        copy::batched_copy(&self.device, src, dst, copies)
+    }
+
+    fn batched_copy_within(&self, buf: &mut CudaBuffer, copies: &[CopyRange]) -> Result<()> {
+        self.check_owned(buf)?;
+        copy::batched_copy_within(&self.device, buf, copies)
+    }
+
+    fn hash_leaves_into(
+        &self,
+        matrix: &CudaBuffer,
+        shape: MatrixShape,
+        spec: &LeafSpec,
+        out: &mut CudaBuffer,
+        out_digest: usize,
+    ) -> Result<()> {
+        self.check_owned(matrix)?;
+        self.check_owned(out)?;
+        hash::hash_leaves_into(&self.device, matrix, shape, spec, out, out_digest)
+    }
+
+    fn merkle_tree_in_place(&self, nodes: &mut CudaBuffer, tree: TreeShape, hash: HashKind) -> Result<()> {
+        self.check_owned(nodes)?;
+        merkle::merkle_tree_in_place(&self.device, nodes, tree, hash)
+    }
+
+    fn coset_lde(&self, trace: &CudaBuffer, params: &LdeParams) -> Result<CudaBuffer> {
+        self.check_owned(trace)?;
+        lde::coset_lde(&self.device, trace, params)
+    }
+}
+
+#[cfg(test)]
+mod tests;

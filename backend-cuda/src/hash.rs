@@ -1,0 +1,88 @@
+//! Leaf hashing (hash.cu): one thread per leaf, Keccak-256 or standard BLAKE3 (the full chunk
+//! tree for leaves over 1 KiB), both leaf layouts, any column range.
+
+use backend_api::DeviceBuffer as _;
+use backend_api::{DIGEST_WORDS, ELEM_BYTES, Error, HashKind, LeafLayout, LeafSpec, MatrixShape, Result};
+
+use crate::context::{Device, kernel_args};
+use crate::memory::CudaBuffer;
+use crate::module::Source;
+
+/// The parameter of every leaf kernel; layout identical to `LeafParams` in hash.cu.
+#[repr(C)]
+struct LeafParams {
+    matrix: u64,
+    out: u64,
+    cols: u64,
+    c0: u64,
+    width: u64,
+    leaves: u64,
+    log_rows: u64,
+}
+
+/// Threads per block of the leaf kernels (`__launch_bounds__(128)`).
+const BLOCK: u32 = 128;
+/// BLAKE3 leaves of at most this many chunks use the kernels whose chunk stack stays in registers.
+const SHORT_CHUNKS: usize = 16;
+
+/// The leaf kernel for a spec.
+fn kernel_name(hash: HashKind, layout: LeafLayout, leaf_bytes: usize) -> &'static str {
+    let long = leaf_bytes.div_ceil(1024) > SHORT_CHUNKS;
+    match (hash, layout, long) {
+        (HashKind::Keccak256, LeafLayout::Rows, _) => "leaves_keccak_rows",
+        (HashKind::Keccak256, LeafLayout::LambdaVmPairs, _) => "leaves_keccak_pairs",
+        (HashKind::Blake3, LeafLayout::Rows, false) => "leaves_blake3_rows",
+        (HashKind::Blake3, LeafLayout::LambdaVmPairs, false) => "leaves_blake3_pairs",
+        (HashKind::Blake3, LeafLayout::Rows, true) => "leaves_blake3_rows_long",
+        (HashKind::Blake3, LeafLayout::LambdaVmPairs, true) => "leaves_blake3_pairs_long",
+    }
+}
+
+/// [`backend_api::Backend::hash_leaves_into`].
+pub(crate) fn hash_leaves_into(
+    device: &Device,
+    matrix: &CudaBuffer,
+    shape: MatrixShape,
+    spec: &LeafSpec,
+    out: &mut CudaBuffer,
+    out_digest: usize,
+) -> Result<()> {
+    let shape = MatrixShape::new(shape.rows, shape.cols)?;
+    let leaves = spec.validate(shape)?;
+    shape.check_len("hash_leaves matrix", matrix.len())?;
+    let start = out_digest.saturating_mul(DIGEST_WORDS);
+    let words = leaves * DIGEST_WORDS;
+    match start.checked_add(words) {
+        Some(end) if end <= out.len() => {}
+        end => {
+            return Err(Error::OutOfBounds {
+                what: "leaf digests",
+                start,
+                end: end.unwrap_or(usize::MAX),
+                len: out.len(),
+            });
+        }
+    }
+    if shape.rows > u32::MAX as usize && spec.layout == LeafLayout::LambdaVmPairs {
+        return Err(Error::InvalidShape(format!(
+            "the CUDA backend's pairs layout indexes rows with 32 bits, got {} rows",
+            shape.rows
+        )));
+    }
+    let name = kernel_name(spec.hash, spec.layout, spec.leaf_bytes());
+    let kernel = device.kernel(Source::Hash, name, 0)?;
+    let params = LeafParams {
+        matrix: matrix.ptr(),
+        out: out.ptr() + (start * ELEM_BYTES) as u64,
+        cols: shape.cols as u64,
+        c0: spec.cols.start as u64,
+        width: (spec.cols.end - spec.cols.start) as u64,
+        leaves: leaves as u64,
+        log_rows: shape.rows.trailing_zeros() as u64,
+    };
+    let grid = leaves.div_ceil(BLOCK as usize).clamp(1, 1 << 20) as u32;
+    let mut args = kernel_args![params];
+    // SAFETY: one LeafParams as the kernel declares; every row a leaf reads is inside `matrix`
+    // (shape and column range validated), every digest it writes is inside `out` (checked above).
+    unsafe { device.launch(&kernel, (grid, 1, 1), (BLOCK, 1, 1), 0, &mut args) }
+}

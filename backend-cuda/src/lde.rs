@@ -1,0 +1,189 @@
+//! The coset LDE (lde.cu): an inverse NTT of size `n` by decimation in frequency on rows `B*p` of
+//! the output, coset scaling with the `1/n` folded in plus the zero-extension, then a forward NTT of
+//! size `N` by decimation in time, in place. Each launch is a pass of up to `k` radix-2 stages over
+//! shared-memory tiles of `2^k` rows x 8 columns (see lde.cu); the twiddles, coset powers and
+//! inverse twiddles are backend-api's shared [`LdeTwiddles`], uploaded once per call into one
+//! tracked buffer.
+
+use std::sync::{Arc, Mutex};
+
+use backend_api::DeviceBuffer as _;
+use backend_api::field::LdeTwiddles;
+use backend_api::{ELEM_BYTES, LdeParams, MatrixShape, Result};
+
+use crate::context::{Device, kernel_args};
+use crate::memory::{self, CudaBuffer};
+use crate::module::Source;
+
+/// Columns per tile (`NTT_COLS` in lde.cu).
+const NTT_COLS: usize = 8;
+/// Threads per block (`__launch_bounds__(512)`).
+const BLOCK: u32 = 512;
+/// The most stages one pass fuses: a 2^11-row tile of 8 columns is 128 KiB of shared memory.
+const MAX_STAGES: u32 = 11;
+
+/// The parameter of the NTT kernels; layout identical to `NttPass` in lde.cu.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct NttPass {
+    src: u64,
+    dst: u64,
+    tw: u64,
+    coset: u64,
+    src_stride: u64,
+    dst_stride: u64,
+    cols: u64,
+    log_size: u64,
+    log_h_small: u64,
+    k: u64,
+    canon_in: u64,
+    finish_inverse: u64,
+    log_blowup: u64,
+}
+
+/// Splits `stages` into passes of at most `max` stages, as even as possible (larger ones first);
+/// zero stages is one empty pass.
+fn split(stages: u32, max: u32) -> Vec<u32> {
+    if stages == 0 {
+        return vec![0];
+    }
+    let passes = stages.div_ceil(max);
+    (0..passes).map(|i| stages / passes + u32::from(i < stages % passes)).collect()
+}
+
+/// The host tables for a shape, computed once per process for each recent (log n, log B, shift).
+fn host_tables(log_n: u32, log_b: u32, shift: u64) -> Arc<LdeTwiddles> {
+    type Entry = ((u32, u32, u64), Arc<LdeTwiddles>);
+    static CACHE: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
+    let key = (log_n, log_b, shift);
+    let mut cache = CACHE.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(i) = cache.iter().position(|e| e.0 == key) {
+        let e = cache.remove(i);
+        let t = Arc::clone(&e.1);
+        cache.push(e);
+        return t;
+    }
+    let t = Arc::new(LdeTwiddles::new(log_n, log_b, shift));
+    if cache.len() >= 4 {
+        cache.remove(0);
+    }
+    cache.push((key, Arc::clone(&t)));
+    t
+}
+
+/// Stages per pass: `CUDA_NTT_STAGES` (1 gives one radix-2 stage per launch) or the most the
+/// device's shared memory allows, up to [`MAX_STAGES`].
+fn stages_per_pass(device: &Device) -> u32 {
+    let fit = (device.max_shared_optin / (NTT_COLS * ELEM_BYTES)).max(2).ilog2().min(MAX_STAGES);
+    match std::env::var("CUDA_NTT_STAGES").ok().and_then(|s| s.parse::<u32>().ok()) {
+        Some(k) if k >= 1 => k.min(fit),
+        _ => fit,
+    }
+}
+
+/// [`backend_api::Backend::coset_lde`].
+pub(crate) fn coset_lde(device: &Device, trace: &CudaBuffer, params: &LdeParams) -> Result<CudaBuffer> {
+    let shape = MatrixShape::new(params.trace.rows, params.trace.cols)?;
+    let params = LdeParams::new(shape, params.blowup, params.shift)?;
+    shape.check_len("coset_lde trace", trace.len())?;
+    let (log_n, log_b) = (params.log_trace_rows(), params.log_blowup());
+    let m = shape.cols;
+    let big_n = shape.rows << log_b;
+    let tables = host_tables(log_n, log_b, params.shift);
+    let out = CudaBuffer::alloc(trace.device(), big_n * m)?;
+    let (inv, fwd, coset) = (&tables.inv_twiddles, &tables.twiddles, &tables.coset);
+    let tw = CudaBuffer::alloc(trace.device(), inv.len() + fwd.len() + coset.len())?;
+    memory::write(&tw, 0, inv)?;
+    memory::write(&tw, inv.len(), fwd)?;
+    memory::write(&tw, inv.len() + fwd.len(), coset)?;
+
+    let max_k = stages_per_pass(device);
+    let shared = (1usize << max_k) * NTT_COLS * ELEM_BYTES;
+    let dif = device.kernel(Source::Lde, "ntt_dif_pass", shared)?;
+    let dit = device.kernel(Source::Lde, "ntt_dit_pass", shared)?;
+    let col_groups = m.div_ceil(NTT_COLS);
+    let grid = |log_size: u32, k: u32| ((1usize << log_size >> k) * col_groups).clamp(1, device.sm_count as usize * 32) as u32;
+
+    // Inverse NTT, natural order in, bit-reversed out, on rows B*p; the last pass scales and
+    // zero-extends.
+    let passes = split(log_n, max_k);
+    let mut hi = log_n;
+    for (idx, &k) in passes.iter().enumerate() {
+        let first = idx == 0;
+        let last = idx + 1 == passes.len();
+        hi -= k;
+        let pass = NttPass {
+            src: if first { trace.ptr() } else { out.ptr() },
+            dst: out.ptr(),
+            tw: tw.ptr(),
+            coset: tw.ptr_at(inv.len() + fwd.len()),
+            src_stride: if first { m as u64 } else { (m << log_b) as u64 },
+            dst_stride: (m << log_b) as u64,
+            cols: m as u64,
+            log_size: log_n as u64,
+            log_h_small: hi as u64,
+            k: k as u64,
+            canon_in: u64::from(first),
+            finish_inverse: u64::from(last),
+            log_blowup: log_b as u64,
+        };
+        let smem = ((1usize << k) * NTT_COLS * ELEM_BYTES) as u32;
+        let mut args = kernel_args![pass];
+        // SAFETY: one NttPass as declared; tiles address rows < n of the trace and rows < N of
+        // `out`, twiddle indices stay below n/2 and coset indices below n (lde.cu's invariants).
+        unsafe { device.launch(&dif, (grid(log_n, k), 1, 1), (BLOCK, 1, 1), smem, &mut args)? };
+    }
+
+    // Forward NTT of size N, half-spans B .. N/2, bit-reversed in, natural out, in place.
+    let log_big = log_n + log_b;
+    let mut lo = log_b;
+    for k in split(log_n, max_k) {
+        if k == 0 {
+            continue;
+        }
+        let pass = NttPass {
+            src: out.ptr(),
+            dst: out.ptr(),
+            tw: tw.ptr_at(inv.len()),
+            coset: 0,
+            src_stride: m as u64,
+            dst_stride: m as u64,
+            cols: m as u64,
+            log_size: log_big as u64,
+            log_h_small: lo as u64,
+            k: k as u64,
+            canon_in: 0,
+            finish_inverse: 0,
+            log_blowup: log_b as u64,
+        };
+        lo += k;
+        let smem = ((1usize << k) * NTT_COLS * ELEM_BYTES) as u32;
+        let mut args = kernel_args![pass];
+        // SAFETY: as above; twiddle indices stay below N/2.
+        unsafe { device.launch(&dit, (grid(log_big, k), 1, 1), (BLOCK, 1, 1), smem, &mut args)? };
+    }
+    // The tables are freed once the passes that read them have run.
+    drop(tw);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_is_even_and_covers_every_stage() {
+        assert_eq!(split(0, 11), vec![0]);
+        assert_eq!(split(21, 11), vec![11, 10]);
+        assert_eq!(split(22, 11), vec![11, 11]);
+        assert_eq!(split(23, 11), vec![8, 8, 7]);
+        assert_eq!(split(5, 1), vec![1; 5]);
+        for s in 0..=32 {
+            for m in 1..=11 {
+                let p = split(s, m);
+                assert_eq!(p.iter().sum::<u32>(), s);
+                assert!(p.iter().all(|&k| k <= m));
+            }
+        }
+    }
+}

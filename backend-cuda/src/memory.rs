@@ -1,0 +1,237 @@
+//! Owned device memory, uploads and downloads.
+//!
+//! Every allocation is reserved in the device's [`backend_api::AllocTracker`] before
+//! `cuMemAllocAsync` and released when the [`CudaBuffer`] is dropped, after `cuMemFreeAsync` is
+//! queued on the backend's stream (so a buffer dropped while kernels still use it is freed only
+//! once they are done).
+
+use std::ffi::c_void;
+use std::sync::Arc;
+
+use backend_api::{DeviceBuffer, ELEM_BYTES, Error, PendingDownload, Result};
+use cudarc::driver::sys;
+
+use crate::context::Device;
+use crate::driver;
+
+/// An owned device buffer of `u64` elements, freed (stream-ordered) on drop.
+pub struct CudaBuffer {
+    ptr: sys::CUdeviceptr,
+    len: usize,
+    device: Arc<Device>,
+}
+
+impl std::fmt::Debug for CudaBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaBuffer").field("ptr", &format_args!("{:#x}", self.ptr)).field("len", &self.len).finish()
+    }
+}
+
+impl DeviceBuffer for CudaBuffer {
+    fn len(&self) -> usize {
+        self.len
+    }
+}
+
+impl CudaBuffer {
+    /// Allocates `len` elements on `device` (contents unspecified).
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`] or an injected fault; on error nothing stays reserved or allocated.
+    pub(crate) fn alloc(device: &Arc<Device>, len: usize) -> Result<Self> {
+        let bytes = len.checked_mul(ELEM_BYTES).ok_or_else(|| Error::OutOfMemory {
+            backend: driver::BACKEND.into(),
+            requested: usize::MAX,
+            free: 0,
+            total: device.total_memory,
+        })?;
+        device.tracker.reserve(bytes)?;
+        let ptr = if bytes == 0 {
+            0
+        } else {
+            match device.bind().and_then(|()| driver::mem_alloc_async(bytes, device.stream())) {
+                Ok(p) => p,
+                Err(e) => {
+                    device.tracker.release(bytes);
+                    return Err(e);
+                }
+            }
+        };
+        Ok(Self { ptr, len, device: Arc::clone(device) })
+    }
+
+    /// The device address of element 0.
+    pub(crate) fn ptr(&self) -> sys::CUdeviceptr {
+        self.ptr
+    }
+
+    /// The device address of element `i` (no bounds check; callers check ranges first).
+    pub(crate) fn ptr_at(&self, i: usize) -> sys::CUdeviceptr {
+        self.ptr + (i * ELEM_BYTES) as u64
+    }
+
+    /// The device this buffer lives on.
+    pub(crate) fn device(&self) -> &Arc<Device> {
+        &self.device
+    }
+
+    /// Size in bytes.
+    pub(crate) fn bytes(&self) -> usize {
+        self.len * ELEM_BYTES
+    }
+
+    /// Whether `self` was allocated on `device`.
+    pub(crate) fn belongs_to(&self, device: &Arc<Device>) -> bool {
+        Arc::ptr_eq(&self.device, device)
+    }
+}
+
+impl Drop for CudaBuffer {
+    fn drop(&mut self) {
+        if self.ptr != 0 && self.device.bind().is_ok() {
+            // SAFETY: the pointer came from `mem_alloc_async` on this device's stream, and this is
+            // its only owner: nothing queued after this point can reference it.
+            let _ = unsafe { driver::mem_free_async(self.ptr, self.device.stream()) };
+        }
+        self.device.tracker.release(self.bytes());
+    }
+}
+
+/// Allocates a buffer and queues a copy of `host` into it.
+///
+/// # Errors
+/// As [`CudaBuffer::alloc`], or a driver error from the copy (the buffer is then freed).
+pub(crate) fn upload(device: &Arc<Device>, host: &[u64]) -> Result<CudaBuffer> {
+    let buf = CudaBuffer::alloc(device, host.len())?;
+    write(&buf, 0, host)?;
+    Ok(buf)
+}
+
+/// Queues a copy of `host` to elements `[offset, offset + host.len())` of `buf`. The host slice
+/// may be reused when this returns (pageable memory is staged by the driver before it returns).
+///
+/// # Errors
+/// [`Error::OutOfBounds`], or a driver error.
+pub(crate) fn write(buf: &CudaBuffer, offset: usize, host: &[u64]) -> Result<()> {
+    check_range("upload", buf, offset, host.len())?;
+    if host.is_empty() {
+        return Ok(());
+    }
+    buf.device.bind()?;
+    // SAFETY: the range is inside `buf` (checked above); `host` is pageable memory, which the
+    // driver copies to staging memory before returning.
+    unsafe { driver::memcpy_htod_async(buf.ptr_at(offset), host.as_ptr().cast(), host.len() * ELEM_BYTES, buf.device.stream()) }
+}
+
+/// Copies elements `[offset, offset + out.len())` of `buf` to `out` after all queued work.
+///
+/// # Errors
+/// [`Error::OutOfBounds`], or a device error from this or earlier work.
+pub(crate) fn download(buf: &CudaBuffer, offset: usize, out: &mut [u64]) -> Result<()> {
+    check_range("download", buf, offset, out.len())?;
+    let dev = &buf.device;
+    dev.bind()?;
+    if !out.is_empty() {
+        // SAFETY: the range is inside `buf`; `out` is writable, and the stream is synchronised
+        // below before `out` is released to the caller.
+        unsafe { driver::memcpy_dtoh_async(out.as_mut_ptr().cast(), buf.ptr_at(offset), out.len() * ELEM_BYTES, dev.stream())? };
+    }
+    driver::stream_synchronize(dev.stream())
+}
+
+fn check_range(what: &'static str, buf: &CudaBuffer, offset: usize, len: usize) -> Result<()> {
+    match offset.checked_add(len) {
+        Some(end) if end <= buf.len => Ok(()),
+        end => Err(Error::OutOfBounds { what, start: offset, end: end.unwrap_or(usize::MAX), len: buf.len }),
+    }
+}
+
+/// A device-to-host copy of a whole buffer, queued into page-locked host memory behind the work
+/// already issued.
+pub struct CudaDownload {
+    host: Vec<u64>,
+    /// Recorded after the copy; `None` when the copy already completed synchronously.
+    event: Option<sys::CUevent>,
+    registered: bool,
+    device: Arc<Device>,
+}
+
+// SAFETY: the event handle and the registered host vector may be used from any thread with the
+// context bound (every method binds it).
+unsafe impl Send for CudaDownload {}
+
+impl std::fmt::Debug for CudaDownload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaDownload").field("len", &self.host.len()).field("pending", &self.event.is_some()).finish()
+    }
+}
+
+/// Queues a copy of all of `buf` to the host and returns without waiting for it.
+///
+/// The host vector is page-locked for the copy; when page-locking fails (a host limit) the copy
+/// is made synchronously instead, with the same result.
+///
+/// # Errors
+/// A driver error from queueing the copy.
+pub(crate) fn queue_download(buf: &CudaBuffer) -> Result<CudaDownload> {
+    let device = Arc::clone(&buf.device);
+    device.bind()?;
+    let mut host = vec![0u64; buf.len];
+    if host.is_empty() {
+        return Ok(CudaDownload { host, event: None, registered: false, device });
+    }
+    let bytes = buf.bytes();
+    // SAFETY: `host` is a live allocation of `bytes` bytes, kept (and not moved: only the Vec
+    // header moves) until it is unregistered in `wait` or `drop`.
+    let registered = unsafe { driver::host_register(host.as_mut_ptr().cast(), bytes) }.is_ok();
+    if !registered {
+        download(buf, 0, &mut host)?;
+        return Ok(CudaDownload { host, event: None, registered: false, device });
+    }
+    let mut pending = CudaDownload { host, event: None, registered: true, device };
+    let dst: *mut c_void = pending.host.as_mut_ptr().cast();
+    // SAFETY: `dst` is page-locked and owned by `pending`, which waits for the event before it
+    // releases or unregisters the memory; the source range is the whole of `buf`.
+    unsafe { driver::memcpy_dtoh_async(dst, buf.ptr(), bytes, pending.device.stream())? };
+    let event = driver::event_create()?;
+    pending.event = Some(event);
+    driver::event_record(event, pending.device.stream())?;
+    Ok(pending)
+}
+
+impl CudaDownload {
+    /// Waits for the copy (if any) and unregisters the host memory; idempotent.
+    fn finish(&mut self) -> Result<()> {
+        self.device.bind()?;
+        let mut result = Ok(());
+        if let Some(e) = self.event.take() {
+            result = driver::event_synchronize(e);
+            // SAFETY: the event is not used again.
+            let _ = unsafe { driver::event_destroy(e) };
+        }
+        if self.registered {
+            if result.is_err() {
+                // The copy may not have completed; wait for the stream so that the DMA engine no
+                // longer writes into the memory before it is unregistered.
+                let _ = driver::stream_synchronize(self.device.stream());
+            }
+            self.registered = false;
+            // SAFETY: the copy into this memory has completed (or the stream is drained).
+            let _ = unsafe { driver::host_unregister(self.host.as_mut_ptr().cast()) };
+        }
+        result
+    }
+}
+
+impl PendingDownload for CudaDownload {
+    fn wait(mut self) -> Result<Vec<u64>> {
+        self.finish()?;
+        Ok(std::mem::take(&mut self.host))
+    }
+}
+
+impl Drop for CudaDownload {
+    fn drop(&mut self) {
+        let _ = self.finish();
+    }
+}

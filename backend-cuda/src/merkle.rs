@@ -1,0 +1,59 @@
+//! Merkle trees (merkle.cu): pad the leaves with the last one, then one launch per level from the
+//! leaves up, and the top levels (at most 1024 parents) in a single block.
+
+use backend_api::DeviceBuffer as _;
+use backend_api::{Error, HashKind, Result, TreeShape};
+
+use crate::context::{Device, kernel_args};
+use crate::memory::CudaBuffer;
+use crate::module::Source;
+
+/// Levels with at most this many parents run in one block (`merkle_top_*`, 1024 threads).
+const TOP: usize = 1024;
+const BLOCK: u32 = 256;
+
+/// [`backend_api::Backend::merkle_tree_in_place`].
+pub(crate) fn merkle_tree_in_place(device: &Device, nodes: &mut CudaBuffer, tree: TreeShape, hash: HashKind) -> Result<()> {
+    let tree = TreeShape::new(tree.leaves)?;
+    if nodes.len() != tree.words() {
+        return Err(Error::LengthMismatch { what: "merkle node array", expected: tree.words(), actual: nodes.len() });
+    }
+    let padded = tree.padded_leaves();
+    let ptr = nodes.ptr();
+    if tree.leaves < padded {
+        let kernel = device.kernel(Source::Merkle, "merkle_pad", 0)?;
+        let (p, first, leaves, l) = (ptr, tree.first_leaf() as u64, tree.leaves as u64, padded as u64);
+        let grid = ((padded - tree.leaves) * 4).div_ceil(BLOCK as usize).clamp(1, 1 << 16) as u32;
+        let mut args = kernel_args![p, first, leaves, l];
+        // SAFETY: (u64*, u64, u64, u64) as declared; the pad slots and the last leaf are inside the
+        // node array, whose length was checked.
+        unsafe { device.launch(&kernel, (grid, 1, 1), (BLOCK, 1, 1), 0, &mut args)? };
+    }
+    let (level, top) = match hash {
+        HashKind::Keccak256 => ("merkle_level_keccak", "merkle_top_keccak"),
+        HashKind::Blake3 => ("merkle_level_blake3", "merkle_top_blake3"),
+    };
+    // The level with `width` parents is nodes [width - 1, 2 * width - 1).
+    let mut width = padded / 2;
+    if width > TOP {
+        let kernel = device.kernel(Source::Merkle, level, 0)?;
+        while width > TOP {
+            let (p, first, count) = (ptr, (width - 1) as u64, width as u64);
+            let grid = width.div_ceil(BLOCK as usize).min(1 << 20) as u32;
+            let mut args = kernel_args![p, first, count];
+            // SAFETY: (u64*, u64, u64) as declared; parents and children are inside the node array.
+            unsafe { device.launch(&kernel, (grid, 1, 1), (BLOCK, 1, 1), 0, &mut args)? };
+            width /= 2;
+        }
+    }
+    if width >= 1 {
+        let kernel = device.kernel(Source::Merkle, top, 0)?;
+        let (p, count) = (ptr, width as u64);
+        let threads = width.max(32) as u32;
+        let mut args = kernel_args![p, count];
+        // SAFETY: (u64*, u64) as declared; `width` <= 1024 parents, one block of `width` threads
+        // (at least a warp), all inside the node array.
+        unsafe { device.launch(&kernel, (1, 1, 1), (threads, 1, 1), 0, &mut args)? };
+    }
+    Ok(())
+}

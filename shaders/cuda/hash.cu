@@ -1,0 +1,182 @@
+// Leaf hashing of a row-major matrix (CONVENTIONS.md, "Leaves"): one thread per leaf.
+//
+// Layouts: `rows` (leaf r = row r's columns [c0, c1), canonical, little-endian) and
+// `lambda-vm-pairs` (leaf i = rows br(2i) || br(2i+1), canonical, big-endian). Each element is
+// one 8-byte lane of the message, so both hashes absorb whole u64 lanes.
+#include "hashes.cuh"
+
+struct LeafParams {
+    const u64* matrix;  // row-major, `cols` columns
+    u64* out;           // digest i goes to out[4 * i .. 4 * i + 4]
+    u64 cols;
+    u64 c0;             // first column of the leaf
+    u64 width;          // c1 - c0
+    u64 leaves;
+    u64 log_rows;       // log2(rows), for the pairs layout's bit reversal
+};
+
+// The rows a leaf reads and its lane count.
+template <bool PAIRS>
+struct LeafRows {
+    const u64* a;
+    const u64* b;
+    u64 width;
+    u64 lanes;
+
+    __device__ __forceinline__ LeafRows(const LeafParams& p, u64 leaf) {
+        width = p.width;
+        if (PAIRS) {
+            u64 ra = bitrev32((u32)(2 * leaf), (u32)p.log_rows);
+            u64 rb = bitrev32((u32)(2 * leaf + 1), (u32)p.log_rows);
+            a = p.matrix + ra * p.cols + p.c0;
+            b = p.matrix + rb * p.cols + p.c0;
+            lanes = 2 * width;
+        } else {
+            a = p.matrix + leaf * p.cols + p.c0;
+            b = a;
+            lanes = width;
+        }
+    }
+
+    // Lane j of the message: the canonical element, byte-swapped for the big-endian layout.
+    __device__ __forceinline__ u64 lane(u64 j) const {
+        u64 x;
+        if (PAIRS) {
+            x = gl_canon(j < width ? a[j] : b[j - width]);
+            return bswap64(x);
+        }
+        x = gl_canon(a[j]);
+        return x;
+    }
+};
+
+template <bool PAIRS>
+__device__ __forceinline__ void keccak_leaf(const LeafParams& p, u64 leaf) {
+    LeafRows<PAIRS> rows(p, leaf);
+    u64 s[25];
+#pragma unroll
+    for (int i = 0; i < 25; ++i) s[i] = 0;
+    u64 j = 0;
+    for (; j + 17 <= rows.lanes; j += 17) {
+#pragma unroll
+        for (int i = 0; i < 17; ++i) s[i] ^= rows.lane(j + i);
+        keccak_f1600(s);
+    }
+    // The last block: r < 17 lanes, then the pad byte 0x01 and the final 0x80.
+    u64 r = rows.lanes - j;
+#pragma unroll
+    for (int i = 0; i < 17; ++i) {
+        if ((u64)i < r) s[i] ^= rows.lane(j + i);
+        else if ((u64)i == r) s[i] ^= 0x01ull;
+    }
+    s[16] ^= 0x8000000000000000ull;
+    keccak_f1600(s);
+    u64* o = p.out + 4 * leaf;
+    o[0] = s[0]; o[1] = s[1]; o[2] = s[2]; o[3] = s[3];
+}
+
+// The BLAKE3 chaining-value stack of at most D entries, top at index 0. Pushes and pops shift
+// the entries with compile-time indices, so a small stack stays in registers.
+template <int D>
+struct CvStack {
+    u32 s[D][8];
+    u32 depth;
+
+    __device__ __forceinline__ void push(const u32 cv[8]) {
+#pragma unroll
+        for (int i = D - 1; i > 0; --i)
+#pragma unroll
+            for (int k = 0; k < 8; ++k) s[i][k] = s[i - 1][k];
+#pragma unroll
+        for (int k = 0; k < 8; ++k) s[0][k] = cv[k];
+        ++depth;
+    }
+    // Pops the top into `top`.
+    __device__ __forceinline__ void pop(u32 top[8]) {
+#pragma unroll
+        for (int k = 0; k < 8; ++k) top[k] = s[0][k];
+#pragma unroll
+        for (int i = 0; i + 1 < D; ++i)
+#pragma unroll
+            for (int k = 0; k < 8; ++k) s[i][k] = s[i + 1][k];
+        --depth;
+    }
+};
+
+// BLAKE3 of one leaf. D bounds the chunk-stack depth: the leaf may have at most 2^D chunks
+// (2^D KiB); the host picks the variant.
+template <bool PAIRS, int D>
+__device__ __forceinline__ void blake3_leaf(const LeafParams& p, u64 leaf) {
+    LeafRows<PAIRS> rows(p, leaf);
+    const u64 lanes = rows.lanes;  // >= 1
+    const u64 blocks = (lanes + 7) / 8;
+    const bool multi = lanes * 8 > B3_CHUNK_LEN;
+    u32 cv[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) cv[i] = B3_IV[i];
+    CvStack<D> stack;
+    stack.depth = 0;
+    u64 chunk = 0;
+    for (u64 blk = 0; blk < blocks; ++blk) {
+        const u64 base = blk * 8;
+        const u64 nl = min((u64)8, lanes - base);
+        u32 m[16];
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+            u64 x = (u64)k < nl ? rows.lane(base + k) : 0ull;
+            m[2 * k] = (u32)x;
+            m[2 * k + 1] = (u32)(x >> 32);
+        }
+        const u32 in_chunk = (u32)(blk % 16);  // blocks are 64 bytes, chunks 16 blocks
+        const bool last = blk + 1 == blocks;
+        const bool chunk_end = last || in_chunk == 15;
+        u32 flags = (in_chunk == 0 ? B3_CHUNK_START : 0u) | (chunk_end ? B3_CHUNK_END : 0u);
+        if (last && !multi) flags |= B3_ROOT;
+        blake3_compress(cv, m, chunk, (u32)(nl * 8), flags, cv);
+        if (chunk_end && !last) {
+            // Push the finished chunk's CV, merging every complete subtree (reference
+            // `add_chunk_chaining_value` with total_chunks = chunk + 1).
+            u64 total = chunk + 1;
+            while ((total & 1) == 0) {
+                u32 left[8];
+                stack.pop(left);
+                b3_parent(left, cv, 0u, cv);
+                total >>= 1;
+            }
+            stack.push(cv);
+            ++chunk;
+#pragma unroll
+            for (int i = 0; i < 8; ++i) cv[i] = B3_IV[i];
+        }
+    }
+    if (multi) {
+        // The right edge (reference `finalize`): parents top down, the last one is the ROOT.
+        while (stack.depth > 1) {
+            u32 left[8];
+            stack.pop(left);
+            b3_parent(left, cv, 0u, cv);
+        }
+        u32 left[8];
+        stack.pop(left);
+        b3_parent(left, cv, B3_ROOT, cv);
+    }
+    u64* o = p.out + 4 * leaf;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) o[i] = (u64)cv[2 * i] | ((u64)cv[2 * i + 1] << 32);
+}
+
+#define LEAF_KERNEL(NAME, CALL)                                                                     \
+    extern "C" __global__ void __launch_bounds__(128) NAME(const LeafParams p) {                   \
+        for (u64 leaf = blockIdx.x * (u64)blockDim.x + threadIdx.x; leaf < p.leaves;               \
+             leaf += (u64)gridDim.x * blockDim.x)                                                  \
+            CALL;                                                                                  \
+    }
+
+LEAF_KERNEL(leaves_keccak_rows, (keccak_leaf<false>(p, leaf)))
+LEAF_KERNEL(leaves_keccak_pairs, (keccak_leaf<true>(p, leaf)))
+// Up to 16 chunks (16 KiB leaves): the stack stays in registers.
+LEAF_KERNEL(leaves_blake3_rows, (blake3_leaf<false, 4>(p, leaf)))
+LEAF_KERNEL(leaves_blake3_pairs, (blake3_leaf<true, 4>(p, leaf)))
+// Any length up to 2^32 chunks (the stack spills to local memory).
+LEAF_KERNEL(leaves_blake3_rows_long, (blake3_leaf<false, 32>(p, leaf)))
+LEAF_KERNEL(leaves_blake3_pairs_long, (blake3_leaf<true, 32>(p, leaf)))
