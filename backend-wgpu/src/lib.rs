@@ -1,1 +1,183 @@
-//! The portable wgpu backend (WGSL kernels, u32-pair 64-bit arithmetic).
+//! The portable wgpu backend: every [`Backend`] operation as WGSL compute kernels.
+//!
+//! - **Portable arithmetic.** Every 64-bit value (Goldilocks elements, Keccak lanes) is a pair of
+//!   `u32` in the kernels, so the backend runs on adapters without `SHADER_INT64` (WebGPU, most
+//!   mobile GPUs). Storage buffers hold `u32` words: a `u64` element is two words (lo, hi).
+//! - **Buffers beyond the binding limit.** A device buffer is a list of segments (wgpu buffers)
+//!   of the largest power-of-two size the adapter binds as one storage buffer; every dispatch
+//!   binds the (at most four) segments it touches, and the host cuts each operation into such
+//!   dispatches. The adapter's real limits are requested, not the defaults.
+//! - **Same plans, same tables.** The in-place transpose executes
+//!   [`backend_api::plan::TransposePlan`] step by step; the LDE uses
+//!   [`backend_api::field::LdeTwiddles`]. Kernels live in `shaders/wgsl/*.wgsl`.
+//! - **Accounted memory.** Every device buffer goes through the backend's [`AllocTracker`]; a
+//!   1 MiB parameter arena and a 256 B placeholder are allocated once at construction (outside
+//!   the tracker, they are fixed overhead, like a context); host staging memory is not counted.
+//! - **Typed failures** ([`backend_api::Error`]). No adapter is `BackendUnavailable`, a lost
+//!   device `DeviceLost`, a wgpu error `Device`, a shader that does not compile `KernelCompile`,
+//!   and a shape beyond what one dispatch can bind `InvalidArgument` naming the limit. wgpu's uncaptured errors are captured, never
+//!   panics.
+
+mod context;
+mod copy;
+mod hash;
+mod lde;
+mod memory;
+mod merkle;
+mod transpose;
+
+use std::sync::Arc;
+
+use backend_api::{
+    AllocTracker, Backend, CopyRange, DeviceInfo, HashKind, LdeParams, LeafSpec, MatrixShape, Result, TreeShape,
+};
+
+pub use memory::{WgpuBuffer, WgpuDownload};
+
+use context::{Gpu, Setup};
+
+/// How [`WgpuBackend::new`] picks and configures its device.
+#[derive(Clone, Debug, Default)]
+pub struct WgpuOptions {
+    /// Accept a software adapter (`DeviceType::Cpu`, e.g. Mesa's llvmpipe) when no hardware
+    /// adapter exists. The prover's `--backend auto` passes `false`; tests pass `true`.
+    pub allow_software: bool,
+    /// Caps the segment size (bytes) below the adapter's binding limit, so that tests exercise
+    /// multi-segment buffers at small shapes. `None` uses the adapter's limit.
+    pub max_segment_bytes: Option<u64>,
+}
+
+/// The wgpu backend: one device, one queue.
+pub struct WgpuBackend {
+    gpu: Arc<Gpu>,
+}
+
+impl std::fmt::Debug for WgpuBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WgpuBackend")
+            .field("adapter", &self.gpu.info.name)
+            .field("type", &self.gpu.info.device_type)
+            .field("segment_elems", &self.gpu.seg_elems())
+            .finish()
+    }
+}
+
+impl WgpuBackend {
+    /// Opens the best adapter wgpu finds (discrete, then integrated, then virtual or other GPUs,
+    /// then — only with `allow_software` — a CPU adapter).
+    ///
+    /// # Errors
+    /// `Error::BackendUnavailable` when no acceptable adapter exists or the device cannot be
+    /// created; `Error::Device` when setup raises a wgpu error.
+    pub fn new(options: WgpuOptions) -> Result<Self> {
+        let gpu =
+            Gpu::new(&Setup { allow_software: options.allow_software, max_segment_bytes: options.max_segment_bytes })?;
+        Ok(Self { gpu })
+    }
+
+    /// Whether the device is a software rasteriser (`DeviceType::Cpu`, e.g. llvmpipe).
+    pub fn is_software(&self) -> bool {
+        self.gpu.info.device_type == wgpu::DeviceType::Cpu
+    }
+
+    /// The adapter's name, type, driver and backend API, as wgpu reports them.
+    pub fn adapter_info(&self) -> wgpu::AdapterInfo {
+        self.gpu.info.clone()
+    }
+
+    /// Whether the adapter offers `SHADER_INT64` (the kernels never need it).
+    pub fn has_shader_int64(&self) -> bool {
+        self.gpu.device.features().contains(wgpu::Features::SHADER_INT64)
+    }
+
+    /// Elements per segment: the largest power of two the adapter binds as one storage buffer,
+    /// or less under [`WgpuOptions::max_segment_bytes`].
+    pub fn segment_elems(&self) -> usize {
+        self.gpu.seg_elems()
+    }
+
+    /// The device and queue, for benchmarks that time raw wgpu work next to the backend's
+    /// (e.g. a `copy_buffer_to_buffer` of the same bytes).
+    pub fn device_queue(&self) -> (&wgpu::Device, &wgpu::Queue) {
+        (&self.gpu.device, &self.gpu.queue)
+    }
+}
+
+impl Backend for WgpuBackend {
+    type Buffer = WgpuBuffer;
+    type Download = WgpuDownload;
+
+    fn info(&self) -> DeviceInfo {
+        let live = self.gpu.tracker.counters().live;
+        DeviceInfo {
+            backend: "wgpu",
+            device: format!("{} ({:?}, {:?})", self.gpu.info.name, self.gpu.info.device_type, self.gpu.info.backend),
+            total_memory: self.gpu.total_memory,
+            free_memory: self.gpu.total_memory.saturating_sub(live),
+        }
+    }
+
+    fn tracker(&self) -> &AllocTracker {
+        &self.gpu.tracker
+    }
+
+    fn alloc(&self, len: usize) -> Result<WgpuBuffer> {
+        self.gpu.check("alloc")?;
+        memory::alloc(&self.gpu, len)
+    }
+
+    fn upload(&self, host: &[u64]) -> Result<WgpuBuffer> {
+        self.gpu.check("upload")?;
+        memory::upload(&self.gpu, host)
+    }
+
+    fn download(&self, buf: &WgpuBuffer, offset: usize, out: &mut [u64]) -> Result<()> {
+        self.gpu.check("download")?;
+        memory::download(&self.gpu, buf, offset, out)
+    }
+
+    fn queue_download(&self, buf: &WgpuBuffer) -> Result<WgpuDownload> {
+        memory::queue_download(&self.gpu, buf)
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        self.gpu.wait("synchronize")
+    }
+
+    fn transpose_in_place(&self, buf: &mut WgpuBuffer, shape: MatrixShape, scratch_cap: usize) -> Result<()> {
+        self.gpu.check("transpose_in_place")?;
+        transpose::transpose_in_place(&self.gpu, buf, shape, scratch_cap)
+    }
+
+    fn batched_copy(&self, src: &WgpuBuffer, dst: &mut WgpuBuffer, copies: &[CopyRange]) -> Result<()> {
+        self.gpu.check("batched_copy")?;
+        copy::batched_copy(&self.gpu, src, dst, copies)
+    }
+
+    fn batched_copy_within(&self, buf: &mut WgpuBuffer, copies: &[CopyRange]) -> Result<()> {
+        self.gpu.check("batched_copy_within")?;
+        copy::batched_copy_within(&self.gpu, buf, copies)
+    }
+
+    fn hash_leaves_into(
+        &self,
+        matrix: &WgpuBuffer,
+        shape: MatrixShape,
+        spec: &LeafSpec,
+        out: &mut WgpuBuffer,
+        out_digest: usize,
+    ) -> Result<()> {
+        self.gpu.check("hash_leaves")?;
+        hash::hash_leaves_into(&self.gpu, matrix, shape, spec, out, out_digest)
+    }
+
+    fn merkle_tree_in_place(&self, nodes: &mut WgpuBuffer, tree: TreeShape, hash: HashKind) -> Result<()> {
+        self.gpu.check("merkle_tree")?;
+        merkle::merkle_tree_in_place(&self.gpu, nodes, tree, hash)
+    }
+
+    fn coset_lde(&self, trace: &WgpuBuffer, params: &LdeParams) -> Result<WgpuBuffer> {
+        self.gpu.check("coset_lde")?;
+        lde::coset_lde(&self.gpu, trace, params)
+    }
+}

@@ -25,6 +25,27 @@ pub mod cuda {
         &[("transpose.cu", TRANSPOSE), ("copy.cu", COPY), ("hash.cu", HASH), ("merkle.cu", MERKLE), ("lde.cu", LDE)];
 }
 
-
 /// WGSL kernel sources, one per operation family.
-pub mod wgsl {}
+///
+/// Every kernel source is [`WINDOW`] (bindings and segmented element access) followed by the
+/// helpers it uses and its own file; the wgpu backend concatenates them.
+pub mod wgsl {
+    /// Bindings, the parameter block and element access through segment windows.
+    pub const WINDOW: &str = include_str!("../wgsl/window.wgsl");
+    /// Goldilocks arithmetic on u32 pairs.
+    pub const GOLDILOCKS: &str = include_str!("../wgsl/goldilocks.wgsl");
+    /// Keccak-f[1600] on u32 pairs.
+    pub const KECCAK: &str = include_str!("../wgsl/keccak.wgsl");
+    /// The BLAKE3 compression function.
+    pub const BLAKE3: &str = include_str!("../wgsl/blake3.wgsl");
+    /// Batched copies (tile table).
+    pub const COPY: &str = include_str!("../wgsl/copy.wgsl");
+    /// The block transpose of the in-place transpose plan.
+    pub const TRANSPOSE: &str = include_str!("../wgsl/transpose.wgsl");
+    /// Leaf hashing, both layouts, both hashes.
+    pub const HASH: &str = include_str!("../wgsl/hash.wgsl");
+    /// Merkle tree levels and leaf padding.
+    pub const MERKLE: &str = include_str!("../wgsl/merkle.wgsl");
+    /// Coset LDE: spread, NTT stages, coset scaling.
+    pub const LDE: &str = include_str!("../wgsl/lde.wgsl");
+}

@@ -1,0 +1,89 @@
+//! Leaf hashing: Keccak-256 and BLAKE3 over the rows of a row-major matrix, both layouts, any
+//! column range (`shaders/wgsl/hash.wgsl`, one invocation per leaf).
+//!
+//! The matrix is bound through window A, the digests through window B. Rows-layout dispatches
+//! cover row ranges that span at most one segment; pairs-layout dispatches cover ranges of
+//! `j` (rows `j` and `rows/2 + j`, leaf `br(j)`), two row ranges of at most one segment each,
+//! whose digests land anywhere in the call's output range, so that range must fit window B.
+
+use backend_api::{DIGEST_WORDS, DeviceBuffer as _, Error, HashKind, LeafLayout, LeafSpec, MatrixShape, Result};
+
+use crate::context::{Gpu, Kernel, Module, NAME, Space, Table};
+use crate::memory::WgpuBuffer;
+
+const KECCAK: Kernel = Kernel { module: Module::Hash, entry: "leaves_keccak", items_per_group: 64 };
+const BLAKE3: Kernel = Kernel { module: Module::Hash, entry: "leaves_blake3", items_per_group: 64 };
+
+/// [`backend_api::Backend::hash_leaves_into`].
+pub(crate) fn hash_leaves_into(
+    gpu: &Gpu,
+    matrix: &WgpuBuffer,
+    shape: MatrixShape,
+    spec: &LeafSpec,
+    out: &mut WgpuBuffer,
+    out_digest: usize,
+) -> Result<()> {
+    let leaves = spec.validate(shape)?;
+    shape.check_len("hash_leaves matrix", matrix.len())?;
+    let start = out_digest.checked_mul(DIGEST_WORDS);
+    let end = out_digest.checked_add(leaves).and_then(|d| d.checked_mul(DIGEST_WORDS));
+    match (start, end) {
+        (Some(_), Some(e)) if e <= out.len() => {}
+        _ => {
+            return Err(Error::OutOfBounds {
+                what: "hash_leaves output digests",
+                start: start.unwrap_or(usize::MAX),
+                end: end.unwrap_or(usize::MAX),
+                len: out.len(),
+            });
+        }
+    }
+    let op = "hash_leaves";
+    let (space_a, _) = Space::new(gpu, &[&matrix.segs])?;
+    let (space_b, _) = Space::new(gpu, &[&out.segs])?;
+    let kernel = match spec.hash {
+        HashKind::Keccak256 => KECCAK,
+        HashKind::Blake3 => BLAKE3,
+    };
+    let cols = shape.cols as u64;
+    let s = gpu.seg_elems() as u64;
+    if cols > s {
+        return Err(Error::InvalidArgument(format!(
+            "{NAME}: {op}: a row of {cols} elements exceeds one segment of {s} elements (the storage binding limit)"
+        )));
+    }
+    let out0 = (out_digest * DIGEST_WORDS) as u64;
+    let dw = DIGEST_WORDS as u64;
+    let width = (spec.cols.end - spec.cols.start) as u32;
+    let chunk = (s / cols).min(s / dw).max(1);
+    let mut rec = gpu.recorder(op);
+    match spec.layout {
+        LeafLayout::Rows => {
+            let mut first = 0u64;
+            while first < leaves as u64 {
+                let n = chunk.min(leaves as u64 - first);
+                let a = space_a.window::<4>(&[(first * cols, (first + n) * cols)], op)?;
+                let b = space_b.window::<2>(&[(out0 + first * dw, out0 + (first + n) * dw)], op)?;
+                let args = [0, cols as u32, spec.cols.start as u32, width, 0, 0, 0, first as u32, out0 as u32];
+                rec.dispatch(kernel, n as u32, &args, a, b, Table::None)?;
+                first += n;
+            }
+        }
+        LeafLayout::LambdaVmPairs => {
+            let half = (shape.rows / 2) as u64;
+            let bits = shape.rows.trailing_zeros() - 1;
+            let b = space_b.window::<2>(&[(out0, out0 + leaves as u64 * dw)], op)?;
+            let mut first = 0u64;
+            while first < half {
+                let n = chunk.min(half - first);
+                let spans = [(first * cols, (first + n) * cols), ((half + first) * cols, (half + first + n) * cols)];
+                let a = space_a.window::<4>(&spans, op)?;
+                let args =
+                    [0, cols as u32, spec.cols.start as u32, width, 1, bits, half as u32, first as u32, out0 as u32];
+                rec.dispatch(kernel, n as u32, &args, a, b, Table::None)?;
+                first += n;
+            }
+        }
+    }
+    rec.flush()
+}

@@ -1,0 +1,266 @@
+//! Device buffers (lists of segments), allocation through the tracker, upload and download.
+//!
+//! A [`WgpuBuffer`] of `len` elements is `ceil(len / S)` wgpu buffers ("segments") of `S`
+//! elements each (the last one shorter), `S` the largest power of two the adapter can bind as
+//! one storage buffer (`Gpu::seg_elems`). Kernels see segments through windows (see
+//! `context::Space`), so one device buffer may be far larger than the binding limit.
+//!
+//! Host staging buffers (`MAP_READ`) are host memory and are not counted by the tracker.
+
+use std::sync::Arc;
+
+use backend_api::{DeviceBuffer, Error, PendingDownload, Result};
+
+use crate::context::{Gpu, NAME};
+
+/// Bytes moved per staging round trip of [`download`].
+const STAGING_BYTES: usize = 64 << 20;
+/// Bytes written per submission of [`upload`] (bounds wgpu's own staging memory).
+const UPLOAD_CHUNK_BYTES: usize = 64 << 20;
+
+/// An owned device buffer of `u64` elements: one or more wgpu buffers, freed on drop.
+pub struct WgpuBuffer {
+    gpu: Arc<Gpu>,
+    pub(crate) segs: Vec<wgpu::Buffer>,
+    len: usize,
+    bytes: usize,
+}
+
+impl std::fmt::Debug for WgpuBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WgpuBuffer").field("len", &self.len).field("segments", &self.segs.len()).finish()
+    }
+}
+
+impl DeviceBuffer for WgpuBuffer {
+    fn len(&self) -> usize {
+        self.len
+    }
+}
+
+impl Drop for WgpuBuffer {
+    fn drop(&mut self) {
+        // Dropping the handles frees the memory once queued work that uses it has finished.
+        self.segs.clear();
+        self.gpu.tracker.release(self.bytes);
+    }
+}
+
+impl WgpuBuffer {
+    /// The segment holding element `i`, and `i`'s offset in it.
+    fn locate(&self, i: usize) -> (usize, usize) {
+        (i >> self.gpu.seg_shift, i & (self.gpu.seg_elems() - 1))
+    }
+
+    /// `[start, start + len)` as (segment, offset in segment, elements) pieces.
+    pub(crate) fn pieces(&self, start: usize, len: usize) -> Vec<(usize, usize, usize)> {
+        let mut out = Vec::new();
+        let mut at = start;
+        let end = start + len;
+        while at < end {
+            let (s, o) = self.locate(at);
+            let n = (self.gpu.seg_elems() - o).min(end - at);
+            out.push((s, o, n));
+            at += n;
+        }
+        out
+    }
+}
+
+/// Allocates `len` elements (contents unspecified).
+pub(crate) fn alloc(gpu: &Arc<Gpu>, len: usize) -> Result<WgpuBuffer> {
+    let bytes = len
+        .checked_mul(8)
+        .ok_or_else(|| Error::InvalidArgument(format!("{NAME}: {len} u64 elements overflow the address space")))?;
+    gpu.tracker.reserve(bytes)?;
+    let mut segs = Vec::new();
+    let s = gpu.seg_elems();
+    let mut left = len;
+    while left > 0 {
+        let n = left.min(s);
+        match gpu.create_buffer(
+            "backend-wgpu segment",
+            (n * 8) as u64,
+            wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+        ) {
+            Ok(b) => segs.push(b),
+            Err(e) => {
+                drop(segs);
+                gpu.tracker.release(bytes);
+                return Err(e);
+            }
+        }
+        left -= n;
+    }
+    Ok(WgpuBuffer { gpu: gpu.clone(), segs, len, bytes })
+}
+
+/// Allocates a buffer holding a copy of `host`.
+pub(crate) fn upload(gpu: &Arc<Gpu>, host: &[u64]) -> Result<WgpuBuffer> {
+    let buf = alloc(gpu, host.len())?;
+    write(gpu, &buf, 0, host)?;
+    Ok(buf)
+}
+
+/// Writes `host` at element `offset` of `buf`.
+pub(crate) fn write(gpu: &Gpu, buf: &WgpuBuffer, offset: usize, host: &[u64]) -> Result<()> {
+    let chunk = UPLOAD_CHUNK_BYTES / 8;
+    let mut done = 0;
+    for (s, o, n) in buf.pieces(offset, host.len()) {
+        let mut k = 0;
+        while k < n {
+            let m = chunk.min(n - k);
+            let src = &host[done + k..done + k + m];
+            gpu.queue.write_buffer(&buf.segs[s], ((o + k) * 8) as u64, bytemuck::cast_slice(src));
+            gpu.queue.submit([]);
+            k += m;
+            if m == chunk {
+                // Let wgpu reclaim its staging memory before the next chunk.
+                gpu.wait("upload")?;
+            }
+        }
+        done += n;
+    }
+    gpu.check("upload")
+}
+
+/// Copies `out.len()` elements from element `offset` of `buf`, after all issued work.
+pub(crate) fn download(gpu: &Gpu, buf: &WgpuBuffer, offset: usize, out: &mut [u64]) -> Result<()> {
+    let end = offset.checked_add(out.len());
+    if end.is_none_or(|e| e > buf.len) {
+        return Err(Error::OutOfBounds {
+            what: "download",
+            start: offset,
+            end: end.unwrap_or(usize::MAX),
+            len: buf.len,
+        });
+    }
+    if out.is_empty() {
+        return gpu.check("download");
+    }
+    let staging_elems = (STAGING_BYTES / 8).min(out.len());
+    let staging = gpu.create_buffer(
+        "backend-wgpu download staging",
+        (staging_elems * 8) as u64,
+        wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+    )?;
+    let mut done = 0;
+    while done < out.len() {
+        let n = staging_elems.min(out.len() - done);
+        let mut encoder = gpu.device.create_command_encoder(&Default::default());
+        let mut at = 0;
+        for (s, o, m) in buf.pieces(offset + done, n) {
+            encoder.copy_buffer_to_buffer(
+                &buf.segs[s],
+                (o * 8) as u64,
+                &staging,
+                (at * 8) as u64,
+                Some((m * 8) as u64),
+            );
+            at += m;
+        }
+        gpu.queue.submit([encoder.finish()]);
+        read_mapped(gpu, &staging, &mut out[done..done + n])?;
+        done += n;
+    }
+    Ok(())
+}
+
+/// Maps `staging`, copies its first `out.len()` elements out, unmaps.
+fn read_mapped(gpu: &Gpu, staging: &wgpu::Buffer, out: &mut [u64]) -> Result<()> {
+    let bytes = (out.len() * 8) as u64;
+    let (tx, rx) = std::sync::mpsc::channel();
+    staging.map_async(wgpu::MapMode::Read, 0..bytes, move |r| {
+        let _ = tx.send(r);
+    });
+    gpu.wait("download")?;
+    match rx.try_recv() {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            return Err(Error::Device {
+                backend: NAME.into(),
+                op: "map a download buffer".into(),
+                message: e.to_string(),
+            });
+        }
+        Err(_) => {
+            gpu.check("download")?;
+            return Err(Error::Device {
+                backend: NAME.into(),
+                op: "map a download buffer".into(),
+                message: "the mapping did not complete after the queue was idle".into(),
+            });
+        }
+    }
+    {
+        let view = staging.get_mapped_range(0..bytes).map_err(|e| Error::Device {
+            backend: NAME.into(),
+            op: "read a download buffer".into(),
+            message: e.to_string(),
+        })?;
+        // `view` is 8-byte aligned mapped memory only in practice; copy bytewise to be exact.
+        for (o, b) in out.iter_mut().zip(view.chunks_exact(8)) {
+            *o = u64::from_le_bytes(b.try_into().expect("8 bytes"));
+        }
+    }
+    staging.unmap();
+    Ok(())
+}
+
+/// A queued device-to-host copy: the staging buffers it landed in.
+pub struct WgpuDownload {
+    gpu: Arc<Gpu>,
+    parts: Vec<(wgpu::Buffer, usize)>,
+    len: usize,
+}
+
+impl std::fmt::Debug for WgpuDownload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WgpuDownload").field("len", &self.len).finish()
+    }
+}
+
+/// Queues a copy of the whole of `buf` to host staging memory and returns at once.
+pub(crate) fn queue_download(gpu: &Arc<Gpu>, buf: &WgpuBuffer) -> Result<WgpuDownload> {
+    gpu.check("queue_download")?;
+    let part_elems = ((gpu.limits.max_buffer_size as usize).min(256 << 20) / 8).max(1);
+    let mut parts = Vec::new();
+    let mut encoder = gpu.device.create_command_encoder(&Default::default());
+    let mut done = 0;
+    while done < buf.len {
+        let n = part_elems.min(buf.len - done);
+        let staging = gpu.create_buffer(
+            "backend-wgpu queued download",
+            (n * 8) as u64,
+            wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        )?;
+        let mut at = 0;
+        for (s, o, m) in buf.pieces(done, n) {
+            encoder.copy_buffer_to_buffer(
+                &buf.segs[s],
+                (o * 8) as u64,
+                &staging,
+                (at * 8) as u64,
+                Some((m * 8) as u64),
+            );
+            at += m;
+        }
+        parts.push((staging, n));
+        done += n;
+    }
+    gpu.queue.submit([encoder.finish()]);
+    gpu.check("queue_download")?;
+    Ok(WgpuDownload { gpu: gpu.clone(), parts, len: buf.len })
+}
+
+impl PendingDownload for WgpuDownload {
+    fn wait(self) -> Result<Vec<u64>> {
+        let mut out = vec![0u64; self.len];
+        let mut at = 0;
+        for (staging, n) in &self.parts {
+            read_mapped(&self.gpu, staging, &mut out[at..at + n])?;
+            at += n;
+        }
+        Ok(out)
+    }
+}

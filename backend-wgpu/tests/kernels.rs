@@ -1,0 +1,298 @@
+//! Kernel tests of the wgpu backend against independent references (naive index transposes, an
+//! O(n^2) LDE in `u128 % p`, the `sha3` and `blake3` crates), on one-segment buffers and on
+//! buffers cut into many small segments (`WgpuOptions::max_segment_bytes`), so that every
+//! multi-segment path runs at small shapes on the software device.
+//!
+//! Without an adapter every test prints `SKIPPED` (or fails with `REQUIRE_WGPU=1`).
+
+use std::sync::OnceLock;
+
+use backend_api::{
+    Backend, CopyRange, DIGEST_WORDS, DeviceBuffer as _, Error, HashKind, LdeParams, LeafLayout, LeafSpec, MatrixShape,
+    PendingDownload as _, TreeShape,
+};
+use backend_wgpu::{WgpuBackend, WgpuOptions};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use sha3::Digest as _;
+
+const P: u64 = 0xFFFF_FFFF_0000_0001;
+
+/// Segment sizes the tests run under: the adapter's own, and 8 KiB (1024 elements).
+const SMALL_SEGMENT: u64 = 8 << 10;
+
+fn backend(small: bool) -> Option<&'static WgpuBackend> {
+    static FULL: OnceLock<Result<WgpuBackend, String>> = OnceLock::new();
+    static SMALL: OnceLock<Result<WgpuBackend, String>> = OnceLock::new();
+    let cell = if small { &SMALL } else { &FULL };
+    let made = cell.get_or_init(|| {
+        let max_segment_bytes = small.then_some(SMALL_SEGMENT);
+        WgpuBackend::new(WgpuOptions { allow_software: true, max_segment_bytes }).map_err(|e| e.to_string())
+    });
+    match made {
+        Ok(b) => Some(b),
+        Err(e) => {
+            assert!(std::env::var("REQUIRE_WGPU").as_deref() != Ok("1"), "REQUIRE_WGPU=1 but no wgpu backend: {e}");
+            eprintln!("SKIPPED backend-wgpu kernel test: {e} (set REQUIRE_WGPU=1 to make this a failure)");
+            None
+        }
+    }
+}
+
+/// One test at a time: the memory counters belong to the shared backends.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn both(test: impl Fn(&WgpuBackend)) {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    for small in [false, true] {
+        if let Some(b) = backend(small) {
+            test(b);
+        }
+    }
+}
+
+fn rng(name: &str) -> ChaCha8Rng {
+    ChaCha8Rng::seed_from_u64(
+        name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3)),
+    )
+}
+
+/// Uniform values with non-canonical ones (>= p) mixed in.
+fn matrix(r: &mut ChaCha8Rng, len: usize) -> Vec<u64> {
+    (0..len)
+        .map(|_| match r.random_range(0..6) {
+            0 => P + r.random_range(0..0xFFFF_FFFFu64),
+            1 => [0, 1, P - 1, P, u64::MAX][r.random_range(0..5)],
+            _ => r.random(),
+        })
+        .collect()
+}
+
+fn mulp(a: u64, b: u64) -> u64 {
+    ((a as u128 * b as u128) % P as u128) as u64
+}
+
+fn powp(mut b: u64, mut e: u64) -> u64 {
+    let mut acc = 1;
+    b %= P;
+    while e > 0 {
+        if e & 1 == 1 {
+            acc = mulp(acc, b);
+        }
+        b = mulp(b, b);
+        e >>= 1;
+    }
+    acc
+}
+
+/// The naive coset LDE: interpolate by an O(n^2) inverse DFT, evaluate by an O(N n) sum.
+fn naive_lde(trace: &[u64], n: usize, m: usize, blowup: usize, shift: u64) -> Vec<u64> {
+    let big_n = n * blowup;
+    // w_N = 7^((p-1)/N), independent of backend_api::field.
+    let w_big = powp(7, (P - 1) / big_n as u64);
+    let w_n = powp(w_big, blowup as u64);
+    let w_n_inv = powp(w_n, P - 2);
+    let n_inv = powp(n as u64 % P, P - 2);
+    let mut out = vec![0u64; big_n * m];
+    for c in 0..m {
+        let coeffs: Vec<u64> = (0..n)
+            .map(|k| {
+                let mut s = 0u128;
+                for j in 0..n {
+                    s += mulp(trace[j * m + c] % P, powp(w_n_inv, (j * k) as u64)) as u128;
+                }
+                mulp((s % P as u128) as u64, n_inv)
+            })
+            .collect();
+        for i in 0..big_n {
+            let x = mulp(shift % P, powp(w_big, i as u64));
+            let mut s = 0u128;
+            for (k, &a) in coeffs.iter().enumerate() {
+                s += mulp(a, powp(x, k as u64)) as u128;
+            }
+            out[i * m + c] = (s % P as u128) as u64;
+        }
+    }
+    out
+}
+
+fn preimage(mat: &[u64], cols: usize, rows: usize, spec: &LeafSpec, leaf: usize) -> Vec<u8> {
+    let row = |r: usize, be: bool| -> Vec<u8> {
+        mat[r * cols + spec.cols.start..r * cols + spec.cols.end]
+            .iter()
+            .flat_map(|&x| {
+                let x = x % P;
+                if be { x.to_be_bytes() } else { x.to_le_bytes() }
+            })
+            .collect()
+    };
+    match spec.layout {
+        LeafLayout::Rows => row(leaf, false),
+        LeafLayout::LambdaVmPairs => {
+            let bits = rows.trailing_zeros();
+            let br = |i: usize| i.reverse_bits() >> (usize::BITS - bits);
+            [row(br(2 * leaf), true), row(br(2 * leaf + 1), true)].concat()
+        }
+    }
+}
+
+fn hash(kind: HashKind, bytes: &[u8]) -> [u8; 32] {
+    match kind {
+        HashKind::Keccak256 => sha3::Keccak256::digest(bytes).into(),
+        HashKind::Blake3 => *blake3::hash(bytes).as_bytes(),
+    }
+}
+
+fn words(d: &[u8; 32]) -> [u64; 4] {
+    std::array::from_fn(|i| u64::from_le_bytes(d[8 * i..8 * i + 8].try_into().unwrap()))
+}
+
+#[test]
+fn lde_matches_naive_dft() {
+    both(|b| {
+        let mut r = rng("lde");
+        for (log_n, log_b, m, shift) in [
+            (0, 0, 3, 1),
+            (0, 2, 2, 7),
+            (1, 1, 3, 7),
+            (3, 0, 5, 1),
+            (3, 2, 4, 7),
+            (5, 1, 7, 3),
+            (4, 3, 2, P + 5),
+            (7, 2, 9, 7),
+        ] {
+            let (n, blowup) = (1usize << log_n, 1usize << log_b);
+            let trace = matrix(&mut r, n * m);
+            let dev = b.upload(&trace).unwrap();
+            let params = LdeParams::new(MatrixShape::new(n, m).unwrap(), blowup, shift).unwrap();
+            let out = b.coset_lde(&dev, &params).unwrap();
+            let got = b.download_vec(&out).unwrap();
+            assert_eq!(
+                got,
+                naive_lde(&trace, n, m, blowup, shift),
+                "LDE 2^{log_n} x {m}, blowup 2^{log_b}, shift {shift}"
+            );
+        }
+    });
+}
+
+#[test]
+fn leaves_match_sha3_and_blake3() {
+    both(|b| {
+        let mut r = rng("leaves");
+        // 300 columns: 2400 B rows, three BLAKE3 chunks (4800 B, five, for pairs).
+        for (rows, cols) in [(1, 1), (2, 3), (8, 17), (16, 34), (32, 300), (4, 640)] {
+            let mat = matrix(&mut r, rows * cols);
+            let dev = b.upload(&mat).unwrap();
+            let shape = MatrixShape::new(rows, cols).unwrap();
+            for kind in HashKind::ALL {
+                for layout in LeafLayout::ALL {
+                    if layout == LeafLayout::LambdaVmPairs && rows < 2 {
+                        continue;
+                    }
+                    for range in [0..cols, cols / 3..cols, 0..cols.div_ceil(2)] {
+                        if range.is_empty() {
+                            continue;
+                        }
+                        let spec = LeafSpec { hash: kind, layout, cols: range.clone() };
+                        let leaves = spec.validate(shape).unwrap();
+                        let out = b.hash_leaves(&dev, shape, &spec).unwrap();
+                        let got = b.download_vec(&out).unwrap();
+                        for leaf in 0..leaves {
+                            let want = words(&hash(kind, &preimage(&mat, cols, rows, &spec, leaf)));
+                            assert_eq!(
+                                got[leaf * 4..leaf * 4 + 4],
+                                want,
+                                "{kind} {layout} {rows}x{cols} {range:?} leaf {leaf}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    });
+}
+
+#[test]
+fn merkle_matches_reference() {
+    both(|b| {
+        let mut r = rng("merkle");
+        for kind in HashKind::ALL {
+            for leaves in [1usize, 2, 3, 5, 8, 13, 64, 300] {
+                let digests: Vec<[u8; 32]> = (0..leaves).map(|_| r.random()).collect();
+                let host: Vec<u64> = digests.iter().flat_map(words).collect();
+                let dev = b.upload(&host).unwrap();
+                let nodes = b.merkle_tree(&dev, kind).unwrap();
+                let got = b.download_vec(&nodes).unwrap();
+                let l = leaves.next_power_of_two();
+                let mut want = vec![[0u8; 32]; 2 * l - 1];
+                for i in 0..l {
+                    want[l - 1 + i] = digests[i.min(leaves - 1)];
+                }
+                for p in (0..l - 1).rev() {
+                    want[p] = hash(kind, &[want[2 * p + 1], want[2 * p + 2]].concat());
+                }
+                let want: Vec<u64> = want.iter().flat_map(words).collect();
+                assert_eq!(got, want, "{kind} tree over {leaves} leaves");
+            }
+        }
+    });
+}
+
+#[test]
+fn transpose_matches_naive() {
+    both(|b| {
+        let mut r = rng("transpose");
+        for (rows, cols, cap_rows) in
+            [(1, 1, 1), (5, 3, 1), (64, 8, 4), (100, 7, 3), (129, 33, 16), (1000, 9, 64), (256, 300, 8)]
+        {
+            let host = matrix(&mut r, rows * cols);
+            let mut dev = b.upload(&host).unwrap();
+            let base = b.memory().live;
+            b.tracker().reset_peak();
+            let cap = (cols + 1) * 8 * cap_rows;
+            b.transpose_in_place(&mut dev, MatrixShape::new(rows, cols).unwrap(), cap).unwrap();
+            b.synchronize().unwrap();
+            assert!(b.memory().peak - base <= cap, "scratch over the cap");
+            assert_eq!(b.memory().live, base);
+            let got = b.download_vec(&dev).unwrap();
+            let want: Vec<u64> = (0..rows * cols).map(|i| host[(i % rows) * cols + i / rows]).collect();
+            assert_eq!(got, want, "transpose {rows} x {cols} cap {cap_rows} rows");
+        }
+    });
+}
+
+#[test]
+fn copies_and_downloads() {
+    both(|b| {
+        let mut r = rng("copies");
+        let src_host = matrix(&mut r, 5000);
+        let src = b.upload(&src_host).unwrap();
+        let mut dst = b.upload(&vec![3u64; 7000]).unwrap();
+        let copies = [
+            CopyRange::new(0, 0, 1),
+            CopyRange::new(10, 100, 4100),
+            CopyRange::new(4900, 6900, 100),
+            CopyRange::new(7, 5000, 0),
+        ];
+        b.batched_copy(&src, &mut dst, &copies).unwrap();
+        let snapshot = b.queue_download(&dst).unwrap();
+        let mut want = vec![3u64; 7000];
+        for c in copies {
+            want[c.dst..c.dst + c.len].copy_from_slice(&src_host[c.src..c.src + c.len]);
+        }
+        // Within one buffer, crossing segments, then the snapshot must not see it.
+        b.batched_copy_within(&mut dst, &[CopyRange::new(100, 5100, 1500)]).unwrap();
+        assert_eq!(snapshot.wait().unwrap(), want);
+        want.copy_within(100..1600, 5100);
+        assert_eq!(b.download_vec(&dst).unwrap(), want);
+        let mut part = vec![0u64; 2000];
+        b.download(&dst, 4000, &mut part).unwrap();
+        assert_eq!(part, want[4000..6000]);
+        let err = b.download(&dst, 6000, &mut part).unwrap_err();
+        assert!(matches!(err, Error::OutOfBounds { .. }), "{err}");
+        let err = b.batched_copy_within(&mut dst, &[CopyRange::new(0, 10, 20)]).unwrap_err();
+        assert!(matches!(err, Error::OverlappingCopies { .. }), "{err}");
+        let _ = (TreeShape::new(1), DIGEST_WORDS, dst.len());
+    });
+}
