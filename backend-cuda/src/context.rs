@@ -2,6 +2,7 @@
 //! tracker and its compiled kernels. Buffers hold an `Arc` of it, so it outlives them.
 
 use std::ffi::c_void;
+use std::sync::atomic::AtomicU32;
 
 use backend_api::{AllocTracker, Result};
 use cudarc::driver::sys;
@@ -29,6 +30,8 @@ pub(crate) struct Device {
     pub(crate) sm_count: u32,
     /// The most dynamic shared memory one block may opt into, in bytes.
     pub(crate) max_shared_optin: usize,
+    /// NTT stages per LDE pass; 0 picks the most shared memory allows.
+    pub(crate) ntt_stages: AtomicU32,
     modules: Modules,
 }
 
@@ -56,7 +59,12 @@ impl Device {
         let name = driver::device_name(dev)?;
         let total_memory = driver::device_total_mem(dev)?;
         let ctx = driver::primary_ctx_retain(dev)?;
-        let stream = match driver::bind(ctx).and_then(|()| driver::stream_create()) {
+        // The stream-ordered allocator keeps freed memory for reuse instead of remapping it after
+        // every synchronisation; `CudaBackend::trim_pool` hands it back.
+        let stream = match driver::bind(ctx)
+            .and_then(|()| driver::pool_set_release_threshold(dev, u64::MAX))
+            .and_then(|()| driver::stream_create())
+        {
             Ok(s) => s,
             Err(e) => {
                 // SAFETY: pairs with the retain above; nothing was made in the context.
@@ -75,6 +83,7 @@ impl Device {
             capability,
             sm_count,
             max_shared_optin,
+            ntt_stages: AtomicU32::new(std::env::var("CUDA_NTT_STAGES").ok().and_then(|s| s.parse().ok()).unwrap_or(0)),
             modules: Modules::default(),
         })
     }

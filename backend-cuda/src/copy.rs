@@ -46,7 +46,12 @@ pub(crate) struct Gather {
 /// # Safety
 /// Every copy's source and destination lie inside the allocation its location names (`b0`, or
 /// `b1` when `LOC_B1` is set), and the copies are independent.
-pub(crate) unsafe fn gather(device: &Device, b0: sys::CUdeviceptr, b1: sys::CUdeviceptr, copies: &[Gather]) -> Result<()> {
+pub(crate) unsafe fn gather(
+    device: &Device,
+    b0: sys::CUdeviceptr,
+    b1: sys::CUdeviceptr,
+    copies: &[Gather],
+) -> Result<()> {
     let copies: Vec<Gather> = copies.iter().copied().filter(|c| c.len > 0).collect();
     if copies.is_empty() {
         return Ok(());
@@ -76,7 +81,12 @@ pub(crate) unsafe fn gather(device: &Device, b0: sys::CUdeviceptr, b1: sys::CUde
 }
 
 /// [`backend_api::Backend::batched_copy`].
-pub(crate) fn batched_copy(device: &Device, src: &CudaBuffer, dst: &mut CudaBuffer, copies: &[CopyRange]) -> Result<()> {
+pub(crate) fn batched_copy(
+    device: &Device,
+    src: &CudaBuffer,
+    dst: &mut CudaBuffer,
+    copies: &[CopyRange],
+) -> Result<()> {
     validate_batch(copies, BatchTarget::Between { src_len: src.len(), dst_len: dst.len() })?;
     run(device, src.ptr(), dst.ptr(), copies)
 }

@@ -42,7 +42,7 @@ pub(crate) fn libraries_present() -> Result<()> {
             Ok(())
         })
         .clone()
-        .map_err(|reason| unavailable(reason))
+        .map_err(unavailable)
 }
 
 /// Whether NVRTC alone can be loaded (kernels can be compiled without a GPU).
@@ -416,22 +416,42 @@ pub(crate) unsafe fn host_unregister(p: *mut c_void) -> Result<()> {
     check("cuMemHostUnregister", unsafe { sys::cuMemHostUnregister(p) })
 }
 
-/// The default memory pool's high-water mark of reserved bytes (what `cuMemAllocAsync` took from
-/// the device), and resets it to the bytes reserved now.
-pub(crate) fn pool_reserved_high(dev: sys::CUdevice) -> Result<u64> {
+fn default_pool(dev: sys::CUdevice) -> Result<sys::CUmemoryPool> {
     let mut pool = ptr::null_mut();
     // SAFETY: writes the default pool handle of a valid device.
     check("cuDeviceGetDefaultMemPool", unsafe { sys::cuDeviceGetDefaultMemPool(&mut pool, dev) })?;
+    Ok(pool)
+}
+
+/// The default memory pool's high-water mark of reserved bytes (what `cuMemAllocAsync` took from
+/// the device), and resets it to the bytes reserved now.
+pub(crate) fn pool_reserved_high(dev: sys::CUdevice) -> Result<u64> {
+    let pool = default_pool(dev)?;
     let mut high = 0u64;
     let attr = sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH;
     // SAFETY: this attribute is a cuuint64_t.
-    check("cuMemPoolGetAttribute", unsafe {
-        sys::cuMemPoolGetAttribute(pool, attr, (&mut high as *mut u64).cast())
-    })?;
+    check("cuMemPoolGetAttribute", unsafe { sys::cuMemPoolGetAttribute(pool, attr, (&mut high as *mut u64).cast()) })?;
     let mut zero = 0u64;
     // SAFETY: setting the high-water attribute to 0 resets it to the current value.
     check("cuMemPoolSetAttribute", unsafe { sys::cuMemPoolSetAttribute(pool, attr, (&mut zero as *mut u64).cast()) })?;
     Ok(high)
+}
+
+/// Lets the default memory pool keep up to `bytes` of freed memory across synchronisations
+/// (`CU_MEMPOOL_ATTR_RELEASE_THRESHOLD`), so repeated large allocations do not remap memory.
+pub(crate) fn pool_set_release_threshold(dev: sys::CUdevice, bytes: u64) -> Result<()> {
+    let pool = default_pool(dev)?;
+    let mut v = bytes;
+    let attr = sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD;
+    // SAFETY: this attribute is a cuuint64_t.
+    check("cuMemPoolSetAttribute", unsafe { sys::cuMemPoolSetAttribute(pool, attr, (&mut v as *mut u64).cast()) })
+}
+
+/// Returns the default pool's unused memory to the device (after the stream is idle).
+pub(crate) fn pool_trim(dev: sys::CUdevice) -> Result<()> {
+    let pool = default_pool(dev)?;
+    // SAFETY: a live pool handle; trimming to 0 keeps only memory backing live allocations.
+    check("cuMemPoolTrimTo", unsafe { sys::cuMemPoolTrimTo(pool, 0) })
 }
 
 // ---------------------------------------------------------------------------------------------

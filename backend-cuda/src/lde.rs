@@ -71,13 +71,14 @@ fn host_tables(log_n: u32, log_b: u32, shift: u64) -> Arc<LdeTwiddles> {
     t
 }
 
-/// Stages per pass: `CUDA_NTT_STAGES` (1 gives one radix-2 stage per launch) or the most the
+/// Stages per pass: the device's setting (`CUDA_NTT_STAGES`, or
+/// [`crate::CudaBackend::set_ntt_stages`]; 1 is one radix-2 stage per launch) or else the most the
 /// device's shared memory allows, up to [`MAX_STAGES`].
 fn stages_per_pass(device: &Device) -> u32 {
     let fit = (device.max_shared_optin / (NTT_COLS * ELEM_BYTES)).max(2).ilog2().min(MAX_STAGES);
-    match std::env::var("CUDA_NTT_STAGES").ok().and_then(|s| s.parse::<u32>().ok()) {
-        Some(k) if k >= 1 => k.min(fit),
-        _ => fit,
+    match device.ntt_stages.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => fit,
+        k => k.min(fit),
     }
 }
 
@@ -102,7 +103,8 @@ pub(crate) fn coset_lde(device: &Device, trace: &CudaBuffer, params: &LdeParams)
     let dif = device.kernel(Source::Lde, "ntt_dif_pass", shared)?;
     let dit = device.kernel(Source::Lde, "ntt_dit_pass", shared)?;
     let col_groups = m.div_ceil(NTT_COLS);
-    let grid = |log_size: u32, k: u32| ((1usize << log_size >> k) * col_groups).clamp(1, device.sm_count as usize * 32) as u32;
+    let grid =
+        |log_size: u32, k: u32| ((1usize << log_size >> k) * col_groups).clamp(1, device.sm_count as usize * 32) as u32;
 
     // Inverse NTT, natural order in, bit-reversed out, on rows B*p; the last pass scales and
     // zero-extends.

@@ -157,6 +157,23 @@ impl CudaBackend {
         driver::pool_reserved_high(self.device.raw_device())
     }
 
+    /// Sets the NTT stages fused per LDE pass (1 = one radix-2 stage per launch; 0 = the most
+    /// shared memory allows, the default). `CUDA_NTT_STAGES` sets it at construction.
+    pub fn set_ntt_stages(&self, stages: u32) {
+        self.device.ntt_stages.store(stages, Ordering::Relaxed);
+    }
+
+    /// Waits for the stream, then returns the stream-ordered allocator's unused memory to the
+    /// device (freed buffers are otherwise kept for reuse), so that `cuMemGetInfo` shows only
+    /// live allocations.
+    ///
+    /// # Errors
+    /// A device error.
+    pub fn trim_pool(&self) -> Result<()> {
+        self.device.synchronize()?;
+        driver::pool_trim(self.device.raw_device())
+    }
+
     /// Queues a device-to-device copy of all of `src` into `dst` (same length) on the copy engine:
     /// the yardstick the benchmarks quote ratios against.
     ///

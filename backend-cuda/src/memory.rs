@@ -120,7 +120,14 @@ pub(crate) fn write(buf: &CudaBuffer, offset: usize, host: &[u64]) -> Result<()>
     buf.device.bind()?;
     // SAFETY: the range is inside `buf` (checked above); `host` is pageable memory, which the
     // driver copies to staging memory before returning.
-    unsafe { driver::memcpy_htod_async(buf.ptr_at(offset), host.as_ptr().cast(), host.len() * ELEM_BYTES, buf.device.stream()) }
+    unsafe {
+        driver::memcpy_htod_async(
+            buf.ptr_at(offset),
+            host.as_ptr().cast(),
+            host.len() * ELEM_BYTES,
+            buf.device.stream(),
+        )
+    }
 }
 
 /// Copies elements `[offset, offset + out.len())` of `buf` to `out` after all queued work.
@@ -134,7 +141,14 @@ pub(crate) fn download(buf: &CudaBuffer, offset: usize, out: &mut [u64]) -> Resu
     if !out.is_empty() {
         // SAFETY: the range is inside `buf`; `out` is writable, and the stream is synchronised
         // below before `out` is released to the caller.
-        unsafe { driver::memcpy_dtoh_async(out.as_mut_ptr().cast(), buf.ptr_at(offset), out.len() * ELEM_BYTES, dev.stream())? };
+        unsafe {
+            driver::memcpy_dtoh_async(
+                out.as_mut_ptr().cast(),
+                buf.ptr_at(offset),
+                out.len() * ELEM_BYTES,
+                dev.stream(),
+            )?
+        };
     }
     driver::stream_synchronize(dev.stream())
 }

@@ -13,7 +13,12 @@ const TOP: usize = 1024;
 const BLOCK: u32 = 256;
 
 /// [`backend_api::Backend::merkle_tree_in_place`].
-pub(crate) fn merkle_tree_in_place(device: &Device, nodes: &mut CudaBuffer, tree: TreeShape, hash: HashKind) -> Result<()> {
+pub(crate) fn merkle_tree_in_place(
+    device: &Device,
+    nodes: &mut CudaBuffer,
+    tree: TreeShape,
+    hash: HashKind,
+) -> Result<()> {
     let tree = TreeShape::new(tree.leaves)?;
     if nodes.len() != tree.words() {
         return Err(Error::LengthMismatch { what: "merkle node array", expected: tree.words(), actual: nodes.len() });

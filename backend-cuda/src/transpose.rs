@@ -184,11 +184,15 @@ impl Bases {
             let mut srcs: Vec<_> = moves.iter().map(|m| self.addr(m.src)).collect();
             let mut sizes: Vec<_> = moves.iter().map(|m| m.len * ELEM_BYTES).collect();
             // SAFETY: plan moves are in bounds and the batch is independent (plan invariant).
-            unsafe { driver::memcpy_batch_async(&mut dsts, &mut srcs, &mut sizes, device.ordinal as i32, device.stream()) }
+            unsafe {
+                driver::memcpy_batch_async(&mut dsts, &mut srcs, &mut sizes, device.ordinal as i32, device.stream())
+            }
         } else {
             for m in moves {
                 // SAFETY: as above; independent copies never overlap.
-                unsafe { driver::memcpy_dtod_async(self.addr(m.dst), self.addr(m.src), m.len * ELEM_BYTES, device.stream())? };
+                unsafe {
+                    driver::memcpy_dtod_async(self.addr(m.dst), self.addr(m.src), m.len * ELEM_BYTES, device.stream())?
+                };
             }
             Ok(())
         }
@@ -215,7 +219,7 @@ fn encode(loc: Loc) -> u64 {
 /// `u` in both spaces, if it is one.
 fn uniform_unit(moves: &[Move]) -> Option<usize> {
     let u = moves.first()?.len;
-    let aligned = |l: Loc| l.offset() % u == 0;
+    let aligned = |l: Loc| l.offset().is_multiple_of(u);
     (u > 0 && moves.iter().all(|m| m.len == u && aligned(m.src) && aligned(m.dst))).then_some(u)
 }
 

@@ -1,0 +1,293 @@
+//! Release bench of every CUDA operation at a shape given by flags, timed with CUDA events on the
+//! backend's stream (one warm-up, then the median of `--reps`), each quoted as a ratio to a
+//! device-to-device copy of the same bytes measured in the same run.
+//!
+//! ```text
+//! cargo bench -p backend-cuda --bench cuda_ops -- --log-rows 22 --cols 316 --blowup 2 --reps 5
+//!     [--ops copy,transpose,leaves,merkle,lde,commit] [--routes kernel,batched,unbatched]
+//!     [--route-reps 2] [--ntt-stages 0,1]
+//! ```
+//!
+//! `--log-rows` is log2 of the LDE's rows `N` (the matrix the transpose and the leaves work on);
+//! the LDE and the commit start from a trace of `N / blowup` rows. Inputs are random (never zeros:
+//! zeros hide unwritten outputs and can run faster than real data).
+
+use std::time::Instant;
+
+use backend_api::{
+    Backend, DEFAULT_SCRATCH_CAP, DIGEST_WORDS, HashKind, LdeParams, LeafLayout, LeafSpec, MatrixShape, Result,
+    TreeShape,
+};
+use backend_cuda::{CudaBackend, CudaBuffer, TransposeRoute};
+
+struct Args {
+    log_rows: u32,
+    cols: usize,
+    blowup: usize,
+    reps: usize,
+    route_reps: usize,
+    ops: Vec<String>,
+    routes: Vec<TransposeRoute>,
+    ntt_stages: Vec<u32>,
+}
+
+fn parse_args() -> std::result::Result<Args, String> {
+    let mut a = Args {
+        log_rows: 22,
+        cols: 316,
+        blowup: 2,
+        reps: 5,
+        route_reps: 2,
+        ops: ["copy", "transpose", "leaves", "merkle", "lde", "commit"].map(String::from).to_vec(),
+        routes: TransposeRoute::ALL.to_vec(),
+        ntt_stages: vec![0],
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        if flag == "--bench" {
+            continue; // passed by `cargo bench`
+        }
+        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
+        let num = |v: String| v.parse::<usize>().map_err(|e| format!("{flag} {v}: {e}"));
+        match flag.as_str() {
+            "--log-rows" => a.log_rows = num(value()?)? as u32,
+            "--cols" => a.cols = num(value()?)?,
+            "--blowup" => a.blowup = num(value()?)?,
+            "--reps" => a.reps = num(value()?)?.max(1),
+            "--route-reps" => a.route_reps = num(value()?)?.max(1),
+            "--ops" => a.ops = value()?.split(',').map(String::from).collect(),
+            "--routes" => {
+                a.routes = value()?
+                    .split(',')
+                    .map(|r| TransposeRoute::parse(r).map_err(|e| e.to_string()))
+                    .collect::<std::result::Result<_, _>>()?
+            }
+            "--ntt-stages" => {
+                a.ntt_stages = value()?
+                    .split(',')
+                    .map(|s| s.parse::<u32>().map_err(|e| e.to_string()))
+                    .collect::<std::result::Result<_, _>>()?
+            }
+            other => return Err(format!("unknown flag {other}")),
+        }
+    }
+    if !a.blowup.is_power_of_two() || a.blowup > 1 << a.log_rows {
+        return Err(format!("--blowup {} must be a power of two at most 2^{}", a.blowup, a.log_rows));
+    }
+    Ok(a)
+}
+
+/// Median, min and max of `reps` timed runs of `f` (milliseconds of device time), after one
+/// untimed warm-up.
+fn time(b: &CudaBackend, reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<(f64, f64, f64)> {
+    f()?;
+    b.synchronize()?;
+    let mut v = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        let t0 = b.record_event()?;
+        f()?;
+        let t1 = b.record_event()?;
+        v.push(t0.elapsed_ms(&t1)? as f64);
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    Ok((v[v.len() / 2], v[0], v[v.len() - 1]))
+}
+
+/// Random words from a fast seeded generator, filled on all host threads.
+fn random_words(len: usize, seed: u64) -> Vec<u64> {
+    let mut v = vec![0u64; len];
+    let threads = std::thread::available_parallelism().map_or(4, |n| n.get());
+    let chunk = len.div_ceil(threads).max(1);
+    std::thread::scope(|s| {
+        for (t, part) in v.chunks_mut(chunk).enumerate() {
+            s.spawn(move || {
+                let mut x = seed ^ (t as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                for w in part {
+                    // splitmix64
+                    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+                    let mut z = x;
+                    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+                    *w = z ^ (z >> 31);
+                }
+            });
+        }
+    });
+    v
+}
+
+struct Report {
+    copy_ms: f64,
+    copy_bytes: usize,
+}
+
+impl Report {
+    fn line(&self, op: &str, shape: &str, bytes: usize, t: (f64, f64, f64)) {
+        // The ratio is against a copy of the same bytes: the copy's time scaled to `bytes`.
+        let copy_same = self.copy_ms * bytes as f64 / self.copy_bytes as f64;
+        println!(
+            "{op:<34} {shape:<22} median {:>9.3} ms  (min {:>9.3}, max {:>9.3})  {:>6.2}x D2D copy  {:>8.1} GB/s",
+            t.0,
+            t.1,
+            t.2,
+            t.0 / copy_same,
+            bytes as f64 / t.0 / 1e6
+        );
+    }
+}
+
+fn run(a: &Args) -> std::result::Result<(), Box<dyn std::error::Error>> {
+    let b = CudaBackend::new(0)?;
+    let info = b.info();
+    let rows = 1usize << a.log_rows;
+    let shape = MatrixShape::new(rows, a.cols)?;
+    let trace_shape = MatrixShape::new(rows / a.blowup, a.cols)?;
+    println!(
+        "device: {} (sm_{}{}), {:.1} GiB total, {:.1} GiB free; shape {} ({:.2} GB), trace {}, blowup {}, reps {}",
+        info.device,
+        b.compute_capability().0,
+        b.compute_capability().1,
+        info.total_memory as f64 / (1u64 << 30) as f64,
+        info.free_memory as f64 / (1u64 << 30) as f64,
+        shape,
+        shape.bytes() as f64 / 1e9,
+        trace_shape,
+        a.blowup,
+        a.reps
+    );
+    let t = Instant::now();
+    let host = random_words(shape.len(), 1);
+    let mut matrix = b.upload(&host)?;
+    drop(host);
+    b.synchronize()?;
+    println!("(generated and uploaded the matrix in {:.2} s)", t.elapsed().as_secs_f64());
+
+    // The yardstick: a device-to-device copy of the whole matrix on the copy engine.
+    let copy_ms = {
+        let mut dst = b.alloc(shape.len())?;
+        let t = time(&b, a.reps, || b.copy_engine_copy(&matrix, &mut dst))?;
+        println!(
+            "{:<34} {:<22} median {:>9.3} ms  (min {:>9.3}, max {:>9.3})  {:>8.1} GB/s read+write",
+            "d2d copy (copy engine)",
+            shape.to_string(),
+            t.0,
+            t.1,
+            t.2,
+            2.0 * shape.bytes() as f64 / t.0 / 1e6
+        );
+        t.0
+    };
+    let r = Report { copy_ms, copy_bytes: shape.bytes() };
+    let want = |op: &str| a.ops.iter().any(|o| o == op || o == "all");
+
+    if want("transpose") {
+        for &route in &a.routes {
+            b.set_transpose_route(route);
+            let reps = if route == TransposeRoute::Kernel { a.reps } else { a.route_reps };
+            let t = time(&b, reps, || b.transpose_in_place(&mut matrix, shape, DEFAULT_SCRATCH_CAP))?;
+            r.line(&format!("transpose in place, route {}", route.name()), &shape.to_string(), shape.bytes(), t);
+        }
+        b.set_transpose_route(TransposeRoute::Kernel);
+    }
+
+    let tree = TreeShape::new(rows)?;
+    let mut nodes: Option<CudaBuffer> = None;
+    if want("leaves") {
+        let mut out = b.alloc(tree.words())?;
+        for hash in HashKind::ALL {
+            for layout in LeafLayout::ALL {
+                let spec = LeafSpec { hash, layout, cols: 0..a.cols };
+                let first = if layout == LeafLayout::Rows { tree.first_leaf() } else { 0 };
+                let t = time(&b, a.reps, || b.hash_leaves_into(&matrix, shape, &spec, &mut out, first))?;
+                r.line(&format!("leaves {hash} {layout}"), &shape.to_string(), shape.bytes(), t);
+            }
+        }
+        nodes = Some(out);
+    }
+    if want("merkle") {
+        let mut nodes = match nodes.take() {
+            Some(n) => n,
+            None => b.upload(&random_words(tree.words(), 2))?,
+        };
+        for hash in HashKind::ALL {
+            let t = time(&b, a.reps, || b.merkle_tree_in_place(&mut nodes, tree, hash))?;
+            r.line(&format!("merkle {hash} over {rows} leaves"), &format!("{} nodes", tree.nodes()), tree.bytes(), t);
+        }
+    }
+    drop(nodes);
+    drop(matrix);
+
+    if want("lde") {
+        let trace = b.upload(&random_words(trace_shape.len(), 3))?;
+        let params = LdeParams::new(trace_shape, a.blowup, backend_api::field::DEFAULT_SHIFT)?;
+        for &k in &a.ntt_stages {
+            b.set_ntt_stages(k);
+            let t = time(&b, a.reps, || b.coset_lde(&trace, &params).map(drop))?;
+            let label =
+                if k == 0 { "coset lde (fused passes)".to_string() } else { format!("coset lde ({k} stages/pass)") };
+            r.line(&label, &format!("{} -> {}", trace_shape, shape), shape.bytes(), t);
+        }
+        b.set_ntt_stages(0);
+    }
+
+    if want("commit") {
+        let master = b.upload(&random_words(trace_shape.len(), 4))?;
+        for (hash, split) in
+            [(HashKind::Keccak256, None), (HashKind::Blake3, None), (HashKind::Keccak256, Some(a.cols / 2))]
+        {
+            if split == Some(0) {
+                continue;
+            }
+            let params = prover::CommitParams { blowup: a.blowup, hash, split, ..Default::default() };
+            let mut device_ms = Vec::new();
+            let mut wall_ms = Vec::new();
+            for rep in 0..=a.reps {
+                let mut trace = b.alloc(trace_shape.len())?;
+                b.copy_engine_copy(&master, &mut trace)?;
+                b.synchronize()?;
+                let t0 = b.record_event()?;
+                let w0 = Instant::now();
+                let c =
+                    prover::commit(&b, prover::TraceInput::device(trace, trace_shape), &params, &prover::NoProgress)?;
+                let t1 = b.record_event()?;
+                let wall = w0.elapsed().as_secs_f64() * 1e3;
+                let dev = t0.elapsed_ms(&t1)? as f64;
+                if rep > 0 {
+                    device_ms.push(dev);
+                    wall_ms.push(wall);
+                }
+                let mut root = [0u64; DIGEST_WORDS];
+                b.download(&c.trees[0], 0, &mut root)?;
+                drop(c);
+            }
+            device_ms.sort_by(|x, y| x.total_cmp(y));
+            wall_ms.sort_by(|x, y| x.total_cmp(y));
+            let med = |v: &[f64]| v[v.len() / 2];
+            let label = format!("commit {hash}{}", split.map_or(String::new(), |s| format!(" split {s}")));
+            r.line(
+                &label,
+                &format!("{trace_shape} b{}", a.blowup),
+                shape.bytes(),
+                (med(&device_ms), device_ms[0], device_ms[device_ms.len() - 1]),
+            );
+            println!("{:<34} {:<22} wall median {:>9.3} ms (host clock, roots on the host)", "", "", med(&wall_ms));
+        }
+    }
+    let m = b.memory();
+    println!("tracker: live {} B, peak {} B, {} allocations", m.live, m.peak, m.allocations);
+    Ok(())
+}
+
+fn main() {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("cuda_ops: {e}");
+            std::process::exit(2);
+        }
+    };
+    if let Err(e) = run(&args) {
+        eprintln!("cuda_ops: {e}");
+        std::process::exit(1);
+    }
+}
