@@ -279,7 +279,7 @@ impl fmt::Display for PlanReport {
         write_model(f, &self.modelled_device_bytes)?;
         writeln!(
             f,
-            "budget: {} B ({}) = {} of {} B ({})",
+            "budget: {} B ({}), {}; memory {} B ({})",
             self.budget_bytes,
             human_bytes(self.budget_bytes),
             self.budget_source,

@@ -106,7 +106,7 @@ pub fn cuda() -> Result<SelectedBackend> {
 pub fn wgpu(allow_software: bool) -> Result<SelectedBackend> {
     #[cfg(feature = "wgpu")]
     {
-        let options = backend_wgpu::WgpuOptions { allow_software };
+        let options = backend_wgpu::WgpuOptions { allow_software, ..Default::default() };
         Ok(SelectedBackend::Wgpu(backend_wgpu::WgpuBackend::new(options)?))
     }
     #[cfg(not(feature = "wgpu"))]

@@ -1,10 +1,12 @@
-//! The library pipeline on the CPU backend, checked against independent references
-//! (tests/common: naive LDE, `sha3` / `blake3` leaves, recursive Merkle roots).
+//! The library pipeline, checked against independent references (tests/common: naive LDE,
+//! `sha3` / `blake3` leaves, recursive Merkle roots). Each check is written once, generic over the
+//! backend, and instantiated per backend by `backend_tests!`: the CPU always; CUDA and wgpu with
+//! their features, skipped visibly when no device is usable (REQUIRE_CUDA=1 / REQUIRE_WGPU=1 turn
+//! the skip into a failure).
 
 mod common;
 
 use backend_api::{Backend, Error, HashKind, LeafLayout, MatrixShape, PendingDownload};
-use backend_cpu::CpuBackend;
 use common::{H, P, leaves, merkle_root, naive_lde, transpose, values};
 use prover::{Admission, CommitParams, NoProgress, Phase, ProverError, TraceInput, commit, commit_admitted};
 
@@ -17,11 +19,10 @@ fn h_of(kind: HashKind) -> H {
 
 /// Commits `trace` with a host copy and checks everything the commitment claims against the
 /// references; returns the roots.
-fn check_commit(trace: &[u64], n: usize, m: usize, params: &CommitParams) -> Vec<[u8; 32]> {
-    let backend = CpuBackend::new();
+fn check_commit<B: Backend>(backend: &B, trace: &[u64], n: usize, m: usize, params: &CommitParams) -> Vec<[u8; 32]> {
     let shape = MatrixShape::new(n, m).unwrap();
     let params = CommitParams { host_copy: true, ..params.clone() };
-    let c = commit(&backend, TraceInput::host(trace, shape), &params, &NoProgress).unwrap();
+    let c = commit(backend, TraceInput::host(trace, shape), &params, &NoProgress).unwrap();
     let big = n * params.blowup;
     assert_eq!(c.lde_shape, MatrixShape::new(big, m).unwrap());
 
@@ -61,8 +62,7 @@ fn naive_lde_reference_is_the_identity_at_blowup_1_shift_1() {
     assert_eq!(naive_lde(&t, 8, 3, 1, 1), canon);
 }
 
-#[test]
-fn lde_transpose_and_roots_match_references_for_every_hash_and_layout() {
+fn lde_transpose_and_roots_match_references_for_every_hash_and_layout<B: Backend>(backend: &B) {
     // Small shapes: the naive LDE is O(n * N) per column. Includes n = 1, one column, and
     // non-canonical inputs (values() mixes in p, p + 1, u64::MAX).
     let shapes = [(1, 1, 2), (1, 3, 4), (2, 1, 1), (4, 3, 2), (8, 5, 4), (16, 7, 2), (32, 2, 8)];
@@ -74,36 +74,33 @@ fn lde_transpose_and_roots_match_references_for_every_hash_and_layout() {
                     continue;
                 }
                 let params = CommitParams { blowup, hash, layout, shift: 7, ..CommitParams::default() };
-                check_commit(&trace, n, m, &params);
+                check_commit(backend, &trace, n, m, &params);
             }
         }
     }
 }
 
-#[test]
-fn split_gives_two_roots_and_a_snapshot_is_the_transposed_trace() {
+fn split_gives_two_roots_and_a_snapshot_is_the_transposed_trace<B: Backend>(backend: &B) {
     let (n, m) = (16, 6);
     let trace = values(n * m, 3);
     for split in [1, 3, 5] {
         let params = CommitParams { split: Some(split), keep_trace_snapshot: true, ..CommitParams::default() };
-        let roots = check_commit(&trace, n, m, &params);
+        let roots = check_commit(backend, &trace, n, m, &params);
         assert_eq!(roots.len(), 2);
         assert_ne!(roots[0], roots[1]);
     }
     // A non-default shift and a tiny scratch cap (many runs) give the same column-major LDE.
     let params = CommitParams { shift: 3, scratch_cap: (m + 1) * 8 * 2, ..CommitParams::default() };
-    check_commit(&trace, n, m, &params);
+    check_commit(backend, &trace, n, m, &params);
 }
 
-#[test]
-fn device_input_gives_the_same_commitment_as_host_input() {
-    let backend = CpuBackend::new();
+fn device_input_gives_the_same_commitment_as_host_input<B: Backend>(backend: &B) {
     let shape = MatrixShape::new(32, 4).unwrap();
     let trace = values(shape.len(), 4);
     let params = CommitParams { keep_trace_snapshot: true, phase_timing: true, ..CommitParams::default() };
-    let from_host = commit(&backend, TraceInput::host(&trace, shape), &params, &NoProgress).unwrap();
+    let from_host = commit(backend, TraceInput::host(&trace, shape), &params, &NoProgress).unwrap();
     let buf = backend.upload(&trace).unwrap();
-    let from_device = commit(&backend, TraceInput::device(buf, shape), &params, &NoProgress).unwrap();
+    let from_device = commit(backend, TraceInput::device(buf, shape), &params, &NoProgress).unwrap();
     assert_eq!(from_host.roots, from_device.roots);
     assert_eq!(backend.download_vec(&from_host.lde).unwrap(), backend.download_vec(&from_device.lde).unwrap());
     assert_eq!(backend.download_vec(from_device.snapshot.as_ref().unwrap()).unwrap(), transpose(&trace, 32, 4));
@@ -115,14 +112,12 @@ fn device_input_gives_the_same_commitment_as_host_input() {
     assert!(t.total_seconds >= t.phases.iter().map(|p| p.1).sum::<f64>() * 0.999);
 }
 
-#[test]
-fn a_refused_commit_allocates_nothing_and_lists_every_term() {
-    let backend = CpuBackend::new();
+fn a_refused_commit_allocates_nothing_and_lists_every_term<B: Backend>(backend: &B) {
     let shape = MatrixShape::new(64, 8).unwrap();
     let trace = values(shape.len(), 5);
     let before = backend.memory();
     let params = CommitParams { budget: Some(1000), ..CommitParams::default() };
-    let err = commit(&backend, TraceInput::host(&trace, shape), &params, &NoProgress).err().expect("refused");
+    let err = commit(backend, TraceInput::host(&trace, shape), &params, &NoProgress).err().expect("refused");
     assert_eq!(backend.memory(), before, "a refused commit touched the allocator");
     let msg = err.to_string();
     for term in ["LDE", "trace", "Merkle trees", "transpose scratch", "twiddles", "total", "1000 B"] {
@@ -132,9 +127,7 @@ fn a_refused_commit_allocates_nothing_and_lists_every_term() {
     assert_eq!(err.exit_code(), prover::EXIT_REFUSED_OR_DEVICE);
 }
 
-#[test]
-fn invalid_commits_are_rejected_before_any_allocation() {
-    let backend = CpuBackend::new();
+fn invalid_commits_are_rejected_before_any_allocation<B: Backend>(backend: &B) {
     let trace = values(64, 6);
     let ok = CommitParams::default();
     let cases: Vec<(MatrixShape, usize, CommitParams, &str)> = vec![
@@ -168,7 +161,7 @@ fn invalid_commits_are_rejected_before_any_allocation() {
     ];
     for (shape, len, params, want) in cases {
         let before = backend.memory();
-        let err = commit(&backend, TraceInput::host(&trace[..len], shape), &params, &NoProgress)
+        let err = commit(backend, TraceInput::host(&trace[..len], shape), &params, &NoProgress)
             .err()
             .unwrap_or_else(|| panic!("{shape:?} {params:?} was accepted"));
         assert!(err.to_string().contains(want), "{shape:?}: {err} lacks {want:?}");
@@ -177,36 +170,32 @@ fn invalid_commits_are_rejected_before_any_allocation() {
     }
 }
 
-#[test]
-fn shared_admission_holds_the_resident_bytes_until_the_commitment_drops() {
-    let backend = CpuBackend::new();
+fn shared_admission_holds_the_resident_bytes_until_the_commitment_drops<B: Backend>(backend: &B) {
     let shape = MatrixShape::new(64, 4).unwrap();
     let trace = values(shape.len(), 7);
     let params = CommitParams::default();
     let plan = prover::CommitPlan::new(64, 4, &params).unwrap();
     // Room for one commit in flight at a time, not two.
     let admission = Admission::new(plan.model.total() + plan.model.lde / 2);
-    let first = commit_admitted(&backend, TraceInput::host(&trace, shape), &params, &admission, &NoProgress).unwrap();
+    let first = commit_admitted(backend, TraceInput::host(&trace, shape), &params, &admission, &NoProgress).unwrap();
     assert_eq!(admission.in_flight(), plan.model.lde + plan.model.trees);
     assert_eq!(first.ticket.bytes(), admission.in_flight());
-    let err = commit_admitted(&backend, TraceInput::host(&trace, shape), &params, &admission, &NoProgress)
+    let err = commit_admitted(backend, TraceInput::host(&trace, shape), &params, &admission, &NoProgress)
         .err()
         .expect("the second commit does not fit beside the first");
     assert!(err.to_string().contains("already admitted"), "{err}");
     drop(first);
     assert_eq!(admission.in_flight(), 0);
-    let second = commit_admitted(&backend, TraceInput::host(&trace, shape), &params, &admission, &NoProgress).unwrap();
+    let second = commit_admitted(backend, TraceInput::host(&trace, shape), &params, &admission, &NoProgress).unwrap();
     assert_eq!(second.roots.len(), 1);
 }
 
-#[test]
-fn a_fault_at_every_allocation_frees_everything() {
-    let backend = CpuBackend::new();
+fn a_fault_at_every_allocation_frees_everything<B: Backend>(backend: &B) {
     let shape = MatrixShape::new(32, 6).unwrap();
     let trace = values(shape.len(), 8);
     let params = CommitParams { split: Some(2), keep_trace_snapshot: true, host_copy: true, ..CommitParams::default() };
     let base = backend.memory();
-    let good = commit(&backend, TraceInput::host(&trace, shape), &params, &NoProgress).unwrap();
+    let good = commit(backend, TraceInput::host(&trace, shape), &params, &NoProgress).unwrap();
     let allocations = backend.memory().allocations - base.allocations;
     let roots = good.roots.clone();
     drop(good);
@@ -214,12 +203,63 @@ fn a_fault_at_every_allocation_frees_everything() {
     for k in 0..allocations {
         let live = backend.memory().live;
         backend.tracker().fail_at(backend.memory().allocations + k);
-        let err = commit(&backend, TraceInput::host(&trace, shape), &params, &NoProgress).err();
+        let err = commit(backend, TraceInput::host(&trace, shape), &params, &NoProgress).err();
         backend.tracker().disarm();
         let err = err.unwrap_or_else(|| panic!("a fault at allocation {k} was swallowed"));
         assert!(matches!(err, ProverError::Backend(Error::InjectedFault { .. })), "{err}");
         assert_eq!(backend.memory().live, live, "bytes leaked after a fault at allocation {k}");
     }
-    let again = commit(&backend, TraceInput::host(&trace, shape), &params, &NoProgress).unwrap();
+    let again = commit(backend, TraceInput::host(&trace, shape), &params, &NoProgress).unwrap();
     assert_eq!(again.roots, roots);
 }
+
+/// Instantiates every generic check above for one backend. `$make` is a `Result<$ty, impl Display>`.
+macro_rules! backend_tests {
+    ($name:ident, $ty:ty, $require:literal, $make:expr) => {
+        mod $name {
+            fn make() -> Option<$ty> {
+                match $make {
+                    Ok(b) => Some(b),
+                    Err(e) => {
+                        if std::env::var($require).as_deref() == Ok("1") {
+                            panic!("{}=1 but the {} backend is unavailable: {e}", $require, stringify!($name));
+                        }
+                        eprintln!("SKIPPED ({} backend unavailable: {e})", stringify!($name));
+                        None
+                    }
+                }
+            }
+
+            backend_tests!(@each
+                lde_transpose_and_roots_match_references_for_every_hash_and_layout,
+                split_gives_two_roots_and_a_snapshot_is_the_transposed_trace,
+                device_input_gives_the_same_commitment_as_host_input,
+                a_refused_commit_allocates_nothing_and_lists_every_term,
+                invalid_commits_are_rejected_before_any_allocation,
+                shared_admission_holds_the_resident_bytes_until_the_commitment_drops,
+                a_fault_at_every_allocation_frees_everything
+            );
+        }
+    };
+    (@each $($test:ident),*) => {
+        $(
+            #[test]
+            fn $test() {
+                if let Some(backend) = make() {
+                    super::$test(&backend);
+                }
+            }
+        )*
+    };
+}
+
+backend_tests!(cpu, backend_cpu::CpuBackend, "REQUIRE_CPU", Ok::<_, String>(backend_cpu::CpuBackend::new()));
+#[cfg(feature = "cuda")]
+backend_tests!(cuda, backend_cuda::CudaBackend, "REQUIRE_CUDA", backend_cuda::CudaBackend::new(0));
+#[cfg(feature = "wgpu")]
+backend_tests!(
+    wgpu,
+    backend_wgpu::WgpuBackend,
+    "REQUIRE_WGPU",
+    backend_wgpu::WgpuBackend::new(backend_wgpu::WgpuOptions { allow_software: true, ..Default::default() })
+);
