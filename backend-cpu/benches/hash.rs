@@ -11,14 +11,13 @@ use backend_api::field::P;
 use backend_api::{Backend, DIGEST_WORDS, HashKind, LeafLayout, LeafSpec, MatrixShape};
 use backend_cpu::CpuBackend;
 use criterion::{Criterion, Throughput};
+
+mod common;
+use common::{env, paired};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use sha3::Digest;
-
-fn env(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
 
 /// The leaf preimages, concatenated, built element by element.
 fn preimages(m: &[u64], shape: MatrixShape, layout: LeafLayout) -> Vec<u8> {
@@ -65,6 +64,19 @@ fn bench_leaves<B: Backend>(c: &mut Criterion, backend: &B, shape: MatrixShape) 
             });
             g.bench_function("raw_crate", |b| b.iter(|| raw(hash, black_box(&bytes), spec.leaf_bytes(), &mut raw_out)));
             g.finish();
+            let reps = env("BENCH_PAIRED_REPS", 7);
+            paired(
+                &format!("hash_leaves/{}x{}/{layout}/{hash}", shape.rows, shape.cols),
+                reps,
+                ["cpu", "raw"],
+                |side| {
+                    if side == 0 {
+                        backend.hash_leaves_into(&matrix, shape, &spec, &mut out, 0).expect("hash");
+                    } else {
+                        raw(hash, black_box(&bytes), spec.leaf_bytes(), &mut raw_out);
+                    }
+                },
+            );
             // Same work, same answer.
             assert_eq!(backend.download_vec(&out).expect("download"), raw_out, "{layout} {hash}");
         }

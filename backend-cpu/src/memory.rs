@@ -81,6 +81,7 @@ impl Allocator {
             drop(reservation);
             return Err(self.out_of_memory(bytes));
         }
+        advise_huge_pages(data.as_ptr(), len * ELEM_BYTES);
         // The capacity is already `len`, so `par_extend` writes in place without reallocating.
         data.par_extend(fill.with_min_len(COPY_CHUNK));
         debug_assert_eq!(data.len(), len);
@@ -152,6 +153,28 @@ impl Drop for Reservation<'_> {
     fn drop(&mut self) {
         self.tracker.release(self.bytes);
     }
+}
+
+/// Asks Linux to back the 2 MiB-aligned part of a large, not yet touched allocation with
+/// transparent huge pages (where THP is in `madvise` mode it is otherwise off). Strided
+/// kernels (the tile transpose, wide NTT stages) then miss the TLB far less, and first touch
+/// faults once per 2 MiB instead of once per 4 KiB. Advice only: a refusal changes nothing.
+fn advise_huge_pages(ptr: *const u64, bytes: usize) {
+    const HUGE: usize = 2 << 20;
+    if bytes < 2 * HUGE {
+        return;
+    }
+    let start = (ptr as usize).next_multiple_of(HUGE);
+    let end = (ptr as usize + bytes) / HUGE * HUGE;
+    #[cfg(target_os = "linux")]
+    if end > start {
+        // SAFETY: [start, end) lies inside the allocation `ptr` heads (start >= ptr, end <=
+        // ptr + bytes, both within the Vec's capacity); MADV_HUGEPAGE changes how the kernel backs
+        // those pages, never their contents or validity.
+        unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (start, end);
 }
 
 /// `(MemTotal, MemAvailable)` from `/proc/meminfo`, in bytes.
