@@ -4,7 +4,7 @@
 //! concrete backends. A [`SelectedBackend`] hands its backend to a [`BackendVisitor`], so callers
 //! write their work once, generically.
 
-use backend_api::{Backend, Error};
+use backend_api::Backend;
 use backend_cpu::CpuBackend;
 
 use crate::error::Result;
@@ -75,8 +75,9 @@ impl SelectedBackend {
     }
 }
 
-fn not_compiled(name: &str) -> Error {
-    Error::BackendUnavailable {
+#[cfg(not(all(feature = "cuda", feature = "wgpu")))]
+fn not_compiled(name: &str) -> backend_api::Error {
+    backend_api::Error::BackendUnavailable {
         backend: name.into(),
         reason: format!("not compiled into this binary (rebuild with `--features {name}`)"),
     }
@@ -85,7 +86,7 @@ fn not_compiled(name: &str) -> Error {
 /// Constructs the CUDA backend on device 0.
 ///
 /// # Errors
-/// [`Error::BackendUnavailable`] when the `cuda` feature is off; the backend's own error when no
+/// [`backend_api::Error::BackendUnavailable`] when the `cuda` feature is off; the backend's own error when no
 /// driver or device is usable.
 pub fn cuda() -> Result<SelectedBackend> {
     #[cfg(feature = "cuda")]
@@ -101,7 +102,7 @@ pub fn cuda() -> Result<SelectedBackend> {
 /// Constructs the wgpu backend; `allow_software` admits software adapters (lavapipe, WARP).
 ///
 /// # Errors
-/// [`Error::BackendUnavailable`] when the `wgpu` feature is off; the backend's own error when no
+/// [`backend_api::Error::BackendUnavailable`] when the `wgpu` feature is off; the backend's own error when no
 /// adapter is usable.
 pub fn wgpu(allow_software: bool) -> Result<SelectedBackend> {
     #[cfg(feature = "wgpu")]
@@ -119,7 +120,7 @@ pub fn wgpu(allow_software: bool) -> Result<SelectedBackend> {
 /// The backend `choice` names, and for `auto` why each better candidate was skipped.
 ///
 /// # Errors
-/// For an explicit choice, [`Error::BackendUnavailable`] (not compiled in) or the backend's own
+/// For an explicit choice, [`backend_api::Error::BackendUnavailable`] (not compiled in) or the backend's own
 /// construction error. `auto` never fails: the CPU is always there.
 pub fn select(choice: BackendChoice) -> Result<(SelectedBackend, Vec<String>)> {
     match choice {
@@ -190,6 +191,7 @@ impl BackendVisitor for DeviceName {
 mod tests {
     use super::*;
     use crate::error::ProverError;
+    use backend_api::Error;
 
     #[test]
     fn cpu_is_always_there_and_auto_falls_back_to_it_without_gpus() {

@@ -217,14 +217,20 @@ fn a_fault_at_every_allocation_frees_everything<B: Backend>(backend: &B) {
 macro_rules! backend_tests {
     ($name:ident, $ty:ty, $require:literal, $make:expr) => {
         mod $name {
-            fn make() -> Option<$ty> {
+            /// The backend, or `None` after printing `SKIPPED <backend>::<test>: <reason>` straight to
+            /// stderr (past the harness's capture, so a plain `cargo test` shows it).
+            fn make(test: &str) -> Option<$ty> {
+                use std::io::Write;
                 match $make {
                     Ok(b) => Some(b),
                     Err(e) => {
+                        let name = stringify!($name);
                         if std::env::var($require).as_deref() == Ok("1") {
-                            panic!("{}=1 but the {} backend is unavailable: {e}", $require, stringify!($name));
+                            panic!("{name}::{test}: {}=1 but the backend is unavailable: {e}", $require);
                         }
-                        eprintln!("SKIPPED ({} backend unavailable: {e})", stringify!($name));
+                        let line = format!("SKIPPED {name}::{test}: {e} (set {}=1 to make this a failure)", $require);
+                        let _ = writeln!(std::io::stderr(), "{line}");
+                        println!("{line}");
                         None
                     }
                 }
@@ -245,7 +251,7 @@ macro_rules! backend_tests {
         $(
             #[test]
             fn $test() {
-                if let Some(backend) = make() {
+                if let Some(backend) = make(stringify!($test)) {
                     super::$test(&backend);
                 }
             }
