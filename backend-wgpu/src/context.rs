@@ -125,8 +125,13 @@ impl Gpu {
     /// Picks the best adapter (discrete > integrated > virtual > other > software when allowed),
     /// requests a device with the adapter's own limits and `SHADER_INT64` when present.
     pub fn new(setup: &Setup) -> Result<Arc<Gpu>> {
-        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
-        let adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()));
+        let mut desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
+        // Vulkan, Metal, DX12 (and WebGPU in a browser): the compute APIs. GL only when asked for
+        // with WGPU_BACKEND (its EGL probing is noisy on headless machines).
+        desc.backends = wgpu::Backends::from_env().unwrap_or(wgpu::Backends::PRIMARY);
+        let backends = desc.backends;
+        let instance = wgpu::Instance::new(desc);
+        let adapters = pollster::block_on(instance.enumerate_adapters(backends));
         let rank = |t: wgpu::DeviceType| match t {
             wgpu::DeviceType::DiscreteGpu => 0,
             wgpu::DeviceType::IntegratedGpu => 1,

@@ -4,7 +4,8 @@
 //! The matrix is bound through window A, the digests through window B. Rows-layout dispatches
 //! cover row ranges that span at most one segment; pairs-layout dispatches cover ranges of
 //! `j` (rows `j` and `rows/2 + j`, leaf `br(j)`), two row ranges of at most one segment each,
-//! whose digests land anywhere in the call's output range, so that range must fit window B.
+//! whose digests land anywhere in the call's output range; an output larger than window B is
+//! written in digest ranges, one sweep over the rows each (one sweep at production sizes).
 
 use backend_api::{DIGEST_WORDS, DeviceBuffer as _, Error, HashKind, LeafLayout, LeafSpec, MatrixShape, Result};
 
@@ -64,24 +65,46 @@ pub(crate) fn hash_leaves_into(
                 let n = chunk.min(leaves as u64 - first);
                 let a = space_a.window::<4>(&[(first * cols, (first + n) * cols)], op)?;
                 let b = space_b.window::<2>(&[(out0 + first * dw, out0 + (first + n) * dw)], op)?;
-                let args = [0, cols as u32, spec.cols.start as u32, width, 0, 0, 0, first as u32, out0 as u32];
+                let args =
+                    [0, cols as u32, spec.cols.start as u32, width, 0, 0, 0, first as u32, out0 as u32, 0, u32::MAX];
                 rec.dispatch(kernel, n as u32, &args, a, b, Table::None)?;
                 first += n;
             }
         }
         LeafLayout::LambdaVmPairs => {
+            // Rows j and half + j make leaf br(j): contiguous rows scatter their digests over the
+            // whole output. When the output exceeds what window B binds, each range of digests
+            // [lo, hi) gets its own sweep over the rows, skipping leaves outside it.
             let half = (shape.rows / 2) as u64;
             let bits = shape.rows.trailing_zeros() - 1;
-            let b = space_b.window::<2>(&[(out0, out0 + leaves as u64 * dw)], op)?;
-            let mut first = 0u64;
-            while first < half {
-                let n = chunk.min(half - first);
-                let spans = [(first * cols, (first + n) * cols), ((half + first) * cols, (half + first + n) * cols)];
-                let a = space_a.window::<4>(&spans, op)?;
-                let args =
-                    [0, cols as u32, spec.cols.start as u32, width, 1, bits, half as u32, first as u32, out0 as u32];
-                rec.dispatch(kernel, n as u32, &args, a, b, Table::None)?;
-                first += n;
+            let out_chunk = (s / dw).max(1);
+            let mut lo = 0u64;
+            while lo < leaves as u64 {
+                let hi = (lo + out_chunk).min(leaves as u64);
+                let b = space_b.window::<2>(&[(out0 + lo * dw, out0 + hi * dw)], op)?;
+                let mut first = 0u64;
+                while first < half {
+                    let n = chunk.min(half - first);
+                    let spans =
+                        [(first * cols, (first + n) * cols), ((half + first) * cols, (half + first + n) * cols)];
+                    let a = space_a.window::<4>(&spans, op)?;
+                    let args = [
+                        0,
+                        cols as u32,
+                        spec.cols.start as u32,
+                        width,
+                        1,
+                        bits,
+                        half as u32,
+                        first as u32,
+                        out0 as u32,
+                        lo as u32,
+                        hi as u32,
+                    ];
+                    rec.dispatch(kernel, n as u32, &args, a, b, Table::None)?;
+                    first += n;
+                }
+                lo = hi;
             }
         }
     }

@@ -34,16 +34,8 @@ pub(crate) fn coset_lde(gpu: &Arc<Gpu>, trace: &WgpuBuffer, params: &LdeParams) 
     }
     let tw = LdeTwiddles::new(log_n, log_b, params.shift);
     let table: Vec<u64> = [tw.inv_twiddles.as_slice(), tw.twiddles.as_slice(), tw.coset.as_slice()].concat();
-    let limit = gpu.limits.max_storage_buffer_binding_size;
-    if (table.len() as u64) > s || table.len() as u64 * 8 > limit {
-        return Err(Error::InvalidArgument(format!(
-            "{NAME}: {op}: the twiddle tables for 2^{log_n} x 2^{log_b} take {} B, over one storage binding \
-             (max_storage_buffer_binding_size {limit} B, segment {} B)",
-            table.len() * 8,
-            s * 8
-        )));
-    }
-    let tables = memory::upload(gpu, &table)?;
+    let what = format!("the twiddle tables for 2^{log_n} x 2^{log_b}");
+    let tables = memory::upload_table(gpu, &table, &what)?;
     let out = memory::alloc(gpu, params.lde_shape().len())?;
     let (space, bases) = Space::new(gpu, &[&trace.segs, &out.segs])?;
     let (tb, ob) = (bases[0] as u64, bases[1] as u64);

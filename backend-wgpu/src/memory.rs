@@ -95,6 +95,31 @@ pub(crate) fn alloc(gpu: &Arc<Gpu>, len: usize) -> Result<WgpuBuffer> {
     Ok(WgpuBuffer { gpu: gpu.clone(), segs, len, bytes })
 }
 
+/// Allocates a one-segment buffer holding `host` (kernel tables), whatever the segment size, up
+/// to the adapter's binding limit.
+pub(crate) fn upload_table(gpu: &Arc<Gpu>, host: &[u64], what: &str) -> Result<WgpuBuffer> {
+    let bytes = host.len() * 8;
+    let limit = gpu.limits.max_storage_buffer_binding_size.min(gpu.limits.max_buffer_size) as usize;
+    if bytes > limit {
+        return Err(Error::InvalidArgument(format!(
+            "{NAME}: {what} take {bytes} B, over one storage binding (max_storage_buffer_binding_size / \
+             max_buffer_size {limit} B)"
+        )));
+    }
+    gpu.tracker.reserve(bytes)?;
+    let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST;
+    let seg = match gpu.create_buffer("backend-wgpu table", bytes.max(8) as u64, usage) {
+        Ok(b) => b,
+        Err(e) => {
+            gpu.tracker.release(bytes);
+            return Err(e);
+        }
+    };
+    gpu.queue.write_buffer(&seg, 0, bytemuck::cast_slice(host));
+    gpu.check("upload a table")?;
+    Ok(WgpuBuffer { gpu: gpu.clone(), segs: vec![seg], len: host.len(), bytes })
+}
+
 /// Allocates a buffer holding a copy of `host`.
 pub(crate) fn upload(gpu: &Arc<Gpu>, host: &[u64]) -> Result<WgpuBuffer> {
     let buf = alloc(gpu, host.len())?;

@@ -4,7 +4,8 @@
 // args: 0 base (virtual element of the matrix's (0, 0)), 1 cols of the matrix, 2 c0, 3 width
 //       (c1 - c0), 4 layout (0 rows, 1 lambda-vm-pairs), 5 bits (log2(rows) - 1, pairs only),
 //       6 half (rows / 2, pairs only), 7 first (first leaf, or first j for pairs),
-//       8 out (virtual element of digest 0 of the call in window B).
+//       8 out (virtual element of digest 0 of the call in window B), 9 and 10: the digest range
+//       [lo, hi) this dispatch writes (window B binds only that range; other leaves are skipped).
 //
 // Rows layout: invocation t hashes row first + t into digest first + t; elements canonical,
 // 8 bytes little-endian. Pairs layout: invocation t takes j = first + t and hashes rows j and
@@ -34,7 +35,8 @@ fn leaf_elem(e: u32) -> vec2<u32> {
     return vec2<u32>(bswap32(v.y), bswap32(v.x));
 }
 
-// Sets up the leaf of invocation t; returns its digest index within the call.
+// Sets up the leaf of invocation t; returns its digest index within the call (possibly outside
+// this dispatch's [lo, hi)).
 fn leaf_setup(t: u32) -> u32 {
     let i = arg(7) + t;
     if arg(4) == 0u {
@@ -69,6 +71,9 @@ fn leaves_keccak(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
         return;
     }
     let d = leaf_setup(t);
+    if d < arg(9) || d >= arg(10) {
+        return;
+    }
     let n = leaf_elems();
     var s: array<vec2<u32>, 25>;
     var lane = 0u;
@@ -93,6 +98,9 @@ fn leaves_blake3(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
         return;
     }
     let d = leaf_setup(t);
+    if d < arg(9) || d >= arg(10) {
+        return;
+    }
     let n = leaf_elems();
     // 128 elements (1024 bytes) per chunk, 8 elements (64 bytes) per block.
     let chunks = (n + 127u) / 128u;
