@@ -100,8 +100,13 @@ impl TransposeGeometry {
     /// The geometry for `shape` under a scratch cap of `cap` bytes.
     ///
     /// # Errors
-    /// [`Error::ScratchTooSmall`] when the cap cannot hold one block of one row plus one run.
+    /// [`Error::ScratchTooSmall`] when the cap cannot hold one block of one row plus one run;
+    /// [`Error::InvalidShape`] for a shape [`MatrixShape::new`] refuses (zero rows or columns, an
+    /// element count that overflows), which a caller can build through the public fields.
     pub fn new(shape: MatrixShape, cap: usize) -> Result<Self> {
+        // Found by the `transpose_plan` fuzz target: a 0-row shape divided by zero, a 0-column one
+        // was accepted.
+        let shape = MatrixShape::new(shape.rows, shape.cols)?;
         let per_row = (shape.cols + 1)
             .checked_mul(ELEM_BYTES)
             .ok_or_else(|| Error::InvalidShape(format!("{shape} overflows")))?;
