@@ -57,6 +57,7 @@ pub mod lde;
 pub mod memory;
 pub mod merkle;
 pub mod reference;
+pub mod reliability;
 pub mod transpose;
 
 #[cfg(test)]
