@@ -96,10 +96,13 @@ impl WgpuBackend {
         self.gpu.seg_elems()
     }
 
-    /// The device and queue, for benchmarks that time raw wgpu work next to the backend's
-    /// (e.g. a `copy_buffer_to_buffer` of the same bytes).
-    pub fn device_queue(&self) -> (&wgpu::Device, &wgpu::Queue) {
-        (&self.gpu.device, &self.gpu.queue)
+    /// Queues a plain device copy of the whole of `src` into `dst`: one `copy_buffer_to_buffer`
+    /// per segment in one command encoder. The baseline benchmarks compare every operation with.
+    ///
+    /// # Errors
+    /// `Error::LengthMismatch` when the lengths differ; a device error.
+    pub fn raw_copy(&self, src: &WgpuBuffer, dst: &mut WgpuBuffer) -> Result<()> {
+        memory::raw_copy(&self.gpu, src, dst)
     }
 }
 

@@ -149,6 +149,21 @@ pub(crate) fn write(gpu: &Gpu, buf: &WgpuBuffer, offset: usize, host: &[u64]) ->
     gpu.check("upload")
 }
 
+/// Copies the whole of `src` into `dst` (same length) with one `copy_buffer_to_buffer` per
+/// segment, in one command encoder: the device's plain copy, the benchmarks' baseline.
+pub(crate) fn raw_copy(gpu: &Gpu, src: &WgpuBuffer, dst: &mut WgpuBuffer) -> Result<()> {
+    if src.len != dst.len {
+        return Err(Error::LengthMismatch { what: "raw_copy destination", expected: src.len, actual: dst.len });
+    }
+    gpu.check("raw_copy")?;
+    let mut encoder = gpu.device.create_command_encoder(&Default::default());
+    for (a, b) in src.segs.iter().zip(&dst.segs) {
+        encoder.copy_buffer_to_buffer(a, 0, b, 0, Some(a.size()));
+    }
+    gpu.queue.submit([encoder.finish()]);
+    gpu.check("raw_copy")
+}
+
 /// Copies `out.len()` elements from element `offset` of `buf`, after all issued work.
 pub(crate) fn download(gpu: &Gpu, buf: &WgpuBuffer, offset: usize, out: &mut [u64]) -> Result<()> {
     let end = offset.checked_add(out.len());

@@ -76,17 +76,29 @@ fn leaves_keccak(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
     }
     let n = leaf_elems();
     var s: array<vec2<u32>, 25>;
-    var lane = 0u;
-    for (var e = 0u; e < n; e++) {
-        s[lane] = s[lane] ^ leaf_elem(e);
-        lane += 1u;
-        if lane == 17u {
-            keccak_f(&s);
-            lane = 0u;
+    // Whole 17-lane blocks, then the last (possibly empty) block with the padding; lane indices
+    // are loop counters with constant bounds, so the state stays in registers.
+    let full = n / 17u;
+    for (var blk = 0u; blk < full; blk++) {
+        for (var q = 0u; q < 17u; q++) {
+            s[q] = s[q] ^ leaf_elem(blk * 17u + q);
         }
+        keccak_f(&s);
     }
-    s[lane].x = s[lane].x ^ 0x01u;
-    s[16].y = s[16].y ^ 0x80000000u;
+    let rem = n - full * 17u;
+    for (var q = 0u; q < 17u; q++) {
+        var v = vec2<u32>(0u, 0u);
+        if q < rem {
+            v = leaf_elem(full * 17u + q);
+        }
+        if q == rem {
+            v.x = v.x ^ 0x01u;
+        }
+        if q == 16u {
+            v.y = v.y ^ 0x80000000u;
+        }
+        s[q] = s[q] ^ v;
+    }
     keccak_f(&s);
     store_digest(d, array<u32, 8>(s[0].x, s[0].y, s[1].x, s[1].y, s[2].x, s[2].y, s[3].x, s[3].y));
 }

@@ -1,0 +1,197 @@
+//! Per-operation timings of the wgpu backend at a chosen shape, each as a ratio to a
+//! `copy_buffer_to_buffer` of the same bytes measured in the same run.
+//!
+//! ```sh
+//! cargo run --release -p backend-wgpu --example bench -- --log-rows 21 --cols 316 --blowup 2 --iters 5
+//! ```
+//!
+//! The trace is `2^log_rows x cols` random elements; the LDE (`N = 2^log_rows * blowup` rows)
+//! is the matrix every other operation runs on. Each figure is the median wall time of `iters`
+//! runs of: record, submit, wait for the queue (after one untimed warm-up run that also compiles
+//! the kernels). `--software` accepts a CPU adapter (llvmpipe); `--max-segment-bytes` caps the
+//! segment size.
+
+use std::time::Instant;
+
+use backend_api::{
+    Backend, CopyRange, DEFAULT_SCRATCH_CAP, DeviceBuffer as _, HashKind, LdeParams, LeafLayout, LeafSpec, MatrixShape,
+    TreeShape,
+};
+use backend_wgpu::{WgpuBackend, WgpuOptions};
+
+struct Args {
+    log_rows: u32,
+    cols: usize,
+    blowup: usize,
+    iters: usize,
+    software: bool,
+    max_segment_bytes: Option<u64>,
+    only: Option<String>,
+}
+
+fn parse() -> Result<Args, String> {
+    let mut a =
+        Args { log_rows: 16, cols: 316, blowup: 2, iters: 5, software: false, max_segment_bytes: None, only: None };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut val = || it.next().ok_or_else(|| format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--log-rows" => a.log_rows = val()?.parse().map_err(|e| format!("--log-rows: {e}"))?,
+            "--cols" => a.cols = val()?.parse().map_err(|e| format!("--cols: {e}"))?,
+            "--blowup" => a.blowup = val()?.parse().map_err(|e| format!("--blowup: {e}"))?,
+            "--iters" => a.iters = val()?.parse().map_err(|e| format!("--iters: {e}"))?,
+            "--max-segment-bytes" => {
+                a.max_segment_bytes = Some(val()?.parse().map_err(|e| format!("--max-segment-bytes: {e}"))?)
+            }
+            "--only" => a.only = Some(val()?),
+            "--software" => a.software = true,
+            other => return Err(format!("unknown flag {other}")),
+        }
+    }
+    if a.iters == 0 {
+        return Err("--iters must be at least 1".into());
+    }
+    Ok(a)
+}
+
+/// Random elements (splitmix64), generated on all cores.
+fn random(len: usize, seed: u64) -> Vec<u64> {
+    let mut v = vec![0u64; len];
+    let threads = std::thread::available_parallelism().map_or(4, |n| n.get());
+    let per = len.div_ceil(threads).max(1);
+    std::thread::scope(|s| {
+        for (k, chunk) in v.chunks_mut(per).enumerate() {
+            s.spawn(move || {
+                let mut x = seed ^ (k as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                for e in chunk {
+                    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+                    let mut z = x;
+                    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+                    *e = z ^ (z >> 31);
+                }
+            });
+        }
+    });
+    v
+}
+
+fn median(mut t: Vec<f64>) -> f64 {
+    t.sort_by(|a, b| a.total_cmp(b));
+    t[t.len() / 2]
+}
+
+/// Runs `f` once untimed, then `iters` times, each followed by a wait; the median in ms.
+fn time(b: &WgpuBackend, iters: usize, mut f: impl FnMut()) -> f64 {
+    f();
+    b.synchronize().expect("synchronize");
+    let runs = (0..iters)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            b.synchronize().expect("synchronize");
+            t.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    median(runs)
+}
+
+fn main() {
+    let args = match parse() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("bench: {e}");
+            std::process::exit(2);
+        }
+    };
+    let b = match WgpuBackend::new(WgpuOptions {
+        allow_software: args.software,
+        max_segment_bytes: args.max_segment_bytes,
+    }) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("bench: {e}");
+            std::process::exit(1);
+        }
+    };
+    let info = b.adapter_info();
+    let n = 1usize << args.log_rows;
+    let trace_shape = MatrixShape::new(n, args.cols).expect("trace shape");
+    let params = LdeParams::new(trace_shape, args.blowup, 7).expect("LDE parameters");
+    let lde_shape = params.lde_shape();
+    let big_n = lde_shape.rows;
+    let bytes = lde_shape.bytes();
+    println!(
+        "device: {} ({:?}, {:?}, driver {} {}); SHADER_INT64 {}; segment {} elements",
+        info.name,
+        info.device_type,
+        info.backend,
+        info.driver,
+        info.driver_info,
+        b.has_shader_int64(),
+        b.segment_elems()
+    );
+    println!(
+        "trace 2^{} x {} (blowup {}): LDE {} x {} = {bytes} B; {} iterations, median wall time (submit + wait)",
+        args.log_rows, args.cols, args.blowup, big_n, args.cols, args.iters
+    );
+    let run = |name: &str| args.only.as_deref().is_none_or(|o| name.contains(o));
+
+    let t0 = Instant::now();
+    let trace = b.upload(&random(trace_shape.len(), 0x5eed)).expect("upload the trace");
+    println!("upload of the trace: {:.1} s", t0.elapsed().as_secs_f64());
+    let mut lde = b.coset_lde(&trace, &params).expect("LDE");
+    let mut other = b.alloc(lde.len()).expect("a second LDE-sized buffer");
+
+    let mut rows: Vec<(String, f64, usize)> = Vec::new();
+    // The baseline: copy_buffer_to_buffer of the LDE's bytes, segment by segment.
+    let copy_ms = time(&b, args.iters, || {
+        b.raw_copy(&lde, &mut other).expect("copy_buffer_to_buffer");
+    });
+    rows.push(("copy_buffer_to_buffer (baseline)".into(), copy_ms, bytes));
+    if run("batched_copy") {
+        let copies = [CopyRange::new(0, 0, lde.len())];
+        let ms = time(&b, args.iters, || b.batched_copy(&lde, &mut other, &copies).expect("batched_copy"));
+        rows.push(("batched_copy (copy shader, 1 copy)".into(), ms, bytes));
+    }
+    if run("coset_lde") {
+        let ms = time(&b, args.iters, || drop(b.coset_lde(&trace, &params).expect("coset_lde")));
+        rows.push((format!("coset_lde 2^{} -> {}", args.log_rows, big_n), ms, bytes));
+    }
+    for hash in HashKind::ALL {
+        for layout in LeafLayout::ALL {
+            let name = format!("hash_leaves {hash} {layout}");
+            if !run(&name) {
+                continue;
+            }
+            let spec = LeafSpec { hash, layout, cols: 0..args.cols };
+            let leaves = spec.validate(lde_shape).expect("leaf spec");
+            let mut out = b.alloc(leaves * 4).expect("digests");
+            let ms = time(&b, args.iters, || b.hash_leaves_into(&lde, lde_shape, &spec, &mut out, 0).expect("hash"));
+            rows.push((name, ms, bytes));
+        }
+        let name = format!("merkle_tree {hash} over {big_n} leaves");
+        if run(&name) {
+            let tree = TreeShape::new(big_n).expect("tree");
+            let mut nodes = b.alloc(tree.words()).expect("nodes");
+            let ms = time(&b, args.iters, || b.merkle_tree_in_place(&mut nodes, tree, hash).expect("merkle"));
+            rows.push((name, ms, tree.bytes()));
+        }
+    }
+    if run("transpose") {
+        // Alternates row-major -> column-major and back (the shapes swap), same bytes moved.
+        let mut shape = lde_shape;
+        let ms = time(&b, args.iters, || {
+            b.transpose_in_place(&mut lde, shape, DEFAULT_SCRATCH_CAP).expect("transpose");
+            shape = MatrixShape::new(shape.cols, shape.rows).expect("shape");
+        });
+        rows.push(("transpose_in_place (256 MiB cap)".into(), ms, bytes));
+    }
+    drop(other);
+    println!(
+        "\n| operation | ms | x copy_buffer_to_buffer | GB/s (bytes of the operand) |\n| --- | ---: | ---: | ---: |"
+    );
+    for (name, ms, nbytes) in rows {
+        println!("| {name} | {ms:.2} | {:.2} | {:.1} |", ms / copy_ms, nbytes as f64 / ms / 1e6);
+    }
+}
