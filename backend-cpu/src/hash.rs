@@ -7,7 +7,8 @@
 //!   little-endian host a row whose elements are all canonical already *is* its preimage, so it
 //!   is hashed straight from the matrix; otherwise it is serialised through a reused buffer.
 //! - `lambda-vm-pairs`: rows `br(2i)` and `br(2i+1)`, canonical, 8 bytes big-endian each,
-//!   serialised through the same buffer.
+//!   serialised through the same buffer. Leaves are computed in the order that reads rows
+//!   sequentially (see `hash_with`) and written at their bit-reversed indices.
 //!
 //! The buffer (one per rayon task, reused across its leaves) holds [`BUF_ELEMS`] elements (8 KiB), so most leaves reach the hasher in one
 //! `update`, which lets BLAKE3 hash a leaf's chunks with SIMD exactly as `blake3::hash` would.
@@ -56,53 +57,54 @@ impl Hasher32 for blake3::Hasher {
     }
 }
 
-/// Feeds canonical elements to a hasher through a reused buffer, in 8-byte LE or BE encoding.
+/// Feeds canonical elements to a hasher through a word buffer: each element is stored as
+/// `to_le()` or `to_be()`, so the buffer's bytes are the 8-byte LE or BE encodings on any host,
+/// and the conversion loop vectorises.
 struct Serializer<'b, H> {
     hasher: H,
-    buf: &'b mut [u8],
+    buf: &'b mut [u64],
     fill: usize,
     big_endian: bool,
 }
 
 impl<'b, H: Hasher32> Serializer<'b, H> {
-    /// A serializer over `buf`, a whole number of elements long.
-    fn new(buf: &'b mut [u8], big_endian: bool) -> Self {
-        debug_assert!(!buf.is_empty() && buf.len().is_multiple_of(8));
+    /// A serializer over `buf` (not empty).
+    fn new(buf: &'b mut [u64], big_endian: bool) -> Self {
+        debug_assert!(!buf.is_empty());
         Self { hasher: H::default(), buf, fill: 0, big_endian }
     }
 
     fn push(&mut self, mut elems: &[u64]) {
         while !elems.is_empty() {
-            let room = (self.buf.len() - self.fill) / 8;
+            let room = self.buf.len() - self.fill;
             let (now, later) = elems.split_at(room.min(elems.len()));
-            let out = &mut self.buf[self.fill..self.fill + now.len() * 8];
+            let out = &mut self.buf[self.fill..self.fill + now.len()];
             if self.big_endian {
-                for (o, &x) in out.chunks_exact_mut(8).zip(now) {
-                    o.copy_from_slice(&canonical(x).to_be_bytes());
-                }
+                out.iter_mut().zip(now).for_each(|(o, &x)| *o = canonical(x).to_be());
             } else {
-                for (o, &x) in out.chunks_exact_mut(8).zip(now) {
-                    o.copy_from_slice(&canonical(x).to_le_bytes());
-                }
+                out.iter_mut().zip(now).for_each(|(o, &x)| *o = canonical(x).to_le());
             }
-            self.fill += now.len() * 8;
+            self.fill += now.len();
             if self.fill == self.buf.len() {
-                self.hasher.absorb(self.buf);
+                self.hasher.absorb(bytemuck::cast_slice(self.buf));
                 self.fill = 0;
             }
             elems = later;
         }
     }
 
-    fn finish(mut self) -> [u8; 32] {
-        self.hasher.absorb(&self.buf[..self.fill]);
-        self.hasher.finish_digest()
+    fn finish(self) -> [u8; 32] {
+        let mut hasher = self.hasher;
+        hasher.absorb(bytemuck::cast_slice(&self.buf[..self.fill]));
+        hasher.finish_digest()
     }
 }
 
 /// The digest of one `rows` leaf: `row` is the leaf's column range of one row.
-fn rows_leaf<H: Hasher32>(row: &[u64], buf: &mut [u8]) -> [u8; 32] {
-    if cfg!(target_endian = "little") && row.iter().all(|&x| x < P) {
+fn rows_leaf<H: Hasher32>(row: &[u64], buf: &mut [u64]) -> [u8; 32] {
+    // A branch-free fold (not `all`, which stops early and so does not vectorise).
+    let non_canonical = row.iter().fold(false, |acc, &x| acc | (x >= P));
+    if cfg!(target_endian = "little") && !non_canonical {
         // Canonical elements in little-endian memory are the preimage bytes themselves.
         return H::one_shot(bytemuck::cast_slice(row));
     }
@@ -112,7 +114,7 @@ fn rows_leaf<H: Hasher32>(row: &[u64], buf: &mut [u8]) -> [u8; 32] {
 }
 
 /// The digest of one `lambda-vm-pairs` leaf over rows `a || b`.
-fn pairs_leaf<H: Hasher32>(a: &[u64], b: &[u64], buf: &mut [u8]) -> [u8; 32] {
+fn pairs_leaf<H: Hasher32>(a: &[u64], b: &[u64], buf: &mut [u64]) -> [u8; 32] {
     let mut s = Serializer::<H>::new(buf, true);
     s.push(a);
     s.push(b);
@@ -147,20 +149,49 @@ pub(crate) fn hash_leaves_into(
 fn hash_with<H: Hasher32>(matrix: &[u64], shape: MatrixShape, spec: &LeafSpec, out: &mut [u64]) {
     let (cols, range) = (shape.cols, spec.cols.clone());
     let row = |r: usize| &matrix[r * cols + range.start..r * cols + range.end];
-    let leaves = out.par_chunks_mut(DIGEST_WORDS).with_min_len(16).enumerate();
     // One serialisation buffer per rayon task, reused across its leaves.
-    let new_buf = || vec![0u8; BUF_ELEMS * 8];
+    let new_buf = || vec![0u64; BUF_ELEMS];
     match spec.layout {
-        LeafLayout::Rows => leaves.for_each_init(new_buf, |buf, (r, o)| {
-            o.copy_from_slice(&digest_to_words(&rows_leaf::<H>(row(r), buf)));
-        }),
+        LeafLayout::Rows => {
+            out.par_chunks_mut(DIGEST_WORDS).with_min_len(16).enumerate().for_each_init(new_buf, |buf, (r, o)| {
+                o.copy_from_slice(&digest_to_words(&rows_leaf::<H>(row(r), buf)));
+            })
+        }
         LeafLayout::LambdaVmPairs => {
-            let bits = shape.rows.trailing_zeros();
-            leaves.for_each_init(new_buf, |buf, (i, o)| {
-                let (a, b) = (row(bit_reverse(2 * i, bits)), row(bit_reverse(2 * i + 1, bits)));
-                o.copy_from_slice(&digest_to_words(&pairs_leaf::<H>(a, b, buf)));
+            // Leaf i hashes rows br(2i) and br(2i + 1) = br(2i) + N/2, and q = br(2i) is the
+            // (log2 N - 1)-bit reversal of i. Walking q in order reads the matrix as two
+            // sequential streams (rows q and q + N/2) instead of two random rows per leaf; the
+            // digests land at the bit-reversed leaf indices.
+            let half = shape.rows / 2;
+            let bits = half.trailing_zeros();
+            let digests = SharedDigests(out.as_mut_ptr());
+            (0..half).into_par_iter().with_min_len(16).for_each_init(new_buf, |buf, q| {
+                let i = bit_reverse(q, bits);
+                let d = digest_to_words(&pairs_leaf::<H>(row(q), row(q + half), buf));
+                // SAFETY: `out` holds `half` digests (checked by the caller) and i < half;
+                // q -> i is a bijection of [0, half), so every task writes its own digest and no
+                // two write the same one; nothing reads `out` during the loop, and the `&mut`
+                // borrow of `out` outlives it.
+                unsafe { digests.ptr().add(i * DIGEST_WORDS).cast::<[u64; DIGEST_WORDS]>().write_unaligned(d) };
             });
         }
+    }
+}
+
+/// The digest output, shared by rayon tasks that each write a different digest.
+#[derive(Clone, Copy)]
+struct SharedDigests(*mut u64);
+
+// SAFETY: only used in `hash_with`, whose tasks write pairwise distinct digests of one
+// exclusively borrowed slice and never read it; the loop joins before the borrow ends.
+unsafe impl Send for SharedDigests {}
+// SAFETY: as above.
+unsafe impl Sync for SharedDigests {}
+
+impl SharedDigests {
+    /// The pointer (a method, so closures capture the `Send` wrapper and not the bare field).
+    fn ptr(self) -> *mut u64 {
+        self.0
     }
 }
 
