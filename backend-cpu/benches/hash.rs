@@ -2,7 +2,8 @@
 //!
 //! The raw side serialises every leaf up front and then runs one `Keccak256::digest` /
 //! `blake3::hash` per leaf, rayon-parallel over leaves exactly like the backend. The matrix is
-//! 2^`BENCH_HASH_LOG_ROWS` (default 16) rows x `BENCH_HASH_COLS` (default 316) canonical values.
+//! 2^`BENCH_HASH_LOG_ROWS` (default 16) rows x `BENCH_HASH_COLS` (default 316) canonical values;
+//! `BENCH_HASH_ROWS_ONLY=1` skips the `lambda-vm-pairs` layout.
 
 use std::hint::black_box;
 use std::time::Duration;
@@ -49,7 +50,9 @@ fn bench_leaves<B: Backend>(c: &mut Criterion, backend: &B, shape: MatrixShape) 
     let mut rng = ChaCha8Rng::seed_from_u64(11);
     let host: Vec<u64> = (0..shape.len()).map(|_| rng.random_range(0..P)).collect();
     let matrix = backend.upload(&host).expect("upload");
-    for layout in LeafLayout::ALL {
+    let layouts: &[LeafLayout] =
+        if std::env::var("BENCH_HASH_ROWS_ONLY").is_ok() { &[LeafLayout::Rows] } else { &LeafLayout::ALL };
+    for &layout in layouts {
         let bytes = preimages(&host, shape, layout);
         for hash in HashKind::ALL {
             let spec = LeafSpec { hash, layout, cols: 0..shape.cols };
