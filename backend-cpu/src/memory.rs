@@ -217,8 +217,8 @@ pub(crate) fn check_range(what: &'static str, offset: usize, len: usize, buf_len
 }
 
 /// A download that already happened: the CPU backend runs every operation to completion before
-/// returning, so [`crate::CpuBackend::queue_download`] copies at once and `wait` only hands the
-/// copy over.
+/// returning, so [`Backend::queue_download`](backend_api::Backend::queue_download) on the CPU
+/// copies at once and `wait` only hands the copy over.
 #[derive(Debug)]
 pub struct CpuDownload {
     pub(crate) data: Vec<u64>,
