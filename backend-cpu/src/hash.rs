@@ -10,8 +10,9 @@
 //!   serialised through the same buffer. Leaves are computed in the order that reads rows
 //!   sequentially (see `hash_with`) and written at their bit-reversed indices.
 //!
-//! The buffer (one per rayon task, reused across its leaves) holds [`BUF_ELEMS`] elements (8 KiB), so most leaves reach the hasher in one
-//! `update`, which lets BLAKE3 hash a leaf's chunks with SIMD exactly as `blake3::hash` would.
+//! The buffer (one per rayon task, reused across its leaves, so nothing is allocated per leaf)
+//! holds [`BUF_ELEMS`] elements (8 KiB), so most leaves reach the hasher in one `update`, which
+//! lets BLAKE3 hash a leaf's chunks with SIMD exactly as `blake3::hash` would.
 
 use backend_api::field::{P, bit_reverse, canonical};
 use backend_api::{DIGEST_WORDS, HashKind, LeafLayout, LeafSpec, MatrixShape, Result, digest_to_words};
