@@ -14,7 +14,7 @@
 //! holds [`BUF_ELEMS`] elements (8 KiB), so most leaves reach the hasher in one `update`, which
 //! lets BLAKE3 hash a leaf's chunks with SIMD exactly as `blake3::hash` would.
 
-use backend_api::field::{P, bit_reverse, canonical};
+use backend_api::field::{bit_reverse, canonical};
 use backend_api::{DIGEST_WORDS, HashKind, LeafLayout, LeafSpec, MatrixShape, Result, digest_to_words};
 use rayon::prelude::*;
 use sha3::Digest;
@@ -103,9 +103,12 @@ impl<'b, H: Hasher32> Serializer<'b, H> {
 
 /// The digest of one `rows` leaf: `row` is the leaf's column range of one row.
 fn rows_leaf<H: Hasher32>(row: &[u64], buf: &mut [u64]) -> [u8; 32] {
-    // A branch-free fold (not `all`, which stops early and so does not vectorise).
-    let non_canonical = row.iter().fold(false, |acc, &x| acc | (x >= P));
-    if cfg!(target_endian = "little") && !non_canonical {
+    // x >= p needs a high half of 0xFFFF_FFFF, so a row with no 32-bit half equal to that is
+    // canonical. (A canonical row that has one, such as p - 1, just takes the serialising path.)
+    // A branch-free fold over 32-bit lanes vectorises better than 64-bit unsigned compares.
+    let halves: &[u32] = bytemuck::cast_slice(row);
+    let maybe_non_canonical = halves.iter().fold(false, |acc, &w| acc | (w == u32::MAX));
+    if cfg!(target_endian = "little") && !maybe_non_canonical {
         // Canonical elements in little-endian memory are the preimage bytes themselves.
         return H::one_shot(bytemuck::cast_slice(row));
     }
@@ -207,6 +210,7 @@ pub(crate) fn hash_bytes(hash: HashKind, bytes: &[u8]) -> [u8; 32] {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use backend_api::field::P;
     use backend_api::{Error, hex};
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
@@ -307,6 +311,10 @@ mod tests {
         hash_leaves_into(&[5], shape, &spec, &mut b, 0).unwrap();
         assert_eq!(a, b);
         assert_eq!(a, digest_to_words(&sha3::Keccak256::digest(5u64.to_le_bytes()).into()));
+        // p - 1 is canonical but has a high half of 0xFFFF_FFFF: the serialising path, same bytes.
+        let mut c = [0u64; 4];
+        hash_leaves_into(&[P - 1], shape, &spec, &mut c, 0).unwrap();
+        assert_eq!(c, digest_to_words(&sha3::Keccak256::digest((P - 1).to_le_bytes()).into()));
     }
 
     #[test]
