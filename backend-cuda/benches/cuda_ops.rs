@@ -5,7 +5,7 @@
 //! ```text
 //! cargo bench -p backend-cuda --bench cuda_ops -- --log-rows 22 --cols 316 --blowup 2 --reps 5
 //!     [--ops copy,transpose,leaves,merkle,lde,commit] [--routes kernel,batched,unbatched]
-//!     [--route-reps 2] [--ntt-stages 0,1]
+//!     [--route-reps 2] [--ntt-stages 0,1] [--ntt-variants 32x8,16x8,32x4]
 //! ```
 //!
 //! `--log-rows` is log2 of the LDE's rows `N` (the matrix the transpose and the leaves work on);
@@ -29,6 +29,7 @@ struct Args {
     ops: Vec<String>,
     routes: Vec<TransposeRoute>,
     ntt_stages: Vec<u32>,
+    ntt_variants: Vec<(u32, u32)>,
 }
 
 fn parse_args() -> std::result::Result<Args, String> {
@@ -41,6 +42,7 @@ fn parse_args() -> std::result::Result<Args, String> {
         ops: ["copy", "transpose", "leaves", "merkle", "lde", "commit"].map(String::from).to_vec(),
         routes: TransposeRoute::ALL.to_vec(),
         ntt_stages: vec![0],
+        ntt_variants: vec![(32, 8)],
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -61,6 +63,16 @@ fn parse_args() -> std::result::Result<Args, String> {
                     .split(',')
                     .map(|r| TransposeRoute::parse(r).map_err(|e| e.to_string()))
                     .collect::<std::result::Result<_, _>>()?
+            }
+            "--ntt-variants" => {
+                // radix x columns per tile, e.g. 32x8,16x8,32x4
+                a.ntt_variants = value()?
+                    .split(',')
+                    .map(|v| {
+                        let (r, c) = v.split_once('x').ok_or_else(|| format!("--ntt-variants {v}: radix x columns"))?;
+                        Ok((r.parse::<u32>().map_err(|e| e.to_string())?, c.parse::<u32>().map_err(|e| e.to_string())?))
+                    })
+                    .collect::<std::result::Result<_, String>>()?
             }
             "--ntt-stages" => {
                 a.ntt_stages = value()?
@@ -181,6 +193,11 @@ fn run(a: &Args) -> std::result::Result<(), Box<dyn std::error::Error>> {
     let want = |op: &str| a.ops.iter().any(|o| o == op || o == "all");
 
     if want("transpose") {
+        {
+            let mut dst = b.alloc(shape.len())?;
+            let t = time(&b, a.reps, || b.transpose_out_of_place(&matrix, &mut dst, shape))?;
+            r.line("transpose out of place (tile kernel)", &shape.to_string(), shape.bytes(), t);
+        }
         for &route in &a.routes {
             b.set_transpose_route(route);
             let reps = if route == TransposeRoute::Kernel { a.reps } else { a.route_reps };
@@ -221,13 +238,23 @@ fn run(a: &Args) -> std::result::Result<(), Box<dyn std::error::Error>> {
         let trace = b.upload(&random_words(trace_shape.len(), 3))?;
         let params = LdeParams::new(trace_shape, a.blowup, backend_api::field::DEFAULT_SHIFT)?;
         for &k in &a.ntt_stages {
-            b.set_ntt_stages(k);
-            let t = time(&b, a.reps, || b.coset_lde(&trace, &params).map(drop))?;
-            let label =
-                if k == 0 { "coset lde (fused passes)".to_string() } else { format!("coset lde ({k} stages/pass)") };
-            r.line(&label, &format!("{} -> {}", trace_shape, shape), shape.bytes(), t);
+            for &(radix, cols) in &a.ntt_variants {
+                b.set_ntt_stages(k);
+                b.set_ntt_radix(radix);
+                b.set_ntt_cols(cols);
+                let t = time(&b, a.reps, || b.coset_lde(&trace, &params).map(drop))?;
+                let label = if k == 0 {
+                    format!("coset lde (radix {radix}, {cols} cols)")
+                } else {
+                    format!("coset lde ({k} stages/pass, radix {radix}, {cols} cols)")
+                };
+                r.line(&label, &format!("{} -> {}", trace_shape, shape), shape.bytes(), t);
+            }
         }
         b.set_ntt_stages(0);
+        let (radix, cols) = a.ntt_variants.first().copied().unwrap_or((32, 8));
+        b.set_ntt_radix(radix);
+        b.set_ntt_cols(cols);
     }
 
     if want("commit") {

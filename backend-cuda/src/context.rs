@@ -32,6 +32,10 @@ pub(crate) struct Device {
     pub(crate) max_shared_optin: usize,
     /// NTT stages per LDE pass; 0 picks the most shared memory allows.
     pub(crate) ntt_stages: AtomicU32,
+    /// Elements per thread of the NTT register kernels: 32 (default) or 16.
+    pub(crate) ntt_radix: AtomicU32,
+    /// Columns per tile of the radix-32 NTT register kernel: 8 (default) or 4.
+    pub(crate) ntt_cols: AtomicU32,
     modules: Modules,
 }
 
@@ -84,6 +88,8 @@ impl Device {
             sm_count,
             max_shared_optin,
             ntt_stages: AtomicU32::new(std::env::var("CUDA_NTT_STAGES").ok().and_then(|s| s.parse().ok()).unwrap_or(0)),
+            ntt_radix: AtomicU32::new(std::env::var("CUDA_NTT_RADIX").ok().and_then(|s| s.parse().ok()).unwrap_or(32)),
+            ntt_cols: AtomicU32::new(std::env::var("CUDA_NTT_COLS").ok().and_then(|s| s.parse().ok()).unwrap_or(8)),
             modules: Modules::default(),
         })
     }

@@ -17,7 +17,7 @@ use crate::module::Source;
 
 /// Columns per tile (`NTT_COLS` in lde.cu).
 const NTT_COLS: usize = 8;
-/// Threads per block (`__launch_bounds__(512)`).
+/// Threads per block of the shared-memory kernel (`__launch_bounds__(512)`).
 const BLOCK: u32 = 512;
 /// The most stages one pass fuses: a 2^11-row tile of 8 columns is 128 KiB of shared memory.
 const MAX_STAGES: u32 = 11;
@@ -39,7 +39,15 @@ struct NttPass {
     canon_in: u64,
     finish_inverse: u64,
     log_blowup: u64,
+    replicate_out: u64,
+    replicated_in: u64,
 }
+
+/// Stages per pass from which the register kernel (radix-32 groups) runs a pass.
+const REG_MIN_STAGES: u32 = 5;
+/// Elements each thread of the register kernels holds by default (radix 32; 16 is the other
+/// variant, [`crate::CudaBackend::set_ntt_radix`]).
+const REG_ELEMS: u32 = 32;
 
 /// Splits `stages` into passes of at most `max` stages, as even as possible (larger ones first);
 /// zero stages is one empty pass.
@@ -99,20 +107,50 @@ pub(crate) fn coset_lde(device: &Device, trace: &CudaBuffer, params: &LdeParams)
     memory::write(&tw, inv.len() + fwd.len(), coset)?;
 
     let max_k = stages_per_pass(device);
-    let shared = (1usize << max_k) * NTT_COLS * ELEM_BYTES;
-    let dif = device.kernel(Source::Lde, "ntt_dif_pass", shared)?;
-    let dit = device.kernel(Source::Lde, "ntt_dit_pass", shared)?;
-    let col_groups = m.div_ceil(NTT_COLS);
-    let grid =
-        |log_size: u32, k: u32| ((1usize << log_size >> k) * col_groups).clamp(1, device.sm_count as usize * 32) as u32;
+    let shared_max = (1usize << max_k) * NTT_COLS * ELEM_BYTES + (1usize << max_k) / 32 * ELEM_BYTES;
+    let inverse = split(log_n, max_k);
+    let forward: Vec<u32> = split(log_n, max_k).into_iter().filter(|&k| k > 0).collect();
+    // The register kernel skips the B - 1 replicas of each inverse output row (the first forward
+    // pass reads the shared row for all of them); the shared-memory kernel writes them. Mixed
+    // passes keep the replicas.
+    let all_reg = inverse.iter().chain(&forward).all(|&k| k >= REG_MIN_STAGES);
+    // The register kernel variant: (radix, columns per tile).
+    let (radix, reg_cols) = match (
+        device.ntt_radix.load(std::sync::atomic::Ordering::Relaxed),
+        device.ntt_cols.load(std::sync::atomic::Ordering::Relaxed),
+    ) {
+        (16, _) => (16, NTT_COLS),
+        (_, 4) => (REG_ELEMS, 4),
+        _ => (REG_ELEMS, NTT_COLS),
+    };
+    let kernels = |dit: bool, k: u32| {
+        let reg = k >= REG_MIN_STAGES;
+        let name = match (dit, reg, radix, reg_cols) {
+            (false, false, _, _) => "ntt_dif_pass",
+            (true, false, _, _) => "ntt_dit_pass",
+            (false, true, 16, _) => "ntt_dif_pass_reg16",
+            (true, true, 16, _) => "ntt_dit_pass_reg16",
+            (false, true, _, 4) => "ntt_dif_pass_reg_c4",
+            (true, true, _, 4) => "ntt_dit_pass_reg_c4",
+            (false, true, _, _) => "ntt_dif_pass_reg",
+            (true, true, _, _) => "ntt_dit_pass_reg",
+        };
+        let cols = if reg { reg_cols } else { NTT_COLS };
+        let threads = if reg { ((1usize << k) * cols / radix as usize) as u32 } else { BLOCK };
+        // Register kernels pad their tile by one element per 32 rows.
+        let smem = (1usize << k) * cols * ELEM_BYTES + if reg { (1usize << k) / 32 * ELEM_BYTES } else { 0 };
+        device.kernel(Source::Lde, name, shared_max).map(|kernel| (kernel, threads, smem as u32, cols))
+    };
+    let grid = |log_size: u32, k: u32, reps: usize, cols: usize| {
+        ((1usize << log_size >> k) / reps * m.div_ceil(cols)).clamp(1, device.sm_count as usize * 8) as u32
+    };
 
-    // Inverse NTT, natural order in, bit-reversed out, on rows B*p; the last pass scales and
-    // zero-extends.
-    let passes = split(log_n, max_k);
+    // Inverse NTT, natural order in, bit-reversed out, on rows B*p; the last pass scales (and
+    // writes the replicas unless every pass runs the register kernel).
     let mut hi = log_n;
-    for (idx, &k) in passes.iter().enumerate() {
+    for (idx, &k) in inverse.iter().enumerate() {
         let first = idx == 0;
-        let last = idx + 1 == passes.len();
+        let last = idx + 1 == inverse.len();
         hi -= k;
         let pass = NttPass {
             src: if first { trace.ptr() } else { out.ptr() },
@@ -128,21 +166,21 @@ pub(crate) fn coset_lde(device: &Device, trace: &CudaBuffer, params: &LdeParams)
             canon_in: u64::from(first),
             finish_inverse: u64::from(last),
             log_blowup: log_b as u64,
+            replicate_out: u64::from(!all_reg),
+            replicated_in: 0,
         };
-        let smem = ((1usize << k) * NTT_COLS * ELEM_BYTES) as u32;
+        let (kernel, threads, smem, cols) = kernels(false, k)?;
         let mut args = kernel_args![pass];
         // SAFETY: one NttPass as declared; tiles address rows < n of the trace and rows < N of
         // `out`, twiddle indices stay below n/2 and coset indices below n (lde.cu's invariants).
-        unsafe { device.launch(&dif, (grid(log_n, k), 1, 1), (BLOCK, 1, 1), smem, &mut args)? };
+        unsafe { device.launch(&kernel, (grid(log_n, k, 1, cols), 1, 1), (threads, 1, 1), smem, &mut args)? };
     }
 
     // Forward NTT of size N, half-spans B .. N/2, bit-reversed in, natural out, in place.
     let log_big = log_n + log_b;
     let mut lo = log_b;
-    for k in split(log_n, max_k) {
-        if k == 0 {
-            continue;
-        }
+    for (idx, &k) in forward.iter().enumerate() {
+        let replicated_in = all_reg && idx == 0;
         let pass = NttPass {
             src: out.ptr(),
             dst: out.ptr(),
@@ -157,12 +195,15 @@ pub(crate) fn coset_lde(device: &Device, trace: &CudaBuffer, params: &LdeParams)
             canon_in: 0,
             finish_inverse: 0,
             log_blowup: log_b as u64,
+            replicate_out: 0,
+            replicated_in: u64::from(replicated_in),
         };
         lo += k;
-        let smem = ((1usize << k) * NTT_COLS * ELEM_BYTES) as u32;
+        let (kernel, threads, smem, cols) = kernels(true, k)?;
+        let reps = if replicated_in { 1usize << log_b } else { 1 };
         let mut args = kernel_args![pass];
         // SAFETY: as above; twiddle indices stay below N/2.
-        unsafe { device.launch(&dit, (grid(log_big, k), 1, 1), (BLOCK, 1, 1), smem, &mut args)? };
+        unsafe { device.launch(&kernel, (grid(log_big, k, reps, cols), 1, 1), (threads, 1, 1), smem, &mut args)? };
     }
     // The tables are freed once the passes that read them have run.
     drop(tw);

@@ -163,6 +163,20 @@ impl CudaBackend {
         self.device.ntt_stages.store(stages, Ordering::Relaxed);
     }
 
+    /// Sets the elements each thread of the NTT register kernels holds: 32 (radix-32 groups, 512
+    /// threads per 2^11-row tile; the default) or 16 (radix-16 groups, 1024 threads). Other values
+    /// mean 32. `CUDA_NTT_RADIX` sets it at construction. Every setting gives the same bytes.
+    pub fn set_ntt_radix(&self, radix: u32) {
+        self.device.ntt_radix.store(radix, Ordering::Relaxed);
+    }
+
+    /// Sets the columns per tile of the radix-32 NTT register kernel: 8 (the default) or 4 (half
+    /// the shared memory, two blocks per SM). `CUDA_NTT_COLS` sets it at construction. Every
+    /// setting gives the same bytes.
+    pub fn set_ntt_cols(&self, cols: u32) {
+        self.device.ntt_cols.store(cols, Ordering::Relaxed);
+    }
+
     /// Waits for the stream, then returns the stream-ordered allocator's unused memory to the
     /// device (freed buffers are otherwise kept for reuse), so that `cuMemGetInfo` shows only
     /// live allocations.
@@ -186,6 +200,20 @@ impl CudaBackend {
             return Err(Error::LengthMismatch { what: "copy_engine_copy", expected: src.len(), actual: dst.len() });
         }
         copy::copy_engine(&self.device, src, dst)
+    }
+
+    /// Queues the tiled out-of-place transpose kernel of the block pass over a whole `shape`
+    /// matrix, `src` (row-major) into `dst` (column-major): the ceiling the in-place transpose is
+    /// measured against.
+    ///
+    /// # Errors
+    /// [`Error::LengthMismatch`] when a buffer does not hold `shape`, or a device error.
+    pub fn transpose_out_of_place(&self, src: &CudaBuffer, dst: &mut CudaBuffer, shape: MatrixShape) -> Result<()> {
+        self.check_owned(src)?;
+        self.check_owned(dst)?;
+        shape.check_len("transpose_out_of_place source", src.len())?;
+        shape.check_len("transpose_out_of_place destination", dst.len())?;
+        transpose::out_of_place(&self.device, src, dst, shape)
     }
 
     /// Records a timing event on the stream; [`Timer::elapsed_ms`] between two of them measures

@@ -83,7 +83,18 @@ fn kernels_named_by_the_host_code_exist() {
             Source::Merkle,
             &["merkle_pad", "merkle_level_keccak", "merkle_level_blake3", "merkle_top_keccak", "merkle_top_blake3"],
         ),
-        (Source::Lde, &["ntt_dif_pass", "ntt_dit_pass"]),
+        (
+            Source::Lde,
+            &[
+                "ntt_dif_pass",
+                "ntt_dit_pass",
+                "ntt_dif_pass_reg",
+                "ntt_dit_pass_reg",
+                "ntt_dif_pass_reg16",
+                "ntt_dit_pass_reg16",
+                "gl_selftest",
+            ],
+        ),
     ];
     for (source, kernels) in names {
         let (ptx, _) = module::compile(*source, "compute_90").unwrap();
@@ -161,4 +172,98 @@ fn transpose_routes_parse() {
         assert_eq!(TransposeRoute::parse(r.name()).unwrap(), r);
     }
     assert!(matches!(TransposeRoute::parse("fast"), Err(Error::InvalidArgument(_))));
+}
+
+/// Prints ptxas's resource report (registers, spills, shared memory) of every kernel:
+/// `cargo test -p backend-cuda --release resource_report -- --ignored --nocapture`.
+#[test]
+#[ignore = "a report, not a check"]
+fn resource_report() {
+    if !nvrtc_or_skip("resource_report") {
+        return;
+    }
+    for source in Source::ALL {
+        let (name, text) = source.file();
+        let mut opts = module::compile_options("sm_90");
+        opts.push("--ptxas-options=-v".into());
+        let (cubin, log) = driver::nvrtc_compile(name, text, shaders::cuda::HEADERS, &opts).unwrap();
+        println!("== {name}\n{log}");
+        // CUBIN_OUT=<dir> keeps the images for `cuobjdump -sass`.
+        if let Ok(dir) = std::env::var("CUBIN_OUT") {
+            std::fs::write(std::path::Path::new(&dir).join(format!("{name}.cubin")), &cubin).unwrap();
+        }
+    }
+}
+
+/// The device's Goldilocks arithmetic (the PTX multiplication included) against backend-api's
+/// host arithmetic, on every pair of edge values and 2^20 random pairs. Needs a GPU: skipped
+/// visibly without one, a failure under `REQUIRE_CUDA=1`.
+#[test]
+fn device_field_arithmetic_matches_the_host() {
+    use backend_api::Backend;
+    use backend_api::field::{P, add, canonical, mul, sub};
+    let backend = match crate::CudaBackend::new(0) {
+        Ok(b) => b,
+        Err(e) => {
+            assert!(std::env::var("REQUIRE_CUDA").as_deref() != Ok("1"), "REQUIRE_CUDA=1: {e}");
+            eprintln!("SKIPPED backend_cuda::device_field_arithmetic_matches_the_host: {e}");
+            return;
+        }
+    };
+    let edge = [
+        0,
+        1,
+        2,
+        P - 2,
+        P - 1,
+        P,
+        P + 1,
+        u64::MAX,
+        u64::MAX - 1,
+        0xFFFF_FFFF,
+        1 << 32,
+        (1 << 32) + 1,
+        1 << 63,
+        (1 << 63) - 1,
+        0xFFFF_FFFF_0000_0000,
+        0x0000_0001_FFFF_FFFF,
+        0xFFFF_FFFE_FFFF_FFFF,
+    ];
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for &x in &edge {
+        for &y in &edge {
+            a.push(x);
+            b.push(y);
+        }
+    }
+    let mut s = 0x2545_f491_4f6c_dd1d_u64;
+    for _ in 0..1 << 20 {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        a.push(s);
+        let t = s.rotate_left(23) ^ 0x9e37_79b9_7f4a_7c15;
+        // Operands near p and near 2^64 too, where the carries happen.
+        b.push(match s % 4 {
+            0 => P - (t % 1024),
+            1 => u64::MAX - (t % 1024),
+            _ => t,
+        });
+    }
+    let n = a.len();
+    let (da, db) = (backend.upload(&a).unwrap(), backend.upload(&b).unwrap());
+    let out = backend.alloc(3 * n).unwrap();
+    let kernel = backend.device.kernel(Source::Lde, "gl_selftest", 0).unwrap();
+    let (pa, pb, po, pn) = (da.ptr(), db.ptr(), out.ptr(), n as u64);
+    let mut args = crate::context::kernel_args![pa, pb, po, pn];
+    // SAFETY: (const u64*, const u64*, u64*, u64) as gl_selftest declares; `out` holds 3n.
+    unsafe { backend.device.launch(&kernel, (1024, 1, 1), (256, 1, 1), 0, &mut args).unwrap() };
+    let got = backend.download_vec(&out).unwrap();
+    assert_eq!(got.len(), 3 * n);
+    for i in 0..n {
+        let (x, y) = (a[i], b[i]);
+        assert_eq!(got[3 * i], mul(x, y), "mul({x:#x}, {y:#x})");
+        assert_eq!(got[3 * i + 1], add(canonical(x), canonical(y)), "add({x:#x}, {y:#x})");
+        assert_eq!(got[3 * i + 2], sub(canonical(x), canonical(y)), "sub({x:#x}, {y:#x})");
+    }
 }

@@ -17,10 +17,10 @@
 //! out-of-memory leaves the matrix untouched; moves travel as kernel parameters, so nothing else is
 //! allocated.
 
-use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use backend_api::DeviceBuffer as _;
-use backend_api::plan::{Loc, Move, Step, TransposePlan};
+use backend_api::plan::{Loc, Move, Step, TransposeGeometry, TransposePlan};
 use backend_api::{ELEM_BYTES, MatrixShape, Result};
 use cudarc::driver::sys;
 
@@ -34,8 +34,9 @@ use crate::module::Source;
 /// Net moves one fused launch carries (`FUSE_MAX` in transpose.cu).
 pub(crate) const FUSE_MAX: usize = 384;
 /// Shared memory a fused launch aims for: the window (elements of each slot one block owns) is the
-/// largest power of two in [32, 4096] with `moves * window * 8` within it.
-const FUSE_SHARED: usize = 96 << 10;
+/// largest power of two in [16, 4096] with `moves * window * 8` within it. 48 KiB lets four
+/// blocks share a multiprocessor, so one block's loads overlap another's stores.
+const FUSE_SHARED: usize = 48 << 10;
 /// Consecutive batches considered for one fused launch.
 const FUSE_MAX_STEPS: usize = 64;
 
@@ -70,22 +71,35 @@ pub(crate) fn transpose_in_place(
 ) -> Result<()> {
     let shape = MatrixShape::new(shape.rows, shape.cols)?;
     shape.check_len("transpose_in_place matrix", buf.len())?;
-    let plan = TransposePlan::new(shape, cap)?;
-    if plan.steps.is_empty() {
-        // One row or one column: row-major and column-major are the same bytes.
+    let geometry = TransposeGeometry::new(shape, cap)?;
+    if shape.rows == 1 || shape.cols == 1 {
+        // One row or one column: row-major and column-major are the same bytes (an empty plan).
         return Ok(());
     }
     // First: an out-of-memory here leaves the matrix as it was.
-    let scratch = CudaBuffer::alloc(buf.device(), plan.geometry.scratch_elems)?;
+    let scratch = CudaBuffer::alloc(buf.device(), geometry.scratch_elems)?;
     let bases = Bases { buf: buf.ptr(), scratch: scratch.ptr(), cols: shape.cols };
     match route {
         TransposeRoute::Kernel => {
-            for exec in schedule(&plan, FUSE_MAX) {
-                bases.run(device, &exec)?;
+            let key = (shape.rows, shape.cols, geometry.scratch_elems);
+            match cached_schedule(key) {
+                Some(execs) => execs.iter().try_for_each(|e| bases.run(device, e))?,
+                None => {
+                    let plan = TransposePlan::new(shape, cap)?;
+                    // Launch each piece as soon as it is scheduled: the block pass runs on the
+                    // device while the host composes the run pass.
+                    let mut execs = Vec::new();
+                    schedule_each(&plan, FUSE_MAX, &mut |e| {
+                        bases.run(device, &e)?;
+                        execs.push(e);
+                        Ok(())
+                    })?;
+                    store_schedule(key, execs);
+                }
             }
         }
         TransposeRoute::Batched | TransposeRoute::Unbatched => {
-            for step in &plan.steps {
+            for step in &TransposePlan::new(shape, cap)?.steps {
                 match step {
                     Step::TransposeBlock { src, dst, rows } => {
                         bases.run(device, &Exec::Block { src: *src, dst: *dst, rows: *rows })?
@@ -98,6 +112,13 @@ pub(crate) fn transpose_in_place(
     // `scratch` is freed here, ordered after the launches that use it.
     drop(scratch);
     Ok(())
+}
+
+/// The block-pass kernel over a whole matrix, out of place (a benchmark ceiling). The caller
+/// checked that `src` and `dst` (two distinct allocations) hold `shape`.
+pub(crate) fn out_of_place(device: &Device, src: &CudaBuffer, dst: &mut CudaBuffer, shape: MatrixShape) -> Result<()> {
+    let bases = Bases { buf: src.ptr(), scratch: dst.ptr(), cols: shape.cols };
+    bases.run(device, &Exec::Block { src: Loc::Buf(0), dst: Loc::Scratch(0), rows: shape.rows })
 }
 
 /// The two allocations a plan addresses.
@@ -154,7 +175,7 @@ impl Bases {
                     block.dst[k] = encode(*d);
                 }
                 let windows = unit.div_ceil(win);
-                let grid = windows.min(device.sm_count as usize * 8).max(1) as u32;
+                let grid = windows.min(device.sm_count as usize * 16).max(1) as u32;
                 let (b, s) = (self.buf, self.scratch);
                 let block_ref: &FusedRuns = &block;
                 let mut params = kernel_args![b, s, *block_ref];
@@ -199,10 +220,10 @@ impl Bases {
     }
 }
 
-/// The fused kernel's window for `moves` slots: a power of two in [32, 4096].
+/// The fused kernel's window for `moves` slots: a power of two in [16, 4096].
 fn fuse_window(moves: usize) -> usize {
     let fit = FUSE_SHARED / (moves.max(1) * ELEM_BYTES);
-    (1usize << fit.max(1).ilog2()).clamp(32, 4096)
+    (1usize << fit.max(1).ilog2()).clamp(16, 4096)
 }
 
 fn encode(loc: Loc) -> u64 {
@@ -295,76 +316,209 @@ impl ScratchUse {
     }
 }
 
-/// The symbolic content of slots after a run of uniform batches: slot -> the slot whose
-/// original content it holds.
+/// The symbolic content of slots after a run of uniform batches of `unit`-element slots: slot ->
+/// the slot whose original content it holds. Slots are indexed densely (matrix slots first, then
+/// scratch slots), with an undo log per applied batch.
 struct Composer {
-    value: HashMap<Loc, Loc>,
-    written: Vec<Loc>,
+    unit: usize,
+    buf_slots: usize,
+    /// `value[s]`: the slot whose original content slot `s` holds; `u32::MAX` for itself.
+    value: Vec<u32>,
+    /// Slots written since the group started, in order.
+    written: Vec<u32>,
+    /// Per applied batch: (slot, previous value) for every slot it wrote, and `written`'s length
+    /// before it.
+    undo: Vec<(Vec<(u32, u32)>, usize)>,
+    buf_written: usize,
 }
 
+/// The most slots a composer indexes (beyond that, batches run unfused).
+const COMPOSER_MAX_SLOTS: usize = 1 << 26;
+
 impl Composer {
-    fn new() -> Self {
-        Self { value: HashMap::new(), written: Vec::new() }
+    fn new(unit: usize, buf_len: usize, scratch_len: usize) -> Option<Self> {
+        let buf_slots = buf_len.div_ceil(unit);
+        let slots = buf_slots + scratch_len.div_ceil(unit);
+        (slots <= COMPOSER_MAX_SLOTS).then(|| Self {
+            unit,
+            buf_slots,
+            value: vec![u32::MAX; slots],
+            written: Vec::new(),
+            undo: Vec::new(),
+            buf_written: 0,
+        })
     }
 
-    fn apply(&mut self, moves: &[Move]) {
-        let updates: Vec<(Loc, Loc)> =
-            moves.iter().map(|m| (m.dst, self.value.get(&m.src).copied().unwrap_or(m.src))).collect();
-        for (d, v) in updates {
-            if self.value.insert(d, v).is_none() {
-                self.written.push(d);
-            }
+    fn index(&self, loc: Loc) -> u32 {
+        (match loc {
+            Loc::Buf(o) => o / self.unit,
+            Loc::Scratch(o) => self.buf_slots + o / self.unit,
+        }) as u32
+    }
+
+    fn loc(&self, slot: u32) -> Loc {
+        let s = slot as usize;
+        if s < self.buf_slots { Loc::Buf(s * self.unit) } else { Loc::Scratch((s - self.buf_slots) * self.unit) }
+    }
+
+    fn value_of(&self, slot: u32) -> u32 {
+        match self.value[slot as usize] {
+            u32::MAX => slot,
+            v => v,
         }
     }
 
-    /// Slots of the matrix written so far.
-    fn buf_writes(&self) -> usize {
-        self.written.iter().filter(|l| matches!(l, Loc::Buf(_))).count()
+    fn apply(&mut self, moves: &[Move]) {
+        let updates: Vec<(u32, u32)> =
+            moves.iter().map(|m| (self.index(m.dst), self.value_of(self.index(m.src)))).collect();
+        let mut log = Vec::with_capacity(updates.len());
+        let before = self.written.len();
+        for (d, v) in updates {
+            let prev = self.value[d as usize];
+            // Written slots never hold u32::MAX again, and a batch writes each slot once.
+            if prev == u32::MAX {
+                self.written.push(d);
+                if (d as usize) < self.buf_slots {
+                    self.buf_written += 1;
+                }
+            }
+            log.push((d, prev));
+            self.value[d as usize] = v;
+        }
+        self.undo.push((log, before));
+    }
+
+    /// Reverts the last applied batch.
+    fn undo_last(&mut self) {
+        if let Some((log, before)) = self.undo.pop() {
+            for &(d, prev) in log.iter().rev() {
+                self.value[d as usize] = prev;
+            }
+            for &d in &self.written[before..] {
+                if (d as usize) < self.buf_slots {
+                    self.buf_written -= 1;
+                }
+            }
+            self.written.truncate(before);
+        }
+    }
+
+    /// Clears the state for the next group.
+    fn reset(&mut self) {
+        for &d in &self.written {
+            self.value[d as usize] = u32::MAX;
+        }
+        self.written.clear();
+        self.undo.clear();
+        self.buf_written = 0;
     }
 
     /// The net assignment `(src, dst)` after step `last`: identities and dead scratch writes
     /// dropped.
-    fn net(&self, last: usize, unit: usize, uses: &ScratchUse) -> Vec<(Loc, Loc)> {
+    fn net(&self, last: usize, uses: &ScratchUse) -> Vec<(Loc, Loc)> {
         self.written
             .iter()
             .filter_map(|&d| {
-                let v = self.value[&d];
-                let needed = match d {
+                let v = self.value_of(d);
+                let needed = match self.loc(d) {
                     _ if v == d => false,
                     Loc::Buf(_) => true,
-                    Loc::Scratch(o) => uses.live_after(last, o, o + unit),
+                    Loc::Scratch(o) => uses.live_after(last, o, o + self.unit),
                 };
-                needed.then_some((v, d))
+                needed.then(|| (self.loc(v), self.loc(d)))
             })
             .collect()
     }
 }
 
+/// One composer per slot length met so far (in practice one: the run length).
+#[derive(Default)]
+struct Composers(Vec<(usize, Option<Composer>)>);
+
+impl Composers {
+    fn get_or_insert(&mut self, unit: usize, plan: &TransposePlan) -> Option<&mut Composer> {
+        let pos = match self.0.iter().position(|c| c.0 == unit) {
+            Some(p) => p,
+            None => {
+                let len = plan.geometry.shape.len();
+                self.0.push((unit, Composer::new(unit, len, plan.geometry.scratch_elems)));
+                self.0.len() - 1
+            }
+        };
+        self.0[pos].1.as_mut()
+    }
+}
+
+/// A schedule depends only on the shape and the scratch (the plan's inputs): the last few are kept
+/// (host memory), so repeated transposes of one shape, as in every commit of a table, skip the
+/// host-side composition.
+type ScheduleKey = (usize, usize, usize);
+static SCHEDULES: Mutex<Vec<(ScheduleKey, Arc<Vec<Exec>>)>> = Mutex::new(Vec::new());
+const SCHEDULES_KEPT: usize = 8;
+
+fn cached_schedule(key: ScheduleKey) -> Option<Arc<Vec<Exec>>> {
+    let cache = SCHEDULES.lock().unwrap_or_else(|p| p.into_inner());
+    cache.iter().find(|e| e.0 == key).map(|e| Arc::clone(&e.1))
+}
+
+fn store_schedule(key: ScheduleKey, execs: Vec<Exec>) {
+    let mut cache = SCHEDULES.lock().unwrap_or_else(|p| p.into_inner());
+    if cache.iter().all(|e| e.0 != key) {
+        if cache.len() >= SCHEDULES_KEPT {
+            cache.remove(0);
+        }
+        cache.push((key, Arc::new(execs)));
+    }
+}
+
 /// Turns a plan into launches: blocks as they are, runs of uniform batches fused while their net
 /// effect fits `fuse_max` moves, every other batch as one gather.
+#[cfg(test)]
 pub(crate) fn schedule(plan: &TransposePlan, fuse_max: usize) -> Vec<Exec> {
+    let mut out = Vec::new();
+    schedule_each(plan, fuse_max, &mut |e| {
+        out.push(e);
+        Ok(())
+    })
+    .expect("collecting cannot fail");
+    out
+}
+
+/// [`schedule`], handing each launch to `emit` as soon as it is known.
+pub(crate) fn schedule_each(
+    plan: &TransposePlan,
+    fuse_max: usize,
+    emit: &mut dyn FnMut(Exec) -> Result<()>,
+) -> Result<()> {
     let steps = &plan.steps;
     let uses = ScratchUse::new(steps, plan.geometry.shape.cols);
-    let mut out = Vec::new();
+    let mut composers = Composers::default();
     let mut i = 0;
     while i < steps.len() {
         let unit = match &steps[i] {
             Step::TransposeBlock { src, dst, rows } => {
-                out.push(Exec::Block { src: *src, dst: *dst, rows: *rows });
+                emit(Exec::Block { src: *src, dst: *dst, rows: *rows })?;
                 i += 1;
                 continue;
             }
             Step::Copies(moves) => match uniform_unit(moves) {
                 Some(u) => u,
                 None => {
-                    out.push(Exec::Copies(moves.clone()));
+                    emit(Exec::Copies(moves.clone()))?;
                     i += 1;
                     continue;
                 }
             },
         };
-        let mut composer = Composer::new();
-        let mut best: Option<(usize, Vec<(Loc, Loc)>)> = None;
+        let Some(composer) = composers.get_or_insert(unit, plan) else {
+            if let Step::Copies(moves) = &steps[i] {
+                emit(Exec::Copies(moves.clone()))?;
+            }
+            i += 1;
+            continue;
+        };
+        // Apply uniform batches while the matrix slots written fit, then back off to the longest
+        // prefix whose net effect fits.
         let mut j = i;
         while j < steps.len() && j < i + FUSE_MAX_STEPS {
             let Step::Copies(moves) = &steps[j] else { break };
@@ -372,31 +526,40 @@ pub(crate) fn schedule(plan: &TransposePlan, fuse_max: usize) -> Vec<Exec> {
                 break;
             }
             composer.apply(moves);
-            if composer.buf_writes() > fuse_max {
+            j += 1;
+            if composer.buf_written > fuse_max {
                 break;
             }
-            let net = composer.net(j, unit, &uses);
-            if net.len() <= fuse_max {
-                best = Some((j + 1, net));
-            }
-            j += 1;
         }
-        match best {
-            Some((end, net)) => {
-                if !net.is_empty() {
-                    out.push(Exec::Fused { unit, moves: net });
+        let mut fused = None;
+        while j > i {
+            if composer.buf_written <= fuse_max {
+                let net = composer.net(j - 1, &uses);
+                if net.len() <= fuse_max {
+                    fused = Some(net);
+                    break;
                 }
-                i = end;
+            }
+            composer.undo_last();
+            j -= 1;
+        }
+        composer.reset();
+        match fused {
+            Some(net) => {
+                if !net.is_empty() {
+                    emit(Exec::Fused { unit, moves: net })?;
+                }
+                i = j;
             }
             None => {
                 if let Step::Copies(moves) = &steps[i] {
-                    out.push(Exec::Copies(moves.clone()));
+                    emit(Exec::Copies(moves.clone()))?;
                 }
                 i += 1;
             }
         }
     }
-    out
+    Ok(())
 }
 
 /// Executes a schedule on host memory, launch by launch as the device does (for tests).
@@ -519,5 +682,22 @@ mod tests {
         assert_eq!(uniform_unit(&[m(2, 0, 4)]), None);
         assert_eq!(uniform_unit(&[m(0, 0, 0)]), None);
         assert_eq!(uniform_unit(&[]), None);
+    }
+}
+
+#[cfg(test)]
+mod timing {
+    /// Host cost of planning and scheduling the production transpose (`--ignored --nocapture`).
+    #[test]
+    #[ignore = "timing, not a check"]
+    fn schedule_time_production() {
+        use backend_api::MatrixShape;
+        use backend_api::plan::TransposePlan;
+        let t = std::time::Instant::now();
+        let plan = TransposePlan::new(MatrixShape::new(1 << 22, 316).unwrap(), 256 << 20).unwrap();
+        let t1 = t.elapsed();
+        let execs = super::schedule(&plan, super::FUSE_MAX);
+        let t2 = t.elapsed();
+        println!("plan {t1:?}, schedule {:?}: {} steps -> {} launches", t2 - t1, plan.steps.len(), execs.len());
     }
 }

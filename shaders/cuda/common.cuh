@@ -15,6 +15,48 @@ typedef long long i64;
 // x mod p for any u64.
 __device__ __forceinline__ u64 gl_canon(u64 x) { return x >= GL_P ? x - GL_P : x; }
 
+// (hi:lo) - p when it is >= p: only when hi == 0xFFFFFFFF and lo != 0, which random field
+// elements hit with probability 2^-32, so a branch (not a select) keeps the common path short.
+__device__ __forceinline__ u64 gl_canon_rare(u32 lo, u32 hi) {
+    u64 r = ((u64)hi << 32) | lo;
+    if (hi == 0xFFFFFFFFu) r = gl_canon(r);
+    return r;
+}
+
+#ifdef __CUDA_ARCH__
+// a + b mod p for canonical a, b: one carry chain; on a carry add 2^32 - 1 (then the sum is < p).
+__device__ __forceinline__ u64 gl_add(u64 a, u64 b) {
+    u32 lo, hi;
+    asm("{\n\t"
+        ".reg .u32 c;\n\t"
+        "add.cc.u32      %0, %2, %4;\n\t"
+        "addc.cc.u32     %1, %3, %5;\n\t"
+        "addc.u32        c, 0, 0;\n\t"
+        "neg.s32         c, c;\n\t"
+        "add.cc.u32      %0, %0, c;\n\t"
+        "addc.u32        %1, %1, 0;\n\t"
+        "}"
+        : "=&r"(lo), "=&r"(hi)
+        : "r"((u32)a), "r"((u32)(a >> 32)), "r"((u32)b), "r"((u32)(b >> 32)));
+    return gl_canon_rare(lo, hi);
+}
+
+// a - b mod p for canonical a, b: on a borrow add p, i.e. subtract 2^32 - 1 (mod 2^64).
+__device__ __forceinline__ u64 gl_sub(u64 a, u64 b) {
+    u32 lo, hi;
+    asm("{\n\t"
+        ".reg .u32 m;\n\t"
+        "sub.cc.u32      %0, %2, %4;\n\t"
+        "subc.cc.u32     %1, %3, %5;\n\t"
+        "subc.u32        m, 0, 0;\n\t"
+        "sub.cc.u32      %0, %0, m;\n\t"
+        "subc.u32        %1, %1, 0;\n\t"
+        "}"
+        : "=&r"(lo), "=&r"(hi)
+        : "r"((u32)a), "r"((u32)(a >> 32)), "r"((u32)b), "r"((u32)(b >> 32)));
+    return ((u64)hi << 32) | lo;
+}
+#else
 // a + b mod p for canonical a, b.
 __device__ __forceinline__ u64 gl_add(u64 a, u64 b) {
     u64 s = a + b;
@@ -28,6 +70,7 @@ __device__ __forceinline__ u64 gl_sub(u64 a, u64 b) {
     u64 d = a - b;
     return a < b ? d + GL_P : d;  // wraps to a - b + p
 }
+#endif
 
 // (hi:lo) mod p, using 2^64 = 2^32 - 1 and 2^96 = -1 (mod p); the host's `reduce128` step for step.
 __device__ __forceinline__ u64 gl_reduce128(u64 lo, u64 hi) {
@@ -42,7 +85,52 @@ __device__ __forceinline__ u64 gl_reduce128(u64 lo, u64 hi) {
 }
 
 // a * b mod p for any a, b.
+#ifdef __CUDA_ARCH__
+// The 128-bit product in 32-bit limbs (9 multiply-adds on one carry chain), then the reduction
+// of reduce128 on limbs: x = r0 + r1 2^32 + r2 2^64 + r3 2^96 = (r1:r0) - r3 + r2 (2^32 - 1).
+__device__ __forceinline__ u64 gl_mul(u64 a, u64 b) {
+    u32 r0, r1, r2, r3, lo, hi;
+    const u32 a0 = (u32)a, a1 = (u32)(a >> 32), b0 = (u32)b, b1 = (u32)(b >> 32);
+    asm("mul.lo.u32      %0, %4, %6;\n\t"
+        "mul.hi.u32      %1, %4, %6;\n\t"
+        "mad.lo.cc.u32   %1, %4, %7, %1;\n\t"
+        "madc.hi.u32     %2, %4, %7, 0;\n\t"
+        "mad.lo.cc.u32   %1, %5, %6, %1;\n\t"
+        "madc.hi.cc.u32  %2, %5, %6, %2;\n\t"
+        "madc.hi.u32     %3, %5, %7, 0;\n\t"
+        "mad.lo.cc.u32   %2, %5, %7, %2;\n\t"
+        "addc.u32        %3, %3, 0;"
+        : "=&r"(r0), "=&r"(r1), "=&r"(r2), "=&r"(r3)
+        : "r"(a0), "r"(a1), "r"(b0), "r"(b1));
+    asm("{\n\t"
+        ".reg .u32 bw, m0, m1, c;\n\t"
+        // t = (r1:r0) - r3; on a borrow t -= 2^32 - 1 (no second borrow: t >= 2^64 - 2^32 + 1).
+        "sub.cc.u32      %0, %2, %5;\n\t"
+        "subc.cc.u32     %1, %3, 0;\n\t"
+        "subc.u32        bw, 0, 0;\n\t"
+        "sub.cc.u32      %0, %0, bw;\n\t"
+        "subc.u32        %1, %1, 0;\n\t"
+        // m = r2 (2^32 - 1) = (r2 - [r2 != 0]) : (0 - r2).
+        "sub.cc.u32      m0, 0, %4;\n\t"
+        "subc.u32        m1, %4, 0;\n\t"
+        // t += m; on a carry add 2^32 - 1 (no second carry).
+        "add.cc.u32      %0, %0, m0;\n\t"
+        "addc.cc.u32     %1, %1, m1;\n\t"
+        "addc.u32        c, 0, 0;\n\t"
+        "neg.s32         c, c;\n\t"
+        "add.cc.u32      %0, %0, c;\n\t"
+        "addc.u32        %1, %1, 0;\n\t"
+        "}"
+        : "=&r"(lo), "=&r"(hi)
+        : "r"(r0), "r"(r1), "r"(r2), "r"(r3));
+    return gl_canon_rare(lo, hi);
+}
+#else
 __device__ __forceinline__ u64 gl_mul(u64 a, u64 b) { return gl_reduce128(a * b, __umul64hi(a, b)); }
+#endif
+
+// The portable multiplication (the reference the self-test compares the device's with).
+__device__ __forceinline__ u64 gl_mul_ref(u64 a, u64 b) { return gl_reduce128(a * b, __umul64hi(a, b)); }
 
 // A location in a two-buffer address space: bit 63 selects base 1 (scratch / destination
 // buffer), the low 63 bits are an element offset.

@@ -5,8 +5,11 @@
 // 1. inverse NTT of size n by decimation in frequency (natural order in, bit-reversed out),
 //    working on rows B*p of O (p < n);
 // 2. position p then holds n * c[bitrev_n(p)]; it is multiplied by coset[bitrev_n(p)] = s^k / n
-//    and written to rows B*p .. B*p + B-1 (the zero-extension in bit-reversed order followed by
-//    the first log2(B) decimation-in-time stages, which only replicate);
+//    and stands for rows B*p .. B*p + B-1 (the zero-extension in bit-reversed order followed by
+//    the first log2(B) decimation-in-time stages, which only replicate). The register kernel
+//    writes row B*p only and the first forward pass reads it for all B rows (one block computes
+//    the B tiles that share it, the one that overwrites it last); the shared-memory kernel writes
+//    the replicas;
 // 3. forward NTT of size N by decimation in time from half-span B up (bit-reversed in, natural
 //    out), in place on O.
 //
@@ -32,8 +35,11 @@ struct NttPass {
     u64 log_h_small;    // log2 of the pass's smallest half-span
     u64 k;              // stages in this pass (0 allowed: the tile is one position)
     u64 canon_in;       // 1: canonicalise the loaded values (the trace may be non-canonical)
-    u64 finish_inverse; // 1: multiply by coset[bitrev_n(p)] and write rows B*p + r, r < B
-    u64 log_blowup;     // log2(B), for finish_inverse
+    u64 finish_inverse; // 1: multiply by coset[bitrev_n(p)] and write row B*p (rows B*p + r, r < B,
+                        //    too when `replicate_out`)
+    u64 log_blowup;     // log2(B)
+    u64 replicate_out;  // finish_inverse: also write the B - 1 replicas
+    u64 replicated_in;  // first forward pass (half-span B): rows B*p + r are not stored, read row B*p
 };
 
 // Position of local index i in tile (hi, lo).
@@ -105,7 +111,7 @@ __device__ __forceinline__ void ntt_pass(const NttPass& p) {
             u64 v = tile[e];
             if (p.finish_inverse) {
                 v = gl_mul(v, p.coset[bitrev32((u32)pos, log_n)]);
-                const u64 B = 1ull << p.log_blowup;
+                const u64 B = p.replicate_out ? 1ull << p.log_blowup : 1;
                 u64* d = p.dst + (pos << p.log_blowup) * p.cols + col;
                 for (u64 r = 0; r < B; ++r) d[r * p.cols] = v;
             } else {
@@ -118,3 +124,157 @@ __device__ __forceinline__ void ntt_pass(const NttPass& p) {
 
 extern "C" __global__ void __launch_bounds__(512) ntt_dif_pass(const NttPass p) { ntt_pass<false>(p); }
 extern "C" __global__ void __launch_bounds__(512) ntt_dit_pass(const NttPass p) { ntt_pass<true>(p); }
+
+// ---------------------------------------------------------------------------------------------
+// The register kernels (k >= 5): each thread holds R = 2^LOGR positions of one column in registers
+// and runs up to LOGR stages on them at a time (radix R); between groups of stages the tile goes
+// through shared memory. A group works on a LOGR-bit window [w, w + LOGR) of the local index i:
+// thread g (of T/R per column) holds i = low | (j << w) | high for j < R, where low and high are
+// g's bits below and above the window. A stage at local bit e = w + b pairs j and j | 2^b.
+// R = 32 (512 threads for a 2^11 tile, 128 registers) or R = 16 (1024 threads, 64 registers:
+// twice the warps, half the independent butterflies per thread).
+
+// Local index of register j for thread g and window w.
+template <int LOGR>
+__device__ __forceinline__ u32 reg_index(u32 g, u32 w, u32 j) {
+    const u32 low = g & ((1u << w) - 1);
+    const u32 high = (g >> w) << (w + LOGR);
+    return low | (j << w) | high;
+}
+
+// One radix-2 stage at register bit BIT over the R registers. For the pair's first index i0 the
+// twiddle is w^(t << tw_shift) with t = (i0 mod 2^e) * H_small + lo, e = w + BIT.
+template <bool DIT, int LOGR, int BIT>
+__device__ __forceinline__ void reg_stage(u64 v[1 << LOGR], const NttPass& p, u32 g, u32 w, u32 lo) {
+    constexpr int R = 1 << LOGR;
+    const u32 e = w + BIT;
+    const u32 log_h_small = (u32)p.log_h_small;
+    const u32 tw_shift = (u32)p.log_size - 1 - (log_h_small + e);
+    const u32 low = g & ((1u << w) - 1);
+    // Twiddle indices are below N/2 <= 2^31: 32-bit arithmetic.
+#pragma unroll
+    for (int q = 0; q < R / 2; ++q) {
+        const int j0 = ((q >> BIT) << (BIT + 1)) | (q & ((1 << BIT) - 1));
+        const int j1 = j0 | (1 << BIT);
+        const u32 t = ((low | ((u32)(q & ((1 << BIT) - 1)) << w)) << log_h_small) + lo;
+        const u64 tw = p.tw[t << tw_shift];
+        const u64 x = v[j0], y = v[j1];
+        if (DIT) {
+            const u64 yw = gl_mul(y, tw);
+            v[j0] = gl_add(x, yw);
+            v[j1] = gl_sub(x, yw);
+        } else {
+            v[j0] = gl_add(x, y);
+            v[j1] = gl_mul(gl_sub(x, y), tw);
+        }
+    }
+}
+
+template <bool DIT, int LOGR>
+__device__ __forceinline__ void reg_stage_at(u32 b, u64 v[1 << LOGR], const NttPass& p, u32 g, u32 w, u32 lo) {
+    switch (b) {
+        case 0: reg_stage<DIT, LOGR, 0>(v, p, g, w, lo); break;
+        case 1: reg_stage<DIT, LOGR, 1>(v, p, g, w, lo); break;
+        case 2: reg_stage<DIT, LOGR, 2>(v, p, g, w, lo); break;
+        case 3: reg_stage<DIT, LOGR, 3>(v, p, g, w, lo); break;
+        default: reg_stage<DIT, LOGR, (LOGR > 4 ? 4 : 3)>(v, p, g, w, lo); break;
+    }
+}
+
+// Shared-memory slot of tile row i, column c (rows padded by one element every 32 rows).
+template <int COLS>
+__device__ __forceinline__ u32 tile_slot(u32 i, u32 c) { return i * COLS + c + (i >> 5); }
+
+template <bool DIT, int LOGR, int COLS>
+__device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
+    constexpr int R = 1 << LOGR;
+    // [2^k][COLS], plus one element of padding after every 32 rows: in the window at bit 0,
+    // the threads of a warp hold rows 32 apart, which would otherwise share a bank.
+    extern __shared__ u64 tile[];
+    const u32 k = (u32)p.k;  // >= LOGR; blockDim.x == 2^k * COLS / R
+    const u32 c = threadIdx.x % COLS, g = threadIdx.x / COLS;
+    const u64 h_small = 1ull << p.log_h_small;
+    const u64 col_groups = (p.cols + COLS - 1) / COLS;
+    // With replicated_in (h_small == B) one block computes the B tiles of one `hi`.
+    const u64 reps = p.replicated_in ? h_small : 1;
+    const u64 tasks = ((1ull << p.log_size) >> k) / reps;
+    for (u64 blk = blockIdx.x; blk < tasks * col_groups; blk += gridDim.x) {
+        const u64 cg = blk % col_groups, task = blk / col_groups;
+        const u64 col = cg * COLS + c;
+        const bool active = col < p.cols;
+        for (u64 rep = reps; rep-- > 0;) {  // the lo == 0 tile, which overwrites the shared rows, last
+            const u64 tile_id = task * reps + rep;
+            const u64 lo = tile_id & (h_small - 1);
+            const u64 hi = tile_id >> p.log_h_small;
+            u64 v[R];
+            // The first window, and the stages left.
+            u32 w = DIT ? 0 : k - LOGR;
+#pragma unroll
+            for (int j = 0; j < R; ++j) {
+                const u64 pos = ((hi << k) + reg_index<LOGR>(g, w, j)) * h_small + lo;
+                const u64 row = p.replicated_in ? pos - lo : pos;
+                u64 x = active ? p.src[row * p.src_stride + col] : 0;
+                v[j] = p.canon_in ? gl_canon(x) : x;
+            }
+            // Stages e: DIF k-1 down to 0, DIT 0 up to k-1, in groups of at most LOGR per window.
+            u32 next = DIT ? 0 : k;  // DIT: the lowest stage left; DIF: one above the highest left
+            for (;;) {
+                if (DIT) {
+                    const u32 top = min(next + LOGR, k);
+                    for (u32 e = next; e < top; ++e) reg_stage_at<DIT, LOGR>(e - w, v, p, g, w, (u32)lo);
+                    next = top;
+                    if (next >= k) break;
+                } else {
+                    const u32 bot = next >= LOGR ? next - LOGR : 0;
+                    for (u32 e = next; e-- > bot;) reg_stage_at<DIT, LOGR>(e - w, v, p, g, w, (u32)lo);
+                    next = bot;
+                    if (next == 0) break;
+                }
+                // Exchange through shared memory into the next window.
+                __syncthreads();  // everyone has read the previous exchange
+#pragma unroll
+                for (int j = 0; j < R; ++j) tile[tile_slot<COLS>(reg_index<LOGR>(g, w, j), c)] = v[j];
+                __syncthreads();
+                w = DIT ? min(next, k - LOGR) : (next >= LOGR ? next - LOGR : 0);
+#pragma unroll
+                for (int j = 0; j < R; ++j) v[j] = tile[tile_slot<COLS>(reg_index<LOGR>(g, w, j), c)];
+            }
+            // Store.
+            if (active) {
+                const u32 log_n = (u32)p.log_size;
+#pragma unroll
+                for (int j = 0; j < R; ++j) {
+                    const u64 pos = ((hi << k) + reg_index<LOGR>(g, w, j)) * h_small + lo;
+                    if (p.finish_inverse) {
+                        const u64 x = gl_mul(v[j], p.coset[bitrev32((u32)pos, log_n)]);
+                        p.dst[(pos << p.log_blowup) * p.cols + col] = x;
+                    } else {
+                        p.dst[pos * p.dst_stride + col] = v[j];
+                    }
+                }
+            }
+            __syncthreads();  // the next task's exchange must not overwrite this one's reads
+        }
+    }
+}
+
+// Radix 32 over 8 columns (512 threads per 2^11-row tile), radix 16 over 8 columns (1024 threads),
+// radix 32 over 4 columns (256 threads, 64 KiB tiles: two blocks per SM, so one block's loads
+// overlap the other's arithmetic).
+extern "C" __global__ void __launch_bounds__(512) ntt_dif_pass_reg(const NttPass p) { ntt_pass_reg<false, 5, 8>(p); }
+extern "C" __global__ void __launch_bounds__(512) ntt_dit_pass_reg(const NttPass p) { ntt_pass_reg<true, 5, 8>(p); }
+extern "C" __global__ void __launch_bounds__(1024) ntt_dif_pass_reg16(const NttPass p) { ntt_pass_reg<false, 4, 8>(p); }
+extern "C" __global__ void __launch_bounds__(1024) ntt_dit_pass_reg16(const NttPass p) { ntt_pass_reg<true, 4, 8>(p); }
+extern "C" __global__ void __launch_bounds__(256, 2) ntt_dif_pass_reg_c4(const NttPass p) { ntt_pass_reg<false, 5, 4>(p); }
+extern "C" __global__ void __launch_bounds__(256, 2) ntt_dit_pass_reg_c4(const NttPass p) { ntt_pass_reg<true, 5, 4>(p); }
+
+// Field self-test: out[3i..3i+3] = (a*b, a+b, a-b) for canonical-or-not inputs (a+b and a-b on the
+// canonical values). The backend's unit tests compare it with backend-api's host arithmetic.
+extern "C" __global__ void gl_selftest(const u64* a, const u64* b, u64* out, u64 n) {
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+        const u64 x = a[i], y = b[i];
+        out[3 * i] = gl_mul(x, y);
+        out[3 * i + 1] = gl_add(gl_canon(x), gl_canon(y));
+        out[3 * i + 2] = gl_sub(gl_canon(x), gl_canon(y));
+    }
+}

@@ -38,10 +38,30 @@ extern "C" __global__ void __launch_bounds__(256)
 struct FusedRuns {
     u64 n;        // moves
     u64 unit;     // slot length in elements
-    u64 log_win;  // log2 of the window (elements of each slot per block), >= 5
+    u64 log_win;  // log2 of the window (elements of each slot per block), >= 4
     u64 src[FUSE_MAX];
     u64 dst[FUSE_MAX];
 };
+
+// Global -> shared copy of one V without a register round trip (cp.async), so a thread keeps
+// many loads in flight; completed by cp_async_wait_all.
+template <typename V>
+__device__ __forceinline__ void cp_async(V* dst_shared, const V* src_global) {
+#ifdef __CUDA_ARCH__
+    u32 saddr;
+    asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(saddr) : "l"(dst_shared));
+    if (sizeof(V) == 16) asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(saddr), "l"(src_global));
+    else asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(saddr), "l"(src_global));
+#else
+    *dst_shared = *src_global;
+#endif
+}
+
+__device__ __forceinline__ void cp_async_wait_all() {
+#ifdef __CUDA_ARCH__
+    asm volatile("cp.async.commit_group;\n\tcp.async.wait_group 0;" ::: "memory");
+#endif
+}
 
 template <typename V>  // u64, or ulonglong2 when the unit is even
 __device__ __forceinline__ void fused_runs(u64* buf, u64* scratch, const FusedRuns& mv) {
@@ -59,9 +79,11 @@ __device__ __forceinline__ void fused_runs(u64* buf, u64* scratch, const FusedRu
         const u32 vlen = (u32)(len >> LOG_PER);
         for (u32 idx = threadIdx.x; idx < n * vwin; idx += blockDim.x) {
             const u32 i = idx >> log_vwin, t = idx & (vwin - 1);
-            if (t < vlen) sv[idx] = reinterpret_cast<const V*>(loc_ptr(buf, scratch, mv.src[i]) + off)[t];
+            if (t < vlen) cp_async(&sv[idx], reinterpret_cast<const V*>(loc_ptr(buf, scratch, mv.src[i]) + off) + t);
         }
+        cp_async_wait_all();
         __syncthreads();
+#pragma unroll 4
         for (u32 idx = threadIdx.x; idx < n * vwin; idx += blockDim.x) {
             const u32 i = idx >> log_vwin, t = idx & (vwin - 1);
             if (t < vlen) reinterpret_cast<V*>(loc_ptr(buf, scratch, mv.dst[i]) + off)[t] = sv[idx];
