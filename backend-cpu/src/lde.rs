@@ -65,11 +65,12 @@ pub(crate) fn coset_lde(alloc: &Allocator, trace: &[u64], params: &LdeParams) ->
     let big_n = n * blowup;
     let (log_n, log_b) = (params.log_trace_rows(), params.log_blowup());
 
+    // The output first: it is the largest allocation and the fallible one to try first.
+    let fill = trace.par_iter().map(|&x| canonical(x)).chain(rayon::iter::repeat_n(0, (big_n - n) * m));
+    let mut out = alloc.buffer_from(fill)?;
     // The tables are host memory the model counts, so they are accounted while they live.
     let _tables = alloc.reserve_host(LdeTwiddles::bytes_for(log_n, log_b))?;
     let tw = LdeTwiddles::new(log_n, log_b, params.shift);
-    let fill = trace.par_iter().map(|&x| canonical(x)).chain(rayon::iter::repeat_n(0, (big_n - n) * m));
-    let mut out = alloc.buffer_from(fill)?;
     let data = out.as_mut_slice();
     let local_rows = local_rows(m);
 
@@ -360,7 +361,7 @@ mod tests {
         assert!(matches!(coset_lde(&a, &[0; 8], &zero_shift), Err(backend_api::Error::InvalidArgument(_))));
         let not_pow2 = LdeParams { blowup: 3, ..params };
         assert!(matches!(coset_lde(&a, &[0; 8], &not_pow2), Err(backend_api::Error::InvalidShape(_))));
-        // Fail each of the two allocations (tables, output) in turn.
+        // Fail each of the two allocations (output, tables) in turn.
         for k in 0..2 {
             let base = a.tracker.counters().allocations;
             a.tracker.fail_at(base + k);
