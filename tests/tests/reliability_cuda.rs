@@ -12,6 +12,6 @@ fn cuda_launch_configurations() {
         "backend_cuda::CudaBackend",
         "cuda_launch_configurations",
         "REQUIRE_CUDA",
-        |b| conformance::reliability::cuda_launch_configurations(b),
+        conformance::reliability::cuda_launch_configurations,
     );
 }
