@@ -89,7 +89,8 @@ fn check_bytes(text: &str) {
 }
 
 fn check_commit_plan(raw: [u64; 8]) {
-    // Small values are the interesting ones for most fields: bias each by its own byte.
+    // Small values are the interesting ones for most fields: a value with its top bit clear is
+    // reduced to `bits` bits; one with the top bit set is used whole (huge, overflowing).
     let small = |x: u64, bits: u32| if x >> 63 == 1 { x as usize } else { (x % (1u64 << bits)) as usize };
     let rows = small(raw[0], 24);
     let cols = small(raw[1], 12);
@@ -100,7 +101,7 @@ fn check_commit_plan(raw: [u64; 8]) {
         1 => P,
         _ => raw[3] >> 3,
     };
-    let split = (raw[4] % 3 != 0).then(|| small(raw[4] >> 2, 12));
+    let split = (!raw[4].is_multiple_of(3)).then(|| small(raw[4] >> 2, 12));
     let params = CommitParams {
         blowup,
         shift,
@@ -154,10 +155,7 @@ fn check_trace_file(shape: MatrixShape, content: &[u8]) {
             assert!(matches!(e, ProverError::Input { .. }), "wrong error kind: {e:?}");
             assert_eq!(e.exit_code(), EXIT_USAGE);
             let msg = e.to_string();
-            assert!(
-                msg.contains(&format!("{} B", content.len())) && msg.contains(&format!("{expected} B")),
-                "{msg}"
-            );
+            assert!(msg.contains(&format!("{} B", content.len())) && msg.contains(&format!("{expected} B")), "{msg}");
         }
     }
 }
