@@ -259,6 +259,11 @@ enum Attempt {
 /// # Errors
 /// Any of the above violated.
 pub fn concurrent_commits_under_admission<B: Backend + 'static>(backend: &'static B) -> Outcome {
+    concurrent_commits_within(backend, CONCURRENCY_TIMEOUT)
+}
+
+/// [`concurrent_commits_under_admission`] with its deadlock timeout as a parameter.
+fn concurrent_commits_within<B: Backend + 'static>(backend: &'static B, timeout: Duration) -> Outcome {
     let mut g = Gen::new("concurrent_commits_under_admission");
     let tables = concurrency_tables(&mut g);
     let mut totals = Vec::with_capacity(tables.len());
@@ -320,7 +325,7 @@ pub fn concurrent_commits_under_admission<B: Backend + 'static>(backend: &'stati
     }
     drop(tx);
 
-    let deadline = Instant::now() + CONCURRENCY_TIMEOUT;
+    let deadline = Instant::now() + timeout;
     let mut attempts: Vec<Option<Result<Attempt, String>>> = (0..tables.len()).map(|_| None).collect();
     for _ in 0..tables.len() {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -329,7 +334,7 @@ pub fn concurrent_commits_under_admission<B: Backend + 'static>(backend: &'stati
             Err(_) => {
                 let stuck: Vec<usize> = (0..tables.len()).filter(|&i| attempts[i].is_none()).collect();
                 return Err(Failure(format!(
-                    "deadlock: commit threads {stuck:?} had not finished after {CONCURRENCY_TIMEOUT:?} \
+                    "deadlock: commit threads {stuck:?} had not finished after {timeout:?} \
                      ({} B admitted and still in flight, budget {budget} B)",
                     admission.in_flight()
                 )));
@@ -797,6 +802,8 @@ mod tests {
         Every50th,
         /// On a rayon pool of one thread.
         OneRayonThread,
+        /// The third LDE never returns.
+        HangOnThird,
     }
 
     struct Faulty {
@@ -862,6 +869,10 @@ mod tests {
                 Fault::WhenOthersResident => self.tracker().counters().live > trace.len() * 8,
                 Fault::Every50th => call.is_multiple_of(50),
                 Fault::OneRayonThread => rayon::current_thread_index().is_some() && rayon::current_num_threads() == 1,
+                Fault::HangOnThird if call == 3 => loop {
+                    std::thread::park();
+                },
+                Fault::HangOnThird => false,
             };
             let mut out = self.inner.coset_lde(trace, params)?;
             if corrupt {
@@ -932,6 +943,18 @@ mod tests {
                 Err(f) => assert!(f.0.contains(expected), "{what}: the failure does not say {expected:?}: {f}"),
             }
         }
+    }
+
+    /// A commit that never returns is reported as a deadlock once the timeout passes, naming the
+    /// threads still running, instead of hanging the test run. (The stuck threads stay parked
+    /// until the test process exits.)
+    #[test]
+    fn a_hung_commit_is_reported_as_a_deadlock() {
+        let b = leak(HostBackend::new(Bug::None), Fault::HangOnThird);
+        let start = Instant::now();
+        let f = concurrent_commits_within(b, Duration::from_secs(3)).expect_err("a hung commit passed");
+        assert!(f.0.contains("deadlock: commit threads") && f.0.contains("had not finished after 3s"), "{f}");
+        assert!(start.elapsed() < Duration::from_secs(30), "the timeout was not honoured: {:?}", start.elapsed());
     }
 
     /// The refusal path is also checked when nothing is concurrent: a budget below one commit
