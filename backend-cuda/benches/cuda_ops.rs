@@ -5,7 +5,7 @@
 //! ```text
 //! cargo bench -p backend-cuda --bench cuda_ops -- --log-rows 22 --cols 316 --blowup 2 --reps 5
 //!     [--ops copy,transpose,leaves,merkle,lde,commit] [--routes kernel,batched,unbatched]
-//!     [--route-reps 2] [--ntt-stages 0,1] [--ntt-variants 32x8,16x8,32x4]
+//!     [--route-reps 2] [--ntt-stages 0,1] [--ntt-variants 32x8,16x8,32x4] [--ntt-lazy 1,0]
 //! ```
 //!
 //! `--log-rows` is log2 of the LDE's rows `N` (the matrix the transpose and the leaves work on);
@@ -30,6 +30,7 @@ struct Args {
     routes: Vec<TransposeRoute>,
     ntt_stages: Vec<u32>,
     ntt_variants: Vec<(u32, u32)>,
+    ntt_lazy: Vec<bool>,
 }
 
 fn parse_args() -> std::result::Result<Args, String> {
@@ -43,6 +44,7 @@ fn parse_args() -> std::result::Result<Args, String> {
         routes: TransposeRoute::ALL.to_vec(),
         ntt_stages: vec![0],
         ntt_variants: vec![(32, 8)],
+        ntt_lazy: vec![true],
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -64,6 +66,7 @@ fn parse_args() -> std::result::Result<Args, String> {
                     .map(|r| TransposeRoute::parse(r).map_err(|e| e.to_string()))
                     .collect::<std::result::Result<_, _>>()?
             }
+            "--ntt-lazy" => a.ntt_lazy = value()?.split(',').map(|v| v != "0").collect(),
             "--ntt-variants" => {
                 // radix x columns per tile, e.g. 32x8,16x8,32x4
                 a.ntt_variants = value()?
@@ -239,22 +242,30 @@ fn run(a: &Args) -> std::result::Result<(), Box<dyn std::error::Error>> {
         let params = LdeParams::new(trace_shape, a.blowup, backend_api::field::DEFAULT_SHIFT)?;
         for &k in &a.ntt_stages {
             for &(radix, cols) in &a.ntt_variants {
-                b.set_ntt_stages(k);
-                b.set_ntt_radix(radix);
-                b.set_ntt_cols(cols);
-                let t = time(&b, a.reps, || b.coset_lde(&trace, &params).map(drop))?;
-                let label = if k == 0 {
-                    format!("coset lde (radix {radix}, {cols} cols)")
-                } else {
-                    format!("coset lde ({k} stages/pass, radix {radix}, {cols} cols)")
-                };
-                r.line(&label, &format!("{} -> {}", trace_shape, shape), shape.bytes(), t);
+                for &lazy in &a.ntt_lazy {
+                    if !lazy && a.ntt_lazy.len() > 1 && (radix, cols) != (32, 8) {
+                        continue; // only the radix-32, 8-column kernel has a lazy variant
+                    }
+                    b.set_ntt_stages(k);
+                    b.set_ntt_radix(radix);
+                    b.set_ntt_cols(cols);
+                    b.set_ntt_lazy(lazy);
+                    let t = time(&b, a.reps, || b.coset_lde(&trace, &params).map(drop))?;
+                    let lazy_label = if lazy && (radix, cols) == (32, 8) { ", lazy" } else { "" };
+                    let label = if k == 0 {
+                        format!("coset lde (radix {radix}, {cols} cols{lazy_label})")
+                    } else {
+                        format!("coset lde ({k} stages/pass, radix {radix}, {cols} cols{lazy_label})")
+                    };
+                    r.line(&label, &format!("{} -> {}", trace_shape, shape), shape.bytes(), t);
+                }
             }
         }
         b.set_ntt_stages(0);
         let (radix, cols) = a.ntt_variants.first().copied().unwrap_or((32, 8));
         b.set_ntt_radix(radix);
         b.set_ntt_cols(cols);
+        b.set_ntt_lazy(*a.ntt_lazy.first().unwrap_or(&true));
     }
 
     if want("commit") {

@@ -2,7 +2,7 @@
 //! tracker and its compiled kernels. Buffers hold an `Arc` of it, so it outlives them.
 
 use std::ffi::c_void;
-use std::sync::atomic::AtomicU32;
+use std::sync::atomic::{AtomicBool, AtomicU32};
 
 use backend_api::{AllocTracker, Result};
 use cudarc::driver::sys;
@@ -36,6 +36,8 @@ pub(crate) struct Device {
     pub(crate) ntt_radix: AtomicU32,
     /// Columns per tile of the radix-32 NTT register kernel: 8 (default) or 4.
     pub(crate) ntt_cols: AtomicU32,
+    /// Whether the radix-32 NTT kernel reduces lazily (see lde.cu); default on.
+    pub(crate) ntt_lazy: AtomicBool,
     modules: Modules,
 }
 
@@ -90,6 +92,7 @@ impl Device {
             ntt_stages: AtomicU32::new(std::env::var("CUDA_NTT_STAGES").ok().and_then(|s| s.parse().ok()).unwrap_or(0)),
             ntt_radix: AtomicU32::new(std::env::var("CUDA_NTT_RADIX").ok().and_then(|s| s.parse().ok()).unwrap_or(32)),
             ntt_cols: AtomicU32::new(std::env::var("CUDA_NTT_COLS").ok().and_then(|s| s.parse().ok()).unwrap_or(8)),
+            ntt_lazy: AtomicBool::new(std::env::var("CUDA_NTT_LAZY").map_or(true, |v| v != "0")),
             modules: Modules::default(),
         })
     }

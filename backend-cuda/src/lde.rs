@@ -41,6 +41,7 @@ struct NttPass {
     log_blowup: u64,
     replicate_out: u64,
     replicated_in: u64,
+    canon_out: u64,
 }
 
 /// Stages per pass from which the register kernel (radix-32 groups) runs a pass.
@@ -123,11 +124,16 @@ pub(crate) fn coset_lde(device: &Device, trace: &CudaBuffer, params: &LdeParams)
         (_, 4) => (REG_ELEMS, 4),
         _ => (REG_ELEMS, NTT_COLS),
     };
+    // Lazy reduction (radix 32, 8 columns): values inside the transform are any u64 congruent mod
+    // p; the last pass canonicalises, and the shared-memory kernel canonicalises what it loads.
+    let lazy = device.ntt_lazy.load(std::sync::atomic::Ordering::Relaxed) && radix == REG_ELEMS && reg_cols == NTT_COLS;
     let kernels = |dit: bool, k: u32| {
         let reg = k >= REG_MIN_STAGES;
         let name = match (dit, reg, radix, reg_cols) {
             (false, false, _, _) => "ntt_dif_pass",
             (true, false, _, _) => "ntt_dit_pass",
+            (false, true, _, _) if lazy => "ntt_dif_pass_lazy",
+            (true, true, _, _) if lazy => "ntt_dit_pass_lazy",
             (false, true, 16, _) => "ntt_dif_pass_reg16",
             (true, true, 16, _) => "ntt_dit_pass_reg16",
             (false, true, _, 4) => "ntt_dif_pass_reg_c4",
@@ -163,11 +169,12 @@ pub(crate) fn coset_lde(device: &Device, trace: &CudaBuffer, params: &LdeParams)
             log_size: log_n as u64,
             log_h_small: hi as u64,
             k: k as u64,
-            canon_in: u64::from(first),
+            canon_in: u64::from(first || k < REG_MIN_STAGES),
             finish_inverse: u64::from(last),
             log_blowup: log_b as u64,
             replicate_out: u64::from(!all_reg),
             replicated_in: 0,
+            canon_out: u64::from(last && forward.is_empty()),
         };
         let (kernel, threads, smem, cols) = kernels(false, k)?;
         let mut args = kernel_args![pass];
@@ -192,11 +199,12 @@ pub(crate) fn coset_lde(device: &Device, trace: &CudaBuffer, params: &LdeParams)
             log_size: log_big as u64,
             log_h_small: lo as u64,
             k: k as u64,
-            canon_in: 0,
+            canon_in: u64::from(k < REG_MIN_STAGES),
             finish_inverse: 0,
             log_blowup: log_b as u64,
             replicate_out: 0,
             replicated_in: u64::from(replicated_in),
+            canon_out: u64::from(idx + 1 == forward.len()),
         };
         lo += k;
         let (kernel, threads, smem, cols) = kernels(true, k)?;

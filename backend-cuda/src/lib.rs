@@ -177,6 +177,13 @@ impl CudaBackend {
         self.device.ntt_cols.store(cols, Ordering::Relaxed);
     }
 
+    /// Whether the radix-32, 8-column NTT kernel reduces lazily (values inside a transform are any
+    /// u64 congruent mod p, canonicalised by the last pass; the default) or canonically after every
+    /// operation. `CUDA_NTT_LAZY=0` turns it off at construction. Both give the same bytes.
+    pub fn set_ntt_lazy(&self, lazy: bool) {
+        self.device.ntt_lazy.store(lazy, Ordering::Relaxed);
+    }
+
     /// Waits for the stream, then returns the stream-ordered allocator's unused memory to the
     /// device (freed buffers are otherwise kept for reuse), so that `cuMemGetInfo` shows only
     /// live allocations.

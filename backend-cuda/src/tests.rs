@@ -252,18 +252,22 @@ fn device_field_arithmetic_matches_the_host() {
     }
     let n = a.len();
     let (da, db) = (backend.upload(&a).unwrap(), backend.upload(&b).unwrap());
-    let out = backend.alloc(3 * n).unwrap();
+    let out = backend.alloc(6 * n).unwrap();
     let kernel = backend.device.kernel(Source::Lde, "gl_selftest", 0).unwrap();
     let (pa, pb, po, pn) = (da.ptr(), db.ptr(), out.ptr(), n as u64);
     let mut args = crate::context::kernel_args![pa, pb, po, pn];
-    // SAFETY: (const u64*, const u64*, u64*, u64) as gl_selftest declares; `out` holds 3n.
+    // SAFETY: (const u64*, const u64*, u64*, u64) as gl_selftest declares; `out` holds 6n.
     unsafe { backend.device.launch(&kernel, (1024, 1, 1), (256, 1, 1), 0, &mut args).unwrap() };
     let got = backend.download_vec(&out).unwrap();
-    assert_eq!(got.len(), 3 * n);
+    assert_eq!(got.len(), 6 * n);
     for i in 0..n {
         let (x, y) = (a[i], b[i]);
-        assert_eq!(got[3 * i], mul(x, y), "mul({x:#x}, {y:#x})");
-        assert_eq!(got[3 * i + 1], add(canonical(x), canonical(y)), "add({x:#x}, {y:#x})");
-        assert_eq!(got[3 * i + 2], sub(canonical(x), canonical(y)), "sub({x:#x}, {y:#x})");
+        assert_eq!(got[6 * i], mul(x, y), "mul({x:#x}, {y:#x})");
+        assert_eq!(got[6 * i + 1], add(canonical(x), canonical(y)), "add({x:#x}, {y:#x})");
+        assert_eq!(got[6 * i + 2], sub(canonical(x), canonical(y)), "sub({x:#x}, {y:#x})");
+        // The lazy operations take any u64 (non-canonical included) and agree after canonicalising.
+        assert_eq!(got[6 * i + 3], mul(x, y), "lazy mul({x:#x}, {y:#x})");
+        assert_eq!(got[6 * i + 4], add(x, y), "lazy add({x:#x}, {y:#x})");
+        assert_eq!(got[6 * i + 5], sub(x, y), "lazy sub({x:#x}, {y:#x})");
     }
 }

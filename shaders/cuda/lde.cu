@@ -40,6 +40,7 @@ struct NttPass {
     u64 log_blowup;     // log2(B)
     u64 replicate_out;  // finish_inverse: also write the B - 1 replicas
     u64 replicated_in;  // first forward pass (half-span B): rows B*p + r are not stored, read row B*p
+    u64 canon_out;      // canonicalise what this pass stores (the last pass; lazy kernels only)
 };
 
 // Position of local index i in tile (hi, lo).
@@ -144,7 +145,7 @@ __device__ __forceinline__ u32 reg_index(u32 g, u32 w, u32 j) {
 
 // One radix-2 stage at register bit BIT over the R registers. For the pair's first index i0 the
 // twiddle is w^(t << tw_shift) with t = (i0 mod 2^e) * H_small + lo, e = w + BIT.
-template <bool DIT, int LOGR, int BIT>
+template <bool DIT, bool LAZY, int LOGR, int BIT>
 __device__ __forceinline__ void reg_stage(u64 v[1 << LOGR], const NttPass& p, u32 g, u32 w, u32 lo) {
     constexpr int R = 1 << LOGR;
     const u32 e = w + BIT;
@@ -159,7 +160,16 @@ __device__ __forceinline__ void reg_stage(u64 v[1 << LOGR], const NttPass& p, u3
         const u32 t = ((low | ((u32)(q & ((1 << BIT) - 1)) << w)) << log_h_small) + lo;
         const u64 tw = p.tw[t << tw_shift];
         const u64 x = v[j0], y = v[j1];
-        if (DIT) {
+        if (LAZY) {
+            if (DIT) {
+                const u64 yw = gl_mul_lazy(y, tw);
+                v[j0] = gl_add_lazy(x, yw);
+                v[j1] = gl_sub_lazy(x, yw);
+            } else {
+                v[j0] = gl_add_lazy(x, y);
+                v[j1] = gl_mul_lazy(gl_sub_lazy(x, y), tw);
+            }
+        } else if (DIT) {
             const u64 yw = gl_mul(y, tw);
             v[j0] = gl_add(x, yw);
             v[j1] = gl_sub(x, yw);
@@ -170,14 +180,14 @@ __device__ __forceinline__ void reg_stage(u64 v[1 << LOGR], const NttPass& p, u3
     }
 }
 
-template <bool DIT, int LOGR>
+template <bool DIT, bool LAZY, int LOGR>
 __device__ __forceinline__ void reg_stage_at(u32 b, u64 v[1 << LOGR], const NttPass& p, u32 g, u32 w, u32 lo) {
     switch (b) {
-        case 0: reg_stage<DIT, LOGR, 0>(v, p, g, w, lo); break;
-        case 1: reg_stage<DIT, LOGR, 1>(v, p, g, w, lo); break;
-        case 2: reg_stage<DIT, LOGR, 2>(v, p, g, w, lo); break;
-        case 3: reg_stage<DIT, LOGR, 3>(v, p, g, w, lo); break;
-        default: reg_stage<DIT, LOGR, (LOGR > 4 ? 4 : 3)>(v, p, g, w, lo); break;
+        case 0: reg_stage<DIT, LAZY, LOGR, 0>(v, p, g, w, lo); break;
+        case 1: reg_stage<DIT, LAZY, LOGR, 1>(v, p, g, w, lo); break;
+        case 2: reg_stage<DIT, LAZY, LOGR, 2>(v, p, g, w, lo); break;
+        case 3: reg_stage<DIT, LAZY, LOGR, 3>(v, p, g, w, lo); break;
+        default: reg_stage<DIT, LAZY, LOGR, (LOGR > 4 ? 4 : 3)>(v, p, g, w, lo); break;
     }
 }
 
@@ -185,7 +195,7 @@ __device__ __forceinline__ void reg_stage_at(u32 b, u64 v[1 << LOGR], const NttP
 template <int COLS>
 __device__ __forceinline__ u32 tile_slot(u32 i, u32 c) { return i * COLS + c + (i >> 5); }
 
-template <bool DIT, int LOGR, int COLS>
+template <bool DIT, int LOGR, int COLS, bool LAZY = false>
 __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
     constexpr int R = 1 << LOGR;
     // [2^k][COLS], plus one element of padding after every 32 rows: in the window at bit 0,
@@ -221,12 +231,12 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
             for (;;) {
                 if (DIT) {
                     const u32 top = min(next + LOGR, k);
-                    for (u32 e = next; e < top; ++e) reg_stage_at<DIT, LOGR>(e - w, v, p, g, w, (u32)lo);
+                    for (u32 e = next; e < top; ++e) reg_stage_at<DIT, LAZY, LOGR>(e - w, v, p, g, w, (u32)lo);
                     next = top;
                     if (next >= k) break;
                 } else {
                     const u32 bot = next >= LOGR ? next - LOGR : 0;
-                    for (u32 e = next; e-- > bot;) reg_stage_at<DIT, LOGR>(e - w, v, p, g, w, (u32)lo);
+                    for (u32 e = next; e-- > bot;) reg_stage_at<DIT, LAZY, LOGR>(e - w, v, p, g, w, (u32)lo);
                     next = bot;
                     if (next == 0) break;
                 }
@@ -246,10 +256,12 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
                 for (int j = 0; j < R; ++j) {
                     const u64 pos = ((hi << k) + reg_index<LOGR>(g, w, j)) * h_small + lo;
                     if (p.finish_inverse) {
-                        const u64 x = gl_mul(v[j], p.coset[bitrev32((u32)pos, log_n)]);
+                        u64 x = LAZY ? gl_mul_lazy(v[j], p.coset[bitrev32((u32)pos, log_n)])
+                                     : gl_mul(v[j], p.coset[bitrev32((u32)pos, log_n)]);
+                        if (LAZY && p.canon_out) x = gl_canon(x);
                         p.dst[(pos << p.log_blowup) * p.cols + col] = x;
                     } else {
-                        p.dst[pos * p.dst_stride + col] = v[j];
+                        p.dst[pos * p.dst_stride + col] = LAZY && p.canon_out ? gl_canon(v[j]) : v[j];
                     }
                 }
             }
@@ -267,14 +279,22 @@ extern "C" __global__ void __launch_bounds__(1024) ntt_dif_pass_reg16(const NttP
 extern "C" __global__ void __launch_bounds__(1024) ntt_dit_pass_reg16(const NttPass p) { ntt_pass_reg<true, 4, 8>(p); }
 extern "C" __global__ void __launch_bounds__(256, 2) ntt_dif_pass_reg_c4(const NttPass p) { ntt_pass_reg<false, 5, 4>(p); }
 extern "C" __global__ void __launch_bounds__(256, 2) ntt_dit_pass_reg_c4(const NttPass p) { ntt_pass_reg<true, 5, 4>(p); }
+// Lazy reduction (radix 32, 8 columns): values stay any u64 congruent mod p inside the transform;
+// the pass flagged canon_out canonicalises what it stores.
+extern "C" __global__ void __launch_bounds__(512) ntt_dif_pass_lazy(const NttPass p) { ntt_pass_reg<false, 5, 8, true>(p); }
+extern "C" __global__ void __launch_bounds__(512) ntt_dit_pass_lazy(const NttPass p) { ntt_pass_reg<true, 5, 8, true>(p); }
 
-// Field self-test: out[3i..3i+3] = (a*b, a+b, a-b) for canonical-or-not inputs (a+b and a-b on the
-// canonical values). The backend's unit tests compare it with backend-api's host arithmetic.
+// Field self-test: out[6i..6i+6] = (a*b, a+b, a-b, then the lazy a*b, a+b, a-b canonicalised);
+// the canonical a+b and a-b take the canonical values, the lazy ones any u64. The backend's unit
+// tests compare it with backend-api's host arithmetic.
 extern "C" __global__ void gl_selftest(const u64* a, const u64* b, u64* out, u64 n) {
     for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
         const u64 x = a[i], y = b[i];
-        out[3 * i] = gl_mul(x, y);
-        out[3 * i + 1] = gl_add(gl_canon(x), gl_canon(y));
-        out[3 * i + 2] = gl_sub(gl_canon(x), gl_canon(y));
+        out[6 * i] = gl_mul(x, y);
+        out[6 * i + 1] = gl_add(gl_canon(x), gl_canon(y));
+        out[6 * i + 2] = gl_sub(gl_canon(x), gl_canon(y));
+        out[6 * i + 3] = gl_canon(gl_mul_lazy(x, y));
+        out[6 * i + 4] = gl_canon(gl_add_lazy(x, y));
+        out[6 * i + 5] = gl_canon(gl_sub_lazy(x, y));
     }
 }
