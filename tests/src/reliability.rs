@@ -251,7 +251,8 @@ enum Attempt {
 ///   the budget alone (so the refusal counted the bytes in flight), with the in-flight bytes it
 ///   reported above zero;
 /// - at least one commit was admitted and at least one refused;
-/// - the admitted bytes never exceed the budget, and return to 0 when every commitment is dropped;
+/// - the admitted bytes (sampled as each commit returns) never exceed the budget, and return to 0
+///   when every commitment is dropped;
 /// - all eight finish within [`CONCURRENCY_TIMEOUT`] (otherwise: a deadlock, reported with the
 ///   threads still running);
 /// - device memory returns to where it was.
@@ -294,30 +295,33 @@ fn concurrent_commits_within<B: Backend + 'static>(backend: &'static B, timeout:
         std::thread::Builder::new()
             .name(format!("reliability-commit-{i}"))
             .spawn(move || {
-                let run = || -> Result<Attempt, String> {
-                    let result = commit_table(backend, &table, &admission);
-                    {
-                        let mut p = peak.lock().unwrap_or_else(|e| e.into_inner());
-                        *p = (*p).max(admission.in_flight());
-                    }
-                    // Hold the commitment until every thread has tried.
-                    barrier.wait();
-                    match result {
-                        Ok(c) => {
-                            let ticket_bytes = c.ticket.bytes();
-                            let committed = read_back(backend, c).map_err(|e| format!("{table}: reading back: {e}"))?;
-                            Ok(Attempt::Admitted { committed, ticket_bytes })
-                        }
-                        Err(ProverError::Backend(Error::Refused(r))) => Ok(Attempt::Refused {
-                            model_total: r.model.total(),
-                            budget: r.budget,
-                            in_flight: r.in_flight,
-                        }),
-                        Err(e) => Err(format!("{table}: expected success or the admission refusal, got: {e}")),
-                    }
+                let caught = |what: &str, p: Box<dyn std::any::Any + Send>| {
+                    format!("{table}: thread {i} panicked {what}: {}", panic_text(&p))
                 };
-                let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run))
-                    .unwrap_or_else(|p| Err(format!("thread {i} panicked: {}", panic_text(&p))));
+                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    commit_table(backend, &table, &admission)
+                }));
+                {
+                    let mut p = peak.lock().unwrap_or_else(|e| e.into_inner());
+                    *p = (*p).max(admission.in_flight());
+                }
+                // Hold the commitment until every thread has tried (a panicking commit still
+                // arrives here, so the others are not left waiting).
+                barrier.wait();
+                let out = match result {
+                    Err(p) => Err(caught("in the commit", p)),
+                    Ok(Ok(c)) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        let ticket_bytes = c.ticket.bytes();
+                        read_back(backend, c)
+                            .map(|committed| Attempt::Admitted { committed, ticket_bytes })
+                            .map_err(|e| format!("{table}: reading back: {e}"))
+                    }))
+                    .unwrap_or_else(|p| Err(caught("reading back", p))),
+                    Ok(Err(ProverError::Backend(Error::Refused(r)))) => {
+                        Ok(Attempt::Refused { model_total: r.model.total(), budget: r.budget, in_flight: r.in_flight })
+                    }
+                    Ok(Err(e)) => Err(format!("{table}: expected success or the admission refusal, got: {e}")),
+                };
                 // The receiver may be gone after a timeout; nothing to report to then.
                 let _ = tx.send((i, out));
             })
@@ -804,6 +808,8 @@ mod tests {
         OneRayonThread,
         /// The third LDE never returns.
         HangOnThird,
+        /// The third LDE panics.
+        PanicOnThird,
     }
 
     struct Faulty {
@@ -873,6 +879,8 @@ mod tests {
                     std::thread::park();
                 },
                 Fault::HangOnThird => false,
+                Fault::PanicOnThird if call == 3 => panic!("deliberate panic in the third LDE"),
+                Fault::PanicOnThird => false,
             };
             let mut out = self.inner.coset_lde(trace, params)?;
             if corrupt {
@@ -905,7 +913,13 @@ mod tests {
     /// that names it.
     #[test]
     fn every_failure_mode_is_caught() {
-        let cases: [(&str, &'static Faulty, ReliabilityCheck<Faulty>, &str); 5] = [
+        let cases: [(&str, &'static Faulty, ReliabilityCheck<Faulty>, &str); 6] = [
+            (
+                "panicking in one commit",
+                leak(HostBackend::new(Bug::None), Fault::PanicOnThird),
+                concurrent_commits_under_admission::<Faulty>,
+                "panicked in the commit: deliberate panic",
+            ),
             (
                 "wrong while other commits are resident",
                 leak(HostBackend::new(Bug::None), Fault::WhenOthersResident),
