@@ -75,7 +75,10 @@ fn compare(gpu: &WgpuBackend, rows: usize, cols: usize, blowup: usize, cases: &[
             plan.model.total(),
         );
         if let Some(i) = (0..cpu_words.len()).find(|&i| cpu_words[i] != gpu_words[i]) {
-            panic!("{what}: column-major LDE differs first at element {i}: cpu {:#x} wgpu {:#x}", cpu_words[i], gpu_words[i]);
+            panic!(
+                "{what}: column-major LDE differs first at element {i}: cpu {:#x} wgpu {:#x}",
+                cpu_words[i], gpu_words[i]
+            );
         }
         assert_eq!(cpu_words.len(), gpu_words.len(), "{what}: LDE lengths");
         assert_eq!(c_cpu.roots, c_gpu.roots, "{what}: roots");
