@@ -17,7 +17,14 @@
 //!   released when freed, so fault injection and the memory model see the same bytes as on the CPU.
 //! - **Two run-pass routes for the in-place transpose** ([`TransposeRoute`]): the seed's copy
 //!   engine route (`cuMemcpyBatchAsync`, or one copy at a time) and the default kernel route,
-//!   which executes the plan's run batches as one fused gather launch per pair of batches.
+//!   which executes the plan's run batches as one fused gather launch per pair of batches (each
+//!   run moves once), with the host schedule cached per shape.
+//! - **The LDE in four passes** at 2^21 -> 2^22: register-blocked radix-32 NTT passes over
+//!   2^11-row x 8-column shared-memory tiles, inverse by decimation in frequency on rows `B*p`,
+//!   forward by decimation in time reading those rows for all `B` replicas, Goldilocks arithmetic
+//!   on PTX carry chains with lazy reduction (canonical only where stored last). Variants for
+//!   measurement: [`CudaBackend::set_ntt_radix`], [`CudaBackend::set_ntt_cols`],
+//!   [`CudaBackend::set_ntt_lazy`], [`CudaBackend::set_ntt_stages`].
 
 mod context;
 mod copy;

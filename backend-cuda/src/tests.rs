@@ -3,6 +3,8 @@
 //! log, and the driver layer reports a missing device as a typed error instead of panicking.
 //! Device behaviour is the conformance suite's job (`tests/tests/cuda.rs`).
 
+use std::io::Write as _;
+
 use backend_api::Error;
 use cudarc::driver::sys::CUresult;
 
@@ -20,7 +22,8 @@ fn nvrtc_or_skip(test: &str) -> bool {
          and put site-packages/nvidia/cu13/lib on LD_LIBRARY_PATH (set REQUIRE_NVRTC=1 to make this a failure)"
     );
     assert!(std::env::var("REQUIRE_NVRTC").as_deref() != Ok("1"), "REQUIRE_NVRTC=1: {msg}");
-    eprintln!("{msg}");
+    // Straight to the process's stderr, past the test harness's capture, so the skip shows.
+    let _ = writeln!(std::io::stderr(), "{msg}");
     false
 }
 
@@ -206,7 +209,7 @@ fn device_field_arithmetic_matches_the_host() {
         Ok(b) => b,
         Err(e) => {
             assert!(std::env::var("REQUIRE_CUDA").as_deref() != Ok("1"), "REQUIRE_CUDA=1: {e}");
-            eprintln!("SKIPPED backend_cuda::device_field_arithmetic_matches_the_host: {e}");
+            let _ = writeln!(std::io::stderr(), "SKIPPED backend_cuda::device_field_arithmetic_matches_the_host: {e}");
             return;
         }
     };

@@ -10,6 +10,8 @@
 //! Without a GPU each test prints `SKIPPED`; `REQUIRE_CUDA=1` makes that a failure.
 #![cfg(feature = "cuda")]
 
+use std::io::Write as _;
+
 use backend_api::memory::MemoryModel;
 use backend_api::{Backend, DEFAULT_SCRATCH_CAP, HashKind, LeafLayout, MatrixShape};
 use backend_cpu::CpuBackend;
@@ -21,7 +23,11 @@ fn cuda_or_skip(test: &str) -> Option<CudaBackend> {
         Ok(b) => Some(b),
         Err(e) => {
             assert!(std::env::var("REQUIRE_CUDA").as_deref() != Ok("1"), "REQUIRE_CUDA=1 but {e}");
-            eprintln!("SKIPPED parity_cuda::{test}: {e} (set REQUIRE_CUDA=1 to make this a failure)");
+            // Straight to the process's stderr, past the test harness's capture, so the skip shows.
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED parity_cuda::{test}: {e} (set REQUIRE_CUDA=1 to make this a failure)"
+            );
             None
         }
     }
