@@ -4,7 +4,7 @@
 //!   CUDA installed, and [`CudaBackend::new`] returns [`Error::BackendUnavailable`] (never a
 //!   panic) when the driver, NVRTC or the device is missing.
 //! - **Layered.** `driver` holds every raw driver/NVRTC call and the one function mapping result
-//!   codes to [`Error`]; `context`, `module` and [`memory`] build owning types on it (a
+//!   codes to [`Error`]; `context`, `module` and `memory` build owning types on it (a
 //!   [`CudaBuffer`] frees itself, stream-ordered, on drop); the operation files (`transpose`,
 //!   `copy`, `hash`, `merkle`, `lde`) only use those.
 //! - **Kernels are files.** `shaders/cuda/*.cu`, compiled by NVRTC for the device's own
