@@ -76,9 +76,12 @@ pub fn synthetic_trace(shape: MatrixShape, seed: u64) -> Vec<u64> {
 /// [`ProverError::Input`] when the file cannot be opened or has another length (the message
 /// gives both lengths and the shape).
 pub fn check_trace_file(path: &Path, shape: MatrixShape) -> Result<()> {
-    let len = std::fs::metadata(path)
-        .map_err(|e| ProverError::input(path, format!("cannot read the trace file: {e}")))?
-        .len();
+    let meta =
+        std::fs::metadata(path).map_err(|e| ProverError::input(path, format!("cannot read the trace file: {e}")))?;
+    if meta.is_dir() {
+        return Err(ProverError::input(path, "cannot read the trace file: the path is a directory"));
+    }
+    let len = meta.len();
     let expected = shape.bytes() as u64;
     if len != expected {
         return Err(ProverError::input(

@@ -217,7 +217,11 @@ fn bad_inputs_not_in_the_table() {
     // A directory given as the trace file: an input error naming it, never a panic.
     let d = dir.join("a-directory");
     std::fs::create_dir_all(&d).unwrap();
-    expect(&["commit", "--input", s(&d), "--rows", "4", "--cols", "2"], 2, &[&format!("{}: ", d.display())]);
+    expect(
+        &["commit", "--input", s(&d), "--rows", "4", "--cols", "2"],
+        2,
+        &[&format!("{}: cannot read the trace file: the path is a directory", d.display())],
+    );
     // --out naming a directory.
     expect(&["commit", "--log-rows", "4", "--out", s(&dir)], 2, &["cannot write the LDE: the path is a directory"]);
     // plan needs --memory.
