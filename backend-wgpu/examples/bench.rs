@@ -6,9 +6,12 @@
 //! ```
 //!
 //! The trace is `2^log_rows x cols` random elements; the LDE (`N = 2^log_rows * blowup` rows)
-//! is the matrix every other operation runs on. Each figure is the median wall time of `iters`
-//! runs of: record, submit, wait for the queue (after one untimed warm-up run that also compiles
-//! the kernels). `--software` accepts a CPU adapter (llvmpipe); `--max-segment-bytes` caps the
+//! is the matrix every other operation runs on. Each figure is the median of `iters` runs (after
+//! one untimed warm-up run that also compiles the kernels) of two clocks: the wall time of
+//! record, submit, wait for the queue; and, where the adapter has timestamp queries inside
+//! encoders, the device time from timestamps the GPU writes at the start and end of every
+//! command encoder the operation submits (`span`: first start to last end, idle gaps between
+//! submissions included; `busy`: the sum over encoders). `--software` accepts a CPU adapter (llvmpipe); `--max-segment-bytes` caps the
 //! segment size.
 
 use std::time::Instant;
@@ -17,7 +20,7 @@ use backend_api::{
     Backend, CopyRange, DEFAULT_SCRATCH_CAP, DeviceBuffer as _, HashKind, LdeParams, LeafLayout, LeafSpec, MatrixShape,
     TreeShape,
 };
-use backend_wgpu::{WgpuBackend, WgpuOptions};
+use backend_wgpu::{DeviceTime, WgpuBackend, WgpuOptions};
 
 struct Args {
     log_rows: u32,
@@ -81,19 +84,37 @@ fn median(mut t: Vec<f64>) -> f64 {
     t[t.len() / 2]
 }
 
-/// Runs `f` once untimed, then `iters` times, each followed by a wait; the median in ms.
-fn time(b: &WgpuBackend, iters: usize, mut f: impl FnMut()) -> f64 {
+/// Medians of one operation: wall ms, and device span / busy ms where the adapter times them.
+#[derive(Clone, Copy)]
+struct Timing {
+    wall: f64,
+    device: Option<DeviceTime>,
+}
+
+/// Runs `f` once untimed, then `iters` times, each followed by a wait, under the device timer.
+fn time(b: &WgpuBackend, iters: usize, mut f: impl FnMut()) -> Timing {
     f();
     b.synchronize().expect("synchronize");
-    let runs = (0..iters)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            b.synchronize().expect("synchronize");
-            t.elapsed().as_secs_f64() * 1e3
-        })
-        .collect();
-    median(runs)
+    let mut walls = Vec::with_capacity(iters);
+    let mut devices = Vec::with_capacity(iters);
+    for _ in 0..iters {
+        let device = b
+            .time_device(|| {
+                let t = Instant::now();
+                f();
+                b.synchronize()?;
+                walls.push(t.elapsed().as_secs_f64() * 1e3);
+                Ok(())
+            })
+            .expect("timed run");
+        devices.extend(device);
+    }
+    let device = (devices.len() == iters).then(|| DeviceTime {
+        span_ms: median(devices.iter().map(|d| d.span_ms).collect()),
+        busy_ms: median(devices.iter().map(|d| d.busy_ms).collect()),
+        submissions: devices[0].submissions,
+    });
+    Timing { wall: median(walls), device }
 }
 
 fn main() {
@@ -132,8 +153,15 @@ fn main() {
         b.segment_elems()
     );
     println!(
-        "trace 2^{} x {} (blowup {}): LDE {} x {} = {bytes} B; {} iterations, median wall time (submit + wait)",
-        args.log_rows, args.cols, args.blowup, big_n, args.cols, args.iters
+        "trace 2^{} x {} (blowup {}): LDE {} x {} = {bytes} B; {} iterations, medians of wall time (record + \
+         submit + wait) and device time (timestamps: span first start to last end, busy summed per encoder; {})",
+        args.log_rows,
+        args.cols,
+        args.blowup,
+        big_n,
+        args.cols,
+        args.iters,
+        if b.has_device_timer() { "available" } else { "NOT available on this adapter: n/a" }
     );
     let run = |name: &str| args.only.as_deref().is_none_or(|o| name.contains(o));
 
@@ -146,17 +174,27 @@ fn main() {
     let mut other = b.alloc(lde.len()).expect("a second LDE-sized buffer");
 
     println!(
-        "\n| operation | ms | x copy_buffer_to_buffer | GB/s (bytes of the operand) |\n| --- | ---: | ---: | ---: |"
+        "\n| operation | wall ms | wall x copy | device span ms | span x copy | device busy ms | busy x copy | \
+         submits | GB/s (operand bytes / span) |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
     );
     // The baseline: copy_buffer_to_buffer of the LDE's bytes, segment by segment.
-    let copy_ms = time(&b, args.iters, || {
+    let copy = time(&b, args.iters, || {
         b.raw_copy(&lde, &mut other).expect("copy_buffer_to_buffer");
     });
     // Each row is printed as soon as it is measured, so a run cut short keeps what it had.
-    let row = |name: &str, ms: f64, nbytes: usize| {
-        println!("| {name} | {ms:.2} | {:.2} | {:.1} |", ms / copy_ms, nbytes as f64 / ms / 1e6);
+    let row = |name: &str, t: Timing, nbytes: usize| {
+        let (span, busy, submits, gbs) = match (t.device, copy.device) {
+            (Some(d), Some(c)) => (
+                format!("{:.2} | {:.2}", d.span_ms, d.span_ms / c.span_ms),
+                format!("{:.2} | {:.2}", d.busy_ms, d.busy_ms / c.busy_ms),
+                d.submissions.to_string(),
+                nbytes as f64 / d.span_ms / 1e6,
+            ),
+            _ => ("n/a | n/a".into(), "n/a | n/a".into(), "n/a".into(), nbytes as f64 / t.wall / 1e6),
+        };
+        println!("| {name} | {:.2} | {:.2} | {span} | {busy} | {submits} | {gbs:.1} |", t.wall, t.wall / copy.wall);
     };
-    row("copy_buffer_to_buffer (baseline)", copy_ms, bytes);
+    row("copy_buffer_to_buffer (baseline)", copy, bytes);
     if run("batched_copy") {
         let copies = [CopyRange::new(0, 0, lde.len())];
         let ms = time(&b, args.iters, || b.batched_copy(&lde, &mut other, &copies).expect("batched_copy"));

@@ -32,6 +32,7 @@ use backend_api::{
     AllocTracker, Backend, CopyRange, DeviceInfo, HashKind, LdeParams, LeafSpec, MatrixShape, Result, TreeShape,
 };
 
+pub use context::DeviceTime;
 pub use memory::{WgpuBuffer, WgpuDownload};
 
 use context::{Gpu, Setup};
@@ -103,6 +104,23 @@ impl WgpuBackend {
     /// `Error::LengthMismatch` when the lengths differ; a device error.
     pub fn raw_copy(&self, src: &WgpuBuffer, dst: &mut WgpuBuffer) -> Result<()> {
         memory::raw_copy(&self.gpu, src, dst)
+    }
+
+    /// Whether [`WgpuBackend::time_device`] measures on the device (the adapter offers
+    /// `TIMESTAMP_QUERY` and `TIMESTAMP_QUERY_INSIDE_ENCODERS`).
+    pub fn has_device_timer(&self) -> bool {
+        self.gpu.has_device_timer()
+    }
+
+    /// Runs `f`, which queues work on this backend, waits for it, and returns its device time
+    /// from timestamps the GPU writes at the start and end of every command encoder the work
+    /// submits; `None` when the adapter has no timestamp queries. For benchmarks: work queued
+    /// by another thread meanwhile is counted too.
+    ///
+    /// # Errors
+    /// `f`'s error; `Error::InvalidArgument` past 2048 submissions; a device error.
+    pub fn time_device(&self, f: impl FnOnce() -> Result<()>) -> Result<Option<DeviceTime>> {
+        self.gpu.time_device(f)
     }
 }
 

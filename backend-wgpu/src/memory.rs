@@ -157,9 +157,11 @@ pub(crate) fn raw_copy(gpu: &Gpu, src: &WgpuBuffer, dst: &mut WgpuBuffer) -> Res
     }
     gpu.check("raw_copy")?;
     let mut encoder = gpu.device.create_command_encoder(&Default::default());
+    gpu.stamp(&mut encoder);
     for (a, b) in src.segs.iter().zip(&dst.segs) {
         encoder.copy_buffer_to_buffer(a, 0, b, 0, Some(a.size()));
     }
+    gpu.stamp(&mut encoder);
     gpu.queue.submit([encoder.finish()]);
     gpu.check("raw_copy")
 }
@@ -207,7 +209,7 @@ pub(crate) fn download(gpu: &Gpu, buf: &WgpuBuffer, offset: usize, out: &mut [u6
 }
 
 /// Maps `staging`, copies its first `out.len()` elements out, unmaps.
-fn read_mapped(gpu: &Gpu, staging: &wgpu::Buffer, out: &mut [u64]) -> Result<()> {
+pub(crate) fn read_mapped(gpu: &Gpu, staging: &wgpu::Buffer, out: &mut [u64]) -> Result<()> {
     let bytes = (out.len() * 8) as u64;
     let (tx, rx) = std::sync::mpsc::channel();
     staging.map_async(wgpu::MapMode::Read, 0..bytes, move |r| {
