@@ -5,7 +5,7 @@
 pub mod cuda {
     /// Integer types, Goldilocks arithmetic, two-buffer locations (`#include "common.cuh"`).
     pub const COMMON: &str = include_str!("../cuda/common.cuh");
-    /// Keccak-f[1600] and the BLAKE3 compression function (`#include "hashes.cuh"`).
+    /// Keccak-f\[1600\] and the BLAKE3 compression function (`#include "hashes.cuh"`).
     pub const HASHES: &str = include_str!("../cuda/hashes.cuh");
     /// The in-place transpose: tiled block transpose and the fused run-pass kernel.
     pub const TRANSPOSE: &str = include_str!("../cuda/transpose.cu");
@@ -27,14 +27,14 @@ pub mod cuda {
 
 /// WGSL kernel sources, one per operation family.
 ///
-/// Every kernel source is [`WINDOW`] (bindings and segmented element access) followed by the
+/// Every kernel source is [`WINDOW`](wgsl::WINDOW) (bindings and segmented element access) followed by the
 /// helpers it uses and its own file; the wgpu backend concatenates them.
 pub mod wgsl {
     /// Bindings, the parameter block and element access through segment windows.
     pub const WINDOW: &str = include_str!("../wgsl/window.wgsl");
     /// Goldilocks arithmetic on u32 pairs.
     pub const GOLDILOCKS: &str = include_str!("../wgsl/goldilocks.wgsl");
-    /// Keccak-f[1600] on u32 pairs.
+    /// Keccak-f\[1600\] on u32 pairs.
     pub const KECCAK: &str = include_str!("../wgsl/keccak.wgsl");
     /// The BLAKE3 compression function.
     pub const BLAKE3: &str = include_str!("../wgsl/blake3.wgsl");

@@ -5,7 +5,7 @@
 //!   users run, on the backend under test; the kernel-level checks are the rest of this crate.
 //! - **The CPU backend is the oracle.** Every expected result is the [`backend_cpu::CpuBackend`]
 //!   commit of the same table on a fresh instance, and that oracle is itself checked against the
-//!   naive [`reference`] (LDE by naive DFT, leaves through the `sha3` / `blake3` crates, recursive
+//!   naive [`reference`](mod@crate::reference) (LDE by naive DFT, leaves through the `sha3` / `blake3` crates, recursive
 //!   Merkle roots) before it is trusted. A GPU backend never calls the CPU backend; only this test
 //!   code does.
 //! - **One macro line per backend.** [`reliability_suite!`](crate::reliability_suite) mirrors
