@@ -11,8 +11,9 @@
 //! record, submit, wait for the queue; and, where the adapter has timestamp queries inside
 //! encoders, the device time from timestamps the GPU writes at the start and end of every
 //! command encoder the operation submits (`span`: first start to last end, idle gaps between
-//! submissions included; `busy`: the sum over encoders). `--software` accepts a CPU adapter (llvmpipe); `--max-segment-bytes` caps the
-//! segment size.
+//! submissions included; `busy`: the sum over encoders), and the host time of record + submit
+//! alone (`host`, before the wait). `--software` accepts a CPU adapter (llvmpipe); `--max-segment-bytes` caps the
+//! segment size; `--scratch-cap` sets the transpose's scratch cap in bytes (default 256 MiB).
 
 use std::time::Instant;
 
@@ -30,11 +31,20 @@ struct Args {
     software: bool,
     max_segment_bytes: Option<u64>,
     only: Option<String>,
+    scratch_cap: usize,
 }
 
 fn parse() -> Result<Args, String> {
-    let mut a =
-        Args { log_rows: 16, cols: 316, blowup: 2, iters: 5, software: false, max_segment_bytes: None, only: None };
+    let mut a = Args {
+        log_rows: 16,
+        cols: 316,
+        blowup: 2,
+        iters: 5,
+        software: false,
+        max_segment_bytes: None,
+        only: None,
+        scratch_cap: DEFAULT_SCRATCH_CAP,
+    };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let mut val = || it.next().ok_or_else(|| format!("{flag} needs a value"));
@@ -47,6 +57,7 @@ fn parse() -> Result<Args, String> {
                 a.max_segment_bytes = Some(val()?.parse().map_err(|e| format!("--max-segment-bytes: {e}"))?)
             }
             "--only" => a.only = Some(val()?),
+            "--scratch-cap" => a.scratch_cap = val()?.parse().map_err(|e| format!("--scratch-cap: {e}"))?,
             "--software" => a.software = true,
             other => return Err(format!("unknown flag {other}")),
         }
@@ -88,6 +99,8 @@ fn median(mut t: Vec<f64>) -> f64 {
 #[derive(Clone, Copy)]
 struct Timing {
     wall: f64,
+    /// Record and submit only: the host's share of the wall time, before the wait.
+    host: f64,
     device: Option<DeviceTime>,
 }
 
@@ -96,12 +109,14 @@ fn time(b: &WgpuBackend, iters: usize, mut f: impl FnMut()) -> Timing {
     f();
     b.synchronize().expect("synchronize");
     let mut walls = Vec::with_capacity(iters);
+    let mut hosts = Vec::with_capacity(iters);
     let mut devices = Vec::with_capacity(iters);
     for _ in 0..iters {
         let device = b
             .time_device(|| {
                 let t = Instant::now();
                 f();
+                hosts.push(t.elapsed().as_secs_f64() * 1e3);
                 b.synchronize()?;
                 walls.push(t.elapsed().as_secs_f64() * 1e3);
                 Ok(())
@@ -114,7 +129,7 @@ fn time(b: &WgpuBackend, iters: usize, mut f: impl FnMut()) -> Timing {
         busy_ms: median(devices.iter().map(|d| d.busy_ms).collect()),
         submissions: devices[0].submissions,
     });
-    Timing { wall: median(walls), device }
+    Timing { wall: median(walls), host: median(hosts), device }
 }
 
 fn main() {
@@ -174,8 +189,8 @@ fn main() {
     let mut other = b.alloc(lde.len()).expect("a second LDE-sized buffer");
 
     println!(
-        "\n| operation | wall ms | wall x copy | device span ms | span x copy | device busy ms | busy x copy | \
-         submits | GB/s (operand bytes / span) |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+        "\n| operation | wall ms | wall x copy | host ms | device span ms | span x copy | device busy ms | busy x copy | \
+         submits | GB/s (operand bytes / span) |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
     );
     // The baseline: copy_buffer_to_buffer of the LDE's bytes, segment by segment.
     let copy = time(&b, args.iters, || {
@@ -192,7 +207,12 @@ fn main() {
             ),
             _ => ("n/a | n/a".into(), "n/a | n/a".into(), "n/a".into(), nbytes as f64 / t.wall / 1e6),
         };
-        println!("| {name} | {:.2} | {:.2} | {span} | {busy} | {submits} | {gbs:.1} |", t.wall, t.wall / copy.wall);
+        println!(
+            "| {name} | {:.2} | {:.2} | {:.2} | {span} | {busy} | {submits} | {gbs:.1} |",
+            t.wall,
+            t.wall / copy.wall,
+            t.host
+        );
     };
     row("copy_buffer_to_buffer (baseline)", copy, bytes);
     if run("batched_copy") {
@@ -203,9 +223,9 @@ fn main() {
     if run("transpose") {
         // The same row-major shape every run: the transpose moves whatever bytes are there.
         let ms = time(&b, args.iters, || {
-            b.transpose_in_place(&mut lde, lde_shape, DEFAULT_SCRATCH_CAP).expect("transpose");
+            b.transpose_in_place(&mut lde, lde_shape, args.scratch_cap).expect("transpose");
         });
-        row("transpose_in_place (256 MiB cap)", ms, bytes);
+        row(&format!("transpose_in_place ({} MiB cap)", args.scratch_cap >> 20), ms, bytes);
     }
     for hash in HashKind::ALL {
         for layout in LeafLayout::ALL {

@@ -19,11 +19,11 @@ use bytemuck::{Pod, Zeroable};
 /// The backend's name in errors and [`backend_api::DeviceInfo`].
 pub(crate) const NAME: &str = "wgpu";
 
-/// Size of the persistent arena (parameter blocks and copy tiles), in bytes.
+/// Size of the persistent arena (parameter blocks and copy tables), in bytes.
 pub(crate) const ARENA_BYTES: u64 = 1 << 20;
 
-/// Elements per copy tile (one workgroup of the copy kernel).
-pub(crate) const COPY_TILE_ELEMS: u32 = 4096;
+/// Elements per workgroup of the copy kernel (`CHUNK` in copy.wgsl).
+pub(crate) const COPY_CHUNK_ELEMS: u32 = 4096;
 
 /// Marks an unused window slot.
 const NO_SEGMENT: u32 = u32::MAX;
@@ -481,9 +481,46 @@ impl Gpu {
         }))
     }
 
+    /// A bind group of the shared layout: the arena's parameter block (dynamic offset), the
+    /// slots of `key` (the unused-slot buffer where empty) and its table.
+    fn bind_group(&self, key: &BindKey, label: &str) -> wgpu::BindGroup {
+        let mut entries = vec![wgpu::BindGroupEntry {
+            binding: 0,
+            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                buffer: &self.arena,
+                offset: 0,
+                size: NonZeroU64::new(std::mem::size_of::<Params>() as u64),
+            }),
+        }];
+        for (k, buf) in key.slots.iter().enumerate() {
+            entries.push(wgpu::BindGroupEntry {
+                binding: 1 + k as u32,
+                resource: whole(buf.as_ref().unwrap_or(&self.dummy)),
+            });
+        }
+        let table = match &key.table {
+            TableKey::None => &self.dummy_table,
+            TableKey::Arena => &self.arena,
+            TableKey::Buffer(b) => b,
+        };
+        entries.push(wgpu::BindGroupEntry { binding: 7, resource: whole(table) });
+        self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some(label),
+            layout: &self.layout,
+            entries: &entries,
+        })
+    }
+
     /// Starts recording an operation; holds the recording lock until the recorder is dropped.
     pub fn recorder(&self, op: &'static str) -> Recorder<'_> {
-        Recorder { gpu: self, op, _guard: lock(&self.record), ops: Vec::new(), arena: Vec::new() }
+        Recorder {
+            gpu: self,
+            op,
+            _guard: lock(&self.record),
+            ops: Vec::new(),
+            arena: Vec::new(),
+            bind_groups: HashMap::new(),
+        }
     }
 }
 
@@ -612,7 +649,9 @@ impl<const N: usize> Window<'_, N> {
 pub(crate) enum Table<'b> {
     /// Nothing bound (the unused-slot buffer).
     None,
-    /// A slice of the arena, written with the submission: `u32` words.
+    /// `u32` words written into the arena with the submission. The whole arena is bound, so
+    /// that dispatches share bind groups; the recorder sets kernel arg 0 to the table's offset
+    /// in the arena, in `vec4<u32>` units.
     Arena(Vec<u32>),
     /// A whole device buffer.
     Buffer(&'b wgpu::Buffer),
@@ -620,6 +659,21 @@ pub(crate) enum Table<'b> {
 
 enum Op {
     Dispatch { pipeline: wgpu::ComputePipeline, bind_group: wgpu::BindGroup, params_offset: u32, groups: (u32, u32) },
+}
+
+/// What a bind group binds besides the arena's parameter block: windows A and B (`None` for the
+/// unused-slot buffer), and the table.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct BindKey {
+    slots: [Option<wgpu::Buffer>; 6],
+    table: TableKey,
+}
+
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum TableKey {
+    None,
+    Arena,
+    Buffer(wgpu::Buffer),
 }
 
 /// Records the dispatches of one operation; [`Recorder::flush`] writes the arena and submits.
@@ -631,6 +685,9 @@ pub(crate) struct Recorder<'g> {
     _guard: MutexGuard<'g, ()>,
     ops: Vec<Op>,
     arena: Vec<u8>,
+    /// Bind groups already made by this recorder: an operation's dispatches mostly bind the same
+    /// few segments, and creating a bind group per dispatch costs host time.
+    bind_groups: HashMap<BindKey, wgpu::BindGroup>,
 }
 
 impl Recorder<'_> {
@@ -695,54 +752,41 @@ impl Recorder<'_> {
 
         // Write the table first: a flush inside must not separate it from its parameters.
         let ualign = gpu.limits.min_uniform_buffer_offset_alignment as usize;
-        let salign = gpu.limits.min_storage_buffer_offset_alignment as usize;
-        let table_at = match &table {
-            Table::Arena(words) => {
-                let bytes = (words.len() * 4).max(16);
-                // Room for this table and its parameters in one submission.
-                if self.arena.len().next_multiple_of(salign) + bytes + 2 * ualign > ARENA_BYTES as usize
-                    && !self.arena.is_empty()
-                {
-                    self.flush()?;
-                }
-                let at = self.arena_alloc(bytes, salign)?;
-                self.arena[at..at + words.len() * 4].copy_from_slice(bytemuck::cast_slice(words));
-                Some((at, bytes))
+        if let Table::Arena(words) = &table {
+            let bytes = (words.len() * 4).max(16);
+            // Room for this table and its parameters in one submission.
+            if self.arena.len().next_multiple_of(16) + bytes + 2 * ualign > ARENA_BYTES as usize
+                && !self.arena.is_empty()
+            {
+                self.flush()?;
             }
-            _ => None,
-        };
+            let at = self.arena_alloc(bytes, 16)?;
+            self.arena[at..at + words.len() * 4].copy_from_slice(bytemuck::cast_slice(words));
+            params.arg[0] = (at / 16) as u32;
+        }
         let params_at = self.arena_alloc(std::mem::size_of::<Params>(), ualign)?;
         self.arena[params_at..params_at + std::mem::size_of::<Params>()].copy_from_slice(bytemuck::bytes_of(&params));
 
-        let mut entries = vec![wgpu::BindGroupEntry {
-            binding: 0,
-            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                buffer: &gpu.arena,
-                offset: 0,
-                size: NonZeroU64::new(std::mem::size_of::<Params>() as u64),
-            }),
-        }];
-        for (k, buf) in a.bufs.iter().enumerate() {
-            entries.push(wgpu::BindGroupEntry { binding: 1 + k as u32, resource: whole(buf.unwrap_or(&gpu.dummy)) });
+        let mut slots: [Option<wgpu::Buffer>; 6] = Default::default();
+        for (slot, buf) in slots.iter_mut().zip(a.bufs.iter().chain(b.bufs.iter())) {
+            *slot = buf.cloned();
         }
-        for (k, buf) in b.bufs.iter().enumerate() {
-            entries.push(wgpu::BindGroupEntry { binding: 5 + k as u32, resource: whole(buf.unwrap_or(&gpu.dummy)) });
-        }
-        let table_resource = match (&table, table_at) {
-            (Table::Arena(_), Some((at, bytes))) => wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                buffer: &gpu.arena,
-                offset: at as u64,
-                size: NonZeroU64::new(bytes as u64),
-            }),
-            (Table::Buffer(b), _) => whole(b),
-            _ => whole(&gpu.dummy_table),
+        let key = BindKey {
+            slots,
+            table: match &table {
+                Table::None => TableKey::None,
+                Table::Arena(_) => TableKey::Arena,
+                Table::Buffer(b) => TableKey::Buffer((*b).clone()),
+            },
         };
-        entries.push(wgpu::BindGroupEntry { binding: 7, resource: table_resource });
-        let bind_group = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some(kernel.entry),
-            layout: &gpu.layout,
-            entries: &entries,
-        });
+        let bind_group = match self.bind_groups.get(&key) {
+            Some(g) => g.clone(),
+            None => {
+                let g = gpu.bind_group(&key, kernel.entry);
+                self.bind_groups.insert(key, g.clone());
+                g
+            }
+        };
         self.ops.push(Op::Dispatch { pipeline, bind_group, params_offset: params_at as u32, groups });
         Ok(())
     }

@@ -1,19 +1,23 @@
-//! Batched copies: one copy shader dispatch per group of tiles (`shaders/wgsl/copy.wgsl`).
+//! Batched copies: the copy shader (`shaders/wgsl/copy.wgsl`), a few dispatches per batch.
 //!
-//! Each copy is cut into tiles of at most [`COPY_TILE_ELEMS`] elements that lie inside one
-//! source and one destination segment; tiles are grouped into dispatches that touch at most four
-//! segments (window A). A batch is independent (validated first), so its tiles run in any order,
-//! and a whole batch of thousands of copies is a handful of dispatches. The same path executes
-//! the copy steps of the transpose plan, where source and destination may be the same wgpu
-//! buffer (which `copy_buffer_to_buffer` forbids).
+//! Each copy is cut only where it crosses a segment boundary (of its source or destination),
+//! into *pieces*; one piece is one table entry `(src, dst, len, first chunk)` however long it
+//! is, and the kernel runs one workgroup per chunk of [`COPY_CHUNK_ELEMS`] elements, finding its
+//! piece by a binary search over the `first chunk` prefix sums. So the host's work and the table
+//! it uploads grow with the number of copies, not with the bytes they move (a transpose of
+//! 2^22 x 316 moves its 64 Ki-element runs as ~40 K entries instead of ~650 K per-tile ones).
+//! Pieces are grouped into dispatches that touch at most four segments (window A). A batch is
+//! independent (validated first), so its chunks run in any order. The same path executes the
+//! copy steps of the transpose plan, where source and destination may be the same wgpu buffer
+//! (which `copy_buffer_to_buffer` forbids).
 
 use backend_api::copy::{BatchTarget, validate_batch};
-use backend_api::{CopyRange, Result};
+use backend_api::{CopyRange, Error, Result};
 
-use crate::context::{COPY_TILE_ELEMS, Gpu, Kernel, Module, Recorder, Space, Table, Window};
+use crate::context::{COPY_CHUNK_ELEMS, Gpu, Kernel, Module, NAME, Recorder, Space, Table, Window};
 use crate::memory::WgpuBuffer;
 
-pub(crate) const COPY: Kernel = Kernel { module: Module::Copy, entry: "copy_tiles", items_per_group: 1 };
+pub(crate) const COPY: Kernel = Kernel { module: Module::Copy, entry: "copy_pieces", items_per_group: 1 };
 
 /// A copy in a [`Space`]: virtual source, virtual destination, length, in elements.
 #[derive(Clone, Copy, Debug)]
@@ -21,6 +25,16 @@ pub(crate) struct Move {
     pub src: u64,
     pub dst: u64,
     pub len: u64,
+}
+
+/// A piece of a copy inside one source and one destination segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Piece {
+    src_seg: u64,
+    dst_seg: u64,
+    src: u64,
+    dst: u64,
+    len: u64,
 }
 
 /// Records the independent copies `moves` (one batch) into `rec`.
@@ -33,44 +47,65 @@ pub(crate) fn record_moves(
 ) -> Result<()> {
     let shift = gpu.seg_shift;
     let seg = 1u64 << shift;
-    // (src segment, dst segment, src, dst, len)
-    let mut tiles: Vec<(u64, u64, u32, u32, u32)> = Vec::new();
+    let chunk = u64::from(COPY_CHUNK_ELEMS);
+    let mut pieces: Vec<Piece> = Vec::with_capacity(moves.len());
     for m in moves {
         let (mut s, mut d, mut left) = (m.src, m.dst, m.len);
         while left > 0 {
-            let n = left.min(COPY_TILE_ELEMS as u64).min(seg - (s & (seg - 1))).min(seg - (d & (seg - 1)));
-            tiles.push((s >> shift, d >> shift, s as u32, d as u32, n as u32));
+            let n = left.min(seg - (s & (seg - 1))).min(seg - (d & (seg - 1)));
+            pieces.push(Piece { src_seg: s >> shift, dst_seg: d >> shift, src: s, dst: d, len: n });
             s += n;
             d += n;
             left -= n;
         }
     }
-    tiles.sort_unstable();
-    let max_tiles = rec.max_table_words() / 4;
+    pieces.sort_unstable();
+    let max_pieces = rec.max_table_words() / 4;
+    // Workgroups one dispatch may run (a piece is at most one segment, 2^28 elements, so one
+    // piece alone always fits).
+    let max_dim = u64::from(gpu.limits.max_compute_workgroups_per_dimension.max(1));
+    let max_chunks = (max_dim * max_dim).min(u64::from(u32::MAX));
     let mut start = 0;
-    while start < tiles.len() {
+    while start < pieces.len() {
         // Grow the group while it touches at most four segments.
-        let mut segs: Vec<u64> = Vec::with_capacity(4);
+        let mut segs = [0u64; 4];
+        let mut nsegs = 0;
+        let mut chunks = 0u64;
         let mut end = start;
-        while end < tiles.len() && end - start < max_tiles {
-            let t = tiles[end];
-            let mut add = segs.clone();
-            for s in [t.0, t.1] {
-                if !add.contains(&s) {
-                    add.push(s);
-                }
-            }
-            if add.len() > 4 {
+        while end < pieces.len() && end - start < max_pieces {
+            let p = pieces[end];
+            let added = usize::from(!segs[..nsegs].contains(&p.src_seg))
+                + usize::from(p.dst_seg != p.src_seg && !segs[..nsegs].contains(&p.dst_seg));
+            let c = p.len.div_ceil(chunk);
+            if nsegs + added > 4 || chunks + c > max_chunks {
                 break;
             }
-            segs = add;
+            for x in [p.src_seg, p.dst_seg] {
+                if !segs[..nsegs].contains(&x) {
+                    segs[nsegs] = x;
+                    nsegs += 1;
+                }
+            }
+            chunks += c;
             end += 1;
         }
-        let group = &tiles[start..end];
-        let spans: Vec<(u64, u64)> = segs.iter().map(|&s| (s << shift, (s << shift) + 1)).collect();
+        if end == start {
+            return Err(Error::InvalidArgument(format!(
+                "{NAME}: {op}: a copy piece of {} elements needs more than the {max_chunks} workgroups one dispatch runs",
+                pieces[start].len
+            )));
+        }
+        let group = &pieces[start..end];
+        let spans: Vec<(u64, u64)> = segs[..nsegs].iter().map(|&s| (s << shift, (s << shift) + 1)).collect();
         let window = space.window::<4>(&spans, op)?;
-        let words: Vec<u32> = group.iter().flat_map(|t| [t.2, t.3, t.4, 0]).collect();
-        rec.dispatch(COPY, group.len() as u32, &[0], window, Window::empty(), Table::Arena(words))?;
+        let mut words: Vec<u32> = Vec::with_capacity(group.len() * 4);
+        let mut first = 0u64;
+        for p in group {
+            words.extend([p.src as u32, p.dst as u32, p.len as u32, first as u32]);
+            first += p.len.div_ceil(chunk);
+        }
+        // Arg 0 (the table's base) is set by the recorder for `Table::Arena`.
+        rec.dispatch(COPY, chunks as u32, &[0, group.len() as u32], window, Window::empty(), Table::Arena(words))?;
         start = end;
     }
     Ok(())

@@ -5,6 +5,10 @@
 //! The matrix and the scratch are one virtual space (matrix segments first), so a step may read
 //! one and write the other. Every step is a dispatch (or a few, when it spans more segments than
 //! one dispatch binds), and wgpu orders dispatches that share a buffer, so steps run in order.
+//!
+//! Submissions: the block pass is submitted as soon as it is recorded, so that the GPU works
+//! while the host records the run pass; the run pass then goes in as few submissions as the
+//! parameter arena allows (one copy-table entry per run, see [`crate::copy`]).
 
 use std::sync::Arc;
 
@@ -33,7 +37,8 @@ pub(crate) fn transpose_in_place(gpu: &Arc<Gpu>, buf: &mut WgpuBuffer, shape: Ma
     };
     let op = "transpose_in_place";
     let mut rec = gpu.recorder(op);
-    for step in &plan.steps {
+    let last_block = plan.steps.iter().rposition(|s| matches!(s, Step::TransposeBlock { .. }));
+    for (i, step) in plan.steps.iter().enumerate() {
         match step {
             Step::TransposeBlock { src, dst, rows } => {
                 record_block(gpu, &mut rec, &space, at(*src), at(*dst), *rows, shape.cols)?;
@@ -43,6 +48,9 @@ pub(crate) fn transpose_in_place(gpu: &Arc<Gpu>, buf: &mut WgpuBuffer, shape: Ma
                     moves.iter().map(|m| Move { src: at(m.src), dst: at(m.dst), len: m.len as u64 }).collect();
                 record_moves(gpu, &mut rec, &space, &moves, op)?;
             }
+        }
+        if Some(i) == last_block {
+            rec.flush()?;
         }
     }
     rec.flush()?;
