@@ -4,7 +4,7 @@
 // is a copy inside one source segment and one destination segment (virtual elements), and
 // `first` the index of its first chunk in this dispatch (a prefix sum over the pieces'
 // ceil(len / 4096), so piece 0 has first = 0). Workgroup w copies chunk w - first of the last piece
-// with first <= w, found by a binary search that is uniform across the workgroup. One piece
+// with first <= w, found from an interpolated guess (uniform across the workgroup). One piece
 // describes a whole run (or a whole copy) however long, so the host builds one table entry per
 // copy, not one per 4096 elements.
 //
@@ -24,9 +24,30 @@ fn copy_pieces(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_
         return;
     }
     let base = arg(0);
-    // Invariant: pieces[base + lo].w <= w, and w < pieces[base + hi].w when hi < arg(1).
-    var lo = 0u;
-    var hi = arg(1);
+    let n = arg(1);
+    // Guess by interpolation (exact when the pieces are equally long, as the transpose's runs
+    // are), gallop from the guess to a bracket, then bisect. Invariant at the end:
+    // pieces[base + lo].w <= w, and w < pieces[base + hi].w when hi < n. pieces[base].w = 0.
+    let g = min(n - 1u, u32(f32(w) * (f32(n) / f32(P.count))));
+    var lo = g;
+    var hi = g + 1u;
+    var step = 1u;
+    if pieces[base + g].w <= w {
+        while hi < n && pieces[base + hi].w <= w {
+            lo = hi;
+            step *= 2u;
+            hi = min(n, lo + step);
+        }
+    } else {
+        // g > 0 here, since pieces[base].w = 0 <= w.
+        hi = g;
+        lo = g - 1u;
+        while pieces[base + lo].w > w {
+            hi = lo;
+            step *= 2u;
+            lo = hi - min(hi, step);
+        }
+    }
     while hi - lo > 1u {
         let mid = (lo + hi) / 2u;
         if pieces[base + mid].w <= w {
