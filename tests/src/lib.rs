@@ -72,17 +72,11 @@ mod tests {
     fn a_missing_backend_skips_or_fails_as_required() {
         let check: Check<HostBackend> = crate::transpose::transpose_errors::<HostBackend>;
         // Not required: prints SKIPPED and returns.
-        run_or_skip::<HostBackend>(Err("no such device"), "HostBackend", "transpose_errors", "REQUIRE_X", false, check);
+        let run = |b: &HostBackend| run_check_outcome(b, "transpose_errors", check);
+        run_or_skip::<HostBackend>(Err("no such device"), "HostBackend", "transpose_errors", "REQUIRE_X", false, run);
         // Required: panics with the reason.
         let err = std::panic::catch_unwind(|| {
-            run_or_skip::<HostBackend>(
-                Err("no such device"),
-                "HostBackend",
-                "transpose_errors",
-                "REQUIRE_X",
-                true,
-                check,
-            )
+            run_or_skip::<HostBackend>(Err("no such device"), "HostBackend", "transpose_errors", "REQUIRE_X", true, run)
         })
         .expect_err("a required backend that is missing must fail");
         let msg = err.downcast_ref::<String>().cloned().unwrap_or_default();
@@ -90,14 +84,9 @@ mod tests {
         // A failing check panics through run_or_skip too.
         let broken = HostBackend::new(Bug::SwapRuns);
         let failed = std::panic::catch_unwind(|| {
-            run_or_skip(
-                Ok(&broken),
-                "HostBackend",
-                "transpose_block_tails",
-                "REQUIRE_X",
-                false,
-                crate::transpose::transpose_block_tails::<HostBackend>,
-            )
+            run_or_skip(Ok(&broken), "HostBackend", "transpose_block_tails", "REQUIRE_X", false, |b| {
+                run_check_outcome(b, "transpose_block_tails", crate::transpose::transpose_block_tails::<HostBackend>)
+            })
         });
         assert!(failed.is_err(), "a failing check must fail its test");
     }
@@ -313,20 +302,23 @@ pub fn run_check<B: Backend>(
     check: Check<B>,
 ) {
     let required = std::env::var(require_env).as_deref() == Ok("1");
-    run_or_skip(backend, backend_name, name, require_env, required, check);
+    run_or_skip(backend, backend_name, name, require_env, required, |b| run_check_outcome(b, name, check));
 }
 
-fn run_or_skip<B: Backend>(
-    backend: Result<&B, &str>,
+/// Runs `run` on the backend, or reports why it could not be made: a visible `SKIPPED` line, or a
+/// panic when `required`. Shared by the tests [`conformance_suite!`] and
+/// [`reliability_suite!`](crate::reliability_suite) generate.
+pub(crate) fn run_or_skip<'b, B: Backend>(
+    backend: Result<&'b B, &str>,
     backend_name: &str,
     name: &str,
     require_env: &str,
     required: bool,
-    check: Check<B>,
+    run: impl FnOnce(&'b B) -> Outcome,
 ) {
     match backend {
         Ok(backend) => {
-            if let Err(f) = run_check_outcome(backend, name, check) {
+            if let Err(f) = run(backend) {
                 panic!("{f}");
             }
         }

@@ -751,23 +751,7 @@ pub fn run_reliability_check<B: Backend>(
     check: ReliabilityCheck<B>,
 ) {
     let required = std::env::var(require_env).as_deref() == Ok("1");
-    match backend {
-        Ok(backend) => {
-            if let Err(f) = run_reliability_outcome(backend, name, check) {
-                panic!("{f}");
-            }
-        }
-        Err(reason) if required => {
-            panic!("{backend_name}::{name}: {require_env}=1 but the backend could not be made: {reason}");
-        }
-        Err(reason) => {
-            let line = format!("SKIPPED {backend_name}::{name}: {reason} (set {require_env}=1 to make this a failure)");
-            // Past the harness's capture, as the conformance suite does.
-            use std::io::Write as _;
-            let _ = writeln!(std::io::stderr(), "{line}");
-            println!("{line}");
-        }
-    }
+    crate::run_or_skip(backend, backend_name, name, require_env, required, |b| run_reliability_outcome(b, name, check));
 }
 
 /// Generates one `#[test]` per reliability check for a backend type.
