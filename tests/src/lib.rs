@@ -345,6 +345,27 @@ pub fn run_all<B: Backend>(backend: &B) -> Vec<(&'static str, Outcome)> {
     checks::<B>().into_iter().map(|(name, check)| (name, run_check_outcome(backend, name, check))).collect()
 }
 
+/// Defines `fn $name() -> Result<&'static $ty, &'static str>` that makes the backend once per
+/// test binary (a `OnceLock`) and hands every test the same one, or the reason it could not be
+/// made. Shared by [`conformance_suite!`] and [`reliability_suite!`](crate::reliability_suite).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __backend_once {
+    ($name:ident, $ty:ty, $make:expr) => {
+        fn $name() -> ::std::result::Result<&'static $ty, &'static str> {
+            static BACKEND: ::std::sync::OnceLock<::std::result::Result<$ty, ::std::string::String>> =
+                ::std::sync::OnceLock::new();
+            BACKEND
+                .get_or_init(|| {
+                    let made: $crate::backend_api::Result<$ty> = ($make)();
+                    made.map_err(|e| e.to_string())
+                })
+                .as_ref()
+                .map_err(|e| e.as_str())
+        }
+    };
+}
+
 /// The list of checks, handed to a callback macro. The one place a new check is registered.
 #[doc(hidden)]
 #[macro_export]
@@ -407,17 +428,7 @@ macro_rules! __conformance_checks {
 #[macro_export]
 macro_rules! conformance_suite {
     ($ty:ty, $make:expr, $require_env:literal) => {
-        fn __conformance_backend() -> ::std::result::Result<&'static $ty, &'static str> {
-            static BACKEND: ::std::sync::OnceLock<::std::result::Result<$ty, ::std::string::String>> =
-                ::std::sync::OnceLock::new();
-            BACKEND
-                .get_or_init(|| {
-                    let made: $crate::backend_api::Result<$ty> = ($make)();
-                    made.map_err(|e| e.to_string())
-                })
-                .as_ref()
-                .map_err(|e| e.as_str())
-        }
+        $crate::__backend_once!(__conformance_backend, $ty, $make);
 
         $crate::__conformance_checks!(tests $ty, $require_env);
     };

@@ -766,17 +766,7 @@ pub fn run_reliability_check<B: Backend>(
 #[macro_export]
 macro_rules! reliability_suite {
     ($ty:ty, $make:expr, $require_env:literal) => {
-        fn __reliability_backend() -> ::std::result::Result<&'static $ty, &'static str> {
-            static BACKEND: ::std::sync::OnceLock<::std::result::Result<$ty, ::std::string::String>> =
-                ::std::sync::OnceLock::new();
-            BACKEND
-                .get_or_init(|| {
-                    let made: $crate::backend_api::Result<$ty> = ($make)();
-                    made.map_err(|e| e.to_string())
-                })
-                .as_ref()
-                .map_err(|e| e.as_str())
-        }
+        $crate::__backend_once!(__reliability_backend, $ty, $make);
 
         $crate::__reliability_tests! { $ty, $require_env;
             concurrent_commits_under_admission,
