@@ -12,8 +12,10 @@
 //! encoders, the device time from timestamps the GPU writes at the start and end of every
 //! command encoder the operation submits (`span`: first start to last end, idle gaps between
 //! submissions included; `busy`: the sum over encoders), and the host time of record + submit
-//! alone (`host`, before the wait). `--software` accepts a CPU adapter (llvmpipe); `--max-segment-bytes` caps the
-//! segment size; `--scratch-cap` sets the transpose's scratch cap in bytes (default 256 MiB).
+//! alone (`host`, before the wait). `--software` accepts a CPU adapter (llvmpipe);
+//! `--max-segment-bytes` caps the segment size; `--scratch-cap` sets the transpose's scratch cap
+//! in bytes (default 256 MiB); `--portable` keeps u32-pair multiplies where the adapter has
+//! `SHADER_INT64`; `--only NAME` runs the operations whose name contains NAME.
 
 use std::time::Instant;
 
@@ -32,6 +34,7 @@ struct Args {
     max_segment_bytes: Option<u64>,
     only: Option<String>,
     scratch_cap: usize,
+    portable: bool,
 }
 
 fn parse() -> Result<Args, String> {
@@ -44,6 +47,7 @@ fn parse() -> Result<Args, String> {
         max_segment_bytes: None,
         only: None,
         scratch_cap: DEFAULT_SCRATCH_CAP,
+        portable: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -59,6 +63,7 @@ fn parse() -> Result<Args, String> {
             "--only" => a.only = Some(val()?),
             "--scratch-cap" => a.scratch_cap = val()?.parse().map_err(|e| format!("--scratch-cap: {e}"))?,
             "--software" => a.software = true,
+            "--portable" => a.portable = true,
             other => return Err(format!("unknown flag {other}")),
         }
     }
@@ -143,6 +148,7 @@ fn main() {
     let b = match WgpuBackend::new(WgpuOptions {
         allow_software: args.software,
         max_segment_bytes: args.max_segment_bytes,
+        portable_arithmetic: args.portable,
     }) {
         Ok(b) => b,
         Err(e) => {
@@ -158,13 +164,13 @@ fn main() {
     let big_n = lde_shape.rows;
     let bytes = lde_shape.bytes();
     println!(
-        "device: {} ({:?}, {:?}, driver {} {}); SHADER_INT64 {}; segment {} elements",
+        "device: {} ({:?}, {:?}, driver {} {}); native u64 multiply {}; segment {} elements",
         info.name,
         info.device_type,
         info.backend,
         info.driver,
         info.driver_info,
-        b.has_shader_int64(),
+        b.uses_int64(),
         b.segment_elems()
     );
     println!(

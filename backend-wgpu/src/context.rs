@@ -52,14 +52,16 @@ pub(crate) enum Module {
 }
 
 impl Module {
-    fn source(self) -> String {
+    /// The module's WGSL; `int64` picks the native-u64 32 x 32 -> 64-bit product.
+    fn source(self, int64: bool) -> String {
         use shaders::wgsl::*;
+        let mul = if int64 { MUL32_INT64 } else { MUL32 };
         let parts: &[&str] = match self {
             Module::Copy => &[WINDOW, COPY],
             Module::Transpose => &[WINDOW, TRANSPOSE],
-            Module::Hash => &[WINDOW, GOLDILOCKS, KECCAK, BLAKE3, HASH],
+            Module::Hash => &[WINDOW, mul, GOLDILOCKS, KECCAK, BLAKE3, HASH],
             Module::Merkle => &[WINDOW, KECCAK, BLAKE3, MERKLE],
-            Module::Lde => &[WINDOW, GOLDILOCKS, LDE],
+            Module::Lde => &[WINDOW, mul, GOLDILOCKS, LDE],
         };
         parts.join("\n")
     }
@@ -101,6 +103,10 @@ pub(crate) struct Gpu {
     pub total_memory: usize,
     /// log2 of the elements per segment.
     pub seg_shift: u32,
+    /// Kernels multiply with native u64 (`SHADER_INT64` present and not declined).
+    pub int64: bool,
+    /// The adapter offers `SHADER_INT64` (whether or not it was requested).
+    pub adapter_int64: bool,
     pub tracker: AllocTracker,
     faults: Arc<Mutex<Faults>>,
     layout: wgpu::BindGroupLayout,
@@ -144,11 +150,14 @@ pub struct DeviceTime {
 pub(crate) struct Setup {
     pub allow_software: bool,
     pub max_segment_bytes: Option<u64>,
+    /// Never use `SHADER_INT64`, even where the adapter has it.
+    pub portable_arithmetic: bool,
 }
 
 impl Gpu {
     /// Picks the best adapter (discrete > integrated > virtual > other > software when allowed),
-    /// requests a device with the adapter's own limits and `SHADER_INT64` when present.
+    /// requests a device with the adapter's own limits and `SHADER_INT64` when present (and
+    /// wanted: [`Setup::portable_arithmetic`] keeps every kernel on u32 pairs).
     pub fn new(setup: &Setup) -> Result<Arc<Gpu>> {
         let mut desc = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
         // Vulkan, Metal, DX12 (and WebGPU in a browser): the compute APIs. GL only when asked for
@@ -183,8 +192,9 @@ impl Gpu {
         let info = adapter.get_info();
         let limits = adapter.limits();
         // Timestamps only serve `time_device` (benchmarks); requesting them costs nothing else.
+        let int64 = if setup.portable_arithmetic { wgpu::Features::empty() } else { wgpu::Features::SHADER_INT64 };
         let features = adapter.features()
-            & (wgpu::Features::SHADER_INT64
+            & (int64
                 | wgpu::Features::TIMESTAMP_QUERY
                 | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS);
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
@@ -284,6 +294,8 @@ impl Gpu {
             limits,
             total_memory,
             seg_shift,
+            int64: !setup.portable_arithmetic && features.contains(wgpu::Features::SHADER_INT64),
+            adapter_int64: adapter.features().contains(wgpu::Features::SHADER_INT64),
             tracker: AllocTracker::new(),
             faults,
             layout,
@@ -375,7 +387,7 @@ impl Gpu {
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some(kernel.module.file()),
-            source: wgpu::ShaderSource::Wgsl(Cow::Owned(kernel.module.source())),
+            source: wgpu::ShaderSource::Wgsl(Cow::Owned(kernel.module.source(self.int64))),
         });
         let pipeline = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some(kernel.entry),

@@ -1,7 +1,12 @@
 //! Coset LDE (`shaders/wgsl/lde.wgsl`): spread the trace rows to stride B, an inverse DIF NTT
 //! over them, coset scaling with the broadcast that replaces the first log2(B) forward stages,
-//! then the remaining forward DIT stages. Radix-2, one dispatch per stage (per segment group),
-//! over the shared [`LdeTwiddles`] tables, in u32-pair Goldilocks arithmetic.
+//! then the remaining forward DIT stages, over the shared [`LdeTwiddles`] tables.
+//!
+//! The transforms run as passes of up to [`PASS_LOG`] radix-2 stages each (`ntt_pass`): an
+//! invocation loads the 2^r rows of one column that r consecutive stages combine, runs those
+//! stages in registers and stores once. A pass's r is the largest that keeps one group's rows
+//! within one segment's span, so that a dispatch binds at most four segments; at the production
+//! shape that is 9 passes per transform instead of 21 stage sweeps.
 
 use std::sync::Arc;
 
@@ -12,7 +17,10 @@ use crate::context::{Gpu, Kernel, Module, NAME, Recorder, Space, Table, Window};
 use crate::memory::{self, WgpuBuffer};
 
 const SPREAD: Kernel = Kernel { module: Module::Lde, entry: "lde_spread", items_per_group: 256 };
-const STAGE: Kernel = Kernel { module: Module::Lde, entry: "ntt_stage", items_per_group: 256 };
+const PASS: Kernel = Kernel { module: Module::Lde, entry: "ntt_pass", items_per_group: 256 };
+
+/// Most radix-2 stages one `ntt_pass` runs (`PASS_LOG` in lde.wgsl).
+const PASS_LOG: u32 = 4;
 const SCALE: Kernel = Kernel { module: Module::Lde, entry: "lde_scale", items_per_group: 256 };
 
 /// [`backend_api::Backend::coset_lde`].
@@ -53,17 +61,10 @@ pub(crate) fn coset_lde(gpu: &Arc<Gpu>, trace: &WgpuBuffer, params: &LdeParams) 
         rec.dispatch(SPREAD, (k * m) as u32, &args, a, Window::empty(), Table::Buffer(tab))?;
         p += k;
     }
-    // 2. Inverse NTT (DIF) over rows pB: inverse twiddles at offset 0.
-    let mut h = n / 2;
-    while h >= 1 {
-        stage(
-            gpu,
-            &mut rec,
-            &space,
-            tab,
-            Stage { base: ob, stride: b * m, m, rows: n, h, tw_off: 0, tw_step: n / (2 * h), inverse: true },
-        )?;
-        h /= 2;
+    // 2. Inverse NTT (DIF) over rows pB, half-sizes n/2 down to 1: inverse twiddles at offset 0.
+    let inverse = Transform { base: ob, stride: b * m, m, log_rows: log_n, tw_off: 0, inverse: true };
+    for (lh, r) in passes(0, log_n, b * m, m, s).into_iter().rev() {
+        pass(&mut rec, &space, tab, &inverse, lh, r)?;
     }
     // 3. Coset scaling and broadcast to the B rows of each block.
     let mut p = 0;
@@ -74,66 +75,94 @@ pub(crate) fn coset_lde(gpu: &Arc<Gpu>, trace: &WgpuBuffer, params: &LdeParams) 
         rec.dispatch(SCALE, (k * m) as u32, &args, a, Window::empty(), Table::Buffer(tab))?;
         p += k;
     }
-    // 4. Forward NTT (DIT) stages with half-sizes B .. N/2: forward twiddles after the inverse.
-    let mut h = b;
-    while h < big_n {
-        stage(
-            gpu,
-            &mut rec,
-            &space,
-            tab,
-            Stage { base: ob, stride: m, m, rows: big_n, h, tw_off: n / 2, tw_step: big_n / (2 * h), inverse: false },
-        )?;
-        h *= 2;
+    // 4. Forward NTT (DIT) with half-sizes B .. N/2: forward twiddles after the inverse ones.
+    let log_big_n = log_n + log_b;
+    let forward = Transform { base: ob, stride: m, m, log_rows: log_big_n, tw_off: n / 2, inverse: false };
+    for (lh, r) in passes(log_b, log_big_n, m, m, s) {
+        pass(&mut rec, &space, tab, &forward, lh, r)?;
     }
     rec.flush()?;
     drop(tables);
     Ok(out)
 }
 
-/// One radix-2 stage over `rows` logical rows `stride` elements apart.
-struct Stage {
+/// One transform: `2^log_rows` logical rows `stride` elements apart, `m` columns each.
+struct Transform {
     base: u64,
     stride: u64,
     m: u64,
-    rows: u64,
-    h: u64,
+    log_rows: u32,
+    /// Where this transform's twiddles start in the table (`2^(log_rows - 1)` of them).
     tw_off: u64,
-    tw_step: u64,
+    /// DIF with inverse twiddles (`true`) or DIT with forward twiddles.
     inverse: bool,
 }
 
-/// Records one stage, cut into butterfly ranges whose two row ranges each fit a segment.
-fn stage(gpu: &Gpu, rec: &mut Recorder<'_>, space: &Space<'_>, tab: &wgpu::Buffer, st: Stage) -> Result<()> {
-    let op = "coset_lde stage";
-    let s = gpu.seg_elems() as u64;
-    let pairs = st.rows / 2;
-    // The largest power of two of butterflies whose rows (both halves) span at most one segment.
-    let fit = (s / (2 * st.stride)).max(1);
-    let q_chunk = (1u64 << fit.ilog2()).min(pairs.next_power_of_two());
-    let span = |row: u64, count: u64| (st.base + row * st.stride, st.base + (row + count - 1) * st.stride + st.m);
-    let mut q0 = 0;
-    while q0 < pairs {
-        let k = q_chunk.min(pairs - q0);
-        let spans: Vec<(u64, u64)> = if st.h >= q_chunk {
-            let i0 = (q0 / st.h) * 2 * st.h + q0 % st.h;
-            vec![span(i0, k), span(i0 + st.h, k)]
-        } else {
-            vec![span(2 * q0, 2 * k)]
+/// The passes `(log2 h, r)` that cover the stages with half-sizes `2^lo .. 2^(hi - 1)`, in
+/// ascending order: each takes up to [`PASS_LOG`] stages, fewer where one group's rows (`2^r h`
+/// rows of `stride` elements) would exceed a segment of `seg` elements. A one-stage pass always
+/// fits: its two rows, `m <= seg` elements each, touch at most four segments.
+fn passes(lo: u32, hi: u32, stride: u64, m: u64, seg: u64) -> Vec<(u32, u32)> {
+    let mut out = Vec::new();
+    let mut lh = lo;
+    while lh < hi {
+        let mut r = PASS_LOG.min(hi - lh);
+        while r > 1 && ((stride << (lh + r)) - stride + m) > seg {
+            r -= 1;
+        }
+        out.push((lh, r));
+        lh += r;
+    }
+    out
+}
+
+/// Records one pass of `r` stages from half-size `2^lh`, cut into dispatches of aligned,
+/// power-of-two group ranges whose rows touch at most four segments.
+fn pass(
+    rec: &mut Recorder<'_>,
+    space: &Space<'_>,
+    tab: &wgpu::Buffer,
+    tf: &Transform,
+    lh: u32,
+    r: u32,
+) -> Result<()> {
+    let op = "coset_lde pass";
+    let h = 1u64 << lh;
+    let groups = 1u64 << (tf.log_rows - r);
+    // Dispatch items are u32.
+    let max_groups = (u64::from(u32::MAX) / tf.m).max(1);
+    let span = |row: u64, count: u64| (tf.base + row * tf.stride, tf.base + (row + count - 1) * tf.stride + tf.m);
+    let mut g0 = 0u64;
+    while g0 < groups {
+        let align = if g0 == 0 { groups } else { 1 << g0.trailing_zeros() };
+        let mut k = align.min(groups - g0).min(max_groups);
+        k = 1 << k.ilog2();
+        let (window, k) = loop {
+            let first = ((g0 >> lh) << (lh + r)) + (g0 & (h - 1));
+            let spans: Vec<(u64, u64)> = if k <= h {
+                (0..1u64 << r).map(|j| span(first + j * h, k)).collect()
+            } else {
+                vec![span(first, k << r)]
+            };
+            match space.window::<4>(&spans, op) {
+                Ok(w) => break (w, k),
+                Err(e) if k == 1 => return Err(e),
+                Err(_) => k /= 2,
+            }
         };
-        let a = space.window::<4>(&spans, op)?;
         let args = [
-            st.base as u32,
-            st.stride as u32,
-            st.m as u32,
-            st.h as u32,
-            st.tw_off as u32,
-            st.tw_step as u32,
-            q0 as u32,
-            u32::from(st.inverse),
+            tf.base as u32,
+            tf.stride as u32,
+            tf.m as u32,
+            lh,
+            r,
+            tf.tw_off as u32,
+            tf.log_rows - 1 - lh,
+            g0 as u32,
+            u32::from(tf.inverse),
         ];
-        rec.dispatch(STAGE, (k * st.m) as u32, &args, a, Window::empty(), Table::Buffer(tab))?;
-        q0 += k;
+        rec.dispatch(PASS, (k * tf.m) as u32, &args, window, Window::empty(), Table::Buffer(tab))?;
+        g0 += k;
     }
     Ok(())
 }

@@ -2,7 +2,12 @@
 //!
 //! - **Portable arithmetic.** Every 64-bit value (Goldilocks elements, Keccak lanes) is a pair of
 //!   `u32` in the kernels, so the backend runs on adapters without `SHADER_INT64` (WebGPU, most
-//!   mobile GPUs). Storage buffers hold `u32` words: a `u64` element is two words (lo, hi).
+//!   mobile GPUs). Storage buffers hold `u32` words: a `u64` element is two words (lo, hi). Where
+//!   the adapter has `SHADER_INT64`, the one operation WGSL lacks on u32 — the high half of a
+//!   32 x 32-bit product — becomes a native u64 multiply (`shaders/wgsl/mul32_int64.wgsl`, about
+//!   a quarter of the instructions of the portable `mul32.wgsl`); everything else is the same
+//!   code. [`WgpuOptions::portable_arithmetic`] keeps the portable path on such adapters, so
+//!   that both paths are tested on one machine.
 //! - **Buffers beyond the binding limit.** A device buffer is a list of segments (wgpu buffers)
 //!   of the largest power-of-two size the adapter binds as one storage buffer; every dispatch
 //!   binds the (at most four) segments it touches, and the host cuts each operation into such
@@ -46,6 +51,10 @@ pub struct WgpuOptions {
     /// Caps the segment size (bytes) below the adapter's binding limit, so that tests exercise
     /// multi-segment buffers at small shapes. `None` uses the adapter's limit.
     pub max_segment_bytes: Option<u64>,
+    /// Never use `SHADER_INT64`, even where the adapter offers it: every kernel multiplies in
+    /// 16-bit halves, as on adapters without 64-bit integers. `false` (the default) uses native
+    /// u64 multiplies where available; [`WgpuBackend::uses_int64`] says which path runs.
+    pub portable_arithmetic: bool,
 }
 
 /// The wgpu backend: one device, one queue.
@@ -71,8 +80,11 @@ impl WgpuBackend {
     /// `Error::BackendUnavailable` when no acceptable adapter exists or the device cannot be
     /// created; `Error::Device` when setup raises a wgpu error.
     pub fn new(options: WgpuOptions) -> Result<Self> {
-        let gpu =
-            Gpu::new(&Setup { allow_software: options.allow_software, max_segment_bytes: options.max_segment_bytes })?;
+        let gpu = Gpu::new(&Setup {
+            allow_software: options.allow_software,
+            max_segment_bytes: options.max_segment_bytes,
+            portable_arithmetic: options.portable_arithmetic,
+        })?;
         Ok(Self { gpu })
     }
 
@@ -86,9 +98,15 @@ impl WgpuBackend {
         self.gpu.info.clone()
     }
 
-    /// Whether the adapter offers `SHADER_INT64` (the kernels never need it).
-    pub fn has_shader_int64(&self) -> bool {
-        self.gpu.device.features().contains(wgpu::Features::SHADER_INT64)
+    /// Whether the kernels multiply with native u64 (`SHADER_INT64` requested from the adapter),
+    /// rather than the portable 16-bit-halves product. Both give the same bytes.
+    pub fn uses_int64(&self) -> bool {
+        self.gpu.int64
+    }
+
+    /// Whether the adapter offers `SHADER_INT64` at all.
+    pub fn adapter_has_int64(&self) -> bool {
+        self.gpu.adapter_int64
     }
 
     /// Elements per segment: the largest power of two the adapter binds as one storage buffer,
@@ -132,7 +150,13 @@ impl Backend for WgpuBackend {
         let live = self.gpu.tracker.counters().live;
         DeviceInfo {
             backend: "wgpu",
-            device: format!("{} ({:?}, {:?})", self.gpu.info.name, self.gpu.info.device_type, self.gpu.info.backend),
+            device: format!(
+                "{} ({:?}, {:?}, {})",
+                self.gpu.info.name,
+                self.gpu.info.device_type,
+                self.gpu.info.backend,
+                if self.gpu.int64 { "native u64 multiply" } else { "u32-pair arithmetic" }
+            ),
             total_memory: self.gpu.total_memory,
             free_memory: self.gpu.total_memory.saturating_sub(live),
         }

@@ -1,7 +1,9 @@
 //! Kernel tests of the wgpu backend against independent references (naive index transposes, an
 //! O(n^2) LDE in `u128 % p`, the `sha3` and `blake3` crates), on one-segment buffers and on
 //! buffers cut into many small segments (`WgpuOptions::max_segment_bytes`), so that every
-//! multi-segment path runs at small shapes on the software device.
+//! multi-segment path runs at small shapes on the software device. The small-segment backend
+//! also keeps the portable u32-pair multiply, so both multiply paths run where the adapter has
+//! `SHADER_INT64`.
 //!
 //! Without an adapter every test prints `SKIPPED` (or fails with `REQUIRE_WGPU=1`).
 
@@ -27,7 +29,7 @@ fn backend(small: bool) -> Option<&'static WgpuBackend> {
     let cell = if small { &SMALL } else { &FULL };
     let made = cell.get_or_init(|| {
         let max_segment_bytes = small.then_some(SMALL_SEGMENT);
-        WgpuBackend::new(WgpuOptions { allow_software: true, max_segment_bytes }).map_err(|e| e.to_string())
+        WgpuBackend::new(WgpuOptions { allow_software: true, max_segment_bytes, portable_arithmetic: small }).map_err(|e| e.to_string())
     });
     match made {
         Ok(b) => Some(b),
@@ -295,4 +297,18 @@ fn copies_and_downloads() {
         assert!(matches!(err, Error::OverlappingCopies { .. }), "{err}");
         let _ = (TreeShape::new(1), DIGEST_WORDS, dst.len());
     });
+}
+
+/// The two backends run the multiply paths their options ask for: the portable one never uses
+/// `SHADER_INT64`, the default one uses it exactly where the adapter offers it. Printed, so a log
+/// says which paths the other tests covered.
+#[test]
+fn multiply_paths() {
+    let (Some(full), Some(small)) = (backend(false), backend(true)) else { return };
+    assert!(!small.uses_int64(), "portable_arithmetic: true must keep u32-pair multiplies");
+    assert_eq!(full.uses_int64(), full.adapter_has_int64(), "the default uses SHADER_INT64 exactly where offered");
+    eprintln!(
+        "backend-wgpu multiply paths: default backend {}, portable backend u32-pair",
+        if full.uses_int64() { "native u64 (SHADER_INT64)" } else { "u32-pair (no SHADER_INT64 on this adapter)" }
+    );
 }

@@ -1,21 +1,10 @@
 // Goldilocks arithmetic (p = 2^64 - 2^32 + 1) on u32 pairs: an element is vec2<u32>(lo, hi).
 // Inputs may be non-canonical (>= p); every output is canonical. The reduction follows
 // backend_api::field::reduce128 step by step.
-
-// The full 64-bit product of two u32, as (lo, hi), from 16-bit halves (WGSL has no mul-high).
-fn mul32(a: u32, b: u32) -> vec2<u32> {
-    let a0 = a & 0xffffu;
-    let a1 = a >> 16u;
-    let b0 = b & 0xffffu;
-    let b1 = b >> 16u;
-    let p00 = a0 * b0;
-    let p01 = a0 * b1;
-    let p10 = a1 * b0;
-    let p11 = a1 * b1;
-    // At most (2^16 - 1)^2 + 2 (2^16 - 1) = 2^32 - 1: no overflow.
-    let mid = p01 + (p00 >> 16u) + (p10 & 0xffffu);
-    return vec2<u32>((mid << 16u) | (p00 & 0xffffu), p11 + (mid >> 16u) + (p10 >> 16u));
-}
+//
+// The 32 x 32 -> 64-bit product `mul32` comes from mul32.wgsl (portable: 16-bit halves) or
+// mul32_int64.wgsl (one native u64 multiply, where the adapter has SHADER_INT64); the backend
+// prepends one of them.
 
 // a + b mod 2^64 and the carry out.
 fn add64(a: vec2<u32>, b: vec2<u32>) -> vec3<u32> {

@@ -5,12 +5,16 @@
 //
 // The LDE of an n-row trace at blowup B (N = nB):
 // 1. lde_spread: trace row p -> LDE row pB.
-// 2. ntt_stage (inverse, DIF) over the rows pB, p < n: the coefficients, times n, in bit-reversed
+// 2. ntt_pass (inverse, DIF) over the rows pB, p < n: the coefficients, times n, in bit-reversed
 //    order (position p holds coefficient br(p)).
 // 3. lde_scale: position p is coefficient j = br(p), which a size-N bit-reversed array keeps at
 //    br_N(j) = pB; it is scaled by s^j / n and, since the first log2(B) forward (DIT) stages
 //    over a block of B positions with one non-zero entry only copy it, written to all B rows.
-// 4. ntt_stage (forward, DIT) with half-sizes B, 2B, .., N/2: natural-order evaluations.
+// 4. ntt_pass (forward, DIT) with half-sizes B, 2B, .., N/2: natural-order evaluations.
+//
+// ntt_pass runs up to PASS_LOG consecutive radix-2 stages per dispatch, each invocation holding the 2^r rows of one column that those stages combine in registers, so an
+// element is read and written once per pass instead of once per stage. The host (lde.rs) picks r
+// per pass so that a pass's rows fit the bound segments.
 
 @group(0) @binding(7) var<storage, read> tw: array<vec2<u32>>;
 
@@ -25,35 +29,6 @@ fn lde_spread(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_i
     let p = arg(4) + t / m;
     let c = t % m;
     st_a(arg(1) + p * arg(3) * m + c, ld_a(arg(0) + p * m + c));
-}
-
-// args: 0 base, 1 row stride (elements), 2 m, 3 h (half-size), 4 twiddle offset, 5 twiddle step,
-//       6 q0 (first butterfly), 7 inverse (1: DIF with inverse twiddles, 0: DIT); count = pairs * m.
-@compute @workgroup_size(256)
-fn ntt_stage(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let t = group_index(wid) * 256u + lid;
-    if t >= P.count {
-        return;
-    }
-    let m = arg(2);
-    let h = arg(3);
-    let q = arg(6) + t / m;
-    let c = t % m;
-    let k = q % h;
-    let i = (q / h) * 2u * h + k;
-    let gi = arg(0) + i * arg(1) + c;
-    let gj = gi + h * arg(1);
-    let x = ld_a(gi);
-    let y = ld_a(gj);
-    let w = tw[arg(4) + k * arg(5)];
-    if arg(7) == 1u {
-        st_a(gi, gl_add(x, y));
-        st_a(gj, gl_mul(gl_sub(x, y), w));
-    } else {
-        let yw = gl_mul(y, w);
-        st_a(gi, gl_add(x, yw));
-        st_a(gj, gl_sub(x, yw));
-    }
 }
 
 // args: 0 base, 1 m, 2 B, 3 log2(n), 4 coset offset, 5 p0; count = rows * m.
@@ -76,5 +51,86 @@ fn lde_scale(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_in
     let v = gl_mul(ld_a(g), tw[arg(4) + j]);
     for (var s = 0u; s < b; s++) {
         st_a(g + s * m, v);
+    }
+}
+
+// Most stages one ntt_pass runs: 2^PASS_LOG rows per invocation (2^PASS_LOG u32 pairs held).
+const PASS_LOG: u32 = 4u;
+const PASS_ROWS: u32 = 16u;
+
+// args: 0 base, 1 row stride (elements), 2 m, 3 log2 h (the pass's smallest half-size),
+//       4 r (stages, 1..PASS_LOG), 5 twiddle offset, 6 log2 of the smallest stage's twiddle step,
+//       7 g0 (first group), 8 inverse (1: DIF with inverse twiddles, half-sizes h 2^(r-1) down
+//       to h; 0: DIT, half-sizes h up to h 2^(r-1)); count = groups * m.
+//
+// Group g holds the rows i0 + j h, j < 2^r, where i0 = (g / h) h 2^r + g % h: exactly the rows
+// that the stages with half-sizes h .. h 2^(r-1) combine among themselves. In the stage of
+// half-size H = h 2^s the pair (j, j + 2^s), bit s of j clear, is a butterfly whose twiddle
+// index is (i0 + j h) mod H = g % h + (j mod 2^s) h, times the stage's step.
+@compute @workgroup_size(256)
+fn ntt_pass(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let t = group_index(wid) * 256u + lid;
+    if t >= P.count {
+        return;
+    }
+    let m = arg(2);
+    let lh = arg(3);
+    let r = arg(4);
+    let tw_off = arg(5);
+    let lstep = arg(6);
+    let g = arg(7) + t / m;
+    let c = t % m;
+    let lo = g & ((1u << lh) - 1u);
+    let first = arg(0) + (((g >> lh) << (lh + r)) + lo) * arg(1) + c;
+    let gap = (1u << lh) * arg(1);
+    let rows = 1u << r;
+    var v: array<vec2<u32>, PASS_ROWS>;
+    for (var j = 0u; j < PASS_ROWS; j++) {
+        if j < rows {
+            v[j] = ld_a(first + j * gap);
+        }
+    }
+    // Loop bounds and array indices are constants, so that a compiler can unroll the loops and
+    // keep v in registers; the stages past r are skipped by uniform branches.
+    let half_rows = rows / 2u;
+    if arg(8) == 1u {
+        for (var u = 0u; u < PASS_LOG; u++) {
+            let s = PASS_LOG - 1u - u;
+            if s < r {
+                let half = 1u << s;
+                for (var q = 0u; q < PASS_ROWS / 2u; q++) {
+                    if q < half_rows {
+                        let j = ((q >> s) << (s + 1u)) | (q & (half - 1u));
+                        let k = lo + ((j & (half - 1u)) << lh);
+                        let w = tw[tw_off + (k << (lstep - s))];
+                        let x = v[j];
+                        let y = v[j + half];
+                        v[j] = gl_add(x, y);
+                        v[j + half] = gl_mul(gl_sub(x, y), w);
+                    }
+                }
+            }
+        }
+    } else {
+        for (var s = 0u; s < PASS_LOG; s++) {
+            if s < r {
+                let half = 1u << s;
+                for (var q = 0u; q < PASS_ROWS / 2u; q++) {
+                    if q < half_rows {
+                        let j = ((q >> s) << (s + 1u)) | (q & (half - 1u));
+                        let k = lo + ((j & (half - 1u)) << lh);
+                        let yw = gl_mul(v[j + half], tw[tw_off + (k << (lstep - s))]);
+                        let x = v[j];
+                        v[j] = gl_add(x, yw);
+                        v[j + half] = gl_sub(x, yw);
+                    }
+                }
+            }
+        }
+    }
+    for (var j = 0u; j < PASS_ROWS; j++) {
+        if j < rows {
+            st_a(first + j * gap, v[j]);
+        }
     }
 }

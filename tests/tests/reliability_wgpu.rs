@@ -18,6 +18,7 @@ mod segmented {
         || backend_wgpu::WgpuBackend::new(backend_wgpu::WgpuOptions {
             allow_software: true,
             max_segment_bytes: Some(8 << 10),
+            portable_arithmetic: true,
         }),
         "REQUIRE_WGPU"
     );

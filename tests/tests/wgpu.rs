@@ -1,9 +1,11 @@
 //! The conformance suite on the wgpu backend. CI runs it on Mesa's software Vulkan device
 //! (llvmpipe) with `REQUIRE_WGPU=1`; without any adapter every check prints `SKIPPED`.
 //!
-//! Two instantiations: the adapter's own segment size (one segment per buffer at these shapes),
-//! and 8 KiB segments, so that every buffer of more than 1024 elements is several wgpu buffers
-//! and every kernel runs its multi-segment windows.
+//! Two instantiations: the adapter's own segment size (one segment per buffer at these shapes)
+//! with native u64 multiplies where the adapter has `SHADER_INT64`; and 8 KiB segments with the
+//! portable u32-pair arithmetic, so that every buffer of more than 1024 elements is several wgpu
+//! buffers, every kernel runs its multi-segment windows, and both multiply paths are checked
+//! against the same references on one machine.
 #![cfg(feature = "wgpu")]
 
 conformance::conformance_suite!(
@@ -18,6 +20,7 @@ mod segmented {
         || backend_wgpu::WgpuBackend::new(backend_wgpu::WgpuOptions {
             allow_software: true,
             max_segment_bytes: Some(8 << 10),
+            portable_arithmetic: true,
         }),
         "REQUIRE_WGPU"
     );
