@@ -141,6 +141,30 @@ impl LdeTwiddles {
         Self { inv_twiddles, twiddles, coset }
     }
 
+    /// The tables for `(log_n, log_blowup, shift)`, built once per process and kept for the four
+    /// most recently used keys, so that repeated LDEs of one shape (a prover's commits, a
+    /// benchmark) do not rebuild millions of powers on the host each time.
+    pub fn shared(log_n: u32, log_blowup: u32, shift: u64) -> std::sync::Arc<Self> {
+        use std::sync::{Arc, Mutex};
+        type Entry = ((u32, u32, u64), Arc<LdeTwiddles>);
+        static CACHE: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
+        const KEEP: usize = 4;
+        let key = (log_n, log_blowup, shift);
+        let mut cache = CACHE.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(i) = cache.iter().position(|e| e.0 == key) {
+            let e = cache.remove(i);
+            let t = Arc::clone(&e.1);
+            cache.push(e);
+            return t;
+        }
+        let t = Arc::new(Self::new(log_n, log_blowup, shift));
+        if cache.len() >= KEEP {
+            cache.remove(0);
+        }
+        cache.push((key, Arc::clone(&t)));
+        t
+    }
+
     /// Bytes these tables take on a device, without building them.
     pub fn bytes_for(log_n: u32, log_blowup: u32) -> usize {
         let n = 1usize << log_n;
@@ -189,6 +213,16 @@ mod tests {
             }
         }
         assert_eq!(mul(inverse(12345), 12345), 1);
+    }
+
+    #[test]
+    fn shared_tables_equal_fresh_ones_and_are_reused() {
+        let a = LdeTwiddles::shared(6, 1, 7);
+        assert_eq!(*a, LdeTwiddles::new(6, 1, 7));
+        assert!(std::sync::Arc::ptr_eq(&a, &LdeTwiddles::shared(6, 1, 7)), "a second call reuses the tables");
+        // A different shift is a different key.
+        assert_eq!(*LdeTwiddles::shared(6, 1, 3), LdeTwiddles::new(6, 1, 3));
+        assert_ne!(*LdeTwiddles::shared(6, 1, 3), *a);
     }
 
     #[test]

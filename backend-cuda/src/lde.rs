@@ -2,10 +2,8 @@
 //! the output, coset scaling with the `1/n` folded in plus the zero-extension, then a forward NTT of
 //! size `N` by decimation in time, in place. Each launch is a pass of up to `k` radix-2 stages over
 //! shared-memory tiles of `2^k` rows x 8 columns (see lde.cu); the twiddles, coset powers and
-//! inverse twiddles are backend-api's shared [`LdeTwiddles`], uploaded once per call into one
-//! tracked buffer.
-
-use std::sync::{Arc, Mutex};
+//! inverse twiddles are backend-api's shared [`LdeTwiddles`] (built once per shape per process),
+//! uploaded once per call into one tracked buffer.
 
 use backend_api::DeviceBuffer as _;
 use backend_api::field::LdeTwiddles;
@@ -60,26 +58,6 @@ fn split(stages: u32, max: u32) -> Vec<u32> {
     (0..passes).map(|i| stages / passes + u32::from(i < stages % passes)).collect()
 }
 
-/// The host tables for a shape, computed once per process for each recent (log n, log B, shift).
-fn host_tables(log_n: u32, log_b: u32, shift: u64) -> Arc<LdeTwiddles> {
-    type Entry = ((u32, u32, u64), Arc<LdeTwiddles>);
-    static CACHE: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
-    let key = (log_n, log_b, shift);
-    let mut cache = CACHE.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(i) = cache.iter().position(|e| e.0 == key) {
-        let e = cache.remove(i);
-        let t = Arc::clone(&e.1);
-        cache.push(e);
-        return t;
-    }
-    let t = Arc::new(LdeTwiddles::new(log_n, log_b, shift));
-    if cache.len() >= 4 {
-        cache.remove(0);
-    }
-    cache.push((key, Arc::clone(&t)));
-    t
-}
-
 /// Stages per pass: the device's setting (`CUDA_NTT_STAGES`, or
 /// [`crate::CudaBackend::set_ntt_stages`]; 1 is one radix-2 stage per launch) or else the most the
 /// device's shared memory allows, up to [`MAX_STAGES`].
@@ -99,7 +77,7 @@ pub(crate) fn coset_lde(device: &Device, trace: &CudaBuffer, params: &LdeParams)
     let (log_n, log_b) = (params.log_trace_rows(), params.log_blowup());
     let m = shape.cols;
     let big_n = shape.rows << log_b;
-    let tables = host_tables(log_n, log_b, params.shift);
+    let tables = LdeTwiddles::shared(log_n, log_b, params.shift);
     let out = CudaBuffer::alloc(trace.device(), big_n * m)?;
     let (inv, fwd, coset) = (&tables.inv_twiddles, &tables.twiddles, &tables.coset);
     let tw = CudaBuffer::alloc(trace.device(), inv.len() + fwd.len() + coset.len())?;

@@ -15,7 +15,8 @@
 //! alone (`host`, before the wait). `--software` accepts a CPU adapter (llvmpipe);
 //! `--max-segment-bytes` caps the segment size; `--scratch-cap` sets the transpose's scratch cap
 //! in bytes (default 256 MiB); `--portable` keeps u32-pair multiplies where the adapter has
-//! `SHADER_INT64`; `--only NAME` runs the operations whose name contains NAME.
+//! `SHADER_INT64`; `--lde-pass-stages K` caps the LDE's stages per pass (1..=4); `--only NAME`
+//! runs the operations whose name contains NAME.
 
 use std::time::Instant;
 
@@ -35,6 +36,7 @@ struct Args {
     only: Option<String>,
     scratch_cap: usize,
     portable: bool,
+    lde_pass_stages: Option<u32>,
 }
 
 fn parse() -> Result<Args, String> {
@@ -48,6 +50,7 @@ fn parse() -> Result<Args, String> {
         only: None,
         scratch_cap: DEFAULT_SCRATCH_CAP,
         portable: false,
+        lde_pass_stages: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -64,6 +67,9 @@ fn parse() -> Result<Args, String> {
             "--scratch-cap" => a.scratch_cap = val()?.parse().map_err(|e| format!("--scratch-cap: {e}"))?,
             "--software" => a.software = true,
             "--portable" => a.portable = true,
+            "--lde-pass-stages" => {
+                a.lde_pass_stages = Some(val()?.parse().map_err(|e| format!("--lde-pass-stages: {e}"))?)
+            }
             other => return Err(format!("unknown flag {other}")),
         }
     }
@@ -149,6 +155,7 @@ fn main() {
         allow_software: args.software,
         max_segment_bytes: args.max_segment_bytes,
         portable_arithmetic: args.portable,
+        lde_pass_stages: args.lde_pass_stages,
     }) {
         Ok(b) => b,
         Err(e) => {
@@ -252,6 +259,20 @@ fn main() {
             let ms = time(&b, args.iters, || b.merkle_tree_in_place(&mut nodes, tree, hash).expect("merkle"));
             row(&name, ms, tree.bytes());
         }
+    }
+    // What an operation that returns a new buffer pays besides its kernels: creating the
+    // buffer, wgpu's zero-initialisation of it at first use (outside the operation's own
+    // encoders), and freeing it.
+    if run("alloc") {
+        let ms = time(&b, args.iters, || drop(b.alloc(lde.len()).expect("alloc")));
+        row("alloc + free of an LDE-sized buffer (no use)", ms, bytes);
+        let copies = [CopyRange::new(0, 0, lde.len())];
+        let ms = time(&b, args.iters, || {
+            let mut fresh = b.alloc(lde.len()).expect("alloc");
+            b.batched_copy(&lde, &mut fresh, &copies).expect("batched_copy");
+            drop(fresh);
+        });
+        row("alloc + batched_copy into it + free", ms, bytes);
     }
     if run("coset_lde") {
         drop(other);

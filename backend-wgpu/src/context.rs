@@ -107,6 +107,8 @@ pub(crate) struct Gpu {
     pub int64: bool,
     /// The adapter offers `SHADER_INT64` (whether or not it was requested).
     pub adapter_int64: bool,
+    /// Most radix-2 stages per LDE pass (1..=`lde::PASS_LOG`).
+    pub lde_pass_stages: u32,
     pub tracker: AllocTracker,
     faults: Arc<Mutex<Faults>>,
     layout: wgpu::BindGroupLayout,
@@ -152,6 +154,8 @@ pub(crate) struct Setup {
     pub max_segment_bytes: Option<u64>,
     /// Never use `SHADER_INT64`, even where the adapter has it.
     pub portable_arithmetic: bool,
+    /// Most radix-2 stages per LDE pass, already validated.
+    pub lde_pass_stages: u32,
 }
 
 impl Gpu {
@@ -296,6 +300,7 @@ impl Gpu {
             seg_shift,
             int64: !setup.portable_arithmetic && features.contains(wgpu::Features::SHADER_INT64),
             adapter_int64: adapter.features().contains(wgpu::Features::SHADER_INT64),
+            lde_pass_stages: setup.lde_pass_stages,
             tracker: AllocTracker::new(),
             faults,
             layout,

@@ -2,9 +2,9 @@
 //! over them, coset scaling with the broadcast that replaces the first log2(B) forward stages,
 //! then the remaining forward DIT stages, over the shared [`LdeTwiddles`] tables.
 //!
-//! The transforms run as passes of up to [`PASS_LOG`] radix-2 stages each (`ntt_pass`): an
-//! invocation loads the 2^r rows of one column that r consecutive stages combine, runs those
-//! stages in registers and stores once. A pass's r is the largest that keeps one group's rows
+//! The transforms run as passes of up to [`PASS_LOG`] radix-2 stages each (`ntt_pass`): a
+//! workgroup loads the 2^r rows of 256 / 2^r columns that r consecutive stages combine into a
+//! shared-memory tile, runs those stages there and stores once. A pass's r is the largest that keeps one group's rows
 //! within one segment's span, so that a dispatch binds at most four segments; at the production
 //! shape that is 9 passes per transform instead of 21 stage sweeps.
 
@@ -20,7 +20,7 @@ const SPREAD: Kernel = Kernel { module: Module::Lde, entry: "lde_spread", items_
 const PASS: Kernel = Kernel { module: Module::Lde, entry: "ntt_pass", items_per_group: 256 };
 
 /// Most radix-2 stages one `ntt_pass` runs (`PASS_LOG` in lde.wgsl).
-const PASS_LOG: u32 = 4;
+pub(crate) const PASS_LOG: u32 = 4;
 const SCALE: Kernel = Kernel { module: Module::Lde, entry: "lde_scale", items_per_group: 256 };
 
 /// [`backend_api::Backend::coset_lde`].
@@ -40,10 +40,10 @@ pub(crate) fn coset_lde(gpu: &Arc<Gpu>, trace: &WgpuBuffer, params: &LdeParams) 
             b * m
         )));
     }
-    let tw = LdeTwiddles::new(log_n, log_b, params.shift);
-    let table: Vec<u64> = [tw.inv_twiddles.as_slice(), tw.twiddles.as_slice(), tw.coset.as_slice()].concat();
+    let tw = LdeTwiddles::shared(log_n, log_b, params.shift);
     let what = format!("the twiddle tables for 2^{log_n} x 2^{log_b}");
-    let tables = memory::upload_table(gpu, &table, &what)?;
+    let tables = memory::upload_table(gpu, &[&tw.inv_twiddles, &tw.twiddles, &tw.coset], &what)?;
+    let most = gpu.lde_pass_stages;
     let out = memory::alloc(gpu, params.lde_shape().len())?;
     let (space, bases) = Space::new(gpu, &[&trace.segs, &out.segs])?;
     let (tb, ob) = (bases[0] as u64, bases[1] as u64);
@@ -63,7 +63,7 @@ pub(crate) fn coset_lde(gpu: &Arc<Gpu>, trace: &WgpuBuffer, params: &LdeParams) 
     }
     // 2. Inverse NTT (DIF) over rows pB, half-sizes n/2 down to 1: inverse twiddles at offset 0.
     let inverse = Transform { base: ob, stride: b * m, m, log_rows: log_n, tw_off: 0, inverse: true };
-    for (lh, r) in passes(0, log_n, b * m, m, s).into_iter().rev() {
+    for (lh, r) in passes(0, log_n, b * m, m, s, most).into_iter().rev() {
         pass(&mut rec, &space, tab, &inverse, lh, r)?;
     }
     // 3. Coset scaling and broadcast to the B rows of each block.
@@ -78,7 +78,7 @@ pub(crate) fn coset_lde(gpu: &Arc<Gpu>, trace: &WgpuBuffer, params: &LdeParams) 
     // 4. Forward NTT (DIT) with half-sizes B .. N/2: forward twiddles after the inverse ones.
     let log_big_n = log_n + log_b;
     let forward = Transform { base: ob, stride: m, m, log_rows: log_big_n, tw_off: n / 2, inverse: false };
-    for (lh, r) in passes(log_b, log_big_n, m, m, s) {
+    for (lh, r) in passes(log_b, log_big_n, m, m, s, most) {
         pass(&mut rec, &space, tab, &forward, lh, r)?;
     }
     rec.flush()?;
@@ -99,14 +99,15 @@ struct Transform {
 }
 
 /// The passes `(log2 h, r)` that cover the stages with half-sizes `2^lo .. 2^(hi - 1)`, in
-/// ascending order: each takes up to [`PASS_LOG`] stages, fewer where one group's rows (`2^r h`
-/// rows of `stride` elements) would exceed a segment of `seg` elements. A one-stage pass always
-/// fits: its two rows, `m <= seg` elements each, touch at most four segments.
-fn passes(lo: u32, hi: u32, stride: u64, m: u64, seg: u64) -> Vec<(u32, u32)> {
+/// ascending order: each takes up to `most` (at most [`PASS_LOG`]) stages, fewer where one
+/// group's rows (`2^r h` rows of `stride` elements) would exceed a segment of `seg` elements. A
+/// one-stage pass always fits: its two rows, `m <= seg` elements each, touch at most four
+/// segments.
+fn passes(lo: u32, hi: u32, stride: u64, m: u64, seg: u64, most: u32) -> Vec<(u32, u32)> {
     let mut out = Vec::new();
     let mut lh = lo;
     while lh < hi {
-        let mut r = PASS_LOG.min(hi - lh);
+        let mut r = most.clamp(1, PASS_LOG).min(hi - lh);
         while r > 1 && ((stride << (lh + r)) - stride + m) > seg {
             r -= 1;
         }
@@ -129,8 +130,8 @@ fn pass(
     let op = "coset_lde pass";
     let h = 1u64 << lh;
     let groups = 1u64 << (tf.log_rows - r);
-    // Dispatch items are u32.
-    let max_groups = (u64::from(u32::MAX) / tf.m).max(1);
+    // One invocation per element, and dispatch items are u32.
+    let max_groups = (u64::from(u32::MAX) / (tf.m << r)).max(1);
     let span = |row: u64, count: u64| (tf.base + row * tf.stride, tf.base + (row + count - 1) * tf.stride + tf.m);
     let mut g0 = 0u64;
     while g0 < groups {
@@ -161,7 +162,7 @@ fn pass(
             g0 as u32,
             u32::from(tf.inverse),
         ];
-        rec.dispatch(PASS, (k * tf.m) as u32, &args, window, Window::empty(), Table::Buffer(tab))?;
+        rec.dispatch(PASS, ((k * tf.m) << r) as u32, &args, window, Window::empty(), Table::Buffer(tab))?;
         g0 += k;
     }
     Ok(())

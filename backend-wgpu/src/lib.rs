@@ -55,6 +55,9 @@ pub struct WgpuOptions {
     /// 16-bit halves, as on adapters without 64-bit integers. `false` (the default) uses native
     /// u64 multiplies where available; [`WgpuBackend::uses_int64`] says which path runs.
     pub portable_arithmetic: bool,
+    /// Most radix-2 stages one LDE pass runs in registers, 1 to 4; `None` is 4, the fastest.
+    /// Smaller values exist to measure and test the pass structure (1 is one dispatch per stage).
+    pub lde_pass_stages: Option<u32>,
 }
 
 /// The wgpu backend: one device, one queue.
@@ -78,12 +81,21 @@ impl WgpuBackend {
     ///
     /// # Errors
     /// `Error::BackendUnavailable` when no acceptable adapter exists or the device cannot be
-    /// created; `Error::Device` when setup raises a wgpu error.
+    /// created; `Error::Device` when setup raises a wgpu error; `Error::InvalidArgument` for
+    /// `lde_pass_stages` outside 1..=4.
     pub fn new(options: WgpuOptions) -> Result<Self> {
+        let lde_pass_stages = options.lde_pass_stages.unwrap_or(lde::PASS_LOG);
+        if !(1..=lde::PASS_LOG).contains(&lde_pass_stages) {
+            return Err(backend_api::Error::InvalidArgument(format!(
+                "wgpu: lde_pass_stages must be 1 to {}, got {lde_pass_stages}",
+                lde::PASS_LOG
+            )));
+        }
         let gpu = Gpu::new(&Setup {
             allow_software: options.allow_software,
             max_segment_bytes: options.max_segment_bytes,
             portable_arithmetic: options.portable_arithmetic,
+            lde_pass_stages,
         })?;
         Ok(Self { gpu })
     }

@@ -95,10 +95,11 @@ pub(crate) fn alloc(gpu: &Arc<Gpu>, len: usize) -> Result<WgpuBuffer> {
     Ok(WgpuBuffer { gpu: gpu.clone(), segs, len, bytes })
 }
 
-/// Allocates a one-segment buffer holding `host` (kernel tables), whatever the segment size, up
-/// to the adapter's binding limit.
-pub(crate) fn upload_table(gpu: &Arc<Gpu>, host: &[u64], what: &str) -> Result<WgpuBuffer> {
-    let bytes = host.len() * 8;
+/// Allocates a one-segment buffer holding the concatenation of `parts` (kernel tables), whatever
+/// the segment size, up to the adapter's binding limit.
+pub(crate) fn upload_table(gpu: &Arc<Gpu>, parts: &[&[u64]], what: &str) -> Result<WgpuBuffer> {
+    let len: usize = parts.iter().map(|p| p.len()).sum();
+    let bytes = len * 8;
     let limit = gpu.limits.max_storage_buffer_binding_size.min(gpu.limits.max_buffer_size) as usize;
     if bytes > limit {
         return Err(Error::InvalidArgument(format!(
@@ -115,9 +116,13 @@ pub(crate) fn upload_table(gpu: &Arc<Gpu>, host: &[u64], what: &str) -> Result<W
             return Err(e);
         }
     };
-    gpu.queue.write_buffer(&seg, 0, bytemuck::cast_slice(host));
+    let mut at = 0u64;
+    for part in parts {
+        gpu.queue.write_buffer(&seg, at, bytemuck::cast_slice(part));
+        at += part.len() as u64 * 8;
+    }
     gpu.check("upload a table")?;
-    Ok(WgpuBuffer { gpu: gpu.clone(), segs: vec![seg], len: host.len(), bytes })
+    Ok(WgpuBuffer { gpu: gpu.clone(), segs: vec![seg], len, bytes })
 }
 
 /// Allocates a buffer holding a copy of `host`.

@@ -29,7 +29,13 @@ fn backend(small: bool) -> Option<&'static WgpuBackend> {
     let cell = if small { &SMALL } else { &FULL };
     let made = cell.get_or_init(|| {
         let max_segment_bytes = small.then_some(SMALL_SEGMENT);
-        WgpuBackend::new(WgpuOptions { allow_software: true, max_segment_bytes, portable_arithmetic: small }).map_err(|e| e.to_string())
+        WgpuBackend::new(WgpuOptions {
+            allow_software: true,
+            max_segment_bytes,
+            portable_arithmetic: small,
+            ..Default::default()
+        })
+        .map_err(|e| e.to_string())
     });
     match made {
         Ok(b) => Some(b),
@@ -176,6 +182,41 @@ fn lde_matches_naive_dft() {
             );
         }
     });
+}
+
+/// Every pass size (1, 2, 3 stages per pass; 4 is the default the other tests use), on 8 KiB
+/// segments so that the passes also cut at segment bounds, against the naive DFT.
+#[test]
+fn lde_every_pass_size_matches_naive_dft() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut r = rng("lde-pass-sizes");
+    for stages in 1..=3 {
+        let options = WgpuOptions {
+            allow_software: true,
+            max_segment_bytes: Some(SMALL_SEGMENT),
+            lde_pass_stages: Some(stages),
+            ..Default::default()
+        };
+        let b = match WgpuBackend::new(options) {
+            Ok(b) => b,
+            Err(e) => {
+                assert!(std::env::var("REQUIRE_WGPU").as_deref() != Ok("1"), "REQUIRE_WGPU=1 but no wgpu backend: {e}");
+                eprintln!("SKIPPED backend-wgpu kernel test: {e}");
+                return;
+            }
+        };
+        for (log_n, log_b, m) in [(5, 1, 3), (7, 2, 2), (10, 1, 1)] {
+            let (n, blowup) = (1usize << log_n, 1usize << log_b);
+            let trace = matrix(&mut r, n * m);
+            let dev = b.upload(&trace).unwrap();
+            let params = LdeParams::new(MatrixShape::new(n, m).unwrap(), blowup, 7).unwrap();
+            let got = b.download_vec(&b.coset_lde(&dev, &params).unwrap()).unwrap();
+            assert_eq!(got, naive_lde(&trace, n, m, blowup, 7), "LDE 2^{log_n} x {m}, blowup {blowup}, {stages} stages/pass");
+        }
+    }
+    let bad = WgpuOptions { allow_software: true, lde_pass_stages: Some(5), ..Default::default() };
+    let err = WgpuBackend::new(bad).expect_err("5 stages per pass is refused");
+    assert!(matches!(err, Error::InvalidArgument(ref s) if s.contains("lde_pass_stages")), "{err}");
 }
 
 #[test]

@@ -12,9 +12,10 @@
 //    over a block of B positions with one non-zero entry only copy it, written to all B rows.
 // 4. ntt_pass (forward, DIT) with half-sizes B, 2B, .., N/2: natural-order evaluations.
 //
-// ntt_pass runs up to PASS_LOG consecutive radix-2 stages per dispatch, each invocation holding the 2^r rows of one column that those stages combine in registers, so an
-// element is read and written once per pass instead of once per stage. The host (lde.rs) picks r
-// per pass so that a pass's rows fit the bound segments.
+// ntt_pass runs up to PASS_LOG consecutive radix-2 stages per dispatch over workgroup tiles of
+// the 2^r rows of a column that those stages combine, so that an element is read and written once
+// per pass instead of once per stage. The host (lde.rs) picks r per pass so that a pass's rows
+// fit the bound segments.
 
 @group(0) @binding(7) var<storage, read> tw: array<vec2<u32>>;
 
@@ -54,83 +55,82 @@ fn lde_scale(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_in
     }
 }
 
-// Most stages one ntt_pass runs: 2^PASS_LOG rows per invocation (2^PASS_LOG u32 pairs held).
+// Most stages one ntt_pass runs: a group of 2^PASS_LOG rows per column.
 const PASS_LOG: u32 = 4u;
-const PASS_ROWS: u32 = 16u;
+
+// One workgroup's groups: (256 >> r) (group, column) items x 2^r rows, item-fastest, so that a
+// row's consecutive columns are consecutive invocations (coalesced loads and stores).
+var<workgroup> ntt_tile: array<vec2<u32>, 256>;
 
 // args: 0 base, 1 row stride (elements), 2 m, 3 log2 h (the pass's smallest half-size),
 //       4 r (stages, 1..PASS_LOG), 5 twiddle offset, 6 log2 of the smallest stage's twiddle step,
 //       7 g0 (first group), 8 inverse (1: DIF with inverse twiddles, half-sizes h 2^(r-1) down
-//       to h; 0: DIT, half-sizes h up to h 2^(r-1)); count = groups * m.
+//       to h; 0: DIT, half-sizes h up to h 2^(r-1)); count = groups * m * 2^r (one invocation
+//       per element).
 //
 // Group g holds the rows i0 + j h, j < 2^r, where i0 = (g / h) h 2^r + g % h: exactly the rows
 // that the stages with half-sizes h .. h 2^(r-1) combine among themselves. In the stage of
 // half-size H = h 2^s the pair (j, j + 2^s), bit s of j clear, is a butterfly whose twiddle
-// index is (i0 + j h) mod H = g % h + (j mod 2^s) h, times the stage's step.
+// index is (i0 + j h) mod H = g % h + (j mod 2^s) h, times the stage's step. Each invocation
+// loads one element into the workgroup tile; the stages run on the tile (the first 128
+// invocations one butterfly each, a barrier after each stage); each invocation stores its
+// element back. The tile is indexed at run time, which shared memory does at full speed (a
+// per-invocation register array indexed by stage would spill to local memory).
 @compute @workgroup_size(256)
 fn ntt_pass(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let t = group_index(wid) * 256u + lid;
-    if t >= P.count {
-        return;
-    }
     let m = arg(2);
     let lh = arg(3);
     let r = arg(4);
     let tw_off = arg(5);
     let lstep = arg(6);
-    let g = arg(7) + t / m;
-    let c = t % m;
+    let items = P.count >> r;
+    let per_log = 8u - r;
+    let per = 1u << per_log;
+    let first_item = group_index(wid) * per;
+
+    // This invocation's element: item lid % per, row lid / per.
+    let item = first_item + (lid & (per - 1u));
+    let row = lid >> per_log;
+    let live = item < items;
+    let g = arg(7) + item / m;
     let lo = g & ((1u << lh) - 1u);
-    let first = arg(0) + (((g >> lh) << (lh + r)) + lo) * arg(1) + c;
-    let gap = (1u << lh) * arg(1);
-    let rows = 1u << r;
-    var v: array<vec2<u32>, PASS_ROWS>;
-    for (var j = 0u; j < PASS_ROWS; j++) {
-        if j < rows {
-            v[j] = ld_a(first + j * gap);
-        }
+    let at = arg(0) + ((((g >> lh) << (lh + r)) + lo) + (row << lh)) * arg(1) + item % m;
+    if live {
+        ntt_tile[lid] = ld_a(at);
     }
-    // Loop bounds and array indices are constants, so that a compiler can unroll the loops and
-    // keep v in registers; the stages past r are skipped by uniform branches.
-    let half_rows = rows / 2u;
-    if arg(8) == 1u {
-        for (var u = 0u; u < PASS_LOG; u++) {
-            let s = PASS_LOG - 1u - u;
-            if s < r {
-                let half = 1u << s;
-                for (var q = 0u; q < PASS_ROWS / 2u; q++) {
-                    if q < half_rows {
-                        let j = ((q >> s) << (s + 1u)) | (q & (half - 1u));
-                        let k = lo + ((j & (half - 1u)) << lh);
-                        let w = tw[tw_off + (k << (lstep - s))];
-                        let x = v[j];
-                        let y = v[j + half];
-                        v[j] = gl_add(x, y);
-                        v[j + half] = gl_mul(gl_sub(x, y), w);
-                    }
-                }
+    workgroupBarrier();
+
+    // This invocation's butterfly (the first 128): item b % per, pair q = b / per < 2^(r-1).
+    let bi = lid & (per - 1u);
+    let q = lid >> per_log;
+    let bitem = first_item + bi;
+    let blive = lid < 128u && bitem < items;
+    let blo = (arg(7) + bitem / m) & ((1u << lh) - 1u);
+    let inverse = arg(8) == 1u;
+    for (var u = 0u; u < r; u++) {
+        // DIT runs s = 0, 1, ..; DIF runs s = r - 1 down to 0.
+        var s = u;
+        if inverse {
+            s = r - 1u - u;
+        }
+        let half = 1u << s;
+        let j = ((q >> s) << (s + 1u)) | (q & (half - 1u));
+        if blive {
+            let w = tw[tw_off + ((blo + ((j & (half - 1u)) << lh)) << (lstep - s))];
+            let x = ntt_tile[(j << per_log) + bi];
+            let y = ntt_tile[((j + half) << per_log) + bi];
+            if inverse {
+                ntt_tile[(j << per_log) + bi] = gl_add(x, y);
+                ntt_tile[((j + half) << per_log) + bi] = gl_mul(gl_sub(x, y), w);
+            } else {
+                let yw = gl_mul(y, w);
+                ntt_tile[(j << per_log) + bi] = gl_add(x, yw);
+                ntt_tile[((j + half) << per_log) + bi] = gl_sub(x, yw);
             }
         }
-    } else {
-        for (var s = 0u; s < PASS_LOG; s++) {
-            if s < r {
-                let half = 1u << s;
-                for (var q = 0u; q < PASS_ROWS / 2u; q++) {
-                    if q < half_rows {
-                        let j = ((q >> s) << (s + 1u)) | (q & (half - 1u));
-                        let k = lo + ((j & (half - 1u)) << lh);
-                        let yw = gl_mul(v[j + half], tw[tw_off + (k << (lstep - s))]);
-                        let x = v[j];
-                        v[j] = gl_add(x, yw);
-                        v[j + half] = gl_sub(x, yw);
-                    }
-                }
-            }
-        }
+        workgroupBarrier();
     }
-    for (var j = 0u; j < PASS_ROWS; j++) {
-        if j < rows {
-            st_a(first + j * gap, v[j]);
-        }
+    if live {
+        st_a(at, ntt_tile[lid]);
     }
 }

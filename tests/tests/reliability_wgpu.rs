@@ -19,6 +19,7 @@ mod segmented {
             allow_software: true,
             max_segment_bytes: Some(8 << 10),
             portable_arithmetic: true,
+            ..Default::default()
         }),
         "REQUIRE_WGPU"
     );
