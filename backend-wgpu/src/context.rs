@@ -109,6 +109,8 @@ pub(crate) struct Gpu {
     pub adapter_int64: bool,
     /// Most radix-2 stages per LDE pass (1..=`lde::PASS_LOG`).
     pub lde_pass_stages: u32,
+    /// Freed segments kept for reuse (see `memory::alloc`).
+    pub pool: Mutex<crate::memory::Pool>,
     pub tracker: AllocTracker,
     faults: Arc<Mutex<Faults>>,
     layout: wgpu::BindGroupLayout,
@@ -301,6 +303,7 @@ impl Gpu {
             int64: !setup.portable_arithmetic && features.contains(wgpu::Features::SHADER_INT64),
             adapter_int64: adapter.features().contains(wgpu::Features::SHADER_INT64),
             lde_pass_stages: setup.lde_pass_stages,
+            pool: Mutex::new(crate::memory::Pool::default()),
             tracker: AllocTracker::new(),
             faults,
             layout,

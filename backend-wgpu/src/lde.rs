@@ -3,8 +3,9 @@
 //! then the remaining forward DIT stages, over the shared [`LdeTwiddles`] tables.
 //!
 //! The transforms run as passes of up to [`PASS_LOG`] radix-2 stages each (`ntt_pass`): a
-//! workgroup loads the 2^r rows of 256 / 2^r columns that r consecutive stages combine into a
-//! shared-memory tile, runs those stages there and stores once. A pass's r is the largest that keeps one group's rows
+//! workgroup loads the 2^r rows of 512 / 2^r columns that r consecutive stages combine into a
+//! shared-memory tile, runs those stages there (one butterfly per invocation per stage) and
+//! stores once. A pass's r is the largest that keeps one group's rows
 //! within one segment's span, so that a dispatch binds at most four segments; at the production
 //! shape that is 9 passes per transform instead of 21 stage sweeps.
 
@@ -130,8 +131,8 @@ fn pass(
     let op = "coset_lde pass";
     let h = 1u64 << lh;
     let groups = 1u64 << (tf.log_rows - r);
-    // One invocation per element, and dispatch items are u32.
-    let max_groups = (u64::from(u32::MAX) / (tf.m << r)).max(1);
+    // One invocation per butterfly, and dispatch items are u32.
+    let max_groups = (u64::from(u32::MAX) / (tf.m << (r - 1))).max(1);
     let span = |row: u64, count: u64| (tf.base + row * tf.stride, tf.base + (row + count - 1) * tf.stride + tf.m);
     let mut g0 = 0u64;
     while g0 < groups {
@@ -162,7 +163,7 @@ fn pass(
             g0 as u32,
             u32::from(tf.inverse),
         ];
-        rec.dispatch(PASS, ((k * tf.m) << r) as u32, &args, window, Window::empty(), Table::Buffer(tab))?;
+        rec.dispatch(PASS, ((k * tf.m) << (r - 1)) as u32, &args, window, Window::empty(), Table::Buffer(tab))?;
         g0 += k;
     }
     Ok(())

@@ -18,6 +18,8 @@
 //! - **Accounted memory.** Every device buffer goes through the backend's [`AllocTracker`]; a
 //!   1 MiB parameter arena and a 256 B placeholder are allocated once at construction (outside
 //!   the tracker, they are fixed overhead, like a context); host staging memory is not counted.
+//!   Freed segments are pooled for reuse ([`WgpuBackend::pooled_bytes`],
+//!   [`WgpuBackend::trim_pool`]), as CUDA's stream-ordered pool keeps freed memory.
 //! - **Typed failures** ([`backend_api::Error`]). No adapter is `BackendUnavailable`, a lost
 //!   device `DeviceLost`, a wgpu error `Device`, a shader that does not compile `KernelCompile`,
 //!   and a shape beyond what one dispatch can bind `InvalidArgument` naming the limit. wgpu's uncaptured errors are captured, never
@@ -134,6 +136,20 @@ impl WgpuBackend {
     /// `Error::LengthMismatch` when the lengths differ; a device error.
     pub fn raw_copy(&self, src: &WgpuBuffer, dst: &mut WgpuBuffer) -> Result<()> {
         memory::raw_copy(&self.gpu, src, dst)
+    }
+
+    /// Frees the segments the pool keeps for reuse (freed buffers' segments stay allocated so
+    /// that later allocations of the same size skip buffer creation and wgpu's zero fill);
+    /// returns the bytes released. Never needed for correctness: an allocation that runs out of
+    /// memory empties the pool itself.
+    pub fn trim_pool(&self) -> u64 {
+        context::lock(&self.gpu.pool).trim()
+    }
+
+    /// Bytes of freed segments the pool keeps for reuse (device memory held beyond
+    /// [`Backend::memory`]'s live bytes; live plus pooled never exceeds the tracker's peak).
+    pub fn pooled_bytes(&self) -> u64 {
+        context::lock(&self.gpu.pool).bytes()
     }
 
     /// Whether [`WgpuBackend::time_device`] measures on the device (the adapter offers

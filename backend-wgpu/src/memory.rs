@@ -6,24 +6,67 @@
 //! `context::Space`), so one device buffer may be far larger than the binding limit.
 //!
 //! Host staging buffers (`MAP_READ`) are host memory and are not counted by the tracker.
+//!
+//! Freed segments go to a pool and are reused by later allocations of the same size, as CUDA's
+//! stream-ordered pool does: creating and destroying a 1 GiB wgpu buffer costs tens of
+//! milliseconds of driver time, and wgpu zero-fills every new buffer at its first use. The pool
+//! only ever holds what was live before, so live plus pooled bytes never exceed the tracker's
+//! peak; an allocation that fails for lack of memory empties the pool and tries once more, and
+//! [`crate::WgpuBackend::trim_pool`] empties it on demand.
 
 use std::sync::Arc;
 
 use backend_api::{DeviceBuffer, Error, PendingDownload, Result};
 
-use crate::context::{Gpu, NAME};
+use crate::context::{Gpu, NAME, lock};
 
 /// Bytes moved per staging round trip of [`download`].
 const STAGING_BYTES: usize = 64 << 20;
+/// How long a download waits for its staging buffer's mapping once the queue is idle.
+const MAP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 /// Bytes written per submission of [`upload`] (bounds wgpu's own staging memory).
 const UPLOAD_CHUNK_BYTES: usize = 64 << 20;
 
-/// An owned device buffer of `u64` elements: one or more wgpu buffers, freed on drop.
+/// An owned device buffer of `u64` elements: one or more wgpu buffers, returned to the pool
+/// (segments) or freed (tables) on drop.
 pub struct WgpuBuffer {
     gpu: Arc<Gpu>,
     pub(crate) segs: Vec<wgpu::Buffer>,
     len: usize,
     bytes: usize,
+    /// Segments from [`alloc`], which go back to the pool.
+    pooled: bool,
+}
+
+/// Freed segments by size in bytes.
+#[derive(Default)]
+pub(crate) struct Pool {
+    free: std::collections::HashMap<u64, Vec<wgpu::Buffer>>,
+    bytes: u64,
+}
+
+impl Pool {
+    fn take(&mut self, size: u64) -> Option<wgpu::Buffer> {
+        let b = self.free.get_mut(&size)?.pop()?;
+        self.bytes -= size;
+        Some(b)
+    }
+
+    fn put(&mut self, b: wgpu::Buffer) {
+        self.bytes += b.size();
+        self.free.entry(b.size()).or_default().push(b);
+    }
+
+    /// Drops every pooled segment (wgpu frees each once queued work using it has finished);
+    /// returns the bytes released.
+    pub(crate) fn trim(&mut self) -> u64 {
+        self.free.clear();
+        std::mem::take(&mut self.bytes)
+    }
+
+    pub(crate) fn bytes(&self) -> u64 {
+        self.bytes
+    }
 }
 
 impl std::fmt::Debug for WgpuBuffer {
@@ -40,7 +83,15 @@ impl DeviceBuffer for WgpuBuffer {
 
 impl Drop for WgpuBuffer {
     fn drop(&mut self) {
-        // Dropping the handles frees the memory once queued work that uses it has finished.
+        // A pooled segment may be handed out while queued work still uses it: the new owner's
+        // work is submitted later on the same queue, so it runs after. Dropped handles are freed
+        // by wgpu once queued work that uses them has finished.
+        if self.pooled {
+            let mut pool = lock(&self.gpu.pool);
+            for seg in self.segs.drain(..) {
+                pool.put(seg);
+            }
+        }
         self.segs.clear();
         self.gpu.tracker.release(self.bytes);
     }
@@ -73,26 +124,39 @@ pub(crate) fn alloc(gpu: &Arc<Gpu>, len: usize) -> Result<WgpuBuffer> {
         .checked_mul(8)
         .ok_or_else(|| Error::InvalidArgument(format!("{NAME}: {len} u64 elements overflow the address space")))?;
     gpu.tracker.reserve(bytes)?;
-    let mut segs = Vec::new();
+    // From here on, dropping `buf` returns what it holds and releases the reservation.
+    let mut buf = WgpuBuffer { gpu: gpu.clone(), segs: Vec::new(), len, bytes, pooled: true };
     let s = gpu.seg_elems();
     let mut left = len;
     while left > 0 {
         let n = left.min(s);
-        match gpu.create_buffer(
-            "backend-wgpu segment",
-            (n * 8) as u64,
-            wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
-        ) {
-            Ok(b) => segs.push(b),
-            Err(e) => {
-                drop(segs);
-                gpu.tracker.release(bytes);
-                return Err(e);
-            }
-        }
+        buf.segs.push(segment(gpu, (n * 8) as u64)?);
         left -= n;
     }
-    Ok(WgpuBuffer { gpu: gpu.clone(), segs, len, bytes })
+    Ok(buf)
+}
+
+/// One segment of `size` bytes: a pooled one, else a new one; a new one that fails for lack of
+/// memory is tried once more after the pool is emptied.
+fn segment(gpu: &Gpu, size: u64) -> Result<wgpu::Buffer> {
+    if let Some(b) = lock(&gpu.pool).take(size) {
+        return Ok(b);
+    }
+    let create = || {
+        gpu.create_buffer(
+            "backend-wgpu segment",
+            size,
+            wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+        )
+    };
+    match create() {
+        Err(Error::OutOfMemory { .. }) if lock(&gpu.pool).trim() > 0 => {
+            // Let wgpu free the dropped segments before trying again.
+            gpu.wait("alloc")?;
+            create()
+        }
+        other => other,
+    }
 }
 
 /// Allocates a one-segment buffer holding the concatenation of `parts` (kernel tables), whatever
@@ -122,7 +186,7 @@ pub(crate) fn upload_table(gpu: &Arc<Gpu>, parts: &[&[u64]], what: &str) -> Resu
         at += part.len() as u64 * 8;
     }
     gpu.check("upload a table")?;
-    Ok(WgpuBuffer { gpu: gpu.clone(), segs: vec![seg], len, bytes })
+    Ok(WgpuBuffer { gpu: gpu.clone(), segs: vec![seg], len, bytes, pooled: false })
 }
 
 /// Allocates a buffer holding a copy of `host`.
@@ -220,24 +284,27 @@ pub(crate) fn read_mapped(gpu: &Gpu, staging: &wgpu::Buffer, out: &mut [u64]) ->
     staging.map_async(wgpu::MapMode::Read, 0..bytes, move |r| {
         let _ = tx.send(r);
     });
-    gpu.wait("download")?;
-    match rx.try_recv() {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => {
-            return Err(Error::Device {
-                backend: NAME.into(),
-                op: "map a download buffer".into(),
-                message: e.to_string(),
-            });
+    // The callback runs inside some thread's poll: ours, or, when several threads share the
+    // device, another's that is still delivering callbacks after our poll returned. So poll
+    // and wait for the callback in turns, up to a deadline.
+    let deadline = std::time::Instant::now() + MAP_TIMEOUT;
+    let mapped = loop {
+        gpu.wait("download")?;
+        match rx.recv_timeout(std::time::Duration::from_millis(5)) {
+            Ok(r) => break r,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) if std::time::Instant::now() < deadline => {}
+            Err(e) => {
+                gpu.check("download")?;
+                return Err(Error::Device {
+                    backend: NAME.into(),
+                    op: "map a download buffer".into(),
+                    message: format!("the mapping did not complete within {MAP_TIMEOUT:?} of an idle queue ({e})"),
+                });
+            }
         }
-        Err(_) => {
-            gpu.check("download")?;
-            return Err(Error::Device {
-                backend: NAME.into(),
-                op: "map a download buffer".into(),
-                message: "the mapping did not complete after the queue was idle".into(),
-            });
-        }
+    };
+    if let Err(e) = mapped {
+        return Err(Error::Device { backend: NAME.into(), op: "map a download buffer".into(), message: e.to_string() });
     }
     {
         let view = staging.get_mapped_range(0..bytes).map_err(|e| Error::Device {

@@ -219,6 +219,34 @@ fn lde_every_pass_size_matches_naive_dft() {
     assert!(matches!(err, Error::InvalidArgument(ref s) if s.contains("lde_pass_stages")), "{err}");
 }
 
+/// Freed segments are pooled and reused (never shared between live buffers), counted apart from
+/// live bytes, and released by `trim_pool`; a reused segment carries old contents, which every
+/// operation overwrites.
+#[test]
+fn freed_segments_are_pooled_and_reused() {
+    both(|b| {
+        b.trim_pool();
+        let len = 5000;
+        let live0 = b.memory().live;
+        let first = b.alloc(len).unwrap();
+        drop(first);
+        let pooled = b.pooled_bytes();
+        assert_eq!(pooled, len as u64 * 8, "the freed buffer's segments are pooled");
+        assert_eq!(b.memory().live, live0, "pooled bytes are not live");
+        // Two live buffers of the same size: the first takes the pooled segments, the second
+        // gets new ones; both hold their own data.
+        let x = b.upload(&(0..len as u64).collect::<Vec<_>>()).unwrap();
+        assert_eq!(b.pooled_bytes(), 0, "the upload reused every pooled segment");
+        let y = b.upload(&vec![P + 3; len]).unwrap();
+        assert_eq!(b.download_vec(&x).unwrap(), (0..len as u64).collect::<Vec<_>>());
+        assert_eq!(b.download_vec(&y).unwrap(), vec![P + 3; len]);
+        drop((x, y));
+        assert_eq!(b.pooled_bytes(), 2 * len as u64 * 8);
+        assert_eq!(b.trim_pool(), 2 * len as u64 * 8, "trim_pool releases everything pooled");
+        assert_eq!(b.pooled_bytes(), 0);
+    });
+}
+
 #[test]
 fn leaves_match_sha3_and_blake3() {
     both(|b| {

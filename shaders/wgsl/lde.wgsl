@@ -58,24 +58,24 @@ fn lde_scale(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_in
 // Most stages one ntt_pass runs: a group of 2^PASS_LOG rows per column.
 const PASS_LOG: u32 = 4u;
 
-// One workgroup's groups: (256 >> r) (group, column) items x 2^r rows, item-fastest, so that a
-// row's consecutive columns are consecutive invocations (coalesced loads and stores).
-var<workgroup> ntt_tile: array<vec2<u32>, 256>;
+// One workgroup's tile: (512 >> r) (group, column) items x 2^r rows, item-fastest, so that a
+// row's consecutive columns are consecutive invocations (coalesced loads and stores). Each of the
+// 256 invocations moves two elements and runs one butterfly per stage.
+const TILE: u32 = 512u;
+var<workgroup> ntt_tile: array<vec2<u32>, TILE>;
 
 // args: 0 base, 1 row stride (elements), 2 m, 3 log2 h (the pass's smallest half-size),
 //       4 r (stages, 1..PASS_LOG), 5 twiddle offset, 6 log2 of the smallest stage's twiddle step,
 //       7 g0 (first group), 8 inverse (1: DIF with inverse twiddles, half-sizes h 2^(r-1) down
-//       to h; 0: DIT, half-sizes h up to h 2^(r-1)); count = groups * m * 2^r (one invocation
-//       per element).
+//       to h; 0: DIT, half-sizes h up to h 2^(r-1)); count = groups * m * 2^(r-1) (one
+//       invocation per butterfly).
 //
 // Group g holds the rows i0 + j h, j < 2^r, where i0 = (g / h) h 2^r + g % h: exactly the rows
 // that the stages with half-sizes h .. h 2^(r-1) combine among themselves. In the stage of
 // half-size H = h 2^s the pair (j, j + 2^s), bit s of j clear, is a butterfly whose twiddle
-// index is (i0 + j h) mod H = g % h + (j mod 2^s) h, times the stage's step. Each invocation
-// loads one element into the workgroup tile; the stages run on the tile (the first 128
-// invocations one butterfly each, a barrier after each stage); each invocation stores its
-// element back. The tile is indexed at run time, which shared memory does at full speed (a
-// per-invocation register array indexed by stage would spill to local memory).
+// index is (i0 + j h) mod H = g % h + (j mod 2^s) h, times the stage's step. The tile is indexed
+// at run time, which shared memory does at full speed (a per-invocation register array indexed
+// by stage would spill to local memory).
 @compute @workgroup_size(256)
 fn ntt_pass(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let m = arg(2);
@@ -83,29 +83,34 @@ fn ntt_pass(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_ind
     let r = arg(4);
     let tw_off = arg(5);
     let lstep = arg(6);
-    let items = P.count >> r;
-    let per_log = 8u - r;
+    let lo_mask = (1u << lh) - 1u;
+    let items = P.count >> (r - 1u);
+    let per_log = 9u - r;
     let per = 1u << per_log;
     let first_item = group_index(wid) * per;
 
-    // This invocation's element: item lid % per, row lid / per.
-    let item = first_item + (lid & (per - 1u));
-    let row = lid >> per_log;
-    let live = item < items;
-    let g = arg(7) + item / m;
-    let lo = g & ((1u << lh) - 1u);
-    let at = arg(0) + ((((g >> lh) << (lh + r)) + lo) + (row << lh)) * arg(1) + item % m;
-    if live {
-        ntt_tile[lid] = ld_a(at);
+    // Elements lid and lid + 256 of the tile: item e % per, row e / per.
+    var at: array<u32, 2>;
+    var live: array<bool, 2>;
+    for (var k = 0u; k < 2u; k++) {
+        let e = lid + k * 256u;
+        let item = first_item + (e & (per - 1u));
+        let g = arg(7) + item / m;
+        let i0 = ((g >> lh) << (lh + r)) + (g & lo_mask);
+        at[k] = arg(0) + (i0 + ((e >> per_log) << lh)) * arg(1) + item % m;
+        live[k] = item < items;
+        if live[k] {
+            ntt_tile[e] = ld_a(at[k]);
+        }
     }
     workgroupBarrier();
 
-    // This invocation's butterfly (the first 128): item b % per, pair q = b / per < 2^(r-1).
+    // This invocation's butterfly: item lid % per, pair q = lid / per < 2^(r-1).
     let bi = lid & (per - 1u);
     let q = lid >> per_log;
     let bitem = first_item + bi;
-    let blive = lid < 128u && bitem < items;
-    let blo = (arg(7) + bitem / m) & ((1u << lh) - 1u);
+    let blive = bitem < items;
+    let blo = (arg(7) + bitem / m) & lo_mask;
     let inverse = arg(8) == 1u;
     for (var u = 0u; u < r; u++) {
         // DIT runs s = 0, 1, ..; DIF runs s = r - 1 down to 0.
@@ -115,22 +120,26 @@ fn ntt_pass(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_ind
         }
         let half = 1u << s;
         let j = ((q >> s) << (s + 1u)) | (q & (half - 1u));
+        let xi = (j << per_log) + bi;
+        let yi = ((j + half) << per_log) + bi;
         if blive {
             let w = tw[tw_off + ((blo + ((j & (half - 1u)) << lh)) << (lstep - s))];
-            let x = ntt_tile[(j << per_log) + bi];
-            let y = ntt_tile[((j + half) << per_log) + bi];
+            let x = ntt_tile[xi];
+            let y = ntt_tile[yi];
             if inverse {
-                ntt_tile[(j << per_log) + bi] = gl_add(x, y);
-                ntt_tile[((j + half) << per_log) + bi] = gl_mul(gl_sub(x, y), w);
+                ntt_tile[xi] = gl_add(x, y);
+                ntt_tile[yi] = gl_mul(gl_sub(x, y), w);
             } else {
                 let yw = gl_mul(y, w);
-                ntt_tile[(j << per_log) + bi] = gl_add(x, yw);
-                ntt_tile[((j + half) << per_log) + bi] = gl_sub(x, yw);
+                ntt_tile[xi] = gl_add(x, yw);
+                ntt_tile[yi] = gl_sub(x, yw);
             }
         }
         workgroupBarrier();
     }
-    if live {
-        st_a(at, ntt_tile[lid]);
+    for (var k = 0u; k < 2u; k++) {
+        if live[k] {
+            st_a(at[k], ntt_tile[lid + k * 256u]);
+        }
     }
 }
