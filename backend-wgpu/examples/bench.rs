@@ -14,7 +14,7 @@
 //! submissions included; `busy`: the sum over encoders), and the host time of record + submit
 //! alone (`host`, before the wait). `--software` accepts a CPU adapter (llvmpipe);
 //! `--max-segment-bytes` caps the segment size; `--scratch-cap` sets the transpose's scratch cap
-//! in bytes (default 256 MiB); `--portable` keeps u32-pair multiplies where the adapter has
+//! in bytes (default 256 MiB); `--portable` keeps u32-pair arithmetic where the adapter has
 //! `SHADER_INT64`; `--lde-pass-stages K` caps the LDE's stages per pass (1..=4); `--only NAME`
 //! runs the operations whose name contains NAME.
 
@@ -171,7 +171,7 @@ fn main() {
     let big_n = lde_shape.rows;
     let bytes = lde_shape.bytes();
     println!(
-        "device: {} ({:?}, {:?}, driver {} {}); native u64 multiply {}; segment {} elements",
+        "device: {} ({:?}, {:?}, driver {} {}); native u64 arithmetic {}; segment {} elements",
         info.name,
         info.device_type,
         info.backend,

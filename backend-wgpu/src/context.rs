@@ -52,16 +52,16 @@ pub(crate) enum Module {
 }
 
 impl Module {
-    /// The module's WGSL; `int64` picks the native-u64 32 x 32 -> 64-bit product.
+    /// The module's WGSL; `int64` picks the native-u64 Goldilocks arithmetic.
     fn source(self, int64: bool) -> String {
         use shaders::wgsl::*;
-        let mul = if int64 { MUL32_INT64 } else { MUL32 };
+        let field = if int64 { GOLDILOCKS_INT64 } else { GOLDILOCKS };
         let parts: &[&str] = match self {
             Module::Copy => &[WINDOW, COPY],
             Module::Transpose => &[WINDOW, TRANSPOSE],
-            Module::Hash => &[WINDOW, mul, GOLDILOCKS, KECCAK, BLAKE3, HASH],
+            Module::Hash => &[WINDOW, field, KECCAK, BLAKE3, HASH],
             Module::Merkle => &[WINDOW, KECCAK, BLAKE3, MERKLE],
-            Module::Lde => &[WINDOW, mul, GOLDILOCKS, LDE],
+            Module::Lde => &[WINDOW, field, LDE],
         };
         parts.join("\n")
     }
@@ -103,7 +103,7 @@ pub(crate) struct Gpu {
     pub total_memory: usize,
     /// log2 of the elements per segment.
     pub seg_shift: u32,
-    /// Kernels multiply with native u64 (`SHADER_INT64` present and not declined).
+    /// Goldilocks arithmetic in native u64 (`SHADER_INT64` present and not declined).
     pub int64: bool,
     /// The adapter offers `SHADER_INT64` (whether or not it was requested).
     pub adapter_int64: bool,
@@ -200,9 +200,7 @@ impl Gpu {
         // Timestamps only serve `time_device` (benchmarks); requesting them costs nothing else.
         let int64 = if setup.portable_arithmetic { wgpu::Features::empty() } else { wgpu::Features::SHADER_INT64 };
         let features = adapter.features()
-            & (int64
-                | wgpu::Features::TIMESTAMP_QUERY
-                | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS);
+            & (int64 | wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS);
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("backend-wgpu"),
             required_features: features,

@@ -120,14 +120,7 @@ fn passes(lo: u32, hi: u32, stride: u64, m: u64, seg: u64, most: u32) -> Vec<(u3
 
 /// Records one pass of `r` stages from half-size `2^lh`, cut into dispatches of aligned,
 /// power-of-two group ranges whose rows touch at most four segments.
-fn pass(
-    rec: &mut Recorder<'_>,
-    space: &Space<'_>,
-    tab: &wgpu::Buffer,
-    tf: &Transform,
-    lh: u32,
-    r: u32,
-) -> Result<()> {
+fn pass(rec: &mut Recorder<'_>, space: &Space<'_>, tab: &wgpu::Buffer, tf: &Transform, lh: u32, r: u32) -> Result<()> {
     let op = "coset_lde pass";
     let h = 1u64 << lh;
     let groups = 1u64 << (tf.log_rows - r);
@@ -167,4 +160,110 @@ fn pass(
         g0 += k;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    //! The WGSL Goldilocks arithmetic (both implementations) against u128 arithmetic, through
+    //! the `gl_selftest` kernel, on every pair of edge values (non-canonical ones included) and
+    //! on random pairs. Skipped, saying so, without an adapter; `REQUIRE_WGPU=1` fails instead.
+
+    use super::*;
+    use crate::{WgpuBackend, WgpuOptions};
+
+    const P: u64 = 0xFFFF_FFFF_0000_0001;
+
+    const SELFTEST: Kernel = Kernel { module: Module::Lde, entry: "gl_selftest", items_per_group: 256 };
+
+    fn reference(a: u64, b: u64) -> [u64; 6] {
+        let p = u128::from(P);
+        let (ca, cb) = (u128::from(a) % p, u128::from(b) % p);
+        [
+            ((ca + cb) % p) as u64,
+            ((ca + p - cb) % p) as u64,
+            (u128::from(a) * u128::from(b) % p) as u64,
+            ca as u64,
+            ((ca + cb) % p) as u64,
+            ((ca + p - cb) % p) as u64,
+        ]
+    }
+
+    fn run(gpu: &Arc<Gpu>, a: &[u64], b: &[u64]) -> Vec<u64> {
+        let (da, db) = (memory::upload(gpu, a).unwrap(), memory::upload(gpu, b).unwrap());
+        let out = memory::alloc(gpu, 6 * a.len()).unwrap();
+        let (space, bases) = Space::new(gpu, &[&da.segs, &db.segs, &out.segs]).unwrap();
+        let spans = [
+            (bases[0] as u64, bases[0] as u64 + a.len() as u64),
+            (bases[1] as u64, bases[1] as u64 + b.len() as u64),
+            (bases[2] as u64, bases[2] as u64 + 6 * a.len() as u64),
+        ];
+        let window = space.window::<4>(&spans, "gl_selftest").unwrap();
+        let mut rec = gpu.recorder("gl_selftest");
+        rec.dispatch(SELFTEST, a.len() as u32, &bases, window, Window::empty(), Table::None).unwrap();
+        rec.flush().unwrap();
+        drop(rec);
+        let mut got = vec![0; 6 * a.len()];
+        memory::download(gpu, &out, 0, &mut got).unwrap();
+        got
+    }
+
+    #[test]
+    fn field_arithmetic_matches_u128_on_both_paths() {
+        let edges = [
+            0,
+            1,
+            2,
+            0xFFFF_FFFF,
+            1 << 32,
+            (1 << 32) + 1,
+            1 << 63,
+            (1 << 63) + 0xFFFF_FFFF,
+            P - 2,
+            P - 1,
+            P,
+            P + 1,
+            P + 0xFFFF_FFFE,
+            u64::MAX - 1,
+            u64::MAX,
+            0xFFFF_FFFF_0000_0000,
+            0x0000_0001_FFFF_FFFF,
+        ];
+        let (mut a, mut b): (Vec<u64>, Vec<u64>) =
+            edges.iter().flat_map(|&x| edges.iter().map(move |&y| (x, y))).unzip();
+        let mut s = 0x9E37_79B9_7F4A_7C15_u64;
+        for _ in 0..1 << 16 {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            a.push(s);
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            b.push(s);
+        }
+        for portable in [false, true] {
+            let options = WgpuOptions { allow_software: true, portable_arithmetic: portable, ..Default::default() };
+            let backend = match WgpuBackend::new(options) {
+                Ok(b) => b,
+                Err(e) => {
+                    assert!(
+                        std::env::var("REQUIRE_WGPU").as_deref() != Ok("1"),
+                        "REQUIRE_WGPU=1 but no wgpu backend: {e}"
+                    );
+                    eprintln!("SKIPPED wgpu field self-test: {e} (set REQUIRE_WGPU=1 to make this a failure)");
+                    return;
+                }
+            };
+            let path = if backend.uses_int64() { "native u64" } else { "u32 pairs" };
+            let got = run(&backend.gpu, &a, &b);
+            for (i, (&x, &y)) in a.iter().zip(&b).enumerate() {
+                assert_eq!(
+                    got[6 * i..6 * i + 6],
+                    reference(x, y),
+                    "{path}: a = {x:#x}, b = {y:#x} (add, sub, mul, canon, add_c, sub_c)"
+                );
+            }
+            eprintln!("wgpu field self-test: {} pairs on {path}", a.len());
+        }
+    }
 }

@@ -3,11 +3,12 @@
 //! - **Portable arithmetic.** Every 64-bit value (Goldilocks elements, Keccak lanes) is a pair of
 //!   `u32` in the kernels, so the backend runs on adapters without `SHADER_INT64` (WebGPU, most
 //!   mobile GPUs). Storage buffers hold `u32` words: a `u64` element is two words (lo, hi). Where
-//!   the adapter has `SHADER_INT64`, the one operation WGSL lacks on u32 — the high half of a
-//!   32 x 32-bit product — becomes a native u64 multiply (`shaders/wgsl/mul32_int64.wgsl`, about
-//!   a quarter of the instructions of the portable `mul32.wgsl`); everything else is the same
-//!   code. [`WgpuOptions::portable_arithmetic`] keeps the portable path on such adapters, so
-//!   that both paths are tested on one machine.
+//!   the adapter has `SHADER_INT64`, Goldilocks arithmetic runs in native u64
+//!   (`shaders/wgsl/goldilocks_int64.wgsl`: the same functions on the same element layout, with
+//!   64-bit adds, compares and 32 x 32 -> 64-bit products as single operations, where the
+//!   portable `goldilocks.wgsl` builds them from u32 pieces and 16-bit halves).
+//!   [`WgpuOptions::portable_arithmetic`] keeps the portable path on such adapters, so that both
+//!   paths are tested on one machine.
 //! - **Buffers beyond the binding limit.** A device buffer is a list of segments (wgpu buffers)
 //!   of the largest power-of-two size the adapter binds as one storage buffer; every dispatch
 //!   binds the (at most four) segments it touches, and the host cuts each operation into such
@@ -53,9 +54,9 @@ pub struct WgpuOptions {
     /// Caps the segment size (bytes) below the adapter's binding limit, so that tests exercise
     /// multi-segment buffers at small shapes. `None` uses the adapter's limit.
     pub max_segment_bytes: Option<u64>,
-    /// Never use `SHADER_INT64`, even where the adapter offers it: every kernel multiplies in
-    /// 16-bit halves, as on adapters without 64-bit integers. `false` (the default) uses native
-    /// u64 multiplies where available; [`WgpuBackend::uses_int64`] says which path runs.
+    /// Never use `SHADER_INT64`, even where the adapter offers it: Goldilocks arithmetic runs on
+    /// u32 pairs, as on adapters without 64-bit integers. `false` (the default) uses native u64
+    /// where available; [`WgpuBackend::uses_int64`] says which path runs.
     pub portable_arithmetic: bool,
     /// Most radix-2 stages one LDE pass runs in registers, 1 to 4; `None` is 4, the fastest.
     /// Smaller values exist to measure and test the pass structure (1 is one dispatch per stage).
@@ -112,8 +113,8 @@ impl WgpuBackend {
         self.gpu.info.clone()
     }
 
-    /// Whether the kernels multiply with native u64 (`SHADER_INT64` requested from the adapter),
-    /// rather than the portable 16-bit-halves product. Both give the same bytes.
+    /// Whether Goldilocks arithmetic runs in native u64 (`SHADER_INT64` requested from the
+    /// adapter) rather than on u32 pairs. Both give the same bytes.
     pub fn uses_int64(&self) -> bool {
         self.gpu.int64
     }
@@ -183,7 +184,7 @@ impl Backend for WgpuBackend {
                 self.gpu.info.name,
                 self.gpu.info.device_type,
                 self.gpu.info.backend,
-                if self.gpu.int64 { "native u64 multiply" } else { "u32-pair arithmetic" }
+                if self.gpu.int64 { "native u64 arithmetic" } else { "u32-pair arithmetic" }
             ),
             total_memory: self.gpu.total_memory,
             free_memory: self.gpu.total_memory.saturating_sub(live),

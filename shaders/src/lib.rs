@@ -32,12 +32,10 @@ pub mod cuda {
 pub mod wgsl {
     /// Bindings, the parameter block and element access through segment windows.
     pub const WINDOW: &str = include_str!("../wgsl/window.wgsl");
-    /// Goldilocks arithmetic on u32 pairs; needs one of [`MUL32`] or [`MUL32_INT64`] before it.
+    /// Goldilocks arithmetic on u32 pairs (portable: no 64-bit integer type needed).
     pub const GOLDILOCKS: &str = include_str!("../wgsl/goldilocks.wgsl");
-    /// The portable 32 x 32 -> 64-bit product (16-bit halves; no `SHADER_INT64`).
-    pub const MUL32: &str = include_str!("../wgsl/mul32.wgsl");
-    /// The same product through a native u64 multiply (needs `SHADER_INT64`).
-    pub const MUL32_INT64: &str = include_str!("../wgsl/mul32_int64.wgsl");
+    /// The same functions in native u64 (needs `SHADER_INT64`); replaces [`GOLDILOCKS`].
+    pub const GOLDILOCKS_INT64: &str = include_str!("../wgsl/goldilocks_int64.wgsl");
     /// Keccak-f\[1600\] on u32 pairs.
     pub const KECCAK: &str = include_str!("../wgsl/keccak.wgsl");
     /// The BLAKE3 compression function.

@@ -1,10 +1,25 @@
 // Goldilocks arithmetic (p = 2^64 - 2^32 + 1) on u32 pairs: an element is vec2<u32>(lo, hi).
-// Inputs may be non-canonical (>= p); every output is canonical. The reduction follows
-// backend_api::field::reduce128 step by step.
+// Inputs may be non-canonical (>= p) except where a name ends in _c; every output is canonical.
+// The reduction follows backend_api::field::reduce128 step by step.
 //
-// The 32 x 32 -> 64-bit product `mul32` comes from mul32.wgsl (portable: 16-bit halves) or
-// mul32_int64.wgsl (one native u64 multiply, where the adapter has SHADER_INT64); the backend
-// prepends one of them.
+// This is the portable implementation (no 64-bit integer type). goldilocks_int64.wgsl defines
+// the same functions in native u64 for adapters with SHADER_INT64; the backend includes one.
+
+// The full 64-bit product of two u32, as (lo, hi), from 16-bit halves (WGSL has no mul-high).
+fn mul32(a: u32, b: u32) -> vec2<u32> {
+    let a0 = a & 0xffffu;
+    let a1 = a >> 16u;
+    let b0 = b & 0xffffu;
+    let b1 = b >> 16u;
+    let p00 = a0 * b0;
+    let p01 = a0 * b1;
+    let p10 = a1 * b0;
+    let p11 = a1 * b1;
+    // At most (2^16 - 1)^2 + 2 (2^16 - 1) = 2^32 - 1: no overflow.
+    let mid = p01 + (p00 >> 16u) + (p10 & 0xffffu);
+    return vec2<u32>((mid << 16u) | (p00 & 0xffffu), p11 + (mid >> 16u) + (p10 >> 16u));
+}
+
 
 // a + b mod 2^64 and the carry out.
 fn add64(a: vec2<u32>, b: vec2<u32>) -> vec3<u32> {
@@ -36,8 +51,9 @@ fn gl_canon(x: vec2<u32>) -> vec2<u32> {
     return x;
 }
 
-fn gl_add(a_in: vec2<u32>, b_in: vec2<u32>) -> vec2<u32> {
-    let s = add64(gl_canon(a_in), gl_canon(b_in));
+// a + b for canonical a, b.
+fn gl_add_c(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+    let s = add64(a, b);
     var r = s.xy;
     if s.z != 0u {
         // The true sum is r + 2^64 = r + 2^32 - 1 (mod p); r < 2^64 - 2^33 + 2, so no wrap.
@@ -46,13 +62,22 @@ fn gl_add(a_in: vec2<u32>, b_in: vec2<u32>) -> vec2<u32> {
     return gl_canon(r);
 }
 
-fn gl_sub(a_in: vec2<u32>, b_in: vec2<u32>) -> vec2<u32> {
-    let d = sub64(gl_canon(a_in), gl_canon(b_in));
+fn gl_add(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+    return gl_add_c(gl_canon(a), gl_canon(b));
+}
+
+// a - b for canonical a, b.
+fn gl_sub_c(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+    let d = sub64(a, b);
     if d.z != 0u {
         // a - b + p = (a - b + 2^64) - (2^32 - 1).
         return sub64(d.xy, vec2<u32>(0xffffffffu, 0u)).xy;
     }
     return d.xy;
+}
+
+fn gl_sub(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+    return gl_sub_c(gl_canon(a), gl_canon(b));
 }
 
 fn gl_mul(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {

@@ -4,7 +4,8 @@
 // touch consecutive columns of a row, so every access is coalesced.
 //
 // The LDE of an n-row trace at blowup B (N = nB):
-// 1. lde_spread: trace row p -> LDE row pB.
+// 1. lde_spread: trace row p -> LDE row pB, canonicalised (every value inside the transform is
+//    canonical, so its butterflies use the _c adds and subtracts).
 // 2. ntt_pass (inverse, DIF) over the rows pB, p < n: the coefficients, times n, in bit-reversed
 //    order (position p holds coefficient br(p)).
 // 3. lde_scale: position p is coefficient j = br(p), which a size-N bit-reversed array keeps at
@@ -29,7 +30,8 @@ fn lde_spread(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_i
     let m = arg(2);
     let p = arg(4) + t / m;
     let c = t % m;
-    st_a(arg(1) + p * arg(3) * m + c, ld_a(arg(0) + p * m + c));
+    // Canonical from here on, so that the transform's adds and subtracts skip that step.
+    st_a(arg(1) + p * arg(3) * m + c, gl_canon(ld_a(arg(0) + p * m + c)));
 }
 
 // args: 0 base, 1 m, 2 B, 3 log2(n), 4 coset offset, 5 p0; count = rows * m.
@@ -127,12 +129,12 @@ fn ntt_pass(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_ind
             let x = ntt_tile[xi];
             let y = ntt_tile[yi];
             if inverse {
-                ntt_tile[xi] = gl_add(x, y);
-                ntt_tile[yi] = gl_mul(gl_sub(x, y), w);
+                ntt_tile[xi] = gl_add_c(x, y);
+                ntt_tile[yi] = gl_mul(gl_sub_c(x, y), w);
             } else {
                 let yw = gl_mul(y, w);
-                ntt_tile[xi] = gl_add(x, yw);
-                ntt_tile[yi] = gl_sub(x, yw);
+                ntt_tile[xi] = gl_add_c(x, yw);
+                ntt_tile[yi] = gl_sub_c(x, yw);
             }
         }
         workgroupBarrier();
@@ -142,4 +144,24 @@ fn ntt_pass(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_ind
             st_a(at[k], ntt_tile[lid + k * 256u]);
         }
     }
+}
+
+// The field self-test (backend-wgpu's unit tests, against u128 arithmetic): for each pair
+// (a[i], b[i]), out[6i..6i+6] = a + b, a - b, a * b, canon(a), and the _c add and subtract of
+// the canonicalised pair. args: 0 a base, 1 b base, 2 out base; count = pairs.
+@compute @workgroup_size(256)
+fn gl_selftest(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let t = group_index(wid) * 256u + lid;
+    if t >= P.count {
+        return;
+    }
+    let a = ld_a(arg(0) + t);
+    let b = ld_a(arg(1) + t);
+    let o = arg(2) + 6u * t;
+    st_a(o, gl_add(a, b));
+    st_a(o + 1u, gl_sub(a, b));
+    st_a(o + 2u, gl_mul(a, b));
+    st_a(o + 3u, gl_canon(a));
+    st_a(o + 4u, gl_add_c(gl_canon(a), gl_canon(b)));
+    st_a(o + 5u, gl_sub_c(gl_canon(a), gl_canon(b)));
 }
