@@ -65,6 +65,8 @@ const PASS_LOG: u32 = 4u;
 // 256 invocations moves two elements and runs one butterfly per stage.
 const TILE: u32 = 512u;
 var<workgroup> ntt_tile: array<vec2<u32>, TILE>;
+// Each invocation's butterfly twiddle for stage s at [256 s + invocation], s < PASS_LOG.
+var<workgroup> ntt_tw: array<vec2<u32>, 1024>;
 
 // args: 0 base, 1 row stride (elements), 2 m, 3 log2 h (the pass's smallest half-size),
 //       4 r (stages, 1..PASS_LOG), 5 twiddle offset, 6 log2 of the smallest stage's twiddle step,
@@ -92,27 +94,58 @@ fn ntt_pass(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_ind
     let first_item = group_index(wid) * per;
 
     // Elements lid and lid + 256 of the tile: item e % per, row e / per.
-    var at: array<u32, 2>;
-    var live: array<bool, 2>;
-    for (var k = 0u; k < 2u; k++) {
-        let e = lid + k * 256u;
-        let item = first_item + (e & (per - 1u));
-        let g = arg(7) + item / m;
-        let i0 = ((g >> lh) << (lh + r)) + (g & lo_mask);
-        at[k] = arg(0) + (i0 + ((e >> per_log) << lh)) * arg(1) + item % m;
-        live[k] = item < items;
-        if live[k] {
-            ntt_tile[e] = ld_a(at[k]);
-        }
-    }
-    workgroupBarrier();
+    let e1 = lid + 256u;
+    let item0 = first_item + (lid & (per - 1u));
+    let item1 = first_item + (e1 & (per - 1u));
+    let g0 = arg(7) + item0 / m;
+    let g1 = arg(7) + item1 / m;
+    let at0 = arg(0) + ((((g0 >> lh) << (lh + r)) + (g0 & lo_mask)) + ((lid >> per_log) << lh)) * arg(1) + item0 % m;
+    let at1 = arg(0) + ((((g1 >> lh) << (lh + r)) + (g1 & lo_mask)) + ((e1 >> per_log) << lh)) * arg(1) + item1 % m;
+    let live0 = item0 < items;
+    let live1 = item1 < items;
 
-    // This invocation's butterfly: item lid % per, pair q = lid / per < 2^(r-1).
+    // This invocation's butterfly: item lid % per, pair q = lid / per < 2^(r-1); its twiddle in
+    // the stage s is tw[tw_off + ((g % h + (j mod 2^s) h) << (lstep - s))].
     let bi = lid & (per - 1u);
     let q = lid >> per_log;
-    let bitem = first_item + bi;
-    let blive = bitem < items;
-    let blo = (arg(7) + bitem / m) & lo_mask;
+    let blive = live0;
+    let blo = g0 & lo_mask;
+
+    // Every global load first (the two elements and the pass's r twiddles), every shared store
+    // after: a load followed at once by the store that consumes it would keep one load in
+    // flight per invocation.
+    var v0 = vec2<u32>(0u, 0u);
+    var v1 = vec2<u32>(0u, 0u);
+    if live0 {
+        v0 = ld_a(at0);
+    }
+    if live1 {
+        v1 = ld_a(at1);
+    }
+    var w0 = vec2<u32>(0u, 0u);
+    var w1 = vec2<u32>(0u, 0u);
+    var w2 = vec2<u32>(0u, 0u);
+    var w3 = vec2<u32>(0u, 0u);
+    if blive {
+        w0 = tw[tw_off + (blo << lstep)];
+        if r > 1u {
+            w1 = tw[tw_off + ((blo + ((q & 1u) << lh)) << (lstep - 1u))];
+        }
+        if r > 2u {
+            w2 = tw[tw_off + ((blo + ((q & 3u) << lh)) << (lstep - 2u))];
+        }
+        if r > 3u {
+            w3 = tw[tw_off + ((blo + ((q & 7u) << lh)) << (lstep - 3u))];
+        }
+    }
+    ntt_tile[lid] = v0;
+    ntt_tile[e1] = v1;
+    ntt_tw[lid] = w0;
+    ntt_tw[256u + lid] = w1;
+    ntt_tw[512u + lid] = w2;
+    ntt_tw[768u + lid] = w3;
+    workgroupBarrier();
+
     let inverse = arg(8) == 1u;
     for (var u = 0u; u < r; u++) {
         // DIT runs s = 0, 1, ..; DIF runs s = r - 1 down to 0.
@@ -125,7 +158,7 @@ fn ntt_pass(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_ind
         let xi = (j << per_log) + bi;
         let yi = ((j + half) << per_log) + bi;
         if blive {
-            let w = tw[tw_off + ((blo + ((j & (half - 1u)) << lh)) << (lstep - s))];
+            let w = ntt_tw[(s << 8u) + lid];
             let x = ntt_tile[xi];
             let y = ntt_tile[yi];
             if inverse {
@@ -139,10 +172,13 @@ fn ntt_pass(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_ind
         }
         workgroupBarrier();
     }
-    for (var k = 0u; k < 2u; k++) {
-        if live[k] {
-            st_a(at[k], ntt_tile[lid + k * 256u]);
-        }
+    let o0 = ntt_tile[lid];
+    let o1 = ntt_tile[e1];
+    if live0 {
+        st_a(at0, o0);
+    }
+    if live1 {
+        st_a(at1, o1);
     }
 }
 
