@@ -56,6 +56,7 @@ pub mod hash;
 pub mod lde;
 pub mod memory;
 pub mod merkle;
+pub mod parity;
 pub mod reference;
 pub mod reliability;
 pub mod transpose;
