@@ -227,6 +227,9 @@ mod tests {
     use rand_chacha::ChaCha8Rng;
     use std::sync::Arc;
 
+    // The naive reference is written out here rather than taken from `conformance::reference`:
+    // conformance depends on this crate, so a dev-dependency on it would be a dependency cycle
+    // (these unit tests would link a second, non-test build of backend-cpu).
     const PR: u128 = P as u128;
 
     fn mulr(a: u64, b: u64) -> u64 {

@@ -1,7 +1,8 @@
-//! Kernel tests of the wgpu backend against independent references (naive index transposes, an
-//! O(n^2) LDE in `u128 % p`, the `sha3` and `blake3` crates), on one-segment buffers and on
-//! buffers cut into many small segments (`WgpuOptions::max_segment_bytes`), so that every
-//! multi-segment path runs at small shapes on the software device. The small-segment backend
+//! Kernel tests of the wgpu backend against independent references (naive index transposes, and
+//! `conformance::reference`'s O(n^2) LDE in `u128 % p` and leaf and node hashes by the `sha3` and
+//! `blake3` crates), on one-segment buffers and on buffers cut into many small segments
+//! (`WgpuOptions::max_segment_bytes`), so that every multi-segment path runs at small shapes on
+//! the software device. The small-segment backend
 //! also keeps the portable u32-pair multiply, so both multiply paths run where the adapter has
 //! `SHADER_INT64`.
 //!
@@ -14,11 +15,9 @@ use backend_api::{
     PendingDownload as _, TreeShape,
 };
 use backend_wgpu::{WgpuBackend, WgpuOptions};
+use conformance::reference::{self, P};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use sha3::Digest as _;
-
-const P: u64 = 0xFFFF_FFFF_0000_0001;
 
 /// Segment sizes the tests run under: the adapter's own, and 8 KiB (1024 elements).
 const SMALL_SEGMENT: u64 = 8 << 10;
@@ -76,85 +75,6 @@ fn matrix(r: &mut ChaCha8Rng, len: usize) -> Vec<u64> {
         .collect()
 }
 
-fn mulp(a: u64, b: u64) -> u64 {
-    ((a as u128 * b as u128) % P as u128) as u64
-}
-
-fn powp(mut b: u64, mut e: u64) -> u64 {
-    let mut acc = 1;
-    b %= P;
-    while e > 0 {
-        if e & 1 == 1 {
-            acc = mulp(acc, b);
-        }
-        b = mulp(b, b);
-        e >>= 1;
-    }
-    acc
-}
-
-/// The naive coset LDE: interpolate by an O(n^2) inverse DFT, evaluate by an O(N n) sum.
-fn naive_lde(trace: &[u64], n: usize, m: usize, blowup: usize, shift: u64) -> Vec<u64> {
-    let big_n = n * blowup;
-    // w_N = 7^((p-1)/N), independent of backend_api::field.
-    let w_big = powp(7, (P - 1) / big_n as u64);
-    let w_n = powp(w_big, blowup as u64);
-    let w_n_inv = powp(w_n, P - 2);
-    let n_inv = powp(n as u64 % P, P - 2);
-    let mut out = vec![0u64; big_n * m];
-    for c in 0..m {
-        let coeffs: Vec<u64> = (0..n)
-            .map(|k| {
-                let mut s = 0u128;
-                for j in 0..n {
-                    s += mulp(trace[j * m + c] % P, powp(w_n_inv, (j * k) as u64)) as u128;
-                }
-                mulp((s % P as u128) as u64, n_inv)
-            })
-            .collect();
-        for i in 0..big_n {
-            let x = mulp(shift % P, powp(w_big, i as u64));
-            let mut s = 0u128;
-            for (k, &a) in coeffs.iter().enumerate() {
-                s += mulp(a, powp(x, k as u64)) as u128;
-            }
-            out[i * m + c] = (s % P as u128) as u64;
-        }
-    }
-    out
-}
-
-fn preimage(mat: &[u64], cols: usize, rows: usize, spec: &LeafSpec, leaf: usize) -> Vec<u8> {
-    let row = |r: usize, be: bool| -> Vec<u8> {
-        mat[r * cols + spec.cols.start..r * cols + spec.cols.end]
-            .iter()
-            .flat_map(|&x| {
-                let x = x % P;
-                if be { x.to_be_bytes() } else { x.to_le_bytes() }
-            })
-            .collect()
-    };
-    match spec.layout {
-        LeafLayout::Rows => row(leaf, false),
-        LeafLayout::LambdaVmPairs => {
-            let bits = rows.trailing_zeros();
-            let br = |i: usize| i.reverse_bits() >> (usize::BITS - bits);
-            [row(br(2 * leaf), true), row(br(2 * leaf + 1), true)].concat()
-        }
-    }
-}
-
-fn hash(kind: HashKind, bytes: &[u8]) -> [u8; 32] {
-    match kind {
-        HashKind::Keccak256 => sha3::Keccak256::digest(bytes).into(),
-        HashKind::Blake3 => *blake3::hash(bytes).as_bytes(),
-    }
-}
-
-fn words(d: &[u8; 32]) -> [u64; 4] {
-    std::array::from_fn(|i| u64::from_le_bytes(d[8 * i..8 * i + 8].try_into().unwrap()))
-}
-
 #[test]
 fn lde_matches_naive_dft() {
     both(|b| {
@@ -177,7 +97,7 @@ fn lde_matches_naive_dft() {
             let got = b.download_vec(&out).unwrap();
             assert_eq!(
                 got,
-                naive_lde(&trace, n, m, blowup, shift),
+                reference::coset_lde(&trace, n, m, blowup, shift),
                 "LDE 2^{log_n} x {m}, blowup 2^{log_b}, shift {shift}"
             );
         }
@@ -211,7 +131,11 @@ fn lde_every_pass_size_matches_naive_dft() {
             let dev = b.upload(&trace).unwrap();
             let params = LdeParams::new(MatrixShape::new(n, m).unwrap(), blowup, 7).unwrap();
             let got = b.download_vec(&b.coset_lde(&dev, &params).unwrap()).unwrap();
-            assert_eq!(got, naive_lde(&trace, n, m, blowup, 7), "LDE 2^{log_n} x {m}, blowup {blowup}, {stages} stages/pass");
+            assert_eq!(
+                got,
+                reference::coset_lde(&trace, n, m, blowup, 7),
+                "LDE 2^{log_n} x {m}, blowup {blowup}, {stages} stages/pass"
+            );
         }
     }
     let bad = WgpuOptions { allow_software: true, lde_pass_stages: Some(5), ..Default::default() };
@@ -269,11 +193,13 @@ fn leaves_match_sha3_and_blake3() {
                         let leaves = spec.validate(shape).unwrap();
                         let out = b.hash_leaves(&dev, shape, &spec).unwrap();
                         let got = b.download_vec(&out).unwrap();
+                        let digests = reference::leaf_digests(&mat, cols, kind, layout, range.clone());
+                        let want = reference::digests_to_words(&digests);
+                        assert_eq!(got.len(), want.len(), "{kind} {layout} {rows}x{cols} {range:?}: digests");
                         for leaf in 0..leaves {
-                            let want = words(&hash(kind, &preimage(&mat, cols, rows, &spec, leaf)));
                             assert_eq!(
                                 got[leaf * 4..leaf * 4 + 4],
-                                want,
+                                want[leaf * 4..leaf * 4 + 4],
                                 "{kind} {layout} {rows}x{cols} {range:?} leaf {leaf}"
                             );
                         }
@@ -291,19 +217,10 @@ fn merkle_matches_reference() {
         for kind in HashKind::ALL {
             for leaves in [1usize, 2, 3, 5, 8, 13, 64, 300] {
                 let digests: Vec<[u8; 32]> = (0..leaves).map(|_| r.random()).collect();
-                let host: Vec<u64> = digests.iter().flat_map(words).collect();
-                let dev = b.upload(&host).unwrap();
+                let dev = b.upload(&reference::digests_to_words(&digests)).unwrap();
                 let nodes = b.merkle_tree(&dev, kind).unwrap();
                 let got = b.download_vec(&nodes).unwrap();
-                let l = leaves.next_power_of_two();
-                let mut want = vec![[0u8; 32]; 2 * l - 1];
-                for i in 0..l {
-                    want[l - 1 + i] = digests[i.min(leaves - 1)];
-                }
-                for p in (0..l - 1).rev() {
-                    want[p] = hash(kind, &[want[2 * p + 1], want[2 * p + 2]].concat());
-                }
-                let want: Vec<u64> = want.iter().flat_map(words).collect();
+                let want = reference::digests_to_words(&reference::merkle_nodes(&digests, kind));
                 assert_eq!(got, want, "{kind} tree over {leaves} leaves");
             }
         }

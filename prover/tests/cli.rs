@@ -6,6 +6,7 @@ mod common;
 use std::path::Path;
 use std::process::{Command, Output};
 
+use backend_api::{HashKind, LeafLayout};
 use common::{naive_lde, read_u64s, temp_dir, transpose, values, write_u64s};
 
 fn prover(args: &[&str]) -> Output {
@@ -283,10 +284,8 @@ fn json_report_has_the_required_keys_and_the_reference_roots() {
     let want: Vec<String> = [(0, 2), (2, 5)]
         .iter()
         .map(|&(c0, c1)| {
-            common::hex(&common::merkle_root(
-                common::H::Keccak,
-                &common::leaves(common::H::Keccak, &lde, 32, m, c0, c1, true),
-            ))
+            let leaves = common::leaf_digests(&lde, m, HashKind::Keccak256, LeafLayout::LambdaVmPairs, c0..c1);
+            common::hex(&common::merkle_root(&leaves, HashKind::Keccak256))
         })
         .collect();
     let got: Vec<String> = v["roots"].as_array().unwrap().iter().map(|r| r.as_str().unwrap().to_string()).collect();

@@ -1,4 +1,4 @@
-//! The library pipeline, checked against independent references (tests/common: naive LDE,
+//! The library pipeline, checked against independent references (`conformance::reference`: naive LDE,
 //! `sha3` / `blake3` leaves, recursive Merkle roots). Each check is written once, generic over the
 //! backend, and instantiated per backend by `backend_tests!`: the CPU always; CUDA and wgpu with
 //! their features, skipped visibly when no device is usable (REQUIRE_CUDA=1 / REQUIRE_WGPU=1 turn
@@ -7,15 +7,8 @@
 mod common;
 
 use backend_api::{Backend, Error, HashKind, LeafLayout, MatrixShape, PendingDownload};
-use common::{H, P, leaves, merkle_root, naive_lde, transpose, values};
+use common::{P, leaf_digests, merkle_root, naive_lde, transpose, values};
 use prover::{Admission, CommitParams, NoProgress, Phase, ProverError, TraceInput, commit, commit_admitted};
-
-fn h_of(kind: HashKind) -> H {
-    match kind {
-        HashKind::Keccak256 => H::Keccak,
-        HashKind::Blake3 => H::Blake3,
-    }
-}
 
 /// Commits `trace` with a host copy and checks everything the commitment claims against the
 /// references; returns the roots.
@@ -33,7 +26,6 @@ fn check_commit<B: Backend>(backend: &B, trace: &[u64], n: usize, m: usize, para
     assert_eq!(col_major, transpose(&row_major, big, m), "column-major LDE");
 
     // Roots and whole node arrays' roots, from the host copy with the hash crates.
-    let pairs = params.layout == LeafLayout::LambdaVmPairs;
     let ranges = match params.split {
         Some(s) => vec![(0, s), (s, m)],
         None => vec![(0, m)],
@@ -41,8 +33,8 @@ fn check_commit<B: Backend>(backend: &B, trace: &[u64], n: usize, m: usize, para
     assert_eq!(c.roots.len(), ranges.len());
     assert_eq!(c.trees.len(), ranges.len());
     for (i, &(c0, c1)) in ranges.iter().enumerate() {
-        let l = leaves(h_of(params.hash), &row_major, big, m, c0, c1, pairs);
-        assert_eq!(c.roots[i], merkle_root(h_of(params.hash), &l), "root of tree {i} over [{c0}, {c1})");
+        let l = leaf_digests(&row_major, m, params.hash, params.layout, c0..c1);
+        assert_eq!(c.roots[i], merkle_root(&l, params.hash), "root of tree {i} over [{c0}, {c1})");
         let nodes = backend.download_vec(&c.trees[i]).unwrap();
         assert_eq!(backend_api::digests_from_words(&nodes[..4])[0], c.roots[i]);
         assert_eq!(c.tree_plans[i].spec.cols, c0..c1);
