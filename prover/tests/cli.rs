@@ -181,24 +181,10 @@ fn input_round_trip_is_the_column_major_lde() {
     let trace = values(n * m, 42);
     let (input, out) = (dir.join("trace.bin"), dir.join("lde.bin"));
     write_u64s(&input, &trace);
+    // The trace, its shape and the output, the same for every run.
+    let io = ["--input", path_str(&input), "--rows", "8", "--cols", "3", "--out", path_str(&out)];
     for (backend, hash) in [("cpu", "keccak256"), ("auto", "blake3")] {
-        let args = [
-            "commit",
-            "--backend",
-            backend,
-            "--hash",
-            hash,
-            "--input",
-            path_str(&input),
-            "--rows",
-            "8",
-            "--cols",
-            "3",
-            "--blowup",
-            "4",
-            "--out",
-            path_str(&out),
-        ];
+        let args = [&["commit", "--backend", backend, "--hash", hash, "--blowup", "4"][..], &io].concat();
         let o = prover(&args);
         assert!(o.status.success(), "{:?}", text(&o));
         let got = read_u64s(&out);
@@ -208,21 +194,7 @@ fn input_round_trip_is_the_column_major_lde() {
         assert!(stdout.contains(want) && stdout.contains("root of columns [0, 3)"), "{stdout}");
     }
     // A non-default shift reaches the LDE.
-    let o = prover(&[
-        "commit",
-        "--input",
-        path_str(&input),
-        "--rows",
-        "8",
-        "--cols",
-        "3",
-        "--blowup",
-        "2",
-        "--shift",
-        "5",
-        "--out",
-        path_str(&out),
-    ]);
+    let o = prover(&[&["commit", "--blowup", "2", "--shift", "5"][..], &io].concat());
     assert!(o.status.success(), "{:?}", text(&o));
     assert_eq!(read_u64s(&out), transpose(&naive_lde(&trace, n, m, 2, 5), n * 2, m));
 }
