@@ -19,8 +19,6 @@ use backend_api::{DIGEST_WORDS, HashKind, LeafLayout, LeafSpec, MatrixShape, Res
 use rayon::prelude::*;
 use sha3::Digest;
 
-use crate::memory::check_range;
-
 /// Elements of the serialisation buffer: 8 KiB, eight BLAKE3 chunks.
 const BUF_ELEMS: usize = 1024;
 
@@ -137,11 +135,7 @@ pub(crate) fn hash_leaves_into(
     out: &mut [u64],
     out_digest: usize,
 ) -> Result<()> {
-    let shape = MatrixShape::new(shape.rows, shape.cols)?;
-    let leaves = spec.validate(shape)?;
-    shape.check_len("hash_leaves matrix", matrix.len())?;
-    let start = out_digest.saturating_mul(DIGEST_WORDS);
-    check_range("leaf digests", start, leaves * DIGEST_WORDS, out.len())?;
+    let (leaves, start) = spec.validate_into(shape, matrix.len(), out.len(), out_digest)?;
     let out = &mut out[start..start + leaves * DIGEST_WORDS];
     match spec.hash {
         HashKind::Keccak256 => hash_with::<sha3::Keccak256>(matrix, shape, spec, out),

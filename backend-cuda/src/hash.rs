@@ -2,7 +2,7 @@
 //! tree for leaves over 1 KiB), both leaf layouts, any column range.
 
 use backend_api::DeviceBuffer as _;
-use backend_api::{DIGEST_WORDS, ELEM_BYTES, Error, HashKind, LeafLayout, LeafSpec, MatrixShape, Result};
+use backend_api::{ELEM_BYTES, Error, HashKind, LeafLayout, LeafSpec, MatrixShape, Result};
 
 use crate::context::{Device, kernel_args};
 use crate::memory::CudaBuffer;
@@ -47,22 +47,7 @@ pub(crate) fn hash_leaves_into(
     out: &mut CudaBuffer,
     out_digest: usize,
 ) -> Result<()> {
-    let shape = MatrixShape::new(shape.rows, shape.cols)?;
-    let leaves = spec.validate(shape)?;
-    shape.check_len("hash_leaves matrix", matrix.len())?;
-    let start = out_digest.saturating_mul(DIGEST_WORDS);
-    let words = leaves * DIGEST_WORDS;
-    match start.checked_add(words) {
-        Some(end) if end <= out.len() => {}
-        end => {
-            return Err(Error::OutOfBounds {
-                what: "leaf digests",
-                start,
-                end: end.unwrap_or(usize::MAX),
-                len: out.len(),
-            });
-        }
-    }
+    let (leaves, start) = spec.validate_into(shape, matrix.len(), out.len(), out_digest)?;
     if shape.rows > u32::MAX as usize && spec.layout == LeafLayout::LambdaVmPairs {
         return Err(Error::InvalidShape(format!(
             "the CUDA backend's pairs layout indexes rows with 32 bits, got {} rows",
