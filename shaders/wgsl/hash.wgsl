@@ -52,6 +52,24 @@ fn leaf_setup(t: u32) -> u32 {
     return reverseBits(i) >> (32u - bits);
 }
 
+// No leaf for this invocation (leaf_begin): past the dispatch's count, or a digest outside
+// [lo, hi). Never a digest index within [lo, hi), since hi <= 0xffffffff.
+const NO_LEAF: u32 = 0xffffffffu;
+
+// The leaf of the invocation (wid, lid) of a 64-wide leaf dispatch: sets it up (leaf_setup) and
+// returns its digest index within the call, or NO_LEAF when the invocation writes no digest.
+fn leaf_begin(wid: vec3<u32>, lid: u32) -> u32 {
+    let t = group_index(wid) * 64u + lid;
+    if t >= P.count {
+        return NO_LEAF;
+    }
+    let d = leaf_setup(t);
+    if d < arg(9) || d >= arg(10) {
+        return NO_LEAF;
+    }
+    return d;
+}
+
 fn leaf_elems() -> u32 {
     return arg(3) * (1u + arg(4));
 }
@@ -66,12 +84,8 @@ fn store_digest(d: u32, w: array<u32, 8>) {
 
 @compute @workgroup_size(64)
 fn leaves_keccak(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let t = group_index(wid) * 64u + lid;
-    if t >= P.count {
-        return;
-    }
-    let d = leaf_setup(t);
-    if d < arg(9) || d >= arg(10) {
+    let d = leaf_begin(wid, lid);
+    if d == NO_LEAF {
         return;
     }
     let n = leaf_elems();
@@ -105,12 +119,8 @@ fn leaves_keccak(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
 
 @compute @workgroup_size(64)
 fn leaves_blake3(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let t = group_index(wid) * 64u + lid;
-    if t >= P.count {
-        return;
-    }
-    let d = leaf_setup(t);
-    if d < arg(9) || d >= arg(10) {
+    let d = leaf_begin(wid, lid);
+    if d == NO_LEAF {
         return;
     }
     let n = leaf_elems();
