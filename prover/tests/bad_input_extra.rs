@@ -7,22 +7,15 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use common::{P, naive_lde, read_u64s, temp_dir, transpose, write_u64s};
-
-fn prover(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_prover")).args(args).output().expect("run the prover binary")
-}
+use common::{P, naive_lde, path_str as s, prover, read_u64s, temp_dir, text, transpose, write_u64s};
 
 /// Runs `args`; expects exit `code`, every `want` in stderr (`error: ` first), an empty stdout
 /// and no panic; returns stderr.
 fn expect(args: &[&str], code: i32, want: &[&str]) -> String {
     let out = prover(args);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(code), "prover {args:?}\nstdout: {stdout}\nstderr: {stderr}");
     assert!(stderr.starts_with("error: "), "prover {args:?}: stderr does not start with `error: `:\n{stderr}");
     for w in want {
@@ -31,10 +24,6 @@ fn expect(args: &[&str], code: i32, want: &[&str]) -> String {
     assert!(!stderr.contains("panicked"), "prover {args:?} panicked:\n{stderr}");
     assert!(stdout.trim().is_empty(), "prover {args:?} printed a report on failure:\n{stdout}");
     stderr
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().expect("utf-8 temp path")
 }
 
 /// Every row of the README table, in the table's order, with the example from its "example"

@@ -3,19 +3,8 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::{Command, Output};
-
 use backend_api::{HashKind, LeafLayout};
-use common::{naive_lde, read_u64s, temp_dir, transpose, values, write_u64s};
-
-fn prover(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_prover")).args(args).output().expect("run the prover binary")
-}
-
-fn text(out: &Output) -> (String, String) {
-    (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
-}
+use common::{naive_lde, path_str, prover, read_u64s, temp_dir, text, transpose, values, write_u64s};
 
 /// Runs `args`, expects exit `code` and `want` in stderr, and no panic.
 fn expect_error(args: &[&str], code: i32, want: &str) -> String {
@@ -25,10 +14,6 @@ fn expect_error(args: &[&str], code: i32, want: &str) -> String {
     assert!(stderr.contains(want), "prover {args:?}: stderr lacks {want:?}:\n{stderr}");
     assert!(!stderr.contains("panicked"), "prover {args:?} panicked:\n{stderr}");
     stderr
-}
-
-fn path_str(p: &Path) -> &str {
-    p.to_str().expect("utf-8 temp path")
 }
 
 #[test]
@@ -269,7 +254,7 @@ fn default_commit_runs_and_is_deterministic() {
     let a = prover(&["commit", "--json"]);
     let b = prover(&["commit", "--json", "--seed", "0"]);
     let c = prover(&["commit", "--json", "--seed", "1"]);
-    let roots = |o: &Output| {
+    let roots = |o: &std::process::Output| {
         assert!(o.status.success(), "{:?}", text(o));
         let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
         assert_eq!((v["lde_rows"].as_u64(), v["cols"].as_u64()), (Some(1 << 17), Some(64)));

@@ -8,6 +8,21 @@
 
 pub use conformance::reference::{P, coset_lde as naive_lde, leaf_digests, merkle_root, transpose};
 
+/// Runs the `prover` binary with `args`.
+pub fn prover(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_prover")).args(args).output().expect("run the prover binary")
+}
+
+/// A run's stdout and stderr, as text.
+pub fn text(out: &std::process::Output) -> (String, String) {
+    (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// A temporary path as a command-line argument.
+pub fn path_str(p: &std::path::Path) -> &str {
+    p.to_str().expect("utf-8 temp path")
+}
+
 /// Lower-case hex of a digest, written out here so the CLI's hex output is not checked against
 /// `backend_api::hex`.
 pub fn hex(d: &[u8]) -> String {
