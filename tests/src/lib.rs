@@ -60,6 +60,8 @@ pub mod parity;
 pub mod reference;
 pub mod reliability;
 pub mod transpose;
+#[cfg(feature = "wgpu")]
+pub mod wgpu_setups;
 
 #[cfg(test)]
 mod selftest;

@@ -12,12 +12,11 @@
 #![cfg(feature = "wgpu")]
 
 use backend_api::Backend as _;
-use backend_wgpu::{WgpuBackend, WgpuOptions};
+use backend_wgpu::WgpuBackend;
 use conformance::parity::{self, CASES, TrackerOnly};
 
 fn wgpu_or_skip(test: &str) -> Option<WgpuBackend> {
-    let made = WgpuBackend::new(WgpuOptions { allow_software: true, ..Default::default() });
-    parity::or_skip(made, &format!("parity_wgpu::{test}"), "REQUIRE_WGPU")
+    parity::or_skip(conformance::wgpu_setups::adapter_segments(), &format!("parity_wgpu::{test}"), "REQUIRE_WGPU")
 }
 
 #[test]

@@ -6,21 +6,12 @@
 //! under concurrency, fault injection and repetition too.
 #![cfg(feature = "wgpu")]
 
-conformance::reliability_suite!(
-    backend_wgpu::WgpuBackend,
-    || backend_wgpu::WgpuBackend::new(backend_wgpu::WgpuOptions { allow_software: true, ..Default::default() }),
-    "REQUIRE_WGPU"
-);
+conformance::reliability_suite!(backend_wgpu::WgpuBackend, conformance::wgpu_setups::adapter_segments, "REQUIRE_WGPU");
 
 mod segmented {
     conformance::reliability_suite!(
         backend_wgpu::WgpuBackend,
-        || backend_wgpu::WgpuBackend::new(backend_wgpu::WgpuOptions {
-            allow_software: true,
-            max_segment_bytes: Some(8 << 10),
-            portable_arithmetic: true,
-            ..Default::default()
-        }),
+        conformance::wgpu_setups::small_segments,
         "REQUIRE_WGPU"
     );
 }

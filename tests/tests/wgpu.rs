@@ -8,21 +8,12 @@
 //! against the same references on one machine.
 #![cfg(feature = "wgpu")]
 
-conformance::conformance_suite!(
-    backend_wgpu::WgpuBackend,
-    || backend_wgpu::WgpuBackend::new(backend_wgpu::WgpuOptions { allow_software: true, ..Default::default() }),
-    "REQUIRE_WGPU"
-);
+conformance::conformance_suite!(backend_wgpu::WgpuBackend, conformance::wgpu_setups::adapter_segments, "REQUIRE_WGPU");
 
 mod segmented {
     conformance::conformance_suite!(
         backend_wgpu::WgpuBackend,
-        || backend_wgpu::WgpuBackend::new(backend_wgpu::WgpuOptions {
-            allow_software: true,
-            max_segment_bytes: Some(8 << 10),
-            portable_arithmetic: true,
-            ..Default::default()
-        }),
+        conformance::wgpu_setups::small_segments,
         "REQUIRE_WGPU"
     );
 }
