@@ -24,21 +24,7 @@ pub(crate) fn hash_leaves_into(
     out: &mut WgpuBuffer,
     out_digest: usize,
 ) -> Result<()> {
-    let leaves = spec.validate(shape)?;
-    shape.check_len("hash_leaves matrix", matrix.len())?;
-    let start = out_digest.checked_mul(DIGEST_WORDS);
-    let end = out_digest.checked_add(leaves).and_then(|d| d.checked_mul(DIGEST_WORDS));
-    match (start, end) {
-        (Some(_), Some(e)) if e <= out.len() => {}
-        _ => {
-            return Err(Error::OutOfBounds {
-                what: "hash_leaves output digests",
-                start: start.unwrap_or(usize::MAX),
-                end: end.unwrap_or(usize::MAX),
-                len: out.len(),
-            });
-        }
-    }
+    let (leaves, _) = spec.validate_into(shape, matrix.len(), out.len(), out_digest)?;
     let op = "hash_leaves";
     let (space_a, _) = Space::new(gpu, &[&matrix.segs])?;
     let (space_b, _) = Space::new(gpu, &[&out.segs])?;
