@@ -3,7 +3,7 @@
 //! `blake3` crates), on one-segment buffers and on buffers cut into many small segments
 //! (`WgpuOptions::max_segment_bytes`), so that every multi-segment path runs at small shapes on
 //! the software device. The small-segment backend
-//! also keeps the portable u32-pair multiply, so both multiply paths run where the adapter has
+//! also keeps the portable u32-pair arithmetic, so both arithmetic paths run where the adapter has
 //! `SHADER_INT64`.
 //!
 //! Without an adapter every test prints `SKIPPED` (or fails with `REQUIRE_WGPU=1`).
@@ -285,16 +285,16 @@ fn copies_and_downloads() {
     });
 }
 
-/// The two backends run the multiply paths their options ask for: the portable one never uses
+/// The two backends run the arithmetic paths their options ask for: the portable one never uses
 /// `SHADER_INT64`, the default one uses it exactly where the adapter offers it. Printed, so a log
 /// says which paths the other tests covered.
 #[test]
-fn multiply_paths() {
+fn arithmetic_paths() {
     let (Some(full), Some(small)) = (backend(false), backend(true)) else { return };
-    assert!(!small.uses_int64(), "portable_arithmetic: true must keep u32-pair multiplies");
+    assert!(!small.uses_int64(), "portable_arithmetic: true must keep u32-pair arithmetic");
     assert_eq!(full.uses_int64(), full.adapter_has_int64(), "the default uses SHADER_INT64 exactly where offered");
     eprintln!(
-        "backend-wgpu multiply paths: default backend {}, portable backend u32-pair",
+        "backend-wgpu arithmetic paths: default backend {}, portable backend u32 pairs",
         if full.uses_int64() { "native u64 (SHADER_INT64)" } else { "u32-pair (no SHADER_INT64 on this adapter)" }
     );
 }
