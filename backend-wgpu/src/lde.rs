@@ -230,16 +230,16 @@ mod tests {
         ];
         let (mut a, mut b): (Vec<u64>, Vec<u64>) =
             edges.iter().flat_map(|&x| edges.iter().map(move |&y| (x, y))).unzip();
-        let mut s = 0x9E37_79B9_7F4A_7C15_u64;
+        let mut state = 0x9E37_79B9_7F4A_7C15_u64;
+        let mut xorshift = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
         for _ in 0..1 << 16 {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            a.push(s);
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            b.push(s);
+            a.push(xorshift());
+            b.push(xorshift());
         }
         for portable in [false, true] {
             let options = WgpuOptions { allow_software: true, portable_arithmetic: portable, ..Default::default() };
