@@ -103,8 +103,6 @@ pub(crate) struct Gpu {
     pub total_memory: usize,
     /// log2 of the elements per segment.
     pub seg_shift: u32,
-    /// Goldilocks arithmetic in native u64 (`SHADER_INT64` present and not declined).
-    pub int64: bool,
     /// The adapter offers `SHADER_INT64` (whether or not it was requested).
     pub adapter_int64: bool,
     /// Most radix-2 stages per LDE pass (1..=`lde::PASS_LOG`).
@@ -298,7 +296,6 @@ impl Gpu {
             limits,
             total_memory,
             seg_shift,
-            int64: !setup.portable_arithmetic && features.contains(wgpu::Features::SHADER_INT64),
             adapter_int64: adapter.features().contains(wgpu::Features::SHADER_INT64),
             lde_pass_stages: setup.lde_pass_stages,
             pool: Mutex::new(crate::memory::Pool::default()),
@@ -393,7 +390,7 @@ impl Gpu {
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some(kernel.module.file()),
-            source: wgpu::ShaderSource::Wgsl(Cow::Owned(kernel.module.source(self.int64))),
+            source: wgpu::ShaderSource::Wgsl(Cow::Owned(kernel.module.source(self.int64()))),
         });
         let pipeline = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some(kernel.entry),
@@ -412,6 +409,12 @@ impl Gpu {
         }
         cache.insert(kernel.entry, pipeline.clone());
         Ok(pipeline)
+    }
+
+    /// Goldilocks arithmetic in native u64: the device was given `SHADER_INT64` (requested only
+    /// where the adapter has it and `portable_arithmetic` is off).
+    pub fn int64(&self) -> bool {
+        self.device.features().contains(wgpu::Features::SHADER_INT64)
     }
 
     /// Whether [`Gpu::time_device`] can time on the device (timestamp queries inside encoders).
@@ -797,14 +800,7 @@ impl Recorder<'_> {
                 Table::Buffer(b) => TableKey::Buffer((*b).clone()),
             },
         };
-        let bind_group = match self.bind_groups.get(&key) {
-            Some(g) => g.clone(),
-            None => {
-                let g = gpu.bind_group(&key, kernel.entry);
-                self.bind_groups.insert(key, g.clone());
-                g
-            }
-        };
+        let bind_group = self.bind_groups.entry(key).or_insert_with_key(|k| gpu.bind_group(k, kernel.entry)).clone();
         self.ops.push(Op::Dispatch { pipeline, bind_group, params_offset: params_at as u32, groups });
         Ok(())
     }

@@ -19,10 +19,10 @@ use crate::memory::{self, WgpuBuffer};
 
 const SPREAD: Kernel = Kernel { module: Module::Lde, entry: "lde_spread", items_per_group: 256 };
 const PASS: Kernel = Kernel { module: Module::Lde, entry: "ntt_pass", items_per_group: 256 };
+const SCALE: Kernel = Kernel { module: Module::Lde, entry: "lde_scale", items_per_group: 256 };
 
 /// Most radix-2 stages one `ntt_pass` runs (`PASS_LOG` in lde.wgsl).
 pub(crate) const PASS_LOG: u32 = 4;
-const SCALE: Kernel = Kernel { module: Module::Lde, entry: "lde_scale", items_per_group: 256 };
 
 /// [`backend_api::Backend::coset_lde`].
 pub(crate) fn coset_lde(gpu: &Arc<Gpu>, trace: &WgpuBuffer, params: &LdeParams) -> Result<WgpuBuffer> {
@@ -100,7 +100,8 @@ struct Transform {
 }
 
 /// The passes `(log2 h, r)` that cover the stages with half-sizes `2^lo .. 2^(hi - 1)`, in
-/// ascending order: each takes up to `most` (at most [`PASS_LOG`]) stages, fewer where one
+/// ascending order: each takes up to `most` (1..=[`PASS_LOG`], validated by
+/// `WgpuBackend::new`) stages, fewer where one
 /// group's rows (`2^r h` rows of `stride` elements) would exceed a segment of `seg` elements. A
 /// one-stage pass always fits: its two rows, `m <= seg` elements each, touch at most four
 /// segments.
@@ -108,7 +109,7 @@ fn passes(lo: u32, hi: u32, stride: u64, m: u64, seg: u64, most: u32) -> Vec<(u3
     let mut out = Vec::new();
     let mut lh = lo;
     while lh < hi {
-        let mut r = most.clamp(1, PASS_LOG).min(hi - lh);
+        let mut r = most.min(hi - lh);
         while r > 1 && ((stride << (lh + r)) - stride + m) > seg {
             r -= 1;
         }
@@ -243,16 +244,12 @@ mod tests {
         }
         for portable in [false, true] {
             let options = WgpuOptions { allow_software: true, portable_arithmetic: portable, ..Default::default() };
-            let backend = match WgpuBackend::new(options) {
-                Ok(b) => b,
-                Err(e) => {
-                    assert!(
-                        std::env::var("REQUIRE_WGPU").as_deref() != Ok("1"),
-                        "REQUIRE_WGPU=1 but no wgpu backend: {e}"
-                    );
-                    eprintln!("SKIPPED wgpu field self-test: {e} (set REQUIRE_WGPU=1 to make this a failure)");
-                    return;
-                }
+            let Some(backend) = conformance::parity::or_skip(
+                WgpuBackend::new(options),
+                "backend-wgpu field_arithmetic_matches_u128_on_both_paths",
+                "REQUIRE_WGPU",
+            ) else {
+                return;
             };
             let path = if backend.uses_int64() { "native u64" } else { "u32 pairs" };
             let got = run(&backend.gpu, &a, &b);

@@ -58,7 +58,8 @@ pub struct WgpuOptions {
     /// u32 pairs, as on adapters without 64-bit integers. `false` (the default) uses native u64
     /// where available; [`WgpuBackend::uses_int64`] says which path runs.
     pub portable_arithmetic: bool,
-    /// Most radix-2 stages one LDE pass runs in registers, 1 to 4; `None` is 4, the fastest.
+    /// Most radix-2 stages one LDE pass runs in a shared-memory tile, 1 to 4; `None` is 4, the
+    /// fastest.
     /// Smaller values exist to measure and test the pass structure (1 is one dispatch per stage).
     pub lde_pass_stages: Option<u32>,
 }
@@ -116,7 +117,7 @@ impl WgpuBackend {
     /// Whether Goldilocks arithmetic runs in native u64 (`SHADER_INT64` requested from the
     /// adapter) rather than on u32 pairs. Both give the same bytes.
     pub fn uses_int64(&self) -> bool {
-        self.gpu.int64
+        self.gpu.int64()
     }
 
     /// Whether the adapter offers `SHADER_INT64` at all.
@@ -184,7 +185,7 @@ impl Backend for WgpuBackend {
                 self.gpu.info.name,
                 self.gpu.info.device_type,
                 self.gpu.info.backend,
-                if self.gpu.int64 { "native u64 arithmetic" } else { "u32-pair arithmetic" }
+                if self.gpu.int64() { "native u64 arithmetic" } else { "u32-pair arithmetic" }
             ),
             total_memory: self.gpu.total_memory,
             free_memory: self.gpu.total_memory.saturating_sub(live),

@@ -15,6 +15,7 @@ use backend_api::{
     PendingDownload as _, TreeShape,
 };
 use backend_wgpu::{WgpuBackend, WgpuOptions};
+use conformance::parity::or_skip;
 use conformance::reference::{self, P};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -117,13 +118,9 @@ fn lde_every_pass_size_matches_naive_dft() {
             lde_pass_stages: Some(stages),
             ..Default::default()
         };
-        let b = match WgpuBackend::new(options) {
-            Ok(b) => b,
-            Err(e) => {
-                assert!(std::env::var("REQUIRE_WGPU").as_deref() != Ok("1"), "REQUIRE_WGPU=1 but no wgpu backend: {e}");
-                eprintln!("SKIPPED backend-wgpu kernel test: {e}");
-                return;
-            }
+        let Some(b) = or_skip(WgpuBackend::new(options), "lde_every_pass_size_matches_naive_dft", "REQUIRE_WGPU")
+        else {
+            return;
         };
         for (log_n, log_b, m) in [(5, 1, 3), (7, 2, 2), (10, 1, 1)] {
             let (n, blowup) = (1usize << log_n, 1usize << log_b);

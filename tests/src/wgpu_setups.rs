@@ -4,7 +4,7 @@
 use backend_wgpu::{WgpuBackend, WgpuOptions};
 
 /// The adapter's own segment size (one segment per buffer at test shapes), with native u64
-/// multiplies where the adapter has `SHADER_INT64`; software adapters (CI's llvmpipe) allowed.
+/// arithmetic where the adapter has `SHADER_INT64`; software adapters (CI's llvmpipe) allowed.
 ///
 /// # Errors
 /// When no adapter is usable.

@@ -2,9 +2,9 @@
 //! (llvmpipe) with `REQUIRE_WGPU=1`; without any adapter every check prints `SKIPPED`.
 //!
 //! Two instantiations: the adapter's own segment size (one segment per buffer at these shapes)
-//! with native u64 multiplies where the adapter has `SHADER_INT64`; and 8 KiB segments with the
+//! with native u64 arithmetic where the adapter has `SHADER_INT64`; and 8 KiB segments with the
 //! portable u32-pair arithmetic, so that every buffer of more than 1024 elements is several wgpu
-//! buffers, every kernel runs its multi-segment windows, and both multiply paths are checked
+//! buffers, every kernel runs its multi-segment windows, and both arithmetic paths are checked
 //! against the same references on one machine.
 #![cfg(feature = "wgpu")]
 
