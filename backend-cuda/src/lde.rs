@@ -88,7 +88,9 @@ pub(crate) fn coset_lde(device: &Device, trace: &CudaBuffer, params: &LdeParams)
     let max_k = stages_per_pass(device);
     let shared_max = (1usize << max_k) * NTT_COLS * ELEM_BYTES + (1usize << max_k) / 32 * ELEM_BYTES;
     let inverse = split(log_n, max_k);
-    let forward: Vec<u32> = split(log_n, max_k).into_iter().filter(|&k| k > 0).collect();
+    // The forward NTT of size N runs the same stage split (its first log B stages are the
+    // inverse's replication), without the empty pass of a 1-row trace.
+    let forward: Vec<u32> = inverse.iter().copied().filter(|&k| k > 0).collect();
     // The register kernel skips the B - 1 replicas of each inverse output row (the first forward
     // pass reads the shared row for all of them); the shared-memory kernel writes them. Mixed
     // passes keep the replicas.

@@ -24,7 +24,7 @@ pub(crate) fn hash_leaves_into(
     out: &mut WgpuBuffer,
     out_digest: usize,
 ) -> Result<()> {
-    let (leaves, _) = spec.validate_into(shape, matrix.len(), out.len(), out_digest)?;
+    let (leaves, out0) = spec.validate_into(shape, matrix.len(), out.len(), out_digest)?;
     let op = "hash_leaves";
     let (space_a, _) = Space::new(gpu, &[&matrix.segs])?;
     let (space_b, _) = Space::new(gpu, &[&out.segs])?;
@@ -39,7 +39,7 @@ pub(crate) fn hash_leaves_into(
             "{NAME}: {op}: a row of {cols} elements exceeds one segment of {s} elements (the storage binding limit)"
         )));
     }
-    let out0 = (out_digest * DIGEST_WORDS) as u64;
+    let out0 = out0 as u64;
     let dw = DIGEST_WORDS as u64;
     let width = (spec.cols.end - spec.cols.start) as u32;
     let chunk = (s / cols).min(s / dw).max(1);
