@@ -24,7 +24,7 @@ pack() {
     cp "$(newest cuda_ops)" .device/cuda/bench
     cp "$(newest backend_wgpu)" .device-wgpu/unit
     for t in kernels wgpu parity_wgpu reliability_wgpu; do cp "$(newest $t)" .device-wgpu/$t; done
-    strip .device-wgpu/* .device/cuda/bench
+    strip .device-wgpu/{bench,unit,kernels,wgpu,parity_wgpu,reliability_wgpu} .device/cuda/bench
     if ! ls .gl/*.deb >/dev/null 2>&1; then
         mkdir -p .gl /tmp/amd64/partial
         local o='-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64'
