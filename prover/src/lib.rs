@@ -14,6 +14,7 @@
 //!   device; the [`Ticket`] in a [`Commitment`] holds the bytes its buffers keep on the device.
 
 mod admission;
+pub mod cli;
 mod commit;
 mod error;
 mod input;

@@ -1,0 +1,379 @@
+//! The `prover` CLI: commit a table on the best backend here, plan a shape against a device's
+//! memory, list the backends.
+//!
+//! Exit codes: 0 success (and `plan`: the shape fits); 1 refusal (the table does not fit the
+//! budget, or `plan`: it does not fit), an unavailable backend or a device error; 2 a usage or
+//! input error (bad flags, a bad trace file, a shape or parameter the commit rejects).
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use crate::report::{CommitReport, PlanReport};
+use crate::select::{BackendChoice, BackendVisitor, probe_all, select};
+use crate::units::parse_bytes;
+use crate::{
+    CommitParams, CommitPlan, EXIT_OK, EXIT_REFUSED_OR_DEVICE, Phase, Progress, ProverError, Result, TraceInput,
+    commit, read_trace_file, synthetic_trace, write_u64_file,
+};
+use backend_api::memory::{admit, default_budget};
+use backend_api::{Backend, DEFAULT_SCRATCH_CAP, DeviceInfo, HashKind, LeafLayout, MatrixShape};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "prover",
+    version,
+    about = "Commit STARK trace tables (coset LDE + Merkle trees + in-place transpose) on CPU, CUDA or wgpu",
+    after_help = "Exit codes: 0 success (plan: fits); 1 refused / does not fit / backend unavailable / device \
+                  error; 2 usage or input error."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Commit a table: a seeded synthetic one by default (2^16 x 64, blowup 2, keccak256), or a raw file.
+    Commit(CommitArgs),
+    /// Print the device-memory model of a shape, term by term, and whether it fits.
+    Plan(PlanArgs),
+    /// List the backends compiled in and whether each is usable here.
+    Backends(BackendsArgs),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum HashArg {
+    Keccak256,
+    Blake3,
+}
+
+impl From<HashArg> for HashKind {
+    fn from(h: HashArg) -> Self {
+        match h {
+            HashArg::Keccak256 => HashKind::Keccak256,
+            HashArg::Blake3 => HashKind::Blake3,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum LayoutArg {
+    Rows,
+    LambdaVmPairs,
+}
+
+impl From<LayoutArg> for LeafLayout {
+    fn from(l: LayoutArg) -> Self {
+        match l {
+            LayoutArg::Rows => LeafLayout::Rows,
+            LayoutArg::LambdaVmPairs => LeafLayout::LambdaVmPairs,
+        }
+    }
+}
+
+/// The shape flags `commit` and `plan` share.
+#[derive(Args, Debug)]
+struct ShapeArgs {
+    /// Blowup factor B (a power of two).
+    #[arg(long, default_value_t = 2)]
+    blowup: usize,
+    /// Leaf layout.
+    #[arg(long, value_enum, default_value_t = LayoutArg::Rows)]
+    layout: LayoutArg,
+    /// Build two trees, over columns [0, COL) and [COL, cols).
+    #[arg(long, value_name = "COL")]
+    split: Option<usize>,
+    /// Transpose scratch cap: bytes, or with a KiB/MiB/GiB suffix.
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes, default_value_t = DEFAULT_SCRATCH_CAP)]
+    scratch_cap: usize,
+    /// Memory budget for the commit (default: 80% of the device's memory).
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    budget: Option<usize>,
+    /// Print one JSON object instead of the text report.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct CommitArgs {
+    /// log2 of the synthetic table's row count.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(0..=63), conflicts_with = "input")]
+    log_rows: u32,
+    /// Columns of the table.
+    #[arg(long, default_value_t = 64)]
+    cols: usize,
+    /// Rows of the --input table.
+    #[arg(long, requires = "input")]
+    rows: Option<usize>,
+    /// A raw trace: rows*cols little-endian u64, row-major (needs --rows and --cols).
+    #[arg(long, value_name = "FILE", requires = "rows")]
+    input: Option<PathBuf>,
+    /// Coset shift (non-zero mod p).
+    #[arg(long, default_value_t = backend_api::field::DEFAULT_SHIFT)]
+    shift: u64,
+    /// Leaf and node hash.
+    #[arg(long, value_enum, default_value_t = HashArg::Keccak256)]
+    hash: HashArg,
+    /// Backend to run on.
+    #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
+    backend: BackendChoice,
+    /// Seed of the synthetic table.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Keep the trace on the device as a column-major snapshot.
+    #[arg(long)]
+    snapshot: bool,
+    /// Write the column-major LDE here as raw little-endian u64.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// Do not synchronize after each phase (faster on GPUs; the per-phase seconds become issue times).
+    #[arg(long)]
+    no_phase_timing: bool,
+    #[command(flatten)]
+    shape: ShapeArgs,
+}
+
+#[derive(Args, Debug)]
+struct PlanArgs {
+    /// log2 of the trace row count.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=63))]
+    log_rows: u32,
+    /// Columns of the table.
+    #[arg(long)]
+    cols: usize,
+    /// The device's memory: bytes, or with a KiB/MiB/GiB/TiB suffix (e.g. 141GiB).
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    memory: usize,
+    #[command(flatten)]
+    shape: ShapeArgs,
+}
+
+#[derive(Args, Debug)]
+struct BackendsArgs {
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Parses the process's arguments, runs the command and returns its exit code (errors are printed
+/// to stderr as `error: ...`).
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Commit(args) => run_commit(&args),
+        Command::Plan(args) => run_plan(&args),
+        Command::Backends(args) => run_backends(&args),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "error: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+/// Writes to stdout; a closed pipe is not an error worth a panic.
+fn print(text: &str) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    match writeln!(out, "{text}").and_then(|_| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(ProverError::Usage(format!("cannot write to stdout: {e}")))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> Result<String> {
+    serde_json::to_string_pretty(value).map_err(|e| ProverError::Usage(format!("cannot encode the report: {e}")))
+}
+
+fn params_of(shape: &ShapeArgs) -> CommitParams {
+    CommitParams {
+        blowup: shape.blowup,
+        layout: shape.layout.into(),
+        split: shape.split,
+        scratch_cap: shape.scratch_cap,
+        budget: shape.budget,
+        ..CommitParams::default()
+    }
+}
+
+fn run_commit(args: &CommitArgs) -> Result<u8> {
+    let params = CommitParams {
+        shift: args.shift,
+        hash: args.hash.into(),
+        keep_trace_snapshot: args.snapshot,
+        phase_timing: !args.no_phase_timing,
+        ..params_of(&args.shape)
+    };
+    let rows = match (&args.input, args.rows) {
+        (Some(_), Some(rows)) => rows,
+        (None, None) => 1usize << args.log_rows,
+        _ => return Err(ProverError::Usage("--input and --rows go together".into())),
+    };
+    // Everything that needs no device is checked first: the shape and parameters, then the file.
+    let plan = CommitPlan::new(rows, args.cols, &params)?;
+    let shape = plan.trace_shape();
+    if let Some(path) = &args.input {
+        crate::check_trace_file(path, shape)?;
+    }
+    if let Some(out) = &args.out {
+        check_out_path(out)?;
+    }
+    let (backend, skipped) = select(args.backend)?;
+    let info = backend.visit(InfoOf);
+    let budget = params.budget.unwrap_or_else(|| default_budget(info.total_memory));
+    // Refuse before reading or generating a table that would not fit.
+    admit(&plan.model, budget, 0)?;
+
+    let hidden = args.shape.json || !std::io::stderr().is_terminal();
+    let progress = CliProgress::new(hidden, &params);
+    let t0 = Instant::now();
+    let (trace, input) = match &args.input {
+        Some(path) => {
+            progress.bar.set_message(format!("reading {}", path.display()));
+            (read_trace_file(path, shape)?, path.display().to_string())
+        }
+        None => {
+            progress.bar.set_message("generating the synthetic table");
+            (
+                synthetic_trace(shape, args.seed),
+                format!("synthetic {} x {}, seed {}", shape.rows, shape.cols, args.seed),
+            )
+        }
+    };
+    let input_seconds = t0.elapsed().as_secs_f64();
+    progress.bar.inc(1);
+
+    let params = CommitParams { budget: Some(budget), ..params };
+    let job = CommitJob { trace: &trace, shape, params: &params, progress: &progress, out: args.out.as_deref() };
+    let result = backend.visit(job);
+    progress.bar.finish_and_clear();
+    let mut report = result?;
+    report.software_adapter = backend.is_software();
+    report.auto_skipped = skipped;
+    report.input = input;
+    report.input_seconds = input_seconds;
+    report.out = args.out.as_ref().map(|p| p.display().to_string());
+    print(&if args.shape.json { to_json(&report)? } else { report.to_string() })?;
+    Ok(EXIT_OK)
+}
+
+/// Refuses an `--out` path whose directory does not exist before any work is done.
+fn check_out_path(out: &std::path::Path) -> Result<()> {
+    let dir = match out.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    if !dir.is_dir() {
+        return Err(ProverError::input(out, format!("cannot write the LDE: {} is not a directory", dir.display())));
+    }
+    if out.is_dir() {
+        return Err(ProverError::input(out, "cannot write the LDE: the path is a directory"));
+    }
+    Ok(())
+}
+
+/// The commit, written once for every backend.
+struct CommitJob<'a> {
+    trace: &'a [u64],
+    shape: MatrixShape,
+    params: &'a CommitParams,
+    progress: &'a CliProgress,
+    out: Option<&'a std::path::Path>,
+}
+
+impl BackendVisitor for CommitJob<'_> {
+    type Output = Result<CommitReport>;
+
+    fn visit<B: Backend>(self, backend: &B) -> Result<CommitReport> {
+        backend.tracker().reset_peak();
+        let c = commit(backend, TraceInput::host(self.trace, self.shape), self.params, self.progress)?;
+        let peak = backend.memory().peak;
+        if let Some(path) = self.out {
+            self.progress.bar.set_message(format!("writing {}", path.display()));
+            write_u64_file(path, &backend.download_vec(&c.lde)?)?;
+        }
+        let budget = self.params.budget.unwrap_or_default();
+        Ok(CommitReport::new(&backend.info(), &c, self.params, budget, peak))
+    }
+}
+
+struct InfoOf;
+
+impl BackendVisitor for InfoOf {
+    type Output = DeviceInfo;
+    fn visit<B: Backend>(self, backend: &B) -> DeviceInfo {
+        backend.info()
+    }
+}
+
+/// A spinner with a step count on stderr; hidden for `--json` or when stderr is not a terminal.
+struct CliProgress {
+    bar: ProgressBar,
+}
+
+impl CliProgress {
+    fn new(hidden: bool, params: &CommitParams) -> Self {
+        // Input, upload, LDE, [snapshot], leaves, Merkle, transpose, roots.
+        let steps = 7 + u64::from(params.keep_trace_snapshot) + u64::from(params.host_copy);
+        let bar = ProgressBar::with_draw_target(
+            Some(steps),
+            if hidden { ProgressDrawTarget::hidden() } else { ProgressDrawTarget::stderr() },
+        );
+        if let Ok(style) = ProgressStyle::with_template("{spinner} [{pos}/{len}] {msg} ({elapsed})") {
+            bar.set_style(style);
+        }
+        bar.enable_steady_tick(std::time::Duration::from_millis(100));
+        Self { bar }
+    }
+}
+
+impl Progress for CliProgress {
+    fn start(&self, phase: Phase) {
+        self.bar.set_message(phase.name());
+    }
+
+    fn finish(&self, _: Phase, _: f64) {
+        self.bar.inc(1);
+    }
+}
+
+fn run_plan(args: &PlanArgs) -> Result<u8> {
+    let params = params_of(&args.shape);
+    let rows = 1usize << args.log_rows;
+    let plan = CommitPlan::new(rows, args.cols, &params)?;
+    let (budget, source) = match params.budget {
+        Some(b) => (b, "--budget"),
+        None => (default_budget(args.memory), "80% of memory"),
+    };
+    let report = PlanReport::new(&plan, &params, args.memory, budget, source);
+    print(&if args.shape.json { to_json(&report)? } else { report.to_string() })?;
+    Ok(if report.fits { EXIT_OK } else { EXIT_REFUSED_OR_DEVICE })
+}
+
+fn run_backends(args: &BackendsArgs) -> Result<u8> {
+    let status = probe_all();
+    let auto = select(BackendChoice::Auto).map(|(b, _)| b.name()).unwrap_or("none");
+    if args.json {
+        let v = serde_json::json!({ "backends": status, "auto": auto });
+        print(&to_json(&v)?)?;
+        return Ok(EXIT_OK);
+    }
+    let mut text = String::from("backends:\n");
+    for s in &status {
+        let line = match (&s.device, &s.reason) {
+            (Some(d), _) => format!("usable: {d}{}", if s.software { " (software adapter)" } else { "" }),
+            (None, r) => r.clone().unwrap_or_else(|| "unavailable".into()),
+        };
+        text.push_str(&format!("  {:<5} {line}\n", s.backend));
+    }
+    text.push_str(&format!("--backend auto picks: {auto}"));
+    print(&text)?;
+    Ok(EXIT_OK)
+}
