@@ -1,0 +1,209 @@
+//! The reliability checks on the suite's own host backend: it passes them all, and broken
+//! variants fail the check meant to catch them (so no check is vacuous).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use backend_api::{
+    AllocTracker, Backend, CopyRange, DeviceBuffer as _, DeviceInfo, Error, HashKind, LdeParams, LeafSpec, MatrixShape,
+    Result, TreeShape,
+};
+use prover::{Admission, CommitParams, ProverError};
+
+use super::concurrency::concurrent_commits_within;
+use super::*;
+use crate::selftest::{Bug, HostBackend, HostBuffer};
+use crate::{Gen, Outcome};
+
+/// How [`Faulty`] corrupts the LDE: by copying element 0 over element 1 of its output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fault {
+    None,
+    /// When another commit's buffers are resident (live bytes above this call's input): the
+    /// "silently wrong under memory pressure" failure.
+    WhenOthersResident,
+    /// On every 50th LDE.
+    Every50th,
+    /// On a rayon pool of one thread.
+    OneRayonThread,
+    /// The third LDE never returns.
+    HangOnThird,
+    /// The third LDE panics.
+    PanicOnThird,
+}
+
+struct Faulty {
+    inner: HostBackend,
+    fault: Fault,
+    ldes: AtomicUsize,
+}
+
+fn leak(inner: HostBackend, fault: Fault) -> &'static Faulty {
+    Box::leak(Box::new(Faulty { inner, fault, ldes: AtomicUsize::new(0) }))
+}
+
+impl Backend for Faulty {
+    type Buffer = HostBuffer;
+    type Download = <HostBackend as Backend>::Download;
+    fn info(&self) -> DeviceInfo {
+        self.inner.info()
+    }
+    fn tracker(&self) -> &AllocTracker {
+        self.inner.tracker()
+    }
+    fn alloc(&self, len: usize) -> Result<HostBuffer> {
+        self.inner.alloc(len)
+    }
+    fn upload(&self, host: &[u64]) -> Result<HostBuffer> {
+        self.inner.upload(host)
+    }
+    fn download(&self, buf: &HostBuffer, offset: usize, out: &mut [u64]) -> Result<()> {
+        self.inner.download(buf, offset, out)
+    }
+    fn queue_download(&self, buf: &HostBuffer) -> Result<Self::Download> {
+        self.inner.queue_download(buf)
+    }
+    fn synchronize(&self) -> Result<()> {
+        self.inner.synchronize()
+    }
+    fn transpose_in_place(&self, buf: &mut HostBuffer, shape: MatrixShape, cap: usize) -> Result<()> {
+        self.inner.transpose_in_place(buf, shape, cap)
+    }
+    fn batched_copy(&self, src: &HostBuffer, dst: &mut HostBuffer, copies: &[CopyRange]) -> Result<()> {
+        self.inner.batched_copy(src, dst, copies)
+    }
+    fn batched_copy_within(&self, buf: &mut HostBuffer, copies: &[CopyRange]) -> Result<()> {
+        self.inner.batched_copy_within(buf, copies)
+    }
+    fn hash_leaves_into(
+        &self,
+        m: &HostBuffer,
+        shape: MatrixShape,
+        spec: &LeafSpec,
+        out: &mut HostBuffer,
+        at: usize,
+    ) -> Result<()> {
+        self.inner.hash_leaves_into(m, shape, spec, out, at)
+    }
+    fn merkle_tree_in_place(&self, nodes: &mut HostBuffer, tree: TreeShape, hash: HashKind) -> Result<()> {
+        self.inner.merkle_tree_in_place(nodes, tree, hash)
+    }
+    fn coset_lde(&self, trace: &HostBuffer, params: &LdeParams) -> Result<HostBuffer> {
+        let call = self.ldes.fetch_add(1, Ordering::SeqCst) + 1;
+        let corrupt = match self.fault {
+            Fault::None => false,
+            Fault::WhenOthersResident => self.tracker().counters().live > trace.len() * 8,
+            Fault::Every50th => call.is_multiple_of(50),
+            Fault::OneRayonThread => rayon::current_thread_index().is_some() && rayon::current_num_threads() == 1,
+            Fault::HangOnThird if call == 3 => loop {
+                std::thread::park();
+            },
+            Fault::HangOnThird => false,
+            Fault::PanicOnThird if call == 3 => panic!("deliberate panic in the third LDE"),
+            Fault::PanicOnThird => false,
+        };
+        let mut out = self.inner.coset_lde(trace, params)?;
+        if corrupt {
+            self.inner.batched_copy_within(&mut out, &[CopyRange::new(0, 1, 1)])?;
+        }
+        Ok(out)
+    }
+}
+
+fn run<B: Backend>(backend: &'static B, name: &str, check: ReliabilityCheck<B>) -> Outcome {
+    run_reliability_outcome(backend, name, check)
+}
+
+#[test]
+fn a_correct_backend_passes_every_check() {
+    let b = leak(HostBackend::new(Bug::None), Fault::None);
+    let checks: [(&str, ReliabilityCheck<Faulty>); 5] = [
+        ("concurrent_commits_under_admission", concurrent_commits_under_admission::<Faulty>),
+        ("commit_fault_injection", commit_fault_injection::<Faulty>),
+        ("commit_repeated_100", commit_repeated_100::<Faulty>),
+        ("commit_rayon_thread_counts", commit_rayon_thread_counts::<Faulty>),
+        ("batched_copy_overlaps_refused", batched_copy_overlaps_refused::<Faulty>),
+    ];
+    for (name, check) in checks {
+        run(b, name, check).unwrap_or_else(|f| panic!("{f}"));
+    }
+}
+
+/// Each broken backend fails exactly the check written for its failure mode, with a message
+/// that names it.
+#[test]
+fn every_failure_mode_is_caught() {
+    let cases: [(&str, &'static Faulty, ReliabilityCheck<Faulty>, &str); 6] = [
+        (
+            "panicking in one commit",
+            leak(HostBackend::new(Bug::None), Fault::PanicOnThird),
+            concurrent_commits_under_admission::<Faulty>,
+            "panicked in the commit: deliberate panic",
+        ),
+        (
+            "wrong while other commits are resident",
+            leak(HostBackend::new(Bug::None), Fault::WhenOthersResident),
+            concurrent_commits_under_admission::<Faulty>,
+            "vs the CPU oracle",
+        ),
+        (
+            "leaks when a later allocation fails",
+            leak(HostBackend::new(Bug::LeakOnError), Fault::None),
+            commit_fault_injection::<Faulty>,
+            "live afterwards",
+        ),
+        (
+            "wrong on every 50th LDE",
+            leak(HostBackend::new(Bug::None), Fault::Every50th),
+            commit_repeated_100::<Faulty>,
+            "of 100",
+        ),
+        (
+            "wrong on one rayon thread",
+            leak(HostBackend::new(Bug::None), Fault::OneRayonThread),
+            commit_rayon_thread_counts::<Faulty>,
+            "on 1 rayon threads",
+        ),
+        (
+            "copies without validation",
+            leak(HostBackend::new(Bug::NoCopyValidation), Fault::None),
+            batched_copy_overlaps_refused::<Faulty>,
+            "accepted",
+        ),
+    ];
+    for (what, backend, check, expected) in cases {
+        match run(backend, what, check) {
+            Ok(()) => panic!("the check passed a backend that is {what}"),
+            Err(f) => assert!(f.0.contains(expected), "{what}: the failure does not say {expected:?}: {f}"),
+        }
+    }
+}
+
+/// A commit that never returns is reported as a deadlock once the timeout passes, naming the
+/// threads still running, instead of hanging the test run. (The stuck threads stay parked
+/// until the test process exits.)
+#[test]
+fn a_hung_commit_is_reported_as_a_deadlock() {
+    let b = leak(HostBackend::new(Bug::None), Fault::HangOnThird);
+    let start = Instant::now();
+    let f = concurrent_commits_within(b, Duration::from_secs(3)).expect_err("a hung commit passed");
+    assert!(f.0.contains("deadlock: commit threads") && f.0.contains("had not finished after 3s"), "{f}");
+    assert!(start.elapsed() < Duration::from_secs(30), "the timeout was not honoured: {:?}", start.elapsed());
+}
+
+/// The refusal path is also checked when nothing is concurrent: a budget below one commit
+/// refuses it with `Refused` and allocates nothing.
+#[test]
+fn a_budget_below_one_commit_refuses_before_allocating() {
+    let b = leak(HostBackend::new(Bug::None), Fault::None);
+    let mut g = Gen::new("a_budget_below_one_commit_refuses_before_allocating");
+    let table = Table::new(&mut g, "small", 16, 3, CommitParams::default());
+    let total = table.plan().unwrap().model.total();
+    let before = b.memory();
+    match commit_table(b, &table, &Admission::new(total - 1)) {
+        Err(ProverError::Backend(Error::Refused(r))) => assert_eq!((r.budget, r.in_flight), (total - 1, 0)),
+        Err(e) => panic!("expected a refusal, got {e}"),
+        Ok(_) => panic!("a commit over budget was admitted"),
+    }
+    assert_eq!(b.memory(), before, "a refused commit touched the allocator");
+}
