@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use crate::report::{CommitReport, PlanReport};
-use crate::select::{BackendChoice, BackendVisitor, probe_all, select};
+use crate::select::{AUTO, BackendVisitor, Ports, Registry};
 use crate::units::parse_bytes;
 use crate::{
     CommitParams, CommitPlan, EXIT_OK, EXIT_REFUSED_OR_DEVICE, Phase, Progress, ProverError, Result, TraceInput,
@@ -19,7 +19,8 @@ use crate::{
 };
 use backend_api::memory::{admit, default_budget};
 use backend_api::{Backend, DEFAULT_SCRATCH_CAP, DeviceInfo, HashKind, LeafLayout, MatrixShape};
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::builder::{PossibleValue, PossibleValuesParser};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 #[derive(Parser, Debug)]
@@ -119,8 +120,8 @@ struct CommitArgs {
     #[arg(long, value_enum, default_value_t = HashArg::Keccak256)]
     hash: HashArg,
     /// Backend to run on.
-    #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
-    backend: BackendChoice,
+    #[arg(long, default_value = AUTO)]
+    backend: String,
     /// Seed of the synthetic table.
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -160,21 +161,57 @@ struct BackendsArgs {
 }
 
 /// Parses the process's arguments, runs the command and returns its exit code (errors are printed
-/// to stderr as `error: ...`).
+/// to stderr as `error: ...`), with the built-in backends.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    main_with(())
+}
+
+/// [`main`] with `ports` added to the built-in backends: every subcommand lists them
+/// (`prover backends`), accepts them as `--backend <name>`, and `auto` tries the ranked ones in
+/// the order [`crate::select`] documents. A port's binary is one line:
+///
+/// ```no_run
+/// use prover::select::Port;
+///
+/// fn main() -> std::process::ExitCode {
+///     prover::cli::main_with(Port::new("rayon", "the CPU backend again", || Ok(backend_cpu::CpuBackend::new())))
+/// }
+/// ```
+///
+/// A port name that is invalid or taken is a usage error (exit code 2).
+pub fn main_with<P: Ports>(ports: P) -> ExitCode {
+    let registry = match Registry::with_ports(ports) {
+        Ok(r) => r,
+        Err(e) => return fail(&e),
+    };
+    let matches = with_backend_choices(Cli::command(), &registry).get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let result = match cli.command {
-        Command::Commit(args) => run_commit(&args),
+        Command::Commit(args) => run_commit(&args, &registry),
         Command::Plan(args) => run_plan(&args),
-        Command::Backends(args) => run_backends(&args),
+        Command::Backends(args) => run_backends(&args, &registry),
     };
     match result {
         Ok(code) => ExitCode::from(code),
-        Err(e) => {
-            let _ = writeln!(std::io::stderr(), "error: {e}");
-            ExitCode::from(e.exit_code())
-        }
+        Err(e) => fail(&e),
     }
+}
+
+/// Prints `error: {e}` to stderr and returns its exit code.
+fn fail(e: &ProverError) -> ExitCode {
+    let _ = writeln!(std::io::stderr(), "error: {e}");
+    ExitCode::from(e.exit_code())
+}
+
+/// Restricts every subcommand's `--backend` to the registry's names, each with its description.
+fn with_backend_choices<P: Ports>(cmd: clap::Command, registry: &Registry<P>) -> clap::Command {
+    let choices: Vec<PossibleValue> =
+        registry.choices().into_iter().map(|(name, about)| PossibleValue::new(name).help(about)).collect();
+    cmd.mut_subcommands(|sub| {
+        sub.mut_args(|arg| {
+            if arg.get_id() == "backend" { arg.value_parser(PossibleValuesParser::new(choices.clone())) } else { arg }
+        })
+    })
 }
 
 /// Writes to stdout; a closed pipe is not an error worth a panic.
@@ -203,7 +240,7 @@ fn params_of(shape: &ShapeArgs) -> CommitParams {
     }
 }
 
-fn run_commit(args: &CommitArgs) -> Result<u8> {
+fn run_commit<P: Ports>(args: &CommitArgs, registry: &Registry<P>) -> Result<u8> {
     let params = CommitParams {
         shift: args.shift,
         hash: args.hash.into(),
@@ -225,7 +262,7 @@ fn run_commit(args: &CommitArgs) -> Result<u8> {
     if let Some(out) = &args.out {
         check_out_path(out)?;
     }
-    let (backend, skipped) = select(args.backend)?;
+    let (backend, skipped) = registry.select(&args.backend)?;
     let info = backend.visit(InfoOf);
     let budget = params.budget.unwrap_or_else(|| default_budget(info.total_memory));
     // Refuse before reading or generating a table that would not fit.
@@ -357,22 +394,25 @@ fn run_plan(args: &PlanArgs) -> Result<u8> {
     Ok(if report.fits { EXIT_OK } else { EXIT_REFUSED_OR_DEVICE })
 }
 
-fn run_backends(args: &BackendsArgs) -> Result<u8> {
-    let status = probe_all();
-    let auto = select(BackendChoice::Auto).map(|(b, _)| b.name()).unwrap_or("none");
+fn run_backends<P: Ports>(args: &BackendsArgs, registry: &Registry<P>) -> Result<u8> {
+    let status = registry.probe_all();
+    let auto = registry.select(AUTO).map(|(b, _)| b.name()).unwrap_or("none");
     if args.json {
-        let v = serde_json::json!({ "backends": status, "auto": auto });
+        let v = serde_json::json!({ "backends": status, "auto": auto, "auto_order": registry.auto_order() });
         print(&to_json(&v)?)?;
         return Ok(EXIT_OK);
     }
+    let width = status.iter().map(|s| s.backend.len()).max().unwrap_or(0).max(5);
     let mut text = String::from("backends:\n");
     for s in &status {
         let line = match (&s.device, &s.reason) {
             (Some(d), _) => format!("usable: {d}{}", if s.software { " (software adapter)" } else { "" }),
             (None, r) => r.clone().unwrap_or_else(|| "unavailable".into()),
         };
-        text.push_str(&format!("  {:<5} {line}\n", s.backend));
+        let port = if s.port { " [port]" } else { "" };
+        text.push_str(&format!("  {:<width$} {line}{port}\n", s.backend));
     }
+    text.push_str(&format!("--backend auto tries: {}\n", registry.auto_order().join(", ")));
     text.push_str(&format!("--backend auto picks: {auto}"));
     print(&text)?;
     Ok(EXIT_OK)

@@ -3,27 +3,43 @@
 //! The pipeline is generic over [`Backend`]; this module is the one place that names the
 //! concrete backends. A [`SelectedBackend`] hands its backend to a [`BackendVisitor`], so callers
 //! write their work once, generically.
+//!
+//! # Ports
+//!
+//! A backend crate outside this one reaches the CLI through a [`Registry`]: wrap its constructor
+//! in a [`Port`] and pass it to [`crate::cli::main_with`]. The port is then listed by
+//! `prover backends`, selectable with `--backend <name>`, and runs every subcommand through the
+//! same generic code as the built-in backends (no trait objects: the port's type is a type
+//! parameter of the registry). Several ports are a tuple, `(port_a, port_b)`, nested for more
+//! (`(a, (b, c))`).
+//!
+//! # What `auto` picks
+//!
+//! `auto` tries candidates in descending rank and takes the first that is usable: CUDA has rank
+//! [`AUTO_RANK_CUDA`], a hardware (non-software) wgpu adapter [`AUTO_RANK_WGPU`], and a port the
+//! rank it was given with [`Port::auto_rank`] (a port without one is never picked by `auto`).
+//! Between equal ranks the built-in backend comes first, then ports in registration order. The
+//! CPU comes last, always: it is always usable.
+
+use std::marker::PhantomData;
 
 use backend_api::Backend;
 use backend_cpu::CpuBackend;
 
-use crate::error::Result;
+use crate::error::{ProverError, Result};
 
-/// Which backend to run on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum BackendChoice {
-    /// CUDA when a device is usable, else a hardware (non-software) wgpu adapter, else the CPU.
-    Auto,
-    /// The CPU (rayon) backend, always available.
-    Cpu,
-    /// The CUDA backend, device 0 (needs the `cuda` feature).
-    Cuda,
-    /// The wgpu backend, software adapters allowed (needs the `wgpu` feature).
-    Wgpu,
-}
+/// The name that asks for `auto`'s choice.
+pub const AUTO: &str = "auto";
+/// `auto`'s rank of the CUDA backend: tried first among the built-ins.
+pub const AUTO_RANK_CUDA: u32 = 200;
+/// `auto`'s rank of a hardware wgpu adapter: tried after CUDA.
+pub const AUTO_RANK_WGPU: u32 = 100;
 
-/// A constructed backend.
-pub enum SelectedBackend {
+/// The names of the built-in backends, in listing order.
+const BUILTIN: [&str; 3] = ["cpu", "cuda", "wgpu"];
+
+/// A constructed backend: a built-in one or one of the ports' (`X`, see [`PortBackend`]).
+pub enum SelectedBackend<X = NoPort> {
     /// The CPU backend.
     Cpu(CpuBackend),
     /// The CUDA backend.
@@ -32,6 +48,8 @@ pub enum SelectedBackend {
     /// The wgpu backend.
     #[cfg(feature = "wgpu")]
     Wgpu(backend_wgpu::WgpuBackend),
+    /// A port's backend.
+    Port(X),
 }
 
 /// Work written once over any backend.
@@ -42,7 +60,7 @@ pub trait BackendVisitor {
     fn visit<B: Backend>(self, backend: &B) -> Self::Output;
 }
 
-impl SelectedBackend {
+impl<X: PortBackend> SelectedBackend<X> {
     /// Runs `visitor` on the backend inside.
     pub fn visit<V: BackendVisitor>(&self, visitor: V) -> V::Output {
         match self {
@@ -51,10 +69,11 @@ impl SelectedBackend {
             SelectedBackend::Cuda(b) => visitor.visit(b),
             #[cfg(feature = "wgpu")]
             SelectedBackend::Wgpu(b) => visitor.visit(b),
+            SelectedBackend::Port(b) => b.visit(visitor),
         }
     }
 
-    /// The backend's short name.
+    /// The backend's short name (a port's is the name it was registered under).
     pub fn name(&self) -> &'static str {
         match self {
             SelectedBackend::Cpu(_) => "cpu",
@@ -62,6 +81,7 @@ impl SelectedBackend {
             SelectedBackend::Cuda(_) => "cuda",
             #[cfg(feature = "wgpu")]
             SelectedBackend::Wgpu(_) => "wgpu",
+            SelectedBackend::Port(b) => b.name(),
         }
     }
 
@@ -75,8 +95,163 @@ impl SelectedBackend {
     }
 }
 
+/// A port's constructed backend, as a [`SelectedBackend::Port`] holds it: something that can run
+/// a [`BackendVisitor`] on a concrete [`Backend`]. [`Port`] and tuples of ports implement it
+/// through [`Ports`]; a port's crate does not implement it by hand.
+pub trait PortBackend {
+    /// The name it was registered under.
+    fn name(&self) -> &'static str;
+    /// Runs `visitor` on the backend inside.
+    fn visit<V: BackendVisitor>(&self, visitor: V) -> V::Output;
+}
+
+/// The port backend of a registry without ports: it has no values.
+pub enum NoPort {}
+
+impl PortBackend for NoPort {
+    fn name(&self) -> &'static str {
+        match *self {}
+    }
+    fn visit<V: BackendVisitor>(&self, _: V) -> V::Output {
+        match *self {}
+    }
+}
+
+/// A backend `B` registered under a name.
+pub struct Named<B> {
+    name: &'static str,
+    backend: B,
+}
+
+impl<B: Backend> PortBackend for Named<B> {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn visit<V: BackendVisitor>(&self, visitor: V) -> V::Output {
+        visitor.visit(&self.backend)
+    }
+}
+
+/// The backend of one port of a pair: the first's or the second's.
+pub enum Either<A, B> {
+    /// The first port's backend.
+    First(A),
+    /// The second port's backend.
+    Second(B),
+}
+
+impl<A: PortBackend, B: PortBackend> PortBackend for Either<A, B> {
+    fn name(&self) -> &'static str {
+        match self {
+            Either::First(a) => a.name(),
+            Either::Second(b) => b.name(),
+        }
+    }
+    fn visit<V: BackendVisitor>(&self, visitor: V) -> V::Output {
+        match self {
+            Either::First(a) => a.visit(visitor),
+            Either::Second(b) => b.visit(visitor),
+        }
+    }
+}
+
+/// A port's entry in the registry: its name, a one-line description, and its rank for `auto`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PortEntry {
+    /// The `--backend` value.
+    pub name: &'static str,
+    /// One line for `--help`.
+    pub about: &'static str,
+    /// `auto`'s rank, or `None` when `auto` never picks it.
+    pub auto_rank: Option<u32>,
+}
+
+/// One backend type a port adds to the CLI: its name and how to construct it.
+///
+/// ```
+/// # use prover::select::Port;
+/// let port = Port::new("rayon", "the CPU backend under another name", || Ok(backend_cpu::CpuBackend::new()))
+///     .auto_rank(50);
+/// # let _ = prover::select::Registry::with_ports(port).unwrap();
+/// ```
+pub struct Port<B, F> {
+    entry: PortEntry,
+    make: F,
+    backend: PhantomData<fn() -> B>,
+}
+
+impl<B, F> Port<B, F>
+where
+    B: Backend,
+    F: Fn() -> backend_api::Result<B>,
+{
+    /// A port named `name` (the `--backend` value: ASCII letters, digits, `-` and `_`, not a
+    /// built-in name), described by `about`, constructed by `make` each time it is selected or
+    /// probed. `make` returns the backend's own error when its device is unusable.
+    pub fn new(name: &'static str, about: &'static str, make: F) -> Self {
+        Self { entry: PortEntry { name, about, auto_rank: None }, make, backend: PhantomData }
+    }
+
+    /// Lets `auto` pick this port, at `rank` (see the [module docs](self): above
+    /// [`AUTO_RANK_CUDA`] it is tried before CUDA, below [`AUTO_RANK_WGPU`] after wgpu; the CPU
+    /// is always last).
+    pub fn auto_rank(mut self, rank: u32) -> Self {
+        self.entry.auto_rank = Some(rank);
+        self
+    }
+}
+
+/// A set of ports: `()` (none), one [`Port`], or a pair of sets (nest pairs for more).
+pub trait Ports {
+    /// The backend one of these ports constructs.
+    type Backend: PortBackend;
+    /// The ports' entries, in registration order.
+    fn entries(&self) -> Vec<PortEntry>;
+    /// Constructs the port named `name`; `None` when no port has that name.
+    fn make(&self, name: &str) -> Option<backend_api::Result<Self::Backend>>;
+}
+
+impl Ports for () {
+    type Backend = NoPort;
+    fn entries(&self) -> Vec<PortEntry> {
+        Vec::new()
+    }
+    fn make(&self, _: &str) -> Option<backend_api::Result<NoPort>> {
+        None
+    }
+}
+
+impl<B, F> Ports for Port<B, F>
+where
+    B: Backend,
+    F: Fn() -> backend_api::Result<B>,
+{
+    type Backend = Named<B>;
+    fn entries(&self) -> Vec<PortEntry> {
+        vec![self.entry.clone()]
+    }
+    fn make(&self, name: &str) -> Option<backend_api::Result<Named<B>>> {
+        (name == self.entry.name).then(|| (self.make)().map(|backend| Named { name: self.entry.name, backend }))
+    }
+}
+
+impl<P: Ports, Q: Ports> Ports for (P, Q) {
+    type Backend = Either<P::Backend, Q::Backend>;
+    fn entries(&self) -> Vec<PortEntry> {
+        let mut all = self.0.entries();
+        all.extend(self.1.entries());
+        all
+    }
+    fn make(&self, name: &str) -> Option<backend_api::Result<Self::Backend>> {
+        match self.0.make(name) {
+            Some(made) => Some(made.map(Either::First)),
+            None => self.1.make(name).map(|made| made.map(Either::Second)),
+        }
+    }
+}
+
 #[cfg(not(all(feature = "cuda", feature = "wgpu")))]
-fn not_compiled(name: &str) -> backend_api::Error {
+fn not_compiled(name: &'static str) -> backend_api::Error {
     backend_api::Error::BackendUnavailable {
         backend: name.into(),
         reason: format!("not compiled into this binary (rebuild with `--features {name}`)"),
@@ -88,7 +263,7 @@ fn not_compiled(name: &str) -> backend_api::Error {
 /// # Errors
 /// [`backend_api::Error::BackendUnavailable`] when the `cuda` feature is off; the backend's own error when no
 /// driver or device is usable.
-pub fn cuda() -> Result<SelectedBackend> {
+pub fn cuda<X>() -> Result<SelectedBackend<X>> {
     #[cfg(feature = "cuda")]
     {
         Ok(SelectedBackend::Cuda(backend_cuda::CudaBackend::new(0)?))
@@ -104,7 +279,7 @@ pub fn cuda() -> Result<SelectedBackend> {
 /// # Errors
 /// [`backend_api::Error::BackendUnavailable`] when the `wgpu` feature is off; the backend's own error when no
 /// adapter is usable.
-pub fn wgpu(allow_software: bool) -> Result<SelectedBackend> {
+pub fn wgpu<X>(allow_software: bool) -> Result<SelectedBackend<X>> {
     #[cfg(feature = "wgpu")]
     {
         let options = backend_wgpu::WgpuOptions { allow_software, ..Default::default() };
@@ -117,64 +292,155 @@ pub fn wgpu(allow_software: bool) -> Result<SelectedBackend> {
     }
 }
 
-/// The backend `choice` names, and for `auto` why each better candidate was skipped.
-///
-/// # Errors
-/// For an explicit choice, [`backend_api::Error::BackendUnavailable`] (not compiled in) or the backend's own
-/// construction error. `auto` never fails: the CPU is always there.
-pub fn select(choice: BackendChoice) -> Result<(SelectedBackend, Vec<String>)> {
-    match choice {
-        BackendChoice::Cpu => Ok((SelectedBackend::Cpu(CpuBackend::new()), Vec::new())),
-        BackendChoice::Cuda => Ok((cuda()?, Vec::new())),
-        BackendChoice::Wgpu => Ok((wgpu(true)?, Vec::new())),
-        BackendChoice::Auto => {
-            let mut skipped = Vec::new();
-            match cuda() {
-                Ok(b) => return Ok((b, skipped)),
-                Err(e) => skipped.push(format!("cuda: {e}")),
+/// The backends a binary can run on: the built-in ones and a set of ports `P`.
+pub struct Registry<P = ()> {
+    ports: P,
+    entries: Vec<PortEntry>,
+}
+
+impl Registry {
+    /// The built-in backends only: `cpu`, and `cuda` / `wgpu` where their features are on.
+    pub fn builtin() -> Self {
+        Self { ports: (), entries: Vec::new() }
+    }
+}
+
+impl<P: Ports> Registry<P> {
+    /// The built-in backends and `ports`.
+    ///
+    /// # Errors
+    /// [`ProverError::Usage`] when a port's name is empty, has a character other than ASCII
+    /// letters, digits, `-` and `_`, or is taken (by `auto`, a built-in backend or another port).
+    pub fn with_ports(ports: P) -> Result<Self> {
+        let entries = ports.entries();
+        for (i, e) in entries.iter().enumerate() {
+            let valid =
+                !e.name.is_empty() && e.name.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_');
+            if !valid {
+                return Err(ProverError::Usage(format!(
+                    "port name {:?} is not a valid --backend value (use ASCII letters, digits, '-' and '_')",
+                    e.name
+                )));
             }
-            match wgpu(false) {
-                Ok(b) if !b.is_software() => return Ok((b, skipped)),
-                Ok(_) => skipped.push("wgpu: only a software adapter is available".into()),
-                Err(e) => skipped.push(format!("wgpu: {e}")),
+            let taken = e.name == AUTO || BUILTIN.contains(&e.name) || entries[..i].iter().any(|o| o.name == e.name);
+            if taken {
+                return Err(ProverError::Usage(format!("port name `{}` is already taken", e.name)));
             }
-            Ok((SelectedBackend::Cpu(CpuBackend::new()), skipped))
         }
+        Ok(Self { ports, entries })
+    }
+
+    /// The ports' entries, in registration order.
+    pub fn ports(&self) -> &[PortEntry] {
+        &self.entries
+    }
+
+    /// Every `--backend` value with a one-line description: `auto`, the built-in backends, the
+    /// ports.
+    pub fn choices(&self) -> Vec<(&'static str, &'static str)> {
+        let mut all = vec![
+            (AUTO, "the first usable backend in `auto`'s order (`prover backends` shows it)"),
+            ("cpu", "the CPU (rayon) backend, always available"),
+            ("cuda", "the CUDA backend, device 0 (needs the `cuda` feature)"),
+            ("wgpu", "the wgpu backend, software adapters allowed (needs the `wgpu` feature)"),
+        ];
+        all.extend(self.entries.iter().map(|e| (e.name, e.about)));
+        all
+    }
+
+    /// The names `auto` tries, in order (see the [module docs](self)); the CPU is last.
+    pub fn auto_order(&self) -> Vec<&'static str> {
+        let mut ranked = vec![("cuda", AUTO_RANK_CUDA), ("wgpu", AUTO_RANK_WGPU)];
+        ranked.extend(self.entries.iter().filter_map(|e| e.auto_rank.map(|r| (e.name, r))));
+        // A stable sort keeps the built-ins before ports of equal rank, and ports in order.
+        ranked.sort_by_key(|&(_, rank)| std::cmp::Reverse(rank));
+        ranked.into_iter().map(|(name, _)| name).chain(["cpu"]).collect()
+    }
+
+    /// The backend `name` names, and for `auto` why each candidate before the chosen one was
+    /// skipped.
+    ///
+    /// # Errors
+    /// [`ProverError::Usage`] for a name that is neither `auto` nor a backend of this registry;
+    /// for an explicit choice, [`backend_api::Error::BackendUnavailable`] (not compiled in) or
+    /// the backend's own construction error. `auto` never fails: the CPU is always there.
+    pub fn select(&self, name: &str) -> Result<(SelectedBackend<P::Backend>, Vec<String>)> {
+        if name != AUTO {
+            return Ok((self.make(name, true)?, Vec::new()));
+        }
+        let mut skipped = Vec::new();
+        for candidate in self.auto_order() {
+            match self.make(candidate, false) {
+                Ok(b) if !b.is_software() => return Ok((b, skipped)),
+                Ok(_) => skipped.push(format!("{candidate}: only a software adapter is available")),
+                Err(e) => skipped.push(format!("{candidate}: {e}")),
+            }
+        }
+        unreachable!("auto_order ends with the CPU, which is always usable")
+    }
+
+    /// Constructs the backend `name`; `allow_software` admits software wgpu adapters.
+    fn make(&self, name: &str, allow_software: bool) -> Result<SelectedBackend<P::Backend>> {
+        match name {
+            "cpu" => Ok(SelectedBackend::Cpu(CpuBackend::new())),
+            "cuda" => cuda(),
+            "wgpu" => wgpu(allow_software),
+            _ => match self.ports.make(name) {
+                Some(made) => Ok(SelectedBackend::Port(made?)),
+                None => Err(ProverError::Usage(format!(
+                    "unknown backend `{name}`; this binary has: {}",
+                    self.choices().iter().map(|c| c.0).collect::<Vec<_>>().join(", ")
+                ))),
+            },
+        }
+    }
+
+    /// Tries to construct every backend (built-in ones first, then the ports) and reports each.
+    pub fn probe_all(&self) -> Vec<BackendStatus> {
+        let names = BUILTIN.iter().copied().chain(self.entries.iter().map(|e| e.name));
+        names
+            .map(|backend| {
+                let compiled =
+                    (backend != "cuda" || cfg!(feature = "cuda")) && (backend != "wgpu" || cfg!(feature = "wgpu"));
+                let port = !BUILTIN.contains(&backend);
+                match self.make(backend, true) {
+                    Ok(b) => BackendStatus {
+                        backend,
+                        compiled,
+                        port,
+                        device: Some(b.visit(DeviceName)),
+                        software: b.is_software(),
+                        reason: None,
+                    },
+                    Err(e) => BackendStatus {
+                        backend,
+                        compiled,
+                        port,
+                        device: None,
+                        software: false,
+                        reason: Some(e.to_string()),
+                    },
+                }
+            })
+            .collect()
     }
 }
 
 /// Whether one backend is compiled in and usable here.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct BackendStatus {
-    /// `cpu`, `cuda` or `wgpu`.
+    /// `cpu`, `cuda`, `wgpu` or a port's name.
     pub backend: &'static str,
     /// Whether this binary was built with it.
     pub compiled: bool,
+    /// Whether it is a port (registered through [`Registry::with_ports`]).
+    pub port: bool,
     /// The device name when usable.
     pub device: Option<String>,
     /// Whether it runs on a software adapter (wgpu only).
     pub software: bool,
     /// Why it is unusable, when it is.
     pub reason: Option<String>,
-}
-
-/// Tries to construct every backend and reports each one.
-pub fn probe_all() -> Vec<BackendStatus> {
-    let probe = |backend: &'static str, compiled: bool, made: Result<SelectedBackend>| match made {
-        Ok(b) => BackendStatus {
-            backend,
-            compiled,
-            device: Some(b.visit(DeviceName)),
-            software: b.is_software(),
-            reason: None,
-        },
-        Err(e) => BackendStatus { backend, compiled, device: None, software: false, reason: Some(e.to_string()) },
-    };
-    vec![
-        probe("cpu", true, select(BackendChoice::Cpu).map(|(b, _)| b)),
-        probe("cuda", cfg!(feature = "cuda"), cuda()),
-        probe("wgpu", cfg!(feature = "wgpu"), wgpu(true)),
-    ]
 }
 
 /// The device name of a backend.
@@ -193,22 +459,113 @@ mod tests {
     use crate::error::ProverError;
     use backend_api::Error;
 
+    /// A second CPU backend under another name: a port whose construction always works.
+    fn rayon_port(rank: Option<u32>) -> impl Ports {
+        let port = Port::new("rayon", "the CPU backend again", || Ok(CpuBackend::new()));
+        match rank {
+            Some(r) => port.auto_rank(r),
+            None => port,
+        }
+    }
+
+    /// A port whose device is never there.
+    fn absent_port(name: &'static str, rank: u32) -> impl Ports {
+        Port::new(name, "never usable", move || -> backend_api::Result<CpuBackend> {
+            Err(Error::BackendUnavailable { backend: "absent".into(), reason: format!("no {name} device here") })
+        })
+        .auto_rank(rank)
+    }
+
     #[test]
     fn cpu_is_always_there_and_auto_falls_back_to_it_without_gpus() {
-        let status = probe_all();
-        assert_eq!(status[0].backend, "cpu");
-        assert!(status[0].device.is_some() && status[0].reason.is_none(), "{status:?}");
+        let registry = Registry::builtin();
+        let status = registry.probe_all();
+        assert_eq!(status.iter().map(|s| s.backend).collect::<Vec<_>>(), ["cpu", "cuda", "wgpu"]);
+        assert!(status[0].device.is_some() && status[0].reason.is_none() && !status[0].port, "{status:?}");
         if !cfg!(feature = "cuda") {
             let reason = status[1].reason.as_deref().unwrap_or_default();
             assert!(reason.contains("--features cuda"), "{reason}");
-            let err = select(BackendChoice::Cuda).err().expect("cuda is not compiled in");
+            let err = registry.select("cuda").err().expect("cuda is not compiled in");
             assert!(matches!(err, ProverError::Backend(Error::BackendUnavailable { .. })), "{err}");
             assert_eq!(err.exit_code(), crate::error::EXIT_REFUSED_OR_DEVICE);
         }
         if !cfg!(feature = "cuda") && !cfg!(feature = "wgpu") {
-            let (b, skipped) = select(BackendChoice::Auto).unwrap();
+            let (b, skipped) = registry.select(AUTO).unwrap();
             assert_eq!(b.name(), "cpu");
             assert_eq!(skipped.len(), 2, "{skipped:?}");
         }
+    }
+
+    #[test]
+    fn auto_order_follows_the_ranks_with_builtins_first_on_ties() {
+        let ports = (
+            absent_port("first", AUTO_RANK_CUDA + 1),
+            (
+                absent_port("tie", AUTO_RANK_WGPU),
+                (absent_port("low", 1), (absent_port("between", AUTO_RANK_WGPU + 1), rayon_port(None))),
+            ),
+        );
+        let registry = Registry::with_ports(ports).unwrap();
+        assert_eq!(registry.auto_order(), ["first", "cuda", "between", "wgpu", "tie", "low", "cpu"]);
+        assert_eq!(
+            registry.ports().iter().map(|e| e.name).collect::<Vec<_>>(),
+            ["first", "tie", "low", "between", "rayon"]
+        );
+        assert_eq!(registry.choices().len(), 4 + 5);
+        if !cfg!(feature = "cuda") && !cfg!(feature = "wgpu") {
+            // Every ranked candidate fails, so auto names each one and ends on the CPU.
+            let (b, skipped) = registry.select(AUTO).unwrap();
+            assert_eq!(b.name(), "cpu");
+            let names: Vec<&str> = skipped.iter().map(|s| s.split(':').next().unwrap()).collect();
+            assert_eq!(names, ["first", "cuda", "between", "wgpu", "tie", "low"]);
+            assert!(skipped[0].contains("no first device here"), "{skipped:?}");
+        }
+    }
+
+    #[test]
+    fn a_ranked_usable_port_is_auto_s_choice_and_selectable_by_name() {
+        let registry = Registry::with_ports(rayon_port(Some(AUTO_RANK_CUDA + 1))).unwrap();
+        let (b, skipped) = registry.select(AUTO).unwrap();
+        assert_eq!((b.name(), skipped.len()), ("rayon", 0));
+        assert!(matches!(b, SelectedBackend::Port(_)));
+        assert_eq!(b.visit(DeviceName), CpuBackend::new().info().device);
+        let (b, _) = registry.select("rayon").unwrap();
+        assert_eq!(b.name(), "rayon");
+        let status = registry.probe_all();
+        assert_eq!((status[3].backend, status[3].port, status[3].reason.as_deref()), ("rayon", true, None));
+
+        // Unranked, auto never picks it, but it stays selectable.
+        let registry = Registry::with_ports(rayon_port(None)).unwrap();
+        assert!(!registry.auto_order().contains(&"rayon"));
+        assert_eq!(registry.select("rayon").unwrap().0.name(), "rayon");
+        let err = registry.select("metal").err().unwrap();
+        assert_eq!(err.to_string(), "unknown backend `metal`; this binary has: auto, cpu, cuda, wgpu, rayon");
+        assert_eq!(err.exit_code(), crate::error::EXIT_USAGE);
+    }
+
+    #[test]
+    fn an_unusable_port_is_refused_by_name_and_reported_by_probe() {
+        let registry = Registry::with_ports(absent_port("absent", 1)).unwrap();
+        let err = registry.select("absent").err().unwrap();
+        assert!(err.to_string().contains("no absent device here"), "{err}");
+        assert_eq!(err.exit_code(), crate::error::EXIT_REFUSED_OR_DEVICE);
+        let status = registry.probe_all();
+        assert!(status[3].reason.as_deref().unwrap().contains("no absent device here"), "{status:?}");
+        assert!(status[3].device.is_none() && status[3].port);
+    }
+
+    #[test]
+    fn port_names_must_be_new_and_valid() {
+        for name in ["auto", "cpu", "cuda", "wgpu"] {
+            let err = Registry::with_ports(absent_port(name, 1)).err().unwrap();
+            assert_eq!(err.to_string(), format!("port name `{name}` is already taken"));
+        }
+        let err = Registry::with_ports((rayon_port(None), rayon_port(None))).err().unwrap();
+        assert_eq!(err.to_string(), "port name `rayon` is already taken");
+        for name in ["", "my port", "gpu!", "é"] {
+            let err = Registry::with_ports(absent_port(name, 1)).err().unwrap();
+            assert!(err.to_string().contains("is not a valid --backend value"), "{name:?}: {err}");
+        }
+        Registry::with_ports(absent_port("my-port_2", 1)).unwrap();
     }
 }
