@@ -22,6 +22,8 @@ pub(crate) struct Device {
     pub(crate) tracker: AllocTracker,
     /// The name the driver reports.
     pub(crate) name: String,
+    /// The UUID the driver reports (`GPU-...`), stable across processes and ordinals.
+    pub(crate) uuid: String,
     /// Total device memory, in bytes.
     pub(crate) total_memory: usize,
     /// Compute capability, e.g. `(9, 0)`.
@@ -63,6 +65,7 @@ impl Device {
         let sm_count = attr(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?.max(1) as u32;
         let max_shared_optin = attr(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?.max(0) as usize;
         let name = driver::device_name(dev)?;
+        let uuid = driver::device_uuid(dev)?;
         let total_memory = driver::device_total_mem(dev)?;
         let ctx = driver::primary_ctx_retain(dev)?;
         // The stream-ordered allocator keeps freed memory for reuse instead of remapping it after
@@ -85,6 +88,7 @@ impl Device {
             stream,
             tracker: AllocTracker::new(),
             name,
+            uuid,
             total_memory,
             capability,
             sm_count,

@@ -131,6 +131,21 @@ pub(crate) fn check(op: &str, code: sys::CUresult) -> Result<()> {
 /// [`Error::BackendUnavailable`] when the libraries are missing, the driver does not initialise
 /// or there is no device with that ordinal.
 pub(crate) fn device(ordinal: usize) -> Result<sys::CUdevice> {
+    let count = device_count()?;
+    if ordinal >= count {
+        return Err(unavailable(format!("device ordinal {ordinal} requested, the driver reports {count} device(s)")));
+    }
+    let mut dev = 0;
+    // SAFETY: the ordinal is below the device count.
+    check("cuDeviceGet", unsafe { sys::cuDeviceGet(&mut dev, ordinal as i32) })?;
+    Ok(dev)
+}
+
+/// The number of CUDA devices the driver reports.
+///
+/// # Errors
+/// As [`device`]: missing libraries or a driver that does not initialise.
+pub(crate) fn device_count() -> Result<usize> {
     libraries_present()?;
     // SAFETY: the driver library is present (checked above); cuInit takes flags 0.
     let r = unsafe { sys::cuInit(0) };
@@ -140,13 +155,17 @@ pub(crate) fn device(ordinal: usize) -> Result<sys::CUdevice> {
     let mut count = 0;
     // SAFETY: writes the device count.
     check("cuDeviceGetCount", unsafe { sys::cuDeviceGetCount(&mut count) })?;
-    if ordinal >= count.max(0) as usize {
-        return Err(unavailable(format!("device ordinal {ordinal} requested, the driver reports {count} device(s)")));
-    }
-    let mut dev = 0;
-    // SAFETY: the ordinal is below the device count.
-    check("cuDeviceGet", unsafe { sys::cuDeviceGet(&mut dev, ordinal as i32) })?;
-    Ok(dev)
+    Ok(count.max(0) as usize)
+}
+
+/// The device's UUID in the form `nvidia-smi` prints, `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`.
+pub(crate) fn device_uuid(dev: sys::CUdevice) -> Result<String> {
+    let mut uuid = sys::CUuuid { bytes: [0; 16] };
+    // SAFETY: writes 16 bytes for a valid device handle.
+    check("cuDeviceGetUuid", unsafe { sys::cuDeviceGetUuid_v2(&mut uuid, dev) })?;
+    let b = uuid.bytes.map(|c| c as u8);
+    let hex = |r: std::ops::Range<usize>| b[r].iter().map(|x| format!("{x:02x}")).collect::<String>();
+    Ok(format!("GPU-{}-{}-{}-{}-{}", hex(0..4), hex(4..6), hex(6..8), hex(8..10), hex(10..16)))
 }
 
 /// An integer attribute of a device.

@@ -99,6 +99,7 @@ impl std::fmt::Debug for CudaBackend {
         f.debug_struct("CudaBackend")
             .field("ordinal", &self.device.ordinal)
             .field("device", &self.device.name)
+            .field("uuid", &self.device.uuid)
             .field("route", &self.transpose_route())
             .finish()
     }
@@ -128,6 +129,26 @@ impl CudaBackend {
     pub fn with_route(ordinal: usize, route: TransposeRoute) -> Result<Self> {
         let device = Arc::new(Device::open(ordinal)?);
         Ok(Self { device, route: AtomicU8::new(route as u8) })
+    }
+
+    /// How many CUDA devices the driver reports (ordinals `0..count`).
+    ///
+    /// # Errors
+    /// [`Error::BackendUnavailable`] when the CUDA driver or NVRTC cannot be loaded or the driver
+    /// does not initialise.
+    pub fn device_count() -> Result<usize> {
+        driver::device_count()
+    }
+
+    /// The device ordinal this backend opened.
+    pub fn ordinal(&self) -> usize {
+        self.device.ordinal
+    }
+
+    /// The device's UUID as `nvidia-smi` prints it (`GPU-xxxxxxxx-...`): the same in every
+    /// process, whatever `CUDA_VISIBLE_DEVICES` makes its ordinal.
+    pub fn uuid(&self) -> &str {
+        &self.device.uuid
     }
 
     /// The transpose route in use.

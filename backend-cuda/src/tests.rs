@@ -132,12 +132,20 @@ fn missing_driver_or_device_is_backend_unavailable() {
         Ok(b) => {
             assert!(driver::driver_present());
             assert_eq!(backend_api::Backend::info(&b).backend, "cuda");
+            // The UUID as nvidia-smi prints it, the same for every instance on the device.
+            let uuid = b.uuid();
+            assert!(uuid.len() == 40 && uuid.starts_with("GPU-"), "{uuid}");
+            assert_eq!(uuid.matches('-').count(), 5, "{uuid}");
+            assert_eq!(crate::CudaBackend::new(0).map(|c| c.uuid().to_owned()).ok().as_deref(), Some(uuid));
+            assert!(crate::CudaBackend::device_count().is_ok_and(|n| n >= 1));
         }
         Err(Error::BackendUnavailable { backend, reason }) => {
             assert_eq!(backend, "cuda");
             assert!(!reason.is_empty());
             if !driver::driver_present() {
                 assert!(reason.contains("libcuda"), "{reason}");
+                let count = crate::CudaBackend::device_count().expect_err("no driver, no device count");
+                assert!(matches!(count, Error::BackendUnavailable { .. }), "{count}");
             }
         }
         Err(e) => panic!("expected BackendUnavailable or a backend, got {e}"),

@@ -8,7 +8,7 @@ use backend_api::{
     TreeShape, digests_from_words, field::DEFAULT_SHIFT,
 };
 
-use crate::admission::{Admission, Ticket};
+use crate::admission::{Admission, DeviceMemory, Ticket};
 use crate::error::Result;
 use crate::input::TraceInput;
 use crate::progress::{Phase, Progress};
@@ -198,11 +198,14 @@ pub fn commit<B: Backend>(
     commit_admitted(backend, input, params, &Admission::new(budget), progress)
 }
 
-/// [`commit`] admitted through a shared [`Admission`] (its budget; `params.budget` is ignored), so
-/// that concurrent commits on one device together stay within the budget.
+/// [`commit`] admitted through a shared [`Admission`] (its budget and policy; `params.budget` is
+/// ignored), so that concurrent commits on one device together stay within the budget. With a
+/// waiting admission the commit waits its turn (the backend's [`backend_api::DeviceInfo`] gives
+/// the driver's free memory) before anything is allocated.
 ///
 /// # Errors
-/// As [`commit`].
+/// As [`commit`], and [`crate::ProverError::WaitTimedOut`] when a waiting admission's timeout
+/// passes first.
 pub fn commit_admitted<B: Backend>(
     backend: &B,
     input: TraceInput<'_, B>,
@@ -215,7 +218,12 @@ pub fn commit_admitted<B: Backend>(
     let trace_shape = plan.trace_shape();
     let lde_shape = plan.lde_shape();
     trace_shape.check_len("trace input", input.len())?;
-    let mut ticket = admission.admit(&plan.model)?;
+    // A waiting admission also asks the driver, at every look, how much is free.
+    let memory = || {
+        let info = backend.info();
+        Some(DeviceMemory { free: info.free_memory, total: info.total_memory })
+    };
+    let mut ticket = admission.admit_on(&plan.model, &memory)?;
 
     let mut clock = Clock::new(backend, params.phase_timing, progress);
     let trace = clock.phase(Phase::Upload, || match input {

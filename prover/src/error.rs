@@ -10,6 +10,9 @@ pub const EXIT_REFUSED_OR_DEVICE: u8 = 1;
 /// Exit code of a usage or input error: bad flags (clap uses 2 too), a bad input file, or a shape
 /// or parameter the commit rejects before touching a device.
 pub const EXIT_USAGE: u8 = 2;
+/// Exit code of a commit that waited for device memory (`--wait-for-memory`) until its timeout:
+/// nothing was allocated, and the same commit may succeed later or on another device.
+pub const EXIT_WAIT_TIMED_OUT: u8 = 3;
 
 /// Everything the pipeline and the CLI can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -28,6 +31,26 @@ pub enum ProverError {
         message: String,
     },
 
+    /// A commit waited for device memory until its timeout; nothing was allocated.
+    #[error(
+        "timed out after {:.1} s waiting for {needed} B ({}) of device memory on {device} (budget {budget} B, {}): {blocked}",
+        waited.as_secs_f64(),
+        backend_api::memory::human_bytes(*needed),
+        backend_api::memory::human_bytes(*budget)
+    )]
+    WaitTimedOut {
+        /// The commit's modelled bytes.
+        needed: usize,
+        /// The budget it waited under.
+        budget: usize,
+        /// The device (and its queue) it waited for.
+        device: String,
+        /// How long it waited.
+        waited: std::time::Duration,
+        /// What still stood in the way at the last look.
+        blocked: crate::admission::Blocked,
+    },
+
     /// A command-line combination the CLI cannot run.
     #[error("{0}")]
     Usage(String),
@@ -35,10 +58,12 @@ pub enum ProverError {
 
 impl ProverError {
     /// The CLI exit code for this error: [`EXIT_USAGE`] for usage, input and validation errors,
-    /// [`EXIT_REFUSED_OR_DEVICE`] for refusals, unavailable backends and device errors.
+    /// [`EXIT_WAIT_TIMED_OUT`] for a wait for memory that timed out, [`EXIT_REFUSED_OR_DEVICE`]
+    /// for refusals, unavailable backends and device errors.
     pub fn exit_code(&self) -> u8 {
         use backend_api::Error as E;
         match self {
+            ProverError::WaitTimedOut { .. } => EXIT_WAIT_TIMED_OUT,
             ProverError::Usage(_) | ProverError::Input { .. } => EXIT_USAGE,
             ProverError::Backend(
                 E::InvalidShape(_)

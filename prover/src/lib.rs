@@ -12,6 +12,8 @@
 //!   [`CommitParams::phase_timing`] adds one synchronisation per phase to time them.
 //! - **Concurrent-ready.** [`commit_admitted`] shares one [`Admission`] between commits on one
 //!   device; the [`Ticket`] in a [`Commitment`] holds the bytes its buffers keep on the device.
+//!   A waiting admission queues commits that do not fit yet, in one process or across processes
+//!   ([`Admission::cross_process`]).
 
 mod admission;
 pub mod cli;
@@ -20,11 +22,13 @@ mod error;
 mod input;
 mod progress;
 pub mod report;
+mod reservations;
 pub mod select;
 pub mod units;
 
-pub use admission::{Admission, Ticket};
+pub use admission::{Admission, Blocked, DeviceMemory, POLL, Ticket};
 pub use commit::{CommitParams, CommitPlan, Commitment, PhaseTimings, TreePlan, commit, commit_admitted};
-pub use error::{EXIT_OK, EXIT_REFUSED_OR_DEVICE, EXIT_USAGE, ProverError, Result};
+pub use error::{EXIT_OK, EXIT_REFUSED_OR_DEVICE, EXIT_USAGE, EXIT_WAIT_TIMED_OUT, ProverError, Result};
 pub use input::{TraceInput, check_trace_file, read_trace_file, synthetic_trace, write_u64_file};
 pub use progress::{NoProgress, Phase, Progress};
+pub use reservations::default_reservation_root;

@@ -1,0 +1,305 @@
+//! Cross-process reservations of one device's memory: a queue of files, each held by a `flock`.
+//!
+//! A directory per device (named by its key, e.g. the CUDA UUID) holds:
+//! - `lock`: every reader and writer holds an exclusive `flock` on it for one short scan or
+//!   update, never while waiting, so the directory is always seen in a consistent state;
+//! - `seq`: the next queue number (decimal text);
+//! - `r-<seq>-<pid>`: one reservation, `"<bytes> waiting"` or `"<bytes> admitted"`. Its owner
+//!   holds an exclusive `flock` on it from creation to release.
+//!
+//! **Crash safety.** The kernel drops a process's `flock`s when it dies, however it dies. A scan
+//! that can lock someone else's reservation file has found a dead owner: it deletes the file, and
+//! the bytes (or the queue place) are free again at the next poll of any waiter, within
+//! [`crate::admission::POLL`]. Nothing needs cleaning by hand.
+//!
+//! **Order.** Queue numbers are handed out under the directory lock, so they follow arrival;
+//! a reservation is admitted only when no older one is still waiting (first come, first served).
+//!
+//! `flock` locks belong to an open file description, so two threads of one process that each
+//! open a reservation see each other exactly as two processes do.
+
+use std::fs::{self, File, OpenOptions, TryLockError};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+/// One device's reservation directory.
+#[derive(Debug)]
+pub(crate) struct Reservations {
+    dir: PathBuf,
+}
+
+/// A reservation this process holds; its file stays locked until it is dropped.
+#[derive(Debug)]
+pub(crate) struct Reservation {
+    path: PathBuf,
+    file: File,
+    seq: u64,
+    bytes: usize,
+}
+
+/// What a scan of the directory found, seen from one reservation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct QueueView {
+    /// Bytes admitted to the other live reservations.
+    pub(crate) admitted: usize,
+    /// Live reservations admitted, other than the one asking.
+    pub(crate) admitted_count: usize,
+    /// Live reservations still waiting that are older than the one asking.
+    pub(crate) ahead: usize,
+}
+
+impl Reservations {
+    /// Opens (creating it if needed) the reservation directory of device `key` under `root`.
+    pub(crate) fn open(root: &Path, key: &str) -> io::Result<Self> {
+        let dir = root.join(sanitize(key));
+        fs::create_dir_all(&dir)?;
+        Ok(Self { dir })
+    }
+
+    /// The directory.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Holds the directory lock for the duration of `f`.
+    fn locked<T>(&self, f: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
+        let lock =
+            OpenOptions::new().create(true).truncate(false).read(true).write(true).open(self.dir.join("lock"))?;
+        lock.lock()?;
+        let out = f();
+        // Closing the file drops the lock too; unlocking first keeps the order explicit.
+        let _ = lock.unlock();
+        out
+    }
+
+    /// Joins the queue: a new `waiting` reservation of `bytes`, locked by this process.
+    pub(crate) fn enqueue(&self, bytes: usize) -> io::Result<Reservation> {
+        self.locked(|| {
+            let seq_path = self.dir.join("seq");
+            let seq = match fs::read_to_string(&seq_path) {
+                Ok(s) => s.trim().parse::<u64>().unwrap_or(0),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => 0,
+                Err(e) => return Err(e),
+            };
+            fs::write(&seq_path, format!("{}\n", seq + 1))?;
+            let path = self.dir.join(format!("r-{seq:020}-{}", std::process::id()));
+            let file = OpenOptions::new().create_new(true).read(true).write(true).open(&path)?;
+            // Locked before the directory lock is released, so no scan ever sees it unlocked.
+            file.lock()?;
+            let mut r = Reservation { path, file, seq, bytes };
+            r.write_state(false)?;
+            Ok(r)
+        })
+    }
+
+    /// Scans the queue as `me` sees it, deleting the files of dead owners, then lets `decide`
+    /// admit `me` (its state is rewritten to `admitted`) or not, all under the directory lock.
+    pub(crate) fn poll<T>(&self, me: &mut Reservation, decide: impl FnOnce(QueueView) -> (bool, T)) -> io::Result<T> {
+        self.locked(|| {
+            let view = self.scan(Some(me.seq))?;
+            let (admit, out) = decide(view);
+            if admit {
+                me.write_state(true)?;
+            }
+            Ok(out)
+        })
+    }
+
+    /// The queue as an outsider sees it (every live reservation), dead owners' files deleted.
+    pub(crate) fn view(&self) -> io::Result<QueueView> {
+        self.locked(|| self.scan(None))
+    }
+
+    /// Rewrites `me` to hold `bytes` (fewer than before), under the directory lock.
+    pub(crate) fn shrink(&self, me: &mut Reservation, bytes: usize) -> io::Result<()> {
+        self.locked(|| {
+            me.bytes = bytes;
+            me.write_state(true)
+        })
+    }
+
+    /// Gives `me` back: its file is deleted and its lock dropped.
+    pub(crate) fn release(&self, me: Reservation) {
+        // Deleted under the directory lock so that no scan reads a half-gone reservation; if
+        // anything fails the file stays, unlocked once `me` drops, and the next scan deletes it.
+        let _ = self.locked(|| fs::remove_file(&me.path));
+        drop(me);
+    }
+
+    fn scan(&self, me: Option<u64>) -> io::Result<QueueView> {
+        let mut view = QueueView::default();
+        for entry in fs::read_dir(&self.dir)? {
+            let entry = entry?;
+            let name = entry.file_name();
+            let Some(seq) = name.to_str().and_then(parse_name) else { continue };
+            if Some(seq) == me {
+                continue;
+            }
+            let path = entry.path();
+            let mut file = match OpenOptions::new().read(true).write(true).open(&path) {
+                Ok(f) => f,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(e),
+            };
+            match file.try_lock() {
+                Ok(()) => {
+                    // Nobody holds it: its owner is gone (killed, crashed), so is its claim.
+                    let _ = fs::remove_file(&path);
+                    continue;
+                }
+                Err(TryLockError::WouldBlock) => {}
+                Err(TryLockError::Error(e)) => return Err(e),
+            }
+            let mut text = String::new();
+            file.read_to_string(&mut text)?;
+            let (bytes, admitted) = parse_state(&text).ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "{}: a live reservation reads {text:?}, expected \"<bytes> waiting|admitted\"",
+                        path.display()
+                    ),
+                )
+            })?;
+            if admitted {
+                view.admitted = view.admitted.saturating_add(bytes);
+                view.admitted_count += 1;
+            } else if me.is_none_or(|m| seq < m) {
+                view.ahead += 1;
+            }
+        }
+        Ok(view)
+    }
+}
+
+impl Reservation {
+    fn write_state(&mut self, admitted: bool) -> io::Result<()> {
+        let text = format!("{} {}\n", self.bytes, if admitted { "admitted" } else { "waiting" });
+        self.file.set_len(0)?;
+        self.file.seek(SeekFrom::Start(0))?;
+        self.file.write_all(text.as_bytes())?;
+        self.file.flush()
+    }
+}
+
+/// The queue number of a reservation file name `r-<seq>-<pid>`.
+fn parse_name(name: &str) -> Option<u64> {
+    let rest = name.strip_prefix("r-")?;
+    let (seq, pid) = rest.split_once('-')?;
+    pid.parse::<u32>().ok()?;
+    seq.parse().ok()
+}
+
+/// `"<bytes> waiting|admitted"`.
+fn parse_state(text: &str) -> Option<(usize, bool)> {
+    let mut words = text.split_whitespace();
+    let bytes = words.next()?.parse().ok()?;
+    let admitted = match words.next()? {
+        "admitted" => true,
+        "waiting" => false,
+        _ => return None,
+    };
+    words.next().is_none().then_some((bytes, admitted))
+}
+
+/// A device key as one file name: letters, digits, `.`, `_` and `-`; anything else becomes `_`.
+pub(crate) fn sanitize(key: &str) -> String {
+    let s: String =
+        key.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '_' }).collect();
+    if s.is_empty() || s.starts_with('.') { format!("_{s}") } else { s }
+}
+
+/// Where reservation directories live by default: `$XDG_RUNTIME_DIR/stark-commit` when that
+/// variable names a directory (per user, cleared at logout), else `<temp>/stark-commit-<uid>`.
+pub fn default_reservation_root() -> PathBuf {
+    if let Some(dir) = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from).filter(|d| d.is_dir()) {
+        return dir.join("stark-commit");
+    }
+    std::env::temp_dir().join(format!("stark-commit-{}", user_tag()))
+}
+
+/// The user id on Unix (the owner of `/proc/self`, or of the home directory), else the user name.
+fn user_tag() -> String {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        if let Some(meta) =
+            fs::metadata("/proc/self").ok().or_else(|| std::env::var_os("HOME").and_then(|h| fs::metadata(h).ok()))
+        {
+            return meta.uid().to_string();
+        }
+    }
+    std::env::var("USER").or_else(|_| std::env::var("USERNAME")).map(|u| sanitize(&u)).unwrap_or_else(|_| "user".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_root(name: &str) -> PathBuf {
+        let root = std::env::temp_dir().join(format!("stark-commit-test-{}-{name}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        root
+    }
+
+    #[test]
+    fn names_states_and_keys_parse_strictly() {
+        assert_eq!(parse_name("r-00000000000000000042-1234"), Some(42));
+        for bad in ["r-42", "x-1-2", "r--2", "r-1-", "r-1-x", "lock", "seq"] {
+            assert_eq!(parse_name(bad), None, "{bad}");
+        }
+        assert_eq!(parse_state("123 waiting\n"), Some((123, false)));
+        assert_eq!(parse_state("7 admitted"), Some((7, true)));
+        for bad in ["", "12", "x waiting", "12 done", "12 admitted extra"] {
+            assert_eq!(parse_state(bad), None, "{bad}");
+        }
+        assert_eq!(sanitize("cuda GPU-1a2b/../x"), "cuda_GPU-1a2b_.._x");
+        assert_eq!(sanitize(".."), "_..");
+        assert_eq!(sanitize(""), "_");
+    }
+
+    #[test]
+    fn queue_order_admission_and_release() {
+        let root = temp_root("queue");
+        let res = Reservations::open(&root, "dev").unwrap();
+        let mut a = res.enqueue(100).unwrap();
+        let mut b = res.enqueue(50).unwrap();
+        assert!(a.seq < b.seq);
+        // b sees a waiting ahead of it; a sees nobody ahead.
+        assert_eq!(res.poll(&mut b, |v| (false, v)).unwrap(), QueueView { admitted: 0, admitted_count: 0, ahead: 1 });
+        assert_eq!(res.poll(&mut a, |v| (true, v)).unwrap(), QueueView::default());
+        assert_eq!(res.poll(&mut b, |v| (false, v)).unwrap(), QueueView { admitted: 100, admitted_count: 1, ahead: 0 });
+        assert_eq!(res.view().unwrap(), QueueView { admitted: 100, admitted_count: 1, ahead: 1 });
+        res.shrink(&mut a, 30).unwrap();
+        assert_eq!(a.bytes, 30);
+        assert_eq!(res.view().unwrap().admitted, 30);
+        res.release(a);
+        assert_eq!(res.poll(&mut b, |v| (true, v)).unwrap(), QueueView::default());
+        assert_eq!(res.view().unwrap(), QueueView { admitted: 50, admitted_count: 1, ahead: 0 });
+        res.release(b);
+        assert_eq!(res.view().unwrap(), QueueView::default());
+        let _ = fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn an_unlocked_reservation_is_a_dead_owner_and_is_deleted() {
+        let root = temp_root("dead");
+        let res = Reservations::open(&root, "dev").unwrap();
+        let mut a = res.enqueue(100).unwrap();
+        res.poll(&mut a, |_| (true, ())).unwrap();
+        let path = a.path.clone();
+        // What the kernel does when the owner dies: the lock goes, the file stays.
+        a.file.unlock().unwrap();
+        std::mem::forget(a);
+        assert!(path.exists());
+        assert_eq!(res.view().unwrap(), QueueView::default());
+        assert!(!path.exists(), "a dead owner's file must be deleted by the scan");
+        // A live reservation whose file was garbled is an error that names the file.
+        let b = res.enqueue(1).unwrap();
+        fs::write(&b.path, "garbage").unwrap();
+        let err = res.view().unwrap_err();
+        assert!(err.to_string().contains("garbage") && err.to_string().contains("r-"), "{err}");
+        res.release(b);
+        let _ = fs::remove_dir_all(&root);
+    }
+}
