@@ -8,7 +8,7 @@ use backend_api::{AllocTracker, Result};
 use cudarc::driver::sys;
 
 use crate::driver;
-use crate::module::{Kernel, Modules, Source};
+use crate::module::{Kernel, KernelPrep, Modules, Source, Unit};
 
 /// One CUDA device bound to one non-default stream. Dropped after the last buffer.
 pub(crate) struct Device {
@@ -128,6 +128,12 @@ impl Device {
     pub(crate) fn kernel(&self, source: Source, name: &'static str, shared: usize) -> Result<Kernel> {
         self.bind()?;
         self.modules.kernel(source, name, shared, self.capability)
+    }
+
+    /// Compiles (or reads from the kernel cache) the units not loaded yet on up to `threads`
+    /// threads, then loads them; the context must be current.
+    pub(crate) fn prepare(&self, units: &[Unit], threads: usize) -> Result<Vec<KernelPrep>> {
+        self.modules.prepare(units, self.capability, threads)
     }
 
     /// Launches `kernel` on the stream.

@@ -657,3 +657,34 @@ pub(crate) fn nvrtc_supported_archs() -> Result<Vec<i32>> {
     }
     Ok(archs)
 }
+
+/// NVRTC's (major, minor) version, part of the kernel cache's key.
+///
+/// # Errors
+/// [`Error::BackendUnavailable`] without NVRTC.
+pub(crate) fn nvrtc_version() -> Result<(i32, i32)> {
+    if !nvrtc_present() {
+        return Err(unavailable("NVRTC (libnvrtc.so.13) was not found"));
+    }
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: two writable ints; NVRTC is loadable (checked above).
+    let r = unsafe { nvrtc::nvrtcVersion(&mut major, &mut minor) };
+    if r != nvrtc::nvrtcResult::NVRTC_SUCCESS {
+        return Err(unavailable(format!("nvrtcVersion: {r:?}")));
+    }
+    Ok((major, minor))
+}
+
+/// The driver's CUDA version (`cuDriverGetVersion`, e.g. 13000), part of the kernel cache's key.
+///
+/// # Errors
+/// [`Error::BackendUnavailable`] without the driver library.
+pub(crate) fn driver_version() -> Result<i32> {
+    if !driver_present() {
+        return Err(unavailable("the CUDA driver library (libcuda) was not found"));
+    }
+    let mut v = 0;
+    // SAFETY: one writable int; the driver library is loadable (checked above).
+    check("cuDriverGetVersion", unsafe { sys::cuDriverGetVersion(&mut v) })?;
+    Ok(v)
+}

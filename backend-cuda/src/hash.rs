@@ -26,7 +26,7 @@ const BLOCK: u32 = 128;
 const SHORT_CHUNKS: usize = 16;
 
 /// The leaf kernel for a spec.
-fn kernel_name(hash: HashKind, layout: LeafLayout, leaf_bytes: usize) -> &'static str {
+pub(crate) fn kernel_name(hash: HashKind, layout: LeafLayout, leaf_bytes: usize) -> &'static str {
     let long = leaf_bytes.div_ceil(1024) > SHORT_CHUNKS;
     match (hash, layout, long) {
         (HashKind::Keccak256, LeafLayout::Rows, _) => "leaves_keccak_rows",

@@ -69,6 +69,36 @@ fn stages_per_pass(device: &Device) -> u32 {
     }
 }
 
+/// The register kernel variant the device's settings select: (radix, columns per tile, lazy).
+/// Lazy reduction (radix 32, 8 columns only): values inside the transform are any u64 congruent
+/// mod p; the last pass canonicalises, and the shared-memory kernel canonicalises what it loads.
+pub(crate) fn variant(device: &Device) -> (u32, usize, bool) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let (radix, reg_cols) = match (device.ntt_radix.load(Relaxed), device.ntt_cols.load(Relaxed)) {
+        (16, _) => (16, NTT_COLS),
+        (_, 4) => (REG_ELEMS, 4),
+        _ => (REG_ELEMS, NTT_COLS),
+    };
+    (radix, reg_cols, device.ntt_lazy.load(Relaxed) && radix == REG_ELEMS && reg_cols == NTT_COLS)
+}
+
+/// The kernel of one NTT pass: inverse (`dit` false) or forward, register kernel or shared-memory
+/// kernel, for a [`variant`].
+pub(crate) fn pass_kernel(dit: bool, reg: bool, (radix, reg_cols, lazy): (u32, usize, bool)) -> &'static str {
+    match (dit, reg, radix, reg_cols) {
+        (false, false, _, _) => "ntt_dif_pass",
+        (true, false, _, _) => "ntt_dit_pass",
+        (false, true, _, _) if lazy => "ntt_dif_pass_lazy",
+        (true, true, _, _) if lazy => "ntt_dit_pass_lazy",
+        (false, true, 16, _) => "ntt_dif_pass_reg16",
+        (true, true, 16, _) => "ntt_dit_pass_reg16",
+        (false, true, _, 4) => "ntt_dif_pass_reg_c4",
+        (true, true, _, 4) => "ntt_dit_pass_reg_c4",
+        (false, true, _, _) => "ntt_dif_pass_reg",
+        (true, true, _, _) => "ntt_dit_pass_reg",
+    }
+}
+
 /// [`backend_api::Backend::coset_lde`].
 pub(crate) fn coset_lde(device: &Device, trace: &CudaBuffer, params: &LdeParams) -> Result<CudaBuffer> {
     let shape = MatrixShape::new(params.trace.rows, params.trace.cols)?;
@@ -95,32 +125,10 @@ pub(crate) fn coset_lde(device: &Device, trace: &CudaBuffer, params: &LdeParams)
     // pass reads the shared row for all of them); the shared-memory kernel writes them. Mixed
     // passes keep the replicas.
     let all_reg = inverse.iter().chain(&forward).all(|&k| k >= REG_MIN_STAGES);
-    // The register kernel variant: (radix, columns per tile).
-    let (radix, reg_cols) = match (
-        device.ntt_radix.load(std::sync::atomic::Ordering::Relaxed),
-        device.ntt_cols.load(std::sync::atomic::Ordering::Relaxed),
-    ) {
-        (16, _) => (16, NTT_COLS),
-        (_, 4) => (REG_ELEMS, 4),
-        _ => (REG_ELEMS, NTT_COLS),
-    };
-    // Lazy reduction (radix 32, 8 columns): values inside the transform are any u64 congruent mod
-    // p; the last pass canonicalises, and the shared-memory kernel canonicalises what it loads.
-    let lazy = device.ntt_lazy.load(std::sync::atomic::Ordering::Relaxed) && radix == REG_ELEMS && reg_cols == NTT_COLS;
+    let (radix, reg_cols, lazy) = variant(device);
     let kernels = |dit: bool, k: u32| {
         let reg = k >= REG_MIN_STAGES;
-        let name = match (dit, reg, radix, reg_cols) {
-            (false, false, _, _) => "ntt_dif_pass",
-            (true, false, _, _) => "ntt_dit_pass",
-            (false, true, _, _) if lazy => "ntt_dif_pass_lazy",
-            (true, true, _, _) if lazy => "ntt_dit_pass_lazy",
-            (false, true, 16, _) => "ntt_dif_pass_reg16",
-            (true, true, 16, _) => "ntt_dit_pass_reg16",
-            (false, true, _, 4) => "ntt_dif_pass_reg_c4",
-            (true, true, _, 4) => "ntt_dit_pass_reg_c4",
-            (false, true, _, _) => "ntt_dif_pass_reg",
-            (true, true, _, _) => "ntt_dit_pass_reg",
-        };
+        let name = pass_kernel(dit, reg, (radix, reg_cols, lazy));
         let cols = if reg { reg_cols } else { NTT_COLS };
         let threads = if reg { ((1usize << k) * cols / radix as usize) as u32 } else { BLOCK };
         // Register kernels pad their tile by one element per 32 rows.

@@ -7,8 +7,11 @@
 //!   codes to [`Error`]; `context`, `module` and `memory` build owning types on it (a
 //!   [`CudaBuffer`] frees itself, stream-ordered, on drop); the operation files (`transpose`,
 //!   `copy`, `hash`, `merkle`, `lde`) only use those.
-//! - **Kernels are files.** `shaders/cuda/*.cu`, compiled by NVRTC for the device's own
-//!   architecture at first use and cached per context; a compile error carries NVRTC's log.
+//! - **Kernels are files.** `shaders/cuda/*.cu`, compiled by NVRTC to CUBIN for the device's own
+//!   architecture at first use (the heavy files one kernel per program), kept on disk in a
+//!   private cache keyed by source, architecture and NVRTC/driver versions
+//!   (`STARK_COMMIT_KERNEL_CACHE` overrides its directory; see [`CudaBackend::prepare_kernels`]),
+//!   and loaded once per context; a compile error carries NVRTC's log.
 //! - **One stream, no hidden waits.** Every operation of an instance is queued on one
 //!   non-default stream; only calls that return host data (`download`, `wait`, `synchronize`)
 //!   block. Small metadata (copy lists, plan moves) travels as kernel parameters, so operations
@@ -30,6 +33,7 @@ mod context;
 mod copy;
 mod driver;
 mod hash;
+mod kernel_cache;
 mod lde;
 mod memory;
 mod merkle;
@@ -44,7 +48,9 @@ use backend_api::{
     AllocTracker, Backend, CopyRange, DeviceInfo, Error, HashKind, LdeParams, LeafSpec, MatrixShape, Result, TreeShape,
 };
 
+pub use kernel_cache::ImageOrigin;
 pub use memory::{CudaBuffer, CudaDownload};
+pub use module::KernelPrep;
 
 use context::Device;
 
@@ -210,6 +216,40 @@ impl CudaBackend {
     /// operation. `CUDA_NTT_LAZY=0` turns it off at construction. Both give the same bytes.
     pub fn set_ntt_lazy(&self, lazy: bool) {
         self.device.ntt_lazy.store(lazy, Ordering::Relaxed);
+    }
+
+    /// Compiles (or reads from the on-disk kernel cache) and loads, in parallel, every kernel a
+    /// commit with leaf hash `hash` launches with the current NTT settings, instead of one by one
+    /// at first launch; returns what each compiled unit cost. Kernels already loaded are skipped,
+    /// so a second call returns an empty list.
+    ///
+    /// The cache directory is `STARK_COMMIT_KERNEL_CACHE` when set (`off` disables it), else the
+    /// platform's cache directory (`~/.cache/stark-commit/kernels` on Linux); see
+    /// [`CudaBackend::kernel_cache_dir`].
+    ///
+    /// # Errors
+    /// [`Error::KernelCompile`] with NVRTC's log, or a driver error loading an image.
+    pub fn prepare_kernels(&self, hash: HashKind) -> Result<Vec<KernelPrep>> {
+        use module::{Source, Unit};
+        let v = lde::variant(&self.device);
+        let mut units = vec![
+            Unit::of(Source::Lde, lde::pass_kernel(false, false, v)),
+            Unit::of(Source::Lde, lde::pass_kernel(true, false, v)),
+            Unit::of(Source::Lde, lde::pass_kernel(false, true, v)),
+            Unit::of(Source::Lde, lde::pass_kernel(true, true, v)),
+        ];
+        for layout in [backend_api::LeafLayout::Rows, backend_api::LeafLayout::LambdaVmPairs] {
+            units.push(Unit::of(Source::Hash, hash::kernel_name(hash, layout, 0)));
+        }
+        units.extend([Source::Merkle, Source::Transpose, Source::Copy].map(|s| Unit { source: s, kernel: None }));
+        let threads = std::thread::available_parallelism().map_or(4, |n| n.get());
+        self.device.bind()?;
+        self.device.prepare(&units, threads)
+    }
+
+    /// The on-disk kernel cache directory this process uses, `None` when caching is off.
+    pub fn kernel_cache_dir() -> Option<std::path::PathBuf> {
+        kernel_cache::KernelCache::global().dir().map(std::path::Path::to_path_buf)
     }
 
     /// Waits for the stream, then returns the stream-ordered allocator's unused memory to the

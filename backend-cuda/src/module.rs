@@ -1,18 +1,29 @@
-//! NVRTC compilation of the kernel files in `shaders/cuda`, and the per-context module cache.
+//! NVRTC compilation of the kernel files in `shaders/cuda`, the on-disk image cache in front of
+//! it, and the per-context module table.
 //!
-//! Each `.cu` file is compiled at its first use in a context, for the device's own architecture
-//! (CUBIN for `sm_XX` when this NVRTC knows it, else PTX for the newest `compute_XX` it knows,
-//! which the driver finishes). A file that fails to compile is an
-//! [`Error::KernelCompile`](backend_api::Error::KernelCompile) carrying NVRTC's log; it is not
-//! cached, so the next call tries again.
+//! - **Compiled units.** A light file (`transpose.cu`, `copy.cu`, `merkle.cu`) is one NVRTC
+//!   program. A heavy file (`lde.cu`, `hash.cu`: fully unrolled register kernels, seconds of
+//!   ptxas each) is compiled one kernel per program (`-DKERNEL_SELECT -DWANT_<name>=1`), so a
+//!   process compiles only the kernels it launches, and [`Modules::prepare`] compiles several in
+//!   parallel.
+//! - **For the device's own architecture:** CUBIN for `sm_XX` when this NVRTC knows it, so the
+//!   driver loads machine code and JIT-compiles nothing; else PTX for the newest `compute_XX` it
+//!   knows, which the driver finishes.
+//! - **Cached on disk** ([`crate::kernel_cache`]): keyed by the unit's source, options,
+//!   architecture and the NVRTC and driver versions, so a later process loads the image instead
+//!   of compiling it.
+//! - A unit that fails to compile is an [`Error::KernelCompile`](backend_api::Error::KernelCompile)
+//!   carrying NVRTC's log; it is neither cached nor kept, so the next call tries again.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use backend_api::{Error, Result};
 use cudarc::driver::sys;
 
 use crate::driver;
+use crate::kernel_cache::{CacheKey, ImageOrigin, KernelCache};
 
 /// One kernel file of `shaders/cuda`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -46,8 +57,43 @@ impl Source {
         }
     }
 
-    fn index(self) -> usize {
-        self as usize
+    /// Whether the file is compiled one kernel per NVRTC program.
+    pub(crate) fn per_kernel(self) -> bool {
+        matches!(self, Source::Hash | Source::Lde)
+    }
+}
+
+/// One NVRTC program: a whole light file, or one kernel of a heavy file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Unit {
+    /// The file.
+    pub(crate) source: Source,
+    /// The one kernel compiled, for a [`Source::per_kernel`] file.
+    pub(crate) kernel: Option<&'static str>,
+}
+
+impl Unit {
+    /// The unit that holds kernel `name` of `source`.
+    pub(crate) fn of(source: Source, name: &'static str) -> Self {
+        Self { source, kernel: source.per_kernel().then_some(name) }
+    }
+
+    /// The unit's name in reports: `lde.cu` or `lde.cu:ntt_dif_pass`.
+    pub(crate) fn label(&self) -> String {
+        match self.kernel {
+            Some(k) => format!("{}:{k}", self.source.file().0),
+            None => self.source.file().0.to_string(),
+        }
+    }
+
+    /// The NVRTC options for `target`, with the kernel selection of a one-kernel unit.
+    pub(crate) fn options(&self, target: &str) -> Vec<String> {
+        let mut o = compile_options(target);
+        if let Some(k) = self.kernel {
+            o.push("-DKERNEL_SELECT=1".into());
+            o.push(format!("-DWANT_{k}=1"));
+        }
+        o
     }
 }
 
@@ -56,14 +102,49 @@ pub(crate) fn compile_options(target: &str) -> Vec<String> {
     vec![format!("--gpu-architecture={target}"), "-std=c++17".into(), "-lineinfo".into(), "-DNVRTC_BUILD=1".into()]
 }
 
-/// Compiles one kernel file for `target` (`sm_XX` or `compute_XX`) and returns the image (CUBIN,
-/// or NUL-terminated PTX) and NVRTC's log.
+/// Compiles one kernel file whole for `target` (`sm_XX` or `compute_XX`) and returns the image
+/// (CUBIN, or NUL-terminated PTX) and NVRTC's log.
 ///
 /// # Errors
 /// [`Error::KernelCompile`] with the log; [`Error::BackendUnavailable`] without NVRTC.
+#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) fn compile(source: Source, target: &str) -> Result<(Vec<u8>, String)> {
-    let (name, text) = source.file();
-    driver::nvrtc_compile(name, text, shaders::cuda::HEADERS, &compile_options(target))
+    compile_unit(Unit { source, kernel: None }, target)
+}
+
+/// Compiles one unit for `target`; as [`compile`].
+///
+/// # Errors
+/// As [`compile`].
+pub(crate) fn compile_unit(unit: Unit, target: &str) -> Result<(Vec<u8>, String)> {
+    let (name, text) = unit.source.file();
+    driver::nvrtc_compile(name, text, shaders::cuda::HEADERS, &unit.options(target))
+}
+
+/// The cache key of `unit` compiled for `target` by this NVRTC for this driver.
+pub(crate) fn cache_key(unit: Unit, target: &str, nvrtc_version: (i32, i32), driver_version: i32) -> CacheKey {
+    let (name, text) = unit.source.file();
+    let options = unit.options(target).join("\n");
+    let versions = format!("nvrtc {}.{} driver {driver_version}", nvrtc_version.0, nvrtc_version.1);
+    let mut parts: Vec<&[u8]> = vec![name.as_bytes(), text.as_bytes(), options.as_bytes(), versions.as_bytes()];
+    for (h_name, h_text) in shaders::cuda::HEADERS {
+        parts.push(h_name.as_bytes());
+        parts.push(h_text.as_bytes());
+    }
+    CacheKey::new(&parts)
+}
+
+/// The image of `unit` for `target`: from `cache`, else compiled by NVRTC (and stored).
+///
+/// # Errors
+/// As [`compile`].
+pub(crate) fn image(unit: Unit, target: &str, cache: &KernelCache) -> Result<(Vec<u8>, ImageOrigin)> {
+    let key = cache_key(unit, target, driver::nvrtc_version()?, driver::driver_version()?);
+    let (mut image, origin) = cache.get_or_compile(&key, || compile_unit(unit, target).map(|(image, _log)| image))?;
+    if !target.starts_with("sm_") && image.last() != Some(&0) {
+        image.push(0);
+    }
+    Ok((image, origin))
 }
 
 /// The NVRTC target for a device of compute capability `cap`.
@@ -83,6 +164,21 @@ pub(crate) fn target_for(cap: (i32, i32)) -> Result<String> {
             reason: format!("this NVRTC supports {supported:?}, none at or below the device's sm_{arch}"),
         }),
     }
+}
+
+/// What preparing one unit cost, as [`crate::CudaBackend::prepare_kernels`] reports it.
+#[derive(Clone, Debug)]
+pub struct KernelPrep {
+    /// `lde.cu:ntt_dif_pass_lazy`, or a whole file such as `merkle.cu`.
+    pub unit: String,
+    /// Where the image came from.
+    pub origin: ImageOrigin,
+    /// Time to compile the unit or read it from the cache.
+    pub image_time: Duration,
+    /// Time to load the image into the context (`cuModuleLoadData`).
+    pub load_time: Duration,
+    /// Image size in bytes.
+    pub image_bytes: usize,
 }
 
 /// A kernel handle, valid while its module is loaded (for the life of the [`crate::context::Device`]).
@@ -106,29 +202,26 @@ unsafe impl Send for Module {}
 // SAFETY: as above; the lookup table is behind a mutex.
 unsafe impl Sync for Module {}
 
-/// The compiled modules of one context, one slot per kernel file.
+/// The loaded modules of one context, one per compiled unit.
 #[derive(Default)]
 pub(crate) struct Modules {
-    slots: [Mutex<Option<Arc<Module>>>; 5],
+    loaded: Mutex<HashMap<Unit, Arc<Module>>>,
 }
 
 impl Modules {
-    /// The kernel `name` of `source`, compiling and loading the file on first use. The context
-    /// must be current.
+    /// The kernel `name` of `source`, compiling (or reading from the cache) and loading its unit
+    /// on first use. The context must be current.
     pub(crate) fn kernel(&self, source: Source, name: &'static str, shared: usize, cap: (i32, i32)) -> Result<Kernel> {
+        let unit = Unit::of(source, name);
         let module = {
-            let mut slot = self.slots[source.index()].lock().unwrap_or_else(|p| p.into_inner());
-            match &*slot {
+            let mut loaded = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
+            match loaded.get(&unit) {
                 Some(m) => Arc::clone(m),
                 None => {
                     let target = target_for(cap)?;
-                    let (mut image, _log) = compile(source, &target)?;
-                    if !target.starts_with("sm_") && image.last() != Some(&0) {
-                        image.push(0);
-                    }
-                    let raw = driver::module_load_data(&image)?;
-                    let m = Arc::new(Module { raw, functions: Mutex::new(HashMap::new()) });
-                    *slot = Some(Arc::clone(&m));
+                    let (image, _) = image(unit, &target, KernelCache::global())?;
+                    let m = Arc::new(Module { raw: driver::module_load_data(&image)?, functions: Mutex::default() });
+                    loaded.insert(unit, Arc::clone(&m));
                     m
                 }
             }
@@ -149,15 +242,65 @@ impl Modules {
         Ok(Kernel { name, raw: entry.0 })
     }
 
+    /// Compiles (or reads from the cache) every unit of `units` not loaded yet, on up to `threads`
+    /// threads at once, then loads them. The context must be current on the calling thread.
+    ///
+    /// # Errors
+    /// The first compile or load error; the units prepared before it stay loaded.
+    pub(crate) fn prepare(&self, units: &[Unit], cap: (i32, i32), threads: usize) -> Result<Vec<KernelPrep>> {
+        let target = target_for(cap)?;
+        let todo: Vec<Unit> = {
+            let loaded = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
+            let mut seen = std::collections::HashSet::new();
+            units.iter().copied().filter(|u| !loaded.contains_key(u) && seen.insert(*u)).collect()
+        };
+        let cache = KernelCache::global();
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let results: Vec<Mutex<Option<Result<(Vec<u8>, ImageOrigin, Duration)>>>> =
+            todo.iter().map(|_| Mutex::new(None)).collect();
+        std::thread::scope(|s| {
+            for _ in 0..threads.clamp(1, todo.len().max(1)) {
+                s.spawn(|| {
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(&unit) = todo.get(i) else { break };
+                        let t = Instant::now();
+                        let r = image(unit, &target, cache).map(|(img, origin)| (img, origin, t.elapsed()));
+                        *results[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+                    }
+                });
+            }
+        });
+        let mut report = Vec::with_capacity(todo.len());
+        for (unit, slot) in todo.into_iter().zip(results) {
+            let r = slot.into_inner().unwrap_or_else(|p| p.into_inner());
+            let (img, origin, image_time) =
+                r.unwrap_or_else(|| Err(Error::InvalidArgument("a compile thread stopped".into())))?;
+            let mut loaded = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
+            if loaded.contains_key(&unit) {
+                continue;
+            }
+            let t = Instant::now();
+            let raw = driver::module_load_data(&img)?;
+            loaded.insert(unit, Arc::new(Module { raw, functions: Mutex::default() }));
+            report.push(KernelPrep {
+                unit: unit.label(),
+                origin,
+                image_time,
+                load_time: t.elapsed(),
+                image_bytes: img.len(),
+            });
+        }
+        Ok(report)
+    }
+
     /// Unloads every module. The context must be current and idle.
     pub(crate) fn unload_all(&self) {
-        for slot in &self.slots {
-            let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(m) = slot.take() {
-                // SAFETY: called from the device's drop, after the stream is idle; no kernel of
-                // the module is launched afterwards.
-                let _ = unsafe { driver::module_unload(m.raw) };
-            }
+        let mut loaded = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
+        for (_, m) in loaded.drain() {
+            // SAFETY: called from the device's drop, after the stream is idle; no kernel of the
+            // module is launched afterwards.
+            let _ = unsafe { driver::module_unload(m.raw) };
         }
     }
 }

@@ -108,6 +108,59 @@ fn kernels_named_by_the_host_code_exist() {
     }
 }
 
+/// Every kernel of a file compiled one kernel per program (`#if ALL_KERNELS || WANT_<name>`)
+/// compiles alone and defines exactly that kernel; the list comes from the file's text, so a
+/// kernel added without its guard, or a guard naming no kernel, fails here.
+#[test]
+fn one_kernel_units_define_exactly_their_kernel() {
+    if !nvrtc_or_skip("one_kernel_units_define_exactly_their_kernel") {
+        return;
+    }
+    for source in Source::ALL.into_iter().filter(|s| s.per_kernel()) {
+        let (file, text) = source.file();
+        let guarded: Vec<&'static str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("#if ALL_KERNELS || WANT_"))
+            .map(|name| &*Box::leak(name.trim().to_string().into_boxed_str()))
+            .collect();
+        // Kernel definitions: `extern "C" __global__` lines, and hash.cu's LEAF_KERNEL(...) lines.
+        let defined =
+            text.lines().filter(|l| l.starts_with("extern \"C\" __global__") || l.starts_with("LEAF_KERNEL(")).count();
+        assert_eq!(guarded.len(), defined, "{file}: {defined} kernels, {} guards: {guarded:?}", guarded.len());
+        for name in guarded {
+            let (ptx, _) = module::compile_unit(module::Unit::of(source, name), "compute_90")
+                .unwrap_or_else(|e| panic!("{file}:{name} alone: {e}"));
+            let text = String::from_utf8_lossy(&ptx);
+            let entries: Vec<&str> = text.lines().filter(|l| l.contains(".entry ")).collect();
+            assert_eq!(entries.len(), 1, "{file}:{name}: {entries:?}");
+            assert!(entries[0].contains(&format!(".entry {name}(")), "{file}:{name}: {entries:?}");
+        }
+    }
+}
+
+/// The cache key changes with everything that changes the image.
+#[test]
+fn cache_keys_cover_unit_target_and_versions() {
+    use module::{Unit, cache_key};
+    let lde = Unit::of(Source::Lde, "ntt_dif_pass");
+    let base = cache_key(lde, "sm_90", (13, 0), 13000);
+    assert_eq!(base, cache_key(lde, "sm_90", (13, 0), 13000));
+    for (what, other) in [
+        ("kernel", cache_key(Unit::of(Source::Lde, "ntt_dit_pass"), "sm_90", (13, 0), 13000)),
+        ("file", cache_key(Unit::of(Source::Merkle, "merkle_pad"), "sm_90", (13, 0), 13000)),
+        ("architecture", cache_key(lde, "sm_100", (13, 0), 13000)),
+        ("PTX target", cache_key(lde, "compute_90", (13, 0), 13000)),
+        ("NVRTC version", cache_key(lde, "sm_90", (13, 1), 13000)),
+        ("driver version", cache_key(lde, "sm_90", (13, 0), 13010)),
+    ] {
+        assert_ne!(base, other, "the key ignores the {what}");
+    }
+    // Light files are one unit whatever kernel is asked for; heavy ones one per kernel.
+    assert_eq!(Unit::of(Source::Merkle, "merkle_pad"), Unit::of(Source::Merkle, "merkle_top_keccak"));
+    assert_ne!(Unit::of(Source::Hash, "leaves_keccak_rows"), Unit::of(Source::Hash, "leaves_keccak_pairs"));
+    assert_eq!(Unit::of(Source::Hash, "leaves_keccak_rows").label(), "hash.cu:leaves_keccak_rows");
+}
+
 #[test]
 fn a_broken_kernel_reports_the_nvrtc_log() {
     if !nvrtc_or_skip("a_broken_kernel_reports_the_nvrtc_log") {

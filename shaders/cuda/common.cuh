@@ -5,6 +5,16 @@
 // host (same reduction steps), so device and host agree bit for bit.
 #pragma once
 
+// Kernel selection. Without KERNEL_SELECT a file defines all its kernels. The backend compiles
+// the heavy files (lde.cu, hash.cu) one kernel per NVRTC program, in parallel and only for the
+// kernels it uses, with -DKERNEL_SELECT -DWANT_<name>=1: each kernel there sits inside
+// `#if ALL_KERNELS || WANT_<name>` (an undefined WANT_<name> is 0 in `#if`).
+#ifdef KERNEL_SELECT
+#define ALL_KERNELS 0
+#else
+#define ALL_KERNELS 1
+#endif
+
 typedef unsigned long long u64;
 typedef unsigned int u32;
 typedef long long i64;

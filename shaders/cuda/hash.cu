@@ -172,11 +172,23 @@ __device__ __forceinline__ void blake3_leaf(const LeafParams& p, u64 leaf) {
             CALL;                                                                                  \
     }
 
+#if ALL_KERNELS || WANT_leaves_keccak_rows
 LEAF_KERNEL(leaves_keccak_rows, (keccak_leaf<false>(p, leaf)))
+#endif
+#if ALL_KERNELS || WANT_leaves_keccak_pairs
 LEAF_KERNEL(leaves_keccak_pairs, (keccak_leaf<true>(p, leaf)))
+#endif
 // Up to 16 chunks (16 KiB leaves): the stack stays in registers.
+#if ALL_KERNELS || WANT_leaves_blake3_rows
 LEAF_KERNEL(leaves_blake3_rows, (blake3_leaf<false, 4>(p, leaf)))
+#endif
+#if ALL_KERNELS || WANT_leaves_blake3_pairs
 LEAF_KERNEL(leaves_blake3_pairs, (blake3_leaf<true, 4>(p, leaf)))
+#endif
 // Any length up to 2^32 chunks (the stack spills to local memory).
+#if ALL_KERNELS || WANT_leaves_blake3_rows_long
 LEAF_KERNEL(leaves_blake3_rows_long, (blake3_leaf<false, 32>(p, leaf)))
+#endif
+#if ALL_KERNELS || WANT_leaves_blake3_pairs_long
 LEAF_KERNEL(leaves_blake3_pairs_long, (blake3_leaf<true, 32>(p, leaf)))
+#endif

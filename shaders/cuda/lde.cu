@@ -123,8 +123,12 @@ __device__ __forceinline__ void ntt_pass(const NttPass& p) {
     }
 }
 
+#if ALL_KERNELS || WANT_ntt_dif_pass
 extern "C" __global__ void __launch_bounds__(512) ntt_dif_pass(const NttPass p) { ntt_pass<false>(p); }
+#endif
+#if ALL_KERNELS || WANT_ntt_dit_pass
 extern "C" __global__ void __launch_bounds__(512) ntt_dit_pass(const NttPass p) { ntt_pass<true>(p); }
+#endif
 
 // ---------------------------------------------------------------------------------------------
 // The register kernels (k >= 5): each thread holds R = 2^LOGR positions of one column in registers
@@ -273,20 +277,37 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
 // Radix 32 over 8 columns (512 threads per 2^11-row tile), radix 16 over 8 columns (1024 threads),
 // radix 32 over 4 columns (256 threads, 64 KiB tiles: two blocks per SM, so one block's loads
 // overlap the other's arithmetic).
+#if ALL_KERNELS || WANT_ntt_dif_pass_reg
 extern "C" __global__ void __launch_bounds__(512) ntt_dif_pass_reg(const NttPass p) { ntt_pass_reg<false, 5, 8>(p); }
+#endif
+#if ALL_KERNELS || WANT_ntt_dit_pass_reg
 extern "C" __global__ void __launch_bounds__(512) ntt_dit_pass_reg(const NttPass p) { ntt_pass_reg<true, 5, 8>(p); }
+#endif
+#if ALL_KERNELS || WANT_ntt_dif_pass_reg16
 extern "C" __global__ void __launch_bounds__(1024) ntt_dif_pass_reg16(const NttPass p) { ntt_pass_reg<false, 4, 8>(p); }
+#endif
+#if ALL_KERNELS || WANT_ntt_dit_pass_reg16
 extern "C" __global__ void __launch_bounds__(1024) ntt_dit_pass_reg16(const NttPass p) { ntt_pass_reg<true, 4, 8>(p); }
+#endif
+#if ALL_KERNELS || WANT_ntt_dif_pass_reg_c4
 extern "C" __global__ void __launch_bounds__(256, 2) ntt_dif_pass_reg_c4(const NttPass p) { ntt_pass_reg<false, 5, 4>(p); }
+#endif
+#if ALL_KERNELS || WANT_ntt_dit_pass_reg_c4
 extern "C" __global__ void __launch_bounds__(256, 2) ntt_dit_pass_reg_c4(const NttPass p) { ntt_pass_reg<true, 5, 4>(p); }
+#endif
 // Lazy reduction (radix 32, 8 columns): values stay any u64 congruent mod p inside the transform;
 // the pass flagged canon_out canonicalises what it stores.
+#if ALL_KERNELS || WANT_ntt_dif_pass_lazy
 extern "C" __global__ void __launch_bounds__(512) ntt_dif_pass_lazy(const NttPass p) { ntt_pass_reg<false, 5, 8, true>(p); }
+#endif
+#if ALL_KERNELS || WANT_ntt_dit_pass_lazy
 extern "C" __global__ void __launch_bounds__(512) ntt_dit_pass_lazy(const NttPass p) { ntt_pass_reg<true, 5, 8, true>(p); }
+#endif
 
 // Field self-test: out[6i..6i+6] = (a*b, a+b, a-b, then the lazy a*b, a+b, a-b canonicalised);
 // the canonical a+b and a-b take the canonical values, the lazy ones any u64. The backend's unit
 // tests compare it with backend-api's host arithmetic.
+#if ALL_KERNELS || WANT_gl_selftest
 extern "C" __global__ void gl_selftest(const u64* a, const u64* b, u64* out, u64 n) {
     for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
         const u64 x = a[i], y = b[i];
@@ -298,3 +319,4 @@ extern "C" __global__ void gl_selftest(const u64* a, const u64* b, u64* out, u64
         out[6 * i + 5] = gl_canon(gl_sub_lazy(x, y));
     }
 }
+#endif
