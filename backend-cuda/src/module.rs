@@ -166,6 +166,9 @@ pub(crate) fn target_for(cap: (i32, i32)) -> Result<String> {
     }
 }
 
+/// A unit's image, where it came from, and the time it took.
+type Prepared = (Vec<u8>, ImageOrigin, Duration);
+
 /// What preparing one unit cost, as [`crate::CudaBackend::prepare_kernels`] reports it.
 #[derive(Clone, Debug)]
 pub struct KernelPrep {
@@ -256,8 +259,7 @@ impl Modules {
         };
         let cache = KernelCache::global();
         let next = std::sync::atomic::AtomicUsize::new(0);
-        let results: Vec<Mutex<Option<Result<(Vec<u8>, ImageOrigin, Duration)>>>> =
-            todo.iter().map(|_| Mutex::new(None)).collect();
+        let results: Vec<Mutex<Option<Result<Prepared>>>> = todo.iter().map(|_| Mutex::new(None)).collect();
         std::thread::scope(|s| {
             for _ in 0..threads.clamp(1, todo.len().max(1)) {
                 s.spawn(|| {
