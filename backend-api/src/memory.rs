@@ -58,12 +58,12 @@ impl MemoryModel {
     /// [`Error::ScratchTooSmall`] when the scratch cap cannot transpose the LDE.
     pub fn of(shape: &CommitShape) -> Result<Self> {
         let lde_shape = shape.lde.lde_shape();
-        let leaves = shape.layout.leaf_count(lde_shape.rows).max(1);
-        let trees = TreeShape { leaves }.bytes() * if shape.split { 2 } else { 1 };
+        let leaves = shape.layout.leaf_count(lde_shape.rows()).max(1);
+        let trees = TreeShape::new(leaves)?.bytes() * if shape.split { 2 } else { 1 };
         let scratch = TransposeGeometry::new(lde_shape, shape.scratch_cap)?.scratch_bytes();
         Ok(Self {
             lde: lde_shape.bytes(),
-            trace: shape.lde.trace.bytes(),
+            trace: shape.lde.trace().bytes(),
             trees,
             scratch,
             twiddles: LdeTwiddles::bytes_for(shape.lde.log_trace_rows(), shape.lde.log_blowup()),

@@ -101,25 +101,21 @@ impl TransposeGeometry {
     ///
     /// # Errors
     /// [`Error::ScratchTooSmall`] when the cap cannot hold one block of one row plus one run;
-    /// [`Error::InvalidShape`] for a shape [`MatrixShape::new`] refuses (zero rows or columns, an
-    /// element count that overflows), which a caller can build through the public fields.
+    /// [`Error::InvalidShape`] when one row plus one run, `(cols + 1) * 8` B, overflows `usize`.
     pub fn new(shape: MatrixShape, cap: usize) -> Result<Self> {
-        // Found by the `transpose_plan` fuzz target: a 0-row shape divided by zero, a 0-column one
-        // was accepted.
-        let shape = MatrixShape::new(shape.rows, shape.cols)?;
-        let per_row = (shape.cols + 1)
+        let per_row = (shape.cols() + 1)
             .checked_mul(ELEM_BYTES)
             .ok_or_else(|| Error::InvalidShape(format!("{shape} overflows")))?;
         let max_rows = cap / per_row;
         if max_rows == 0 {
-            return Err(Error::ScratchTooSmall { cap, cols: shape.cols, min: per_row });
+            return Err(Error::ScratchTooSmall { cap, cols: shape.cols(), min: per_row });
         }
         // The largest power of two within the cap, and no larger than the matrix needs.
-        let run_rows = (1usize << max_rows.ilog2()).min(shape.rows.next_power_of_two());
-        let run_rows = if run_rows > shape.rows { shape.rows } else { run_rows };
-        let full_blocks = shape.rows / run_rows;
-        let tail_rows = shape.rows - full_blocks * run_rows;
-        Ok(Self { shape, run_rows, full_blocks, tail_rows, scratch_elems: (shape.cols + 1) * run_rows })
+        let run_rows = (1usize << max_rows.ilog2()).min(shape.rows().next_power_of_two());
+        let run_rows = if run_rows > shape.rows() { shape.rows() } else { run_rows };
+        let full_blocks = shape.rows() / run_rows;
+        let tail_rows = shape.rows() - full_blocks * run_rows;
+        Ok(Self { shape, run_rows, full_blocks, tail_rows, scratch_elems: (shape.cols() + 1) * run_rows })
     }
 
     /// Scratch the plan uses, in bytes (never above the cap it was made with).
@@ -134,7 +130,7 @@ impl TransposeGeometry {
 
     /// Runs the run pass permutes, `full_blocks * cols`.
     pub fn runs(&self) -> usize {
-        self.full_blocks * self.shape.cols
+        self.full_blocks * self.shape.cols()
     }
 }
 
@@ -159,11 +155,11 @@ impl TransposePlan {
         let geometry = TransposeGeometry::new(shape, cap)?;
         let mut steps = Vec::new();
         let g = &geometry;
-        let (cols, r, fb, t) = (shape.cols, g.run_rows, g.full_blocks, g.tail_rows);
+        let (cols, r, fb, t) = (shape.cols(), g.run_rows, g.full_blocks, g.tail_rows);
         let block = r * cols;
         let top = fb * block;
         // One row or one column: row-major and column-major are the same bytes.
-        let trivial = cols == 1 || shape.rows == 1;
+        let trivial = cols == 1 || shape.rows() == 1;
         if !trivial {
             if t > 0 {
                 // Tail rows -> column-major through scratch, back into place.
@@ -195,7 +191,7 @@ impl TransposePlan {
     /// # Panics
     /// If a step reads or writes out of bounds (a bug in the plan, caught by the tests).
     pub fn execute_host<T: Copy>(&self, buf: &mut [T], scratch: &mut [T]) {
-        let cols = self.geometry.shape.cols;
+        let cols = self.geometry.shape.cols();
         for step in &self.steps {
             match step {
                 Step::TransposeBlock { src, dst, rows } => {
@@ -252,7 +248,7 @@ fn run_destination(s: usize, fb: usize, cols: usize) -> usize {
 
 /// Permutes the runs of the top `full_blocks * R` rows cycle by cycle.
 fn run_pass(steps: &mut Vec<Step>, g: &TransposeGeometry) {
-    let (cols, r, fb) = (g.shape.cols, g.run_rows, g.full_blocks);
+    let (cols, r, fb) = (g.shape.cols(), g.run_rows, g.full_blocks);
     let runs = fb * cols;
     let scratch_runs = g.scratch_elems / r;
     let mut visited = vec![false; runs];
@@ -332,7 +328,7 @@ fn long_cycle(steps: &mut Vec<Step>, cycle: &[usize], r: usize, scratch_runs: us
 /// After the run pass the buffer is `[top columns (P each)][tail columns (T each)]`, with
 /// `P = full_blocks * R`. Spread the top columns to stride `rows` and drop the tails in.
 fn merge_tail(steps: &mut Vec<Step>, g: &TransposeGeometry) {
-    let (rows, cols, t) = (g.shape.rows, g.shape.cols, g.tail_rows);
+    let (rows, cols, t) = (g.shape.rows(), g.shape.cols(), g.tail_rows);
     let p = rows - t;
     let tails = t * cols;
     // 1. The tail columns go to scratch, out of the way.

@@ -17,12 +17,13 @@ pub const MAX_LOG_DOMAIN: u32 = 32;
 /// A `rows x cols` matrix of `u64` elements.
 ///
 /// Row-major puts `(r, c)` at `r * cols + c`; column-major at `c * rows + r`.
+///
+/// Only [`MatrixShape::new`] makes one, so every value has both sides non-zero and a byte size
+/// that fits `usize`; backends rely on that.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct MatrixShape {
-    /// Number of rows (> 0).
-    pub rows: usize,
-    /// Number of columns (> 0).
-    pub cols: usize,
+    rows: usize,
+    cols: usize,
 }
 
 impl MatrixShape {
@@ -42,18 +43,28 @@ impl MatrixShape {
         Ok(Self { rows, cols })
     }
 
-    /// Number of elements, `rows * cols`.
-    pub fn len(&self) -> usize {
+    /// Number of rows (> 0).
+    pub const fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Number of columns (> 0).
+    pub const fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// Number of elements, `rows * cols` (> 0).
+    pub const fn len(&self) -> usize {
         self.rows * self.cols
     }
 
-    /// Whether the matrix has no elements (never true for a shape made by [`MatrixShape::new`]).
-    pub fn is_empty(&self) -> bool {
+    /// Whether the matrix has no elements: never, as [`MatrixShape::new`] refuses empty shapes.
+    pub const fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// Size in bytes, `rows * cols * 8`.
-    pub fn bytes(&self) -> usize {
+    /// Size in bytes, `rows * cols * 8` (fits `usize`).
+    pub const fn bytes(&self) -> usize {
         self.len() * ELEM_BYTES
     }
 
@@ -141,27 +152,55 @@ impl fmt::Display for LeafLayout {
 }
 
 /// What `hash_leaves` hashes: which hash, which layout, which columns.
+///
+/// Only [`LeafSpec::new`] makes one, so the column range is never empty. Whether it fits a
+/// given matrix is checked against that matrix by [`LeafSpec::validate`].
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct LeafSpec {
-    /// The hash function.
-    pub hash: HashKind,
-    /// The leaf layout.
-    pub layout: LeafLayout,
-    /// The column range `[c0, c1)` each leaf covers (the whole row for an unsplit tree).
-    pub cols: Range<usize>,
+    hash: HashKind,
+    layout: LeafLayout,
+    col_start: usize,
+    col_end: usize,
 }
 
 impl LeafSpec {
+    /// Leaves of `layout` hashed with `hash`, each covering the columns `cols` (`[c0, c1)`; the
+    /// whole row, `0..m`, for an unsplit tree).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an empty column range.
+    pub fn new(hash: HashKind, layout: LeafLayout, cols: Range<usize>) -> Result<Self> {
+        if cols.start >= cols.end {
+            return Err(Error::InvalidArgument(format!("leaf column range {}..{} is empty", cols.start, cols.end)));
+        }
+        Ok(Self { hash, layout, col_start: cols.start, col_end: cols.end })
+    }
+
+    /// The hash function.
+    pub const fn hash(&self) -> HashKind {
+        self.hash
+    }
+
+    /// The leaf layout.
+    pub const fn layout(&self) -> LeafLayout {
+        self.layout
+    }
+
+    /// The column range `[c0, c1)` each leaf covers (never empty).
+    pub const fn cols(&self) -> Range<usize> {
+        self.col_start..self.col_end
+    }
+
     /// Checks this spec against a row-major matrix and returns the number of leaves.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for an empty or out-of-range column range, or for the
+    /// [`Error::InvalidArgument`] for a column range past the matrix's columns, or for the
     /// `lambda-vm-pairs` layout over a row count that is not a power of two >= 2.
     pub fn validate(&self, shape: MatrixShape) -> Result<usize> {
-        if self.cols.start >= self.cols.end || self.cols.end > shape.cols {
+        if self.col_end > shape.cols {
             return Err(Error::InvalidArgument(format!(
-                "leaf column range {}..{} is empty or outside the matrix's {} columns",
-                self.cols.start, self.cols.end, shape.cols
+                "leaf column range {}..{} is outside the matrix's {} columns",
+                self.col_start, self.col_end, shape.cols
             )));
         }
         if self.layout == LeafLayout::LambdaVmPairs && (shape.rows < 2 || !shape.rows.is_power_of_two()) {
@@ -173,13 +212,12 @@ impl LeafSpec {
         Ok(self.layout.leaf_count(shape.rows))
     }
 
-    /// Checks a `hash_leaves_into` call, host-side, for every backend: the shape (again: a caller
-    /// may build one by hand), this spec against it, a matrix of `matrix_len` elements, and room
+    /// Checks a `hash_leaves_into` call, host-side, for every backend: this spec against the shape, a matrix of `matrix_len` elements, and room
     /// for the digests in an output of `out_len` elements from digest `out_digest` on. Returns the
     /// number of leaves and the output element the first digest goes to.
     ///
     /// # Errors
-    /// [`Error::InvalidShape`], the errors of [`LeafSpec::validate`], [`Error::LengthMismatch`]
+    /// The errors of [`LeafSpec::validate`], [`Error::LengthMismatch`]
     /// for the matrix, [`Error::OutOfBounds`] (`"leaf digests"`) for a short output.
     pub fn validate_into(
         &self,
@@ -188,7 +226,6 @@ impl LeafSpec {
         out_len: usize,
         out_digest: usize,
     ) -> Result<(usize, usize)> {
-        let shape = MatrixShape::new(shape.rows, shape.cols)?;
         let leaves = self.validate(shape)?;
         shape.check_len("hash_leaves matrix", matrix_len)?;
         let start = out_digest.saturating_mul(DIGEST_WORDS);
@@ -202,7 +239,7 @@ impl LeafSpec {
 
     /// Bytes hashed for one leaf.
     pub fn leaf_bytes(&self) -> usize {
-        let per_row = (self.cols.end - self.cols.start) * ELEM_BYTES;
+        let per_row = (self.col_end - self.col_start) * ELEM_BYTES;
         match self.layout {
             LeafLayout::Rows => per_row,
             LeafLayout::LambdaVmPairs => 2 * per_row,
@@ -212,9 +249,11 @@ impl LeafSpec {
 
 /// Geometry of a Merkle tree over `leaves` leaves (CONVENTIONS.md, "Merkle tree").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+///
+/// Only [`TreeShape::new`] makes one, so a tree has at least one leaf and its node array's byte
+/// size fits `usize`.
 pub struct TreeShape {
-    /// Leaves actually hashed (> 0).
-    pub leaves: usize,
+    leaves: usize,
 }
 
 impl TreeShape {
@@ -226,44 +265,59 @@ impl TreeShape {
         if leaves == 0 {
             return Err(Error::InvalidArgument("a Merkle tree needs at least one leaf".into()));
         }
-        Ok(Self { leaves })
+        // The node array's (2L - 1) * 32 B must fit usize.
+        let bytes = leaves
+            .checked_next_power_of_two()
+            .and_then(|l| l.checked_mul(2))
+            .and_then(|n| (n - 1).checked_mul(DIGEST_BYTES));
+        match bytes {
+            Some(_) => Ok(Self { leaves }),
+            None => Err(Error::InvalidArgument(format!(
+                "a Merkle tree over {leaves} leaves has a node array larger than the address space"
+            ))),
+        }
+    }
+
+    /// Leaves actually hashed (> 0).
+    pub const fn leaves(&self) -> usize {
+        self.leaves
     }
 
     /// The padded leaf count `L`: `leaves` rounded up to a power of two.
-    pub fn padded_leaves(&self) -> usize {
+    pub const fn padded_leaves(&self) -> usize {
         self.leaves.next_power_of_two()
     }
 
     /// Digests in the node array, `2L - 1`.
-    pub fn nodes(&self) -> usize {
+    pub const fn nodes(&self) -> usize {
         2 * self.padded_leaves() - 1
     }
 
     /// Index of the first leaf digest in the node array, `L - 1`.
-    pub fn first_leaf(&self) -> usize {
+    pub const fn first_leaf(&self) -> usize {
         self.padded_leaves() - 1
     }
 
     /// Size of the node array in buffer elements (`u64` words).
-    pub fn words(&self) -> usize {
+    pub const fn words(&self) -> usize {
         self.nodes() * DIGEST_WORDS
     }
 
     /// Size of the node array in bytes, `(2L - 1) * 32`.
-    pub fn bytes(&self) -> usize {
+    pub const fn bytes(&self) -> usize {
         self.nodes() * DIGEST_BYTES
     }
 }
 
 /// Parameters of a coset LDE (CONVENTIONS.md, "Coset low-degree extension").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+///
+/// Only [`LdeParams::new`] makes one, so every value has a power-of-two row count and blowup, a
+/// domain of at most `2^32` rows whose size fits `usize`, and a non-zero shift.
 pub struct LdeParams {
-    /// The trace shape: `n = 2^a` rows, `m` columns.
-    pub trace: MatrixShape,
-    /// The blowup `B = 2^b`.
-    pub blowup: usize,
-    /// The coset shift `s`, a non-zero field element (any `u64` whose value mod p is not 0).
-    pub shift: u64,
+    trace: MatrixShape,
+    blowup: usize,
+    shift: u64,
 }
 
 impl LdeParams {
@@ -293,18 +347,33 @@ impl LdeParams {
         Ok(Self { trace, blowup, shift })
     }
 
-    /// The LDE's shape, `N x m` with `N = n * B`.
-    pub fn lde_shape(&self) -> MatrixShape {
+    /// The trace shape: `n = 2^a` rows, `m` columns.
+    pub const fn trace(&self) -> MatrixShape {
+        self.trace
+    }
+
+    /// The blowup `B = 2^b`.
+    pub const fn blowup(&self) -> usize {
+        self.blowup
+    }
+
+    /// The coset shift `s` as given: non-zero mod p, possibly non-canonical (`>= p`).
+    pub const fn shift(&self) -> u64 {
+        self.shift
+    }
+
+    /// The LDE's shape, `N x m` with `N = n * B` (validated by [`LdeParams::new`]).
+    pub const fn lde_shape(&self) -> MatrixShape {
         MatrixShape { rows: self.trace.rows * self.blowup, cols: self.trace.cols }
     }
 
     /// `log2(n)`.
-    pub fn log_trace_rows(&self) -> u32 {
+    pub const fn log_trace_rows(&self) -> u32 {
         self.trace.rows.trailing_zeros()
     }
 
     /// `log2(B)`.
-    pub fn log_blowup(&self) -> u32 {
+    pub const fn log_blowup(&self) -> u32 {
         self.blowup.trailing_zeros()
     }
 }
@@ -325,4 +394,49 @@ impl CopyRange {
     pub const fn new(src: usize, dst: usize, len: usize) -> Self {
         Self { src, dst, len }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leaf_specs_refuse_empty_ranges_and_check_the_matrix() {
+        for (c0, c1) in [(0, 0), (3, 3), (4, 2)] {
+            let err = LeafSpec::new(HashKind::Blake3, LeafLayout::Rows, c0..c1).unwrap_err();
+            assert!(matches!(err, Error::InvalidArgument(_)), "{c0}..{c1}: {err}");
+        }
+        let spec = LeafSpec::new(HashKind::Keccak256, LeafLayout::LambdaVmPairs, 1..4).unwrap();
+        assert_eq!((spec.hash(), spec.layout(), spec.cols()), (HashKind::Keccak256, LeafLayout::LambdaVmPairs, 1..4));
+        assert_eq!(spec.leaf_bytes(), 2 * 3 * 8);
+        assert_eq!(spec.validate(MatrixShape::new(8, 4).unwrap()).unwrap(), 4);
+        for (rows, cols) in [(8, 3), (6, 4), (1, 4)] {
+            let err = spec.validate(MatrixShape::new(rows, cols).unwrap()).unwrap_err();
+            assert!(matches!(err, Error::InvalidArgument(_)), "{rows} x {cols}: {err}");
+        }
+    }
+
+    #[test]
+    fn trees_refuse_zero_leaves_and_node_arrays_past_the_address_space() {
+        assert!(matches!(TreeShape::new(0), Err(Error::InvalidArgument(_))));
+        // (2L - 1) * 32 fits in 64 bits up to L = 2^58.
+        let largest = 1usize << (usize::BITS - 6);
+        let t = TreeShape::new(largest).unwrap();
+        assert_eq!(t.bytes(), (2 * largest - 1) * 32);
+        for leaves in [largest + 1, usize::MAX] {
+            assert!(matches!(TreeShape::new(leaves), Err(Error::InvalidArgument(_))), "{leaves}");
+        }
+        let t = TreeShape::new(5).unwrap();
+        assert_eq!((t.leaves(), t.padded_leaves(), t.nodes(), t.first_leaf(), t.words()), (5, 8, 15, 7, 60));
+    }
+
+    #[test]
+    fn lde_params_keep_what_they_were_given() {
+        let p = LdeParams::new(MatrixShape::new(8, 3).unwrap(), 4, P_PLUS_7).unwrap();
+        assert_eq!((p.trace().rows(), p.trace().cols(), p.blowup(), p.shift()), (8, 3, 4, P_PLUS_7));
+        assert_eq!((p.lde_shape().rows(), p.lde_shape().cols()), (32, 3));
+        assert_eq!((p.log_trace_rows(), p.log_blowup()), (3, 2));
+    }
+
+    const P_PLUS_7: u64 = crate::field::P + 7;
 }

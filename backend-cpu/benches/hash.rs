@@ -22,13 +22,13 @@ use sha3::Digest;
 
 /// The leaf preimages, concatenated, built element by element.
 fn preimages(m: &[u64], shape: MatrixShape, layout: LeafLayout) -> Vec<u8> {
-    let row = |r: usize| &m[r * shape.cols..(r + 1) * shape.cols];
+    let row = |r: usize| &m[r * shape.cols()..(r + 1) * shape.cols()];
     match layout {
         LeafLayout::Rows => m.iter().flat_map(|x| x.to_le_bytes()).collect(),
         LeafLayout::LambdaVmPairs => {
-            let bits = shape.rows.ilog2();
+            let bits = shape.rows().ilog2();
             let br = |i: usize| i.reverse_bits() >> (usize::BITS - bits);
-            (0..shape.rows / 2)
+            (0..shape.rows() / 2)
                 .flat_map(|i| row(br(2 * i)).iter().chain(row(br(2 * i + 1))).flat_map(|x| x.to_be_bytes()))
                 .collect()
         }
@@ -55,11 +55,11 @@ fn bench_leaves<B: Backend>(c: &mut Criterion, backend: &B, shape: MatrixShape) 
     for &layout in layouts {
         let bytes = preimages(&host, shape, layout);
         for hash in HashKind::ALL {
-            let spec = LeafSpec { hash, layout, cols: 0..shape.cols };
+            let spec = LeafSpec::new(hash, layout, 0..shape.cols()).expect("spec");
             let leaves = spec.validate(shape).expect("spec");
             let mut out = backend.alloc(leaves * DIGEST_WORDS).expect("alloc");
             let mut raw_out = vec![0u64; leaves * DIGEST_WORDS];
-            let mut g = c.benchmark_group(format!("hash_leaves/{}x{}/{layout}/{hash}", shape.rows, shape.cols));
+            let mut g = c.benchmark_group(format!("hash_leaves/{}x{}/{layout}/{hash}", shape.rows(), shape.cols()));
             g.throughput(Throughput::Bytes(shape.bytes() as u64));
             g.sample_size(10).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(5));
             g.bench_function(backend.info().backend, |b| {
@@ -69,7 +69,7 @@ fn bench_leaves<B: Backend>(c: &mut Criterion, backend: &B, shape: MatrixShape) 
             g.finish();
             let reps = env("BENCH_PAIRED_REPS", 7);
             paired(
-                &format!("hash_leaves/{}x{}/{layout}/{hash}", shape.rows, shape.cols),
+                &format!("hash_leaves/{}x{}/{layout}/{hash}", shape.rows(), shape.cols()),
                 reps,
                 ["cpu", "raw"],
                 |side| {

@@ -15,10 +15,11 @@ use rand_chacha::ChaCha8Rng;
 
 fn bench_lde<B: Backend>(c: &mut Criterion, backend: &B, params: LdeParams) {
     let mut rng = ChaCha8Rng::seed_from_u64(12);
-    let host: Vec<u64> = (0..params.trace.len()).map(|_| rng.random()).collect();
+    let host: Vec<u64> = (0..params.trace().len()).map(|_| rng.random()).collect();
     let trace = backend.upload(&host).expect("upload");
     let out = params.lde_shape();
-    let mut g = c.benchmark_group(format!("lde/{}x{}/blowup{}", params.trace.rows, params.trace.cols, params.blowup));
+    let mut g =
+        c.benchmark_group(format!("lde/{}x{}/blowup{}", params.trace().rows(), params.trace().cols(), params.blowup()));
     g.throughput(Throughput::Bytes(out.bytes() as u64));
     g.sample_size(10).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(5));
     g.bench_function(backend.info().backend, |b| b.iter(|| backend.coset_lde(&trace, &params).expect("lde")));
@@ -28,7 +29,7 @@ fn bench_lde<B: Backend>(c: &mut Criterion, backend: &B, params: LdeParams) {
     let mut dst = backend.alloc(out.len()).expect("alloc");
     let copy = [CopyRange::new(0, 0, out.len())];
     paired(
-        &format!("lde/{}x{}/blowup{}", params.trace.rows, params.trace.cols, params.blowup),
+        &format!("lde/{}x{}/blowup{}", params.trace().rows(), params.trace().cols(), params.blowup()),
         env("BENCH_PAIRED_REPS", 7),
         ["lde", "copy of the output bytes"],
         |side| {

@@ -24,7 +24,7 @@ fn benches(c: &mut Criterion) {
     let mut buf = backend.upload(&host).expect("upload");
     drop(host);
     let mut output = vec![0u64; shape.len()];
-    let label = format!("transpose/{}x{}", shape.rows, shape.cols);
+    let label = format!("transpose/{}x{}", shape.rows(), shape.cols());
 
     let mut g = c.benchmark_group(&label);
     g.throughput(Throughput::Bytes(shape.bytes() as u64));
@@ -35,7 +35,7 @@ fn benches(c: &mut Criterion) {
         b.iter(|| backend.transpose_in_place(&mut buf, shape, DEFAULT_SCRATCH_CAP).expect("transpose"))
     });
     g.bench_function("transpose_crate/out_of_place", |b| {
-        b.iter(|| transpose::transpose(black_box(buf.as_slice()), &mut output, shape.cols, shape.rows))
+        b.iter(|| transpose::transpose(black_box(buf.as_slice()), &mut output, shape.cols(), shape.rows()))
     });
     g.finish();
 
@@ -44,7 +44,7 @@ fn benches(c: &mut Criterion) {
         if side == 0 {
             backend.transpose_in_place(&mut buf, shape, DEFAULT_SCRATCH_CAP).expect("transpose");
         } else {
-            transpose::transpose(black_box(buf.as_slice()), &mut output, shape.cols, shape.rows);
+            transpose::transpose(black_box(buf.as_slice()), &mut output, shape.cols(), shape.rows());
         }
     });
     drop(output);
@@ -54,9 +54,9 @@ fn benches(c: &mut Criterion) {
     }
     let mut host = backend.download_vec(&buf).expect("download");
     drop(buf);
-    let mut scratch = vec![0u64; shape.rows.max(shape.cols)];
+    let mut scratch = vec![0u64; shape.rows().max(shape.cols())];
     let t = Instant::now();
-    transpose::transpose_inplace(&mut host, &mut scratch, shape.cols, shape.rows);
+    transpose::transpose_inplace(&mut host, &mut scratch, shape.cols(), shape.rows());
     let secs = t.elapsed().as_secs_f64();
     println!(
         "ONCE {label}/transpose_crate/in_place: {secs:.3} s ({:.3} GiB/s), one run timed with Instant",

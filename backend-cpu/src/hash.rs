@@ -137,7 +137,7 @@ pub(crate) fn hash_leaves_into(
 ) -> Result<()> {
     let (leaves, start) = spec.validate_into(shape, matrix.len(), out.len(), out_digest)?;
     let out = &mut out[start..start + leaves * DIGEST_WORDS];
-    match spec.hash {
+    match spec.hash() {
         HashKind::Keccak256 => hash_with::<sha3::Keccak256>(matrix, shape, spec, out),
         HashKind::Blake3 => hash_with::<blake3::Hasher>(matrix, shape, spec, out),
     }
@@ -145,11 +145,11 @@ pub(crate) fn hash_leaves_into(
 }
 
 fn hash_with<H: Hasher32>(matrix: &[u64], shape: MatrixShape, spec: &LeafSpec, out: &mut [u64]) {
-    let (cols, range) = (shape.cols, spec.cols.clone());
+    let (cols, range) = (shape.cols(), spec.cols().clone());
     let row = |r: usize| &matrix[r * cols + range.start..r * cols + range.end];
     // One serialisation buffer per rayon task, reused across its leaves.
     let new_buf = || vec![0u64; BUF_ELEMS];
-    match spec.layout {
+    match spec.layout() {
         LeafLayout::Rows => {
             out.par_chunks_mut(DIGEST_WORDS).with_min_len(16).enumerate().for_each_init(new_buf, |buf, (r, o)| {
                 o.copy_from_slice(&digest_to_words(&rows_leaf::<H>(row(r), buf)));
@@ -160,7 +160,7 @@ fn hash_with<H: Hasher32>(matrix: &[u64], shape: MatrixShape, spec: &LeafSpec, o
             // (log2 N - 1)-bit reversal of i. Walking q in order reads the matrix as two
             // sequential streams (rows q and q + N/2) instead of two random rows per leaf; the
             // digests land at the bit-reversed leaf indices.
-            let half = shape.rows / 2;
+            let half = shape.rows() / 2;
             let bits = half.trailing_zeros();
             let digests = SharedDigests(out.as_mut_ptr());
             (0..half).into_par_iter().with_min_len(16).for_each_init(new_buf, |buf, q| {
@@ -212,27 +212,27 @@ mod tests {
     /// The reference: the preimage built element by element, hashed by the crate in one call.
     fn reference(m: &[u64], shape: MatrixShape, spec: &LeafSpec) -> Vec<[u8; 32]> {
         let row_bytes = |r: usize, be: bool| -> Vec<u8> {
-            spec.cols
+            spec.cols()
                 .clone()
                 .flat_map(|c| {
-                    let v = (m[r * shape.cols + c] as u128 % P as u128) as u64;
+                    let v = (m[r * shape.cols() + c] as u128 % P as u128) as u64;
                     if be { v.to_be_bytes() } else { v.to_le_bytes() }
                 })
                 .collect()
         };
-        let preimages: Vec<Vec<u8>> = match spec.layout {
-            LeafLayout::Rows => (0..shape.rows).map(|r| row_bytes(r, false)).collect(),
+        let preimages: Vec<Vec<u8>> = match spec.layout() {
+            LeafLayout::Rows => (0..shape.rows()).map(|r| row_bytes(r, false)).collect(),
             LeafLayout::LambdaVmPairs => {
-                let bits = shape.rows.ilog2();
+                let bits = shape.rows().ilog2();
                 let br = |i: usize| i.reverse_bits() >> (usize::BITS - bits);
-                (0..shape.rows / 2)
+                (0..shape.rows() / 2)
                     .map(|i| [row_bytes(br(2 * i), true), row_bytes(br(2 * i + 1), true)].concat())
                     .collect()
             }
         };
         preimages
             .iter()
-            .map(|p| match spec.hash {
+            .map(|p| match spec.hash() {
                 HashKind::Keccak256 => sha3::Keccak256::digest(p).into(),
                 HashKind::Blake3 => *blake3::hash(p).as_bytes(),
             })
@@ -272,7 +272,7 @@ mod tests {
                 let m = random_matrix(&mut rng, rows * cols, non_canonical);
                 for hash in HashKind::ALL {
                     for layout in LeafLayout::ALL {
-                        let spec = LeafSpec { hash, layout, cols: range.clone() };
+                        let spec = LeafSpec::new(hash, layout, range.clone()).unwrap();
                         let leaves = spec.validate(shape).unwrap();
                         // Write at digest offset 1 of a buffer with one spare digest each side.
                         let mut out = vec![7u64; (leaves + 2) * DIGEST_WORDS];
@@ -298,7 +298,7 @@ mod tests {
             "af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262"
         );
         // A non-canonical p + 5 hashes as 5.
-        let spec = LeafSpec { hash: HashKind::Keccak256, layout: LeafLayout::Rows, cols: 0..1 };
+        let spec = LeafSpec::new(HashKind::Keccak256, LeafLayout::Rows, 0..1).unwrap();
         let shape = MatrixShape::new(1, 1).unwrap();
         let (mut a, mut b) = ([0u64; 4], [0u64; 4]);
         hash_leaves_into(&[P + 5], shape, &spec, &mut a, 0).unwrap();
@@ -315,15 +315,15 @@ mod tests {
     fn bad_calls_are_errors() {
         let shape = MatrixShape::new(4, 3).unwrap();
         let m = vec![0u64; 12];
-        let spec = LeafSpec { hash: HashKind::Blake3, layout: LeafLayout::Rows, cols: 0..3 };
+        let spec = LeafSpec::new(HashKind::Blake3, LeafLayout::Rows, 0..3).unwrap();
         let mut out = vec![0u64; 4 * DIGEST_WORDS];
         let err = hash_leaves_into(&m, shape, &spec, &mut out, 1).unwrap_err();
         assert!(matches!(err, Error::OutOfBounds { start: 4, end: 20, len: 16, .. }), "{err}");
         let err = hash_leaves_into(&m[..11], shape, &spec, &mut out, 0).unwrap_err();
         assert!(matches!(err, Error::LengthMismatch { expected: 12, actual: 11, .. }), "{err}");
-        let bad = LeafSpec { cols: 2..4, ..spec.clone() };
+        let bad = LeafSpec::new(HashKind::Blake3, LeafLayout::Rows, 2..4).unwrap();
         assert!(matches!(hash_leaves_into(&m, shape, &bad, &mut out, 0), Err(Error::InvalidArgument(_))));
-        let pairs = LeafSpec { layout: LeafLayout::LambdaVmPairs, ..spec };
+        let pairs = LeafSpec::new(HashKind::Blake3, LeafLayout::LambdaVmPairs, 0..3).unwrap();
         let odd = MatrixShape::new(3, 4).unwrap();
         assert!(matches!(hash_leaves_into(&m, odd, &pairs, &mut out, 0), Err(Error::InvalidArgument(_))));
         assert!(out.iter().all(|&w| w == 0), "nothing written on error");

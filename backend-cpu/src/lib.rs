@@ -184,7 +184,7 @@ mod tests {
         let trace = b.upload(&(0..64u64).collect::<Vec<_>>()).unwrap();
         let params = LdeParams::new(MatrixShape::new(16, 4).unwrap(), 4, 7).unwrap();
         let lde = b.coset_lde(&trace, &params).unwrap();
-        let spec = LeafSpec { hash: HashKind::Blake3, layout: LeafLayout::Rows, cols: 0..4 };
+        let spec = LeafSpec::new(HashKind::Blake3, LeafLayout::Rows, 0..4).unwrap();
         let leaves = b.hash_leaves(&lde, params.lde_shape(), &spec).unwrap();
         let nodes = b.merkle_tree(&leaves, HashKind::Blake3).unwrap();
         let all = digests_from_words(&b.download_vec(&nodes).unwrap());

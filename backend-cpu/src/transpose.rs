@@ -24,11 +24,10 @@ const TILE_COLS: usize = 16;
 /// [`crate::CpuBackend::transpose_in_place`].
 ///
 /// # Errors
-/// [`Error::InvalidShape`] for a degenerate shape, [`Error::LengthMismatch`] when `buf` does not
+/// [`Error::LengthMismatch`] when `buf` does not
 /// hold `shape`, [`Error::ScratchTooSmall`] from the plan, out of memory for the scratch, and an
 /// error naming the step should a plan step ever be out of bounds or not independent.
 pub(crate) fn transpose_in_place(alloc: &Allocator, buf: &mut [u64], shape: MatrixShape, cap: usize) -> Result<()> {
-    let shape = MatrixShape::new(shape.rows, shape.cols)?;
     shape.check_len("transpose_in_place matrix", buf.len())?;
     let plan = TransposePlan::new(shape, cap)?;
     if plan.steps.is_empty() {
@@ -39,7 +38,7 @@ pub(crate) fn transpose_in_place(alloc: &Allocator, buf: &mut [u64], shape: Matr
     let scratch = scratch.as_mut_slice();
     for step in &plan.steps {
         match step {
-            Step::TransposeBlock { src, dst, rows } => transpose_step(buf, scratch, *src, *dst, *rows, shape.cols)?,
+            Step::TransposeBlock { src, dst, rows } => transpose_step(buf, scratch, *src, *dst, *rows, shape.cols())?,
             Step::Copies(moves) => {
                 let (mut in_buf, mut in_scratch) = (Vec::new(), Vec::new());
                 for (i, m) in moves.iter().enumerate() {
@@ -237,8 +236,6 @@ mod tests {
         let err = transpose_in_place(&a, &mut buf, shape, 39).unwrap_err();
         assert!(matches!(err, Error::ScratchTooSmall { cap: 39, cols: 4, min: 40 }), "{err}");
         assert_eq!(buf, (0..16).collect::<Vec<_>>());
-        let err = transpose_in_place(&a, &mut buf, MatrixShape { rows: 0, cols: 4 }, 1 << 20).unwrap_err();
-        assert!(matches!(err, Error::InvalidShape(_)), "{err}");
         assert_eq!(a.tracker.counters().allocations, 0);
     }
 }

@@ -216,7 +216,7 @@ fn run(a: &Args) -> std::result::Result<(), Box<dyn std::error::Error>> {
         let mut out = b.alloc(tree.words())?;
         for hash in HashKind::ALL {
             for layout in LeafLayout::ALL {
-                let spec = LeafSpec { hash, layout, cols: 0..a.cols };
+                let spec = LeafSpec::new(hash, layout, 0..a.cols)?;
                 let first = if layout == LeafLayout::Rows { tree.first_leaf() } else { 0 };
                 let t = time(&b, a.reps, || b.hash_leaves_into(&matrix, shape, &spec, &mut out, first))?;
                 r.line(&format!("leaves {hash} {layout}"), &shape.to_string(), shape.bytes(), t);

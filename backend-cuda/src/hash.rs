@@ -48,22 +48,22 @@ pub(crate) fn hash_leaves_into(
     out_digest: usize,
 ) -> Result<()> {
     let (leaves, start) = spec.validate_into(shape, matrix.len(), out.len(), out_digest)?;
-    if shape.rows > u32::MAX as usize && spec.layout == LeafLayout::LambdaVmPairs {
+    if shape.rows() > u32::MAX as usize && spec.layout() == LeafLayout::LambdaVmPairs {
         return Err(Error::InvalidShape(format!(
             "the CUDA backend's pairs layout indexes rows with 32 bits, got {} rows",
-            shape.rows
+            shape.rows()
         )));
     }
-    let name = kernel_name(spec.hash, spec.layout, spec.leaf_bytes());
+    let name = kernel_name(spec.hash(), spec.layout(), spec.leaf_bytes());
     let kernel = device.kernel(Source::Hash, name, 0)?;
     let params = LeafParams {
         matrix: matrix.ptr(),
         out: out.ptr() + (start * ELEM_BYTES) as u64,
-        cols: shape.cols as u64,
-        c0: spec.cols.start as u64,
-        width: (spec.cols.end - spec.cols.start) as u64,
+        cols: shape.cols() as u64,
+        c0: spec.cols().start as u64,
+        width: (spec.cols().end - spec.cols().start) as u64,
         leaves: leaves as u64,
-        log_rows: shape.rows.trailing_zeros() as u64,
+        log_rows: shape.rows().trailing_zeros() as u64,
     };
     let grid = leaves.div_ceil(BLOCK as usize).clamp(1, 1 << 20) as u32;
     let mut args = kernel_args![params];

@@ -7,7 +7,7 @@
 
 use backend_api::DeviceBuffer as _;
 use backend_api::field::LdeTwiddles;
-use backend_api::{ELEM_BYTES, LdeParams, MatrixShape, Result};
+use backend_api::{ELEM_BYTES, LdeParams, Result};
 
 use crate::context::{Device, kernel_args};
 use crate::memory::{self, CudaBuffer};
@@ -101,13 +101,12 @@ pub(crate) fn pass_kernel(dit: bool, reg: bool, (radix, reg_cols, lazy): (u32, u
 
 /// [`backend_api::Backend::coset_lde`].
 pub(crate) fn coset_lde(device: &Device, trace: &CudaBuffer, params: &LdeParams) -> Result<CudaBuffer> {
-    let shape = MatrixShape::new(params.trace.rows, params.trace.cols)?;
-    let params = LdeParams::new(shape, params.blowup, params.shift)?;
+    let shape = params.trace();
     shape.check_len("coset_lde trace", trace.len())?;
     let (log_n, log_b) = (params.log_trace_rows(), params.log_blowup());
-    let m = shape.cols;
-    let big_n = shape.rows << log_b;
-    let tables = LdeTwiddles::shared(log_n, log_b, params.shift);
+    let m = shape.cols();
+    let big_n = shape.rows() << log_b;
+    let tables = LdeTwiddles::shared(log_n, log_b, params.shift());
     let out = CudaBuffer::alloc(trace.device(), big_n * m)?;
     let (inv, fwd, coset) = (&tables.inv_twiddles, &tables.twiddles, &tables.coset);
     let tw = CudaBuffer::alloc(trace.device(), inv.len() + fwd.len() + coset.len())?;

@@ -19,16 +19,15 @@ pub(crate) fn merkle_tree_in_place(
     tree: TreeShape,
     hash: HashKind,
 ) -> Result<()> {
-    let tree = TreeShape::new(tree.leaves)?;
     if nodes.len() != tree.words() {
         return Err(Error::LengthMismatch { what: "merkle node array", expected: tree.words(), actual: nodes.len() });
     }
     let padded = tree.padded_leaves();
     let ptr = nodes.ptr();
-    if tree.leaves < padded {
+    if tree.leaves() < padded {
         let kernel = device.kernel(Source::Merkle, "merkle_pad", 0)?;
-        let (p, first, leaves, l) = (ptr, tree.first_leaf() as u64, tree.leaves as u64, padded as u64);
-        let grid = ((padded - tree.leaves) * 4).div_ceil(BLOCK as usize).clamp(1, 1 << 16) as u32;
+        let (p, first, leaves, l) = (ptr, tree.first_leaf() as u64, tree.leaves() as u64, padded as u64);
+        let grid = ((padded - tree.leaves()) * 4).div_ceil(BLOCK as usize).clamp(1, 1 << 16) as u32;
         let mut args = kernel_args![p, first, leaves, l];
         // SAFETY: (u64*, u64, u64, u64) as declared; the pad slots and the last leaf are inside the
         // node array, whose length was checked.

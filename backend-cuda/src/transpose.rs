@@ -69,19 +69,18 @@ pub(crate) fn transpose_in_place(
     cap: usize,
     route: TransposeRoute,
 ) -> Result<()> {
-    let shape = MatrixShape::new(shape.rows, shape.cols)?;
     shape.check_len("transpose_in_place matrix", buf.len())?;
     let geometry = TransposeGeometry::new(shape, cap)?;
-    if shape.rows == 1 || shape.cols == 1 {
+    if shape.rows() == 1 || shape.cols() == 1 {
         // One row or one column: row-major and column-major are the same bytes (an empty plan).
         return Ok(());
     }
     // First: an out-of-memory here leaves the matrix as it was.
     let scratch = CudaBuffer::alloc(buf.device(), geometry.scratch_elems)?;
-    let bases = Bases { buf: buf.ptr(), scratch: scratch.ptr(), cols: shape.cols };
+    let bases = Bases { buf: buf.ptr(), scratch: scratch.ptr(), cols: shape.cols() };
     match route {
         TransposeRoute::Kernel => {
-            let key = (shape.rows, shape.cols, geometry.scratch_elems);
+            let key = (shape.rows(), shape.cols(), geometry.scratch_elems);
             match cached_schedule(key) {
                 Some(execs) => execs.iter().try_for_each(|e| bases.run(device, e))?,
                 None => {
@@ -117,8 +116,8 @@ pub(crate) fn transpose_in_place(
 /// The block-pass kernel over a whole matrix, out of place (a benchmark ceiling). The caller
 /// checked that `src` and `dst` (two distinct allocations) hold `shape`.
 pub(crate) fn out_of_place(device: &Device, src: &CudaBuffer, dst: &mut CudaBuffer, shape: MatrixShape) -> Result<()> {
-    let bases = Bases { buf: src.ptr(), scratch: dst.ptr(), cols: shape.cols };
-    bases.run(device, &Exec::Block { src: Loc::Buf(0), dst: Loc::Scratch(0), rows: shape.rows })
+    let bases = Bases { buf: src.ptr(), scratch: dst.ptr(), cols: shape.cols() };
+    bases.run(device, &Exec::Block { src: Loc::Buf(0), dst: Loc::Scratch(0), rows: shape.rows() })
 }
 
 /// The two allocations a plan addresses.
@@ -491,7 +490,7 @@ pub(crate) fn schedule_each(
     emit: &mut dyn FnMut(Exec) -> Result<()>,
 ) -> Result<()> {
     let steps = &plan.steps;
-    let uses = ScratchUse::new(steps, plan.geometry.shape.cols);
+    let uses = ScratchUse::new(steps, plan.geometry.shape.cols());
     let mut composers = Composers::default();
     let mut i = 0;
     while i < steps.len() {

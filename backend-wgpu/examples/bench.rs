@@ -168,7 +168,7 @@ fn main() {
     let trace_shape = MatrixShape::new(n, args.cols).expect("trace shape");
     let params = LdeParams::new(trace_shape, args.blowup, 7).expect("LDE parameters");
     let lde_shape = params.lde_shape();
-    let big_n = lde_shape.rows;
+    let big_n = lde_shape.rows();
     let bytes = lde_shape.bytes();
     println!(
         "device: {} ({:?}, {:?}, driver {} {}); native u64 arithmetic {}; segment {} elements",
@@ -246,7 +246,7 @@ fn main() {
             if !run(&name) {
                 continue;
             }
-            let spec = LeafSpec { hash, layout, cols: 0..args.cols };
+            let spec = LeafSpec::new(hash, layout, 0..args.cols).expect("leaf spec");
             let leaves = spec.validate(lde_shape).expect("leaf spec");
             let mut out = b.alloc(leaves * 4).expect("digests");
             let ms = time(&b, args.iters, || b.hash_leaves_into(&lde, lde_shape, &spec, &mut out, 0).expect("hash"));

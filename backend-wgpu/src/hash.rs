@@ -28,11 +28,11 @@ pub(crate) fn hash_leaves_into(
     let op = "hash_leaves";
     let (space_a, _) = Space::new(gpu, &[&matrix.segs])?;
     let (space_b, _) = Space::new(gpu, &[&out.segs])?;
-    let kernel = match spec.hash {
+    let kernel = match spec.hash() {
         HashKind::Keccak256 => KECCAK,
         HashKind::Blake3 => BLAKE3,
     };
-    let cols = shape.cols as u64;
+    let cols = shape.cols() as u64;
     let s = gpu.seg_elems() as u64;
     if cols > s {
         return Err(Error::InvalidArgument(format!(
@@ -41,10 +41,10 @@ pub(crate) fn hash_leaves_into(
     }
     let out0 = out0 as u64;
     let dw = DIGEST_WORDS as u64;
-    let width = (spec.cols.end - spec.cols.start) as u32;
+    let width = (spec.cols().end - spec.cols().start) as u32;
     let chunk = (s / cols).min(s / dw).max(1);
     let mut rec = gpu.recorder(op);
-    match spec.layout {
+    match spec.layout() {
         LeafLayout::Rows => {
             let mut first = 0u64;
             while first < leaves as u64 {
@@ -52,7 +52,7 @@ pub(crate) fn hash_leaves_into(
                 let a = space_a.window::<4>(&[(first * cols, (first + n) * cols)], op)?;
                 let b = space_b.window::<2>(&[(out0 + first * dw, out0 + (first + n) * dw)], op)?;
                 let args =
-                    [0, cols as u32, spec.cols.start as u32, width, 0, 0, 0, first as u32, out0 as u32, 0, u32::MAX];
+                    [0, cols as u32, spec.cols().start as u32, width, 0, 0, 0, first as u32, out0 as u32, 0, u32::MAX];
                 rec.dispatch(kernel, n as u32, &args, a, b, Table::None)?;
                 first += n;
             }
@@ -61,8 +61,8 @@ pub(crate) fn hash_leaves_into(
             // Rows j and half + j make leaf br(j): contiguous rows scatter their digests over the
             // whole output. When the output exceeds what window B binds, each range of digests
             // [lo, hi) gets its own sweep over the rows, skipping leaves outside it.
-            let half = (shape.rows / 2) as u64;
-            let bits = shape.rows.trailing_zeros() - 1;
+            let half = (shape.rows() / 2) as u64;
+            let bits = shape.rows().trailing_zeros() - 1;
             let out_chunk = (s / dw).max(1);
             let mut lo = 0u64;
             while lo < leaves as u64 {
@@ -77,7 +77,7 @@ pub(crate) fn hash_leaves_into(
                     let args = [
                         0,
                         cols as u32,
-                        spec.cols.start as u32,
+                        spec.cols().start as u32,
                         width,
                         1,
                         bits,

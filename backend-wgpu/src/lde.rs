@@ -26,12 +26,12 @@ pub(crate) const PASS_LOG: u32 = 4;
 
 /// [`backend_api::Backend::coset_lde`].
 pub(crate) fn coset_lde(gpu: &Arc<Gpu>, trace: &WgpuBuffer, params: &LdeParams) -> Result<WgpuBuffer> {
-    params.trace.check_len("coset_lde trace", trace.len())?;
+    params.trace().check_len("coset_lde trace", trace.len())?;
     let op = "coset_lde";
     let (log_n, log_b) = (params.log_trace_rows(), params.log_blowup());
-    let n = params.trace.rows as u64;
-    let m = params.trace.cols as u64;
-    let b = params.blowup as u64;
+    let n = params.trace().rows() as u64;
+    let m = params.trace().cols() as u64;
+    let b = params.blowup() as u64;
     let big_n = n * b;
     let s = gpu.seg_elems() as u64;
     if b * m > s {
@@ -41,7 +41,7 @@ pub(crate) fn coset_lde(gpu: &Arc<Gpu>, trace: &WgpuBuffer, params: &LdeParams) 
             b * m
         )));
     }
-    let tw = LdeTwiddles::shared(log_n, log_b, params.shift);
+    let tw = LdeTwiddles::shared(log_n, log_b, params.shift());
     let what = format!("the twiddle tables for 2^{log_n} x 2^{log_b}");
     let tables = memory::upload_table(gpu, &[&tw.inv_twiddles, &tw.twiddles, &tw.coset], &what)?;
     let most = gpu.lde_pass_stages;

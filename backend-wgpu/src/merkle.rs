@@ -28,8 +28,8 @@ pub(crate) fn merkle_tree_in_place(gpu: &Gpu, nodes: &mut WgpuBuffer, tree: Tree
     let padded = tree.padded_leaves() as u64;
     let first_leaf = tree.first_leaf() as u64;
     let mut rec = gpu.recorder(op);
-    if (tree.leaves as u64) < padded {
-        let src = first_leaf + tree.leaves as u64 - 1;
+    if (tree.leaves() as u64) < padded {
+        let src = first_leaf + tree.leaves() as u64 - 1;
         let mut d = src + 1;
         let end = first_leaf + padded;
         while d < end {

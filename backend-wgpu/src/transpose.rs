@@ -41,7 +41,7 @@ pub(crate) fn transpose_in_place(gpu: &Arc<Gpu>, buf: &mut WgpuBuffer, shape: Ma
     for (i, step) in plan.steps.iter().enumerate() {
         match step {
             Step::TransposeBlock { src, dst, rows } => {
-                record_block(gpu, &mut rec, &space, at(*src), at(*dst), *rows, shape.cols)?;
+                record_block(gpu, &mut rec, &space, at(*src), at(*dst), *rows, shape.cols())?;
             }
             Step::Copies(moves) => {
                 let moves: Vec<Move> =

@@ -122,7 +122,7 @@ fn check_commit_plan(raw: [u64; 8]) {
                 assert!(s >= 1 && s < cols, "split {s} of {cols} columns accepted");
             }
             assert!(params.layout == LeafLayout::Rows || big >= 2, "pairs layout over {big} rows accepted");
-            assert_eq!(plan.lde_shape(), MatrixShape { rows: big, cols });
+            assert_eq!((plan.lde_shape().rows(), plan.lde_shape().cols()), (big, cols));
             assert_eq!(plan.trees.len(), if split.is_some() { 2 } else { 1 });
             let terms = plan.model.terms();
             let sum = terms.iter().try_fold(0usize, |acc, t| acc.checked_add(t.1));

@@ -13,9 +13,9 @@
 //! Input decoding (every byte string is valid; missing bytes read as zero):
 //! - byte 0 chooses the shape mode: mostly *bounded* shapes (`rows * cols <= MAX_ELEMS`, built
 //!   with `MatrixShape::new`) whose plan is built and executed; one time in four a *raw* shape of
-//!   any two `u64`s, including zero and overflowing sizes, written straight into the public fields
-//!   (what any caller can do): its geometry is checked, and its plan built and executed only when
-//!   it has at most `MAX_ELEMS` elements.
+//!   any two `u64`s, including zero and overflowing sizes, offered to `MatrixShape::new` (the only
+//!   way to build one): a refusal must be `InvalidShape`; an accepted shape's geometry is checked,
+//!   and its plan built and executed only when it has at most `MAX_ELEMS` elements.
 //! - byte 1 chooses the cap mode: any `u64`; a small multiple of one row block `(cols + 1) * 8`
 //!   plus a few bytes (the edges of the power-of-two choice); or about the whole matrix.
 //!
@@ -57,23 +57,27 @@ fuzz_target!(|data: &[u8]| {
     let mut b = Bytes(data);
     let (mode, cap_mode) = (b.u8(), b.u8());
     let shape = if mode % 4 == 3 {
-        MatrixShape { rows: b.u64() as usize, cols: b.u64() as usize }
+        match MatrixShape::new(b.u64() as usize, b.u64() as usize) {
+            Ok(shape) => shape,
+            Err(Error::InvalidShape(_)) => return,
+            Err(e) => panic!("a raw shape refused with the wrong error kind: {e}"),
+        }
     } else {
         let cols = 1 + b.u16() % 700;
         let rows = 1 + b.u16() % (MAX_ELEMS / cols);
         MatrixShape::new(rows, cols).expect("a bounded shape is valid")
     };
-    let block = shape.cols.saturating_add(1).saturating_mul(ELEM_BYTES);
+    let block = shape.cols().saturating_add(1).saturating_mul(ELEM_BYTES);
     let cap = match cap_mode % 3 {
         0 => b.u64() as usize,
         1 => block.saturating_mul(b.u8() as usize).saturating_add(b.u8() as usize % 16),
-        _ => block.saturating_mul(shape.rows).saturating_mul(1 + b.u8() as usize % 2).saturating_sub(b.u8() as usize),
+        _ => block.saturating_mul(shape.rows()).saturating_mul(1 + b.u8() as usize % 2).saturating_sub(b.u8() as usize),
     };
     check(shape, cap);
 });
 
 fn check(shape: MatrixShape, cap: usize) {
-    let (rows, cols) = (shape.rows, shape.cols);
+    let (rows, cols) = (shape.rows(), shape.cols());
     let geometry = TransposeGeometry::new(shape, cap);
     let min = cols.checked_add(1).and_then(|c| c.checked_mul(ELEM_BYTES));
     let g = match geometry {
@@ -83,8 +87,7 @@ fn check(shape: MatrixShape, cap: usize) {
             return;
         }
         Err(Error::InvalidShape(msg)) => {
-            let invalid = MatrixShape::new(rows, cols).is_err() || min.is_none();
-            assert!(invalid, "{shape}: a valid shape refused: {msg}");
+            assert!(min.is_none(), "{shape}: a valid shape refused: {msg}");
             return;
         }
         Err(e) => panic!("{shape}, cap {cap}: unexpected error kind: {e}"),
@@ -126,7 +129,7 @@ fn check(shape: MatrixShape, cap: usize) {
 /// Bounds of every step, and independence of every batch.
 fn check_steps(plan: &TransposePlan) {
     let g = &plan.geometry;
-    let (n, s, cols) = (g.shape.len(), g.scratch_elems, g.shape.cols);
+    let (n, s, cols) = (g.shape.len(), g.scratch_elems, g.shape.cols());
     let end = |loc: Loc, len: usize| {
         let limit = if matches!(loc, Loc::Buf(_)) { n } else { s };
         let e = loc.offset().checked_add(len).expect("step range overflows");

@@ -280,7 +280,7 @@ fn run_commit<P: Ports>(args: &CommitArgs, registry: &Registry<P>) -> Result<u8>
             progress.bar.set_message("generating the synthetic table");
             (
                 synthetic_trace(shape, args.seed),
-                format!("synthetic {} x {}, seed {}", shape.rows, shape.cols, args.seed),
+                format!("synthetic {} x {}, seed {}", shape.rows(), shape.cols(), args.seed),
             )
         }
     };

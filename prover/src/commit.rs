@@ -106,7 +106,7 @@ impl CommitPlan {
         };
         let mut trees = Vec::with_capacity(ranges.len());
         for (c0, c1) in ranges {
-            let spec = LeafSpec { hash: params.hash, layout: params.layout, cols: c0..c1 };
+            let spec = LeafSpec::new(params.hash, params.layout, c0..c1)?;
             let shape = TreeShape::new(spec.validate(lde_shape)?)?;
             trees.push(TreePlan { spec, shape });
         }
@@ -121,7 +121,7 @@ impl CommitPlan {
 
     /// The trace shape.
     pub fn trace_shape(&self) -> MatrixShape {
-        self.lde.trace
+        self.lde.trace()
     }
 
     /// The LDE shape, `N x cols`.
@@ -214,7 +214,7 @@ pub fn commit_admitted<B: Backend>(
     progress: &dyn Progress,
 ) -> Result<Commitment<B>> {
     let given = input.shape();
-    let plan = CommitPlan::new(given.rows, given.cols, params)?;
+    let plan = CommitPlan::new(given.rows(), given.cols(), params)?;
     let trace_shape = plan.trace_shape();
     let lde_shape = plan.lde_shape();
     trace_shape.check_len("trace input", input.len())?;

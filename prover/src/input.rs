@@ -88,7 +88,8 @@ pub fn check_trace_file(path: &Path, shape: MatrixShape) -> Result<()> {
             path,
             format!(
                 "the trace file holds {len} B, but {} rows x {} cols of u64 need {expected} B (rows * cols * 8)",
-                shape.rows, shape.cols
+                shape.rows(),
+                shape.cols()
             ),
         ));
     }

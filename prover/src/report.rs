@@ -117,8 +117,8 @@ impl CommitReport {
             .iter()
             .zip(&commitment.roots)
             .map(|(t, r)| TreeReport {
-                cols: [t.spec.cols.start, t.spec.cols.end],
-                leaves: t.shape.leaves,
+                cols: [t.spec.cols().start, t.spec.cols().end],
+                leaves: t.shape.leaves(),
                 root: hex(r),
             })
             .collect();
@@ -128,9 +128,9 @@ impl CommitReport {
             software_adapter: false,
             auto_skipped: Vec::new(),
             input: String::new(),
-            trace_rows: commitment.lde_shape.rows / params.blowup,
-            lde_rows: commitment.lde_shape.rows,
-            cols: commitment.lde_shape.cols,
+            trace_rows: commitment.lde_shape.rows() / params.blowup,
+            lde_rows: commitment.lde_shape.rows(),
+            cols: commitment.lde_shape.cols(),
             blowup: params.blowup,
             shift: params.shift,
             hash: params.hash.name().into(),
@@ -248,9 +248,9 @@ impl PlanReport {
         budget_source: &str,
     ) -> Self {
         Self {
-            trace_rows: plan.trace_shape().rows,
-            lde_rows: plan.lde_shape().rows,
-            cols: plan.trace_shape().cols,
+            trace_rows: plan.trace_shape().rows(),
+            lde_rows: plan.lde_shape().rows(),
+            cols: plan.trace_shape().cols(),
             blowup: params.blowup,
             layout: params.layout.name().into(),
             split: params.split,

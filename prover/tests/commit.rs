@@ -37,7 +37,7 @@ fn check_commit<B: Backend>(backend: &B, trace: &[u64], n: usize, m: usize, para
         assert_eq!(c.roots[i], merkle_root(&l, params.hash), "root of tree {i} over [{c0}, {c1})");
         let nodes = backend.download_vec(&c.trees[i]).unwrap();
         assert_eq!(backend_api::digests_from_words(&nodes[..4])[0], c.roots[i]);
-        assert_eq!(c.tree_plans[i].spec.cols, c0..c1);
+        assert_eq!(c.tree_plans[i].spec.cols(), c0..c1);
     }
 
     match &c.snapshot {
@@ -123,34 +123,37 @@ fn invalid_commits_are_rejected_before_any_allocation<B: Backend>(backend: &B) {
     let trace = values(64, 6);
     let ok = CommitParams::default();
     let cases: Vec<(MatrixShape, usize, CommitParams, &str)> = vec![
-        (MatrixShape { rows: 0, cols: 4 }, 0, ok.clone(), "got 0 x 4"),
-        (MatrixShape { rows: 4, cols: 0 }, 0, ok.clone(), "got 4 x 0"),
-        (MatrixShape { rows: 3, cols: 4 }, 12, ok.clone(), "power of two, got 3"),
+        (MatrixShape::new(3, 4).unwrap(), 12, ok.clone(), "power of two, got 3"),
         (
-            MatrixShape { rows: 4, cols: 4 },
+            MatrixShape::new(4, 4).unwrap(),
             16,
             CommitParams { blowup: 3, ..ok.clone() },
             "blowup must be a power of two, got 3",
         ),
         (
-            MatrixShape { rows: 4, cols: 4 },
+            MatrixShape::new(4, 4).unwrap(),
             16,
             CommitParams { blowup: 1 << 31, ..ok.clone() },
             "exceeds the field's 2^32",
         ),
-        (MatrixShape { rows: 4, cols: 4 }, 16, CommitParams { split: Some(0), ..ok.clone() }, "outside 1..=3"),
-        (MatrixShape { rows: 4, cols: 4 }, 16, CommitParams { split: Some(4), ..ok.clone() }, "outside 1..=3"),
-        (MatrixShape { rows: 4, cols: 1 }, 4, CommitParams { split: Some(1), ..ok.clone() }, "at least 2 columns"),
-        (MatrixShape { rows: 4, cols: 4 }, 16, CommitParams { scratch_cap: 39, ..ok.clone() }, "scratch cap 39 B"),
+        (MatrixShape::new(4, 4).unwrap(), 16, CommitParams { split: Some(0), ..ok.clone() }, "outside 1..=3"),
+        (MatrixShape::new(4, 4).unwrap(), 16, CommitParams { split: Some(4), ..ok.clone() }, "outside 1..=3"),
+        (MatrixShape::new(4, 1).unwrap(), 4, CommitParams { split: Some(1), ..ok.clone() }, "at least 2 columns"),
+        (MatrixShape::new(4, 4).unwrap(), 16, CommitParams { scratch_cap: 39, ..ok.clone() }, "scratch cap 39 B"),
         (
-            MatrixShape { rows: 1, cols: 4 },
+            MatrixShape::new(1, 4).unwrap(),
             4,
             CommitParams { blowup: 1, layout: LeafLayout::LambdaVmPairs, ..ok.clone() },
             "row count >= 2",
         ),
-        (MatrixShape { rows: 4, cols: 4 }, 16, CommitParams { shift: P, ..ok.clone() }, "non-zero"),
-        (MatrixShape { rows: 4, cols: 4 }, 15, ok.clone(), "expected 16 elements, got 15"),
+        (MatrixShape::new(4, 4).unwrap(), 16, CommitParams { shift: P, ..ok.clone() }, "non-zero"),
+        (MatrixShape::new(4, 4).unwrap(), 15, ok.clone(), "expected 16 elements, got 15"),
     ];
+    // An empty shape cannot reach `commit` (`MatrixShape::new` refuses it); the plan refuses it too.
+    for (rows, cols, want) in [(0, 4, "got 0 x 4"), (4, 0, "got 4 x 0")] {
+        let err = prover::CommitPlan::new(rows, cols, &ok).expect_err("an empty shape was planned");
+        assert!(err.to_string().contains(want), "{rows} x {cols}: {err} lacks {want:?}");
+    }
     for (shape, len, params, want) in cases {
         let before = backend.memory();
         let err = commit(backend, TraceInput::host(&trace[..len], shape), &params, &NoProgress)

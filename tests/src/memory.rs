@@ -164,7 +164,7 @@ pub fn memory_fault_injection<B: Backend>(backend: &B) -> Outcome {
 
     let matrix = backend.upload(&host).ctx("upload")?;
     for kind in HashKind::ALL {
-        let spec = LeafSpec { hash: kind, layout: LeafLayout::Rows, cols: 1..5 };
+        let spec = LeafSpec::new(kind, LeafLayout::Rows, 1..5).ctx("leaf spec")?;
         let leaves = inject_each(backend, "hash_leaves", || backend.hash_leaves(&matrix, shape, &spec))?;
         let words = backend.download_vec(&leaves).ctx("download")?;
         let expected = reference::leaf_digests(&host, 6, kind, LeafLayout::Rows, 1..5);

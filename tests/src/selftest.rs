@@ -160,10 +160,11 @@ impl Backend for HostBackend {
         shape.check_len("transpose matrix", buf.data.len())?;
         let plan = TransposePlan::new(shape, scratch_cap)?;
         let g = plan.geometry;
-        let scratch_len = if self.bug == Bug::ScratchOverCap { shape.len() + shape.cols + 1 } else { g.scratch_elems };
+        let scratch_len =
+            if self.bug == Bug::ScratchOverCap { shape.len() + shape.cols() + 1 } else { g.scratch_elems };
         let mut scratch = self.alloc(scratch_len)?;
         plan.execute_host(&mut buf.data, &mut scratch.data);
-        if self.bug == Bug::SwapRuns && g.full_blocks >= 2 && shape.cols >= 2 {
+        if self.bug == Bug::SwapRuns && g.full_blocks >= 2 && shape.cols() >= 2 {
             let r = g.run_rows;
             let (a, b) = buf.data.split_at_mut(r);
             a.swap_with_slice(&mut b[..r]);
@@ -217,15 +218,15 @@ impl Backend for HostBackend {
         }
         let canon = |x: u64| if self.bug == Bug::HashRawBytes { x } else { field::canonical(x) };
         let row = |r: usize, big: bool, bytes: &mut Vec<u8>| {
-            for c in spec.cols.clone() {
-                let x = canon(matrix.data[r * shape.cols + c]);
+            for c in spec.cols().clone() {
+                let x = canon(matrix.data[r * shape.cols() + c]);
                 bytes.extend_from_slice(&if big { x.to_be_bytes() } else { x.to_le_bytes() });
             }
         };
-        let bits = shape.rows.trailing_zeros();
+        let bits = shape.rows().trailing_zeros();
         for i in 0..leaves {
             let mut bytes = Vec::new();
-            match spec.layout {
+            match spec.layout() {
                 LeafLayout::Rows => row(i, false, &mut bytes),
                 LeafLayout::LambdaVmPairs => {
                     let big = self.bug != Bug::PairsLittleEndian;
@@ -234,7 +235,7 @@ impl Backend for HostBackend {
                     row(br(2 * i + 1), big, &mut bytes);
                 }
             }
-            let d = self.hash(spec.hash, &bytes);
+            let d = self.hash(spec.hash(), &bytes);
             let at = start + i * DIGEST_WORDS;
             self.digest_into(&mut out.data[at..at + DIGEST_WORDS], &d);
         }
@@ -253,8 +254,8 @@ impl Backend for HostBackend {
             backend_api::digests_from_words(&n[i * DIGEST_WORDS..(i + 1) * DIGEST_WORDS])[0]
         };
         let first = tree.first_leaf();
-        let pad = if self.bug == Bug::ZeroPadding { [0u8; 32] } else { digest(&nodes.data, first + tree.leaves - 1) };
-        for i in first + tree.leaves..tree.nodes() {
+        let pad = if self.bug == Bug::ZeroPadding { [0u8; 32] } else { digest(&nodes.data, first + tree.leaves() - 1) };
+        for i in first + tree.leaves()..tree.nodes() {
             self.digest_into(&mut nodes.data[i * DIGEST_WORDS..(i + 1) * DIGEST_WORDS], &pad);
         }
         // Level by level from the leaves' level up.
@@ -274,11 +275,11 @@ impl Backend for HostBackend {
     }
 
     fn coset_lde(&self, trace: &HostBuffer, params: &LdeParams) -> Result<HostBuffer> {
-        params.trace.check_len("lde trace", trace.data.len())?;
-        let (n, m) = (params.trace.rows, params.trace.cols);
-        let big_n = n * params.blowup;
+        params.trace().check_len("lde trace", trace.data.len())?;
+        let (n, m) = (params.trace().rows(), params.trace().cols());
+        let big_n = n * params.blowup();
         let mut out = self.alloc(big_n * m)?;
-        if self.bug == Bug::IdentityShortcut && params.blowup == 1 && field::canonical(params.shift) == 1 {
+        if self.bug == Bug::IdentityShortcut && params.blowup() == 1 && field::canonical(params.shift()) == 1 {
             out.data.copy_from_slice(&trace.data);
             return Ok(out);
         }
@@ -293,7 +294,7 @@ impl Backend for HostBackend {
             }
         };
         drop(tables);
-        let shift = if self.bug == Bug::ShiftTruncated { params.shift & 0xFFFF_FFFF } else { params.shift };
+        let shift = if self.bug == Bug::ShiftTruncated { params.shift() & 0xFFFF_FFFF } else { params.shift() };
         let w_inv = field::inverse(field::root_of_unity(params.log_trace_rows()));
         let w_big = field::root_of_unity(params.log_trace_rows() + params.log_blowup());
         let n_inv = field::inverse(n as u64);

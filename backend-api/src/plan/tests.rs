@@ -49,7 +49,7 @@ fn assert_scratch_bounded(plan: &TransposePlan) {
     for step in &plan.steps {
         let touched: Vec<(Loc, usize)> = match step {
             Step::TransposeBlock { src, dst, rows } => {
-                let n = rows * plan.geometry.shape.cols;
+                let n = rows * plan.geometry.shape.cols();
                 vec![(*src, n), (*dst, n)]
             }
             Step::Copies(m) => m.iter().flat_map(|m| [(m.src, m.len), (m.dst, m.len)]).collect(),
@@ -213,5 +213,5 @@ fn batch_count_at_production_shape_is_small() {
 }
 
 fn fixed_points(g: &TransposeGeometry) -> usize {
-    (0..g.runs()).filter(|&s| run_destination(s, g.full_blocks, g.shape.cols) == s).count()
+    (0..g.runs()).filter(|&s| run_destination(s, g.full_blocks, g.shape.cols()) == s).count()
 }

@@ -30,8 +30,8 @@ impl Table {
         Self { name: name.into(), rows, cols, data: g.matrix(rows * cols), params }
     }
 
-    fn shape(&self) -> MatrixShape {
-        MatrixShape { rows: self.rows, cols: self.cols }
+    fn shape(&self) -> backend_api::Result<MatrixShape> {
+        MatrixShape::new(self.rows, self.cols)
     }
 
     /// The commit's modelled memory (what admission compares with the budget).
@@ -129,7 +129,7 @@ pub fn commit_table<B: Backend>(
     table: &Table,
     admission: &Admission,
 ) -> Result<Commitment<B>, ProverError> {
-    commit_admitted(backend, TraceInput::host(&table.data, table.shape()), &table.params, admission, &NoProgress)
+    commit_admitted(backend, TraceInput::host(&table.data, table.shape()?), &table.params, admission, &NoProgress)
 }
 
 /// Downloads what a commitment holds (waiting for its queued host copy).
