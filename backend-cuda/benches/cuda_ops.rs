@@ -8,6 +8,10 @@
 //!     [--route-reps 2] [--ntt-stages 0,1] [--ntt-variants 32x8,16x8,32x4] [--ntt-lazy 1,0]
 //! ```
 //!
+//! The backend opens with `CudaOptions::from_env()` (`CUDA_TRANSPOSE_ROUTE`, `CUDA_NTT_*`); the
+//! `--ntt-*` flags vary those options (`--ntt-stages 0` is the most shared memory allows), and
+//! each one left out keeps the environment's value.
+//!
 //! `--log-rows` is log2 of the LDE's rows `N` (the matrix the transpose and the leaves work on);
 //! the LDE and the commit start from a trace of `N / blowup` rows. Inputs are random (never zeros:
 //! zeros hide unwritten outputs and can run faster than real data).
@@ -18,7 +22,7 @@ use backend_api::{
     Backend, DEFAULT_SCRATCH_CAP, DIGEST_WORDS, HashKind, LdeParams, LeafLayout, LeafSpec, MatrixShape, Result,
     TreeShape,
 };
-use backend_cuda::{CudaBackend, CudaBuffer, TransposeRoute};
+use backend_cuda::{CudaBackend, CudaBuffer, CudaOptions, NttKernel, TransposeRoute};
 
 struct Args {
     log_rows: u32,
@@ -28,8 +32,8 @@ struct Args {
     route_reps: usize,
     ops: Vec<String>,
     routes: Vec<TransposeRoute>,
-    ntt_stages: Vec<u32>,
-    ntt_variants: Vec<(u32, u32)>,
+    ntt_stages: Vec<Option<u32>>,
+    ntt_variants: Vec<NttKernel>,
     ntt_lazy: Vec<bool>,
 }
 
@@ -42,9 +46,10 @@ fn parse_args() -> std::result::Result<Args, String> {
         route_reps: 2,
         ops: ["copy", "transpose", "leaves", "merkle", "lde", "commit"].map(String::from).to_vec(),
         routes: TransposeRoute::ALL.to_vec(),
-        ntt_stages: vec![0],
-        ntt_variants: vec![(32, 8)],
-        ntt_lazy: vec![true],
+        // Empty: the value of the backend's options (CudaOptions::from_env).
+        ntt_stages: Vec::new(),
+        ntt_variants: Vec::new(),
+        ntt_lazy: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -73,14 +78,18 @@ fn parse_args() -> std::result::Result<Args, String> {
                     .split(',')
                     .map(|v| {
                         let (r, c) = v.split_once('x').ok_or_else(|| format!("--ntt-variants {v}: radix x columns"))?;
-                        Ok((r.parse::<u32>().map_err(|e| e.to_string())?, c.parse::<u32>().map_err(|e| e.to_string())?))
+                        let (r, c) = (
+                            r.parse::<u32>().map_err(|e| e.to_string())?,
+                            c.parse::<u32>().map_err(|e| e.to_string())?,
+                        );
+                        NttKernel::from_radix_cols(r, c).map_err(|e| e.to_string())
                     })
                     .collect::<std::result::Result<_, String>>()?
             }
             "--ntt-stages" => {
                 a.ntt_stages = value()?
                     .split(',')
-                    .map(|s| s.parse::<u32>().map_err(|e| e.to_string()))
+                    .map(|s| s.parse::<u32>().map(|k| (k != 0).then_some(k)).map_err(|e| e.to_string()))
                     .collect::<std::result::Result<_, _>>()?
             }
             other => return Err(format!("unknown flag {other}")),
@@ -90,6 +99,11 @@ fn parse_args() -> std::result::Result<Args, String> {
         return Err(format!("--blowup {} must be a power of two at most 2^{}", a.blowup, a.log_rows));
     }
     Ok(a)
+}
+
+/// The flag's values, or the options' value `d` when the flag was not given.
+fn or_base<T: Copy>(v: &[T], d: T) -> Vec<T> {
+    if v.is_empty() { vec![d] } else { v.to_vec() }
 }
 
 /// Median, min and max of `reps` timed runs of `f` (milliseconds of device time), after one
@@ -152,7 +166,8 @@ impl Report {
 }
 
 fn run(a: &Args) -> std::result::Result<(), Box<dyn std::error::Error>> {
-    let b = CudaBackend::new(0)?;
+    // The environment's options (CUDA_TRANSPOSE_ROUTE, CUDA_NTT_*), varied below by the flags.
+    let b = CudaBackend::open(0, CudaOptions::from_env()?)?;
     let info = b.info();
     let rows = 1usize << a.log_rows;
     let shape = MatrixShape::new(rows, a.cols)?;
@@ -202,12 +217,11 @@ fn run(a: &Args) -> std::result::Result<(), Box<dyn std::error::Error>> {
             r.line("transpose out of place (tile kernel)", &shape.to_string(), shape.bytes(), t);
         }
         for &route in &a.routes {
-            b.set_transpose_route(route);
+            let br = b.with_options(CudaOptions { transpose_route: route, ..b.options() })?;
             let reps = if route == TransposeRoute::Kernel { a.reps } else { a.route_reps };
-            let t = time(&b, reps, || b.transpose_in_place(&mut matrix, shape, DEFAULT_SCRATCH_CAP))?;
+            let t = time(&br, reps, || br.transpose_in_place(&mut matrix, shape, DEFAULT_SCRATCH_CAP))?;
             r.line(&format!("transpose in place, route {}", route.name()), &shape.to_string(), shape.bytes(), t);
         }
-        b.set_transpose_route(TransposeRoute::Kernel);
     }
 
     let tree = TreeShape::new(rows)?;
@@ -240,32 +254,30 @@ fn run(a: &Args) -> std::result::Result<(), Box<dyn std::error::Error>> {
     if want("lde") {
         let trace = b.upload(&random_words(trace_shape.len(), 3))?;
         let params = LdeParams::new(trace_shape, a.blowup, backend_api::field::DEFAULT_SHIFT)?;
-        for &k in &a.ntt_stages {
-            for &(radix, cols) in &a.ntt_variants {
-                for &lazy in &a.ntt_lazy {
-                    if !lazy && a.ntt_lazy.len() > 1 && (radix, cols) != (32, 8) {
+        let base = b.options();
+        for stages in or_base(&a.ntt_stages, base.ntt_stages) {
+            for kernel in or_base(&a.ntt_variants, base.ntt_kernel) {
+                for lazy in or_base(&a.ntt_lazy, base.ntt_lazy) {
+                    if !lazy && a.ntt_lazy.len() > 1 && kernel != NttKernel::Radix32Cols8 {
                         continue; // only the radix-32, 8-column kernel has a lazy variant
                     }
-                    b.set_ntt_stages(k);
-                    b.set_ntt_radix(radix);
-                    b.set_ntt_cols(cols);
-                    b.set_ntt_lazy(lazy);
-                    let t = time(&b, a.reps, || b.coset_lde(&trace, &params).map(drop))?;
-                    let lazy_label = if lazy && (radix, cols) == (32, 8) { ", lazy" } else { "" };
-                    let label = if k == 0 {
-                        format!("coset lde (radix {radix}, {cols} cols{lazy_label})")
-                    } else {
-                        format!("coset lde ({k} stages/pass, radix {radix}, {cols} cols{lazy_label})")
+                    let bl = b.with_options(CudaOptions {
+                        ntt_stages: stages,
+                        ntt_kernel: kernel,
+                        ntt_lazy: lazy,
+                        ..b.options()
+                    })?;
+                    let t = time(&bl, a.reps, || bl.coset_lde(&trace, &params).map(drop))?;
+                    let (radix, cols) = (kernel.radix(), kernel.cols());
+                    let lazy_label = if lazy && kernel == NttKernel::Radix32Cols8 { ", lazy" } else { "" };
+                    let label = match stages {
+                        None => format!("coset lde (radix {radix}, {cols} cols{lazy_label})"),
+                        Some(k) => format!("coset lde ({k} stages/pass, radix {radix}, {cols} cols{lazy_label})"),
                     };
                     r.line(&label, &format!("{} -> {}", trace_shape, shape), shape.bytes(), t);
                 }
             }
         }
-        b.set_ntt_stages(0);
-        let (radix, cols) = a.ntt_variants.first().copied().unwrap_or((32, 8));
-        b.set_ntt_radix(radix);
-        b.set_ntt_cols(cols);
-        b.set_ntt_lazy(*a.ntt_lazy.first().unwrap_or(&true));
     }
 
     if want("commit") {

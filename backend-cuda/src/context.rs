@@ -2,7 +2,6 @@
 //! tracker and its compiled kernels. Buffers hold an `Arc` of it, so it outlives them.
 
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicBool, AtomicU32};
 
 use backend_api::{AllocTracker, Result};
 use cudarc::driver::sys;
@@ -32,14 +31,6 @@ pub(crate) struct Device {
     pub(crate) sm_count: u32,
     /// The most dynamic shared memory one block may opt into, in bytes.
     pub(crate) max_shared_optin: usize,
-    /// NTT stages per LDE pass; 0 picks the most shared memory allows.
-    pub(crate) ntt_stages: AtomicU32,
-    /// Elements per thread of the NTT register kernels: 32 (default) or 16.
-    pub(crate) ntt_radix: AtomicU32,
-    /// Columns per tile of the radix-32 NTT register kernel: 8 (default) or 4.
-    pub(crate) ntt_cols: AtomicU32,
-    /// Whether the radix-32 NTT kernel reduces lazily (see lde.cu); default on.
-    pub(crate) ntt_lazy: AtomicBool,
     modules: Modules,
 }
 
@@ -93,10 +84,6 @@ impl Device {
             capability,
             sm_count,
             max_shared_optin,
-            ntt_stages: AtomicU32::new(std::env::var("CUDA_NTT_STAGES").ok().and_then(|s| s.parse().ok()).unwrap_or(0)),
-            ntt_radix: AtomicU32::new(std::env::var("CUDA_NTT_RADIX").ok().and_then(|s| s.parse().ok()).unwrap_or(32)),
-            ntt_cols: AtomicU32::new(std::env::var("CUDA_NTT_COLS").ok().and_then(|s| s.parse().ok()).unwrap_or(8)),
-            ntt_lazy: AtomicBool::new(std::env::var("CUDA_NTT_LAZY").map_or(true, |v| v != "0")),
             modules: Modules::default(),
         })
     }

@@ -12,13 +12,12 @@ use backend_api::{ELEM_BYTES, LdeParams, Result};
 use crate::context::{Device, kernel_args};
 use crate::memory::{self, CudaBuffer};
 use crate::module::Source;
+use crate::options::{CudaOptions, MAX_NTT_STAGES, NttKernel};
 
 /// Columns per tile (`NTT_COLS` in lde.cu).
 const NTT_COLS: usize = 8;
 /// Threads per block of the shared-memory kernel (`__launch_bounds__(512)`).
 const BLOCK: u32 = 512;
-/// The most stages one pass fuses: a 2^11-row tile of 8 columns is 128 KiB of shared memory.
-const MAX_STAGES: u32 = 11;
 
 /// The parameter of the NTT kernels; layout identical to `NttPass` in lde.cu.
 #[repr(C)]
@@ -44,9 +43,6 @@ struct NttPass {
 
 /// Stages per pass from which the register kernel (radix-32 groups) runs a pass.
 const REG_MIN_STAGES: u32 = 5;
-/// Elements each thread of the register kernels holds by default (radix 32; 16 is the other
-/// variant, [`crate::CudaBackend::set_ntt_radix`]).
-const REG_ELEMS: u32 = 32;
 
 /// Splits `stages` into passes of at most `max` stages, as even as possible (larger ones first);
 /// zero stages is one empty pass.
@@ -58,28 +54,19 @@ fn split(stages: u32, max: u32) -> Vec<u32> {
     (0..passes).map(|i| stages / passes + u32::from(i < stages % passes)).collect()
 }
 
-/// Stages per pass: the device's setting (`CUDA_NTT_STAGES`, or
-/// [`crate::CudaBackend::set_ntt_stages`]; 1 is one radix-2 stage per launch) or else the most the
-/// device's shared memory allows, up to [`MAX_STAGES`].
-fn stages_per_pass(device: &Device) -> u32 {
-    let fit = (device.max_shared_optin / (NTT_COLS * ELEM_BYTES)).max(2).ilog2().min(MAX_STAGES);
-    match device.ntt_stages.load(std::sync::atomic::Ordering::Relaxed) {
-        0 => fit,
-        k => k.min(fit),
-    }
+/// Stages per pass: [`CudaOptions::ntt_stages`] (1 is one radix-2 stage per launch) or else the
+/// most the device's shared memory allows, up to [`MAX_NTT_STAGES`].
+fn stages_per_pass(device: &Device, options: &CudaOptions) -> u32 {
+    let fit = (device.max_shared_optin / (NTT_COLS * ELEM_BYTES)).max(2).ilog2().min(MAX_NTT_STAGES);
+    options.ntt_stages.map_or(fit, |k| k.min(fit))
 }
 
-/// The register kernel variant the device's settings select: (radix, columns per tile, lazy).
+/// The register kernel variant the options select: (radix, columns per tile, lazy).
 /// Lazy reduction (radix 32, 8 columns only): values inside the transform are any u64 congruent
 /// mod p; the last pass canonicalises, and the shared-memory kernel canonicalises what it loads.
-pub(crate) fn variant(device: &Device) -> (u32, usize, bool) {
-    use std::sync::atomic::Ordering::Relaxed;
-    let (radix, reg_cols) = match (device.ntt_radix.load(Relaxed), device.ntt_cols.load(Relaxed)) {
-        (16, _) => (16, NTT_COLS),
-        (_, 4) => (REG_ELEMS, 4),
-        _ => (REG_ELEMS, NTT_COLS),
-    };
-    (radix, reg_cols, device.ntt_lazy.load(Relaxed) && radix == REG_ELEMS && reg_cols == NTT_COLS)
+pub(crate) fn variant(options: &CudaOptions) -> (u32, usize, bool) {
+    let k = options.ntt_kernel;
+    (k.radix(), k.cols() as usize, options.ntt_lazy && k == NttKernel::Radix32Cols8)
 }
 
 /// The kernel of one NTT pass: inverse (`dit` false) or forward, register kernel or shared-memory
@@ -100,7 +87,12 @@ pub(crate) fn pass_kernel(dit: bool, reg: bool, (radix, reg_cols, lazy): (u32, u
 }
 
 /// [`backend_api::Backend::coset_lde`].
-pub(crate) fn coset_lde(device: &Device, trace: &CudaBuffer, params: &LdeParams) -> Result<CudaBuffer> {
+pub(crate) fn coset_lde(
+    device: &Device,
+    options: &CudaOptions,
+    trace: &CudaBuffer,
+    params: &LdeParams,
+) -> Result<CudaBuffer> {
     let shape = params.trace();
     shape.check_len("coset_lde trace", trace.len())?;
     let (log_n, log_b) = (params.log_trace_rows(), params.log_blowup());
@@ -114,7 +106,7 @@ pub(crate) fn coset_lde(device: &Device, trace: &CudaBuffer, params: &LdeParams)
     memory::write(&tw, inv.len(), fwd)?;
     memory::write(&tw, inv.len() + fwd.len(), coset)?;
 
-    let max_k = stages_per_pass(device);
+    let max_k = stages_per_pass(device, options);
     let shared_max = (1usize << max_k) * NTT_COLS * ELEM_BYTES + (1usize << max_k) / 32 * ELEM_BYTES;
     let inverse = split(log_n, max_k);
     // The forward NTT of size N runs the same stage split (its first log B stages are the
@@ -124,7 +116,7 @@ pub(crate) fn coset_lde(device: &Device, trace: &CudaBuffer, params: &LdeParams)
     // pass reads the shared row for all of them); the shared-memory kernel writes them. Mixed
     // passes keep the replicas.
     let all_reg = inverse.iter().chain(&forward).all(|&k| k >= REG_MIN_STAGES);
-    let (radix, reg_cols, lazy) = variant(device);
+    let (radix, reg_cols, lazy) = variant(options);
     let kernels = |dit: bool, k: u32| {
         let reg = k >= REG_MIN_STAGES;
         let name = pass_kernel(dit, reg, (radix, reg_cols, lazy));

@@ -18,16 +18,18 @@
 //!   allocate nothing beyond what the memory model counts.
 //! - **Tracked memory.** Every allocation is reserved in the instance's [`AllocTracker`] first and
 //!   released when freed, so fault injection and the memory model see the same bytes as on the CPU.
-//! - **Two run-pass routes for the in-place transpose** ([`TransposeRoute`]): the seed's copy
-//!   engine route (`cuMemcpyBatchAsync`, or one copy at a time) and the default kernel route,
+//! - **Two run-pass routes for the in-place transpose** ([`TransposeRoute`]): the copy engine
+//!   route (`cuMemcpyBatchAsync`, or one copy at a time) and the default kernel route,
 //!   which executes the plan's run batches as one fused gather launch per pair of batches (each
 //!   run moves once), with the host schedule cached per shape.
 //! - **The LDE in four passes** at 2^21 -> 2^22: register-blocked radix-32 NTT passes over
 //!   2^11-row x 8-column shared-memory tiles, inverse by decimation in frequency on rows `B*p`,
 //!   forward by decimation in time reading those rows for all `B` replicas, Goldilocks arithmetic
-//!   on PTX carry chains with lazy reduction (canonical only where stored last). Variants for
-//!   measurement: [`CudaBackend::set_ntt_radix`], [`CudaBackend::set_ntt_cols`],
-//!   [`CudaBackend::set_ntt_lazy`], [`CudaBackend::set_ntt_stages`].
+//!   on PTX carry chains with lazy reduction (canonical only where stored last).
+//! - **Options, not globals.** The transpose route and the NTT variants are [`CudaOptions`], fixed
+//!   when a backend is opened ([`CudaBackend::open`]); [`CudaBackend::with_options`] gives another
+//!   handle on the same device to measure or test another configuration. The library reads no
+//!   environment variable; [`CudaOptions::from_env`] does, for the CLI, benches and suites.
 
 mod context;
 mod copy;
@@ -38,10 +40,10 @@ mod lde;
 mod memory;
 mod merkle;
 mod module;
+mod options;
 mod transpose;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
 
 use backend_api::DeviceBuffer as _;
 use backend_api::{
@@ -51,53 +53,14 @@ use backend_api::{
 pub use kernel_cache::ImageOrigin;
 pub use memory::{CudaBuffer, CudaDownload};
 pub use module::KernelPrep;
+pub use options::{CudaOptions, NttKernel, TransposeRoute};
 
 use context::Device;
-
-/// How the in-place transpose executes the plan's [`backend_api::plan::Step::Copies`] batches.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum TransposeRoute {
-    /// Route (b), the default: gather kernels; consecutive batches of whole runs are fused into
-    /// one launch that moves every run once.
-    Kernel,
-    /// Route (a): one `cuMemcpyBatchAsync` per batch (the seed's route).
-    Batched,
-    /// Route (a), unbatched: one `cuMemcpyDtoDAsync` per copy.
-    Unbatched,
-}
-
-impl TransposeRoute {
-    /// Every route.
-    pub const ALL: [TransposeRoute; 3] = [TransposeRoute::Kernel, TransposeRoute::Batched, TransposeRoute::Unbatched];
-
-    /// The spelling of `CUDA_TRANSPOSE_ROUTE`: `kernel`, `batched`, `unbatched`.
-    pub fn name(self) -> &'static str {
-        match self {
-            TransposeRoute::Kernel => "kernel",
-            TransposeRoute::Batched => "batched",
-            TransposeRoute::Unbatched => "unbatched",
-        }
-    }
-
-    /// Parses [`TransposeRoute::name`].
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] naming the accepted values.
-    pub fn parse(s: &str) -> Result<Self> {
-        Self::ALL.into_iter().find(|r| r.name() == s).ok_or_else(|| {
-            Error::InvalidArgument(format!("transpose route {s:?}: expected one of kernel, batched, unbatched"))
-        })
-    }
-
-    fn from_u8(v: u8) -> Self {
-        Self::ALL[v as usize % 3]
-    }
-}
 
 /// The CUDA backend on one device.
 pub struct CudaBackend {
     device: Arc<Device>,
-    route: AtomicU8,
+    options: CudaOptions,
 }
 
 impl std::fmt::Debug for CudaBackend {
@@ -106,35 +69,43 @@ impl std::fmt::Debug for CudaBackend {
             .field("ordinal", &self.device.ordinal)
             .field("device", &self.device.name)
             .field("uuid", &self.device.uuid)
-            .field("route", &self.transpose_route())
+            .field("options", &self.options)
             .finish()
     }
 }
 
 impl CudaBackend {
-    /// Opens CUDA device `ordinal` with its own stream. The transpose route is
-    /// `CUDA_TRANSPOSE_ROUTE` (`kernel`, `batched` or `unbatched`) when set, else
-    /// [`TransposeRoute::Kernel`].
+    /// Opens CUDA device `ordinal` with its own stream and the default [`CudaOptions`] (the
+    /// fastest measured configuration).
+    ///
+    /// # Errors
+    /// As [`CudaBackend::open`].
+    pub fn new(ordinal: usize) -> Result<Self> {
+        Self::open(ordinal, CudaOptions::default())
+    }
+
+    /// Opens CUDA device `ordinal` with its own stream, configured by `options`
+    /// ([`CudaOptions::from_env`] reads them from the environment).
     ///
     /// # Errors
     /// [`Error::BackendUnavailable`] when the CUDA driver or NVRTC cannot be loaded, the driver
-    /// does not initialise, or there is no such device; [`Error::InvalidArgument`] for a bad
-    /// `CUDA_TRANSPOSE_ROUTE`.
-    pub fn new(ordinal: usize) -> Result<Self> {
-        let route = match std::env::var("CUDA_TRANSPOSE_ROUTE") {
-            Ok(s) if !s.is_empty() => TransposeRoute::parse(&s)?,
-            _ => TransposeRoute::Kernel,
-        };
-        Self::with_route(ordinal, route)
+    /// does not initialise, or there is no such device; [`Error::InvalidArgument`] for options
+    /// outside their ranges ([`CudaOptions::validate`]).
+    pub fn open(ordinal: usize, options: CudaOptions) -> Result<Self> {
+        options.validate()?;
+        let device = Arc::new(Device::open(ordinal)?);
+        Ok(Self { device, options })
     }
 
-    /// Opens device `ordinal` with an explicit transpose route.
+    /// Another handle on the same device, stream, memory tracker and compiled kernels, configured
+    /// by `options`: buffers of either handle may be passed to the other. Cheap (no context,
+    /// stream or compile), so a measurement or a test can run every configuration on one device.
     ///
     /// # Errors
-    /// As [`CudaBackend::new`].
-    pub fn with_route(ordinal: usize, route: TransposeRoute) -> Result<Self> {
-        let device = Arc::new(Device::open(ordinal)?);
-        Ok(Self { device, route: AtomicU8::new(route as u8) })
+    /// [`Error::InvalidArgument`] for options outside their ranges.
+    pub fn with_options(&self, options: CudaOptions) -> Result<Self> {
+        options.validate()?;
+        Ok(Self { device: Arc::clone(&self.device), options })
     }
 
     /// How many CUDA devices the driver reports (ordinals `0..count`).
@@ -157,14 +128,9 @@ impl CudaBackend {
         &self.device.uuid
     }
 
-    /// The transpose route in use.
-    pub fn transpose_route(&self) -> TransposeRoute {
-        TransposeRoute::from_u8(self.route.load(Ordering::Relaxed))
-    }
-
-    /// Switches the transpose route (for measurements; every route gives the same bytes).
-    pub fn set_transpose_route(&self, route: TransposeRoute) {
-        self.route.store(route as u8, Ordering::Relaxed);
+    /// The options this handle runs with.
+    pub fn options(&self) -> CudaOptions {
+        self.options
     }
 
     /// The device's compute capability, e.g. `(9, 0)`.
@@ -191,35 +157,8 @@ impl CudaBackend {
         driver::pool_reserved_high(self.device.raw_device())
     }
 
-    /// Sets the NTT stages fused per LDE pass (1 = one radix-2 stage per launch; 0 = the most
-    /// shared memory allows, the default). `CUDA_NTT_STAGES` sets it at construction.
-    pub fn set_ntt_stages(&self, stages: u32) {
-        self.device.ntt_stages.store(stages, Ordering::Relaxed);
-    }
-
-    /// Sets the elements each thread of the NTT register kernels holds: 32 (radix-32 groups, 512
-    /// threads per 2^11-row tile; the default) or 16 (radix-16 groups, 1024 threads). Other values
-    /// mean 32. `CUDA_NTT_RADIX` sets it at construction. Every setting gives the same bytes.
-    pub fn set_ntt_radix(&self, radix: u32) {
-        self.device.ntt_radix.store(radix, Ordering::Relaxed);
-    }
-
-    /// Sets the columns per tile of the radix-32 NTT register kernel: 8 (the default) or 4 (half
-    /// the shared memory, two blocks per SM). `CUDA_NTT_COLS` sets it at construction. Every
-    /// setting gives the same bytes.
-    pub fn set_ntt_cols(&self, cols: u32) {
-        self.device.ntt_cols.store(cols, Ordering::Relaxed);
-    }
-
-    /// Whether the radix-32, 8-column NTT kernel reduces lazily (values inside a transform are any
-    /// u64 congruent mod p, canonicalised by the last pass; the default) or canonically after every
-    /// operation. `CUDA_NTT_LAZY=0` turns it off at construction. Both give the same bytes.
-    pub fn set_ntt_lazy(&self, lazy: bool) {
-        self.device.ntt_lazy.store(lazy, Ordering::Relaxed);
-    }
-
     /// Compiles (or reads from the on-disk kernel cache) and loads, in parallel, every kernel a
-    /// commit with leaf hash `hash` launches with the current NTT settings, instead of one by one
+    /// commit with leaf hash `hash` launches with this handle's NTT options, instead of one by one
     /// at first launch; returns what each compiled unit cost. Kernels already loaded are skipped,
     /// so a second call returns an empty list.
     ///
@@ -231,7 +170,7 @@ impl CudaBackend {
     /// [`Error::KernelCompile`] with NVRTC's log, or a driver error loading an image.
     pub fn prepare_kernels(&self, hash: HashKind) -> Result<Vec<KernelPrep>> {
         use module::{Source, Unit};
-        let v = lde::variant(&self.device);
+        let v = lde::variant(&self.options);
         let mut units = vec![
             Unit::of(Source::Lde, lde::pass_kernel(false, false, v)),
             Unit::of(Source::Lde, lde::pass_kernel(true, false, v)),
@@ -389,7 +328,7 @@ impl Backend for CudaBackend {
 
     fn transpose_in_place(&self, buf: &mut CudaBuffer, shape: MatrixShape, scratch_cap: usize) -> Result<()> {
         self.check_owned(buf)?;
-        transpose::transpose_in_place(&self.device, buf, shape, scratch_cap, self.transpose_route())
+        transpose::transpose_in_place(&self.device, buf, shape, scratch_cap, self.options.transpose_route)
     }
 
     fn batched_copy(&self, src: &CudaBuffer, dst: &mut CudaBuffer, copies: &[CopyRange]) -> Result<()> {
@@ -423,7 +362,7 @@ impl Backend for CudaBackend {
 
     fn coset_lde(&self, trace: &CudaBuffer, params: &LdeParams) -> Result<CudaBuffer> {
         self.check_owned(trace)?;
-        lde::coset_lde(&self.device, trace, params)
+        lde::coset_lde(&self.device, &self.options, trace, params)
     }
 }
 

@@ -229,15 +229,6 @@ fn result_codes_map_to_typed_errors() {
     assert!(driver::check("x", CUresult::CUDA_SUCCESS).is_ok());
 }
 
-#[test]
-fn transpose_routes_parse() {
-    use crate::TransposeRoute;
-    for r in TransposeRoute::ALL {
-        assert_eq!(TransposeRoute::parse(r.name()).unwrap(), r);
-    }
-    assert!(matches!(TransposeRoute::parse("fast"), Err(Error::InvalidArgument(_))));
-}
-
 /// Prints ptxas's resource report (registers, spills, shared memory) of every kernel:
 /// `cargo test -p backend-cuda --release resource_report -- --ignored --nocapture`.
 #[test]

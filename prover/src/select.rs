@@ -258,15 +258,17 @@ fn not_compiled(name: &'static str) -> backend_api::Error {
     }
 }
 
-/// Constructs the CUDA backend on device 0.
+/// Constructs the CUDA backend on device 0, with the options of the environment
+/// (`backend_cuda::CudaOptions::from_env`: `CUDA_TRANSPOSE_ROUTE`, `CUDA_NTT_*`).
 ///
 /// # Errors
 /// [`backend_api::Error::BackendUnavailable`] when the `cuda` feature is off; the backend's own error when no
-/// driver or device is usable.
+/// driver or device is usable, or an environment variable holds a bad value.
 pub fn cuda<X>() -> Result<SelectedBackend<X>> {
     #[cfg(feature = "cuda")]
     {
-        Ok(SelectedBackend::Cuda(backend_cuda::CudaBackend::new(0)?))
+        let options = backend_cuda::CudaOptions::from_env()?;
+        Ok(SelectedBackend::Cuda(backend_cuda::CudaBackend::open(0, options)?))
     }
     #[cfg(not(feature = "cuda"))]
     {

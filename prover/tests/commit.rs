@@ -256,7 +256,12 @@ macro_rules! backend_tests {
 
 backend_tests!(cpu, backend_cpu::CpuBackend, "REQUIRE_CPU", Ok::<_, String>(backend_cpu::CpuBackend::new()));
 #[cfg(feature = "cuda")]
-backend_tests!(cuda, backend_cuda::CudaBackend, "REQUIRE_CUDA", backend_cuda::CudaBackend::new(0));
+backend_tests!(
+    cuda,
+    backend_cuda::CudaBackend,
+    "REQUIRE_CUDA",
+    backend_cuda::CudaOptions::from_env().and_then(|o| backend_cuda::CudaBackend::open(0, o))
+);
 #[cfg(feature = "wgpu")]
 backend_tests!(
     wgpu,

@@ -13,12 +13,16 @@
 use backend_api::memory::MemoryModel;
 use backend_api::{Backend, DEFAULT_SCRATCH_CAP, MatrixShape};
 use backend_cpu::CpuBackend;
-use backend_cuda::CudaBackend;
+use backend_cuda::{CudaBackend, CudaOptions};
 use conformance::parity::{self, CASES, Probe};
 use prover::{CommitParams, NoProgress, TraceInput};
 
 fn cuda_or_skip(test: &str) -> Option<CudaBackend> {
-    parity::or_skip(CudaBackend::new(0), &format!("parity_cuda::{test}"), "REQUIRE_CUDA")
+    parity::or_skip(
+        CudaOptions::from_env().and_then(|o| CudaBackend::open(0, o)),
+        &format!("parity_cuda::{test}"),
+        "REQUIRE_CUDA",
+    )
 }
 
 /// The stream-ordered pool's high-water mark and the `cuMemGetInfo` delta of one commit, checked

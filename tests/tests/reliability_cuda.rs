@@ -3,7 +3,11 @@
 //! `SKIPPED`; `REQUIRE_CUDA=1` makes that a failure.
 #![cfg(feature = "cuda")]
 
-conformance::reliability_suite!(backend_cuda::CudaBackend, || backend_cuda::CudaBackend::new(0), "REQUIRE_CUDA");
+conformance::reliability_suite!(
+    backend_cuda::CudaBackend,
+    || backend_cuda::CudaOptions::from_env().and_then(|o| backend_cuda::CudaBackend::open(0, o)),
+    "REQUIRE_CUDA"
+);
 
 #[test]
 fn cuda_launch_configurations() {

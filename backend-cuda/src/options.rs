@@ -1,0 +1,286 @@
+//! [`CudaOptions`]: how a [`crate::CudaBackend`] runs its kernels, set once when it is opened.
+//!
+//! Every setting gives the same bytes; they exist to measure and test the kernels' variants. The
+//! library reads no environment variable by itself: [`CudaOptions::from_env`] is what the prover
+//! CLI, the benches and the test suites call, so that one environment runs all of them under one
+//! configuration.
+
+use backend_api::{Error, Result};
+
+/// How the in-place transpose executes the plan's [`backend_api::plan::Step::Copies`] batches.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum TransposeRoute {
+    /// The default: gather kernels; consecutive batches of whole runs are fused into one launch
+    /// that moves every run once.
+    #[default]
+    Kernel,
+    /// One `cuMemcpyBatchAsync` per batch (the copy engine).
+    Batched,
+    /// One `cuMemcpyDtoDAsync` per copy.
+    Unbatched,
+}
+
+impl TransposeRoute {
+    /// Every route.
+    pub const ALL: [TransposeRoute; 3] = [TransposeRoute::Kernel, TransposeRoute::Batched, TransposeRoute::Unbatched];
+
+    /// The spelling of `CUDA_TRANSPOSE_ROUTE`: `kernel`, `batched`, `unbatched`.
+    pub fn name(self) -> &'static str {
+        match self {
+            TransposeRoute::Kernel => "kernel",
+            TransposeRoute::Batched => "batched",
+            TransposeRoute::Unbatched => "unbatched",
+        }
+    }
+
+    /// Parses [`TransposeRoute::name`].
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming the accepted values.
+    pub fn parse(s: &str) -> Result<Self> {
+        Self::ALL.into_iter().find(|r| r.name() == s).ok_or_else(|| {
+            Error::InvalidArgument(format!("transpose route {s:?}: expected one of kernel, batched, unbatched"))
+        })
+    }
+}
+
+/// The shape of the NTT register kernels of the coset LDE: elements each thread holds (the radix
+/// of its butterfly groups) and columns per shared-memory tile.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum NttKernel {
+    /// Radix 32, 8 columns per 2^11-row tile (512 threads); the default, and the only one with a
+    /// lazy-reduction variant ([`CudaOptions::ntt_lazy`]).
+    #[default]
+    Radix32Cols8,
+    /// Radix 16, 8 columns per tile (1024 threads).
+    Radix16Cols8,
+    /// Radix 32, 4 columns per tile: half the shared memory, two blocks per multiprocessor.
+    Radix32Cols4,
+}
+
+impl NttKernel {
+    /// Every variant.
+    pub const ALL: [NttKernel; 3] = [NttKernel::Radix32Cols8, NttKernel::Radix16Cols8, NttKernel::Radix32Cols4];
+
+    /// Elements per thread: 32 or 16.
+    pub fn radix(self) -> u32 {
+        match self {
+            NttKernel::Radix32Cols8 | NttKernel::Radix32Cols4 => 32,
+            NttKernel::Radix16Cols8 => 16,
+        }
+    }
+
+    /// Columns per tile: 8 or 4.
+    pub fn cols(self) -> u32 {
+        match self {
+            NttKernel::Radix32Cols8 | NttKernel::Radix16Cols8 => 8,
+            NttKernel::Radix32Cols4 => 4,
+        }
+    }
+
+    /// The variant of a radix (`CUDA_NTT_RADIX`) and a column count (`CUDA_NTT_COLS`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for any pair other than 32 x 8, 16 x 8 and 32 x 4.
+    pub fn from_radix_cols(radix: u32, cols: u32) -> Result<Self> {
+        Self::ALL.into_iter().find(|k| (k.radix(), k.cols()) == (radix, cols)).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "NTT kernel radix {radix} with {cols} columns per tile: the kernels are 32 x 8, 16 x 8 and 32 x 4"
+            ))
+        })
+    }
+}
+
+/// How [`crate::CudaBackend::open`] configures the backend. [`Default`] is the fastest measured
+/// configuration; every setting gives the same bytes (the reliability suite checks all of them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CudaOptions {
+    /// The in-place transpose's run pass (`CUDA_TRANSPOSE_ROUTE`).
+    pub transpose_route: TransposeRoute,
+    /// Radix-2 NTT stages fused per LDE pass, 1 to 11 (1 is one stage per launch), capped by the
+    /// device's shared memory; `None` is the most the shared memory allows (`CUDA_NTT_STAGES`,
+    /// where 0 means `None`).
+    pub ntt_stages: Option<u32>,
+    /// The NTT register kernel (`CUDA_NTT_RADIX`, `CUDA_NTT_COLS`).
+    pub ntt_kernel: NttKernel,
+    /// Whether the radix-32, 8-column NTT kernel reduces lazily: values inside a transform are any
+    /// u64 congruent mod p, canonicalised by the last pass (the default, `true`), or canonical
+    /// after every operation (`CUDA_NTT_LAZY=0`). The other kernels always reduce canonically.
+    pub ntt_lazy: bool,
+}
+
+impl Default for CudaOptions {
+    fn default() -> Self {
+        Self {
+            transpose_route: TransposeRoute::default(),
+            ntt_stages: None,
+            ntt_kernel: NttKernel::default(),
+            ntt_lazy: true,
+        }
+    }
+}
+
+/// The most NTT stages one pass fuses: a 2^11-row tile of 8 columns is 128 KiB of shared memory.
+pub(crate) const MAX_NTT_STAGES: u32 = 11;
+
+impl CudaOptions {
+    /// The default options with each setting overridden by its environment variable where that
+    /// is set and not empty: `CUDA_TRANSPOSE_ROUTE` (`kernel`, `batched`, `unbatched`),
+    /// `CUDA_NTT_STAGES` (0 to 11, 0 = the most shared memory allows), `CUDA_NTT_RADIX` (32, 16),
+    /// `CUDA_NTT_COLS` (8, 4), `CUDA_NTT_LAZY` (1, 0).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming the variable and its value when a value does not parse
+    /// or is out of range.
+    pub fn from_env() -> Result<Self> {
+        Self::from_vars(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
+    }
+
+    /// [`CudaOptions::from_env`] over any source of variables (`None` for unset).
+    fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self> {
+        let mut o = Self::default();
+        let bad = |name: &str, value: &str, expected: &str| {
+            Error::InvalidArgument(format!("{name}={value:?}: expected {expected}"))
+        };
+        if let Some(v) = var("CUDA_TRANSPOSE_ROUTE") {
+            o.transpose_route = TransposeRoute::parse(&v)
+                .map_err(|_| bad("CUDA_TRANSPOSE_ROUTE", &v, "kernel, batched or unbatched"))?;
+        }
+        if let Some(v) = var("CUDA_NTT_STAGES") {
+            let expected = format!("0 to {MAX_NTT_STAGES}");
+            let k: u32 =
+                v.parse().ok().filter(|&k| k <= MAX_NTT_STAGES).ok_or_else(|| bad("CUDA_NTT_STAGES", &v, &expected))?;
+            o.ntt_stages = (k != 0).then_some(k);
+        }
+        let number = |name: &str, allowed: [u32; 2], default: u32| -> Result<u32> {
+            match var(name) {
+                None => Ok(default),
+                Some(v) => v
+                    .parse()
+                    .ok()
+                    .filter(|n| allowed.contains(n))
+                    .ok_or_else(|| bad(name, &v, &format!("{} or {}", allowed[0], allowed[1]))),
+            }
+        };
+        let radix = number("CUDA_NTT_RADIX", [32, 16], o.ntt_kernel.radix())?;
+        let cols = number("CUDA_NTT_COLS", [8, 4], o.ntt_kernel.cols())?;
+        o.ntt_kernel = NttKernel::from_radix_cols(radix, cols)?;
+        o.ntt_lazy = number("CUDA_NTT_LAZY", [1, 0], 1)? == 1;
+        o.validate()?;
+        Ok(o)
+    }
+
+    /// Checks the ranges [`crate::CudaBackend::open`] accepts.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for `ntt_stages` outside 1 to 11.
+    pub fn validate(&self) -> Result<()> {
+        match self.ntt_stages {
+            Some(k) if !(1..=MAX_NTT_STAGES).contains(&k) => Err(Error::InvalidArgument(format!(
+                "cuda: ntt_stages must be 1 to {MAX_NTT_STAGES} (or None for the most shared memory allows), got {k}"
+            ))),
+            _ => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn parse(vars: &[(&str, &str)]) -> Result<CudaOptions> {
+        let map: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        CudaOptions::from_vars(|name| map.get(name).cloned())
+    }
+
+    #[test]
+    fn no_variables_give_the_defaults() {
+        let o = parse(&[]).unwrap();
+        assert_eq!(o, CudaOptions::default());
+        assert_eq!(o.transpose_route, TransposeRoute::Kernel);
+        assert_eq!(o.ntt_stages, None);
+        assert_eq!((o.ntt_kernel.radix(), o.ntt_kernel.cols()), (32, 8));
+        assert!(o.ntt_lazy);
+    }
+
+    #[test]
+    fn every_variable_is_read() {
+        let o = parse(&[
+            ("CUDA_TRANSPOSE_ROUTE", "unbatched"),
+            ("CUDA_NTT_STAGES", "3"),
+            ("CUDA_NTT_RADIX", "32"),
+            ("CUDA_NTT_COLS", "4"),
+            ("CUDA_NTT_LAZY", "0"),
+        ])
+        .unwrap();
+        assert_eq!(
+            o,
+            CudaOptions {
+                transpose_route: TransposeRoute::Unbatched,
+                ntt_stages: Some(3),
+                ntt_kernel: NttKernel::Radix32Cols4,
+                ntt_lazy: false,
+            }
+        );
+        let o =
+            parse(&[("CUDA_NTT_RADIX", "16"), ("CUDA_NTT_STAGES", "0"), ("CUDA_TRANSPOSE_ROUTE", "batched")]).unwrap();
+        assert_eq!(o.ntt_kernel, NttKernel::Radix16Cols8);
+        assert_eq!(o.ntt_stages, None);
+        assert_eq!(o.transpose_route, TransposeRoute::Batched);
+        assert_eq!(parse(&[("CUDA_NTT_STAGES", "11")]).unwrap().ntt_stages, Some(11));
+    }
+
+    #[test]
+    fn bad_values_name_the_variable() {
+        for (name, value) in [
+            ("CUDA_TRANSPOSE_ROUTE", "fast"),
+            ("CUDA_NTT_STAGES", "12"),
+            ("CUDA_NTT_STAGES", "-1"),
+            ("CUDA_NTT_RADIX", "8"),
+            ("CUDA_NTT_COLS", "16"),
+            ("CUDA_NTT_LAZY", "yes"),
+        ] {
+            match parse(&[(name, value)]) {
+                Err(Error::InvalidArgument(m)) => {
+                    assert!(m.contains(name) && m.contains(value), "{name}={value}: {m}")
+                }
+                other => panic!("{name}={value}: expected InvalidArgument, got {other:?}"),
+            }
+        }
+        // Each value is allowed alone, not together: there is no radix-16, 4-column kernel.
+        match parse(&[("CUDA_NTT_RADIX", "16"), ("CUDA_NTT_COLS", "4")]) {
+            Err(Error::InvalidArgument(m)) => assert!(m.contains("16") && m.contains('4'), "{m}"),
+            other => panic!("radix 16 x 4 columns: expected InvalidArgument, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn stages_are_validated() {
+        for k in [0, 12, u32::MAX] {
+            let o = CudaOptions { ntt_stages: Some(k), ..CudaOptions::default() };
+            assert!(matches!(o.validate(), Err(Error::InvalidArgument(_))), "{k}");
+        }
+        for k in 1..=MAX_NTT_STAGES {
+            CudaOptions { ntt_stages: Some(k), ..CudaOptions::default() }.validate().unwrap();
+        }
+        CudaOptions::default().validate().unwrap();
+    }
+
+    #[test]
+    fn kernel_variants_round_trip() {
+        for k in NttKernel::ALL {
+            assert_eq!(NttKernel::from_radix_cols(k.radix(), k.cols()).unwrap(), k);
+        }
+        assert!(NttKernel::from_radix_cols(16, 4).is_err());
+    }
+
+    #[test]
+    fn transpose_routes_parse() {
+        for r in TransposeRoute::ALL {
+            assert_eq!(TransposeRoute::parse(r.name()).unwrap(), r);
+        }
+        assert!(matches!(TransposeRoute::parse("fast"), Err(Error::InvalidArgument(_))));
+    }
+}
