@@ -18,9 +18,13 @@
 //!    run pass the top columns are spread out to stride `rows` and the tail columns dropped in.
 //!    This path is for odd shapes; power-of-two row counts never take it.
 //!
-//! Steps run in order; the copies inside one [`Step::Copies`] are independent.
+//! Steps run in order; the copies inside one [`Step::Copies`] are independent. A device backend
+//! executes the plan through its [`schedule`], which composes the run pass's two moves per run
+//! into one.
 
 use crate::error::{Error, Result};
+
+pub mod schedule;
 use crate::shape::{ELEM_BYTES, MatrixShape};
 
 /// Default scratch cap: 256 MiB.

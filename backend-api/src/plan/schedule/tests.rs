@@ -1,0 +1,213 @@
+//! Tests of the fused schedule: on many shapes, caps and limits, the schedule's host execution
+//! ends with the matrix the plan's own execution gives, and that is the index-by-index transpose;
+//! every fused launch respects its limits and addresses whole aligned slots in bounds.
+
+use super::*;
+use crate::shape::MatrixShape;
+
+/// A seeded xorshift matrix of `n` elements.
+fn matrix(n: usize, seed: u64) -> Vec<u64> {
+    let mut s = 0x9e37_79b9_7f4a_7c15_u64 ^ seed;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        })
+        .collect()
+}
+
+/// Every fused launch: at most `max_moves` moves over at least one slot, distinct destinations,
+/// no identity, whole aligned slots in bounds, and at most `max_regions` regions (counted
+/// element by element, not the way the scheduler counts them).
+fn assert_launches_valid(plan: &TransposePlan, launches: &[Launch], limits: &FuseLimits) {
+    let g = &plan.geometry;
+    let (n, s) = (g.shape.len(), g.scratch_elems);
+    for (k, l) in launches.iter().enumerate() {
+        let Launch::Fused { unit, moves } = l else { continue };
+        assert!(!moves.is_empty() && moves.len() <= limits.max_moves, "launch {k}: {} moves", moves.len());
+        let mut dsts: Vec<Loc> = moves.iter().map(|m| m.1).collect();
+        dsts.sort_unstable();
+        dsts.dedup();
+        assert_eq!(dsts.len(), moves.len(), "launch {k}: a destination written twice");
+        let mut regions = std::collections::BTreeSet::new();
+        for &(src, dst) in moves {
+            assert_ne!(src, dst, "launch {k}: an identity move");
+            for loc in [src, dst] {
+                assert_eq!(loc.offset() % unit, 0, "launch {k}: {loc:?} is not slot-aligned");
+                let limit = if matches!(loc, Loc::Buf(_)) { n } else { s };
+                assert!(loc.offset() + unit <= limit, "launch {k}: {loc:?} + {unit} past {limit}");
+                for e in loc.offset()..loc.offset() + unit {
+                    regions.insert((matches!(loc, Loc::Scratch(_)), e / limits.region_elems.max(1)));
+                }
+            }
+        }
+        assert!(regions.len() <= limits.max_regions, "launch {k}: {} regions", regions.len());
+    }
+}
+
+/// Runs plan and schedule on one seeded matrix: the matrix must end transposed both ways. Returns
+/// (fused launches, launches).
+fn check(rows: usize, cols: usize, cap: usize, limits: FuseLimits) -> (usize, usize) {
+    let plan = TransposePlan::new(MatrixShape::new(rows, cols).unwrap(), cap).unwrap();
+    let host = matrix(rows * cols, (rows * 31 + cols) as u64);
+    let mut expected = host.clone();
+    let mut scratch = vec![0u64; plan.geometry.scratch_elems];
+    plan.execute_host(&mut expected, &mut scratch);
+    // Against the definition, so that neither execution can pass on a broken plan.
+    for r in 0..rows {
+        for c in 0..cols {
+            assert_eq!(expected[c * rows + r], host[r * cols + c], "{rows} x {cols}, cap {cap}: plan at ({r}, {c})");
+        }
+    }
+    let launches = schedule(&plan, &limits);
+    assert_launches_valid(&plan, &launches, &limits);
+    let mut got = host.clone();
+    let mut scratch = vec![u64::MAX; plan.geometry.scratch_elems];
+    execute_host(&plan.geometry, &launches, &mut got, &mut scratch);
+    assert_eq!(got, expected, "{rows} x {cols} under a {cap} B cap, {limits:?}");
+    let fused = launches.iter().filter(|l| matches!(l, Launch::Fused { .. })).count();
+    (fused, launches.len())
+}
+
+const SHAPES: [(usize, usize); 10] =
+    [(2, 2), (5, 3), (16, 4), (77, 6), (64, 5), (100, 7), (256, 3), (128, 17), (300, 11), (1, 9)];
+
+#[test]
+fn schedule_matches_the_plan_on_many_shapes() {
+    let mut fused_total = 0;
+    for (rows, cols) in SHAPES {
+        for k in [1, 2, 3, 4, 7, 16, 1 << 20] {
+            let cap = (cols + 1) * 8 * k;
+            for max_moves in [1, 2, 8, 384] {
+                fused_total += check(rows, cols, cap, FuseLimits::moves(max_moves)).0;
+            }
+        }
+    }
+    assert!(fused_total > 100, "fusion never happened ({fused_total})");
+}
+
+#[test]
+fn region_limits_hold_and_stay_exact() {
+    let mut fused_total = 0;
+    for (rows, cols) in SHAPES {
+        // Runs of 2, 4 and 16 rows (one-row runs make thousands of batches: slow, and covered by
+        // the test above).
+        for k in [2, 5, 16] {
+            let cap = (cols + 1) * 8 * k;
+            for (region_elems, max_regions) in [(1, 2), (4, 3), (16, 2), (64, 6), (1 << 12, 4)] {
+                let limits = FuseLimits { max_moves: 384, region_elems, max_regions };
+                fused_total += check(rows, cols, cap, limits).0;
+            }
+        }
+    }
+    assert!(fused_total > 50, "fusion never happened under region limits ({fused_total})");
+}
+
+#[test]
+fn regions_fit_counts_every_region_a_slot_touches() {
+    let limits = |max_regions| FuseLimits { max_moves: 10, region_elems: 4, max_regions };
+    // Two 8-element slots: [0, 8) spans matrix regions 0 and 1; scratch [8, 16) spans scratch 2, 3.
+    let moves = [(Loc::Buf(0), Loc::Scratch(8))];
+    assert!(limits(4).regions_fit(8, &moves));
+    assert!(!limits(3).regions_fit(8, &moves));
+    // The same offsets in the matrix and the scratch are different regions.
+    let moves = [(Loc::Buf(0), Loc::Scratch(0))];
+    assert!(limits(2).regions_fit(4, &moves) && !limits(1).regions_fit(4, &moves));
+    // Regions shared by several moves count once.
+    let moves = [(Loc::Buf(0), Loc::Buf(1)), (Loc::Buf(2), Loc::Buf(3))];
+    assert!(limits(1).regions_fit(1, &moves));
+    assert!(FuseLimits::moves(1).regions_fit(1 << 20, &[(Loc::Buf(0), Loc::Scratch(1 << 40))]));
+}
+
+#[test]
+fn no_fusion_passes_the_plan_through() {
+    let plan = TransposePlan::new(MatrixShape::new(64, 5).unwrap(), 6 * 8 * 4).unwrap();
+    let launches = schedule(&plan, &FuseLimits::NONE);
+    let steps: Vec<Step> = launches.iter().map(Launch::to_step).collect();
+    assert_eq!(steps, plan.steps);
+    // A fused launch becomes the Copies step of its slots.
+    let l = Launch::Fused { unit: 4, moves: vec![(Loc::Buf(0), Loc::Buf(4)), (Loc::Buf(4), Loc::Scratch(0))] };
+    let m = |src, dst| Move { src, dst, len: 4 };
+    assert_eq!(l.to_step(), Step::Copies(vec![m(Loc::Buf(0), Loc::Buf(4)), m(Loc::Buf(4), Loc::Scratch(0))]));
+}
+
+#[test]
+fn production_like_shape_fuses_every_run_pair() {
+    // 2^12 x 316 under a cap of 32 rows: 128 blocks of 32-row runs, 40,448 runs, the same
+    // structure as 2^22 x 316 under 256 MiB (64 blocks of 2^16 rows) with more cycles.
+    let (rows, cols) = (1 << 12, 316);
+    let cap = (cols + 1) * 8 * 32;
+    let plan = TransposePlan::new(MatrixShape::new(rows, cols).unwrap(), cap).unwrap();
+    let (fused, launches) = check(rows, cols, cap, FuseLimits::moves(384));
+    let blocks = plan.steps.iter().filter(|s| matches!(s, Step::TransposeBlock { .. })).count();
+    // Every pair of run batches became one launch (the block pass's last copy is one more).
+    assert!(launches <= blocks + plan.batches() / 2 + 1, "{launches} launches, {blocks} blocks, {fused} fused");
+    assert!(fused >= plan.batches() / 2, "{fused} fused launches for {} batches", plan.batches());
+}
+
+#[test]
+fn emit_errors_stop_the_schedule() {
+    let plan = TransposePlan::new(MatrixShape::new(64, 5).unwrap(), 6 * 8 * 4).unwrap();
+    let mut seen = 0;
+    let r = schedule_each(&plan, &FuseLimits::moves(384), &mut |_| {
+        seen += 1;
+        if seen == 3 { Err(crate::Error::InvalidArgument("stop".into())) } else { Ok(()) }
+    });
+    assert!(matches!(r, Err(crate::Error::InvalidArgument(m)) if m == "stop"));
+    assert_eq!(seen, 3, "launches were emitted after the error");
+}
+
+#[test]
+fn uniform_unit_needs_equal_aligned_moves() {
+    let m = |s: usize, d: usize, len: usize| Move { src: Loc::Buf(s), dst: Loc::Scratch(d), len };
+    assert_eq!(uniform_unit(&[m(4, 0, 4), m(12, 4, 4)]), Some(4));
+    assert_eq!(uniform_unit(&[m(4, 0, 4), m(12, 4, 2)]), None);
+    assert_eq!(uniform_unit(&[m(2, 0, 4)]), None);
+    assert_eq!(uniform_unit(&[m(4, 2, 4)]), None);
+    assert_eq!(uniform_unit(&[m(0, 0, 0)]), None);
+    assert_eq!(uniform_unit(&[]), None);
+}
+
+#[test]
+fn the_cache_keeps_the_newest_schedules() {
+    let cache = ScheduleCache::new(2);
+    assert!(cache.is_empty());
+    let key = |rows| ScheduleKey { rows, cols: 3, scratch_elems: 8, limits: FuseLimits::NONE };
+    let one = vec![Launch::Copies(vec![])];
+    let two = vec![Launch::Block { src: Loc::Buf(0), dst: Loc::Scratch(0), rows: 2 }];
+    assert_eq!(&*cache.insert(key(1), one.clone()), &one[..]);
+    // A second insert under the same key keeps the first schedule.
+    assert_eq!(&*cache.insert(key(1), two.clone()), &one[..]);
+    cache.insert(key(2), two.clone());
+    assert_eq!(cache.len(), 2);
+    assert_eq!(cache.get(&key(1)).as_deref(), Some(&one[..]));
+    cache.insert(key(3), two.clone());
+    assert_eq!((cache.len(), cache.get(&key(1))), (2, None), "the oldest entry stays");
+    assert_eq!(cache.get(&key(2)).as_deref(), Some(&two[..]));
+    assert_eq!(cache.get(&key(3)).as_deref(), Some(&two[..]));
+    // A cache that keeps nothing still hands the schedule back.
+    let none = ScheduleCache::new(0);
+    assert_eq!(&*none.insert(key(1), one.clone()), &one[..]);
+    assert!(none.is_empty());
+}
+
+#[test]
+fn schedule_key_is_the_plan_inputs() {
+    let g = TransposeGeometry::new(MatrixShape::new(100, 7).unwrap(), 8 * 8 * 16).unwrap();
+    let k = ScheduleKey::new(&g, FuseLimits::moves(5));
+    assert_eq!((k.rows, k.cols, k.scratch_elems, k.limits), (100, 7, g.scratch_elems, FuseLimits::moves(5)));
+}
+
+/// Host cost of planning and scheduling the production transpose (`--ignored --nocapture`).
+#[test]
+#[ignore = "timing, not a check"]
+fn schedule_time_production() {
+    let t = std::time::Instant::now();
+    let plan = TransposePlan::new(MatrixShape::new(1 << 22, 316).unwrap(), 256 << 20).unwrap();
+    let t1 = t.elapsed();
+    let launches = schedule(&plan, &FuseLimits::moves(384));
+    let t2 = t.elapsed();
+    println!("plan {t1:?}, schedule {:?}: {} steps -> {} launches", t2 - t1, plan.steps.len(), launches.len());
+}
