@@ -4,13 +4,36 @@
 //! [`AllocTracker`]. That gives every backend the same counters (bytes live now, high-water mark,
 //! allocation count) and one test hook: [`AllocTracker::fail_at`] makes the N-th allocation from
 //! now fail with [`Error::InjectedFault`], so tests can fail every allocation site of a commit in
-//! turn and check that the bytes return to baseline.
+//! turn and check that the bytes return to baseline. [`AllocTracker::fail_site`] arms a
+//! [`FaultSite`], a step other than an allocation where a backend can fail (a driver call), so
+//! that tests reach error paths a healthy device never takes.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::error::{Error, Result};
 
 const DISARMED: usize = usize::MAX;
+
+/// A step of a backend, other than an allocation, that a test can make fail once
+/// ([`AllocTracker::fail_site`]). A backend that has the step asks [`AllocTracker::site_fails`]
+/// there and, when it answers `true`, fails as the real step would (the same error, the same
+/// clean-up); a backend without the step never asks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FaultSite {
+    /// In [`crate::Backend::queue_download`], after the device-to-host copy is queued and before
+    /// its completion is tracked (CUDA: recording the completion event). A backend that fails here
+    /// must not release the host memory while the queued copy may still write into it.
+    DownloadQueued,
+}
+
+impl FaultSite {
+    const fn bit(self) -> usize {
+        match self {
+            FaultSite::DownloadQueued => 1,
+        }
+    }
+}
 
 /// Live bytes, peak bytes and allocation count of one backend instance.
 #[derive(Debug)]
@@ -19,6 +42,8 @@ pub struct AllocTracker {
     peak: AtomicUsize,
     count: AtomicUsize,
     fail_at: AtomicUsize,
+    /// Armed [`FaultSite`]s, one bit each.
+    sites: AtomicUsize,
 }
 
 impl Default for AllocTracker {
@@ -46,6 +71,7 @@ impl AllocTracker {
             peak: AtomicUsize::new(0),
             count: AtomicUsize::new(0),
             fail_at: AtomicUsize::new(DISARMED),
+            sites: AtomicUsize::new(0),
         }
     }
 
@@ -75,9 +101,22 @@ impl AllocTracker {
         self.fail_at.store(index, Ordering::SeqCst);
     }
 
-    /// Disarms a pending [`AllocTracker::fail_at`].
+    /// Makes the next pass through `site` fail (once). Test-only in spirit, like
+    /// [`AllocTracker::fail_at`].
+    pub fn fail_site(&self, site: FaultSite) {
+        self.sites.fetch_or(site.bit(), Ordering::SeqCst);
+    }
+
+    /// Whether the backend must fail at `site` now: `true` once after [`AllocTracker::fail_site`]
+    /// armed it (which disarms it), `false` otherwise.
+    pub fn site_fails(&self, site: FaultSite) -> bool {
+        self.sites.fetch_and(!site.bit(), Ordering::SeqCst) & site.bit() != 0
+    }
+
+    /// Disarms a pending [`AllocTracker::fail_at`] and every armed [`FaultSite`].
     pub fn disarm(&self) {
         self.fail_at.store(DISARMED, Ordering::SeqCst);
+        self.sites.store(0, Ordering::SeqCst);
     }
 
     /// Sets the peak to the bytes live now.
@@ -114,5 +153,20 @@ mod tests {
         assert_eq!(t.counters().live, 58);
         t.reset_peak();
         assert_eq!(t.counters().peak, 58);
+    }
+
+    #[test]
+    fn a_site_fails_once_where_armed() {
+        let t = AllocTracker::new();
+        assert!(!t.site_fails(FaultSite::DownloadQueued));
+        t.fail_site(FaultSite::DownloadQueued);
+        // Allocations do not consume it.
+        t.reserve(8).unwrap();
+        assert!(t.site_fails(FaultSite::DownloadQueued));
+        assert!(!t.site_fails(FaultSite::DownloadQueued));
+        t.fail_site(FaultSite::DownloadQueued);
+        t.disarm();
+        assert!(!t.site_fails(FaultSite::DownloadQueued));
+        assert_eq!(t.counters(), MemoryCounters { live: 8, peak: 8, allocations: 1 });
     }
 }

@@ -266,6 +266,16 @@ pub(crate) fn stream_synchronize(s: sys::CUstream) -> Result<()> {
     check("cuStreamSynchronize", unsafe { sys::cuStreamSynchronize(s) })
 }
 
+/// Whether all work queued on `s` has finished (`cuStreamQuery`), without waiting.
+#[cfg(test)]
+pub(crate) fn stream_query(s: sys::CUstream) -> Result<bool> {
+    // SAFETY: `s` is a live stream handle (callers hold it).
+    match unsafe { sys::cuStreamQuery(s) } {
+        sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+        r => check("cuStreamQuery", r).map(|()| true),
+    }
+}
+
 /// A new event that records timing.
 pub(crate) fn event_create() -> Result<sys::CUevent> {
     let mut e = ptr::null_mut();

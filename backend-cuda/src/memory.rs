@@ -8,7 +8,7 @@
 use std::ffi::c_void;
 use std::sync::Arc;
 
-use backend_api::{DeviceBuffer, ELEM_BYTES, Error, PendingDownload, Result};
+use backend_api::{DeviceBuffer, ELEM_BYTES, Error, FaultSite, PendingDownload, Result};
 use cudarc::driver::sys;
 
 use crate::context::Device;
@@ -162,9 +162,17 @@ fn check_range(what: &'static str, buf: &CudaBuffer, offset: usize, len: usize) 
 
 /// A device-to-host copy of a whole buffer, queued into page-locked host memory behind the work
 /// already issued.
+///
+/// The host vector is never released (returned, dropped or unregistered) while a queued copy may
+/// still write into it: [`CudaDownload::finish`] first waits for the completion event, or, when
+/// there is none or waiting on it failed, for the whole stream; when neither wait succeeds the
+/// memory is leaked rather than freed under the copy.
 pub struct CudaDownload {
     host: Vec<u64>,
-    /// Recorded after the copy; `None` when the copy already completed synchronously.
+    /// Whether a copy into `host` may have been queued (set before the copy call, so a failed call
+    /// counts as queued).
+    copy_queued: bool,
+    /// Recorded after the copy; `None` before it is recorded, or when recording failed.
     event: Option<sys::CUevent>,
     registered: bool,
     device: Arc<Device>,
@@ -176,7 +184,7 @@ unsafe impl Send for CudaDownload {}
 
 impl std::fmt::Debug for CudaDownload {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CudaDownload").field("len", &self.host.len()).field("pending", &self.event.is_some()).finish()
+        f.debug_struct("CudaDownload").field("len", &self.host.len()).field("pending", &self.copy_queued).finish()
     }
 }
 
@@ -186,51 +194,93 @@ impl std::fmt::Debug for CudaDownload {
 /// is made synchronously instead, with the same result.
 ///
 /// # Errors
-/// A driver error from queueing the copy.
+/// A driver error from queueing the copy or recording its completion (or the one injected at
+/// [`FaultSite::DownloadQueued`]); the call then returns only once no copy into the host memory
+/// is pending.
 pub(crate) fn queue_download(buf: &CudaBuffer) -> Result<CudaDownload> {
     let device = Arc::clone(&buf.device);
     device.bind()?;
     let mut host = vec![0u64; buf.len];
     if host.is_empty() {
-        return Ok(CudaDownload { host, event: None, registered: false, device });
+        return Ok(CudaDownload { host, copy_queued: false, event: None, registered: false, device });
     }
     let bytes = buf.bytes();
     // SAFETY: `host` is a live allocation of `bytes` bytes, kept (and not moved: only the Vec
-    // header moves) until it is unregistered in `wait` or `drop`.
+    // header moves) until it is unregistered in `finish`.
     let registered = unsafe { driver::host_register(host.as_mut_ptr().cast(), bytes) }.is_ok();
     if !registered {
         download(buf, 0, &mut host)?;
-        return Ok(CudaDownload { host, event: None, registered: false, device });
+        return Ok(CudaDownload { host, copy_queued: false, event: None, registered: false, device });
     }
-    let mut pending = CudaDownload { host, event: None, registered: true, device };
-    let dst: *mut c_void = pending.host.as_mut_ptr().cast();
-    // SAFETY: `dst` is page-locked and owned by `pending`, which waits for the event before it
-    // releases or unregisters the memory; the source range is the whole of `buf`.
-    unsafe { driver::memcpy_dtoh_async(dst, buf.ptr(), bytes, pending.device.stream())? };
+    // From here `pending` owns the registration: every return path, error or not, goes through
+    // its `finish` (explicitly or on drop), which waits for a queued copy before releasing.
+    let mut pending = CudaDownload { host, copy_queued: false, event: None, registered: true, device };
+    // Created before the copy is queued, so that failing to create it leaves nothing in flight.
     let event = driver::event_create()?;
-    pending.event = Some(event);
-    driver::event_record(event, pending.device.stream())?;
-    Ok(pending)
+    let dst: *mut c_void = pending.host.as_mut_ptr().cast();
+    pending.copy_queued = true;
+    // SAFETY: `dst` is page-locked and owned by `pending`, which waits for the copy before it
+    // releases or unregisters the memory (see `finish`); the source range is the whole of `buf`.
+    let queued = unsafe { driver::memcpy_dtoh_async(dst, buf.ptr(), bytes, pending.device.stream()) };
+    let recorded = queued.and_then(|()| {
+        if pending.device.tracker.site_fails(FaultSite::DownloadQueued) {
+            return Err(driver::error_from("cuEventRecord (injected fault)", sys::CUresult::CUDA_ERROR_INVALID_HANDLE));
+        }
+        driver::event_record(event, pending.device.stream())
+    });
+    match recorded {
+        Ok(()) => {
+            pending.event = Some(event);
+            Ok(pending)
+        }
+        Err(e) => {
+            // SAFETY: the event was never recorded and is not used again.
+            let _ = unsafe { driver::event_destroy(event) };
+            // Waits for the stream (the copy may be queued) before the memory is released.
+            let _ = pending.finish();
+            Err(e)
+        }
+    }
 }
 
 impl CudaDownload {
     /// Waits for the copy (if any) and unregisters the host memory; idempotent.
+    ///
+    /// # Errors
+    /// The device error of the copy or of the work before it. When the copy's completion cannot be
+    /// confirmed at all (neither the event nor the stream synchronises), the host memory is
+    /// leaked, never freed while the copy may still write into it.
     fn finish(&mut self) -> Result<()> {
-        self.device.bind()?;
-        let mut result = Ok(());
-        if let Some(e) = self.event.take() {
-            result = driver::event_synchronize(e);
-            // SAFETY: the event is not used again.
-            let _ = unsafe { driver::event_destroy(e) };
+        let mut settled = !self.copy_queued;
+        let mut result = self.device.bind();
+        if result.is_ok() {
+            if let Some(e) = self.event.take() {
+                result = driver::event_synchronize(e);
+                settled = result.is_ok();
+                // SAFETY: the event is not used again.
+                let _ = unsafe { driver::event_destroy(e) };
+            }
+            if !settled {
+                // No event, or waiting on it failed: the copy may still be in flight, so wait for
+                // everything queued on the stream before the memory is released.
+                let synced = driver::stream_synchronize(self.device.stream());
+                settled = synced.is_ok();
+                if result.is_ok() {
+                    result = synced;
+                }
+            }
+        }
+        self.copy_queued = false;
+        if !settled {
+            // The device cannot say the DMA engine is done with this memory: leak it (and its
+            // registration) rather than free it under the copy.
+            std::mem::forget(std::mem::take(&mut self.host));
+            self.registered = false;
+            return result;
         }
         if self.registered {
-            if result.is_err() {
-                // The copy may not have completed; wait for the stream so that the DMA engine no
-                // longer writes into the memory before it is unregistered.
-                let _ = driver::stream_synchronize(self.device.stream());
-            }
             self.registered = false;
-            // SAFETY: the copy into this memory has completed (or the stream is drained).
+            // SAFETY: no copy into this memory is pending (the event or the stream completed).
             let _ = unsafe { driver::host_unregister(self.host.as_mut_ptr().cast()) };
         }
         result

@@ -250,6 +250,51 @@ fn resource_report() {
     }
 }
 
+/// A backend on device 0, or `None` after a visible skip (a failure under `REQUIRE_CUDA=1`).
+fn cuda_or_skip(test: &str) -> Option<crate::CudaBackend> {
+    match crate::CudaBackend::new(0) {
+        Ok(b) => Some(b),
+        Err(e) => {
+            assert!(std::env::var("REQUIRE_CUDA").as_deref() != Ok("1"), "REQUIRE_CUDA=1: {e}");
+            let _ = writeln!(std::io::stderr(), "SKIPPED backend_cuda::{test}: {e}");
+            None
+        }
+    }
+}
+
+/// `queue_download` failing after its copy is queued (the completion event's recording, made to
+/// fail through [`FaultSite::DownloadQueued`]) returns its error only once no copy into the host
+/// memory it is about to free is pending: the stream is idle when the error arrives. A 256 MiB
+/// copy takes milliseconds, so an error path that skipped the wait would find the stream busy.
+/// The site fires once: the next download returns the bytes, and no device memory leaks.
+#[test]
+fn a_failed_queue_download_waits_for_its_copy() {
+    use backend_api::{Backend, FaultSite, PendingDownload};
+    let Some(backend) = cuda_or_skip("a_failed_queue_download_waits_for_its_copy") else { return };
+    let len = 32 << 20;
+    let host: Vec<u64> = (0..len as u64).map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (i >> 7)).collect();
+    let baseline = backend.memory().live;
+    {
+        let buf = backend.upload(&host).unwrap();
+        let mut busy = backend.alloc(len).unwrap();
+        for _ in 0..4 {
+            backend.copy_engine_copy(&buf, &mut busy).unwrap();
+        }
+        backend.tracker().fail_site(FaultSite::DownloadQueued);
+        let err = backend.queue_download(&buf).expect_err("the injected fault must surface");
+        let idle = driver::stream_query(backend.device.stream()).unwrap();
+        assert!(err.to_string().contains("cuEventRecord"), "{err}");
+        assert!(idle, "queue_download returned its error while its copy could still be writing into the host memory");
+        let got = backend.queue_download(&buf).unwrap().wait().unwrap();
+        assert!(got == host, "the download after the fault returned other bytes");
+        // A download dropped without `wait` releases its memory only after the copy too.
+        drop(backend.queue_download(&buf).unwrap());
+        assert!(driver::stream_query(backend.device.stream()).unwrap(), "a dropped download left its copy pending");
+    }
+    backend.synchronize().unwrap();
+    assert_eq!(backend.memory().live, baseline, "device memory leaked");
+}
+
 /// The device's Goldilocks arithmetic (the PTX multiplication included) against backend-api's
 /// host arithmetic, on every pair of edge values and 2^20 random pairs. Needs a GPU: skipped
 /// visibly without one, a failure under `REQUIRE_CUDA=1`.
@@ -257,14 +302,7 @@ fn resource_report() {
 fn device_field_arithmetic_matches_the_host() {
     use backend_api::Backend;
     use backend_api::field::{P, add, canonical, mul, sub};
-    let backend = match crate::CudaBackend::new(0) {
-        Ok(b) => b,
-        Err(e) => {
-            assert!(std::env::var("REQUIRE_CUDA").as_deref() != Ok("1"), "REQUIRE_CUDA=1: {e}");
-            let _ = writeln!(std::io::stderr(), "SKIPPED backend_cuda::device_field_arithmetic_matches_the_host: {e}");
-            return;
-        }
-    };
+    let Some(backend) = cuda_or_skip("device_field_arithmetic_matches_the_host") else { return };
     let edge = [
         0,
         1,
