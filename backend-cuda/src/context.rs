@@ -1,12 +1,14 @@
 //! The device a backend instance owns: its primary context, its one stream, its allocation
 //! tracker and its compiled kernels. Buffers hold an `Arc` of it, so it outlives them.
 
-use std::ffi::c_void;
+use std::sync::Arc;
 
 use backend_api::{AllocTracker, Result};
+use cudarc::driver::result as cu;
 use cudarc::driver::sys;
 
-use crate::driver;
+use crate::driver::{self, err, unavailable};
+use crate::launch::{LaunchArgs, LaunchConfig};
 use crate::module::{Kernel, KernelPrep, Modules, Source, Unit};
 
 /// One CUDA device bound to one non-default stream. Dropped after the last buffer.
@@ -15,6 +17,8 @@ pub(crate) struct Device {
     pub(crate) ordinal: usize,
     dev: sys::CUdevice,
     ctx: sys::CUcontext,
+    /// The device's default memory pool (what `cuMemAllocAsync` allocates from).
+    pool: sys::CUmemoryPool,
     /// The stream every operation of this backend is queued on.
     stream: sys::CUstream,
     /// Every device allocation of this backend goes through it.
@@ -46,29 +50,44 @@ impl Device {
     /// # Errors
     /// [`backend_api::Error::BackendUnavailable`] when there is no driver, NVRTC or device.
     pub(crate) fn open(ordinal: usize) -> Result<Self> {
-        let dev = driver::device(ordinal)?;
-        let attr = |a| driver::device_attribute(dev, a);
+        let count = device_count()?;
+        if ordinal >= count {
+            return Err(unavailable(format!(
+                "device ordinal {ordinal} requested, the driver reports {count} device(s)"
+            )));
+        }
+        let dev = cu::device::get(ordinal as i32).map_err(err("cuDeviceGet"))?;
         use sys::CUdevice_attribute as A;
+        // SAFETY: `dev` came from `cuDeviceGet` above.
+        let attr = |a| unsafe { cu::device::get_attribute(dev, a) }.map_err(err("cuDeviceGetAttribute"));
         let capability = (
             attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
             attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
         );
         let sm_count = attr(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?.max(1) as u32;
         let max_shared_optin = attr(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?.max(0) as usize;
-        let name = driver::device_name(dev)?;
-        let uuid = driver::device_uuid(dev)?;
-        let total_memory = driver::device_total_mem(dev)?;
-        let ctx = driver::primary_ctx_retain(dev)?;
-        // The stream-ordered allocator keeps freed memory for reuse instead of remapping it after
-        // every synchronisation; `CudaBackend::trim_pool` hands it back.
-        let stream = match driver::bind(ctx)
-            .and_then(|()| driver::pool_set_release_threshold(dev, u64::MAX))
-            .and_then(|()| driver::stream_create())
-        {
-            Ok(s) => s,
+        let name = cu::device::get_name(dev).map_err(err("cuDeviceGetName"))?;
+        let uuid = format_uuid(cu::device::get_uuid(dev).map_err(err("cuDeviceGetUuid"))?);
+        // SAFETY: `dev` came from `cuDeviceGet`.
+        let total_memory = unsafe { cu::device::total_mem(dev) }.map_err(err("cuDeviceTotalMem"))?;
+        // SAFETY: as above; released in `drop` (or below when setting up fails).
+        let ctx = unsafe { cu::primary_ctx::retain(dev) }.map_err(err("cuDevicePrimaryCtxRetain"))?;
+        let setup = || -> Result<(sys::CUmemoryPool, sys::CUstream)> {
+            bind(ctx)?;
+            // SAFETY: `dev` came from `cuDeviceGet`.
+            let pool = unsafe { cu::device::get_default_mem_pool(dev) }.map_err(err("cuDeviceGetDefaultMemPool"))?;
+            // The stream-ordered allocator keeps freed memory for reuse instead of remapping it
+            // after every synchronisation; `CudaBackend::trim_pool` hands it back.
+            // SAFETY: the device's live default pool.
+            unsafe { driver::pool_set_release_threshold(pool, u64::MAX) }?;
+            let stream = cu::stream::create(cu::stream::StreamKind::NonBlocking).map_err(err("cuStreamCreate"))?;
+            Ok((pool, stream))
+        };
+        let (pool, stream) = match setup() {
+            Ok(v) => v,
             Err(e) => {
                 // SAFETY: pairs with the retain above; nothing was made in the context.
-                let _ = unsafe { driver::primary_ctx_release(dev) };
+                let _ = unsafe { cu::primary_ctx::release(dev) };
                 return Err(e);
             }
         };
@@ -76,6 +95,7 @@ impl Device {
             ordinal,
             dev,
             ctx,
+            pool,
             stream,
             tracker: AllocTracker::new(),
             name,
@@ -90,7 +110,7 @@ impl Device {
 
     /// Makes the context current on the calling thread; every entry point calls this first.
     pub(crate) fn bind(&self) -> Result<()> {
-        driver::bind(self.ctx)
+        bind(self.ctx)
     }
 
     /// The stream all work is queued on.
@@ -98,15 +118,16 @@ impl Device {
         self.stream
     }
 
-    /// The raw device handle.
-    pub(crate) fn raw_device(&self) -> sys::CUdevice {
-        self.dev
+    /// The device's default memory pool.
+    pub(crate) fn pool(&self) -> sys::CUmemoryPool {
+        self.pool
     }
 
     /// Blocks until all queued work has finished.
     pub(crate) fn synchronize(&self) -> Result<()> {
         self.bind()?;
-        driver::stream_synchronize(self.stream)
+        // SAFETY: the stream is live for the life of `self`, and the context is current.
+        unsafe { cu::stream::synchronize(self.stream) }.map_err(err("cuStreamSynchronize"))
     }
 
     /// A kernel of `source`, compiling the file with NVRTC at its first use in this context.
@@ -123,21 +144,23 @@ impl Device {
         self.modules.prepare(units, self.capability, threads)
     }
 
-    /// Launches `kernel` on the stream.
+    /// Launches `kernel` on the stream with `args`.
     ///
     /// # Safety
-    /// As [`driver::launch`]: `params` point to values of exactly the kernel's parameter types,
-    /// and every device range the kernel touches is live.
-    pub(crate) unsafe fn launch(
-        &self,
-        kernel: &Kernel,
-        grid: (u32, u32, u32),
-        block: (u32, u32, u32),
-        shared: u32,
-        params: &mut [*mut c_void],
-    ) -> Result<()> {
-        // SAFETY: forwarded contract.
-        unsafe { driver::launch(kernel.name, kernel.raw, grid, block, shared, self.stream, params) }
+    /// `args` are exactly the kernel's declared parameters (types and order), and every device
+    /// range the kernel reads or writes with them lies in a live allocation that no other queued
+    /// work writes concurrently.
+    pub(crate) unsafe fn launch(&self, kernel: &Kernel, config: LaunchConfig, mut args: LaunchArgs<'_>) -> Result<()> {
+        let LaunchConfig { grid, block, shared } = config;
+        // SAFETY: the function handle is live while its module is loaded (the life of `self`);
+        // the stream is live; the arguments are the caller's contract, and the driver copies
+        // their values before returning.
+        unsafe { cu::launch_kernel(kernel.raw, grid, block, shared, self.stream, args.as_params()) }.map_err(|e| {
+            driver::error_from(
+                &format!("cuLaunchKernel({}, grid {grid:?}, block {block:?}, {shared} B shared)", kernel.name),
+                e.0,
+            )
+        })
     }
 }
 
@@ -145,21 +168,101 @@ impl Drop for Device {
     fn drop(&mut self) {
         // Errors here have nowhere to go; a lost device has already reported them.
         if self.bind().is_ok() {
-            let _ = driver::stream_synchronize(self.stream);
+            // SAFETY: the stream is live until destroyed below.
+            let _ = unsafe { cu::stream::synchronize(self.stream) };
             self.modules.unload_all();
             // SAFETY: every buffer (holding an Arc of this device) is gone, and the stream is idle.
-            let _ = unsafe { driver::stream_destroy(self.stream) };
+            let _ = unsafe { cu::stream::destroy(self.stream) };
         }
         // SAFETY: pairs with the retain in `open`; no handle of the context is used afterwards.
-        let _ = unsafe { driver::primary_ctx_release(self.dev) };
+        let _ = unsafe { cu::primary_ctx::release(self.dev) };
     }
 }
 
-/// Packs kernel arguments into the pointer array `cuLaunchKernel` takes. Each argument must be a
-/// place (a local variable) of exactly the kernel parameter's type.
-macro_rules! kernel_args {
-    ($($arg:expr),* $(,)?) => {
-        [$((&$arg as *const _ as *mut ::std::ffi::c_void)),*]
-    };
+/// An event of a device's context, destroyed on drop. Recorded on the device's stream only.
+pub(crate) struct Event {
+    raw: sys::CUevent,
+    device: Arc<Device>,
 }
-pub(crate) use kernel_args;
+
+// SAFETY: an event handle may be used from any thread with the context bound (every method binds).
+unsafe impl Send for Event {}
+
+impl Event {
+    /// A new event (timing enabled) in `device`'s context.
+    ///
+    /// # Errors
+    /// A driver error.
+    pub(crate) fn new(device: &Arc<Device>) -> Result<Self> {
+        device.bind()?;
+        let raw = cu::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(err("cuEventCreate"))?;
+        Ok(Self { raw, device: Arc::clone(device) })
+    }
+
+    /// Records the event after the work queued so far on the device's stream.
+    ///
+    /// # Errors
+    /// A driver error.
+    pub(crate) fn record(&self) -> Result<()> {
+        self.device.bind()?;
+        // SAFETY: the event and the stream are live and belong to the same context.
+        unsafe { cu::event::record(self.raw, self.device.stream) }.map_err(err("cuEventRecord"))
+    }
+
+    /// Blocks until the work recorded before the event has finished.
+    ///
+    /// # Errors
+    /// A device error from that work.
+    pub(crate) fn synchronize(&self) -> Result<()> {
+        self.device.bind()?;
+        // SAFETY: the event is live.
+        unsafe { cu::event::synchronize(self.raw) }.map_err(err("cuEventSynchronize"))
+    }
+
+    /// Milliseconds of device time from `self` to `later`, both recorded; waits for `later`.
+    ///
+    /// # Errors
+    /// A device error from the work in between.
+    pub(crate) fn elapsed_ms(&self, later: &Event) -> Result<f32> {
+        later.synchronize()?;
+        // SAFETY: both events are live, were created in this context and recorded on its stream.
+        unsafe { cu::event::elapsed(self.raw, later.raw) }.map_err(err("cuEventElapsedTime"))
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        if self.device.bind().is_ok() {
+            // SAFETY: the event is not used after this; the driver releases a pending event once
+            // it completes.
+            let _ = unsafe { cu::event::destroy(self.raw) };
+        }
+    }
+}
+
+/// Initialises the driver and returns how many devices it reports.
+///
+/// # Errors
+/// [`backend_api::Error::BackendUnavailable`] when the libraries are missing or the driver does
+/// not initialise.
+pub(crate) fn device_count() -> Result<usize> {
+    driver::libraries_present()?;
+    cu::init().map_err(|e| unavailable(format!("cuInit failed: {}", driver::describe(e.0))))?;
+    Ok(cu::device::get_count().map_err(err("cuDeviceGetCount"))?.max(0) as usize)
+}
+
+/// Makes `ctx` current on the calling thread unless it already is.
+fn bind(ctx: sys::CUcontext) -> Result<()> {
+    if cu::ctx::get_current().map_err(err("cuCtxGetCurrent"))? != Some(ctx) {
+        // SAFETY: `ctx` is the primary context a live `Device` retains.
+        unsafe { cu::ctx::set_current(ctx) }.map_err(err("cuCtxSetCurrent"))?;
+    }
+    Ok(())
+}
+
+/// A device UUID in the form `nvidia-smi` prints, `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`.
+fn format_uuid(uuid: sys::CUuuid) -> String {
+    let b = uuid.bytes.map(|c| c as u8);
+    let hex = |r: std::ops::Range<usize>| b[r].iter().map(|x| format!("{x:02x}")).collect::<String>();
+    format!("GPU-{}-{}-{}-{}-{}", hex(0..4), hex(4..6), hex(6..8), hex(8..10), hex(10..16))
+}

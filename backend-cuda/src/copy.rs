@@ -3,10 +3,12 @@
 
 use backend_api::copy::{BatchTarget, validate_batch};
 use backend_api::{CopyRange, DeviceBuffer as _, ELEM_BYTES, Result};
+use cudarc::driver::result as cu;
 use cudarc::driver::sys;
 
-use crate::context::{Device, kernel_args};
-use crate::driver;
+use crate::context::Device;
+use crate::driver::err;
+use crate::launch::{KernelParam, LaunchArgs, LaunchConfig};
 use crate::memory::CudaBuffer;
 use crate::module::Source;
 
@@ -22,12 +24,17 @@ const CHUNK: usize = BLOCK as usize * 8;
 
 /// The kernel parameter block of `copy_gather`; layout identical to `CopyBatch` in copy.cu.
 #[repr(C)]
+#[derive(Clone, Copy)]
 struct CopyBatch {
     n: u64,
     src: [u64; COPY_MAX],
     dst: [u64; COPY_MAX],
     start: [u64; COPY_MAX + 1],
 }
+
+// SAFETY: `#[repr(C)]` u64 fields and arrays, the layout of copy.cu's `CopyBatch` (n,
+// src[COPY_MAX], dst[COPY_MAX], start[COPY_MAX + 1]); no padding.
+unsafe impl KernelParam for CopyBatch {}
 
 /// Marks a location in the second base pointer of a gather launch (`LOC_B1` in common.cuh).
 pub(crate) const LOC_B1: u64 = 1 << 63;
@@ -70,12 +77,10 @@ pub(crate) unsafe fn gather(
         batch.start[part.len()] = total;
         let chunks = (total as usize).div_ceil(CHUNK);
         let grid = chunks.min(device.sm_count as usize * 16).max(1) as u32;
-        let (p0, p1) = (b0, b1);
-        let params_block: &CopyBatch = &batch;
-        let mut params = kernel_args![p0, p1, *params_block];
-        // SAFETY: the parameters are (u64*, u64*, CopyBatch) as copy_gather declares; the caller
+        let args = LaunchArgs::new().arg(&b0).arg(&b1).arg(&*batch);
+        // SAFETY: the arguments are (u64*, u64*, CopyBatch) as copy_gather declares; the caller
         // guarantees every range is inside its allocation and the copies are independent.
-        unsafe { device.launch(&kernel, (grid, 1, 1), (BLOCK, 1, 1), 0, &mut params)? };
+        unsafe { device.launch(&kernel, LaunchConfig::linear(grid, BLOCK, 0), args)? };
     }
     Ok(())
 }
@@ -106,13 +111,14 @@ fn run(device: &Device, src: sys::CUdeviceptr, dst: sys::CUdeviceptr, copies: &[
             // SAFETY: the batch was validated: both ranges are in bounds and no destination
             // overlaps another range of the batch (its own source included).
             unsafe {
-                driver::memcpy_dtod_async(
+                cu::memcpy_dtod_async(
                     dst + (c.dst * ELEM_BYTES) as u64,
                     src + (c.src * ELEM_BYTES) as u64,
                     c.len * ELEM_BYTES,
                     device.stream(),
-                )?
-            };
+                )
+            }
+            .map_err(err("cuMemcpyDtoDAsync"))?;
         }
         return Ok(());
     }
@@ -131,7 +137,8 @@ pub(crate) fn copy_engine(device: &Device, src: &CudaBuffer, dst: &mut CudaBuffe
     }
     // SAFETY: both are live allocations of the same length; `dst` is borrowed exclusively, so
     // it is a different allocation from `src`.
-    unsafe { driver::memcpy_dtod_async(dst.ptr(), src.ptr(), src.bytes(), device.stream()) }
+    unsafe { cu::memcpy_dtod_async(dst.ptr(), src.ptr(), src.bytes(), device.stream()) }
+        .map_err(err("cuMemcpyDtoDAsync"))
 }
 
 #[cfg(test)]

@@ -4,12 +4,14 @@
 use backend_api::DeviceBuffer as _;
 use backend_api::{ELEM_BYTES, Error, HashKind, LeafLayout, LeafSpec, MatrixShape, Result};
 
-use crate::context::{Device, kernel_args};
+use crate::context::Device;
+use crate::launch::{KernelParam, LaunchArgs, LaunchConfig};
 use crate::memory::CudaBuffer;
 use crate::module::Source;
 
 /// The parameter of every leaf kernel; layout identical to `LeafParams` in hash.cu.
 #[repr(C)]
+#[derive(Clone, Copy)]
 struct LeafParams {
     matrix: u64,
     out: u64,
@@ -19,6 +21,10 @@ struct LeafParams {
     leaves: u64,
     log_rows: u64,
 }
+
+// SAFETY: `#[repr(C)]` u64 fields, the layout of hash.cu's `LeafParams` (matrix, out, cols, c0,
+// width, leaves, log_rows); no padding.
+unsafe impl KernelParam for LeafParams {}
 
 /// Threads per block of the leaf kernels (`__launch_bounds__(128)`).
 const BLOCK: u32 = 128;
@@ -66,8 +72,8 @@ pub(crate) fn hash_leaves_into(
         log_rows: shape.rows().trailing_zeros() as u64,
     };
     let grid = leaves.div_ceil(BLOCK as usize).clamp(1, 1 << 20) as u32;
-    let mut args = kernel_args![params];
+    let args = LaunchArgs::new().arg(&params);
     // SAFETY: one LeafParams as the kernel declares; every row a leaf reads is inside `matrix`
     // (shape and column range validated), every digest it writes is inside `out` (checked above).
-    unsafe { device.launch(&kernel, (grid, 1, 1), (BLOCK, 1, 1), 0, &mut args) }
+    unsafe { device.launch(&kernel, LaunchConfig::linear(grid, BLOCK, 0), args) }
 }

@@ -9,7 +9,8 @@ use backend_api::DeviceBuffer as _;
 use backend_api::field::LdeTwiddles;
 use backend_api::{ELEM_BYTES, LdeParams, Result};
 
-use crate::context::{Device, kernel_args};
+use crate::context::Device;
+use crate::launch::{KernelParam, LaunchArgs, LaunchConfig};
 use crate::memory::{self, CudaBuffer};
 use crate::module::Source;
 use crate::options::{CudaOptions, MAX_NTT_STAGES, NttKernel};
@@ -40,6 +41,11 @@ struct NttPass {
     replicated_in: u64,
     canon_out: u64,
 }
+
+// SAFETY: `#[repr(C)]` u64 fields, the layout of lde.cu's `NttPass` (src, dst, tw, coset,
+// src_stride, dst_stride, cols, log_size, log_h_small, k, canon_in, finish_inverse, log_blowup,
+// replicate_out, replicated_in, canon_out); no padding.
+unsafe impl KernelParam for NttPass {}
 
 /// Stages per pass from which the register kernel (radix-32 groups) runs a pass.
 const REG_MIN_STAGES: u32 = 5;
@@ -156,10 +162,10 @@ pub(crate) fn coset_lde(
             canon_out: u64::from(last && forward.is_empty()),
         };
         let (kernel, threads, smem, cols) = kernels(false, k)?;
-        let mut args = kernel_args![pass];
+        let args = LaunchArgs::new().arg(&pass);
         // SAFETY: one NttPass as declared; tiles address rows < n of the trace and rows < N of
         // `out`, twiddle indices stay below n/2 and coset indices below n (lde.cu's invariants).
-        unsafe { device.launch(&kernel, (grid(log_n, k, 1, cols), 1, 1), (threads, 1, 1), smem, &mut args)? };
+        unsafe { device.launch(&kernel, LaunchConfig::linear(grid(log_n, k, 1, cols), threads, smem), args)? };
     }
 
     // Forward NTT of size N, half-spans B .. N/2, bit-reversed in, natural out, in place.
@@ -188,9 +194,9 @@ pub(crate) fn coset_lde(
         lo += k;
         let (kernel, threads, smem, cols) = kernels(true, k)?;
         let reps = if replicated_in { 1usize << log_b } else { 1 };
-        let mut args = kernel_args![pass];
+        let args = LaunchArgs::new().arg(&pass);
         // SAFETY: as above; twiddle indices stay below N/2.
-        unsafe { device.launch(&kernel, (grid(log_big, k, reps, cols), 1, 1), (threads, 1, 1), smem, &mut args)? };
+        unsafe { device.launch(&kernel, LaunchConfig::linear(grid(log_big, k, reps, cols), threads, smem), args)? };
     }
     // The tables are freed once the passes that read them have run.
     drop(tw);

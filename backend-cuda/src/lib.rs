@@ -3,10 +3,14 @@
 //! - **Loads at run time, builds anywhere.** cudarc with dynamic loading: the crate builds with no
 //!   CUDA installed, and [`CudaBackend::new`] returns [`Error::BackendUnavailable`] (never a
 //!   panic) when the driver, NVRTC or the device is missing.
-//! - **Layered.** `driver` holds every raw driver/NVRTC call and the one function mapping result
-//!   codes to [`Error`]; `context`, `module` and `memory` build owning types on it (a
-//!   [`CudaBuffer`] frees itself, stream-ordered, on drop); the operation files (`transpose`,
-//!   `copy`, `hash`, `merkle`, `lde`) only use those.
+//! - **Layered.** Driver and NVRTC calls go through cudarc's `result` layer at their call sites;
+//!   `driver` holds only what cudarc does not wrap (`cuMemcpyBatchAsync`, host registration, pool
+//!   attributes, NVRTC programs with headers and CUBIN output) and the one function mapping result
+//!   codes to [`Error`]. `context`, `module` and `memory` build owning types on it (a
+//!   [`CudaBuffer`] frees itself, stream-ordered, on drop; events and the context release
+//!   themselves); kernel arguments are typed (`launch`: `#[repr(C)]` parameter blocks through a
+//!   borrowing builder); the operation files (`transpose`, `copy`, `hash`, `merkle`, `lde`) only
+//!   use those.
 //! - **Kernels are files.** `shaders/cuda/*.cu`, compiled by NVRTC to CUBIN for the device's own
 //!   architecture at first use (the heavy files one kernel per program), kept on disk in a
 //!   private cache keyed by source, architecture and NVRTC/driver versions
@@ -36,6 +40,7 @@ mod copy;
 mod driver;
 mod hash;
 mod kernel_cache;
+mod launch;
 mod lde;
 mod memory;
 mod merkle;
@@ -55,7 +60,7 @@ pub use memory::{CudaBuffer, CudaDownload};
 pub use module::KernelPrep;
 pub use options::{CudaOptions, NttKernel, TransposeRoute};
 
-use context::Device;
+use context::{Device, Event};
 
 /// The CUDA backend on one device.
 pub struct CudaBackend {
@@ -114,7 +119,7 @@ impl CudaBackend {
     /// [`Error::BackendUnavailable`] when the CUDA driver or NVRTC cannot be loaded or the driver
     /// does not initialise.
     pub fn device_count() -> Result<usize> {
-        driver::device_count()
+        context::device_count()
     }
 
     /// The device ordinal this backend opened.
@@ -144,7 +149,7 @@ impl CudaBackend {
     /// A driver error.
     pub fn mem_get_info(&self) -> Result<(usize, usize)> {
         self.device.bind()?;
-        driver::mem_get_info()
+        cudarc::driver::result::mem_get_info().map_err(driver::err("cuMemGetInfo"))
     }
 
     /// The most bytes the stream-ordered allocator has held from the device since the last call
@@ -154,7 +159,8 @@ impl CudaBackend {
     /// A driver error.
     pub fn pool_reserved_high(&self) -> Result<u64> {
         self.device.bind()?;
-        driver::pool_reserved_high(self.device.raw_device())
+        // SAFETY: the device's live default pool, with its context current.
+        unsafe { driver::pool_reserved_high(self.device.pool()) }
     }
 
     /// Compiles (or reads from the on-disk kernel cache) and loads, in parallel, every kernel a
@@ -199,7 +205,10 @@ impl CudaBackend {
     /// A device error.
     pub fn trim_pool(&self) -> Result<()> {
         self.device.synchronize()?;
-        driver::pool_trim(self.device.raw_device())
+        // SAFETY: the device's live default pool, with its context current (bound by
+        // `synchronize`); trimming keeps the memory of live allocations.
+        unsafe { cudarc::driver::result::mem_pool::trim_to(self.device.pool(), 0) }
+            .map_err(driver::err("cuMemPoolTrimTo"))
     }
 
     /// Queues a device-to-device copy of all of `src` into `dst` (same length) on the copy engine:
@@ -249,21 +258,13 @@ impl CudaBackend {
 }
 
 /// A timing event recorded on a backend's stream.
-pub struct Timer {
-    event: cudarc::driver::sys::CUevent,
-    device: Arc<Device>,
-}
-
-// SAFETY: an event handle may be used from any thread with the context bound (every method binds).
-unsafe impl Send for Timer {}
+pub struct Timer(Event);
 
 impl Timer {
     fn record(device: &Arc<Device>) -> Result<Self> {
-        device.bind()?;
-        let event = driver::event_create()?;
-        let timer = Self { event, device: Arc::clone(device) };
-        driver::event_record(event, device.stream())?;
-        Ok(timer)
+        let event = Event::new(device)?;
+        event.record()?;
+        Ok(Self(event))
     }
 
     /// Milliseconds of device time from `self` to `later`, waiting for `later` to complete.
@@ -271,18 +272,7 @@ impl Timer {
     /// # Errors
     /// A device error from the work in between.
     pub fn elapsed_ms(&self, later: &Timer) -> Result<f32> {
-        self.device.bind()?;
-        driver::event_synchronize(later.event)?;
-        driver::event_elapsed_ms(self.event, later.event)
-    }
-}
-
-impl Drop for Timer {
-    fn drop(&mut self) {
-        if self.device.bind().is_ok() {
-            // SAFETY: the event is not used after this.
-            let _ = unsafe { driver::event_destroy(self.event) };
-        }
+        self.0.elapsed_ms(&later.0)
     }
 }
 

@@ -5,14 +5,14 @@
 //! queued on the backend's stream (so a buffer dropped while kernels still use it is freed only
 //! once they are done).
 
-use std::ffi::c_void;
 use std::sync::Arc;
 
 use backend_api::{DeviceBuffer, ELEM_BYTES, Error, FaultSite, PendingDownload, Result};
+use cudarc::driver::result as cu;
 use cudarc::driver::sys;
 
-use crate::context::Device;
-use crate::driver;
+use crate::context::{Device, Event};
+use crate::driver::{self, err};
 
 /// An owned device buffer of `u64` elements, freed (stream-ordered) on drop.
 pub struct CudaBuffer {
@@ -49,7 +49,18 @@ impl CudaBuffer {
         let ptr = if bytes == 0 {
             0
         } else {
-            match device.bind().and_then(|()| driver::mem_alloc_async(bytes, device.stream())) {
+            let allocated = device.bind().and_then(|()| {
+                // SAFETY: the stream is live for the life of `device`; the memory is owned by the
+                // buffer returned below, which frees it on drop.
+                unsafe { cu::malloc_async(device.stream(), bytes) }.map_err(|e| match e.0 {
+                    sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
+                        let (free, total) = cu::mem_get_info().unwrap_or((0, 0));
+                        Error::OutOfMemory { backend: driver::BACKEND.into(), requested: bytes, free, total }
+                    }
+                    code => driver::error_from("cuMemAllocAsync", code),
+                })
+            });
+            match allocated {
                 Ok(p) => p,
                 Err(e) => {
                     device.tracker.release(bytes);
@@ -89,9 +100,9 @@ impl CudaBuffer {
 impl Drop for CudaBuffer {
     fn drop(&mut self) {
         if self.ptr != 0 && self.device.bind().is_ok() {
-            // SAFETY: the pointer came from `mem_alloc_async` on this device's stream, and this is
+            // SAFETY: the pointer came from `cuMemAllocAsync` on this device's stream, and this is
             // its only owner: nothing queued after this point can reference it.
-            let _ = unsafe { driver::mem_free_async(self.ptr, self.device.stream()) };
+            let _ = unsafe { cu::free_async(self.ptr, self.device.stream()) };
         }
         self.device.tracker.release(self.bytes());
     }
@@ -120,14 +131,7 @@ pub(crate) fn write(buf: &CudaBuffer, offset: usize, host: &[u64]) -> Result<()>
     buf.device.bind()?;
     // SAFETY: the range is inside `buf` (checked above); `host` is pageable memory, which the
     // driver copies to staging memory before returning.
-    unsafe {
-        driver::memcpy_htod_async(
-            buf.ptr_at(offset),
-            host.as_ptr().cast(),
-            host.len() * ELEM_BYTES,
-            buf.device.stream(),
-        )
-    }
+    unsafe { cu::memcpy_htod_async(buf.ptr_at(offset), host, buf.device.stream()) }.map_err(err("cuMemcpyHtoDAsync"))
 }
 
 /// Copies elements `[offset, offset + out.len())` of `buf` to `out` after all queued work.
@@ -141,16 +145,9 @@ pub(crate) fn download(buf: &CudaBuffer, offset: usize, out: &mut [u64]) -> Resu
     if !out.is_empty() {
         // SAFETY: the range is inside `buf`; `out` is writable, and the stream is synchronised
         // below before `out` is released to the caller.
-        unsafe {
-            driver::memcpy_dtoh_async(
-                out.as_mut_ptr().cast(),
-                buf.ptr_at(offset),
-                out.len() * ELEM_BYTES,
-                dev.stream(),
-            )?
-        };
+        unsafe { cu::memcpy_dtoh_async(out, buf.ptr_at(offset), dev.stream()) }.map_err(err("cuMemcpyDtoHAsync"))?;
     }
-    driver::stream_synchronize(dev.stream())
+    dev.synchronize()
 }
 
 fn check_range(what: &'static str, buf: &CudaBuffer, offset: usize, len: usize) -> Result<()> {
@@ -173,14 +170,10 @@ pub struct CudaDownload {
     /// counts as queued).
     copy_queued: bool,
     /// Recorded after the copy; `None` before it is recorded, or when recording failed.
-    event: Option<sys::CUevent>,
+    event: Option<Event>,
     registered: bool,
     device: Arc<Device>,
 }
-
-// SAFETY: the event handle and the registered host vector may be used from any thread with the
-// context bound (every method binds it).
-unsafe impl Send for CudaDownload {}
 
 impl std::fmt::Debug for CudaDownload {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -216,17 +209,18 @@ pub(crate) fn queue_download(buf: &CudaBuffer) -> Result<CudaDownload> {
     // its `finish` (explicitly or on drop), which waits for a queued copy before releasing.
     let mut pending = CudaDownload { host, copy_queued: false, event: None, registered: true, device };
     // Created before the copy is queued, so that failing to create it leaves nothing in flight.
-    let event = driver::event_create()?;
-    let dst: *mut c_void = pending.host.as_mut_ptr().cast();
+    let event = Event::new(&pending.device)?;
     pending.copy_queued = true;
-    // SAFETY: `dst` is page-locked and owned by `pending`, which waits for the copy before it
-    // releases or unregisters the memory (see `finish`); the source range is the whole of `buf`.
-    let queued = unsafe { driver::memcpy_dtoh_async(dst, buf.ptr(), bytes, pending.device.stream()) };
+    // SAFETY: the host memory is page-locked and owned by `pending`, which waits for the copy
+    // before it releases or unregisters the memory (see `finish`); the source is the whole of
+    // `buf`, exactly as long.
+    let queued = unsafe { cu::memcpy_dtoh_async(&mut pending.host, buf.ptr(), pending.device.stream()) }
+        .map_err(err("cuMemcpyDtoHAsync"));
     let recorded = queued.and_then(|()| {
         if pending.device.tracker.site_fails(FaultSite::DownloadQueued) {
             return Err(driver::error_from("cuEventRecord (injected fault)", sys::CUresult::CUDA_ERROR_INVALID_HANDLE));
         }
-        driver::event_record(event, pending.device.stream())
+        event.record()
     });
     match recorded {
         Ok(()) => {
@@ -234,8 +228,7 @@ pub(crate) fn queue_download(buf: &CudaBuffer) -> Result<CudaDownload> {
             Ok(pending)
         }
         Err(e) => {
-            // SAFETY: the event was never recorded and is not used again.
-            let _ = unsafe { driver::event_destroy(event) };
+            drop(event);
             // Waits for the stream (the copy may be queued) before the memory is released.
             let _ = pending.finish();
             Err(e)
@@ -255,15 +248,13 @@ impl CudaDownload {
         let mut result = self.device.bind();
         if result.is_ok() {
             if let Some(e) = self.event.take() {
-                result = driver::event_synchronize(e);
+                result = e.synchronize();
                 settled = result.is_ok();
-                // SAFETY: the event is not used again.
-                let _ = unsafe { driver::event_destroy(e) };
             }
             if !settled {
                 // No event, or waiting on it failed: the copy may still be in flight, so wait for
                 // everything queued on the stream before the memory is released.
-                let synced = driver::stream_synchronize(self.device.stream());
+                let synced = self.device.synchronize();
                 settled = synced.is_ok();
                 if result.is_ok() {
                     result = synced;

@@ -4,7 +4,8 @@
 use backend_api::DeviceBuffer as _;
 use backend_api::{Error, HashKind, Result, TreeShape};
 
-use crate::context::{Device, kernel_args};
+use crate::context::Device;
+use crate::launch::{LaunchArgs, LaunchConfig};
 use crate::memory::CudaBuffer;
 use crate::module::Source;
 
@@ -28,10 +29,10 @@ pub(crate) fn merkle_tree_in_place(
         let kernel = device.kernel(Source::Merkle, "merkle_pad", 0)?;
         let (p, first, leaves, l) = (ptr, tree.first_leaf() as u64, tree.leaves() as u64, padded as u64);
         let grid = ((padded - tree.leaves()) * 4).div_ceil(BLOCK as usize).clamp(1, 1 << 16) as u32;
-        let mut args = kernel_args![p, first, leaves, l];
+        let args = LaunchArgs::new().arg(&p).arg(&first).arg(&leaves).arg(&l);
         // SAFETY: (u64*, u64, u64, u64) as declared; the pad slots and the last leaf are inside the
         // node array, whose length was checked.
-        unsafe { device.launch(&kernel, (grid, 1, 1), (BLOCK, 1, 1), 0, &mut args)? };
+        unsafe { device.launch(&kernel, LaunchConfig::linear(grid, BLOCK, 0), args)? };
     }
     let (level, top) = match hash {
         HashKind::Keccak256 => ("merkle_level_keccak", "merkle_top_keccak"),
@@ -44,9 +45,9 @@ pub(crate) fn merkle_tree_in_place(
         while width > TOP {
             let (p, first, count) = (ptr, (width - 1) as u64, width as u64);
             let grid = width.div_ceil(BLOCK as usize).min(1 << 20) as u32;
-            let mut args = kernel_args![p, first, count];
+            let args = LaunchArgs::new().arg(&p).arg(&first).arg(&count);
             // SAFETY: (u64*, u64, u64) as declared; parents and children are inside the node array.
-            unsafe { device.launch(&kernel, (grid, 1, 1), (BLOCK, 1, 1), 0, &mut args)? };
+            unsafe { device.launch(&kernel, LaunchConfig::linear(grid, BLOCK, 0), args)? };
             width /= 2;
         }
     }
@@ -54,10 +55,10 @@ pub(crate) fn merkle_tree_in_place(
         let kernel = device.kernel(Source::Merkle, top, 0)?;
         let (p, count) = (ptr, width as u64);
         let threads = width.max(32) as u32;
-        let mut args = kernel_args![p, count];
+        let args = LaunchArgs::new().arg(&p).arg(&count);
         // SAFETY: (u64*, u64) as declared; `width` <= 1024 parents, one block of `width` threads
         // (at least a warp), all inside the node array.
-        unsafe { device.launch(&kernel, (1, 1, 1), (threads, 1, 1), 0, &mut args)? };
+        unsafe { device.launch(&kernel, LaunchConfig::linear(1, threads, 0), args)? };
     }
     Ok(())
 }

@@ -19,10 +19,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use std::ffi::CString;
+
 use backend_api::{Error, Result};
+use cudarc::driver::result as cu;
 use cudarc::driver::sys;
 
-use crate::driver;
+use crate::driver::{self, err};
 use crate::kernel_cache::{CacheKey, ImageOrigin, KernelCache};
 
 /// One kernel file of `shaders/cuda`.
@@ -193,6 +196,20 @@ pub(crate) struct Kernel {
     pub(crate) raw: sys::CUfunction,
 }
 
+/// Loads a CUBIN or a NUL-terminated PTX image (as [`image`] returns them) into the current
+/// context.
+///
+/// # Errors
+/// A driver error (an image for another architecture, a PTX newer than the driver).
+fn load_image(image: &[u8]) -> Result<sys::CUmodule> {
+    if !image.starts_with(b"\x7fELF") && image.last() != Some(&0) {
+        return Err(Error::InvalidArgument("a PTX image without its NUL terminator".into()));
+    }
+    // SAFETY: a complete CUBIN or NUL-terminated PTX image (checked above for PTX); the driver
+    // copies what it needs before returning.
+    unsafe { cu::module::load_data(image.as_ptr().cast()) }.map_err(err("cuModuleLoadData"))
+}
+
 struct Module {
     raw: sys::CUmodule,
     /// Functions looked up so far, with the dynamic shared memory their limit was raised to.
@@ -223,7 +240,7 @@ impl Modules {
                 None => {
                     let target = target_for(cap)?;
                     let (image, _) = image(unit, &target, KernelCache::global())?;
-                    let m = Arc::new(Module { raw: driver::module_load_data(&image)?, functions: Mutex::default() });
+                    let m = Arc::new(Module { raw: load_image(&image)?, functions: Mutex::default() });
                     loaded.insert(unit, Arc::clone(&m));
                     m
                 }
@@ -233,13 +250,20 @@ impl Modules {
         let entry = match fns.get(name) {
             Some(&e) => e,
             None => {
-                let f = driver::module_get_function(module.raw, name)?;
+                let cname = CString::new(name)
+                    .map_err(|_| Error::InvalidArgument(format!("kernel name {name:?} holds a NUL byte")))?;
+                // SAFETY: the module is loaded until `unload_all` (the device's drop).
+                let f = unsafe { cu::module::get_function(module.raw, cname) }
+                    .map_err(|e| driver::error_from(&format!("cuModuleGetFunction({name})"), e.0))?;
                 fns.insert(name, (f, 48 << 10));
                 (f, 48 << 10)
             }
         };
         if shared > entry.1 {
-            driver::set_max_dynamic_shared(entry.0, shared)?;
+            let attr = sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
+            // SAFETY: a live function handle of a loaded module.
+            unsafe { cu::function::set_function_attribute(entry.0, attr, shared as i32) }
+                .map_err(err("cuFuncSetAttribute"))?;
             fns.insert(name, (entry.0, shared));
         }
         Ok(Kernel { name, raw: entry.0 })
@@ -283,7 +307,7 @@ impl Modules {
                 continue;
             }
             let t = Instant::now();
-            let raw = driver::module_load_data(&img)?;
+            let raw = load_image(&img)?;
             loaded.insert(unit, Arc::new(Module { raw, functions: Mutex::default() }));
             report.push(KernelPrep {
                 unit: unit.label(),
@@ -302,7 +326,7 @@ impl Modules {
         for (_, m) in loaded.drain() {
             // SAFETY: called from the device's drop, after the stream is idle; no kernel of the
             // module is launched afterwards.
-            let _ = unsafe { driver::module_unload(m.raw) };
+            let _ = unsafe { cu::module::unload(m.raw) };
         }
     }
 }

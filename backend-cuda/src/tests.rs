@@ -282,14 +282,17 @@ fn a_failed_queue_download_waits_for_its_copy() {
         }
         backend.tracker().fail_site(FaultSite::DownloadQueued);
         let err = backend.queue_download(&buf).expect_err("the injected fault must surface");
-        let idle = driver::stream_query(backend.device.stream()).unwrap();
+        // SAFETY: the backend's live stream, with its context current.
+        let idle = unsafe { driver::stream_query(backend.device.stream()) }.unwrap();
         assert!(err.to_string().contains("cuEventRecord"), "{err}");
         assert!(idle, "queue_download returned its error while its copy could still be writing into the host memory");
         let got = backend.queue_download(&buf).unwrap().wait().unwrap();
         assert!(got == host, "the download after the fault returned other bytes");
         // A download dropped without `wait` releases its memory only after the copy too.
         drop(backend.queue_download(&buf).unwrap());
-        assert!(driver::stream_query(backend.device.stream()).unwrap(), "a dropped download left its copy pending");
+        // SAFETY: as above.
+        let idle = unsafe { driver::stream_query(backend.device.stream()) }.unwrap();
+        assert!(idle, "a dropped download left its copy pending");
     }
     backend.synchronize().unwrap();
     assert_eq!(backend.memory().live, baseline, "device memory leaked");
@@ -348,9 +351,9 @@ fn device_field_arithmetic_matches_the_host() {
     let out = backend.alloc(6 * n).unwrap();
     let kernel = backend.device.kernel(Source::Lde, "gl_selftest", 0).unwrap();
     let (pa, pb, po, pn) = (da.ptr(), db.ptr(), out.ptr(), n as u64);
-    let mut args = crate::context::kernel_args![pa, pb, po, pn];
+    let args = crate::launch::LaunchArgs::new().arg(&pa).arg(&pb).arg(&po).arg(&pn);
     // SAFETY: (const u64*, const u64*, u64*, u64) as gl_selftest declares; `out` holds 6n.
-    unsafe { backend.device.launch(&kernel, (1024, 1, 1), (256, 1, 1), 0, &mut args).unwrap() };
+    unsafe { backend.device.launch(&kernel, crate::launch::LaunchConfig::linear(1024, 256, 0), args).unwrap() };
     let got = backend.download_vec(&out).unwrap();
     assert_eq!(got.len(), 6 * n);
     for i in 0..n {

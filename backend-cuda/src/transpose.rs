@@ -19,12 +19,14 @@ use backend_api::DeviceBuffer as _;
 use backend_api::plan::schedule::{FuseLimits, Launch, ScheduleCache, ScheduleKey, schedule_each};
 use backend_api::plan::{Loc, Move, Step, TransposeGeometry, TransposePlan};
 use backend_api::{ELEM_BYTES, MatrixShape, Result};
+use cudarc::driver::result as cu;
 use cudarc::driver::sys;
 
 use crate::TransposeRoute;
-use crate::context::{Device, kernel_args};
+use crate::context::Device;
 use crate::copy::{Gather, LOC_B1, gather};
 use crate::driver;
+use crate::launch::{KernelParam, LaunchArgs, LaunchConfig};
 use crate::memory::CudaBuffer;
 use crate::module::Source;
 
@@ -41,6 +43,7 @@ static SCHEDULES: ScheduleCache = ScheduleCache::new(8);
 
 /// The parameter block of `transpose_fused_runs_*`; layout identical to `FusedRuns` in transpose.cu.
 #[repr(C)]
+#[derive(Clone, Copy)]
 struct FusedRuns {
     n: u64,
     unit: u64,
@@ -48,6 +51,10 @@ struct FusedRuns {
     src: [u64; FUSE_MAX],
     dst: [u64; FUSE_MAX],
 }
+
+// SAFETY: `#[repr(C)]` u64 fields and arrays, the layout of transpose.cu's `FusedRuns` (n, unit,
+// log_win, src[FUSE_MAX], dst[FUSE_MAX]); no padding.
+unsafe impl KernelParam for FusedRuns {}
 
 /// [`backend_api::Backend::transpose_in_place`].
 pub(crate) fn transpose_in_place(
@@ -132,10 +139,11 @@ impl Bases {
                 let (s, d, r, c) = (self.addr(*src), self.addr(*dst), *rows as u64, self.cols as u64);
                 let tiles = rows.div_ceil(32) * self.cols.div_ceil(32);
                 let grid = tiles.min(device.sm_count as usize * 16).max(1) as u32;
-                let mut params = kernel_args![s, d, r, c];
+                let args = LaunchArgs::new().arg(&s).arg(&d).arg(&r).arg(&c);
+                let config = LaunchConfig { grid: (grid, 1, 1), block: (32, 8, 1), shared: 0 };
                 // SAFETY: (const u64*, u64*, u64, u64) as transpose_tile declares; the block and
                 // its destination are disjoint ranges of the matrix or scratch (plan invariant).
-                unsafe { device.launch(&kernel, (grid, 1, 1), (32, 8, 1), 0, &mut params) }
+                unsafe { device.launch(&kernel, config, args) }
             }
             Launch::Copies(moves) => {
                 let list: Vec<Gather> =
@@ -163,13 +171,11 @@ impl Bases {
                 }
                 let windows = unit.div_ceil(win);
                 let grid = windows.min(device.sm_count as usize * 16).max(1) as u32;
-                let (b, s) = (self.buf, self.scratch);
-                let block_ref: &FusedRuns = &block;
-                let mut params = kernel_args![b, s, *block_ref];
+                let args = LaunchArgs::new().arg(&self.buf).arg(&self.scratch).arg(&*block);
                 // SAFETY: (u64*, u64*, FusedRuns) as declared; every slot is a whole aligned
                 // `unit`-element range inside the matrix or the scratch (schedule invariant), at
                 // most FUSE_MAX of them (LIMITS), and the shared memory holds `n * WIN` elements.
-                unsafe { device.launch(&kernel, (grid, 1, 1), (256, 1, 1), shared as u32, &mut params) }
+                unsafe { device.launch(&kernel, LaunchConfig::linear(grid, 256, shared as u32), args) }
             }
         }
     }
@@ -199,8 +205,9 @@ impl Bases {
             for m in moves {
                 // SAFETY: as above; independent copies never overlap.
                 unsafe {
-                    driver::memcpy_dtod_async(self.addr(m.dst), self.addr(m.src), m.len * ELEM_BYTES, device.stream())?
-                };
+                    cu::memcpy_dtod_async(self.addr(m.dst), self.addr(m.src), m.len * ELEM_BYTES, device.stream())
+                }
+                .map_err(driver::err("cuMemcpyDtoDAsync"))?;
             }
             Ok(())
         }
