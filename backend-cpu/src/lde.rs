@@ -1,28 +1,37 @@
-//! The coset LDE: a radix-2 NTT on the row-major layout, in place in the output buffer.
+//! The coset LDE: a radix-2 NTT on the row-major layout, in the output buffer, in three passes
+//! over memory plus the initial fill.
 //!
 //! For an `n x m` trace, blowup `B` and shift `s` (CONVENTIONS.md, "Coset low-degree
-//! extension"), with the shared [`LdeTwiddles`] tables:
+//! extension"), with the shared [`LdeTwiddles`] tables, `N = n * B`:
 //!
-//! 1. The output buffer (`N x m`, `N = n * B`) is allocated with the canonicalised trace in its
-//!    first `n` rows.
-//! 2. **Inverse NTT** of size `n` on those rows: decimation in frequency (Gentleman-Sande) with
-//!    `w_n^-1`, natural order in, bit-reversed order out.
-//! 3. **Coset scaling and zero extension, fused.** Position `q` holds coefficient
-//!    `k = br_n(q)` times `n`; it is multiplied by `s^k / n` (`coset[k]`). In a size-`N`
-//!    bit-reversed array that coefficient belongs at `br_N(k) = q * B`, with zeros at the other
-//!    `B - 1` positions of its group; the first `log2 B` stages of the forward transform only copy
-//!    such a group's first value over the zeros, so instead of zero-extending and running those
-//!    stages the scaled row is written `B` times, to rows `[qB, qB + B)`. That runs in place in
-//!    waves, sources `[a, 2a)` for `a = n/2, n/4, ..., 1` then row 0: a wave's targets
-//!    `[aB, 2aB)` lie above every row still to be read.
-//! 4. **Forward NTT** of size `N` from stage `log2 B` on: decimation in time (Cooley-Tukey),
-//!    bit-reversed in, natural order out.
+//! 1. **Fill.** The output buffer (`N x m`) is allocated with zeros in its first `N - n` rows and
+//!    the canonicalised trace in its last `n` rows.
+//! 2. **Inverse NTT, wide stages.** The inverse transform of size `n` is decimation in frequency
+//!    (Gentleman-Sande) with `w_n^-1`, natural order in, bit-reversed order out. Its stages of
+//!    span `>= L` (the block size of step 3) run here on the last `n` rows, in groups of
+//!    consecutive stages: the rows `j + t * s0` (`t = 0 .. 2^g`) of a group whose smallest span
+//!    is `s0` only combine with each other for its `g` stages, so one task takes such sets of
+//!    rows (for `J` consecutive `j`, so it reads runs of `J` rows) through all `g` stages while
+//!    they sit in its cache: one pass over memory per group, and most shapes need one group.
+//! 3. **Narrow stages, coset scaling and spreading, fused, block by block.** A block of `L`
+//!    consecutive rows of the inverse runs its remaining stages (spans `< L`). Position `q` then
+//!    holds coefficient `k = br_n(q)` times `n`: it is multiplied by `s^k / n` (`coset[k]`) and,
+//!    since in a size-`N` bit-reversed array that coefficient belongs at `br_N(k) = q * B` with
+//!    zeros at the other `B - 1` positions of its group (the first `log2 B` forward stages only
+//!    copy it over those zeros), written to the `B` rows `[qB, qB + B)`. The block's `L * B`
+//!    target rows then run the forward stages of span `< L * B` while they are in cache. The
+//!    targets of block `b`, `[bLB, (b+1)LB)`, lie below the sources of every later block except
+//!    the last block's own, so blocks run in parallel waves: a wave takes every block whose
+//!    targets are rows already read, and the last block reads its rows into a scratch first.
+//! 4. **Forward NTT, wide stages.** The forward transform of size `N` is decimation in time
+//!    (Cooley-Tukey), bit-reversed in, natural order out; its stages of span `>= L * B` run in
+//!    groups as in step 2.
 //!
-//! A butterfly combines two whole rows: the `m` columns of a row are contiguous, so the inner
-//! loops run over contiguous memory. Stages whose butterfly span fits in a cache-sized block
-//! ([`LOCAL_BYTES`]) run block by block, one rayon task per block, so those `log2` stages cost
-//! one pass over memory; the wider stages run one pass each, parallel over blocks and over rows
-//! within a block. All arithmetic keeps values canonical, so the output is canonical.
+//! `L` is the largest power of two whose `L` source rows and `L * B` target rows fit
+//! [`LOCAL_BYTES`]; a group takes as many stages as fit it. A butterfly combines two rows, whose
+//! `m` columns are contiguous: with AVX-512F (detected at run time) it works on eight columns
+//! per instruction, otherwise on one. All arithmetic keeps values canonical, so the output is
+//! canonical, and both paths compute the same values.
 
 use backend_api::field::{LdeTwiddles, P, bit_reverse, canonical, mul};
 use backend_api::{LdeParams, Result};
@@ -30,10 +39,11 @@ use rayon::prelude::*;
 
 use crate::memory::{Allocator, CpuBuffer};
 
-/// Bytes of rows that one task transforms through all the stages that fit (half of Zen's L2).
-const LOCAL_BYTES: usize = 256 << 10;
-/// Elements per task, at least, when a stage is split over rows.
-const MIN_TASK_ELEMS: usize = 1 << 14;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
+
+/// Bytes of rows that one task keeps in cache through several stages (half of a 1 MiB L2).
+const LOCAL_BYTES: usize = 512 << 10;
 
 /// `a + b mod p` for canonical `a`, `b`; canonical result.
 #[inline(always)]
@@ -51,56 +61,28 @@ fn sub(a: u64, b: u64) -> u64 {
     if under { d.wrapping_add(P) } else { d }
 }
 
-/// [`crate::CpuBackend::coset_lde`] over a host slice.
-///
-/// # Errors
-/// [`backend_api::Error::LengthMismatch`] when `trace` does not hold `params.trace`, out of
-/// memory for the output or the twiddle tables.
-pub(crate) fn coset_lde(alloc: &Allocator, trace: &[u64], params: &LdeParams) -> Result<CpuBuffer> {
-    let shape = params.trace();
-    shape.check_len("coset_lde trace", trace.len())?;
-    let (n, m, blowup) = (shape.rows(), shape.cols(), params.blowup());
-    let big_n = n * blowup;
-    let (log_n, log_b) = (params.log_trace_rows(), params.log_blowup());
-
-    // The output first: it is the largest allocation and the fallible one to try first.
-    let fill = trace.par_iter().map(|&x| canonical(x)).chain(rayon::iter::repeat_n(0, (big_n - n) * m));
-    let mut out = alloc.buffer_from(fill)?;
-    // The tables are host memory the model counts, so they are accounted while they live.
-    let _tables = alloc.reserve_host(LdeTwiddles::bytes_for(log_n, log_b))?;
-    let tw = LdeTwiddles::new(log_n, log_b, params.shift());
-    let data = out.as_mut_slice();
-    let local_rows = local_rows(m);
-
-    // 2. Inverse NTT of size n: spans n/2 .. 1.
-    let spans: Vec<usize> = (0..log_n).rev().map(|k| 1usize << k).collect();
-    let (global, local): (Vec<usize>, Vec<usize>) = spans.iter().partition(|&&h| 2 * h > local_rows);
-    let head = &mut data[..n * m];
-    for &h in &global {
-        stage(head, m, h, &tw.inv_twiddles, n / (2 * h), Butterfly::Dif);
-    }
-    local_stages(head, m, local_rows.min(n), &local, &tw.inv_twiddles, n, Butterfly::Dif);
-
-    // 3. Coset scaling and spreading to groups of B rows.
-    spread_scaled(data, n, m, blowup, &tw.coset);
-
-    // 4. Forward NTT of size N: spans B .. N/2.
-    let spans: Vec<usize> = (log_b..log_n + log_b).map(|k| 1usize << k).collect();
-    let (local, global): (Vec<usize>, Vec<usize>) = spans.iter().partition(|&&h| 2 * h <= local_rows);
-    local_stages(data, m, local_rows.min(big_n), &local, &tw.twiddles, big_n, Butterfly::Dit);
-    for &h in &global {
-        stage(data, m, h, &tw.twiddles, big_n / (2 * h), Butterfly::Dit);
-    }
-    Ok(out)
+/// The instructions the row kernels use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Isa {
+    /// Scalar `u64` / `u128` arithmetic, on every target.
+    Scalar,
+    /// AVX-512F: eight columns per instruction.
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
 }
 
-/// Rows per cache block: a power of two >= 2 whose rows take at most [`LOCAL_BYTES`].
-fn local_rows(m: usize) -> usize {
-    let rows = (LOCAL_BYTES / (m * 8)).max(2);
-    1 << rows.ilog2()
+impl Isa {
+    /// The best kernels this CPU runs.
+    fn detect() -> Self {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            return Isa::Avx512;
+        }
+        Isa::Scalar
+    }
 }
 
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Butterfly {
     /// `(a, b) -> (a + b, (a - b) w)`.
     Dif,
@@ -108,11 +90,34 @@ enum Butterfly {
     Dit,
 }
 
-/// One butterfly over two rows.
+/// One butterfly over two rows of equal length, canonical in and out.
+#[inline]
+fn butterfly(isa: Isa, kind: Butterfly, lo: &mut [u64], hi: &mut [u64], w: u64) {
+    match isa {
+        Isa::Scalar => butterfly_scalar(kind, lo, hi, w),
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Isa::Avx512` is only chosen when the CPU reports AVX-512F (`Isa::detect`, or a
+        // test that checked it).
+        Isa::Avx512 => unsafe { avx512::butterfly(kind, lo, hi, w) },
+    }
+}
+
+/// `dst[i] = src[i] * c` for canonical `src`, `c`; rows of equal length.
+#[inline]
+fn scale(isa: Isa, dst: &mut [u64], src: &[u64], c: u64) {
+    match isa {
+        Isa::Scalar => dst.iter_mut().zip(src).for_each(|(o, &x)| *o = mul(x, c)),
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as in `butterfly`.
+        Isa::Avx512 => unsafe { avx512::scale(dst, src, c) },
+    }
+}
+
+/// The scalar butterfly, also the AVX-512 kernels' tail.
 #[inline(always)]
-fn butterfly(kind: Butterfly, lo: &mut [u64], hi: &mut [u64], w: u64) {
+fn butterfly_scalar(kind: Butterfly, lo: &mut [u64], hi: &mut [u64], w: u64) {
     match (kind, w == 1) {
-        (Butterfly::Dif, true) | (Butterfly::Dit, true) => {
+        (_, true) => {
             for (a, b) in lo.iter_mut().zip(hi) {
                 let (x, y) = (*a, *b);
                 *a = add(x, y);
@@ -136,85 +141,212 @@ fn butterfly(kind: Butterfly, lo: &mut [u64], hi: &mut [u64], w: u64) {
     }
 }
 
-/// One stage of span `h` (rows) over `data`, in parallel: blocks of `2h` rows, and rows within
-/// a block. Butterfly `i` of a block uses `table[i * stride]`.
-fn stage(data: &mut [u64], m: usize, h: usize, table: &[u64], stride: usize, kind: Butterfly) {
-    let min_rows = (MIN_TASK_ELEMS / m).max(1);
-    data.par_chunks_mut(2 * h * m).for_each(|block| {
-        let (lo, hi) = block.split_at_mut(h * m);
-        lo.par_chunks_mut(m).zip(hi.par_chunks_mut(m)).enumerate().with_min_len(min_rows).for_each(|(i, (a, b))| {
-            butterfly(kind, a, b, table[i * stride]);
-        });
-    });
+/// One transform's stages and table: the butterfly kind, the twiddle table, and the transform
+/// size it is for (span `h` reads the table with stride `size / 2h`).
+#[derive(Clone, Copy)]
+struct Transform<'a> {
+    isa: Isa,
+    kind: Butterfly,
+    table: &'a [u64],
+    size: usize,
 }
 
-/// The stages of `spans`, in the order given, block by block: blocks of `block_rows` rows
-/// (a multiple of every `2h`), one rayon task each. `size` is the transform size the table is
-/// for, so span `h` reads it with stride `size / 2h`.
-fn local_stages(
-    data: &mut [u64],
-    m: usize,
-    block_rows: usize,
-    spans: &[usize],
-    table: &[u64],
-    size: usize,
-    kind: Butterfly,
-) {
-    if spans.is_empty() {
-        return;
+impl Transform<'_> {
+    /// Spans `h` with `lo <= h < hi` (powers of two), in this transform's order: decreasing for
+    /// decimation in frequency, increasing for decimation in time.
+    fn spans(&self, lo: usize, hi: usize) -> Vec<usize> {
+        let mut spans: Vec<usize> = std::iter::successors(Some(lo), |h| Some(h * 2)).take_while(|&h| h < hi).collect();
+        if self.kind == Butterfly::Dif {
+            spans.reverse();
+        }
+        spans
     }
-    data.par_chunks_mut(block_rows * m).for_each(|block| {
-        for &h in spans {
-            let stride = size / (2 * h);
-            for pair in block.chunks_mut(2 * h * m) {
-                let (lo, hi) = pair.split_at_mut(h * m);
-                for (i, (a, b)) in lo.chunks_exact_mut(m).zip(hi.chunks_exact_mut(m)).enumerate() {
-                    butterfly(kind, a, b, table[i * stride]);
+
+    /// The stages of span `lo <= h < hi` over a block of consecutive rows (a multiple of `2h`
+    /// rows, starting at a multiple of `2h` of the transform).
+    fn block_stages(&self, block: &mut [u64], m: usize, lo: usize, hi: usize) {
+        for h in self.spans(lo, hi) {
+            let stride = self.size / (2 * h);
+            for pair in block.chunks_exact_mut(2 * h * m) {
+                let (a, b) = pair.split_at_mut(h * m);
+                for (i, (x, y)) in a.chunks_exact_mut(m).zip(b.chunks_exact_mut(m)).enumerate() {
+                    butterfly(self.isa, self.kind, x, y, self.table[i * stride]);
                 }
             }
         }
-    });
+    }
+
+    /// The `g` stages of spans `s0 .. s0 * 2^g` over `data` (rows of `m`), in parallel tasks that
+    /// each keep `2^g` runs of `j_rows` rows (the rows `j + t * s0`, `t < 2^g`, for `j_rows`
+    /// consecutive `j`) in cache through all `g` stages (module doc, step 2).
+    fn group_stages(&self, data: &mut [u64], m: usize, group: Group) {
+        let Group { s0, g, j_rows } = group;
+        let sets = 1usize << g;
+        data.par_chunks_mut((s0 << g) * m).for_each(|block| {
+            // tasks[k][t]: rows [t * s0 + k * j_rows, t * s0 + (k + 1) * j_rows) of the block.
+            let mut tasks: Vec<Vec<&mut [u64]>> = (0..s0 / j_rows).map(|_| Vec::with_capacity(sets)).collect();
+            for run in block.chunks_exact_mut(s0 * m) {
+                for (task, piece) in tasks.iter_mut().zip(run.chunks_exact_mut(j_rows * m)) {
+                    task.push(piece);
+                }
+            }
+            tasks.into_par_iter().enumerate().for_each(|(k, mut pieces)| {
+                for h in self.spans(1, sets) {
+                    // Global span h * s0: row j + t * s0 pairs with t + h, twiddle index
+                    // (j + (t mod h) * s0) * size / (2 h s0).
+                    let stride = self.size / (2 * h * s0);
+                    for base in (0..sets).step_by(2 * h) {
+                        for i in 0..h {
+                            let (a, b) = pieces.split_at_mut(base + i + h);
+                            let (x, y) = (&mut *a[base + i], &mut *b[0]);
+                            let j0 = k * j_rows + i * s0;
+                            for (jj, (xr, yr)) in x.chunks_exact_mut(m).zip(y.chunks_exact_mut(m)).enumerate() {
+                                butterfly(self.isa, self.kind, xr, yr, self.table[(j0 + jj) * stride]);
+                            }
+                        }
+                    }
+                }
+            });
+        });
+    }
 }
 
-/// Multiplies bit-reversed position `q` of the first `n` rows by `coset[br_n(q)]` and writes it
-/// to rows `[qB, qB + B)` (see the module doc, step 3).
-fn spread_scaled(data: &mut [u64], n: usize, m: usize, blowup: usize, coset: &[u64]) {
-    let bits = n.trailing_zeros();
-    let scale = |dst: &mut [u64], src: &[u64], q: usize| {
-        let c = coset[bit_reverse(q, bits)];
-        for (o, &x) in dst.iter_mut().zip(src) {
-            *o = mul(x, c);
+/// A group of consecutive stages (module doc, step 2): spans `s0 .. s0 * 2^g`, tasks of
+/// `j_rows` consecutive `j`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Group {
+    s0: usize,
+    g: u32,
+    j_rows: usize,
+}
+
+/// The groups that run the `stages` stages of spans `s0 * 2^i` (`i < stages`), ordered from the
+/// smallest spans; each keeps `2^g * j_rows` rows of `m` columns within `local` bytes (or two
+/// rows, when `local` holds fewer).
+fn groups(s0: usize, stages: u32, m: usize, local: usize) -> Vec<Group> {
+    let row_bytes = m * 8;
+    // The most stages one group can hold (at least one: two rows per task).
+    let fit = (local / row_bytes).max(2).ilog2();
+    let count = stages.div_ceil(fit);
+    let mut out = Vec::new();
+    let mut done = 0;
+    for c in 0..count {
+        // Near-equal group sizes, the larger ones first.
+        let g = stages / count + u32::from(c < stages % count);
+        let s = s0 << done;
+        let j_rows = (local / (row_bytes << g)).clamp(1, s);
+        out.push(Group { s0: s, g, j_rows: 1 << j_rows.ilog2() });
+        done += g;
+    }
+    out
+}
+
+/// [`crate::CpuBackend::coset_lde`] over a host slice.
+///
+/// # Errors
+/// [`backend_api::Error::LengthMismatch`] when `trace` does not hold `params.trace`, out of
+/// memory for the output or the twiddle tables.
+pub(crate) fn coset_lde(alloc: &Allocator, trace: &[u64], params: &LdeParams) -> Result<CpuBuffer> {
+    coset_lde_with(Isa::detect(), LOCAL_BYTES, alloc, trace, params)
+}
+
+/// [`coset_lde`] with the given kernels and cache budget (bytes; [`LOCAL_BYTES`] outside tests,
+/// which use small ones to reach many groups and blocks on small shapes).
+fn coset_lde_with(isa: Isa, local: usize, alloc: &Allocator, trace: &[u64], params: &LdeParams) -> Result<CpuBuffer> {
+    let shape = params.trace();
+    shape.check_len("coset_lde trace", trace.len())?;
+    let (n, m, blowup) = (shape.rows(), shape.cols(), params.blowup());
+    let big_n = n * blowup;
+    let (log_n, log_b) = (params.log_trace_rows(), params.log_blowup());
+
+    // The output first: it is the largest allocation and the fallible one to try first.
+    let fill = rayon::iter::repeat_n(0, (big_n - n) * m).chain(trace.par_iter().map(|&x| canonical(x)));
+    let mut out = alloc.buffer_from(fill)?;
+    // The tables are host memory the model counts, so they are accounted while they live.
+    let _tables = alloc.reserve_host(LdeTwiddles::bytes_for(log_n, log_b))?;
+    let tw = LdeTwiddles::shared(log_n, log_b, params.shift());
+    let inv = Transform { isa, kind: Butterfly::Dif, table: &tw.inv_twiddles, size: n };
+    let fwd = Transform { isa, kind: Butterfly::Dit, table: &tw.twiddles, size: big_n };
+    let data = out.as_mut_slice();
+    let l = block_rows(n, m, blowup, local);
+    let wide = (n / l).ilog2();
+
+    // 2. The inverse's spans n/2 .. L, in groups from the widest.
+    let head = &mut data[(big_n - n) * m..];
+    for group in groups(l, wide, m, local).into_iter().rev() {
+        inv.group_stages(head, m, group);
+    }
+    // 3. Blocks: the inverse's spans L/2 .. 1, scaling and spreading, the forward's B .. LB/2.
+    spread_blocks(data, n, m, blowup, l, |src, dst, b| {
+        inv.block_stages(src, m, 1, l);
+        let bits = log_n;
+        match dst {
+            None => {
+                let mut copy = vec![0; m];
+                for (q, row) in src.chunks_exact_mut(m).enumerate() {
+                    copy.copy_from_slice(row);
+                    scale(isa, row, &copy, tw.coset[bit_reverse(b * l + q, bits)]);
+                }
+                fwd.block_stages(src, m, blowup, l * blowup);
+            }
+            Some(dst) => {
+                for (q, (row, group)) in src.chunks_exact(m).zip(dst.chunks_exact_mut(blowup * m)).enumerate() {
+                    let (first, rest) = group.split_at_mut(m);
+                    scale(isa, first, row, tw.coset[bit_reverse(b * l + q, bits)]);
+                    rest.chunks_exact_mut(m).for_each(|r| r.copy_from_slice(first));
+                }
+                fwd.block_stages(dst, m, blowup, l * blowup);
+            }
         }
-    };
+    });
+    // 4. The forward's spans LB .. N/2, in groups from the narrowest.
+    for group in groups(l * blowup, wide, m, local) {
+        fwd.group_stages(data, m, group);
+    }
+    Ok(out)
+}
+
+/// `L`: the largest power of two `<= n` whose `L` source and `L * B` target rows take at most
+/// `local` bytes, at least 1.
+fn block_rows(n: usize, m: usize, blowup: usize, local: usize) -> usize {
+    let rows = (local / (m * 8 * (blowup + 1))).clamp(1, n);
+    1 << rows.ilog2()
+}
+
+/// Runs `work(src, dst, b)` for every block `b` of `L` rows of the inverse (the last `n` rows
+/// of `data`), with `dst` its `L * B` target rows `[bLB, (b+1)LB)` (module doc, step 3), or
+/// `None` with `B = 1`, where the targets are the block itself.
+fn spread_blocks<F>(data: &mut [u64], n: usize, m: usize, blowup: usize, l: usize, work: F)
+where
+    F: Fn(&mut [u64], Option<&mut [u64]>, usize) + Sync,
+{
+    let blocks = n / l;
     if blowup == 1 {
-        let min_rows = (MIN_TASK_ELEMS / m).max(1);
-        data.par_chunks_mut(m).enumerate().with_min_len(min_rows).for_each(|(q, row)| {
-            let c = coset[bit_reverse(q, bits)];
-            row.iter_mut().for_each(|x| *x = mul(*x, c));
-        });
+        data.par_chunks_mut(l * m).enumerate().for_each(|(b, src)| work(src, None, b));
         return;
     }
-    let group = blowup * m;
-    let fill = |dst: &mut [u64], src: &[u64], q: usize| {
-        let (first, rest) = dst.split_at_mut(m);
-        scale(first, src, q);
-        rest.chunks_exact_mut(m).for_each(|r| r.copy_from_slice(first));
-    };
-    let mut a = n / 2;
-    while a >= 1 {
-        let (lo, hi) = data.split_at_mut(a * group);
-        let src = &lo[a * m..2 * a * m];
-        hi[..a * group]
-            .par_chunks_mut(group)
-            .zip(src.par_chunks(m))
-            .enumerate()
-            .for_each(|(k, (d, s))| fill(d, s, a + k));
-        a /= 2;
+    let base = (n * blowup - n) / l; // the first source row, in blocks of L
+    let mut c = 0;
+    while c < blocks {
+        // Every block whose targets end at or below the first source row still unread.
+        let end = ((base + c) / blowup).min(blocks);
+        if end > c {
+            let (lo, hi) = data.split_at_mut((base + c) * l * m);
+            let dst = &mut lo[c * l * blowup * m..end * l * blowup * m];
+            let src = &mut hi[..(end - c) * l * m];
+            dst.par_chunks_mut(l * blowup * m)
+                .zip(src.par_chunks_mut(l * m))
+                .enumerate()
+                .for_each(|(k, (d, s))| work(s, Some(d), c + k));
+            c = end;
+        } else {
+            // Only the last block: its targets cover its own rows, so it reads them first.
+            debug_assert_eq!(c, blocks - 1);
+            let mut src = data[(base + c) * l * m..(base + c + 1) * l * m].to_vec();
+            work(&mut src[..], Some(&mut data[c * l * blowup * m..(c + 1) * l * blowup * m]), c);
+            c += 1;
+        }
     }
-    let (row0, rest) = data[..group].split_at_mut(m);
-    let src: Vec<u64> = row0.to_vec();
-    scale(row0, &src, 0);
-    rest.chunks_exact_mut(m).for_each(|r| r.copy_from_slice(row0));
 }
 
 #[cfg(test)]
@@ -282,6 +414,27 @@ mod tests {
         Allocator { tracker: Arc::new(AllocTracker::new()), limit: None }
     }
 
+    /// Every kernel set this CPU runs: scalar, and AVX-512F where the CPU has it (a CPU without
+    /// it says so on stderr, as its tests then check the scalar kernels only).
+    fn isas() -> Vec<Isa> {
+        let mut out = vec![Isa::Scalar];
+        if Isa::detect() != Isa::Scalar {
+            out.push(Isa::detect());
+        } else {
+            eprintln!("SKIPPED the AVX-512F kernels: this CPU does not report AVX-512F");
+        }
+        out
+    }
+
+    /// Cache budgets: 64 B (one-row blocks, one-stage groups), two in between (several groups,
+    /// several blocks, waves) and the production one.
+    const BUDGETS: [usize; 4] = [64, 512, 4096, LOCAL_BYTES];
+
+    fn lde(isa: Isa, local: usize, trace: &[u64], n: usize, m: usize, blowup: usize, shift: u64) -> Vec<u64> {
+        let params = LdeParams::new(MatrixShape::new(n, m).unwrap(), blowup, shift).unwrap();
+        coset_lde_with(isa, local, &allocator(), trace, &params).unwrap().as_slice().to_vec()
+    }
+
     #[test]
     fn the_documented_root_is_7_to_the_p_minus_1_over_2_32() {
         assert_eq!(powr(7, (P - 1) >> 32), 1_753_635_133_440_165_772);
@@ -303,7 +456,8 @@ mod tests {
     #[test]
     fn matches_the_naive_lde() {
         // n in 1..32, blowups 1..16, shifts 7, 1 and a non-canonical one (p + 7 means 7), three
-        // columns (one all non-canonical values) so a row is more than one element.
+        // columns (one all non-canonical values) so a row is more than one element; every kernel
+        // set and cache budget.
         let mut rng = ChaCha8Rng::seed_from_u64(5);
         for log_n in 0..=5 {
             for log_b in 0..=4 {
@@ -312,11 +466,102 @@ mod tests {
                     let trace: Vec<u64> = (0..n * m)
                         .map(|i| if i % m == 2 { rng.random_range(P..=u64::MAX) } else { rng.random() })
                         .collect();
-                    let params = LdeParams::new(MatrixShape::new(n, m).unwrap(), blowup, shift).unwrap();
-                    let got = coset_lde(&allocator(), &trace, &params).unwrap();
                     let expect = naive_lde(&trace, n, m, blowup, shift);
-                    assert_eq!(got.as_slice(), expect.as_slice(), "n={n} B={blowup} s={shift}");
+                    for isa in isas() {
+                        for local in BUDGETS {
+                            let got = lde(isa, local, &trace, n, m, blowup, shift);
+                            assert_eq!(got, expect, "n={n} B={blowup} s={shift} {isa:?} {local} B");
+                        }
+                    }
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn small_budgets_and_vector_widths_match_the_naive_lde() {
+        // Widths around the eight-lane vectors (7, 8, 9, 17 columns) and 2^6..2^8 rows, so that
+        // small budgets give many groups, many blocks and several waves, and the last block reads
+        // its rows into a scratch; all of them against the naive reference.
+        let mut rng = ChaCha8Rng::seed_from_u64(8);
+        for (n, m, blowup) in [(64usize, 7usize, 2usize), (128, 8, 4), (256, 9, 2), (64, 17, 8), (256, 1, 1)] {
+            let trace: Vec<u64> = (0..n * m).map(|_| rng.random()).collect();
+            let expect = naive_lde(&trace, n, m, blowup, 7);
+            for isa in isas() {
+                for local in [64, 200, 1024, 3000, 8192, LOCAL_BYTES] {
+                    let got = lde(isa, local, &trace, n, m, blowup, 7);
+                    assert_eq!(got, expect, "{n} x {m} B={blowup} {isa:?} {local} B");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn groups_cover_the_stages_once_within_the_budget() {
+        for m in [1, 3, 64, 316, 5000] {
+            for local in [64, 4096, LOCAL_BYTES] {
+                for stages in 0..=20u32 {
+                    let gs = groups(8, stages, m, local);
+                    // Consecutive: each starts at the span where the previous one ended.
+                    let mut s0 = 8;
+                    for gr in &gs {
+                        assert_eq!(gr.s0, s0, "{m} {local} {stages}: {gs:?}");
+                        assert!(gr.g >= 1 && gr.j_rows >= 1 && gr.j_rows <= gr.s0 && gr.j_rows.is_power_of_two());
+                        let bytes = (gr.j_rows << gr.g) * m * 8;
+                        assert!(bytes <= local.max(2 * m * 8), "{m} {local} {stages}: {gr:?} takes {bytes} B");
+                        s0 <<= gr.g;
+                    }
+                    assert_eq!(s0, 8 << stages, "{m} {local} {stages}: {gs:?}");
+                }
+            }
+        }
+        assert_eq!(block_rows(1 << 16, 64, 2, LOCAL_BYTES), 256);
+        assert_eq!(block_rows(4, 64, 2, LOCAL_BYTES), 4);
+        assert_eq!(block_rows(1 << 16, 1 << 20, 2, LOCAL_BYTES), 1);
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx512_kernels_match_the_scalar_ones() {
+        if !std::arch::is_x86_feature_detected!("avx512f") {
+            eprintln!("SKIPPED avx512_kernels_match_the_scalar_ones: this CPU does not report AVX-512F");
+            return;
+        }
+        let mut rng = ChaCha8Rng::seed_from_u64(9);
+        let edge = [0, 1, 2, P - 1, P - 2, 0xFFFF_FFFF, 1 << 32, (1 << 32) + 1, 1 << 63, P >> 1];
+        // Lengths 0..=19 reach the scalar tail; the values are canonical, as the kernels require.
+        for len in 0..=19usize {
+            for round in 0..40 {
+                let pick = |rng: &mut ChaCha8Rng| {
+                    if rng.random_bool(0.3) { edge[rng.random_range(0..edge.len())] } else { rng.random_range(0..P) }
+                };
+                let lo: Vec<u64> = (0..len).map(|_| pick(&mut rng)).collect();
+                let hi: Vec<u64> = (0..len).map(|_| pick(&mut rng)).collect();
+                let w = if round % 4 == 0 { 1 } else { pick(&mut rng) };
+                for kind in [Butterfly::Dif, Butterfly::Dit] {
+                    let (mut a, mut b) = (lo.clone(), hi.clone());
+                    // SAFETY: the CPU reports AVX-512F (checked above).
+                    unsafe { avx512::butterfly(kind, &mut a, &mut b, w) };
+                    // The reference: u128 arithmetic mod p.
+                    for i in 0..len {
+                        let (x, y) = (lo[i], hi[i]);
+                        let (ea, eb) = match kind {
+                            Butterfly::Dif => (
+                                (x as u128 + y as u128) % PR,
+                                mulr(((x as u128 + PR - y as u128) % PR) as u64, w) as u128,
+                            ),
+                            Butterfly::Dit => {
+                                let t = mulr(y, w) as u128;
+                                ((x as u128 + t) % PR, (x as u128 + PR - t) % PR)
+                            }
+                        };
+                        assert_eq!((a[i] as u128, b[i] as u128), (ea, eb), "{kind:?} x={x} y={y} w={w}");
+                    }
+                }
+                let mut out = vec![0; len];
+                // SAFETY: as above.
+                unsafe { avx512::scale(&mut out, &lo, w) };
+                assert_eq!(out, lo.iter().map(|&x| mulr(x, w)).collect::<Vec<_>>(), "scale by {w}");
             }
         }
     }
@@ -328,14 +573,15 @@ mod tests {
         let mut rng = ChaCha8Rng::seed_from_u64(6);
         for (n, m, blowup) in [(256usize, 200usize, 2usize), (64, 5000, 4), (512, 1, 2)] {
             let trace: Vec<u64> = (0..n * m).map(|_| rng.random()).collect();
-            let params = LdeParams::new(MatrixShape::new(n, m).unwrap(), blowup, 7).unwrap();
-            let got = coset_lde(&allocator(), &trace, &params).unwrap();
-            // The naive reference on a column sample keeps this test fast.
-            for c in [0, m / 2, m - 1] {
-                let col: Vec<u64> = (0..n).map(|r| trace[r * m + c]).collect();
-                let expect = naive_lde(&col, n, 1, blowup, 7);
-                let got_col: Vec<u64> = (0..n * blowup).map(|r| got.as_slice()[r * m + c]).collect();
-                assert_eq!(got_col, expect, "{n} x {m} B={blowup} column {c}");
+            for isa in isas() {
+                let got = lde(isa, LOCAL_BYTES, &trace, n, m, blowup, 7);
+                // The naive reference on a column sample keeps this test fast.
+                for c in [0, m / 2, m - 1] {
+                    let col: Vec<u64> = (0..n).map(|r| trace[r * m + c]).collect();
+                    let expect = naive_lde(&col, n, 1, blowup, 7);
+                    let got_col: Vec<u64> = (0..n * blowup).map(|r| got[r * m + c]).collect();
+                    assert_eq!(got_col, expect, "{n} x {m} B={blowup} column {c} {isa:?}");
+                }
             }
         }
     }

@@ -11,17 +11,24 @@
 //!   copies of a batch in parallel (large ones in chunks); transpose tiles in parallel.
 //! - **Safe where it can be.** Copy batches are carved into disjoint `&mut` slices with
 //!   `split_at_mut` (the batch's independence is exactly what makes that possible), so copies
-//!   need no `unsafe`; the one raw-pointer loop is the tile transpose, whose tasks write disjoint
-//!   elements of one exclusively borrowed slice.
+//!   need no `unsafe`; the raw-pointer code is the tile transpose, whose tasks write disjoint
+//!   elements of one exclusively borrowed slice, and the LDE's AVX-512 loads and stores of
+//!   eight-element chunks, behind a run-time CPU feature check.
 //! - **The crates' hashes, not ours.** Keccak-256 from `sha3` (the original Keccak pad) and
 //!   BLAKE3 from `blake3`; this crate only lays out leaf preimages (CONVENTIONS.md).
-//! - **A hand-written NTT.** The LDE is a radix-2 NTT over the row-major layout with the shared
-//!   [`backend_api::field::LdeTwiddles`] tables, in place in its output buffer: a butterfly
-//!   combines two contiguous rows, small spans run cache-blocked. Plonky3's `p3-dft` was
-//!   considered: it works on its own field and matrix types (a conversion pass each way), pulls
-//!   a dozen crates into a 2-core build, and its fast DFTs order outputs their own way; a
-//!   200-line NTT that follows CONVENTIONS.md directly, tested against a naive O(n^2)
-//!   evaluation, is cheaper to own.
+//! - **A hand-written NTT, measured against Plonky3's.** The LDE is a radix-2 NTT over the
+//!   row-major layout with the shared [`backend_api::field::LdeTwiddles`] tables, in place in
+//!   its output buffer: a butterfly combines two contiguous rows; the narrow stages of both
+//!   transforms, the coset scaling and the spreading to `B` rows run block by block in cache,
+//!   and the wide stages in groups of stages that one task keeps in cache, so the LDE makes
+//!   three passes over memory after the fill (more only for very wide rows). With AVX-512F (detected at run time, no
+//!   build flag) the butterflies work on eight columns at once. Plonky3's `p3-dft` was
+//!   considered as the implementation: it works on its own field and matrix types, allocates
+//!   its own output (outside this backend's accounting, and it aborts rather than reporting
+//!   out of memory), returns bit-reversed rows from its fastest DFT on two threads, and is
+//!   scalar unless the whole build targets the CPU. It is a dev-dependency instead: a test
+//!   checks this LDE against its `coset_lde_batch` element for element, and the `lde_plonky3`
+//!   bench times both in one process.
 //! - **The plan is shared.** The in-place transpose executes [`backend_api::plan::TransposePlan`]
 //!   step by step with one scratch of `geometry.scratch_elems` elements.
 

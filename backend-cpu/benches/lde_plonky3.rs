@@ -1,0 +1,150 @@
+//! The coset LDE against Plonky3's DFTs (`p3-dft` on the workspace pin, `parallel`, scalar
+//! Goldilocks unless the build enables a SIMD target feature), in one process on the same rayon
+//! pool.
+//!
+//! Shapes: `BENCH_LDE_P3_SHAPES` (default `16x64,18x64,16x316`: log2 rows x columns), blowup
+//! `BENCH_LDE_P3_BLOWUP` (default 2), shift 7. The trace is seeded random `u64`s, non-canonical
+//! ones included. For each shape:
+//!
+//! - criterion times `CpuBackend::coset_lde` and each Plonky3 DFT's `coset_lde_batch`;
+//! - then `BENCH_PAIRED_REPS` (default 7) rounds run every side once each, interleaved (the
+//!   order rotating from round to round), and the bench prints each side's min and median and
+//!   the ratio ours / best Plonky3 DFT, of the mins and of the medians.
+//!
+//! The Plonky3 sides are timed from their input matrix (cloned from the trace before the clock
+//! starts) to their return value; `Radix2DitParallel` returns a bit-reversed view, which is
+//! timed as returned, without reading it in natural order (that would add a pass); ours is
+//! timed from the uploaded trace to the natural-order output. Outputs are dropped outside the
+//! clock on both sides. Each DFT object lives across rounds, so its twiddle caches are warm, as
+//! ours are.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use backend_api::{Backend, LdeParams, MatrixShape};
+use backend_cpu::CpuBackend;
+use criterion::{BatchSize, Criterion, Throughput};
+use p3_dft::{Radix2DFTSmallBatch, Radix2DitParallel, TwoAdicSubgroupDft};
+use p3_goldilocks::Goldilocks;
+use p3_matrix::dense::RowMajorMatrix;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+/// `name` parsed from the environment, or `default`.
+fn env(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// The sides of one comparison: ours first, then the Plonky3 DFTs.
+const SIDES: [&str; 3] = ["cpu", "p3 Radix2DitParallel", "p3 Radix2DFTSmallBatch"];
+
+struct Sides {
+    backend: CpuBackend,
+    dit_parallel: Radix2DitParallel<Goldilocks>,
+    small_batch: Radix2DFTSmallBatch<Goldilocks>,
+}
+
+impl Sides {
+    /// Runs side `side` once and returns its time; the input copy and the drop are untimed.
+    fn time(&self, side: usize, trace: &backend_cpu::CpuBuffer, values: &[Goldilocks], params: &LdeParams) -> f64 {
+        let (cols, bits, shift) =
+            (params.trace().cols(), params.log_blowup() as usize, Goldilocks::new(params.shift()));
+        if side == 0 {
+            let t = Instant::now();
+            let out = self.backend.coset_lde(trace, params).expect("lde");
+            let dt = t.elapsed().as_secs_f64();
+            drop(black_box(out));
+            return dt;
+        }
+        let mat = RowMajorMatrix::new(values.to_vec(), cols);
+        let t = Instant::now();
+        if side == 1 {
+            let out = self.dit_parallel.coset_lde_batch(mat, bits, shift);
+            let dt = t.elapsed().as_secs_f64();
+            drop(black_box(out));
+            dt
+        } else {
+            let out = self.small_batch.coset_lde_batch(mat, bits, shift);
+            let dt = t.elapsed().as_secs_f64();
+            drop(black_box(out));
+            dt
+        }
+    }
+}
+
+fn min_median(mut v: Vec<f64>) -> (f64, f64) {
+    v.sort_by(f64::total_cmp);
+    (v[0], v[v.len() / 2])
+}
+
+fn bench_shape(c: &mut Criterion, sides: &Sides, params: LdeParams) {
+    let mut rng = ChaCha8Rng::seed_from_u64(13);
+    let host: Vec<u64> = (0..params.trace().len()).map(|_| rng.random()).collect();
+    let values: Vec<Goldilocks> = host.iter().map(|&x| Goldilocks::new(x)).collect();
+    let trace = sides.backend.upload(&host).expect("upload");
+    let label = format!("lde_plonky3/{}x{}/blowup{}", params.trace().rows(), params.trace().cols(), params.blowup());
+    let (cols, bits, shift) = (params.trace().cols(), params.log_blowup() as usize, Goldilocks::new(params.shift()));
+
+    let mut g = c.benchmark_group(&label);
+    g.throughput(Throughput::Bytes(params.lde_shape().bytes() as u64));
+    g.sample_size(10).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(5));
+    g.bench_function(SIDES[0], |b| b.iter(|| sides.backend.coset_lde(&trace, &params).expect("lde")));
+    let input = || RowMajorMatrix::new(values.clone(), cols);
+    g.bench_function(SIDES[1], |b| {
+        b.iter_batched(input, |m| sides.dit_parallel.coset_lde_batch(m, bits, shift), BatchSize::LargeInput)
+    });
+    g.bench_function(SIDES[2], |b| {
+        b.iter_batched(input, |m| sides.small_batch.coset_lde_batch(m, bits, shift), BatchSize::LargeInput)
+    });
+    g.finish();
+
+    let reps = env("BENCH_PAIRED_REPS", 7);
+    let mut times = vec![Vec::with_capacity(reps); SIDES.len()];
+    for round in 0..reps {
+        for k in 0..SIDES.len() {
+            let side = (round + k) % SIDES.len();
+            times[side].push(sides.time(side, &trace, &values, &params));
+        }
+    }
+    let stats: Vec<(f64, f64)> = times.into_iter().map(min_median).collect();
+    for (name, (min, med)) in SIDES.iter().zip(&stats) {
+        println!("INTERLEAVED {label}: {name} min {:.2} ms, median {:.2} ms", min * 1e3, med * 1e3);
+    }
+    let best = |pick: fn(&(f64, f64)) -> f64| {
+        stats[1..].iter().enumerate().map(|(i, s)| (pick(s), SIDES[i + 1])).min_by(|a, b| a.0.total_cmp(&b.0)).unwrap()
+    };
+    let (best_min, by_min) = best(|s| s.0);
+    let (best_med, by_med) = best(|s| s.1);
+    println!(
+        "INTERLEAVED {label}: cpu / best Plonky3 = {:.3} of mins ({by_min}), {:.3} of medians ({by_med}), \
+         {reps} interleaved rounds, {} rayon threads",
+        stats[0].0 / best_min,
+        stats[0].1 / best_med,
+        rayon::current_num_threads()
+    );
+}
+
+fn shapes() -> Vec<MatrixShape> {
+    let spec = std::env::var("BENCH_LDE_P3_SHAPES").unwrap_or_else(|_| "16x64,18x64,16x316".into());
+    spec.split(',')
+        .map(|s| {
+            let (log_rows, cols) = s.trim().split_once('x').expect("BENCH_LDE_P3_SHAPES: LOGROWSxCOLS,...");
+            let log_rows: u32 = log_rows.parse().expect("log2 rows");
+            MatrixShape::new(1 << log_rows, cols.parse().expect("columns")).expect("bench shape")
+        })
+        .collect()
+}
+
+fn main() {
+    let mut c = Criterion::default().configure_from_args();
+    let sides = Sides {
+        backend: CpuBackend::new(),
+        dit_parallel: Radix2DitParallel::default(),
+        small_batch: Radix2DFTSmallBatch::default(),
+    };
+    for shape in shapes() {
+        let params = LdeParams::new(shape, env("BENCH_LDE_P3_BLOWUP", 2), 7).expect("bench params");
+        bench_shape(&mut c, &sides, params);
+    }
+    c.final_summary();
+}
