@@ -9,7 +9,9 @@
 //! - criterion times `CpuBackend::coset_lde` and each Plonky3 DFT's `coset_lde_batch`;
 //! - then `BENCH_PAIRED_REPS` (default 7) rounds run every side once each, interleaved (the
 //!   order rotating from round to round), and the bench prints each side's min and median and
-//!   the ratio ours / best Plonky3 DFT, of the mins and of the medians.
+//!   the ratio ours / best Plonky3 DFT, of the mins and of the medians; both for wall time and
+//!   for the process's CPU time (user + system, all threads, `getrusage`), which a machine shared
+//!   with other work disturbs less than wall time.
 //!
 //! The Plonky3 sides are timed from their input matrix (cloned from the trace before the clock
 //! starts) to their return value; `Radix2DitParallel` returns a bit-reversed view, which is
@@ -45,31 +47,50 @@ struct Sides {
 }
 
 impl Sides {
-    /// Runs side `side` once and returns its time; the input copy and the drop are untimed.
-    fn time(&self, side: usize, trace: &backend_cpu::CpuBuffer, values: &[Goldilocks], params: &LdeParams) -> f64 {
+    /// Runs side `side` once and returns its wall and CPU seconds; the input copy and the drop
+    /// are untimed.
+    fn time(&self, side: usize, trace: &backend_cpu::CpuBuffer, values: &[Goldilocks], params: &LdeParams) -> [f64; 2] {
         let (cols, bits, shift) =
             (params.trace().cols(), params.log_blowup() as usize, Goldilocks::new(params.shift()));
-        if side == 0 {
-            let t = Instant::now();
-            let out = self.backend.coset_lde(trace, params).expect("lde");
-            let dt = t.elapsed().as_secs_f64();
-            drop(black_box(out));
-            return dt;
-        }
-        let mat = RowMajorMatrix::new(values.to_vec(), cols);
-        let t = Instant::now();
-        if side == 1 {
-            let out = self.dit_parallel.coset_lde_batch(mat, bits, shift);
-            let dt = t.elapsed().as_secs_f64();
-            drop(black_box(out));
-            dt
-        } else {
-            let out = self.small_batch.coset_lde_batch(mat, bits, shift);
-            let dt = t.elapsed().as_secs_f64();
-            drop(black_box(out));
-            dt
+        let mat = (side > 0).then(|| RowMajorMatrix::new(values.to_vec(), cols));
+        let (t, c) = (Instant::now(), cpu_seconds());
+        match (side, mat) {
+            (1, Some(mat)) => {
+                let out = self.dit_parallel.coset_lde_batch(mat, bits, shift);
+                let dt = [t.elapsed().as_secs_f64(), cpu_seconds() - c];
+                drop(black_box(out));
+                dt
+            }
+            (2, Some(mat)) => {
+                let out = self.small_batch.coset_lde_batch(mat, bits, shift);
+                let dt = [t.elapsed().as_secs_f64(), cpu_seconds() - c];
+                drop(black_box(out));
+                dt
+            }
+            _ => {
+                let out = self.backend.coset_lde(trace, params).expect("lde");
+                let dt = [t.elapsed().as_secs_f64(), cpu_seconds() - c];
+                drop(black_box(out));
+                dt
+            }
         }
     }
+}
+
+/// The process's user + system CPU seconds so far, all threads (NaN where unknown).
+fn cpu_seconds() -> f64 {
+    #[cfg(target_os = "linux")]
+    {
+        let mut u = std::mem::MaybeUninit::<libc::rusage>::uninit();
+        // SAFETY: getrusage writes a whole `rusage` through the valid pointer and returns 0.
+        if unsafe { libc::getrusage(libc::RUSAGE_SELF, u.as_mut_ptr()) } == 0 {
+            // SAFETY: initialised by the successful call.
+            let u = unsafe { u.assume_init() };
+            let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+            return tv(u.ru_utime) + tv(u.ru_stime);
+        }
+    }
+    f64::NAN
 }
 
 fn min_median(mut v: Vec<f64>) -> (f64, f64) {
@@ -99,29 +120,34 @@ fn bench_shape(c: &mut Criterion, sides: &Sides, params: LdeParams) {
     g.finish();
 
     let reps = env("BENCH_PAIRED_REPS", 7);
-    let mut times = vec![Vec::with_capacity(reps); SIDES.len()];
+    let mut times = vec![[Vec::with_capacity(reps), Vec::with_capacity(reps)]; SIDES.len()];
     for round in 0..reps {
         for k in 0..SIDES.len() {
             let side = (round + k) % SIDES.len();
-            times[side].push(sides.time(side, &trace, &values, &params));
+            let [wall, cpu] = sides.time(side, &trace, &values, &params);
+            times[side][0].push(wall);
+            times[side][1].push(cpu);
         }
     }
-    let stats: Vec<(f64, f64)> = times.into_iter().map(min_median).collect();
-    for (name, (min, med)) in SIDES.iter().zip(&stats) {
-        println!("INTERLEAVED {label}: {name} min {:.2} ms, median {:.2} ms", min * 1e3, med * 1e3);
+    for (clock, what) in ["wall", "CPU time"].iter().enumerate() {
+        let stats: Vec<(f64, f64)> = times.iter().map(|t| min_median(t[clock].clone())).collect();
+        for (name, (min, med)) in SIDES.iter().zip(&stats) {
+            println!("INTERLEAVED {label} {what}: {name} min {:.2} ms, median {:.2} ms", min * 1e3, med * 1e3);
+        }
+        let best = |pick: fn(&(f64, f64)) -> f64| {
+            let others = stats[1..].iter().enumerate().map(|(i, s)| (pick(s), SIDES[i + 1]));
+            others.min_by(|a, b| a.0.total_cmp(&b.0)).expect("two Plonky3 sides")
+        };
+        let (best_min, by_min) = best(|s| s.0);
+        let (best_med, by_med) = best(|s| s.1);
+        println!(
+            "INTERLEAVED {label} {what}: cpu / best Plonky3 = {:.3} of mins ({by_min}), {:.3} of medians ({by_med}), \
+             {reps} interleaved rounds, {} rayon threads",
+            stats[0].0 / best_min,
+            stats[0].1 / best_med,
+            rayon::current_num_threads()
+        );
     }
-    let best = |pick: fn(&(f64, f64)) -> f64| {
-        stats[1..].iter().enumerate().map(|(i, s)| (pick(s), SIDES[i + 1])).min_by(|a, b| a.0.total_cmp(&b.0)).unwrap()
-    };
-    let (best_min, by_min) = best(|s| s.0);
-    let (best_med, by_med) = best(|s| s.1);
-    println!(
-        "INTERLEAVED {label}: cpu / best Plonky3 = {:.3} of mins ({by_min}), {:.3} of medians ({by_med}), \
-         {reps} interleaved rounds, {} rayon threads",
-        stats[0].0 / best_min,
-        stats[0].1 / best_med,
-        rayon::current_num_threads()
-    );
 }
 
 fn shapes() -> Vec<MatrixShape> {
