@@ -23,6 +23,7 @@ use std::sync::OnceLock;
 use backend_api::{Error, Result};
 use cudarc::driver::result::{self as cu, DriverError};
 use cudarc::driver::sys;
+use cudarc::nvrtc::result as nvrtc_result;
 use cudarc::nvrtc::sys as nvrtc;
 
 /// The backend's name in errors and [`backend_api::DeviceInfo`].
@@ -260,15 +261,81 @@ pub(crate) unsafe fn pool_set_release_threshold(pool: sys::CUmemoryPool, bytes: 
 }
 
 // ---------------------------------------------------------------------------------------------
-// NVRTC beyond cudarc's `nvrtc::result` (which creates programs without headers and returns
-// PTX only).
+// NVRTC: cudarc's `nvrtc::result` compiles, returns logs and PTX; it creates programs without
+// headers and has no CUBIN output, which are here.
+
+/// An NVRTC program with its headers, destroyed on drop.
+struct Program {
+    raw: nvrtc::nvrtcProgram,
+}
+
+impl Program {
+    /// Creates a program of `src` named `name`, with in-memory `headers` (name, text).
+    fn new(name: &str, src: &str, headers: &[(&str, &str)]) -> Result<Self> {
+        let cstr = |s: &str| {
+            CString::new(s).map_err(|_| Error::InvalidArgument(format!("{name}: a kernel source holds a NUL byte")))
+        };
+        let (c_src, c_name) = (cstr(src)?, cstr(name)?);
+        let h_src = headers.iter().map(|h| cstr(h.1)).collect::<Result<Vec<_>>>()?;
+        let h_name = headers.iter().map(|h| cstr(h.0)).collect::<Result<Vec<_>>>()?;
+        let h_src_p: Vec<_> = h_src.iter().map(|c| c.as_ptr()).collect();
+        let h_name_p: Vec<_> = h_name.iter().map(|c| c.as_ptr()).collect();
+        let mut raw: nvrtc::nvrtcProgram = ptr::null_mut();
+        // SAFETY: every string is NUL-terminated and outlives the call (NVRTC copies them); the
+        // header arrays have `headers.len()` entries.
+        unsafe {
+            nvrtc::nvrtcCreateProgram(
+                &mut raw,
+                c_src.as_ptr(),
+                c_name.as_ptr(),
+                headers.len() as i32,
+                h_src_p.as_ptr(),
+                h_name_p.as_ptr(),
+            )
+        }
+        .result()
+        .map_err(|e| compile_error(name, format!("nvrtcCreateProgram: {:?}", e.0)))?;
+        Ok(Self { raw })
+    }
+
+    /// The compile log, trimmed (empty when NVRTC has none).
+    fn log(&self) -> String {
+        // SAFETY: the program is live.
+        let log = unsafe { nvrtc_result::get_program_log(self.raw) }.unwrap_or_default();
+        let bytes: Vec<u8> = log.iter().map(|&c| c as u8).collect();
+        String::from_utf8_lossy(&bytes).trim_end_matches('\0').trim().to_string()
+    }
+
+    /// The CUBIN of a program compiled for an `sm_XX` target.
+    fn cubin(&self) -> std::result::Result<Vec<u8>, nvrtc_result::NvrtcError> {
+        let mut size = 0usize;
+        // SAFETY: the program is live and compiled; writes the size.
+        unsafe { nvrtc::nvrtcGetCUBINSize(self.raw, &mut size) }.result()?;
+        let mut buf = vec![0u8; size];
+        // SAFETY: `buf` has the size NVRTC reported.
+        unsafe { nvrtc::nvrtcGetCUBIN(self.raw, buf.as_mut_ptr().cast()) }.result()?;
+        Ok(buf)
+    }
+}
+
+impl Drop for Program {
+    fn drop(&mut self) {
+        // SAFETY: the program is live and not used after this.
+        let _ = unsafe { nvrtc_result::destroy_program(self.raw) };
+    }
+}
+
+fn compile_error(name: &str, log: String) -> Error {
+    Error::KernelCompile { backend: BACKEND.into(), kernel: name.into(), log }
+}
 
 /// Compiles one CUDA C++ source with NVRTC and returns the CUBIN (for `sm_XX`) or PTX (for
 /// `compute_XX`, NUL-terminated), and the compile log.
 ///
 /// # Errors
 /// [`Error::KernelCompile`] with NVRTC's log when the source does not compile;
-/// [`Error::BackendUnavailable`] when NVRTC is not loadable.
+/// [`Error::BackendUnavailable`] when NVRTC is not loadable; [`Error::InvalidArgument`] for a
+/// NUL byte in a source, name or option.
 pub(crate) fn nvrtc_compile(
     name: &str,
     src: &str,
@@ -278,81 +345,26 @@ pub(crate) fn nvrtc_compile(
     if !nvrtc_present() {
         return Err(unavailable("NVRTC (libnvrtc.so.13) was not found: kernels cannot be compiled"));
     }
-    let cstr = |s: &str| {
-        CString::new(s).map_err(|_| Error::InvalidArgument(format!("{name}: a kernel source holds a NUL byte")))
-    };
-    let c_src = cstr(src)?;
-    let c_name = cstr(name)?;
-    let h_src = headers.iter().map(|h| cstr(h.1)).collect::<Result<Vec<_>>>()?;
-    let h_name = headers.iter().map(|h| cstr(h.0)).collect::<Result<Vec<_>>>()?;
-    let h_src_p: Vec<_> = h_src.iter().map(|c| c.as_ptr()).collect();
-    let h_name_p: Vec<_> = h_name.iter().map(|c| c.as_ptr()).collect();
-    let c_opts = options.iter().map(|o| cstr(o)).collect::<Result<Vec<_>>>()?;
-    let c_opts_p: Vec<_> = c_opts.iter().map(|c| c.as_ptr()).collect();
-    let nv = |op: &str, r: nvrtc::nvrtcResult| -> Result<()> {
-        if r == nvrtc::nvrtcResult::NVRTC_SUCCESS {
-            Ok(())
-        } else {
-            Err(Error::KernelCompile { backend: BACKEND.into(), kernel: name.into(), log: format!("{op}: {r:?}") })
-        }
-    };
-    let mut prog: nvrtc::nvrtcProgram = ptr::null_mut();
-    // SAFETY: every string is NUL-terminated and outlives the call; the header arrays have
-    // `headers.len()` entries.
-    nv("nvrtcCreateProgram", unsafe {
-        nvrtc::nvrtcCreateProgram(
-            &mut prog,
-            c_src.as_ptr(),
-            c_name.as_ptr(),
-            headers.len() as i32,
-            h_src_p.as_ptr(),
-            h_name_p.as_ptr(),
-        )
-    })?;
-    // From here the program must be destroyed on every path.
-    let result = (|| {
-        // SAFETY: `prog` is live; the options array has `options.len()` NUL-terminated entries.
-        let compiled = unsafe { nvrtc::nvrtcCompileProgram(prog, c_opts_p.len() as i32, c_opts_p.as_ptr()) };
-        let log = program_log(prog);
-        if compiled != nvrtc::nvrtcResult::NVRTC_SUCCESS {
-            return Err(Error::KernelCompile { backend: BACKEND.into(), kernel: name.into(), log });
-        }
-        let cubin = options.iter().any(|o| o.contains("sm_"));
-        let mut size = 0usize;
-        let image = if cubin {
-            // SAFETY: `prog` compiled; writes the size, then fills a buffer of that size.
-            nv("nvrtcGetCUBINSize", unsafe { nvrtc::nvrtcGetCUBINSize(prog, &mut size) })?;
-            let mut buf = vec![0u8; size];
-            // SAFETY: `buf` has the size NVRTC reported.
-            nv("nvrtcGetCUBIN", unsafe { nvrtc::nvrtcGetCUBIN(prog, buf.as_mut_ptr().cast()) })?;
-            buf
-        } else {
-            // SAFETY: as above, for PTX (the size includes the NUL).
-            nv("nvrtcGetPTXSize", unsafe { nvrtc::nvrtcGetPTXSize(prog, &mut size) })?;
-            let mut buf = vec![0u8; size];
-            // SAFETY: `buf` has the size NVRTC reported.
-            nv("nvrtcGetPTX", unsafe { nvrtc::nvrtcGetPTX(prog, buf.as_mut_ptr().cast()) })?;
-            buf
-        };
-        Ok((image, log))
-    })();
-    // SAFETY: `prog` is live and not used afterwards.
-    unsafe { nvrtc::nvrtcDestroyProgram(&mut prog) };
-    result
-}
-
-fn program_log(prog: nvrtc::nvrtcProgram) -> String {
-    let mut size = 0usize;
-    // SAFETY: `prog` is live; writes the log size (including the NUL).
-    if unsafe { nvrtc::nvrtcGetProgramLogSize(prog, &mut size) } != nvrtc::nvrtcResult::NVRTC_SUCCESS || size == 0 {
-        return String::new();
+    if options.iter().any(|o| o.contains('\0')) {
+        return Err(Error::InvalidArgument(format!("{name}: an NVRTC option holds a NUL byte")));
     }
-    let mut buf = vec![0u8; size];
-    // SAFETY: `buf` has the size NVRTC reported.
-    if unsafe { nvrtc::nvrtcGetProgramLog(prog, buf.as_mut_ptr().cast()) } != nvrtc::nvrtcResult::NVRTC_SUCCESS {
-        return String::new();
+    let prog = Program::new(name, src, headers)?;
+    // SAFETY: the program is live; the options hold no NUL byte (checked above).
+    let compiled = unsafe { nvrtc_result::compile_program(prog.raw, options) };
+    let log = prog.log();
+    if compiled.is_err() {
+        return Err(compile_error(name, log));
     }
-    String::from_utf8_lossy(&buf).trim_end_matches('\0').trim().to_string()
+    let image = if options.iter().any(|o| o.contains("sm_")) {
+        prog.cubin().map_err(|e| compile_error(name, format!("nvrtcGetCUBIN: {:?}", e.0)))?
+    } else {
+        // SAFETY: the program is live and compiled.
+        let ptx = unsafe { nvrtc_result::get_ptx(prog.raw) }
+            .map_err(|e| compile_error(name, format!("nvrtcGetPTX: {:?}", e.0)))?;
+        // The size NVRTC reports includes the NUL terminator the driver needs.
+        ptx.into_iter().map(|c| c as u8).collect()
+    };
+    Ok((image, log))
 }
 
 /// The `sm_XX` architectures this NVRTC can emit CUBIN for, as numbers (`90` for `sm_90`).
