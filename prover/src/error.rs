@@ -51,6 +51,22 @@ pub enum ProverError {
         blocked: crate::admission::Blocked,
     },
 
+    /// A job of a [`crate::DeviceSet`] batch that no member's budget holds; nothing ran. A commit
+    /// runs whole on one device.
+    #[error(
+        "job {job} needs {needed} B ({}), more than the budget of any device in the set: {}; a commit runs whole on one device",
+        backend_api::memory::human_bytes(*needed),
+        budgets.iter().map(|(d, b)| format!("{d} {b} B ({})", backend_api::memory::human_bytes(*b))).collect::<Vec<_>>().join(", ")
+    )]
+    NoDeviceFits {
+        /// The job's index in the batch.
+        job: usize,
+        /// Its modelled bytes.
+        needed: usize,
+        /// Each member's label and budget.
+        budgets: Vec<(String, usize)>,
+    },
+
     /// A command-line combination the CLI cannot run.
     #[error("{0}")]
     Usage(String),
@@ -73,7 +89,7 @@ impl ProverError {
                 | E::OverlappingCopies { .. }
                 | E::OutOfBounds { .. },
             ) => EXIT_USAGE,
-            ProverError::Backend(_) => EXIT_REFUSED_OR_DEVICE,
+            ProverError::Backend(_) | ProverError::NoDeviceFits { .. } => EXIT_REFUSED_OR_DEVICE,
         }
     }
 

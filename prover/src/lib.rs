@@ -18,6 +18,7 @@
 mod admission;
 pub mod cli;
 mod commit;
+pub mod device_set;
 mod error;
 mod input;
 mod progress;
@@ -28,6 +29,7 @@ pub mod units;
 
 pub use admission::{Admission, Blocked, DeviceMemory, POLL, Ticket};
 pub use commit::{CommitParams, CommitPlan, Commitment, PhaseTimings, TreePlan, commit, commit_admitted};
+pub use device_set::{DeviceSet, Job, JobOutcome, SetMember};
 pub use error::{EXIT_OK, EXIT_REFUSED_OR_DEVICE, EXIT_USAGE, EXIT_WAIT_TIMED_OUT, ProverError, Result};
 pub use input::{TraceInput, check_trace_file, read_trace_file, synthetic_trace, write_u64_file};
 pub use progress::{NoProgress, Phase, Progress};
