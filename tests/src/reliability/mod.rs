@@ -23,7 +23,7 @@
 //!
 //! The checks live in one file per concern: [`table`] (the tables, what a commit produced, the
 //! CPU oracle), [`concurrency`], [`fault_injection`], [`determinism`] (repetitions and rayon
-//! thread counts), [`copy_overlaps`], and the CUDA launch configurations (with the `cuda`
+//! thread counts), [`device_set`] (a batch over logical devices), [`copy_overlaps`], and the CUDA launch configurations (with the `cuda`
 //! feature); [`suite`] runs them and holds the macros.
 
 pub mod concurrency;
@@ -31,6 +31,7 @@ pub mod copy_overlaps;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod determinism;
+pub mod device_set;
 pub mod fault_injection;
 pub mod suite;
 pub mod table;
@@ -43,6 +44,7 @@ pub use copy_overlaps::batched_copy_overlaps_refused;
 #[cfg(feature = "cuda")]
 pub use cuda::cuda_launch_configurations;
 pub use determinism::{commit_rayon_thread_counts, commit_repeated_100};
+pub use device_set::device_set_over_logical_devices;
 pub use fault_injection::{commit_fault_injection, fault_tables};
 pub use suite::{run_reliability_check, run_reliability_outcome};
 pub use table::{Committed, Table, commit_table, oracle, read_back};

@@ -69,6 +69,7 @@ macro_rules! reliability_suite {
             commit_repeated_100,
             commit_rayon_thread_counts,
             batched_copy_overlaps_refused,
+            device_set_over_logical_devices,
         }
     };
 }
