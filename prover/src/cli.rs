@@ -8,14 +8,14 @@
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use crate::report::{CommitReport, PlanReport};
+use crate::report::{BatchReport, CommitReport, PlanReport};
 use crate::select::{AUTO, BackendVisitor, Ports, Registry};
-use crate::units::parse_bytes;
+use crate::units::{parse_bytes, parse_duration};
 use crate::{
-    CommitParams, CommitPlan, EXIT_OK, EXIT_REFUSED_OR_DEVICE, Phase, Progress, ProverError, Result, TraceInput,
-    commit, read_trace_file, synthetic_trace, write_u64_file,
+    Admission, CommitParams, CommitPlan, DeviceSet, EXIT_OK, EXIT_REFUSED_OR_DEVICE, Job, Phase, Progress, ProverError,
+    Result, TraceInput, commit_admitted, default_reservation_root, read_trace_file, synthetic_trace, write_u64_file,
 };
 use backend_api::memory::{admit, default_budget};
 use backend_api::{Backend, DEFAULT_SCRATCH_CAP, DeviceInfo, HashKind, LeafLayout, MatrixShape};
@@ -134,6 +134,24 @@ struct CommitArgs {
     /// Do not synchronize after each phase (faster on GPUs; the per-phase seconds become issue times).
     #[arg(long)]
     no_phase_timing: bool,
+    /// When the commit does not fit now, wait up to DURATION (e.g. 30s, 10m; 0 = do not wait) for
+    /// device memory, first come first served with every other process waiting for the device.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    wait_for_memory: Option<Duration>,
+    /// Directory of the cross-process reservation queues [default: $XDG_RUNTIME_DIR/stark-commit,
+    /// else <tmp>/stark-commit-<uid>].
+    #[arg(long, value_name = "DIR", requires = "wait_for_memory")]
+    reservations: Option<PathBuf>,
+    /// Commit a batch over several devices: `all` (every device of --backend) or CUDA ordinals
+    /// such as `0,1`; prints a per-device report.
+    #[arg(long, value_name = "all|LIST", conflicts_with = "out")]
+    devices: Option<String>,
+    /// Split each device into K logical devices with 1/K of its budget each (a batch mode).
+    #[arg(long, value_name = "K", default_value_t = 1, conflicts_with = "out")]
+    logical: usize,
+    /// Commit the table N times as one batch over the devices (a batch mode).
+    #[arg(long, value_name = "N", conflicts_with = "out")]
+    repeat: Option<usize>,
     #[command(flatten)]
     shape: ShapeArgs,
 }
@@ -262,33 +280,39 @@ fn run_commit<P: Ports>(args: &CommitArgs, registry: &Registry<P>) -> Result<u8>
     if let Some(out) = &args.out {
         check_out_path(out)?;
     }
+    if args.devices.is_some() || args.repeat.is_some() || args.logical != 1 {
+        return run_batch(args, registry, &plan, params);
+    }
     let (backend, skipped) = registry.select(&args.backend)?;
     let info = backend.visit(InfoOf);
     let budget = params.budget.unwrap_or_else(|| default_budget(info.total_memory));
     // Refuse before reading or generating a table that would not fit.
     admit(&plan.model, budget, 0)?;
+    let admission = match args.wait_for_memory {
+        Some(wait) => Admission::cross_process(budget, wait, &reservation_root(args), &backend.device_key())?,
+        None => Admission::new(budget),
+    };
 
     let hidden = args.shape.json || !std::io::stderr().is_terminal();
     let progress = CliProgress::new(hidden, &params);
     let t0 = Instant::now();
-    let (trace, input) = match &args.input {
-        Some(path) => {
-            progress.bar.set_message(format!("reading {}", path.display()));
-            (read_trace_file(path, shape)?, path.display().to_string())
-        }
-        None => {
-            progress.bar.set_message("generating the synthetic table");
-            (
-                synthetic_trace(shape, args.seed),
-                format!("synthetic {} x {}, seed {}", shape.rows(), shape.cols(), args.seed),
-            )
-        }
-    };
+    progress.bar.set_message(if args.input.is_some() { "reading the trace" } else { "generating the synthetic table" });
+    let (trace, input) = load_trace(args, shape)?;
     let input_seconds = t0.elapsed().as_secs_f64();
     progress.bar.inc(1);
+    if args.wait_for_memory.is_some() {
+        progress.bar.set_message("waiting for device memory");
+    }
 
     let params = CommitParams { budget: Some(budget), ..params };
-    let job = CommitJob { trace: &trace, shape, params: &params, progress: &progress, out: args.out.as_deref() };
+    let job = CommitJob {
+        trace: &trace,
+        shape,
+        params: &params,
+        admission: &admission,
+        progress: &progress,
+        out: args.out.as_deref(),
+    };
     let result = backend.visit(job);
     progress.bar.finish_and_clear();
     let mut report = result?;
@@ -299,6 +323,168 @@ fn run_commit<P: Ports>(args: &CommitArgs, registry: &Registry<P>) -> Result<u8>
     report.out = args.out.as_ref().map(|p| p.display().to_string());
     print(&if args.shape.json { to_json(&report)? } else { report.to_string() })?;
     Ok(EXIT_OK)
+}
+
+/// The trace `args` names (a file, else the seeded synthetic table) and a description of it.
+fn load_trace(args: &CommitArgs, shape: MatrixShape) -> Result<(Vec<u64>, String)> {
+    Ok(match &args.input {
+        Some(path) => (read_trace_file(path, shape)?, path.display().to_string()),
+        None => (
+            synthetic_trace(shape, args.seed),
+            format!("synthetic {} x {}, seed {}", shape.rows(), shape.cols(), args.seed),
+        ),
+    })
+}
+
+/// `--reservations`, or the default root of the reservation queues.
+fn reservation_root(args: &CommitArgs) -> PathBuf {
+    args.reservations.clone().unwrap_or_else(default_reservation_root)
+}
+
+/// `prover commit --devices ... / --repeat N / --logical K`: the table committed `N` times as one
+/// batch over a [`DeviceSet`], then the per-device report. Every commit of the batch commits the
+/// same table, so every root must be the same wherever it ran; a difference fails the run.
+fn run_batch<P: Ports>(
+    args: &CommitArgs,
+    registry: &Registry<P>,
+    plan: &CommitPlan,
+    params: CommitParams,
+) -> Result<u8> {
+    let repeat = args.repeat.unwrap_or(1);
+    if repeat == 0 || args.logical == 0 {
+        return Err(ProverError::Usage("--repeat and --logical need at least 1".into()));
+    }
+    let spec = args.devices.as_deref().unwrap_or("all");
+    let (backend, skipped) = registry.select(&args.backend)?;
+    let shape = plan.trace_shape();
+    let t0 = Instant::now();
+    let (trace, input) = load_trace(args, shape)?;
+    let input_seconds = t0.elapsed().as_secs_f64();
+    let batch = Batch { args, params: &params, model_total: plan.model.total(), trace: &trace, shape };
+    #[cfg(feature = "cuda")]
+    let done = if let crate::select::SelectedBackend::Cuda(_) = &backend {
+        drop(backend);
+        let count = backend_cuda::CudaBackend::device_count()?;
+        let mut owned = Vec::new();
+        for ordinal in device_list(spec, count, "cuda")? {
+            owned.push(backend_cuda::CudaBackend::new(ordinal)?);
+        }
+        let members: Vec<BatchMember<'_, _>> = owned
+            .iter()
+            .map(|b| BatchMember {
+                label: format!("cuda:{}", b.ordinal()),
+                backend: b,
+                key: format!("cuda-{}", b.uuid()),
+            })
+            .collect();
+        batch.run(&members)?
+    } else {
+        device_list(spec, 1, backend.name())?;
+        backend.visit(BatchOn { batch, label: backend.name(), key: backend.device_key() })?
+    };
+    #[cfg(not(feature = "cuda"))]
+    let done = {
+        device_list(spec, 1, backend.name())?;
+        backend.visit(BatchOn { batch, label: backend.name(), key: backend.device_key() })?
+    };
+    let (mut report, failure) = done;
+    report.auto_skipped = skipped;
+    report.input = input;
+    report.input_seconds = input_seconds;
+    print(&if args.shape.json { to_json(&report)? } else { report.to_string() })?;
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    if !report.roots_identical {
+        return Err(ProverError::ResultsDiffer(
+            "the commits of one table gave different roots on different devices (see the report)".into(),
+        ));
+    }
+    Ok(EXIT_OK)
+}
+
+/// The ordinals `spec` names among `count` devices of `backend`: `all`, or a comma-separated list.
+fn device_list(spec: &str, count: usize, backend: &str) -> Result<Vec<usize>> {
+    if spec == "all" {
+        return if count == 0 {
+            Err(ProverError::Usage(format!("backend {backend} reports no device")))
+        } else {
+            Ok((0..count).collect())
+        };
+    }
+    let mut list = Vec::new();
+    for part in spec.split(',') {
+        let ordinal: usize = part.trim().parse().map_err(|_| {
+            ProverError::Usage(format!("--devices {spec:?}: {part:?} is not a device ordinal; use `all` or e.g. `0,1`"))
+        })?;
+        if ordinal >= count {
+            return Err(ProverError::Usage(format!(
+                "--devices {spec:?}: backend {backend} has {count} device(s), ordinals 0..={}",
+                count.saturating_sub(1)
+            )));
+        }
+        if list.contains(&ordinal) {
+            return Err(ProverError::Usage(format!("--devices {spec:?}: device {ordinal} is listed twice")));
+        }
+        list.push(ordinal);
+    }
+    Ok(list)
+}
+
+/// A batch to run: the table, its parameters and the flags that shape the device set.
+struct Batch<'a> {
+    args: &'a CommitArgs,
+    params: &'a CommitParams,
+    model_total: usize,
+    trace: &'a [u64],
+    shape: MatrixShape,
+}
+
+/// One physical device of a batch: a label, the backend, the key of its reservation queue.
+struct BatchMember<'a, B> {
+    label: String,
+    backend: &'a B,
+    key: String,
+}
+
+impl Batch<'_> {
+    /// Builds the device set (each device split into `--logical` members with its budget shared
+    /// out; cross-process admissions with `--wait-for-memory`) and commits the batch.
+    fn run<B: Backend>(&self, members: &[BatchMember<'_, B>]) -> Result<(BatchReport, Option<ProverError>)> {
+        let root = reservation_root(self.args);
+        let mut set = DeviceSet::new();
+        for m in members {
+            let budget = self.params.budget.unwrap_or_else(|| default_budget(m.backend.info().total_memory));
+            set.push_logical(m.backend, &m.label, self.args.logical, budget, |share| {
+                match self.args.wait_for_memory {
+                    Some(wait) => Admission::cross_process(share, wait, &root, &m.key),
+                    None => Ok(Admission::new(share)),
+                }
+            })?;
+        }
+        let repeat = self.args.repeat.unwrap_or(1);
+        let jobs = vec![Job { trace: self.trace, shape: self.shape, params: self.params }; repeat];
+        let t0 = Instant::now();
+        let outcomes = set.run(&jobs, |_, _, c| Ok((c.roots.clone(), c.timings.admission_seconds)))?;
+        let wall = t0.elapsed().as_secs_f64();
+        let info: Vec<DeviceInfo> = set.members().iter().map(|m| m.backend().info()).collect();
+        Ok(BatchReport::new(&set, &info, self.shape, self.params, self.model_total, outcomes, wall))
+    }
+}
+
+/// A batch on the one device of a backend that has one (CPU, wgpu, ports).
+struct BatchOn<'a> {
+    batch: Batch<'a>,
+    label: &'static str,
+    key: String,
+}
+
+impl BackendVisitor for BatchOn<'_> {
+    type Output = Result<(BatchReport, Option<ProverError>)>;
+
+    fn visit<B: Backend>(self, backend: &B) -> Self::Output {
+        self.batch.run(&[BatchMember { label: self.label.into(), backend, key: self.key }])
+    }
 }
 
 /// Refuses an `--out` path whose directory does not exist before any work is done.
@@ -321,6 +507,7 @@ struct CommitJob<'a> {
     trace: &'a [u64],
     shape: MatrixShape,
     params: &'a CommitParams,
+    admission: &'a Admission,
     progress: &'a CliProgress,
     out: Option<&'a std::path::Path>,
 }
@@ -330,14 +517,17 @@ impl BackendVisitor for CommitJob<'_> {
 
     fn visit<B: Backend>(self, backend: &B) -> Result<CommitReport> {
         backend.tracker().reset_peak();
-        let c = commit(backend, TraceInput::host(self.trace, self.shape), self.params, self.progress)?;
+        let input = TraceInput::host(self.trace, self.shape);
+        let c = commit_admitted(backend, input, self.params, self.admission, self.progress)?;
         let peak = backend.memory().peak;
         if let Some(path) = self.out {
             self.progress.bar.set_message(format!("writing {}", path.display()));
             write_u64_file(path, &backend.download_vec(&c.lde)?)?;
         }
         let budget = self.params.budget.unwrap_or_default();
-        Ok(CommitReport::new(&backend.info(), &c, self.params, budget, peak))
+        let mut report = CommitReport::new(&backend.info(), &c, self.params, budget, peak);
+        report.admission_wait_seconds = self.admission.wait().map(|_| c.timings.admission_seconds);
+        Ok(report)
     }
 }
 

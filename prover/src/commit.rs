@@ -141,6 +141,8 @@ pub struct PhaseTimings {
     /// From the start of the upload to the roots on the host; always includes all device work,
     /// because the roots' download waits for it.
     pub total_seconds: f64,
+    /// Seconds admission took before the upload: the wait for memory, with a waiting admission.
+    pub admission_seconds: f64,
 }
 
 impl PhaseTimings {
@@ -223,7 +225,9 @@ pub fn commit_admitted<B: Backend>(
         let info = backend.info();
         Some(DeviceMemory { free: info.free_memory, total: info.total_memory })
     };
+    let admission_start = Instant::now();
     let mut ticket = admission.admit_on(&plan.model, &memory)?;
+    let admission_seconds = admission_start.elapsed().as_secs_f64();
 
     let mut clock = Clock::new(backend, params.phase_timing, progress);
     let trace = clock.phase(Phase::Upload, || match input {
@@ -268,7 +272,7 @@ pub fn commit_admitted<B: Backend>(
             })
             .collect::<backend_api::Result<Vec<_>>>()
     })?;
-    let timings = clock.finish();
+    let timings = PhaseTimings { admission_seconds, ..clock.finish() };
 
     let resident = plan.model.lde + plan.model.trees + if snapshot.is_some() { plan.model.trace } else { 0 };
     ticket.shrink_to(resident);
@@ -314,6 +318,11 @@ impl<'a, B: Backend> Clock<'a, B> {
     }
 
     fn finish(self) -> PhaseTimings {
-        PhaseTimings { phases: self.phases, synchronized: self.sync, total_seconds: self.start.elapsed().as_secs_f64() }
+        PhaseTimings {
+            phases: self.phases,
+            synchronized: self.sync,
+            total_seconds: self.start.elapsed().as_secs_f64(),
+            admission_seconds: 0.0,
+        }
     }
 }

@@ -60,7 +60,7 @@ pub struct DeviceSet<'a, B: Backend> {
 /// One commit of a batch: a host trace and its parameters.
 #[derive(Clone, Copy)]
 pub struct Job<'t> {
-    /// Row-major trace, `shape.rows * shape.cols` elements.
+    /// Row-major trace, `shape.rows() * shape.cols()` elements.
     pub trace: &'t [u64],
     /// The trace shape.
     pub shape: MatrixShape,
@@ -213,7 +213,7 @@ impl<'a, B: Backend> DeviceSet<'a, B> {
     {
         let mut bytes = Vec::with_capacity(jobs.len());
         for job in jobs {
-            let plan = CommitPlan::new(job.shape.rows, job.shape.cols, job.params)?;
+            let plan = CommitPlan::new(job.shape.rows(), job.shape.cols(), job.params)?;
             plan.trace_shape().check_len("trace input", job.trace.len())?;
             bytes.push(plan.model.total());
         }

@@ -67,6 +67,11 @@ pub enum ProverError {
         budgets: Vec<(String, usize)>,
     },
 
+    /// Commits that must agree did not (the same table gave different roots on two devices): a
+    /// bug, reported rather than hidden.
+    #[error("{0}")]
+    ResultsDiffer(String),
+
     /// A command-line combination the CLI cannot run.
     #[error("{0}")]
     Usage(String),
@@ -89,7 +94,9 @@ impl ProverError {
                 | E::OverlappingCopies { .. }
                 | E::OutOfBounds { .. },
             ) => EXIT_USAGE,
-            ProverError::Backend(_) | ProverError::NoDeviceFits { .. } => EXIT_REFUSED_OR_DEVICE,
+            ProverError::Backend(_) | ProverError::NoDeviceFits { .. } | ProverError::ResultsDiffer(_) => {
+                EXIT_REFUSED_OR_DEVICE
+            }
         }
     }
 

@@ -4,10 +4,12 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use backend_api::memory::{MemoryModel, human_bytes};
-use backend_api::{Backend, DeviceInfo, hex};
+use backend_api::{Backend, DeviceInfo, MatrixShape, hex};
 use serde::Serialize;
 
 use crate::commit::{CommitParams, CommitPlan, Commitment};
+use crate::device_set::{DeviceSet, JobOutcome};
+use crate::error::ProverError;
 
 /// The memory model, term by term, in bytes.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -91,6 +93,8 @@ pub struct CommitReport {
     pub total_seconds: f64,
     /// Seconds to read or generate the trace on the host (not part of the commit).
     pub input_seconds: f64,
+    /// With `--wait-for-memory`: seconds the commit waited for admission before the upload.
+    pub admission_wait_seconds: Option<f64>,
     /// The modelled device bytes, term by term.
     pub modelled_device_bytes: ModelReport,
     /// The budget the commit was admitted against.
@@ -142,12 +146,224 @@ impl CommitReport {
             phase_timing_synchronized: commitment.timings.synchronized,
             total_seconds: commitment.timings.total_seconds,
             input_seconds: 0.0,
+            admission_wait_seconds: None,
             modelled_device_bytes: (&commitment.model).into(),
             budget_bytes,
             peak_device_bytes,
             snapshot: commitment.snapshot.is_some(),
             out: None,
         }
+    }
+}
+
+/// One member (device or logical device) of a batch.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BatchDeviceReport {
+    /// The member's label, e.g. `cuda:0` or `cpu#1`.
+    pub label: String,
+    /// The device, as its driver names it.
+    pub device: String,
+    /// The member's admission budget.
+    pub budget_bytes: usize,
+    /// Commits placed on it.
+    pub jobs: usize,
+    /// Of those, commits that failed.
+    pub failed: usize,
+    /// Seconds it spent on its commits (admission waits included), end to end.
+    pub busy_seconds: f64,
+}
+
+/// One commit of a batch.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BatchJobReport {
+    /// The commit's index in the batch.
+    pub job: usize,
+    /// The member that ran it.
+    pub device: String,
+    /// Seconds from the member taking it to its roots on the host.
+    pub seconds: f64,
+    /// Seconds of that spent waiting for admission.
+    pub admission_wait_seconds: Option<f64>,
+    /// One root per tree, lower-case hex (empty when it failed).
+    pub roots: Vec<String>,
+    /// Why it failed, if it did.
+    pub error: Option<String>,
+}
+
+/// The result of `prover commit --devices ... / --repeat N / --logical K`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BatchReport {
+    /// The backend that ran (`cpu`, `cuda`, `wgpu`, a port).
+    pub backend: String,
+    /// For `--backend auto`: why each faster backend was skipped.
+    pub auto_skipped: Vec<String>,
+    /// Where the trace came from.
+    pub input: String,
+    /// Seconds to read or generate the trace once (not part of the batch's wall time).
+    pub input_seconds: f64,
+    /// Trace rows `n`.
+    pub trace_rows: usize,
+    /// LDE rows `N = n * blowup`.
+    pub lde_rows: usize,
+    /// Columns.
+    pub cols: usize,
+    /// The hash name.
+    pub hash: String,
+    /// The leaf layout name.
+    pub layout: String,
+    /// The modelled device bytes of one commit.
+    pub modelled_device_bytes: usize,
+    /// Commits in the batch.
+    pub commits: usize,
+    /// Commits that gave roots.
+    pub succeeded: usize,
+    /// From the first commit's start to the last one's end.
+    pub wall_seconds: f64,
+    /// The roots of the first commit that succeeded.
+    pub roots: Vec<String>,
+    /// Whether every commit that succeeded gave exactly those roots (one table, so it must).
+    pub roots_identical: bool,
+    /// Per member.
+    pub devices: Vec<BatchDeviceReport>,
+    /// Per commit, in batch order.
+    pub jobs: Vec<BatchJobReport>,
+}
+
+impl BatchReport {
+    /// The report of a batch of one table's commits run on `set` (`info` per member), and the
+    /// first commit error, if any, for the exit code.
+    pub fn new<B: Backend>(
+        set: &DeviceSet<'_, B>,
+        info: &[DeviceInfo],
+        shape: MatrixShape,
+        params: &CommitParams,
+        modelled_device_bytes: usize,
+        outcomes: Vec<JobOutcome<(Vec<[u8; 32]>, f64)>>,
+        wall_seconds: f64,
+    ) -> (Self, Option<ProverError>) {
+        let mut devices: Vec<BatchDeviceReport> = set
+            .members()
+            .iter()
+            .zip(info)
+            .map(|(m, i)| BatchDeviceReport {
+                label: m.label().to_owned(),
+                device: i.device.clone(),
+                budget_bytes: m.admission().budget(),
+                jobs: 0,
+                failed: 0,
+                busy_seconds: 0.0,
+            })
+            .collect();
+        let mut jobs = Vec::with_capacity(outcomes.len());
+        let mut first_error = None;
+        let mut roots: Option<Vec<String>> = None;
+        let mut identical = true;
+        for o in outcomes {
+            let d = &mut devices[o.member];
+            d.jobs += 1;
+            d.busy_seconds += o.seconds;
+            let (job_roots, wait, error) = match o.result {
+                Ok((r, wait)) => (r.iter().map(|x| hex(x)).collect::<Vec<_>>(), Some(wait), None),
+                Err(e) => {
+                    d.failed += 1;
+                    let text = e.to_string();
+                    first_error.get_or_insert(e);
+                    (Vec::new(), None, Some(text))
+                }
+            };
+            if error.is_none() {
+                match &roots {
+                    None => roots = Some(job_roots.clone()),
+                    Some(r) => identical &= *r == job_roots,
+                }
+            }
+            jobs.push(BatchJobReport {
+                job: o.job,
+                device: d.label.clone(),
+                seconds: o.seconds,
+                admission_wait_seconds: wait,
+                roots: job_roots,
+                error,
+            });
+        }
+        let succeeded = jobs.iter().filter(|j| j.error.is_none()).count();
+        let report = Self {
+            backend: info.first().map_or("", |i| i.backend).to_string(),
+            auto_skipped: Vec::new(),
+            input: String::new(),
+            input_seconds: 0.0,
+            trace_rows: shape.rows(),
+            lde_rows: shape.rows() * params.blowup,
+            cols: shape.cols(),
+            hash: params.hash.name().into(),
+            layout: params.layout.name().into(),
+            modelled_device_bytes,
+            commits: jobs.len(),
+            succeeded,
+            wall_seconds,
+            roots: roots.unwrap_or_default(),
+            roots_identical: identical,
+            devices,
+            jobs,
+        };
+        (report, first_error)
+    }
+}
+
+impl fmt::Display for BatchReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "batch: {} commit(s) on {} device(s), backend {}", self.commits, self.devices.len(), self.backend)?;
+        for s in &self.auto_skipped {
+            writeln!(f, "  auto skipped {s}")?;
+        }
+        writeln!(f, "input: {} ({:.3} s, once)", self.input, self.input_seconds)?;
+        writeln!(
+            f,
+            "each:  {} x {} trace -> {} x {} LDE, {}, layout {}; modelled {} B ({})",
+            self.trace_rows,
+            self.cols,
+            self.lde_rows,
+            self.cols,
+            self.hash,
+            self.layout,
+            self.modelled_device_bytes,
+            human_bytes(self.modelled_device_bytes)
+        )?;
+        writeln!(f, "devices:")?;
+        for d in &self.devices {
+            writeln!(
+                f,
+                "  {:<10} {} commit(s), {} failed, busy {:.3} s, budget {} ({})",
+                d.label,
+                d.jobs,
+                d.failed,
+                d.busy_seconds,
+                human_bytes(d.budget_bytes),
+                d.device
+            )?;
+        }
+        writeln!(f, "commits:")?;
+        for j in &self.jobs {
+            match &j.error {
+                None => writeln!(
+                    f,
+                    "  #{:<3} {:<10} {:>8.3} s (waited {:.3} s)  {}",
+                    j.job,
+                    j.device,
+                    j.seconds,
+                    j.admission_wait_seconds.unwrap_or(0.0),
+                    j.roots.join(" ")
+                )?,
+                Some(e) => writeln!(f, "  #{:<3} {:<10} {:>8.3} s  FAILED: {e}", j.job, j.device, j.seconds)?,
+            }
+        }
+        writeln!(f, "roots: {}", self.roots.join(" "))?;
+        writeln!(
+            f,
+            "roots identical across every commit and device: {}",
+            if self.roots_identical { "yes" } else { "NO" }
+        )?;
+        write!(f, "{}/{} succeeded; wall {:.3} s", self.succeeded, self.commits, self.wall_seconds)
     }
 }
 
@@ -174,6 +390,9 @@ impl fmt::Display for CommitReport {
             writeln!(f, "  auto skipped {s}")?;
         }
         writeln!(f, "input:   {} ({:.3} s)", self.input, self.input_seconds)?;
+        if let Some(w) = self.admission_wait_seconds {
+            writeln!(f, "admission: waited {w:.3} s for device memory")?;
+        }
         writeln!(
             f,
             "commit:  {} x {} trace, blowup {}, shift {} -> {} x {} LDE; {} leaves, layout {}",

@@ -85,6 +85,26 @@ impl<X: PortBackend> SelectedBackend<X> {
         }
     }
 
+    /// A name of the physical device that is the same in every process: the key of its
+    /// cross-process reservation queue (`--wait-for-memory`). CUDA: `cuda-GPU-<uuid>`; wgpu:
+    /// `wgpu-<adapter name>-<vendor>-<device>-<PCI bus>`; CPU: `cpu`; a port: `<name>-<device>`. Programs using one GPU
+    /// through different APIs get different keys; the driver's free memory still accounts for
+    /// each other's use.
+    pub fn device_key(&self) -> String {
+        match self {
+            SelectedBackend::Cpu(_) => "cpu".into(),
+            #[cfg(feature = "cuda")]
+            SelectedBackend::Cuda(b) => format!("cuda-{}", b.uuid()),
+            #[cfg(feature = "wgpu")]
+            SelectedBackend::Wgpu(b) => {
+                let a = b.adapter_info();
+                // The PCI bus id tells two identical GPUs apart where the driver reports it.
+                format!("wgpu-{}-{:04x}-{:04x}-{}", a.name, a.vendor, a.device, a.device_pci_bus_id)
+            }
+            SelectedBackend::Port(b) => format!("{}-{}", b.name(), b.visit(DeviceName)),
+        }
+    }
+
     /// Whether this is a software adapter (only wgpu can be).
     pub fn is_software(&self) -> bool {
         match self {

@@ -1,4 +1,4 @@
-//! Byte sizes on the command line: `4096`, `256MiB`, `141 GiB`, `1.5T`.
+//! Byte sizes and durations on the command line: `4096`, `256MiB`, `141 GiB`, `1.5T`; `30s`, `10m`.
 
 /// Parses a byte count: a plain integer, or a number (decimals allowed) followed by one of the
 /// binary suffixes `B`, `K`/`KiB`, `M`/`MiB`, `G`/`GiB`, `T`/`TiB` (case-insensitive, powers of
@@ -40,9 +40,48 @@ pub fn parse_bytes(text: &str) -> Result<usize, String> {
     Ok(bytes.round() as usize)
 }
 
+/// Parses a duration: a number (decimals allowed) followed by `ms`, `s`, `m`/`min` or `h`; a plain
+/// number is seconds. `0` means "do not wait".
+///
+/// # Errors
+/// A message naming the text that could not be read.
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (num, unit) = (t[..split].trim(), t[split..].trim());
+    if num.is_empty() {
+        return Err(format!("{text:?}: expected a duration, e.g. 30s, 10m, 1.5h or 250ms"));
+    }
+    let scale = match unit.to_ascii_lowercase().as_str() {
+        "ms" => 1e-3,
+        "" | "s" | "sec" => 1.0,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        _ => return Err(format!("{text:?}: unknown unit {unit:?}; use ms, s, m or h")),
+    };
+    let v: f64 = num.parse().map_err(|_| format!("{text:?}: {num:?} is not a number"))?;
+    std::time::Duration::try_from_secs_f64(v * scale).map_err(|_| format!("{text:?} is too long"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parses_durations() {
+        use std::time::Duration;
+        assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("45"), Ok(Duration::from_secs(45)));
+        assert_eq!(parse_duration("1.5h"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("2 min"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        for bad in ["", "m", "10 parsecs", "-5s", "1.2.3s", "1e999h"] {
+            assert!(parse_duration(bad).is_err(), "{bad:?} accepted");
+        }
+        assert!(parse_duration("10 parsecs").unwrap_err().contains("ms, s, m or h"));
+    }
 
     #[test]
     fn parses_plain_and_suffixed_sizes() {
