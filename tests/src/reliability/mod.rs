@@ -23,7 +23,8 @@
 //!
 //! The checks live in one file per concern: [`table`] (the tables, what a commit produced, the
 //! CPU oracle), [`concurrency`], [`fault_injection`], [`determinism`] (repetitions and rayon
-//! thread counts), [`device_set`] (a batch over logical devices), [`copy_overlaps`], and the CUDA launch configurations (with the `cuda`
+//! thread counts), [`device_set`] (a batch over logical devices), [`processes`] (waiting admission across
+//! `prover` processes), [`copy_overlaps`], and the CUDA launch configurations (with the `cuda`
 //! feature); [`suite`] runs them and holds the macros.
 
 pub mod concurrency;
@@ -33,6 +34,7 @@ pub mod cuda;
 pub mod determinism;
 pub mod device_set;
 pub mod fault_injection;
+pub mod processes;
 pub mod suite;
 pub mod table;
 
@@ -46,6 +48,10 @@ pub use cuda::cuda_launch_configurations;
 pub use determinism::{commit_rayon_thread_counts, commit_repeated_100};
 pub use device_set::device_set_over_logical_devices;
 pub use fault_injection::{commit_fault_injection, fault_tables};
+pub use processes::{
+    ProcessCheck, ProcessSetup, eight_processes_under_a_two_commit_budget, run_process_check,
+    sigkill_of_a_waiting_process_frees_its_share,
+};
 pub use suite::{run_reliability_check, run_reliability_outcome};
 pub use table::{Committed, Table, commit_table, oracle, read_back};
 
