@@ -2,8 +2,11 @@
 //! run against this crate's `prover` binary: eight processes under a budget for two, and a
 //! waiting process killed with SIGKILL. CPU always; CUDA and wgpu where compiled in, printing
 //! `SKIPPED` without a device (`REQUIRE_CUDA=1` / `REQUIRE_WGPU=1` make that a failure).
+//!
+//! `PROVER_BIN` names another `prover` binary to drive: for a test executable carried to a GPU
+//! machine without the build tree (cargo bakes this crate's binary path in at build time).
 
-use std::path::Path;
+use std::path::PathBuf;
 
 use conformance::reliability::{
     ProcessCheck, eight_processes_under_a_two_commit_budget as eight, run_process_check,
@@ -11,7 +14,8 @@ use conformance::reliability::{
 };
 
 fn run(backend: &str, name: &str, require_env: &str, check: ProcessCheck) {
-    run_process_check(Path::new(env!("CARGO_BIN_EXE_prover")), backend, name, require_env, check);
+    let exe = std::env::var_os("PROVER_BIN").map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_prover")), PathBuf::from);
+    run_process_check(&exe, backend, name, require_env, check);
 }
 
 #[test]
