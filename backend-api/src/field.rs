@@ -93,13 +93,31 @@ pub const fn root_of_unity(log_n: u32) -> u64 {
 }
 
 /// `[1, x, x^2, ..., x^(len-1)]`.
+///
+/// Long tables are filled on every core: each chunk starts from `x^start` ([`pow`]) and
+/// multiplies on, so the values are exactly those of one running product.
 pub fn powers(x: u64, len: usize) -> Vec<u64> {
-    let mut out = Vec::with_capacity(len);
-    let mut acc = 1u64;
-    for _ in 0..len {
-        out.push(acc);
-        acc = mul(acc, x);
+    /// Elements per thread-chunk; shorter tables are made on the calling thread.
+    const CHUNK: usize = 1 << 16;
+    let mut out = vec![0u64; len];
+    let fill = |start: usize, chunk: &mut [u64]| {
+        let mut acc = pow(x, start as u64);
+        for v in chunk {
+            *v = acc;
+            acc = mul(acc, x);
+        }
+    };
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(len.div_ceil(CHUNK));
+    if threads <= 1 {
+        fill(0, &mut out);
+        return out;
     }
+    let per = len.div_ceil(threads);
+    std::thread::scope(|s| {
+        for (i, chunk) in out.chunks_mut(per).enumerate() {
+            s.spawn(move || fill(i * per, chunk));
+        }
+    });
     out
 }
 
@@ -133,11 +151,15 @@ impl LdeTwiddles {
         let big_n = n << log_blowup;
         let inv_twiddles = powers(inverse(root_of_unity(log_n)), n / 2);
         let twiddles = powers(root_of_unity(log_n + log_blowup), big_n / 2);
+        // s^j / n = (s^j) * n^-1: the powers of s, each scaled (on every core for long tables).
         let n_inv = inverse(canonical(n as u64));
         let mut coset = powers(shift, n);
-        for c in &mut coset {
-            *c = mul(*c, n_inv);
-        }
+        let per = n.div_ceil(std::thread::available_parallelism().map_or(1, |t| t.get())).max(1 << 16);
+        std::thread::scope(|s| {
+            for chunk in coset.chunks_mut(per) {
+                s.spawn(move || chunk.iter_mut().for_each(|c| *c = mul(*c, n_inv)));
+            }
+        });
         Self { inv_twiddles, twiddles, coset }
     }
 
@@ -179,6 +201,23 @@ mod tests {
 
     fn mul_ref(a: u64, b: u64) -> u64 {
         ((a as u128 * b as u128) % P as u128) as u64
+    }
+
+    /// The chunked, multi-threaded `powers` against a running product in u128 arithmetic, for
+    /// lengths around the chunk size and bases that are non-canonical, 0, 1 and p - 1.
+    #[test]
+    fn powers_match_a_running_product() {
+        for x in [0, 1, 2, P - 1, P, P + 3, u64::MAX, 0x1234_5678_9abc_def1] {
+            for len in [0, 1, 2, (1 << 16) - 1, 1 << 16, (1 << 16) + 1, 3 * (1 << 16) + 5] {
+                let got = powers(x, len);
+                assert_eq!(got.len(), len);
+                let mut acc = 1u64;
+                for (i, &g) in got.iter().enumerate() {
+                    assert_eq!(g, acc, "x = {x:#x}, len {len}, index {i}");
+                    acc = mul_ref(acc, x % P);
+                }
+            }
+        }
     }
 
     #[test]

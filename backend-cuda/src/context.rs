@@ -10,6 +10,7 @@ use cudarc::driver::sys;
 use crate::driver::{self, err, unavailable};
 use crate::launch::{LaunchArgs, LaunchConfig};
 use crate::module::{Kernel, KernelPrep, Modules, Source, Unit};
+use crate::staging::Staging;
 
 /// One CUDA device bound to one non-default stream. Dropped after the last buffer.
 pub(crate) struct Device {
@@ -36,6 +37,8 @@ pub(crate) struct Device {
     /// The most dynamic shared memory one block may opt into, in bytes.
     pub(crate) max_shared_optin: usize,
     modules: Modules,
+    /// The page-locked blocks large host transfers go through.
+    pub(crate) staging: Staging,
 }
 
 // SAFETY: the driver API's handles may be used from any thread once the context is made current
@@ -105,6 +108,7 @@ impl Device {
             sm_count,
             max_shared_optin,
             modules: Modules::default(),
+            staging: Staging::default(),
         })
     }
 
@@ -170,6 +174,7 @@ impl Drop for Device {
         if self.bind().is_ok() {
             // SAFETY: the stream is live until destroyed below.
             let _ = unsafe { cu::stream::synchronize(self.stream) };
+            self.staging.release();
             self.modules.unload_all();
             // SAFETY: every buffer (holding an Arc of this device) is gone, and the stream is idle.
             let _ = unsafe { cu::stream::destroy(self.stream) };

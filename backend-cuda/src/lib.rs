@@ -46,6 +46,7 @@ mod memory;
 mod merkle;
 mod module;
 mod options;
+mod staging;
 mod transpose;
 
 use std::sync::Arc;
@@ -59,6 +60,7 @@ pub use kernel_cache::ImageOrigin;
 pub use memory::{CudaBuffer, CudaDownload};
 pub use module::KernelPrep;
 pub use options::{CudaOptions, NttKernel, TransposeRoute};
+pub use staging::PinnedHost;
 
 use context::{Device, Event};
 
@@ -190,6 +192,83 @@ impl CudaBackend {
         let threads = std::thread::available_parallelism().map_or(4, |n| n.get());
         self.device.bind()?;
         self.device.prepare(&units, threads)
+    }
+
+    /// Allocates `len` page-locked host elements (zeroed) that uploads read at bus speed: fill
+    /// it, then [`CudaBackend::upload_pinned`]. Page-locked memory is a limited resource of the
+    /// host: allocate it once and reuse it.
+    ///
+    /// # Errors
+    /// [`Error::OutOfMemory`] when the host cannot lock that much memory (a locked-memory
+    /// limit, an absurd size); nothing stays allocated.
+    pub fn alloc_pinned(&self, len: usize) -> Result<PinnedHost> {
+        PinnedHost::alloc(&self.device, len)
+    }
+
+    /// Allocates a device buffer and queues a direct copy of `host` into it. Writing to `host`
+    /// (through `DerefMut`) or dropping it waits for that copy first.
+    ///
+    /// # Errors
+    /// As [`Backend::alloc`], or a driver error (the buffer is then freed).
+    pub fn upload_pinned(&self, host: &mut PinnedHost) -> Result<CudaBuffer> {
+        if !host.belongs_to(&self.device) {
+            return Err(Error::InvalidArgument("a pinned buffer of another CudaBackend instance was passed".into()));
+        }
+        let buf = CudaBuffer::alloc(&self.device, host.len())?;
+        if !host.is_empty() {
+            self.device.bind()?;
+            // SAFETY: `buf` holds `host.len()` elements; `host` is page-locked and is neither
+            // written nor freed before the event recorded below completes (`PinnedHost`).
+            unsafe { cudarc::driver::result::memcpy_htod_async(buf.ptr(), &host[..], self.device.stream()) }
+                .map_err(driver::err("cuMemcpyHtoDAsync"))?;
+            host.mark_pending()?;
+        }
+        Ok(buf)
+    }
+
+    /// Copies all of `buf` into `host` (same length) after the work queued before, at bus speed,
+    /// and returns when `host` holds it.
+    ///
+    /// # Errors
+    /// [`Error::LengthMismatch`], or a driver error.
+    pub fn download_pinned(&self, buf: &CudaBuffer, host: &mut PinnedHost) -> Result<()> {
+        self.check_owned(buf)?;
+        if !host.belongs_to(&self.device) {
+            return Err(Error::InvalidArgument("a pinned buffer of another CudaBackend instance was passed".into()));
+        }
+        if buf.len() != host.len() {
+            return Err(Error::LengthMismatch { what: "download_pinned", expected: buf.len(), actual: host.len() });
+        }
+        host.wait()?;
+        if !host.is_empty() {
+            self.device.bind()?;
+            // SAFETY: `buf` holds `host.len()` elements; `host` is page-locked, exclusively
+            // borrowed, and the copy completes before this returns (`wait` below).
+            unsafe { cudarc::driver::result::memcpy_dtoh_async(&mut host[..], buf.ptr(), self.device.stream()) }
+                .map_err(driver::err("cuMemcpyDtoHAsync"))?;
+            host.mark_pending()?;
+            host.wait()?;
+        }
+        Ok(())
+    }
+
+    /// Page-locked host bytes this process holds through the CUDA backend now: staging rings
+    /// and [`PinnedHost`] buffers.
+    pub fn pinned_host_bytes() -> usize {
+        staging::pinned_host_bytes()
+    }
+
+    /// Allocates now the small page-locked staging ring that large uploads and downloads from
+    /// ordinary host memory go through (made at the first large transfer otherwise; about 60 ms
+    /// of page locking on an H200 host), so that it can overlap other host work. When the host
+    /// refuses page-locked memory, transfers use the driver's pageable path, with one warning.
+    ///
+    /// # Errors
+    /// A driver error binding the context.
+    pub fn prepare_staging(&self) -> Result<()> {
+        self.device.bind()?;
+        self.device.staging.ensure();
+        Ok(())
     }
 
     /// The on-disk kernel cache directory this process uses, `None` when caching is off.

@@ -119,7 +119,9 @@ pub(crate) fn upload(device: &Arc<Device>, host: &[u64]) -> Result<CudaBuffer> {
 }
 
 /// Queues a copy of `host` to elements `[offset, offset + host.len())` of `buf`. The host slice
-/// may be reused when this returns (pageable memory is staged by the driver before it returns).
+/// may be reused when this returns: a large one is copied through the device's page-locked
+/// staging ring (at bus speed, the host copy overlapped with the transfer), a small one is staged
+/// by the driver before it returns.
 ///
 /// # Errors
 /// [`Error::OutOfBounds`], or a driver error.
@@ -128,13 +130,23 @@ pub(crate) fn write(buf: &CudaBuffer, offset: usize, host: &[u64]) -> Result<()>
     if host.is_empty() {
         return Ok(());
     }
-    buf.device.bind()?;
+    let dev = &buf.device;
+    dev.bind()?;
+    let dst = buf.ptr_at(offset);
+    // SAFETY: the range is inside `buf` (checked above), which outlives the queued copies (its
+    // free is queued behind them on the same stream).
+    let staged =
+        dev.staging.with_ring(std::mem::size_of_val(host), |ring| unsafe { ring.upload(dst, host, dev.stream()) })?;
+    if staged {
+        return Ok(());
+    }
     // SAFETY: the range is inside `buf` (checked above); `host` is pageable memory, which the
     // driver copies to staging memory before returning.
-    unsafe { cu::memcpy_htod_async(buf.ptr_at(offset), host, buf.device.stream()) }.map_err(err("cuMemcpyHtoDAsync"))
+    unsafe { cu::memcpy_htod_async(dst, host, dev.stream()) }.map_err(err("cuMemcpyHtoDAsync"))
 }
 
-/// Copies elements `[offset, offset + out.len())` of `buf` to `out` after all queued work.
+/// Copies elements `[offset, offset + out.len())` of `buf` to `out` after all queued work; a
+/// large range goes through the page-locked staging ring.
 ///
 /// # Errors
 /// [`Error::OutOfBounds`], or a device error from this or earlier work.
@@ -142,11 +154,18 @@ pub(crate) fn download(buf: &CudaBuffer, offset: usize, out: &mut [u64]) -> Resu
     check_range("download", buf, offset, out.len())?;
     let dev = &buf.device;
     dev.bind()?;
-    if !out.is_empty() {
-        // SAFETY: the range is inside `buf`; `out` is writable, and the stream is synchronised
-        // below before `out` is released to the caller.
-        unsafe { cu::memcpy_dtoh_async(out, buf.ptr_at(offset), dev.stream()) }.map_err(err("cuMemcpyDtoHAsync"))?;
+    if out.is_empty() {
+        return dev.synchronize();
     }
+    let src = buf.ptr_at(offset);
+    let bytes = std::mem::size_of_val(out);
+    // SAFETY: the range is inside `buf`, which the caller holds for the call.
+    if dev.staging.with_ring(bytes, |ring| unsafe { ring.download(out, src, dev.stream()) })? {
+        return Ok(());
+    }
+    // SAFETY: the range is inside `buf`; `out` is writable, and the stream is synchronised
+    // below before `out` is released to the caller.
+    unsafe { cu::memcpy_dtoh_async(out, src, dev.stream()) }.map_err(err("cuMemcpyDtoHAsync"))?;
     dev.synchronize()
 }
 

@@ -304,6 +304,7 @@ fn a_failed_queue_download_waits_for_its_copy() {
 #[test]
 fn device_field_arithmetic_matches_the_host() {
     use backend_api::Backend;
+    let _count = PINNED_COUNT.lock().unwrap_or_else(|p| p.into_inner());
     use backend_api::field::{P, add, canonical, mul, sub};
     let Some(backend) = cuda_or_skip("device_field_arithmetic_matches_the_host") else { return };
     let edge = [
@@ -366,4 +367,107 @@ fn device_field_arithmetic_matches_the_host() {
         assert_eq!(got[6 * i + 4], add(x, y), "lazy add({x:#x}, {y:#x})");
         assert_eq!(got[6 * i + 5], sub(x, y), "lazy sub({x:#x}, {y:#x})");
     }
+}
+
+/// Serialises the tests that read the process-wide page-locked byte count.
+static PINNED_COUNT: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// The backend on device 0, or `None` after a visible skip (a failure under `REQUIRE_CUDA=1`).
+fn device_or_skip(test: &str) -> Option<crate::CudaBackend> {
+    match crate::CudaBackend::new(0) {
+        Ok(b) => Some(b),
+        Err(e) => {
+            assert!(std::env::var("REQUIRE_CUDA").as_deref() != Ok("1"), "REQUIRE_CUDA=1: {e}");
+            let _ = writeln!(std::io::stderr(), "SKIPPED backend_cuda::{test}: {e}");
+            None
+        }
+    }
+}
+
+/// Seeded values over all of u64 (about one in 2^32 non-canonical), with p, p + 1 and u64::MAX
+/// planted at the start.
+fn table(len: usize, seed: u64) -> Vec<u64> {
+    let mut s = seed | 1;
+    let mut v: Vec<u64> = (0..len)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        })
+        .collect();
+    for (slot, x) in v.iter_mut().zip([backend_api::field::P, backend_api::field::P + 1, u64::MAX]) {
+        *slot = x;
+    }
+    v
+}
+
+/// Uploads and downloads through the staging ring keep every byte: lengths below the staging
+/// threshold, at it, around one block and past the whole ring (so blocks are reused while
+/// earlier copies may still run), a download at an offset, and a host slice overwritten as soon
+/// as the upload returns.
+#[test]
+fn staged_transfers_keep_every_byte() {
+    use crate::staging::{SLOT_BYTES, SLOTS, STAGE_MIN_BYTES};
+    use backend_api::Backend;
+    let _count = PINNED_COUNT.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(b) = device_or_skip("staged_transfers_keep_every_byte") else { return };
+    let slot = SLOT_BYTES / 8;
+    for len in
+        [1, STAGE_MIN_BYTES / 8 - 1, STAGE_MIN_BYTES / 8, slot - 1, slot + 1, SLOTS * slot + 3, 2 * SLOTS * slot + 7]
+    {
+        let mut host = table(len, len as u64);
+        let expected = host.clone();
+        let d = b.upload(&host).unwrap();
+        // The caller may reuse its slice as soon as the upload returns.
+        host.iter_mut().for_each(|x| *x = !*x);
+        let second = b.upload(&host).unwrap();
+        assert!(b.download_vec(&d).unwrap() == expected, "{len} elements: the first upload changed");
+        assert!(b.download_vec(&second).unwrap() == host, "{len} elements: the second upload changed");
+        let off = len / 3;
+        let mut part = vec![0u64; len - off];
+        b.download(&d, off, &mut part).unwrap();
+        assert!(part[..] == expected[off..], "{len} elements: download at offset {off}");
+    }
+    assert_eq!(crate::staging::pinned_host_bytes(), SLOTS * SLOT_BYTES, "one ring, reused");
+    drop(b);
+    assert_eq!(crate::staging::pinned_host_bytes(), 0, "the ring is freed with its device");
+}
+
+/// A page-locked buffer round-trips, waits for its copy before it can be written, and an
+/// allocation the host cannot lock is a typed out-of-memory error that leaves nothing held.
+#[test]
+fn pinned_buffers_round_trip_and_refuse_absurd_sizes() {
+    let _count = PINNED_COUNT.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(b) = device_or_skip("pinned_buffers_round_trip_and_refuse_absurd_sizes") else { return };
+    let before = crate::CudaBackend::pinned_host_bytes();
+    let n = (3 << 20) + 5;
+    let mut pinned = b.alloc_pinned(n).unwrap();
+    assert!(pinned.iter().all(|&x| x == 0), "allocated zeroed");
+    assert_eq!(crate::CudaBackend::pinned_host_bytes(), before + n * 8);
+    let expected = table(n, 9);
+    pinned.copy_from_slice(&expected);
+    let d = b.upload_pinned(&mut pinned).unwrap();
+    // Writing waits for the queued copy: the device keeps the old contents.
+    pinned.fill(7);
+    let mut back = b.alloc_pinned(n).unwrap();
+    b.download_pinned(&d, &mut back).unwrap();
+    assert!(back[..] == expected[..], "pinned round trip");
+    // Length and ownership checks.
+    let mut short = b.alloc_pinned(n - 1).unwrap();
+    assert!(matches!(b.download_pinned(&d, &mut short), Err(Error::LengthMismatch { .. })));
+    let other = device_or_skip("pinned_buffers_round_trip_and_refuse_absurd_sizes").unwrap();
+    assert!(matches!(other.download_pinned(&d, &mut back), Err(Error::InvalidArgument(_))));
+    drop((pinned, back, short));
+    assert_eq!(crate::CudaBackend::pinned_host_bytes(), before);
+    // Sizes no host can lock: typed errors, nothing held afterwards.
+    for len in [usize::MAX / 4, 1 << 42] {
+        match b.alloc_pinned(len) {
+            Err(e) => assert!(e.is_out_of_memory(), "{len} elements: {e}"),
+            Ok(_) => panic!("{len} elements were page-locked"),
+        }
+        assert_eq!(crate::CudaBackend::pinned_host_bytes(), before, "{len} elements");
+    }
+    let empty = b.alloc_pinned(0).unwrap();
+    assert!(empty.is_empty());
 }

@@ -297,7 +297,10 @@ fn run_commit<P: Ports>(args: &CommitArgs, registry: &Registry<P>) -> Result<u8>
     let progress = CliProgress::new(hidden, &params);
     let t0 = Instant::now();
     progress.bar.set_message(if args.input.is_some() { "reading the trace" } else { "generating the synthetic table" });
-    let (trace, input) = load_trace(args, shape)?;
+    // The CUDA kernels compile (or load from the kernel cache) while the input is read or made.
+    let (input, prepared) = backend.while_preparing(params.hash, || load_trace(args, shape));
+    let (trace, input) = input?;
+    prepared?;
     let input_seconds = t0.elapsed().as_secs_f64();
     progress.bar.inc(1);
     if args.wait_for_memory.is_some() {

@@ -105,6 +105,32 @@ impl<X: PortBackend> SelectedBackend<X> {
         }
     }
 
+    /// Runs `work` on this thread while the backend prepares, on others, the kernels a commit
+    /// with leaf hash `hash` launches and its host transfers: CUDA compiles the kernels in
+    /// parallel or reads them from its on-disk kernel cache
+    /// ([`backend_cuda::CudaBackend::prepare_kernels`]) and page-locks its staging ring
+    /// ([`backend_cuda::CudaBackend::prepare_staging`]), so that the first launch and the first
+    /// upload do not wait for either; the other backends have nothing to prepare here.
+    /// Returns `work`'s result and the preparation's.
+    pub fn while_preparing<T>(&self, hash: backend_api::HashKind, work: impl FnOnce() -> T) -> (T, Result<()>) {
+        match self {
+            #[cfg(feature = "cuda")]
+            SelectedBackend::Cuda(b) => std::thread::scope(|s| {
+                let prep = s.spawn(|| b.prepare_kernels(hash).and_then(|_| b.prepare_staging()));
+                let out = work();
+                let prepared = match prep.join() {
+                    Ok(r) => r.map(drop).map_err(Into::into),
+                    Err(panic) => std::panic::resume_unwind(panic),
+                };
+                (out, prepared)
+            }),
+            _ => {
+                let _ = hash;
+                (work(), Ok(()))
+            }
+        }
+    }
+
     /// Whether this is a software adapter (only wgpu can be).
     pub fn is_software(&self) -> bool {
         match self {

@@ -1,0 +1,154 @@
+//! Where a CUDA process spends its time before and around the first kernels: device open, kernel
+//! preparation (compile or cache), the first launch, host transfers (staged, pinned, device to
+//! device) and the first-use costs of the coset LDE.
+//!
+//! ```text
+//! cargo run --release -p backend-cuda --example host_path -- first-kernel [--lazy]
+//! cargo run --release -p backend-cuda --example host_path -- transfers [LOG_ROWS] [COLS]
+//! ```
+//! `first-kernel` prints the time from `main` to each step (add the process start from `time`):
+//! open, then either the parallel preparation of a commit's kernels (default) or nothing
+//! (`--lazy`: kernels compile one by one at first launch), then a 1024 x 8 LDE downloaded.
+//! `transfers` (default 2^21 x 316) prints wall and device times of: the staged upload of a
+//! pageable table, the same upload again, pinned allocation, the pinned upload, a device-to-device
+//! copy of the same bytes, the staged and pinned downloads, the LDE one-shot and warm, and the
+//! host twiddle tables.
+
+use std::time::Instant;
+
+use backend_api::field::LdeTwiddles;
+use backend_api::{Backend, HashKind, LdeParams, MatrixShape};
+use backend_cuda::CudaBackend;
+
+fn main() {
+    let t0 = Instant::now();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
+    match args.first().map(String::as_str) {
+        Some("first-kernel") => {
+            let b = CudaBackend::new(0).expect("CUDA device 0");
+            println!("open_ms {:.1}", ms(t0));
+            println!("kernel_cache {:?}", CudaBackend::kernel_cache_dir());
+            if !args.iter().any(|a| a == "--lazy") {
+                let t = Instant::now();
+                let report = b.prepare_kernels(HashKind::Keccak256).expect("prepare");
+                for p in &report {
+                    println!(
+                        "unit {:<34} {:?} image_ms {:8.1} load_ms {:6.1} bytes {}",
+                        p.unit,
+                        p.origin,
+                        p.image_time.as_secs_f64() * 1e3,
+                        p.load_time.as_secs_f64() * 1e3,
+                        p.image_bytes
+                    );
+                }
+                println!("prepare_ms {:.1} (at {:.1})", ms(t), ms(t0));
+            }
+            let shape = MatrixShape::new(1024, 8).unwrap();
+            let trace: Vec<u64> = (0..shape.len() as u64).collect();
+            let t = Instant::now();
+            let d = b.upload(&trace).unwrap();
+            let lde = b.coset_lde(&d, &LdeParams::new(shape, 2, 7).unwrap()).unwrap();
+            let out = b.download_vec(&lde).unwrap();
+            println!("first_lde_ms {:.1} (at {:.1}) len {}", ms(t), ms(t0), out.len());
+        }
+        Some("transfers") => {
+            let log_rows: u32 = args.get(1).map_or(21, |s| s.parse().unwrap());
+            let cols: usize = args.get(2).map_or(316, |s| s.parse().unwrap());
+            transfers(log_rows, cols);
+        }
+        _ => eprintln!("usage: host_path first-kernel [--lazy] | transfers [LOG_ROWS] [COLS]"),
+    }
+}
+
+fn transfers(log_rows: u32, cols: usize) {
+    let b = CudaBackend::new(0).expect("CUDA device 0");
+    b.prepare_kernels(HashKind::Keccak256).expect("prepare");
+    let shape = MatrixShape::new(1 << log_rows, cols).unwrap();
+    let n = shape.len();
+    let gb = (n * 8) as f64 / 1e9;
+    let t = Instant::now();
+    let host: Vec<u64> = {
+        use rayon::prelude::*;
+        let mut v = vec![0u64; n];
+        v.par_chunks_mut(1 << 16).enumerate().for_each(|(i, c)| {
+            let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ (i as u64).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            for e in c {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                *e = x;
+            }
+        });
+        v
+    };
+    println!(
+        "table {} x {} = {:.2} GB, generated in {:.1} ms",
+        shape.rows(),
+        shape.cols(),
+        gb,
+        t.elapsed().as_secs_f64() * 1e3
+    );
+    let line = |what: &str, secs: f64| println!("{what:<40} {:9.2} ms {:7.1} GB/s", secs * 1e3, gb / secs);
+    let wall = |f: &mut dyn FnMut()| {
+        b.synchronize().unwrap();
+        let t = Instant::now();
+        f();
+        b.synchronize().unwrap();
+        t.elapsed().as_secs_f64()
+    };
+
+    // Uploads from pageable memory (staged), twice: the first makes the staging ring.
+    let mut d = None;
+    line("staged upload, first (ring made)", wall(&mut || d = Some(b.upload(&host).unwrap())));
+    drop(d.take());
+    line("staged upload, again", wall(&mut || d = Some(b.upload(&host).unwrap())));
+    let d = d.unwrap();
+    // Pinned buffer: allocation and fill, then the direct copy (the floor).
+    let t = Instant::now();
+    let mut pinned = b.alloc_pinned(n).unwrap();
+    println!("{:<40} {:9.2} ms", "alloc_pinned (zeroed)", t.elapsed().as_secs_f64() * 1e3);
+    let t = Instant::now();
+    pinned.copy_from_slice(&host);
+    println!("{:<40} {:9.2} ms", "fill pinned (one thread)", t.elapsed().as_secs_f64() * 1e3);
+    let mut dp = None;
+    line("pinned upload (floor)", wall(&mut || dp = Some(b.upload_pinned(&mut pinned).unwrap())));
+    drop(dp.take());
+    line("pinned upload, again", wall(&mut || dp = Some(b.upload_pinned(&mut pinned).unwrap())));
+    let mut copy = b.alloc(n).unwrap();
+    let t1 = b.record_event().unwrap();
+    b.copy_engine_copy(&d, &mut copy).unwrap();
+    let t2 = b.record_event().unwrap();
+    let dd = t1.elapsed_ms(&t2).unwrap() as f64 / 1e3;
+    line("device-to-device copy (events)", dd);
+    drop(copy);
+    drop(dp);
+    // Downloads.
+    let mut out = vec![0u64; n];
+    line("staged download into pageable", wall(&mut || b.download(&d, 0, &mut out).unwrap()));
+    assert!(out == host, "staged round trip changed the bytes");
+    line("pinned download", wall(&mut || b.download_pinned(&d, &mut pinned).unwrap()));
+    assert!(pinned[..] == host[..], "pinned round trip changed the bytes");
+    drop(pinned);
+    println!("pinned host bytes now {}", CudaBackend::pinned_host_bytes());
+
+    // LDE first use: one-shot, warm, and the host twiddles of a new shift.
+    let params = LdeParams::new(shape, 2, 7).unwrap();
+    let mut lde = None;
+    line("coset_lde one-shot (GB of the trace)", wall(&mut || lde = Some(b.coset_lde(&d, &params).unwrap())));
+    drop(lde.take());
+    line("coset_lde warm", wall(&mut || lde = Some(b.coset_lde(&d, &params).unwrap())));
+    drop(lde.take());
+    line("coset_lde warm again", wall(&mut || lde = Some(b.coset_lde(&d, &params).unwrap())));
+    drop(lde.take());
+    let t = Instant::now();
+    let tw = LdeTwiddles::new(log_rows, 1, 11);
+    println!(
+        "{:<40} {:9.2} ms ({} elements)",
+        "host twiddles of a new shift",
+        t.elapsed().as_secs_f64() * 1e3,
+        tw.inv_twiddles.len() + tw.twiddles.len() + tw.coset.len()
+    );
+    let p2 = LdeParams::new(shape, 2, 11).unwrap();
+    line("coset_lde, new shift (tables made)", wall(&mut || lde = Some(b.coset_lde(&d, &p2).unwrap())));
+}
