@@ -76,7 +76,8 @@ impl Device {
         // SAFETY: as above; released in `drop` (or below when setting up fails).
         let ctx = unsafe { cu::primary_ctx::retain(dev) }.map_err(err("cuDevicePrimaryCtxRetain"))?;
         let setup = || -> Result<(sys::CUmemoryPool, sys::CUstream)> {
-            bind(ctx)?;
+            // SAFETY: retained just above.
+            unsafe { bind(ctx) }?;
             // SAFETY: `dev` came from `cuDeviceGet`.
             let pool = unsafe { cu::device::get_default_mem_pool(dev) }.map_err(err("cuDeviceGetDefaultMemPool"))?;
             // The stream-ordered allocator keeps freed memory for reuse instead of remapping it
@@ -114,7 +115,8 @@ impl Device {
 
     /// Makes the context current on the calling thread; every entry point calls this first.
     pub(crate) fn bind(&self) -> Result<()> {
-        bind(self.ctx)
+        // SAFETY: the primary context is retained for the life of `self`.
+        unsafe { bind(self.ctx) }
     }
 
     /// The stream all work is queued on.
@@ -257,9 +259,12 @@ pub(crate) fn device_count() -> Result<usize> {
 }
 
 /// Makes `ctx` current on the calling thread unless it already is.
-fn bind(ctx: sys::CUcontext) -> Result<()> {
+///
+/// # Safety
+/// `ctx` is a live context (a primary context this process retains).
+unsafe fn bind(ctx: sys::CUcontext) -> Result<()> {
     if cu::ctx::get_current().map_err(err("cuCtxGetCurrent"))? != Some(ctx) {
-        // SAFETY: `ctx` is the primary context a live `Device` retains.
+        // SAFETY: `ctx` is live (the contract).
         unsafe { cu::ctx::set_current(ctx) }.map_err(err("cuCtxSetCurrent"))?;
     }
     Ok(())

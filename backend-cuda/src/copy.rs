@@ -93,32 +93,26 @@ pub(crate) fn batched_copy(
     copies: &[CopyRange],
 ) -> Result<()> {
     validate_batch(copies, BatchTarget::Between { src_len: src.len(), dst_len: dst.len() })?;
-    run(device, src.ptr(), dst.ptr(), copies)
+    run(device, src, dst, copies)
 }
 
 /// [`backend_api::Backend::batched_copy_within`].
 pub(crate) fn batched_copy_within(device: &Device, buf: &mut CudaBuffer, copies: &[CopyRange]) -> Result<()> {
     validate_batch(copies, BatchTarget::Within { len: buf.len() })?;
-    run(device, buf.ptr(), buf.ptr(), copies)
+    run(device, buf, buf, copies)
 }
 
-/// A validated batch: a few large copies on the copy engine, everything else in gather launches.
-fn run(device: &Device, src: sys::CUdeviceptr, dst: sys::CUdeviceptr, copies: &[CopyRange]) -> Result<()> {
+/// A batch validated against `src` and `dst` (which may be one buffer): a few large copies on the
+/// copy engine, everything else in gather launches.
+fn run(device: &Device, src: &CudaBuffer, dst: &CudaBuffer, copies: &[CopyRange]) -> Result<()> {
     device.bind()?;
     let engine = copies.len() <= ENGINE_MAX_COPIES && copies.iter().all(|c| c.len >= ENGINE_MIN_LEN || c.len == 0);
     if engine {
         for c in copies.iter().filter(|c| c.len > 0) {
             // SAFETY: the batch was validated: both ranges are in bounds and no destination
             // overlaps another range of the batch (its own source included).
-            unsafe {
-                cu::memcpy_dtod_async(
-                    dst + (c.dst * ELEM_BYTES) as u64,
-                    src + (c.src * ELEM_BYTES) as u64,
-                    c.len * ELEM_BYTES,
-                    device.stream(),
-                )
-            }
-            .map_err(err("cuMemcpyDtoDAsync"))?;
+            unsafe { cu::memcpy_dtod_async(dst.ptr_at(c.dst), src.ptr_at(c.src), c.len * ELEM_BYTES, device.stream()) }
+                .map_err(err("cuMemcpyDtoDAsync"))?;
         }
         return Ok(());
     }
@@ -126,7 +120,7 @@ fn run(device: &Device, src: sys::CUdeviceptr, dst: sys::CUdeviceptr, copies: &[
         copies.iter().map(|c| Gather { src: c.src as u64, dst: c.dst as u64 | LOC_B1, len: c.len }).collect();
     // SAFETY: validated as above; sources are offsets in `src` (base 0), destinations in `dst`
     // (base 1).
-    unsafe { gather(device, src, dst, &list) }
+    unsafe { gather(device, src.ptr(), dst.ptr(), &list) }
 }
 
 /// A whole-buffer copy on the copy engine.

@@ -72,7 +72,7 @@ pub(crate) fn transpose_in_place(
     }
     // First: an out-of-memory here leaves the matrix as it was.
     let scratch = CudaBuffer::alloc(buf.device(), geometry.scratch_elems)?;
-    let bases = Bases { buf: buf.ptr(), scratch: scratch.ptr(), cols: shape.cols() };
+    let bases = Bases { buf, scratch: &scratch, cols: shape.cols() };
     match route {
         TransposeRoute::Kernel => {
             let key = ScheduleKey::new(&geometry, LIMITS);
@@ -111,22 +111,24 @@ pub(crate) fn transpose_in_place(
 /// The block-pass kernel over a whole matrix, out of place (a benchmark ceiling). The caller
 /// checked that `src` and `dst` (two distinct allocations) hold `shape`.
 pub(crate) fn out_of_place(device: &Device, src: &CudaBuffer, dst: &mut CudaBuffer, shape: MatrixShape) -> Result<()> {
-    let bases = Bases { buf: src.ptr(), scratch: dst.ptr(), cols: shape.cols() };
+    let bases = Bases { buf: src, scratch: dst, cols: shape.cols() };
     bases.run(device, &Launch::Block { src: Loc::Buf(0), dst: Loc::Scratch(0), rows: shape.rows() })
 }
 
-/// The two allocations a plan addresses.
-struct Bases {
-    buf: sys::CUdeviceptr,
-    scratch: sys::CUdeviceptr,
+/// The two allocations a plan addresses, borrowed (so live) for as long as launches are queued
+/// through it; the plan's locations and lengths lie inside them (the plan's invariant, checked
+/// against its host model by its own tests).
+struct Bases<'a> {
+    buf: &'a CudaBuffer,
+    scratch: &'a CudaBuffer,
     cols: usize,
 }
 
-impl Bases {
+impl Bases<'_> {
     fn addr(&self, loc: Loc) -> sys::CUdeviceptr {
         match loc {
-            Loc::Buf(o) => self.buf + (o * ELEM_BYTES) as u64,
-            Loc::Scratch(o) => self.scratch + (o * ELEM_BYTES) as u64,
+            Loc::Buf(o) => self.buf.ptr_at(o),
+            Loc::Scratch(o) => self.scratch.ptr_at(o),
         }
     }
 
@@ -150,7 +152,7 @@ impl Bases {
                     moves.iter().map(|m| Gather { src: encode(m.src), dst: encode(m.dst), len: m.len }).collect();
                 // SAFETY: plan moves lie inside the matrix or the scratch, and the moves of one
                 // batch are independent (plan invariant).
-                unsafe { gather(device, self.buf, self.scratch, &list) }
+                unsafe { gather(device, self.buf.ptr(), self.scratch.ptr(), &list) }
             }
             Launch::Fused { unit, moves } => {
                 let vec2 = unit % 2 == 0;
@@ -171,7 +173,8 @@ impl Bases {
                 }
                 let windows = unit.div_ceil(win);
                 let grid = windows.min(device.sm_count as usize * 16).max(1) as u32;
-                let args = LaunchArgs::new().arg(&self.buf).arg(&self.scratch).arg(&*block);
+                let (b, s) = (self.buf.ptr(), self.scratch.ptr());
+                let args = LaunchArgs::new().arg(&b).arg(&s).arg(&*block);
                 // SAFETY: (u64*, u64*, FusedRuns) as declared; every slot is a whole aligned
                 // `unit`-element range inside the matrix or the scratch (schedule invariant), at
                 // most FUSE_MAX of them (LIMITS), and the shared memory holds `n * WIN` elements.
