@@ -44,6 +44,9 @@ enum Command {
     Plan(PlanArgs),
     /// List the backends compiled in and whether each is usable here.
     Backends(BackendsArgs),
+    /// How fast a backend commits a shape here: one-shot and warm medians per phase, against the
+    /// page-locked host-device copy of the same bytes (CUDA).
+    Bench(BenchArgs),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -172,6 +175,30 @@ struct PlanArgs {
 }
 
 #[derive(Args, Debug)]
+struct BenchArgs {
+    /// log2 of the synthetic table's row count.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(0..=63))]
+    log_rows: u32,
+    /// Columns of the table.
+    #[arg(long, default_value_t = 64)]
+    cols: usize,
+    /// Leaf and node hash.
+    #[arg(long, value_enum, default_value_t = HashArg::Keccak256)]
+    hash: HashArg,
+    /// Backend to run on.
+    #[arg(long, default_value = AUTO)]
+    backend: String,
+    /// Seed of the synthetic table.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Warm commits after the one-shot commit.
+    #[arg(long, default_value_t = 5)]
+    runs: usize,
+    #[command(flatten)]
+    shape: ShapeArgs,
+}
+
+#[derive(Args, Debug)]
 struct BackendsArgs {
     /// Print JSON.
     #[arg(long)]
@@ -208,6 +235,7 @@ pub fn main_with<P: Ports>(ports: P) -> ExitCode {
         Command::Commit(args) => run_commit(&args, &registry),
         Command::Plan(args) => run_plan(&args),
         Command::Backends(args) => run_backends(&args, &registry),
+        Command::Bench(args) => run_bench(&args, &registry),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -337,6 +365,41 @@ fn load_trace(args: &CommitArgs, shape: MatrixShape) -> Result<(Vec<u64>, String
             format!("synthetic {} x {}, seed {}", shape.rows(), shape.cols(), args.seed),
         ),
     })
+}
+
+/// `prover bench`: the table made while the backend prepares, the transfer floor, then one
+/// one-shot and `--runs` warm commits.
+fn run_bench<P: Ports>(args: &BenchArgs, registry: &Registry<P>) -> Result<u8> {
+    let params = CommitParams { hash: args.hash.into(), ..params_of(&args.shape) };
+    let plan = CommitPlan::new(1usize << args.log_rows, args.cols, &params)?;
+    let shape = plan.trace_shape();
+    let (backend, _) = registry.select(&args.backend)?;
+    let budget = params.budget.unwrap_or_else(|| default_budget(backend.visit(InfoOf).total_memory));
+    admit(&plan.model, budget, 0)?;
+    let (trace, prepared) = backend.while_preparing(params.hash, || synthetic_trace(shape, args.seed));
+    prepared?;
+    let floor = backend.transfer_floor(&trace)?;
+    let params = CommitParams { budget: Some(budget), ..params };
+    let report = backend.visit(BenchJob { trace: &trace, shape, params: &params, runs: args.runs, floor })?;
+    print(&if args.shape.json { to_json(&report)? } else { report.to_string() })?;
+    Ok(EXIT_OK)
+}
+
+/// [`crate::bench::bench`] on whichever backend was selected.
+struct BenchJob<'a> {
+    trace: &'a [u64],
+    shape: MatrixShape,
+    params: &'a CommitParams,
+    runs: usize,
+    floor: Option<crate::bench::TransferFloor>,
+}
+
+impl BackendVisitor for BenchJob<'_> {
+    type Output = Result<crate::bench::BenchReport>;
+
+    fn visit<B: Backend>(self, backend: &B) -> Self::Output {
+        crate::bench::bench(backend, self.trace, self.shape, self.params, self.runs, self.floor)
+    }
 }
 
 /// `--reservations`, or the default root of the reservation queues.

@@ -16,6 +16,7 @@
 //!   ([`Admission::cross_process`]).
 
 mod admission;
+pub mod bench;
 pub mod cli;
 mod commit;
 pub mod device_set;

@@ -131,6 +131,46 @@ impl<X: PortBackend> SelectedBackend<X> {
         }
     }
 
+    /// The page-locked host <-> device copies of `data`'s bytes (median of three each), the
+    /// floor `prover bench` compares uploads with: CUDA only ([`backend_cuda::PinnedHost`]); the
+    /// CPU has no bus to cross, and wgpu exposes no page-locked host memory, so `None` there.
+    ///
+    /// # Errors
+    /// A device error, or page-locked memory the host refuses.
+    pub fn transfer_floor(&self, data: &[u64]) -> Result<Option<crate::bench::TransferFloor>> {
+        match self {
+            #[cfg(feature = "cuda")]
+            SelectedBackend::Cuda(b) => {
+                let mut pinned = b.alloc_pinned(data.len())?;
+                pinned.copy_from_slice(data);
+                let (mut h2d, mut d2h) = (Vec::new(), Vec::new());
+                for _ in 0..3 {
+                    b.synchronize()?;
+                    let t = std::time::Instant::now();
+                    let buf = b.upload_pinned(&mut pinned)?;
+                    b.synchronize()?;
+                    h2d.push(t.elapsed().as_secs_f64());
+                    let t = std::time::Instant::now();
+                    b.download_pinned(&buf, &mut pinned)?;
+                    d2h.push(t.elapsed().as_secs_f64());
+                }
+                let mid = |mut v: Vec<f64>| {
+                    v.sort_by(f64::total_cmp);
+                    v[1]
+                };
+                Ok(Some(crate::bench::TransferFloor {
+                    what: "page-locked host <-> device".into(),
+                    h2d_seconds: mid(h2d),
+                    d2h_seconds: mid(d2h),
+                }))
+            }
+            _ => {
+                let _ = data;
+                Ok(None)
+            }
+        }
+    }
+
     /// Whether this is a software adapter (only wgpu can be).
     pub fn is_software(&self) -> bool {
         match self {

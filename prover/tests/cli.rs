@@ -335,3 +335,35 @@ fn other_bad_parameters() {
     expect_error(&["commit", "--log-rows", "4", "--out", path_str(&out)], 2, "no-such-dir is not a directory");
     expect_error(&["commit", "--log-rows", "4", "--out", path_str(&dir)], 2, "the path is a directory");
 }
+
+/// `prover bench` on the CPU: the one-shot and warm phases are all reported, the warm count is
+/// the one asked for, the roots are those `prover commit` gives for the same table, and the CPU
+/// reports no transfer floor; `--runs 0` is a usage error.
+#[test]
+fn bench_on_cpu_reports_every_phase_and_the_commit_roots() {
+    let shape = ["--backend", "cpu", "--log-rows", "9", "--cols", "6", "--seed", "3", "--hash", "blake3"];
+    let out = prover(&[&["bench", "--runs", "3", "--json"], &shape[..]].concat());
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "stdout: {stdout}\nstderr: {stderr}");
+    let bench: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let commit = prover(&[&["commit", "--json"], &shape[..]].concat());
+    let commit: serde_json::Value = serde_json::from_str(&text(&commit).0).unwrap();
+    assert_eq!(bench["roots"], commit["roots"], "bench committed another table");
+    assert_eq!(bench["runs"], 3);
+    assert_eq!((bench["trace_rows"].as_u64(), bench["cols"].as_u64()), (Some(512), Some(6)));
+    for phase in ["upload", "lde", "leaves", "merkle", "transpose", "roots"] {
+        for summary in ["one_shot", "warm_median"] {
+            let s = bench[summary]["phases"][phase].as_f64();
+            assert!(s.is_some_and(|s| s >= 0.0), "{summary}.{phase}: {s:?}\n{stdout}");
+        }
+    }
+    let (one, warm) =
+        (bench["one_shot"]["total_seconds"].as_f64().unwrap(), bench["warm_median"]["total_seconds"].as_f64().unwrap());
+    assert!(one > 0.0 && warm > 0.0, "{stdout}");
+    assert!(bench["floor"].is_null() && bench["upload_over_floor"].is_null(), "{stdout}");
+    // The text report names the phases and says why there is no floor.
+    let text_out = prover(&[&["bench", "--runs", "1"], &shape[..]].concat());
+    let (t, _) = text(&text_out);
+    assert!(t.contains("warm median/1") && t.contains("lde") && t.contains("floor      none"), "{t}");
+    expect_error(&[&["bench", "--runs", "0"], &shape[..]].concat(), 2, "--runs must be at least 1");
+}
