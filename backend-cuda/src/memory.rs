@@ -180,7 +180,7 @@ fn check_range(what: &'static str, buf: &CudaBuffer, offset: usize, len: usize) 
 /// already issued.
 ///
 /// The host vector is never released (returned, dropped or unregistered) while a queued copy may
-/// still write into it: [`CudaDownload::finish`] first waits for the completion event, or, when
+/// still write into it: `wait` and `drop` first wait for the completion event, or, when
 /// there is none or waiting on it failed, for the whole stream; when neither wait succeeds the
 /// memory is leaked rather than freed under the copy.
 pub struct CudaDownload {
