@@ -35,6 +35,7 @@ struct CopyBatch {
 // SAFETY: `#[repr(C)]` u64 fields and arrays, the layout of copy.cu's `CopyBatch` (n,
 // src[COPY_MAX], dst[COPY_MAX], start[COPY_MAX + 1]); no padding.
 unsafe impl KernelParam for CopyBatch {}
+const _: () = assert!(std::mem::size_of::<CopyBatch>() == (2 + 3 * COPY_MAX) * 8, "CopyBatch is unpadded u64s");
 
 /// Marks a location in the second base pointer of a gather launch (`LOC_B1` in common.cuh).
 pub(crate) const LOC_B1: u64 = 1 << 63;

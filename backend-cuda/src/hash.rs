@@ -25,6 +25,7 @@ struct LeafParams {
 // SAFETY: `#[repr(C)]` u64 fields, the layout of hash.cu's `LeafParams` (matrix, out, cols, c0,
 // width, leaves, log_rows); no padding.
 unsafe impl KernelParam for LeafParams {}
+const _: () = assert!(std::mem::size_of::<LeafParams>() == 7 * 8, "LeafParams is seven u64, unpadded");
 
 /// Threads per block of the leaf kernels (`__launch_bounds__(128)`).
 const BLOCK: u32 = 128;

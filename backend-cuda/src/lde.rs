@@ -46,6 +46,7 @@ struct NttPass {
 // src_stride, dst_stride, cols, log_size, log_h_small, k, canon_in, finish_inverse, log_blowup,
 // replicate_out, replicated_in, canon_out); no padding.
 unsafe impl KernelParam for NttPass {}
+const _: () = assert!(std::mem::size_of::<NttPass>() == 16 * 8, "NttPass is sixteen u64, unpadded");
 
 /// Stages per pass from which the register kernel (radix-32 groups) runs a pass.
 const REG_MIN_STAGES: u32 = 5;

@@ -55,6 +55,7 @@ struct FusedRuns {
 // SAFETY: `#[repr(C)]` u64 fields and arrays, the layout of transpose.cu's `FusedRuns` (n, unit,
 // log_win, src[FUSE_MAX], dst[FUSE_MAX]); no padding.
 unsafe impl KernelParam for FusedRuns {}
+const _: () = assert!(std::mem::size_of::<FusedRuns>() == (3 + 2 * FUSE_MAX) * 8, "FusedRuns is unpadded u64s");
 
 /// [`backend_api::Backend::transpose_in_place`].
 pub(crate) fn transpose_in_place(
