@@ -177,38 +177,54 @@ impl Transform<'_> {
     }
 
     /// The `g` stages of spans `s0 .. s0 * 2^g` over `data` (rows of `m`), in parallel tasks that
-    /// each keep `2^g` runs of `j_rows` rows (the rows `j + t * s0`, `t < 2^g`, for `j_rows`
-    /// consecutive `j`) in cache through all `g` stages (module doc, step 2).
+    /// each take `2^g` runs of `j_rows` rows (the rows `j + t * s0`, `t < 2^g`, for `j_rows`
+    /// consecutive `j`) through all `g` stages (module doc, step 2). A task copies its runs into
+    /// a contiguous per-thread scratch first and back at the end: the runs lie `s0` rows apart,
+    /// often a power-of-two number of bytes, which would map them all to the same few cache
+    /// sets.
     fn group_stages(&self, data: &mut [u64], m: usize, group: Group) {
         let Group { s0, g, j_rows } = group;
         let sets = 1usize << g;
+        let run = j_rows * m;
         data.par_chunks_mut((s0 << g) * m).for_each(|block| {
             // tasks[k][t]: rows [t * s0 + k * j_rows, t * s0 + (k + 1) * j_rows) of the block.
             let mut tasks: Vec<Vec<&mut [u64]>> = (0..s0 / j_rows).map(|_| Vec::with_capacity(sets)).collect();
-            for run in block.chunks_exact_mut(s0 * m) {
-                for (task, piece) in tasks.iter_mut().zip(run.chunks_exact_mut(j_rows * m)) {
+            for rows in block.chunks_exact_mut(s0 * m) {
+                for (task, piece) in tasks.iter_mut().zip(rows.chunks_exact_mut(run)) {
                     task.push(piece);
                 }
             }
             tasks.into_par_iter().enumerate().for_each(|(k, mut pieces)| {
-                for h in self.spans(1, sets) {
-                    // Global span h * s0: row j + t * s0 pairs with t + h, twiddle index
-                    // (j + (t mod h) * s0) * size / (2 h s0).
-                    let stride = self.size / (2 * h * s0);
-                    for base in (0..sets).step_by(2 * h) {
-                        for i in 0..h {
-                            let (a, b) = pieces.split_at_mut(base + i + h);
-                            let (x, y) = (&mut *a[base + i], &mut *b[0]);
-                            let j0 = k * j_rows + i * s0;
-                            for (jj, (xr, yr)) in x.chunks_exact_mut(m).zip(y.chunks_exact_mut(m)).enumerate() {
-                                butterfly(self.isa, self.kind, xr, yr, self.table[(j0 + jj) * stride]);
+                SCRATCH.with_borrow_mut(|scratch| {
+                    scratch.clear();
+                    pieces.iter().for_each(|p| scratch.extend_from_slice(p));
+                    for h in self.spans(1, sets) {
+                        // Global span h * s0: row j + t * s0 pairs with t + h, twiddle index
+                        // (j + (t mod h) * s0) * size / (2 h s0).
+                        let stride = self.size / (2 * h * s0);
+                        for pair in scratch.chunks_exact_mut(2 * h * run) {
+                            let (a, b) = pair.split_at_mut(h * run);
+                            for (i, (x, y)) in a.chunks_exact_mut(run).zip(b.chunks_exact_mut(run)).enumerate() {
+                                let j0 = k * j_rows + i * s0;
+                                for (jj, (xr, yr)) in x.chunks_exact_mut(m).zip(y.chunks_exact_mut(m)).enumerate() {
+                                    butterfly(self.isa, self.kind, xr, yr, self.table[(j0 + jj) * stride]);
+                                }
                             }
                         }
                     }
-                }
+                    for (p, s) in pieces.iter_mut().zip(scratch.chunks_exact(run)) {
+                        p.copy_from_slice(s);
+                    }
+                });
             });
         });
     }
+}
+
+thread_local! {
+    /// A group task's rows, contiguous: at most [`LOCAL_BYTES`] (or two rows) per thread, kept
+    /// for the thread's life so that tasks do not allocate.
+    static SCRATCH: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// A group of consecutive stages (module doc, step 2): spans `s0 .. s0 * 2^g`, tasks of
