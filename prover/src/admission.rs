@@ -204,6 +204,12 @@ impl Admission {
         self.inner.budget
     }
 
+    /// The directory of a cross-process admission's queue (`<root>/<device key>`, the key made
+    /// a safe file name); `None` for an admission local to this process.
+    pub fn queue_dir(&self) -> Option<&Path> {
+        self.inner.shared.as_ref().map(Reservations::dir)
+    }
+
     /// How long a commit that does not fit waits; `None` when it is refused at once.
     pub fn wait(&self) -> Option<Duration> {
         self.inner.wait
@@ -585,7 +591,9 @@ mod tests {
         // locked file).
         let a = Admission::cross_process(1000, Duration::from_millis(80), &root, "GPU-x").unwrap();
         let b = Admission::cross_process(1000, Duration::from_secs(30), &root, "GPU-x").unwrap();
-        let other = Admission::cross_process(1000, Duration::ZERO, &root, "GPU-y").unwrap();
+        let other = Admission::cross_process(1000, Duration::ZERO, &root, "GPU y/1").unwrap();
+        assert_eq!(other.queue_dir(), Some(root.join("GPU_y_1").as_path()));
+        assert_eq!(Admission::new(1).queue_dir(), None);
         let mut held = a.admit(&model(200)).unwrap();
         assert_eq!(b.device_in_flight().unwrap(), 800);
         assert_eq!(other.device_in_flight().unwrap(), 0, "another device's queue is separate");

@@ -74,12 +74,15 @@ fn fresh_root(check: &str) -> PathBuf {
     root
 }
 
-/// Holds `bytes` in the device's queue under `root` from this test process.
-fn hold(setup: &ProcessSetup<'_>, root: &Path, budget: usize, bytes: usize) -> Result<Ticket, Failure> {
+/// Holds `bytes` in the device's queue under `root` from this test process; returns the ticket
+/// and the queue's directory.
+fn hold(setup: &ProcessSetup<'_>, root: &Path, budget: usize, bytes: usize) -> Result<(Ticket, PathBuf), Failure> {
     let admission = Admission::cross_process(budget, Duration::from_secs(10), root, setup.device_key)
         .map_err(|e| Failure(format!("joining the queue: {e}")))?;
+    let dir = admission.queue_dir().ok_or_else(|| Failure("a cross-process admission has a queue".into()))?.to_owned();
     let model = MemoryModel { lde: bytes, trace: 0, trees: 0, scratch: 0, twiddles: 0 };
-    admission.admit(&model).map_err(|e| Failure(format!("holding {bytes} B of the budget: {e}")))
+    let ticket = admission.admit(&model).map_err(|e| Failure(format!("holding {bytes} B of the budget: {e}")))?;
+    Ok((ticket, dir))
 }
 
 /// Starts `prover commit` of the check's table, waiting up to `wait`.
@@ -186,8 +189,7 @@ pub fn eight_processes_under_a_two_commit_budget(setup: &ProcessSetup<'_>) -> Ou
     let exp = expected()?;
     let budget = 2 * exp.model + exp.model / 2;
     let root = fresh_root("eight");
-    let held = hold(setup, &root, budget, 2 * exp.model)?;
-    let dir = root.join(setup.device_key);
+    let (held, dir) = hold(setup, &root, budget, 2 * exp.model)?;
     let mut long = Vec::new();
     let mut short = Vec::new();
     for i in 0..8 {
@@ -274,8 +276,7 @@ pub fn sigkill_of_a_waiting_process_frees_its_share(setup: &ProcessSetup<'_>) ->
     let exp = expected()?;
     let budget = exp.model + exp.model / 2;
     let root = fresh_root("sigkill");
-    let dir = root.join(setup.device_key);
-    let held = hold(setup, &root, budget, exp.model)?;
+    let (held, dir) = hold(setup, &root, budget, exp.model)?;
     let mut first = spawn(setup, &root, budget, LONG_WAIT)?;
     let first_pid = first.id();
     let queued = wait_for(&dir, Duration::from_secs(60), "the first process queued", |q| {
