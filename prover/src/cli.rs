@@ -134,6 +134,11 @@ struct CommitArgs {
     /// Write the column-major LDE here as raw little-endian u64.
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
+    /// Queue the copy of the row-major LDE to host memory before the transpose, as a prover that
+    /// reads rows does; it overlaps the leaves, trees and transpose. Reported as the `host_copy`
+    /// phase (queueing it) and `host_copy_wait` (waiting for it after the roots).
+    #[arg(long, conflicts_with_all = ["devices", "repeat"])]
+    host_copy: bool,
     /// Do not synchronize after each phase (faster on GPUs; the per-phase seconds become issue times).
     #[arg(long)]
     no_phase_timing: bool,
@@ -291,6 +296,7 @@ fn run_commit<P: Ports>(args: &CommitArgs, registry: &Registry<P>) -> Result<u8>
         shift: args.shift,
         hash: args.hash.into(),
         keep_trace_snapshot: args.snapshot,
+        host_copy: args.host_copy,
         phase_timing: !args.no_phase_timing,
         ..params_of(&args.shape)
     };
@@ -582,16 +588,36 @@ impl BackendVisitor for CommitJob<'_> {
     type Output = Result<CommitReport>;
 
     fn visit<B: Backend>(self, backend: &B) -> Result<CommitReport> {
+        use backend_api::PendingDownload as _;
         backend.tracker().reset_peak();
         let input = TraceInput::host(self.trace, self.shape);
-        let c = commit_admitted(backend, input, self.params, self.admission, self.progress)?;
+        let mut c = commit_admitted(backend, input, self.params, self.admission, self.progress)?;
         let peak = backend.memory().peak;
+        let host_copy_wait = match c.host_copy.take() {
+            Some(copy) => {
+                let t = Instant::now();
+                let rows = copy.wait()?;
+                if rows.len() != c.lde_shape.len() {
+                    return Err(backend_api::Error::LengthMismatch {
+                        what: "host copy of the LDE",
+                        expected: c.lde_shape.len(),
+                        actual: rows.len(),
+                    }
+                    .into());
+                }
+                Some(t.elapsed().as_secs_f64())
+            }
+            None => None,
+        };
         if let Some(path) = self.out {
             self.progress.bar.set_message(format!("writing {}", path.display()));
             write_u64_file(path, &backend.download_vec(&c.lde)?)?;
         }
         let budget = self.params.budget.unwrap_or_default();
         let mut report = CommitReport::new(&backend.info(), &c, self.params, budget, peak);
+        if let Some(wait) = host_copy_wait {
+            report.phase_seconds.insert("host_copy_wait", wait);
+        }
         report.admission_wait_seconds = self.admission.wait().map(|_| c.timings.admission_seconds);
         Ok(report)
     }

@@ -367,3 +367,20 @@ fn bench_on_cpu_reports_every_phase_and_the_commit_roots() {
     assert!(t.contains("warm median/1") && t.contains("lde") && t.contains("floor      none"), "{t}");
     expect_error(&[&["bench", "--runs", "0"], &shape[..]].concat(), 2, "--runs must be at least 1");
 }
+
+/// `--host-copy` reports the queueing and the wait as their own phases and changes no root.
+#[test]
+fn host_copy_is_its_own_phase_and_changes_no_root() {
+    let args = ["commit", "--backend", "cpu", "--log-rows", "8", "--cols", "5", "--json"];
+    let plain: serde_json::Value = serde_json::from_str(&text(&prover(&args)).0).unwrap();
+    let out = prover(&[&args[..], &["--host-copy"]].concat());
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    let with: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(with["roots"], plain["roots"]);
+    for phase in ["host_copy", "host_copy_wait"] {
+        assert!(with["phase_seconds"][phase].as_f64().is_some_and(|s| s >= 0.0), "{phase}: {stdout}");
+        assert!(plain["phase_seconds"][phase].is_null(), "{phase} without --host-copy: {stdout}");
+    }
+    expect_error(&["commit", "--host-copy", "--repeat", "2"], 2, "cannot be used with");
+}
