@@ -1,0 +1,359 @@
+//! `BackendDft`: Plonky3's `TwoAdicSubgroupDft<Goldilocks>` with the coset LDE on a backend.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use backend_api::{Backend, DeviceBuffer, LdeParams, MatrixShape};
+use p3_dft::{Layout, Radix2DitParallel, TwoAdicSubgroupDft};
+use p3_field::PrimeField64;
+use p3_goldilocks::Goldilocks;
+use p3_matrix::Matrix;
+use p3_matrix::bitrev::{BitReversedMatrixView, BitReversibleMatrix};
+use p3_matrix::dense::{RowMajorMatrix, RowMajorMatrixView, RowMajorMatrixViewMut};
+use p3_matrix::util::reverse_matrix_index_bits;
+
+use crate::convert::{as_words, into_field_vec};
+use crate::device::DefaultDevice;
+
+/// What [`BackendDft`] does when the backend fails in the middle of an LDE (out of device
+/// memory, a lost device, a driver error). Plonky3's DFT trait cannot return an error, so the
+/// error has to become either a result computed another way or a panic.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OnDeviceError {
+    /// Log a `tracing` warning with the backend's message, count it in
+    /// [`DftStats::device_errors`], and compute the same LDE with Plonky3's `Radix2DitParallel`
+    /// on the CPU. The proof is unchanged (the two agree element for element), only slower.
+    /// The default: a prover that ran out of device memory on one large matrix still finishes.
+    #[default]
+    FallBackToCpu,
+    /// Panic with the backend's message (`"plonky3-adapter: <backend> coset LDE of <shape> failed:
+    /// <error>"`), for callers that would rather stop than run slowly.
+    Panic,
+}
+
+/// How many LDEs a [`BackendDft`] ran where, since it was made (clones share the counters).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DftStats {
+    /// `coset_lde_batch` calls computed by the backend.
+    pub backend_ldes: usize,
+    /// `coset_lde_batch` calls computed by Plonky3's CPU DFT: below the size threshold, shapes
+    /// the backends do not take, no backend available, or after a device error.
+    pub cpu_ldes: usize,
+    /// Device errors met by `coset_lde_batch` (each one then handled per [`OnDeviceError`]).
+    pub device_errors: usize,
+}
+
+/// Plonky3's [`TwoAdicSubgroupDft`] over Goldilocks whose `coset_lde_batch` (and so `lde_batch`,
+/// `coset_lde_algebra_batch`, and the PCS commit) runs on a [`Backend`].
+///
+/// - **Where each call runs.** `coset_lde_batch` of a trace of at least
+///   [`BackendDft::min_backend_elems`] elements runs on the backend; smaller ones, shapes our
+///   backends do not take (a height that is not a power of two, no columns, a domain over 2^32,
+///   a zero shift), and every other method (`dft_batch`, `idft_batch`, the coset variants and
+///   `coset_lde_batch_with_transform`, whose closure needs the coefficients) run on Plonky3's
+///   `Radix2DitParallel`, so they behave exactly as Plonky3's own DFT, panics included.
+/// - **Evaluations.** A `BitReversedMatrixView` over bit-reversed storage, as `Radix2DitParallel`
+///   returns: the PCS's `bit_reverse_rows()` then hands it the storage for free. The natural-order
+///   LDE from the backend is bit-reversed once, in place, on the host (parallel row swaps).
+/// - **Casts.** The trace goes to the backend as the `u64` words of its `Goldilocks` values and
+///   the result comes back as a `Vec<Goldilocks>` made from the downloaded `Vec<u64>`: the only
+///   copies are the upload and the download themselves.
+/// - **Errors.** See [`OnDeviceError`]; allocations are released either way.
+///
+/// Clones share the backend, the CPU DFT's twiddle cache and the counters. It is `Sync`, as
+/// `TwoAdicFriPcs` requires; concurrent calls queue on the backend.
+pub struct BackendDft<B: Backend> {
+    shared: Arc<Shared<B>>,
+}
+
+struct Shared<B> {
+    source: Source<B>,
+    cpu: Radix2DitParallel<Goldilocks>,
+    min_backend_elems: usize,
+    on_error: OnDeviceError,
+    backend_ldes: AtomicUsize,
+    cpu_ldes: AtomicUsize,
+    device_errors: AtomicUsize,
+}
+
+/// Where the backend comes from.
+enum Source<B> {
+    /// Given by the caller.
+    Given(Arc<B>),
+    /// The process-wide default, opened on first use ([`DefaultDevice::shared`]).
+    Default(fn() -> Result<Arc<B>, String>),
+}
+
+impl<B: Backend> Clone for BackendDft<B> {
+    fn clone(&self) -> Self {
+        Self { shared: Arc::clone(&self.shared) }
+    }
+}
+
+impl<B: Backend> fmt::Debug for BackendDft<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BackendDft")
+            .field("backend", &std::any::type_name::<B>())
+            .field("min_backend_elems", &self.shared.min_backend_elems)
+            .field("on_error", &self.shared.on_error)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+/// The process-wide default backend of `B` ([`DefaultDevice::shared`]), opened lazily on the
+/// first LDE large enough to use it, with `B`'s measured size threshold
+/// ([`DefaultDevice::MIN_BACKEND_ELEMS`]) and [`OnDeviceError::FallBackToCpu`].
+///
+/// - `BackendDft<CpuBackend>`: the CPU backend.
+/// - `BackendDft<CudaBackend>` (feature `cuda`): CUDA device 0.
+/// - `BackendDft<WgpuBackend>` (feature `wgpu`): the first hardware adapter.
+///
+/// When that backend cannot be opened (no GPU, no driver), one `tracing` warning says why and
+/// every call runs on Plonky3's `Radix2DitParallel`: the result is the same, only the speed
+/// differs. [`BackendDft::stats`] shows where calls ran; use [`BackendDft::new`] to fail instead.
+impl<B: DefaultDevice> Default for BackendDft<B> {
+    fn default() -> Self {
+        Self::from_source(Source::Default(B::shared), B::MIN_BACKEND_ELEMS, OnDeviceError::default())
+    }
+}
+
+impl<B: Backend> BackendDft<B> {
+    /// A DFT on `backend` that sends every `coset_lde_batch` the backend can take to it
+    /// (threshold 0) and falls back to the CPU on device errors; adjust with
+    /// [`BackendDft::with_min_backend_elems`] and [`BackendDft::with_on_device_error`].
+    pub fn new(backend: Arc<B>) -> Self {
+        Self::from_source(Source::Given(backend), 0, OnDeviceError::default())
+    }
+
+    fn from_source(source: Source<B>, min_backend_elems: usize, on_error: OnDeviceError) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                source,
+                cpu: Radix2DitParallel::default(),
+                min_backend_elems,
+                on_error,
+                backend_ldes: AtomicUsize::new(0),
+                cpu_ldes: AtomicUsize::new(0),
+                device_errors: AtomicUsize::new(0),
+            }),
+        }
+    }
+
+    fn rebuild(self, min_backend_elems: usize, on_error: OnDeviceError) -> Self {
+        let source = match &self.shared.source {
+            Source::Given(b) => Source::Given(Arc::clone(b)),
+            Source::Default(open) => Source::Default(*open),
+        };
+        Self::from_source(source, min_backend_elems, on_error)
+    }
+
+    /// The same DFT with LDEs of fewer than `elems` trace elements (`rows * columns`) on the CPU.
+    /// Counters start again from zero.
+    pub fn with_min_backend_elems(self, elems: usize) -> Self {
+        let on_error = self.shared.on_error;
+        self.rebuild(elems, on_error)
+    }
+
+    /// The same DFT with another device-error behaviour. Counters start again from zero.
+    pub fn with_on_device_error(self, on_error: OnDeviceError) -> Self {
+        let min = self.shared.min_backend_elems;
+        self.rebuild(min, on_error)
+    }
+
+    /// The size threshold: LDE inputs of fewer elements run on the CPU.
+    pub fn min_backend_elems(&self) -> usize {
+        self.shared.min_backend_elems
+    }
+
+    /// The device-error behaviour.
+    pub fn on_device_error(&self) -> OnDeviceError {
+        self.shared.on_error
+    }
+
+    /// The backend, opening the default one if that has not happened yet.
+    ///
+    /// # Errors
+    /// Why the default backend could not be opened.
+    pub fn backend(&self) -> Result<Arc<B>, String> {
+        match &self.shared.source {
+            Source::Given(b) => Ok(Arc::clone(b)),
+            Source::Default(open) => open(),
+        }
+    }
+
+    /// Where the LDEs ran so far.
+    pub fn stats(&self) -> DftStats {
+        DftStats {
+            backend_ldes: self.shared.backend_ldes.load(Ordering::Relaxed),
+            cpu_ldes: self.shared.cpu_ldes.load(Ordering::Relaxed),
+            device_errors: self.shared.device_errors.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The LDE parameters when this call goes to the backend; `None` sends it to the CPU DFT
+    /// (below the threshold, or a shape our backends refuse, which Plonky3 then handles its way).
+    fn backend_params(
+        &self,
+        mat: &RowMajorMatrix<Goldilocks>,
+        added_bits: usize,
+        shift: Goldilocks,
+    ) -> Option<LdeParams> {
+        let (rows, cols) = (mat.height(), mat.width());
+        if mat.values.len() < self.shared.min_backend_elems || cols == 0 {
+            return None;
+        }
+        let blowup = u32::try_from(added_bits).ok().and_then(|b| 1usize.checked_shl(b))?;
+        let trace = MatrixShape::new(rows, cols).ok()?;
+        LdeParams::new(trace, blowup, shift.as_canonical_u64()).ok()
+    }
+
+    /// The coset LDE on `backend`, in natural row order.
+    fn lde_on(
+        backend: &B,
+        mat: &RowMajorMatrix<Goldilocks>,
+        params: &LdeParams,
+    ) -> backend_api::Result<Vec<Goldilocks>> {
+        let trace = backend.upload(as_words(&mat.values))?;
+        let lde = backend.coset_lde(&trace, params)?;
+        drop(trace);
+        let mut words = vec![0u64; lde.len()];
+        backend.download(&lde, 0, &mut words)?;
+        drop(lde);
+        Ok(into_field_vec(words))
+    }
+
+    fn cpu_lde(
+        &self,
+        mat: RowMajorMatrix<Goldilocks>,
+        added_bits: usize,
+        shift: Goldilocks,
+    ) -> BitReversedMatrixView<RowMajorMatrix<Goldilocks>> {
+        self.shared.cpu_ldes.fetch_add(1, Ordering::Relaxed);
+        self.shared.cpu.coset_lde_batch(mat, added_bits, shift)
+    }
+}
+
+/// Needs `B: DefaultDevice` because the trait needs `Default`.
+impl<B: DefaultDevice> TwoAdicSubgroupDft<Goldilocks> for BackendDft<B> {
+    type Evaluations = BitReversedMatrixView<RowMajorMatrix<Goldilocks>>;
+
+    /// Plonky3's `Radix2DitParallel` (the backends have a coset LDE, not a bare DFT).
+    fn dft_batch(&self, mat: RowMajorMatrix<Goldilocks>) -> Self::Evaluations {
+        self.shared.cpu.dft_batch(mat)
+    }
+
+    /// Plonky3's `Radix2DitParallel`.
+    fn coset_dft_batch(&self, mat: RowMajorMatrix<Goldilocks>, shift: Goldilocks) -> Self::Evaluations {
+        self.shared.cpu.coset_dft_batch(mat, shift)
+    }
+
+    /// Plonky3's `Radix2DitParallel`.
+    fn idft_batch(&self, mat: RowMajorMatrix<Goldilocks>) -> RowMajorMatrix<Goldilocks> {
+        self.shared.cpu.idft_batch(mat)
+    }
+
+    /// Plonky3's `Radix2DitParallel`.
+    fn coset_idft_batch(&self, mat: RowMajorMatrix<Goldilocks>, shift: Goldilocks) -> RowMajorMatrix<Goldilocks> {
+        self.shared.cpu.coset_idft_batch(mat, shift)
+    }
+
+    /// On the backend when the trace has at least [`BackendDft::min_backend_elems`] elements and
+    /// a shape the backends take; otherwise, and after a device error under
+    /// [`OnDeviceError::FallBackToCpu`], Plonky3's `Radix2DitParallel`.
+    ///
+    /// # Panics
+    /// Where `Radix2DitParallel` panics (e.g. a height that is not a power of two), and on a
+    /// device error under [`OnDeviceError::Panic`].
+    fn coset_lde_batch(
+        &self,
+        mat: RowMajorMatrix<Goldilocks>,
+        added_bits: usize,
+        shift: Goldilocks,
+    ) -> Self::Evaluations {
+        let Some(params) = self.backend_params(&mat, added_bits, shift) else {
+            return self.cpu_lde(mat, added_bits, shift);
+        };
+        let backend = match self.backend() {
+            Ok(b) => b,
+            Err(reason) => {
+                warn_once_unavailable::<B>(&reason);
+                return self.cpu_lde(mat, added_bits, shift);
+            }
+        };
+        match Self::lde_on(&backend, &mat, &params) {
+            Ok(values) => {
+                self.shared.backend_ldes.fetch_add(1, Ordering::Relaxed);
+                let mut lde = RowMajorMatrix::new(values, params.trace.cols);
+                reverse_matrix_index_bits(&mut lde);
+                lde.bit_reverse_rows()
+            }
+            Err(e) => {
+                self.shared.device_errors.fetch_add(1, Ordering::Relaxed);
+                let what = format!(
+                    "plonky3-adapter: {} coset LDE of {} (blowup {}) failed: {e}",
+                    backend.info().backend,
+                    params.trace,
+                    params.blowup
+                );
+                match self.shared.on_error {
+                    OnDeviceError::Panic => panic!("{what}"),
+                    OnDeviceError::FallBackToCpu => {
+                        tracing::warn!("{what}; computing it with Plonky3's Radix2DitParallel on the CPU");
+                        self.cpu_lde(mat, added_bits, shift)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Plonky3's `Radix2DitParallel`: `transform` needs the coefficients between the inverse and
+    /// the forward transform, which the backends' one-pass LDE never holds on the host.
+    fn coset_lde_batch_with_transform<T>(
+        &self,
+        mat: RowMajorMatrix<Goldilocks>,
+        added_bits: usize,
+        shift: Goldilocks,
+        transform: T,
+    ) -> Self::Evaluations
+    where
+        T: FnOnce(&mut RowMajorMatrixViewMut<'_, Goldilocks>, Layout),
+    {
+        self.shared.cpu_ldes.fetch_add(1, Ordering::Relaxed);
+        self.shared.cpu.coset_lde_batch_with_transform(mat, added_bits, shift, transform)
+    }
+
+    /// Plonky3's `Radix2DitParallel`, for the same reason as
+    /// [`coset_lde_batch_with_transform`](Self::coset_lde_batch_with_transform).
+    fn coset_lde_batch_with_blocks<T, K, C>(
+        &self,
+        mat: RowMajorMatrix<Goldilocks>,
+        added_bits: usize,
+        shift: Goldilocks,
+        transform: T,
+        make_consumer: K,
+    ) -> BitReversedMatrixView<RowMajorMatrix<Goldilocks>>
+    where
+        T: FnOnce(&mut RowMajorMatrixViewMut<'_, Goldilocks>, Layout),
+        K: FnOnce(usize) -> C,
+        C: Fn(usize, RowMajorMatrixView<'_, Goldilocks>) + Sync,
+    {
+        self.shared.cpu_ldes.fetch_add(1, Ordering::Relaxed);
+        self.shared.cpu.coset_lde_batch_with_blocks(mat, added_bits, shift, transform, make_consumer)
+    }
+}
+
+/// One warning per backend type when its default device cannot be opened.
+fn warn_once_unavailable<B>(reason: &str) {
+    use std::collections::HashSet;
+    use std::sync::Mutex;
+    static WARNED: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
+    let name = std::any::type_name::<B>();
+    let mut warned = WARNED.lock().unwrap_or_else(|e| e.into_inner());
+    if warned.get_or_insert_with(HashSet::new).insert(name) {
+        tracing::warn!(
+            "plonky3-adapter: {name} is unavailable ({reason}); its LDEs run on Plonky3's Radix2DitParallel"
+        );
+    }
+}

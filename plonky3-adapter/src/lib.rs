@@ -1,0 +1,81 @@
+//! Plonky3 drop-in: the backends' coset LDE behind Plonky3's own DFT trait.
+//!
+//! A Plonky3 prover over Goldilocks moves its LDE to one of our backends by changing one type:
+//! `Radix2DitParallel<Goldilocks>` becomes [`BackendDft<CudaBackend>`](BackendDft) (or
+//! `WgpuBackend`, or `CpuBackend`). The proof is byte-identical (this crate's tests prove a
+//! Fibonacci AIR with p3-uni-stark both ways and compare the serialized proofs) and verifies
+//! with Plonky3's stock verifier.
+//!
+//! - **Plonky3 0.9.0-rc.2, pinned exactly** (`=0.9.0-rc.2`): the newest published release, and
+//!   the one our LDE was checked against element for element (`coset_lde_batch` of
+//!   `Radix2DitParallel`, `Radix2DFTSmallBatch` and `Radix2Bowers`). Plonky3's release
+//!   candidates change trait methods between versions (`coset_lde_batch_with_blocks` is new in
+//!   this one), so a caret range could compile against a trait this crate was never checked
+//!   with.
+//! - **Only the LDE moves.** [`BackendDft`] overrides `coset_lde_batch`, the one call of the
+//!   PCS commit that costs; every other method (`dft_batch`, inverses, coset DFTs, the
+//!   closure-taking LDE variants) is Plonky3's `Radix2DitParallel`, bit for bit. Small traces
+//!   also stay there, below a measured per-backend threshold ([`DefaultDevice::MIN_BACKEND_ELEMS`]).
+//! - **Cheapest for the PCS.** The result is a `BitReversedMatrixView` over bit-reversed
+//!   storage, so `TwoAdicFriPcs`'s `bit_reverse_rows()` is free; the backend's natural-order
+//!   output is bit-reversed once, in place. `Goldilocks` is `repr(transparent)` over `u64`:
+//!   traces and results cross as casts, never element copies.
+//! - **`Default` does something useful.** It opens the process-wide default device of the
+//!   backend type lazily and, if there is none, runs Plonky3's CPU DFT (see
+//!   [`BackendDft`]'s `Default`).
+//! - **Device errors cannot be returned** through `TwoAdicSubgroupDft`: [`OnDeviceError`]
+//!   chooses between a CPU fallback with a warning (the default) and a panic carrying the
+//!   backend's message.
+//!
+//! # Use from Plonky3
+//!
+//! ```ignore
+//! use backend_cuda::CudaBackend;
+//! use plonky3_adapter::BackendDft;
+//!
+//! type Dft = BackendDft<CudaBackend>; // was: p3_dft::Radix2DitParallel<Goldilocks>
+//! type Pcs = TwoAdicFriPcs<Goldilocks, Dft, ValMmcs, ChallengeMmcs>;
+//! let pcs = Pcs::new(Dft::default(), val_mmcs, fri_params);
+//! ```
+//!
+//! # Design note: a device-resident `Mmcs`
+//!
+//! `BackendDft` still downloads every LDE, because `TwoAdicFriPcs::commit` hands the DFT's
+//! output to `InputMmcs::commit_matrix` as a host `RowMajorMatrix`. The next step keeps the LDE
+//! on the device between the DFT and the Merkle tree:
+//!
+//! - **What the traits allow.** `Mmcs<Goldilocks>` is generic over the committed matrix type
+//!   (`commit<M: Matrix<T>>(Vec<M>)`) and its `ProverData<M>` is an associated type, so an Mmcs
+//!   may keep anything as prover data: the device LDE buffer and the device node array. But
+//!   `TwoAdicFriPcs` fixes `M = RowMajorMatrix<Val>` and calls the DFT and the Mmcs separately;
+//!   a device-resident path therefore needs its own `Pcs` (a thin copy of `TwoAdicFriPcs::commit`
+//!   that calls the backend's LDE, leaf hash and tree without a download), or a DFT whose
+//!   `Evaluations` type is a device-backed matrix that the Mmcs recognises (possible:
+//!   `Evaluations: BitReversibleMatrix + 'static` is all the trait asks, but every `Matrix`
+//!   method would then need a host path too).
+//! - **What openings need.** `open_batch(index, data)` returns the opened rows of every matrix
+//!   at the query index and the authentication path: a few rows and `log2(N)` digests per
+//!   query. Those are small downloads (`Backend::download` at an offset); `get_matrices` must
+//!   still return host matrices (the PCS reads the committed LDE back for
+//!   `get_evaluations_on_domain`), so either keep a lazily downloaded host copy or serve those
+//!   reads from the device row by row.
+//! - **Layout differences** from our `rows` leaf layout and tree (CONVENTIONS.md):
+//!   Plonky3 commits the *bit-reversed* LDE (the leaf kernel must read row `br(i)` for leaf `i`,
+//!   or the LDE must be bit-reversed on the device first); it pads a layer that is not a power
+//!   of two with zero digests instead of repeating the last leaf (irrelevant for power-of-two
+//!   heights, which are all a two-adic PCS commits); several matrices of the same height are
+//!   concatenated into one leaf preimage (a leaf spec over several buffers); shorter matrices
+//!   are hashed and injected at the tree level of their height (`H(H(left || right) || ...)`
+//!   per Plonky3's `MerkleTree::new`); and the commitment is a cap of `2^cap_height` digests,
+//!   not one root (our node array already holds every level, so a cap is a slice of it).
+//! - **Serialization** stays Plonky3's: `SerializingHasher<Keccak256Hash>` hashes canonical
+//!   `u64` little-endian words with the `0x01`-padded Keccak-256, exactly our `keccak256` over
+//!   the `rows` layout, and `CompressionFunctionFromHasher<Keccak256Hash, 2, 32>` is our
+//!   `H(left || right)`. The same byte-identical-proof test would prove it.
+
+mod convert;
+mod device;
+mod dft;
+
+pub use device::DefaultDevice;
+pub use dft::{BackendDft, DftStats, OnDeviceError};

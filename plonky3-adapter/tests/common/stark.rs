@@ -1,0 +1,123 @@
+//! A p3-uni-stark setup over Goldilocks with a Keccak-256 MMCS, generic over the DFT, and a
+//! Fibonacci AIR of any width (`pairs` independent Fibonacci sequences side by side), shared by
+//! the proof test and the PCS benchmark.
+
+#![allow(dead_code)]
+
+use p3_air::{Air, AirBuilder, BaseAir, WindowAccess};
+use p3_challenger::{HashChallenger, SerializingChallenger64};
+use p3_commit::ExtensionMmcs;
+use p3_dft::TwoAdicSubgroupDft;
+use p3_field::extension::BinomialExtensionField;
+use p3_field::{PrimeCharacteristicRing, PrimeField64};
+use p3_fri::{FriParameters, TwoAdicFriPcs};
+use p3_goldilocks::Goldilocks;
+use p3_keccak::Keccak256Hash;
+use p3_matrix::dense::RowMajorMatrix;
+use p3_merkle_tree::MerkleTreeMmcs;
+use p3_symmetric::{CompressionFunctionFromHasher, SerializingHasher};
+use p3_uni_stark::StarkConfig;
+
+/// The base field.
+pub type Val = Goldilocks;
+/// The challenge field.
+pub type Challenge = BinomialExtensionField<Val, 2>;
+/// Rows hashed as canonical u64 little-endian words with Keccak-256 (0x01 padding).
+pub type FieldHash = SerializingHasher<Keccak256Hash>;
+/// Inner nodes: Keccak-256(left || right).
+pub type Compress = CompressionFunctionFromHasher<Keccak256Hash, 2, 32>;
+/// The Keccak-256 MMCS over Goldilocks rows.
+pub type ValMmcs = MerkleTreeMmcs<Val, u8, FieldHash, Compress, 2, 32>;
+/// FRI's MMCS over the challenge field.
+pub type ChallengeMmcs = ExtensionMmcs<Val, Challenge, ValMmcs>;
+/// A Keccak-256 Fiat-Shamir transcript.
+pub type Challenger = SerializingChallenger64<Val, HashChallenger<u8, Keccak256Hash, 32>>;
+/// The two-adic FRI PCS over DFT `D`.
+pub type Pcs<D> = TwoAdicFriPcs<Val, D, ValMmcs, ChallengeMmcs>;
+/// The STARK configuration over DFT `D`.
+pub type Config<D> = StarkConfig<Pcs<D>, Challenge, Challenger>;
+
+/// The MMCS: Keccak-256 leaves and nodes, a cap of one root.
+pub fn val_mmcs() -> ValMmcs {
+    ValMmcs::new(FieldHash::new(Keccak256Hash {}), Compress::new(Keccak256Hash {}), 0)
+}
+
+/// The PCS with `dft`, blowup 2^`log_blowup`, and test-strength FRI parameters.
+pub fn pcs<D: TwoAdicSubgroupDft<Val>>(dft: D, log_blowup: usize) -> Pcs<D> {
+    let fri = FriParameters {
+        log_blowup,
+        log_final_poly_len: 0,
+        max_log_arity: 1,
+        num_queries: 40,
+        batch_proof_of_work_bits: 0,
+        commit_proof_of_work_bits: 0,
+        query_proof_of_work_bits: 8,
+        mmcs: ChallengeMmcs::new(val_mmcs()),
+    };
+    Pcs::new(dft, val_mmcs(), fri)
+}
+
+/// The STARK configuration with `dft` and blowup 2.
+pub fn config<D: TwoAdicSubgroupDft<Val>>(dft: D) -> Config<D> {
+    Config::new(pcs(dft, 1), Challenger::from_hasher(vec![], Keccak256Hash {}))
+}
+
+/// `pairs` Fibonacci sequences side by side: columns `(2k, 2k+1)` hold `(a_i, b_i)` with
+/// `a_0 = k`, `b_0 = k + 1`, `a_{i+1} = b_i`, `b_{i+1} = a_i + b_i`. Public values: the last `b`
+/// of the first pair.
+pub struct FibonacciAir {
+    /// Number of sequences (the trace has `2 * pairs` columns).
+    pub pairs: usize,
+}
+
+impl<F> BaseAir<F> for FibonacciAir {
+    fn width(&self) -> usize {
+        2 * self.pairs
+    }
+
+    fn num_public_values(&self) -> usize {
+        1
+    }
+
+    fn max_constraint_degree(&self) -> Option<usize> {
+        Some(2)
+    }
+}
+
+impl<AB: AirBuilder> Air<AB> for FibonacciAir {
+    fn eval(&self, builder: &mut AB) {
+        let main = builder.main();
+        let last_b = builder.public_values()[0];
+        let local: &[AB::Var] = main.current_slice();
+        let next: &[AB::Var] = main.next_slice();
+        for k in 0..self.pairs {
+            let (a, b) = (local[2 * k], local[2 * k + 1]);
+            let (a_next, b_next) = (next[2 * k], next[2 * k + 1]);
+            builder.when_first_row().assert_eq(a, AB::Expr::from_u64(k as u64));
+            builder.when_first_row().assert_eq(b, AB::Expr::from_u64(k as u64 + 1));
+            builder.when_transition().assert_eq(b, a_next);
+            builder.when_transition().assert_eq(a + b, b_next);
+        }
+        builder.when_last_row().assert_eq(local[1], last_b);
+    }
+}
+
+/// The Fibonacci trace of `rows` rows (a power of two) and its public value.
+pub fn fibonacci_trace(pairs: usize, rows: usize) -> (RowMajorMatrix<Val>, Vec<Val>) {
+    let width = 2 * pairs;
+    let mut values = Val::zero_vec(rows * width);
+    for k in 0..pairs {
+        values[2 * k] = Val::from_u64(k as u64);
+        values[2 * k + 1] = Val::from_u64(k as u64 + 1);
+    }
+    for r in 1..rows {
+        let (prev, cur) = values[(r - 1) * width..(r + 1) * width].split_at_mut(width);
+        for k in 0..pairs {
+            cur[2 * k] = prev[2 * k + 1];
+            cur[2 * k + 1] = prev[2 * k] + prev[2 * k + 1];
+        }
+    }
+    let last_b = values[(rows - 1) * width + 1];
+    debug_assert!(last_b.as_canonical_u64() < 0xFFFF_FFFF_0000_0001);
+    (RowMajorMatrix::new(values, width), vec![last_b])
+}
