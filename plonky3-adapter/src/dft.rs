@@ -4,15 +4,15 @@ use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use backend_api::{Backend, DeviceBuffer, LdeParams, MatrixShape};
+use backend_api::{Backend, LdeParams, MatrixShape};
 use p3_dft::{Layout, Radix2DitParallel, TwoAdicSubgroupDft};
 use p3_field::PrimeField64;
 use p3_goldilocks::Goldilocks;
 use p3_matrix::Matrix;
 use p3_matrix::bitrev::{BitReversedMatrixView, BitReversibleMatrix};
 use p3_matrix::dense::{RowMajorMatrix, RowMajorMatrixView, RowMajorMatrixViewMut};
-use p3_matrix::util::reverse_matrix_index_bits;
 
+use crate::bitrev::{STAGING_BYTES, download_bit_reversed};
 use crate::convert::{as_words, into_field_vec};
 use crate::device::DefaultDevice;
 
@@ -54,8 +54,9 @@ pub struct DftStats {
 ///   `coset_lde_batch_with_transform`, whose closure needs the coefficients) run on Plonky3's
 ///   `Radix2DitParallel`, so they behave exactly as Plonky3's own DFT, panics included.
 /// - **Evaluations.** A `BitReversedMatrixView` over bit-reversed storage, as `Radix2DitParallel`
-///   returns: the PCS's `bit_reverse_rows()` then hands it the storage for free. The natural-order
-///   LDE from the backend is bit-reversed once, in place, on the host (parallel row swaps).
+///   returns: the PCS's `bit_reverse_rows()` then hands it the storage for free. The backend's
+///   natural-order LDE is downloaded in chunks and each chunk's rows scattered to their
+///   bit-reversed places while the next chunk downloads, so the permutation costs no extra pass.
 /// - **Casts.** The trace goes to the backend as the `u64` words of its `Goldilocks` values and
 ///   the result comes back as a `Vec<Goldilocks>` made from the downloaded `Vec<u64>`: the only
 ///   copies are the upload and the download themselves.
@@ -209,7 +210,7 @@ impl<B: Backend> BackendDft<B> {
         LdeParams::new(trace, blowup, shift.as_canonical_u64()).ok()
     }
 
-    /// The coset LDE on `backend`, in natural row order.
+    /// The coset LDE on `backend`, downloaded into bit-reversed row order.
     fn lde_on(
         backend: &B,
         mat: &RowMajorMatrix<Goldilocks>,
@@ -218,9 +219,9 @@ impl<B: Backend> BackendDft<B> {
         let trace = backend.upload(as_words(&mat.values))?;
         let lde = backend.coset_lde(&trace, params)?;
         drop(trace);
-        let mut words = vec![0u64; lde.len()];
-        backend.download(&lde, 0, &mut words)?;
-        drop(lde);
+        let shape = params.lde_shape();
+        let chunk_rows = (STAGING_BYTES / (shape.cols() * size_of::<u64>())).max(1);
+        let words = download_bit_reversed(backend, &lde, shape.rows(), shape.cols(), chunk_rows)?;
         Ok(into_field_vec(words))
     }
 
@@ -285,17 +286,15 @@ impl<B: DefaultDevice> TwoAdicSubgroupDft<Goldilocks> for BackendDft<B> {
         match Self::lde_on(&backend, &mat, &params) {
             Ok(values) => {
                 self.shared.backend_ldes.fetch_add(1, Ordering::Relaxed);
-                let mut lde = RowMajorMatrix::new(values, params.trace.cols);
-                reverse_matrix_index_bits(&mut lde);
-                lde.bit_reverse_rows()
+                RowMajorMatrix::new(values, params.trace().cols()).bit_reverse_rows()
             }
             Err(e) => {
                 self.shared.device_errors.fetch_add(1, Ordering::Relaxed);
                 let what = format!(
                     "plonky3-adapter: {} coset LDE of {} (blowup {}) failed: {e}",
                     backend.info().backend,
-                    params.trace,
-                    params.blowup
+                    params.trace(),
+                    params.blowup()
                 );
                 match self.shared.on_error {
                     OnDeviceError::Panic => panic!("{what}"),

@@ -18,8 +18,9 @@
 //!   also stay there, below a measured per-backend threshold ([`DefaultDevice::MIN_BACKEND_ELEMS`]).
 //! - **Cheapest for the PCS.** The result is a `BitReversedMatrixView` over bit-reversed
 //!   storage, so `TwoAdicFriPcs`'s `bit_reverse_rows()` is free; the backend's natural-order
-//!   output is bit-reversed once, in place. `Goldilocks` is `repr(transparent)` over `u64`:
-//!   traces and results cross as casts, never element copies.
+//!   output is scattered into bit-reversed order chunk by chunk as it downloads. `Goldilocks`
+//!   is `repr(transparent)` over `u64`: traces and results cross as casts, never element
+//!   copies.
 //! - **`Default` does something useful.** It opens the process-wide default device of the
 //!   backend type lazily and, if there is none, runs Plonky3's CPU DFT (see
 //!   [`BackendDft`]'s `Default`).
@@ -73,6 +74,7 @@
 //!   the `rows` layout, and `CompressionFunctionFromHasher<Keccak256Hash, 2, 32>` is our
 //!   `H(left || right)`. The same byte-identical-proof test would prove it.
 
+mod bitrev;
 mod convert;
 mod device;
 mod dft;

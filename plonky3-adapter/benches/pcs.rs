@@ -1,0 +1,154 @@
+//! What `BackendDft` gains a Plonky3 prover, each figure paired with stock Plonky3
+//! (`Radix2DitParallel` on all host cores) in the same run:
+//!
+//! - `sweep`: `coset_lde_batch` (and the PCS's `bit_reverse_rows().to_row_major_matrix()`) over
+//!   2^`k` x 16 traces, k = 4..=14, blowup 2, with the backend threshold at 0: where the backend
+//!   starts to win is the adapter's size threshold.
+//! - `commit`: `TwoAdicFriPcs::commit` of one random 2^`PCS_LOG_ROWS` (default 16) x `PCS_COLS`
+//!   (default 256) trace, blowup 2, Keccak-256 MMCS: the LDE plus Plonky3's CPU Merkle tree.
+//!   The two commitments are compared before timing.
+//! - `prove`: a whole p3-uni-stark proof of the Fibonacci AIR with `PROOF_PAIRS` (default 128)
+//!   sequences over 2^`PROOF_LOG_ROWS` (default 12) rows; the serialized proofs are compared first.
+//!
+//! Each side runs `BENCH_REPS` (default 5) times, alternating, and the best times are compared
+//! (`PAIRED ...` lines, as the backend benches print). The backends measured are the CPU
+//! backend, and CUDA / wgpu when built with their feature and a device opens; `BENCH_BACKENDS`
+//! (e.g. `cuda,cpu`) picks some of them.
+
+#[path = "../tests/common/stark.rs"]
+#[allow(missing_docs)]
+mod stark;
+
+use std::time::Instant;
+
+use backend_cpu::CpuBackend;
+use p3_dft::{Radix2DitParallel, TwoAdicSubgroupDft};
+use p3_field::PrimeCharacteristicRing;
+use p3_field::coset::TwoAdicMultiplicativeCoset;
+use p3_goldilocks::Goldilocks;
+use p3_matrix::Matrix;
+use p3_matrix::bitrev::BitReversibleMatrix;
+use p3_matrix::dense::RowMajorMatrix;
+use plonky3_adapter::{BackendDft, DefaultDevice};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use stark::{Challenge, Challenger, FibonacciAir, Val};
+
+fn env(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// Alternates `a` and `b` (`setup` makes each run's input outside the timing) `reps` times each
+/// and prints both best times and the ratio stock / ours (> 1: ours is faster).
+fn paired<I, A, B>(
+    label: &str,
+    reps: usize,
+    mut setup: impl FnMut() -> I,
+    mut a: impl FnMut(I) -> A,
+    mut b: impl FnMut(I) -> B,
+) {
+    let (mut best_a, mut best_b) = (f64::INFINITY, f64::INFINITY);
+    for _ in 0..reps {
+        let input = setup();
+        let t = Instant::now();
+        let out = a(input);
+        best_a = best_a.min(t.elapsed().as_secs_f64());
+        drop(out);
+        let input = setup();
+        let t = Instant::now();
+        let out = b(input);
+        best_b = best_b.min(t.elapsed().as_secs_f64());
+        drop(out);
+    }
+    println!(
+        "PAIRED {label}: stock best {:.2} ms, adapter best {:.2} ms, stock/adapter = {:.3} ({reps} alternating runs each)",
+        best_a * 1e3,
+        best_b * 1e3,
+        best_a / best_b
+    );
+}
+
+fn random_trace(seed: u64, rows: usize, cols: usize) -> RowMajorMatrix<Val> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    RowMajorMatrix::new((0..rows * cols).map(|_| Goldilocks::new(rng.random())).collect(), cols)
+}
+
+/// The LDE as the PCS consumes it: bit-reversed rows, as one row-major matrix.
+fn pcs_lde<D: TwoAdicSubgroupDft<Val>>(dft: &D, mat: RowMajorMatrix<Val>) -> RowMajorMatrix<Val> {
+    dft.coset_lde_batch(mat, 1, Goldilocks::new(7)).bit_reverse_rows().to_row_major_matrix()
+}
+
+fn run<B: DefaultDevice>(name: &str) {
+    if std::env::var("BENCH_BACKENDS").is_ok_and(|list| !list.split(',').any(|b| b == name)) {
+        return;
+    }
+    let ours = BackendDft::<B>::default();
+    match ours.backend() {
+        Ok(b) => println!("BACKEND {name}: {:?}", b.info()),
+        Err(reason) => return println!("SKIPPED bench {name}: {reason}"),
+    }
+    let stock = Radix2DitParallel::<Val>::default();
+    let reps = env("BENCH_REPS", 5);
+
+    let all = ours.clone().with_min_backend_elems(0);
+    for k in (4..=14).step_by(2) {
+        let mat = random_trace(k, 1 << k, 16);
+        assert_eq!(pcs_lde(&stock, mat.clone()), pcs_lde(&all, mat.clone()), "sweep 2^{k}: LDEs differ");
+        paired(
+            &format!("{name} sweep lde 2^{k}x16"),
+            reps.max(7),
+            || mat.clone(),
+            |m| pcs_lde(&stock, m),
+            |m| pcs_lde(&all, m),
+        );
+    }
+
+    let (log_rows, cols) = (env("PCS_LOG_ROWS", 16), env("PCS_COLS", 256));
+    let trace = random_trace(1, 1 << log_rows, cols);
+    let domain = TwoAdicMultiplicativeCoset::new(Val::ONE, log_rows).expect("a two-adic domain");
+    let stock_pcs = stark::pcs(stock.clone(), 1);
+    let our_pcs = stark::pcs(ours.clone(), 1);
+    let commit_stock = |t| {
+        <stark::Pcs<_> as p3_commit::Pcs<Challenge, Challenger>>::commit(&stock_pcs, vec![(domain, t)]).expect("commit")
+    };
+    let commit_ours = |t| {
+        <stark::Pcs<_> as p3_commit::Pcs<Challenge, Challenger>>::commit(&our_pcs, vec![(domain, t)]).expect("commit")
+    };
+    assert_eq!(commit_stock(trace.clone()).0, commit_ours(trace.clone()).0, "the commitments differ");
+    paired(
+        &format!("{name} lde 2^{log_rows}x{cols}"),
+        reps,
+        || trace.clone(),
+        |m| pcs_lde(&stock, m),
+        |m| pcs_lde(&ours, m),
+    );
+    paired(&format!("{name} pcs commit 2^{log_rows}x{cols}"), reps, || trace.clone(), commit_stock, commit_ours);
+    drop(trace);
+
+    let (proof_rows, pairs) = (1usize << env("PROOF_LOG_ROWS", 12), env("PROOF_PAIRS", 128));
+    let air = FibonacciAir { pairs };
+    let (fib, public) = stark::fibonacci_trace(pairs, proof_rows);
+    let (stock_config, our_config) = (stark::config(stock.clone()), stark::config(ours.clone()));
+    let prove_stock = |t| p3_uni_stark::prove(&stock_config, &air, t, &public).expect("proof");
+    let prove_ours = |t| p3_uni_stark::prove(&our_config, &air, t, &public).expect("proof");
+    let (a, b) = (prove_stock(fib.clone()), prove_ours(fib.clone()));
+    p3_uni_stark::verify(&our_config, &air, &b, &public).expect("the stock verifier accepts the adapter's proof");
+    assert_eq!(postcard::to_allocvec(&a).unwrap(), postcard::to_allocvec(&b).unwrap(), "the proofs differ");
+    paired(
+        &format!("{name} prove fibonacci 2^{}x{}", proof_rows.trailing_zeros(), 2 * pairs),
+        reps,
+        || fib.clone(),
+        prove_stock,
+        prove_ours,
+    );
+    println!("STATS {name}: {:?}", ours.stats());
+}
+
+fn main() {
+    println!("host threads: {}", std::thread::available_parallelism().map_or(0, |n| n.get()));
+    run::<CpuBackend>("cpu");
+    #[cfg(feature = "cuda")]
+    run::<backend_cuda::CudaBackend>("cuda");
+    #[cfg(feature = "wgpu")]
+    run::<backend_wgpu::WgpuBackend>("wgpu");
+}
