@@ -191,6 +191,7 @@ fn main() {
         args.iters,
         if b.has_device_timer() { "available" } else { "NOT available on this adapter: n/a" }
     );
+    println!("transpose run pass: {:?} (max_moves 0: unfused, every run moves twice)", b.transpose_fuse_limits());
     let run = |name: &str| args.only.as_deref().is_none_or(|o| name.contains(o));
 
     let t0 = Instant::now();

@@ -14,8 +14,11 @@
 use backend_api::copy::{BatchTarget, validate_batch};
 use backend_api::{CopyRange, Error, Result};
 
-use crate::context::{COPY_CHUNK_ELEMS, Gpu, Kernel, Module, NAME, Recorder, Space, Table, Window};
+use crate::context::{Gpu, Kernel, Module, NAME, Recorder, Space, Table, Window};
 use crate::memory::WgpuBuffer;
+
+/// Elements per workgroup of the copy kernel (`CHUNK` in copy.wgsl).
+pub(crate) const COPY_CHUNK_ELEMS: u32 = 4096;
 
 pub(crate) const COPY: Kernel = Kernel { module: Module::Copy, entry: "copy_pieces", items_per_group: 1 };
 

@@ -13,8 +13,9 @@
 //!   of the largest power-of-two size the adapter binds as one storage buffer; every dispatch
 //!   binds the (at most four) segments it touches, and the host cuts each operation into such
 //!   dispatches. The adapter's real limits are requested, not the defaults.
-//! - **Same plans, same tables.** The in-place transpose executes
-//!   [`backend_api::plan::TransposePlan`] step by step; the LDE uses
+//! - **Same plans, same tables.** The in-place transpose executes the fused schedule of
+//!   [`backend_api::plan::TransposePlan`] (each run moves once, where the adapter binds the
+//!   fused kernel's twelve segments); the LDE uses
 //!   [`backend_api::field::LdeTwiddles`]. Kernels live in `shaders/wgsl/*.wgsl`.
 //! - **Accounted memory.** Every device buffer goes through the backend's [`AllocTracker`]; a
 //!   1 MiB parameter arena and a 256 B placeholder are allocated once at construction (outside
@@ -152,6 +153,14 @@ impl WgpuBackend {
     /// [`Backend::memory`]'s live bytes; live plus pooled never exceeds the tracker's peak).
     pub fn pooled_bytes(&self) -> u64 {
         context::lock(&self.gpu.pool).bytes()
+    }
+
+    /// The limits of the transpose's fused run-pass launches on this adapter: at most 384 moves,
+    /// slots inside one segment, at most twelve segments per launch; `FuseLimits::NONE` (every
+    /// run moves twice, through the copy shader) where the adapter cannot bind thirteen storage
+    /// buffers per stage or stage 16 KiB of workgroup memory.
+    pub fn transpose_fuse_limits(&self) -> backend_api::plan::schedule::FuseLimits {
+        transpose::limits(&self.gpu)
     }
 
     /// Whether [`WgpuBackend::time_device`] measures on the device (the adapter offers

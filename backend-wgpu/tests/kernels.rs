@@ -247,6 +247,39 @@ fn transpose_matches_naive() {
     });
 }
 
+/// Shapes whose run pass fuses under the adapter's limits (a run length dividing the segment),
+/// with long cycles and short ones, against the naive transpose; and the schedule does fuse
+/// launches, so the fused kernel is what ran (on 8 KiB segments the 512 x 300 matrix spans 150
+/// segments: its batches touch more than twelve and run unfused).
+#[test]
+fn fused_run_pass_matches_naive() {
+    use backend_api::plan::TransposePlan;
+    use backend_api::plan::schedule::{Launch, schedule};
+    both(|b| {
+        let limits = b.transpose_fuse_limits();
+        if limits.max_moves == 0 {
+            eprintln!("NOTE: {} has no fused transpose (fewer than 13 storage bindings)", b.adapter_info().name);
+            return;
+        }
+        let mut r = rng("fused_run_pass");
+        let mut fused_total = 0;
+        for (rows, cols, cap_rows) in [(256, 12, 16), (1024, 5, 32), (512, 300, 16), (96, 7, 8), (4096, 3, 128)] {
+            let shape = MatrixShape::new(rows, cols).unwrap();
+            let cap = (cols + 1) * 8 * cap_rows;
+            let plan = TransposePlan::new(shape, cap).unwrap();
+            let fused = schedule(&plan, &limits).iter().filter(|l| matches!(l, Launch::Fused { .. })).count();
+            fused_total += fused;
+            let host = matrix(&mut r, rows * cols);
+            let mut dev = b.upload(&host).unwrap();
+            b.transpose_in_place(&mut dev, shape, cap).unwrap();
+            let got = b.download_vec(&dev).unwrap();
+            let want: Vec<u64> = (0..rows * cols).map(|i| host[(i % rows) * cols + i / rows]).collect();
+            assert_eq!(got, want, "transpose {rows} x {cols}, {cap_rows}-row cap, {fused} fused launches");
+        }
+        assert!(fused_total > 0, "no fused launch under {limits:?}");
+    });
+}
+
 #[test]
 fn copies_and_downloads() {
     both(|b| {

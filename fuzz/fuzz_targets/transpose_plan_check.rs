@@ -15,7 +15,7 @@
 //! - fused schedule, under limits decoded from the input, leaves the same matrix when executed
 //!   (`schedule::execute_host`), and every fused launch stays within its limits: at most
 //!   `max_moves` moves, distinct destinations, no identity, whole slot-aligned ranges in bounds,
-//!   at most `max_regions` regions touched (counted element by element).
+//!   and under a region limit every slot inside one region, at most `max` regions touched.
 //!
 //! Input decoding (every byte string is valid; missing bytes read as zero):
 //! - byte 0 chooses the shape mode: mostly *bounded* shapes (`rows * cols <= MAX_ELEMS`, built
@@ -26,12 +26,13 @@
 //! - byte 1 chooses the cap mode: any `u64`; a small multiple of one row block `(cols + 1) * 8`
 //!   plus a few bytes (the edges of the power-of-two choice); or about the whole matrix.
 //! - the bytes after the shape and cap choose the fusion limits: `max_moves` in `0..=400` (0 turns
-//!   fusion off), and either no region limit or regions of `2^(0..16)` elements, at most `1..=8`.
+//!   fusion off), and either no region limit or regions of `(1..=3) * 2^(0..16)` elements (not
+//!   always a multiple of the run length), at most `1..=8` of them.
 //!
 //! `MAX_ELEMS = 2^14` keeps one execution under a millisecond, so the fuzzer explores shapes
 //! rather than spending its time copying.
 
-use backend_api::plan::schedule::{self, FuseLimits, Launch};
+use backend_api::plan::schedule::{self, FuseLimits, Launch, Regions};
 use backend_api::plan::{Loc, Step, TransposeGeometry, TransposePlan};
 use backend_api::{ELEM_BYTES, Error, MatrixShape};
 
@@ -86,7 +87,8 @@ pub fn run(data: &[u8]) {
     let limits = if region % 2 == 0 {
         FuseLimits::moves(max_moves)
     } else {
-        FuseLimits { max_moves, region_elems: 1 << (region / 2 % 16), max_regions: 1 + b.u8() as usize % 8 }
+        let elems = (1 + b.u8() as usize % 3) << (region / 2 % 16);
+        FuseLimits { max_moves, regions: Some(Regions { elems, max: 1 + b.u8() as usize % 8 }) }
     };
     check(shape, cap, &limits);
 }
@@ -165,12 +167,16 @@ fn check_launches(plan: &TransposePlan, launches: &[Launch], limits: &FuseLimits
             for loc in [src, dst] {
                 let limit = if matches!(loc, Loc::Buf(_)) { n } else { s };
                 assert!(loc.offset() % unit == 0 && loc.offset() + unit <= limit, "launch {k}: {loc:?} + {unit}");
-                for e in loc.offset()..loc.offset() + unit {
-                    regions.insert((matches!(loc, Loc::Scratch(_)), e / limits.region_elems));
+                if let Some(r) = limits.regions {
+                    let (first, last) = (loc.offset() / r.elems, (loc.offset() + unit - 1) / r.elems);
+                    assert!(first == last, "launch {k}: the slot at {loc:?} spans regions {first}..={last}");
+                    regions.insert((matches!(loc, Loc::Scratch(_)), first));
                 }
             }
         }
-        assert!(regions.len() <= limits.max_regions, "launch {k}: {} regions", regions.len());
+        if let Some(r) = limits.regions {
+            assert!(regions.len() <= r.max, "launch {k}: {} regions", regions.len());
+        }
     }
 }
 

@@ -9,8 +9,8 @@
 //!   destination (per element offset of the slots, so its parallel blocks never touch one
 //!   element twice): each run moves once instead of twice.
 //! - **Limits.** [`FuseLimits`] bounds a fused launch: at most `max_moves` net moves (a kernel's
-//!   parameter block or table), and at most `max_regions` distinct aligned regions of
-//!   `region_elems` elements touched (a backend that binds memory in segments, such as wgpu).
+//!   parameter block or table), and, for a backend that binds memory in segments (wgpu), slots
+//!   that each lie inside one aligned region, at most [`Regions::max`] of them touched.
 //!   The composer applies batches while the matrix slots written fit, then backs off to the
 //!   longest prefix whose net effect fits; a batch that fits nothing runs as it is.
 //! - **Everything else** is passed through: a block transpose stays one [`Launch::Block`], any
@@ -83,34 +83,46 @@ impl Launch {
 pub struct FuseLimits {
     /// Most net moves per fused launch; 0 turns fusion off.
     pub max_moves: usize,
-    /// Size of an aligned region, in elements: the matrix's regions start at its element 0, the
-    /// scratch's at its element 0. `usize::MAX` makes each buffer one region.
-    pub region_elems: usize,
+    /// Where the backend binds memory in regions (wgpu's segments): the region size and how many
+    /// one launch may touch. `None`: anywhere in the matrix and the scratch.
+    pub regions: Option<Regions>,
+}
+
+/// Aligned regions of the matrix and of the scratch (each buffer's regions start at its element
+/// 0), as a backend binds them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Regions {
+    /// Elements per region. Only slot lengths that divide it fuse, so that every slot of a fused
+    /// launch lies inside one region; 0 fuses nothing.
+    pub elems: usize,
     /// Most distinct regions (of the matrix and the scratch together) one fused launch's sources
     /// and destinations may touch.
-    pub max_regions: usize,
+    pub max: usize,
 }
 
 impl FuseLimits {
     /// At most `max_moves` net moves per launch, anywhere in the matrix and the scratch.
     pub const fn moves(max_moves: usize) -> Self {
-        Self { max_moves, region_elems: usize::MAX, max_regions: usize::MAX }
+        Self { max_moves, regions: None }
     }
 
     /// No fusion: every batch runs as it is.
     pub const NONE: Self = Self::moves(0);
 
-    /// Whether the slots `[loc, loc + unit)` of `moves` stay within the region limit.
-    fn regions_fit(&self, unit: usize, moves: &[(Loc, Loc)]) -> bool {
-        let r = self.region_elems.max(1);
+    /// Whether batches of `unit`-element slots may fuse at all.
+    fn fuses(&self, unit: usize) -> bool {
+        self.max_moves > 0 && self.regions.is_none_or(|r| r.elems > 0 && r.elems.is_multiple_of(unit))
+    }
+
+    /// Whether the slots of `moves` (starting at multiples of a `unit` that divides the region
+    /// size) stay within the region limit.
+    fn regions_fit(&self, moves: &[(Loc, Loc)]) -> bool {
+        let Some(r) = self.regions else { return true };
         let mut seen: HashSet<(bool, usize)> = HashSet::new();
         for &(s, d) in moves {
             for loc in [s, d] {
-                let space = matches!(loc, Loc::Scratch(_));
-                for k in loc.offset() / r..=(loc.offset() + unit - 1) / r {
-                    if seen.insert((space, k)) && seen.len() > self.max_regions {
-                        return false;
-                    }
+                if seen.insert((matches!(loc, Loc::Scratch(_)), loc.offset() / r.elems)) && seen.len() > r.max {
+                    return false;
                 }
             }
         }
@@ -162,7 +174,7 @@ pub fn schedule_each(
             Step::Copies(moves) => moves,
         };
         let composer = match uniform_unit(moves) {
-            Some(unit) if limits.max_moves > 0 => composers.get_or_insert(unit, &plan.geometry),
+            Some(unit) if limits.fuses(unit) => composers.get_or_insert(unit, &plan.geometry),
             _ => None,
         };
         let Some(composer) = composer else {
@@ -189,7 +201,7 @@ pub fn schedule_each(
         while j > i {
             if composer.buf_written <= limits.max_moves {
                 let net = composer.net(j - 1, &uses);
-                if net.len() <= limits.max_moves && limits.regions_fit(unit, &net) {
+                if net.len() <= limits.max_moves && limits.regions_fit(&net) {
                     fused = Some(net);
                     break;
                 }

@@ -19,8 +19,8 @@ fn matrix(n: usize, seed: u64) -> Vec<u64> {
 }
 
 /// Every fused launch: at most `max_moves` moves over at least one slot, distinct destinations,
-/// no identity, whole aligned slots in bounds, and at most `max_regions` regions (counted
-/// element by element, not the way the scheduler counts them).
+/// no identity, whole aligned slots in bounds, and, under a region limit, each slot's first and
+/// last element in one region and at most `max` regions.
 fn assert_launches_valid(plan: &TransposePlan, launches: &[Launch], limits: &FuseLimits) {
     let g = &plan.geometry;
     let (n, s) = (g.shape.len(), g.scratch_elems);
@@ -38,12 +38,16 @@ fn assert_launches_valid(plan: &TransposePlan, launches: &[Launch], limits: &Fus
                 assert_eq!(loc.offset() % unit, 0, "launch {k}: {loc:?} is not slot-aligned");
                 let limit = if matches!(loc, Loc::Buf(_)) { n } else { s };
                 assert!(loc.offset() + unit <= limit, "launch {k}: {loc:?} + {unit} past {limit}");
-                for e in loc.offset()..loc.offset() + unit {
-                    regions.insert((matches!(loc, Loc::Scratch(_)), e / limits.region_elems.max(1)));
+                if let Some(r) = limits.regions {
+                    let (first, last) = (loc.offset() / r.elems, (loc.offset() + unit - 1) / r.elems);
+                    assert_eq!(first, last, "launch {k}: the slot at {loc:?} spans regions {first}..={last}");
+                    regions.insert((matches!(loc, Loc::Scratch(_)), first));
                 }
             }
         }
-        assert!(regions.len() <= limits.max_regions, "launch {k}: {} regions", regions.len());
+        if let Some(r) = limits.regions {
+            assert!(regions.len() <= r.max, "launch {k}: {} regions", regions.len());
+        }
     }
 }
 
@@ -96,8 +100,8 @@ fn region_limits_hold_and_stay_exact() {
         // the test above).
         for k in [2, 5, 16] {
             let cap = (cols + 1) * 8 * k;
-            for (region_elems, max_regions) in [(1, 2), (4, 3), (16, 2), (64, 6), (1 << 12, 4)] {
-                let limits = FuseLimits { max_moves: 384, region_elems, max_regions };
+            for (elems, max) in [(1, 2), (4, 3), (16, 2), (64, 6), (1 << 12, 4), (48, 8)] {
+                let limits = FuseLimits { max_moves: 384, regions: Some(Regions { elems, max }) };
                 fused_total += check(rows, cols, cap, limits).0;
             }
         }
@@ -106,19 +110,33 @@ fn region_limits_hold_and_stay_exact() {
 }
 
 #[test]
-fn regions_fit_counts_every_region_a_slot_touches() {
-    let limits = |max_regions| FuseLimits { max_moves: 10, region_elems: 4, max_regions };
-    // Two 8-element slots: [0, 8) spans matrix regions 0 and 1; scratch [8, 16) spans scratch 2, 3.
-    let moves = [(Loc::Buf(0), Loc::Scratch(8))];
-    assert!(limits(4).regions_fit(8, &moves));
-    assert!(!limits(3).regions_fit(8, &moves));
+fn regions_fit_counts_distinct_regions() {
+    let limits = |max| FuseLimits { max_moves: 10, regions: Some(Regions { elems: 8, max }) };
+    // Matrix regions 0 and 1, scratch region 1.
+    let moves = [(Loc::Buf(0), Loc::Scratch(8)), (Loc::Buf(8), Loc::Buf(4))];
+    assert!(limits(3).regions_fit(&moves));
+    assert!(!limits(2).regions_fit(&moves));
     // The same offsets in the matrix and the scratch are different regions.
     let moves = [(Loc::Buf(0), Loc::Scratch(0))];
-    assert!(limits(2).regions_fit(4, &moves) && !limits(1).regions_fit(4, &moves));
+    assert!(limits(2).regions_fit(&moves) && !limits(1).regions_fit(&moves));
     // Regions shared by several moves count once.
-    let moves = [(Loc::Buf(0), Loc::Buf(1)), (Loc::Buf(2), Loc::Buf(3))];
-    assert!(limits(1).regions_fit(1, &moves));
-    assert!(FuseLimits::moves(1).regions_fit(1 << 20, &[(Loc::Buf(0), Loc::Scratch(1 << 40))]));
+    let moves = [(Loc::Buf(0), Loc::Buf(1)), (Loc::Buf(2), Loc::Buf(7))];
+    assert!(limits(1).regions_fit(&moves));
+    assert!(FuseLimits::moves(1).regions_fit(&[(Loc::Buf(0), Loc::Scratch(1 << 40))]));
+}
+
+#[test]
+fn only_units_dividing_the_region_fuse() {
+    let limits = |elems| FuseLimits { max_moves: 10, regions: Some(Regions { elems, max: 4 }) };
+    assert!(limits(8).fuses(4) && limits(8).fuses(8) && limits(12).fuses(3));
+    assert!(!limits(8).fuses(16) && !limits(8).fuses(3) && !limits(0).fuses(4));
+    assert!(FuseLimits::moves(1).fuses(7) && !FuseLimits::NONE.fuses(7));
+    // A shape whose run length does not divide the region never fuses.
+    let plan = TransposePlan::new(MatrixShape::new(64, 5).unwrap(), 6 * 8 * 4).unwrap();
+    assert_eq!(plan.geometry.run_rows, 4);
+    let fused = |elems| schedule(&plan, &limits(elems)).iter().filter(|l| matches!(l, Launch::Fused { .. })).count();
+    assert_eq!(fused(6), 0);
+    assert!(fused(8) > 0);
 }
 
 #[test]

@@ -1,0 +1,134 @@
+//! The device and everything shared by the operations on it: the opened adapter, the segment
+//! pool, the allocation tracker, fault capture, the pipeline cache, the recording lock and the
+//! device timer.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use backend_api::fault::AllocTracker;
+use backend_api::{Error, Result};
+
+use super::adapter::{self, Setup};
+use super::command::Bindings;
+use super::fault::Faults;
+use super::timer::Timer;
+use super::{NAME, lock};
+
+/// The device and everything shared by the operations on it.
+pub(crate) struct Gpu {
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    pub info: wgpu::AdapterInfo,
+    pub limits: wgpu::Limits,
+    /// Device-local memory the adapter reports (0 where the platform does not say).
+    pub total_memory: usize,
+    /// log2 of the elements per segment.
+    pub seg_shift: u32,
+    /// The adapter offers `SHADER_INT64` (whether or not it was requested).
+    pub adapter_int64: bool,
+    /// Most radix-2 stages per LDE pass (1..=`lde::PASS_LOG`).
+    pub lde_pass_stages: u32,
+    /// Freed segments kept for reuse (see `memory::alloc`).
+    pub pool: Mutex<crate::memory::Pool>,
+    pub tracker: AllocTracker,
+    faults: Arc<Mutex<Faults>>,
+    pub(super) bindings: Bindings,
+    pub(super) pipelines: Mutex<HashMap<&'static str, wgpu::ComputePipeline>>,
+    /// Serialises recording: the arena is rewritten per submission.
+    pub(super) record: Mutex<()>,
+    /// The device timer, while [`Gpu::time_device`] runs an operation.
+    pub(super) timer: Mutex<Option<Timer>>,
+}
+
+impl Gpu {
+    /// Opens the best adapter ([`adapter::open`]) and sets up what every operation shares.
+    pub fn new(setup: &Setup) -> Result<Arc<Gpu>> {
+        let o = adapter::open(setup)?;
+        let faults = Faults::install(&o.device);
+        let bindings = Bindings::new(&o.device, &o.limits);
+        let gpu = Gpu {
+            device: o.device,
+            queue: o.queue,
+            info: o.info,
+            limits: o.limits,
+            total_memory: o.total_memory,
+            seg_shift: o.seg_shift,
+            adapter_int64: o.adapter_int64,
+            lde_pass_stages: setup.lde_pass_stages,
+            pool: Mutex::new(crate::memory::Pool::default()),
+            tracker: AllocTracker::new(),
+            faults,
+            bindings,
+            pipelines: Mutex::new(HashMap::new()),
+            record: Mutex::new(()),
+            timer: Mutex::new(None),
+        };
+        gpu.check("device setup")?;
+        Ok(Arc::new(gpu))
+    }
+
+    /// Elements per segment.
+    pub fn seg_elems(&self) -> usize {
+        1usize << self.seg_shift
+    }
+
+    /// `Err` when the device was lost or an error was captured since the last check.
+    pub fn check(&self, op: &str) -> Result<()> {
+        lock(&self.faults).take(op)
+    }
+
+    /// Waits for all submitted work.
+    pub fn wait(&self, op: &str) -> Result<()> {
+        self.check(op)?;
+        let polled = self.device.poll(wgpu::PollType::wait_indefinitely());
+        self.check(op)?;
+        polled.map(|_| ()).map_err(|e| Error::Device {
+            backend: NAME.into(),
+            op: format!("{op}: wait for the queue"),
+            message: e.to_string(),
+        })
+    }
+
+    /// Creates a buffer, turning an out-of-memory or validation error into an [`Error`].
+    pub fn create_buffer(&self, label: &str, size: u64, usage: wgpu::BufferUsages) -> Result<wgpu::Buffer> {
+        if size > self.limits.max_buffer_size {
+            return Err(Error::InvalidArgument(format!(
+                "{NAME}: a {size} B buffer exceeds the adapter's max_buffer_size of {} B",
+                self.limits.max_buffer_size
+            )));
+        }
+        let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let valid = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size,
+            usage,
+            mapped_at_creation: false,
+        });
+        let invalid = pollster::block_on(valid.pop());
+        let out_of_memory = pollster::block_on(oom.pop());
+        if let Some(e) = out_of_memory {
+            let _ = e;
+            let live = self.tracker.counters().live;
+            return Err(Error::OutOfMemory {
+                backend: NAME.into(),
+                requested: size as usize,
+                free: self.total_memory.saturating_sub(live),
+                total: self.total_memory,
+            });
+        }
+        if let Some(e) = invalid {
+            return Err(Error::Device {
+                backend: NAME.into(),
+                op: format!("create_buffer({label}, {size} B)"),
+                message: e.to_string(),
+            });
+        }
+        Ok(buffer)
+    }
+
+    /// where the adapter has it and `portable_arithmetic` is off).
+    pub fn int64(&self) -> bool {
+        self.device.features().contains(wgpu::Features::SHADER_INT64)
+    }
+}

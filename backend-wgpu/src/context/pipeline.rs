@@ -1,0 +1,120 @@
+//! Kernels and the pipeline cache: the WGSL modules, their entry points, and one compute
+//! pipeline per entry point, compiled at first use.
+
+use std::borrow::Cow;
+
+use backend_api::{Error, Result};
+
+use super::command::WIDE_SLOTS;
+use super::{Gpu, NAME, lock};
+
+/// The kernel sources a pipeline is built from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Module {
+    Copy,
+    Transpose,
+    Hash,
+    Merkle,
+    Lde,
+    /// The fused run-pass launch: its own twelve-slot layout ([`Gpu::wide_slots`]).
+    TransposeFused,
+}
+
+impl Module {
+    /// The module's WGSL on `gpu`: its Goldilocks arithmetic (native u64 or portable), and the
+    /// fused kernel's staging size.
+    fn source(self, gpu: &Gpu) -> String {
+        use shaders::wgsl::*;
+        let field = if gpu.int64() { GOLDILOCKS_INT64 } else { GOLDILOCKS };
+        if self == Module::TransposeFused {
+            return format!("const STAGE_ELEMS: u32 = {}u;\n{TRANSPOSE_FUSED}", gpu.stage_elems());
+        }
+        let parts: &[&str] = match self {
+            Module::Copy => &[WINDOW, COPY],
+            Module::Transpose => &[WINDOW, TRANSPOSE],
+            Module::Hash => &[WINDOW, field, KECCAK, BLAKE3, HASH],
+            Module::Merkle => &[WINDOW, KECCAK, BLAKE3, MERKLE],
+            Module::Lde => &[WINDOW, field, LDE],
+            Module::TransposeFused => &[],
+        };
+        parts.join("\n")
+    }
+
+    fn file(self) -> &'static str {
+        match self {
+            Module::Copy => "copy.wgsl",
+            Module::Transpose => "transpose.wgsl",
+            Module::Hash => "hash.wgsl",
+            Module::Merkle => "merkle.wgsl",
+            Module::Lde => "lde.wgsl",
+            Module::TransposeFused => "transpose_fused.wgsl",
+        }
+    }
+}
+
+/// One entry point: its module, its name, and its workgroup size (invocations per workgroup
+/// along the work-item axis; tile kernels count one item per workgroup).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Kernel {
+    pub module: Module,
+    pub entry: &'static str,
+    pub items_per_group: u32,
+}
+
+impl Gpu {
+    pub(super) fn pipeline(&self, kernel: Kernel) -> Result<wgpu::ComputePipeline> {
+        let mut cache = lock(&self.pipelines);
+        if let Some(p) = cache.get(kernel.entry) {
+            return Ok(p.clone());
+        }
+        let layout = match kernel.module {
+            Module::TransposeFused => match &self.bindings.wide {
+                Some(wide) => &wide.pipeline_layout,
+                None => {
+                    return Err(Error::InvalidArgument(format!(
+                        "{NAME}: {}: the adapter binds fewer than the {} storage buffers this kernel needs",
+                        kernel.entry,
+                        WIDE_SLOTS + 1
+                    )));
+                }
+            },
+            _ => &self.bindings.pipeline_layout,
+        };
+        let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some(kernel.module.file()),
+            source: wgpu::ShaderSource::Wgsl(Cow::Owned(kernel.module.source(self))),
+        });
+        let pipeline = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(kernel.entry),
+            layout: Some(layout),
+            module: &module,
+            entry_point: Some(kernel.entry),
+            compilation_options: Default::default(),
+            cache: None,
+        });
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(Error::KernelCompile {
+                backend: NAME.into(),
+                kernel: format!("{} ({})", kernel.module.file(), kernel.entry),
+                log: e.to_string(),
+            });
+        }
+        cache.insert(kernel.entry, pipeline.clone());
+        Ok(pipeline)
+    }
+}
+
+impl Gpu {
+    /// Elements one workgroup of the fused kernel stages: the adapter's workgroup storage / 8, at
+    /// most 6144 (48 KiB).
+    pub fn stage_elems(&self) -> u32 {
+        (self.limits.max_compute_workgroup_storage_size / 8).min(6144)
+    }
+
+    /// Segments one fused launch binds ([`WIDE_SLOTS`]), or `None` when the adapter cannot bind
+    /// that many storage buffers plus the table, or stage 2048 elements per workgroup.
+    pub fn wide_slots(&self) -> Option<usize> {
+        (self.bindings.wide.is_some() && self.stage_elems() >= 2048).then_some(WIDE_SLOTS)
+    }
+}
