@@ -52,7 +52,10 @@ pub trait PendingDownload: Send {
 /// Byte-level semantics are fixed by CONVENTIONS.md; the conformance suite (`conformance`
 /// crate) checks an implementation against independent references.
 pub trait Backend: Send + Sync {
-    /// The backend's owned device buffer.
+    /// The backend's owned device buffer. It must give the bytes it reserved in
+    /// [`Backend::tracker`] back when it drops (the suite checks that live bytes return to their
+    /// baseline after every check): hold a [`crate::Reservation`] from
+    /// [`AllocTracker::reserve_owned`] in it, which releases them on drop.
     type Buffer: DeviceBuffer;
     /// A queued device-to-host copy.
     type Download: PendingDownload;
@@ -60,7 +63,10 @@ pub trait Backend: Send + Sync {
     /// The device's name and memory.
     fn info(&self) -> DeviceInfo;
 
-    /// The allocation tracker every device allocation of this backend goes through.
+    /// The allocation tracker every device allocation of this backend goes through: buffers,
+    /// scratch, tables. A backend keeps it in an `Arc<AllocTracker>` and shares it with its
+    /// buffers through their [`crate::Reservation`]s, so a buffer that outlives a borrow of the
+    /// backend can still release its bytes.
     fn tracker(&self) -> &AllocTracker;
 
     /// Allocates `len` elements; the contents are unspecified.

@@ -7,7 +7,13 @@
 //! turn and check that the bytes return to baseline. [`AllocTracker::fail_site`] arms a
 //! [`FaultSite`], a step other than an allocation where a backend can fail (a driver call), so
 //! that tests reach error paths a healthy device never takes.
+//!
+//! A buffer gives its bytes back when it drops. The simplest way is to hold a [`Reservation`]:
+//! the backend keeps its tracker in an `Arc`, and each buffer holds the guard that
+//! [`AllocTracker::reserve_owned`] returns, which releases the bytes on drop whatever the
+//! buffer's lifetime.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::error::{Error, Result};
@@ -95,6 +101,18 @@ impl AllocTracker {
         self.live.fetch_sub(bytes, Ordering::SeqCst);
     }
 
+    /// [`AllocTracker::reserve`] with a guard that releases the bytes when it drops: hold it in
+    /// the buffer (or scratch) the bytes are for, next to the memory itself, and make the real
+    /// allocation after it; if that allocation fails, dropping the guard undoes the reservation.
+    ///
+    /// # Errors
+    /// [`Error::InjectedFault`] when this is the allocation [`AllocTracker::fail_at`] armed;
+    /// nothing stays reserved.
+    pub fn reserve_owned(self: &Arc<Self>, bytes: usize) -> Result<Reservation> {
+        self.reserve(bytes)?;
+        Ok(Reservation { tracker: Arc::clone(self), bytes })
+    }
+
     /// Makes the allocation with absolute index `index` (see [`MemoryCounters::allocations`]) fail.
     /// Test-only in spirit: production code never calls it.
     pub fn fail_at(&self, index: usize) {
@@ -134,6 +152,28 @@ impl AllocTracker {
     }
 }
 
+/// Bytes reserved in an [`AllocTracker`] (see [`AllocTracker::reserve_owned`]), released when
+/// the guard drops.
+#[derive(Debug)]
+#[must_use = "dropping a reservation releases its bytes at once"]
+pub struct Reservation {
+    tracker: Arc<AllocTracker>,
+    bytes: usize,
+}
+
+impl Reservation {
+    /// The bytes this guard holds.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.tracker.release(self.bytes);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,5 +208,26 @@ mod tests {
         t.disarm();
         assert!(!t.site_fails(FaultSite::DownloadQueued));
         assert_eq!(t.counters(), MemoryCounters { live: 8, peak: 8, allocations: 1 });
+    }
+
+    #[test]
+    fn a_reservation_releases_its_bytes_on_drop_and_a_refused_one_holds_none() {
+        let t = Arc::new(AllocTracker::new());
+        let a = t.reserve_owned(100).unwrap();
+        let b = t.reserve_owned(20).unwrap();
+        assert_eq!((a.bytes(), b.bytes()), (100, 20));
+        assert_eq!(t.counters(), MemoryCounters { live: 120, peak: 120, allocations: 2 });
+        drop(a);
+        assert_eq!(t.counters().live, 20);
+        t.fail_at(2);
+        let err = t.reserve_owned(7).unwrap_err();
+        assert!(matches!(err, Error::InjectedFault { index: 2, bytes: 7 }), "{err}");
+        assert_eq!(t.counters().live, 20);
+        // The guard keeps the tracker alive on its own: a buffer may outlive its backend handle.
+        let weak = Arc::downgrade(&t);
+        drop(t);
+        assert_eq!(weak.upgrade().map(|t| t.counters().live), Some(20));
+        drop(b);
+        assert!(weak.upgrade().is_none());
     }
 }

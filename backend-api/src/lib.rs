@@ -24,7 +24,7 @@ mod shape;
 
 pub use backend::{Backend, DeviceBuffer, DeviceInfo, PendingDownload, digest_to_words, digests_from_words, hex};
 pub use error::{Error, Result};
-pub use fault::{AllocTracker, FaultSite, MemoryCounters};
+pub use fault::{AllocTracker, FaultSite, MemoryCounters, Reservation};
 pub use plan::DEFAULT_SCRATCH_CAP;
 pub use shape::{
     CopyRange, DIGEST_BYTES, DIGEST_WORDS, ELEM_BYTES, HashKind, LdeParams, LeafLayout, LeafSpec, MAX_LOG_DOMAIN,
