@@ -248,6 +248,33 @@ pub fn main_with<P: Ports>(ports: P) -> ExitCode {
     }
 }
 
+/// Keeps a headless run's stderr free of window-system errors that are not errors.
+///
+/// wgpu 30 enables every window-system extension the Vulkan driver offers (it has no
+/// compute-only instance option), and Mesa's device-selection layer
+/// (`VK_LAYER_MESA_device_select`, installed with Mesa's Vulkan drivers) then connects to the
+/// Wayland display to put the display's GPU first. Where `XDG_RUNTIME_DIR` is unset or not an
+/// absolute path no compositor can be reached, and libwayland prints
+/// `error: XDG_RUNTIME_DIR is invalid or not set in the environment.` twice per Vulkan instance
+/// although nothing failed. There, this sets `NODEVICE_SELECT=1`, the layer's own off switch: the
+/// adapter choice is unchanged (wgpu ranks the adapters itself) and every real error still
+/// prints. Nothing is set when the user set `NODEVICE_SELECT` or `MESA_VK_DEVICE_SELECT` (a
+/// user who selects a device keeps the layer) or when `XDG_RUNTIME_DIR` is usable.
+///
+/// # Safety
+/// It changes the process environment, so no other thread may be running: call it first in
+/// `main`, as the `prover` binary does.
+pub unsafe fn quiet_headless_vulkan() {
+    let runtime_dir_usable = std::env::var_os("XDG_RUNTIME_DIR").is_some_and(|d| d.to_string_lossy().starts_with('/'));
+    let user_chose =
+        std::env::var_os("NODEVICE_SELECT").is_some() || std::env::var_os("MESA_VK_DEVICE_SELECT").is_some();
+    if !runtime_dir_usable && !user_chose {
+        // SAFETY: the caller guarantees that no other thread runs, so nothing reads the
+        // environment while it changes.
+        unsafe { std::env::set_var("NODEVICE_SELECT", "1") };
+    }
+}
+
 /// Prints `error: {e}` to stderr and returns its exit code.
 fn fail(e: &ProverError) -> ExitCode {
     let _ = writeln!(std::io::stderr(), "error: {e}");

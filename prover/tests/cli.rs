@@ -384,3 +384,40 @@ fn host_copy_is_its_own_phase_and_changes_no_root() {
     }
     expect_error(&["commit", "--host-copy", "--repeat", "2"], 2, "cannot be used with");
 }
+
+/// With wgpu compiled in, a clean run on a headless machine prints no error line: Mesa's
+/// device-selection layer used to make libwayland print
+/// `error: XDG_RUNTIME_DIR is invalid or not set in the environment.` twice per Vulkan instance.
+#[cfg(feature = "wgpu")]
+#[test]
+fn a_clean_headless_run_prints_no_error_line() {
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_prover"))
+            .args(args)
+            .env_remove("XDG_RUNTIME_DIR")
+            .env_remove("NODEVICE_SELECT")
+            .env_remove("MESA_VK_DEVICE_SELECT")
+            .output()
+            .expect("run the prover binary");
+        let (stdout, stderr) = text(&out);
+        assert!(out.status.success(), "prover {args:?}\nstdout: {stdout}\nstderr: {stderr}");
+        let errors: Vec<&str> = stderr.lines().filter(|l| l.to_lowercase().contains("error")).collect();
+        assert!(errors.is_empty(), "prover {args:?} printed error lines on a clean run:\n{stderr}");
+        stdout
+    };
+    // The check means something only where a Vulkan instance is really created.
+    let status: serde_json::Value = serde_json::from_str(&run(&["backends", "--json"])).unwrap();
+    let wgpu = &status["backends"][2];
+    assert_eq!(wgpu["backend"], "wgpu");
+    if wgpu["device"].is_null() {
+        let reason = wgpu["reason"].as_str().unwrap_or_default();
+        assert!(std::env::var("REQUIRE_WGPU").as_deref() != Ok("1"), "REQUIRE_WGPU=1 but {reason}");
+        eprintln!(
+            "SKIPPED a_clean_headless_run_prints_no_error_line: {reason} (set REQUIRE_WGPU=1 to make this a failure)"
+        );
+        return;
+    }
+    run(&["backends"]);
+    run(&["commit", "--log-rows", "5", "--cols", "3"]);
+    run(&["commit", "--log-rows", "5", "--cols", "3", "--backend", "wgpu"]);
+}
