@@ -93,8 +93,11 @@ pub fn fingerprint(words: &[u64]) -> String {
 /// With `measure`, the probe runs around each commit on `gpu` and the tracker's peak must stay
 /// within the memory model plus 1%.
 ///
+/// A case that splits at column `s` needs more than `s` columns: all of [`CASES`] needs at least
+/// 201, and `&CASES[..2]` (the unsplit cases) suits any width.
+///
 /// # Panics
-/// On any difference, or a peak over the model.
+/// On any difference, a peak over the model, or a case whose split does not fit `cols`.
 pub fn compare<B: Backend>(
     gpu: &B,
     name: &str,
@@ -108,6 +111,14 @@ pub fn compare<B: Backend>(
     let mut cpu_lde: Option<(String, Vec<u64>)> = None;
     let device = gpu.info().device;
     for case in cases {
+        if let Some(split) = case.split {
+            assert!(
+                split < cols,
+                "parity case {case:?} splits at column {split}, so it needs at least {} columns, not {cols}; \
+                 pass &CASES[..2] (the unsplit cases) for narrower tables",
+                split + 1
+            );
+        }
         let params =
             CommitParams { blowup, hash: case.hash, layout: case.layout, split: case.split, ..Default::default() };
         let what = format!("{rows} x {cols} blowup {blowup} {} {} split {:?}", case.hash, case.layout, case.split);

@@ -1,0 +1,129 @@
+//! A single-threaded host backend: the example port of the README's porting guide, written by
+//! following it step by step.
+//!
+//! - **The smallest honest backend.** Host memory and plain loops on one thread; no `unsafe`, no
+//!   rayon. It passes the conformance and reliability suites, so it shows what a port must do and
+//!   nothing more. It is not fast: use `backend-cpu` for real work.
+//! - **Shared host math, not copies of it.** The LDE uses backend-api's field arithmetic and
+//!   [`LdeTwiddles`](backend_api::field::LdeTwiddles), the transpose executes the shared
+//!   [`TransposePlan`](backend_api::plan::TransposePlan), copy batches and leaf specs are checked
+//!   by backend-api's validators, and the hashes are the `sha3` and `blake3` crates'.
+//! - **Every byte through the tracker.** A [`ToyBuffer`] holds the
+//!   [`Reservation`](backend_api::Reservation) of its bytes in the backend's shared
+//!   [`AllocTracker`], and so does every scratch and table, so counters, admission and fault
+//!   injection see this backend as they see a device.
+//!
+//! Its binary, with the `prover` CLI around it, is `examples/toy-prover`.
+
+mod copy;
+mod hash;
+mod lde;
+mod memory;
+mod merkle;
+mod transpose;
+
+use std::sync::Arc;
+
+use backend_api::{
+    AllocTracker, Backend, CopyRange, DeviceBuffer, DeviceInfo, HashKind, LdeParams, LeafSpec, MatrixShape, Result,
+    TreeShape,
+};
+
+pub use memory::{ToyBuffer, ToyDownload};
+
+/// The backend's name, as [`DeviceInfo`] and its errors spell it.
+pub const NAME: &str = "toy";
+
+/// A single-threaded host backend. Its memory is the host's; [`ToyBackend::with_memory`]
+/// simulates a device of a given size.
+#[derive(Debug, Default)]
+pub struct ToyBackend {
+    tracker: Arc<AllocTracker>,
+    limit: Option<usize>,
+}
+
+impl ToyBackend {
+    /// A backend limited only by the host allocator.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A backend that behaves like a device of `total_bytes`: an allocation that would take the
+    /// live bytes above it fails with [`backend_api::Error::OutOfMemory`].
+    pub fn with_memory(total_bytes: usize) -> Self {
+        Self { tracker: Arc::default(), limit: Some(total_bytes) }
+    }
+}
+
+impl Backend for ToyBackend {
+    type Buffer = ToyBuffer;
+    type Download = ToyDownload;
+
+    fn info(&self) -> DeviceInfo {
+        let (total_memory, free_memory) = memory::total_and_free(self);
+        DeviceInfo { backend: NAME, device: "one host thread".into(), total_memory, free_memory }
+    }
+
+    fn tracker(&self) -> &AllocTracker {
+        &self.tracker
+    }
+
+    /// Allocates `len` zeroed elements (the trait leaves contents unspecified).
+    fn alloc(&self, len: usize) -> Result<ToyBuffer> {
+        memory::zeroed(self, len)
+    }
+
+    fn upload(&self, host: &[u64]) -> Result<ToyBuffer> {
+        let mut buf = memory::zeroed(self, host.len())?;
+        buf.as_mut_slice().copy_from_slice(host);
+        Ok(buf)
+    }
+
+    fn download(&self, buf: &ToyBuffer, offset: usize, out: &mut [u64]) -> Result<()> {
+        memory::check_range("download", offset, out.len(), buf.len())?;
+        out.copy_from_slice(&buf.as_slice()[offset..offset + out.len()]);
+        Ok(())
+    }
+
+    /// Copies at once (every earlier operation has finished); `wait` returns the copy.
+    fn queue_download(&self, buf: &ToyBuffer) -> Result<ToyDownload> {
+        let mut copy = memory::zeroed(self, buf.len())?;
+        copy.as_mut_slice().copy_from_slice(buf.as_slice());
+        Ok(ToyDownload { copy })
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn transpose_in_place(&self, buf: &mut ToyBuffer, shape: MatrixShape, scratch_cap: usize) -> Result<()> {
+        transpose::transpose_in_place(self, buf.as_mut_slice(), shape, scratch_cap)
+    }
+
+    fn batched_copy(&self, src: &ToyBuffer, dst: &mut ToyBuffer, copies: &[CopyRange]) -> Result<()> {
+        copy::batched_copy(src.as_slice(), dst.as_mut_slice(), copies)
+    }
+
+    fn batched_copy_within(&self, buf: &mut ToyBuffer, copies: &[CopyRange]) -> Result<()> {
+        copy::batched_copy_within(buf.as_mut_slice(), copies)
+    }
+
+    fn hash_leaves_into(
+        &self,
+        matrix: &ToyBuffer,
+        shape: MatrixShape,
+        spec: &LeafSpec,
+        out: &mut ToyBuffer,
+        out_digest: usize,
+    ) -> Result<()> {
+        hash::hash_leaves_into(matrix.as_slice(), shape, spec, out.as_mut_slice(), out_digest)
+    }
+
+    fn merkle_tree_in_place(&self, nodes: &mut ToyBuffer, tree: TreeShape, hash: HashKind) -> Result<()> {
+        merkle::merkle_tree_in_place(nodes.as_mut_slice(), tree, hash)
+    }
+
+    fn coset_lde(&self, trace: &ToyBuffer, params: &LdeParams) -> Result<ToyBuffer> {
+        lde::coset_lde(self, trace.as_slice(), params)
+    }
+}

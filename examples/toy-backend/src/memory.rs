@@ -1,0 +1,104 @@
+//! Buffers and allocation: host vectors whose bytes are reserved in the backend's tracker.
+//!
+//! The porting guide's tracker-sharing pattern: the backend keeps its [`AllocTracker`] in an
+//! `Arc`, and every buffer holds the [`Reservation`] of its bytes
+//! ([`AllocTracker::reserve_owned`]), taken before the vector is allocated; dropping the buffer
+//! drops the reservation, which gives the bytes back.
+
+use backend_api::{DeviceBuffer, ELEM_BYTES, Error, PendingDownload, Reservation, Result};
+
+use crate::{NAME, ToyBackend};
+
+/// An owned host buffer of `u64` elements, accounted in its backend's tracker until it drops.
+#[derive(Debug)]
+pub struct ToyBuffer {
+    data: Vec<u64>,
+    /// The bytes of `data` in the backend's tracker, released when the buffer drops.
+    _bytes: Reservation,
+}
+
+impl ToyBuffer {
+    /// The elements.
+    pub fn as_slice(&self) -> &[u64] {
+        &self.data
+    }
+
+    /// The elements, mutably.
+    pub fn as_mut_slice(&mut self) -> &mut [u64] {
+        &mut self.data
+    }
+}
+
+impl DeviceBuffer for ToyBuffer {
+    fn len(&self) -> usize {
+        self.data.len()
+    }
+}
+
+/// A finished copy: [`ToyBackend`] copies when the download is queued.
+#[derive(Debug)]
+pub struct ToyDownload {
+    pub(crate) copy: ToyBuffer,
+}
+
+impl PendingDownload for ToyDownload {
+    fn wait(self) -> Result<Vec<u64>> {
+        Ok(self.copy.as_slice().to_vec())
+    }
+}
+
+/// A zero-filled buffer of `len` elements.
+///
+/// # Errors
+/// [`Error::OutOfMemory`] when the byte count overflows (`requested: usize::MAX`), the simulated
+/// limit or the host allocator refuses; an injected fault from the tracker. Nothing stays
+/// reserved.
+pub(crate) fn zeroed(backend: &ToyBackend, len: usize) -> Result<ToyBuffer> {
+    let bytes = len.checked_mul(ELEM_BYTES).ok_or_else(|| out_of_memory(backend, usize::MAX))?;
+    let reservation = backend.tracker.reserve_owned(bytes)?;
+    if backend.limit.is_some_and(|limit| backend.tracker.counters().live > limit) {
+        drop(reservation);
+        return Err(out_of_memory(backend, bytes));
+    }
+    let mut data = Vec::new();
+    if data.try_reserve_exact(len).is_err() {
+        drop(reservation);
+        return Err(out_of_memory(backend, bytes));
+    }
+    data.resize(len, 0);
+    Ok(ToyBuffer { data, _bytes: reservation })
+}
+
+/// `(total, free)` bytes: the simulated size and what is not live, or the host's
+/// `/proc/meminfo` (`MemTotal`, `MemAvailable`), or `usize::MAX` for both where neither is known.
+pub(crate) fn total_and_free(backend: &ToyBackend) -> (usize, usize) {
+    match backend.limit {
+        Some(limit) => (limit, limit.saturating_sub(backend.tracker.counters().live)),
+        None => host_memory().unwrap_or((usize::MAX, usize::MAX)),
+    }
+}
+
+fn host_memory() -> Option<(usize, usize)> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib = |name: &str| -> Option<usize> {
+        let value = text.lines().find_map(|l| l.strip_prefix(name))?;
+        value.trim().trim_end_matches("kB").trim().parse::<usize>().ok()?.checked_mul(1024)
+    };
+    Some((kib("MemTotal:")?, kib("MemAvailable:")?))
+}
+
+fn out_of_memory(backend: &ToyBackend, requested: usize) -> Error {
+    let (total, free) = total_and_free(backend);
+    Error::OutOfMemory { backend: NAME.into(), requested, free, total }
+}
+
+/// Checks `[start, start + len)` against a buffer of `buf_len` elements.
+///
+/// # Errors
+/// [`Error::OutOfBounds`] naming `what`.
+pub(crate) fn check_range(what: &'static str, start: usize, len: usize, buf_len: usize) -> Result<()> {
+    match start.checked_add(len) {
+        Some(end) if end <= buf_len => Ok(()),
+        end => Err(Error::OutOfBounds { what, start, end: end.unwrap_or(usize::MAX), len: buf_len }),
+    }
+}
