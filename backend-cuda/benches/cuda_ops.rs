@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! cargo bench -p backend-cuda --bench cuda_ops -- --log-rows 22 --cols 316 --blowup 2 --reps 5
-//!     [--ops copy,transpose,leaves,merkle,lde,commit] [--routes kernel,batched,unbatched]
+//!     [--ops copy,transpose,leaves,merkle,lde] [--routes kernel,batched,unbatched]
 //!     [--route-reps 2] [--ntt-stages 0,1] [--ntt-variants 32x8,16x8,32x4] [--ntt-lazy 1,0]
 //! ```
 //!
@@ -13,14 +13,14 @@
 //! each one left out keeps the environment's value.
 //!
 //! `--log-rows` is log2 of the LDE's rows `N` (the matrix the transpose and the leaves work on);
-//! the LDE and the commit start from a trace of `N / blowup` rows. Inputs are random (never zeros:
-//! zeros hide unwritten outputs and can run faster than real data).
+//! the LDE starts from a trace of `N / blowup` rows. Whole commits are timed with the pipeline,
+//! by prover's `commit` bench (`cargo bench -p prover --features cuda --bench commit`). Inputs
+//! are random (never zeros: zeros hide unwritten outputs and can run faster than real data).
 
 use std::time::Instant;
 
 use backend_api::{
-    Backend, DEFAULT_SCRATCH_CAP, DIGEST_WORDS, HashKind, LdeParams, LeafLayout, LeafSpec, MatrixShape, Result,
-    TreeShape,
+    Backend, DEFAULT_SCRATCH_CAP, HashKind, LdeParams, LeafLayout, LeafSpec, MatrixShape, Result, TreeShape,
 };
 use backend_cuda::{CudaBackend, CudaBuffer, CudaOptions, NttKernel, TransposeRoute};
 
@@ -44,7 +44,7 @@ fn parse_args() -> std::result::Result<Args, String> {
         blowup: 2,
         reps: 5,
         route_reps: 2,
-        ops: ["copy", "transpose", "leaves", "merkle", "lde", "commit"].map(String::from).to_vec(),
+        ops: ["copy", "transpose", "leaves", "merkle", "lde"].map(String::from).to_vec(),
         routes: TransposeRoute::ALL.to_vec(),
         // Empty: the value of the backend's options (CudaOptions::from_env).
         ntt_stages: Vec::new(),
@@ -280,49 +280,6 @@ fn run(a: &Args) -> std::result::Result<(), Box<dyn std::error::Error>> {
         }
     }
 
-    if want("commit") {
-        let master = b.upload(&random_words(trace_shape.len(), 4))?;
-        for (hash, split) in
-            [(HashKind::Keccak256, None), (HashKind::Blake3, None), (HashKind::Keccak256, Some(a.cols / 2))]
-        {
-            if split == Some(0) {
-                continue;
-            }
-            let params = prover::CommitParams { blowup: a.blowup, hash, split, ..Default::default() };
-            let mut device_ms = Vec::new();
-            let mut wall_ms = Vec::new();
-            for rep in 0..=a.reps {
-                let mut trace = b.alloc(trace_shape.len())?;
-                b.copy_engine_copy(&master, &mut trace)?;
-                b.synchronize()?;
-                let t0 = b.record_event()?;
-                let w0 = Instant::now();
-                let c =
-                    prover::commit(&b, prover::TraceInput::device(trace, trace_shape), &params, &prover::NoProgress)?;
-                let t1 = b.record_event()?;
-                let wall = w0.elapsed().as_secs_f64() * 1e3;
-                let dev = t0.elapsed_ms(&t1)? as f64;
-                if rep > 0 {
-                    device_ms.push(dev);
-                    wall_ms.push(wall);
-                }
-                let mut root = [0u64; DIGEST_WORDS];
-                b.download(&c.trees[0], 0, &mut root)?;
-                drop(c);
-            }
-            device_ms.sort_by(|x, y| x.total_cmp(y));
-            wall_ms.sort_by(|x, y| x.total_cmp(y));
-            let med = |v: &[f64]| v[v.len() / 2];
-            let label = format!("commit {hash}{}", split.map_or(String::new(), |s| format!(" split {s}")));
-            r.line(
-                &label,
-                &format!("{trace_shape} b{}", a.blowup),
-                shape.bytes(),
-                (med(&device_ms), device_ms[0], device_ms[device_ms.len() - 1]),
-            );
-            println!("{:<34} {:<22} wall median {:>9.3} ms (host clock, roots on the host)", "", "", med(&wall_ms));
-        }
-    }
     let m = b.memory();
     println!("tracker: live {} B, peak {} B, {} allocations", m.live, m.peak, m.allocations);
     Ok(())
