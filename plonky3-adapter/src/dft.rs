@@ -57,6 +57,8 @@ pub struct DftStats {
 ///   returns: the PCS's `bit_reverse_rows()` then hands it the storage for free. The backend's
 ///   natural-order LDE is downloaded in chunks and each chunk's rows scattered to their
 ///   bit-reversed places while the next chunk downloads, so the permutation costs no extra pass.
+///   The uploads and downloads are the backend's own: on CUDA, large ones go through its
+///   page-locked staging ring.
 /// - **Casts.** The trace goes to the backend as the `u64` words of its `Goldilocks` values and
 ///   the result comes back as a `Vec<Goldilocks>` made from the downloaded `Vec<u64>`: the only
 ///   copies are the upload and the download themselves.
