@@ -12,7 +12,9 @@
 //!    consecutive stages: the rows `j + t * s0` (`t = 0 .. 2^g`) of a group whose smallest span
 //!    is `s0` only combine with each other for its `g` stages, so one task takes such sets of
 //!    rows (for `J` consecutive `j`, so it reads runs of `J` rows) through all `g` stages while
-//!    they sit in its cache: one pass over memory per group, and most shapes need one group.
+//!    they sit in its cache: one pass over memory per group. Where whole rows would need
+//!    several groups, a task takes a strip of columns instead, so that one group (one pass)
+//!    holds every wide stage.
 //! 3. **Narrow stages, coset scaling and spreading, fused, block by block.** A block of `L`
 //!    consecutive rows of the inverse runs its remaining stages (spans `< L`). Position `q` then
 //!    holds coefficient `k = br_n(q)` times `n`: it is multiplied by `s^k / n` (`coset[k]`) and,
@@ -44,6 +46,9 @@ mod avx512;
 
 /// Bytes of rows that one task keeps in cache through several stages (half of a 1 MiB L2).
 const LOCAL_BYTES: usize = 512 << 10;
+/// The narrowest column strip a group task takes (and strips are multiples of it): eight-lane
+/// vectors, 128 B per row.
+const MIN_STRIP: usize = 16;
 
 /// `a + b mod p` for canonical `a`, `b`; canonical result.
 #[inline(always)]
@@ -183,18 +188,23 @@ impl Transform<'_> {
     /// often a power-of-two number of bytes, which would map them all to the same few cache
     /// sets.
     fn group_stages(&self, data: &mut [u64], m: usize, group: Group) {
-        let Group { s0, g, j_rows } = group;
+        let Group { s0, g, j_rows, width } = group;
         let sets = 1usize << g;
-        let run = j_rows * m;
+        let strips = m.div_ceil(width);
         data.par_chunks_mut((s0 << g) * m).for_each(|block| {
-            // tasks[k][t]: rows [t * s0 + k * j_rows, t * s0 + (k + 1) * j_rows) of the block.
-            let mut tasks: Vec<Vec<&mut [u64]>> = (0..s0 / j_rows).map(|_| Vec::with_capacity(sets)).collect();
-            for rows in block.chunks_exact_mut(s0 * m) {
-                for (task, piece) in tasks.iter_mut().zip(rows.chunks_exact_mut(run)) {
-                    task.push(piece);
+            // tasks[k * strips + c][t * j_rows + jj]: columns [c * width, (c + 1) * width) of row
+            // t * s0 + k * j_rows + jj of the block, in row order.
+            let mut tasks: Vec<Vec<&mut [u64]>> =
+                (0..s0 / j_rows * strips).map(|_| Vec::with_capacity(sets * j_rows)).collect();
+            for (r, row) in block.chunks_exact_mut(m).enumerate() {
+                let k = (r % s0) / j_rows;
+                for (c, piece) in row.chunks_mut(width).enumerate() {
+                    tasks[k * strips + c].push(piece);
                 }
             }
-            tasks.into_par_iter().enumerate().for_each(|(k, mut pieces)| {
+            tasks.into_par_iter().enumerate().for_each(|(task, mut pieces)| {
+                let (k, w) = (task / strips, pieces[0].len());
+                let run = j_rows * w;
                 SCRATCH.with_borrow_mut(|scratch| {
                     scratch.clear();
                     pieces.iter().for_each(|p| scratch.extend_from_slice(p));
@@ -206,13 +216,13 @@ impl Transform<'_> {
                             let (a, b) = pair.split_at_mut(h * run);
                             for (i, (x, y)) in a.chunks_exact_mut(run).zip(b.chunks_exact_mut(run)).enumerate() {
                                 let j0 = k * j_rows + i * s0;
-                                for (jj, (xr, yr)) in x.chunks_exact_mut(m).zip(y.chunks_exact_mut(m)).enumerate() {
+                                for (jj, (xr, yr)) in x.chunks_exact_mut(w).zip(y.chunks_exact_mut(w)).enumerate() {
                                     butterfly(self.isa, self.kind, xr, yr, self.table[(j0 + jj) * stride]);
                                 }
                             }
                         }
                     }
-                    for (p, s) in pieces.iter_mut().zip(scratch.chunks_exact(run)) {
+                    for (p, s) in pieces.iter_mut().zip(scratch.chunks_exact(w)) {
                         p.copy_from_slice(s);
                     }
                 });
@@ -228,21 +238,29 @@ thread_local! {
 }
 
 /// A group of consecutive stages (module doc, step 2): spans `s0 .. s0 * 2^g`, tasks of
-/// `j_rows` consecutive `j`.
+/// `j_rows` consecutive `j` and `width` columns (a strip of the rows, or the whole rows).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Group {
     s0: usize,
     g: u32,
     j_rows: usize,
+    width: usize,
 }
 
 /// The groups that run the `stages` stages of spans `s0 * 2^i` (`i < stages`), ordered from the
-/// smallest spans; each keeps `2^g * j_rows` rows of `m` columns within `local` bytes (or two
-/// rows, when `local` holds fewer).
+/// smallest spans; each task keeps `2^g * j_rows` rows of `width` columns within `local` bytes
+/// (or two rows, when `local` holds fewer). One group of strips, at least [`MIN_STRIP`] columns
+/// wide, when whole rows would need several groups (several passes).
 fn groups(s0: usize, stages: u32, m: usize, local: usize) -> Vec<Group> {
     let row_bytes = m * 8;
     // The most stages one group can hold (at least one: two rows per task).
     let fit = (local / row_bytes).max(2).ilog2();
+    if stages > fit && stages < usize::BITS {
+        let width = (local / (8 << stages)) / MIN_STRIP * MIN_STRIP;
+        if width >= MIN_STRIP {
+            return vec![Group { s0, g: stages, j_rows: 1, width }];
+        }
+    }
     let count = stages.div_ceil(fit);
     let mut out = Vec::new();
     let mut done = 0;
@@ -251,7 +269,7 @@ fn groups(s0: usize, stages: u32, m: usize, local: usize) -> Vec<Group> {
         let g = stages / count + u32::from(c < stages % count);
         let s = s0 << done;
         let j_rows = (local / (row_bytes << g)).clamp(1, s);
-        out.push(Group { s0: s, g, j_rows: 1 << j_rows.ilog2() });
+        out.push(Group { s0: s, g, j_rows: 1 << j_rows.ilog2(), width: m });
         done += g;
     }
     out
@@ -500,7 +518,11 @@ mod tests {
         // small budgets give many groups, many blocks and several waves, and the last block reads
         // its rows into a scratch; all of them against the naive reference.
         let mut rng = ChaCha8Rng::seed_from_u64(8);
-        for (n, m, blowup) in [(64usize, 7usize, 2usize), (128, 8, 4), (256, 9, 2), (64, 17, 8), (256, 1, 1)] {
+        // 256 x 40 under 8 KiB runs each transform's 5 wide stages as one group of 32- and
+        // 8-column strips.
+        for (n, m, blowup) in
+            [(64usize, 7usize, 2usize), (128, 8, 4), (256, 9, 2), (64, 17, 8), (256, 1, 1), (256, 40, 2)]
+        {
             let trace: Vec<u64> = (0..n * m).map(|_| rng.random()).collect();
             let expect = naive_lde(&trace, n, m, blowup, 7);
             for isa in isas() {
@@ -523,7 +545,8 @@ mod tests {
                     for gr in &gs {
                         assert_eq!(gr.s0, s0, "{m} {local} {stages}: {gs:?}");
                         assert!(gr.g >= 1 && gr.j_rows >= 1 && gr.j_rows <= gr.s0 && gr.j_rows.is_power_of_two());
-                        let bytes = (gr.j_rows << gr.g) * m * 8;
+                        assert!(gr.width == m || (gr.width % MIN_STRIP == 0 && gr.width < m && gs.len() == 1));
+                        let bytes = (gr.j_rows << gr.g) * gr.width * 8;
                         assert!(bytes <= local.max(2 * m * 8), "{m} {local} {stages}: {gr:?} takes {bytes} B");
                         s0 <<= gr.g;
                     }
@@ -531,6 +554,10 @@ mod tests {
                 }
             }
         }
+        // The bench shapes: one full-width group at 64 columns, one group of 64-column strips at 316.
+        assert_eq!(groups(256, 8, 64, LOCAL_BYTES), [Group { s0: 256, g: 8, j_rows: 4, width: 64 }]);
+        assert_eq!(groups(64, 10, 316, LOCAL_BYTES), [Group { s0: 64, g: 10, j_rows: 1, width: 64 }]);
+        assert_eq!(groups(8, 5, 40, 8192), [Group { s0: 8, g: 5, j_rows: 1, width: 32 }]);
         assert_eq!(block_rows(1 << 16, 64, 2, LOCAL_BYTES), 256);
         assert_eq!(block_rows(4, 64, 2, LOCAL_BYTES), 4);
         assert_eq!(block_rows(1 << 16, 1 << 20, 2, LOCAL_BYTES), 1);
