@@ -18,11 +18,11 @@
 //! - **First come, first served.** A commit is admitted only when no earlier one still waits, so
 //!   a large commit is never overtaken forever by small ones.
 //! - **Programs that do not take part count too.** Besides the budget, a commit must fit the
-//!   device's free memory now as the driver reports it (and the device's total less what is
-//!   admitted). Memory held by other programs, or kept in another process's allocator pool after
-//!   its commit, therefore delays admission instead of failing an allocation. One gap remains: a
-//!   commit admitted a moment ago may not have allocated yet, so for that moment its bytes look
-//!   free; the budget's headroom below the device's size (20% by default) absorbs that.
+//!   device's free memory now as the driver reports it, less the bytes of admitted commits that
+//!   may still be allocating (their tickets are not yet settled by [`Ticket::shrink_to`], which
+//!   the pipeline calls after its last allocation), and the device's total less what is
+//!   admitted. Memory held by other programs, or kept in another process's allocator pool after
+//!   its commit, therefore delays admission instead of failing an allocation.
 //! - **No deadlock.** Nothing waits while holding a lock; every wait has a deadline; a commit that
 //!   could never fit the budget is refused at once instead of queueing; a dead process's
 //!   reservation is dropped by the next poll. On timeout the error
@@ -75,6 +75,8 @@ pub enum Blocked {
         total: usize,
         /// Bytes admitted to other commits.
         admitted: usize,
+        /// Of those, bytes of commits that may still be allocating (not yet in `free`).
+        pending: usize,
     },
 }
 
@@ -87,13 +89,15 @@ impl fmt::Display for Blocked {
                 "{admitted} B ({}) of the budget were admitted to {commits} other commit(s)",
                 human_bytes(admitted)
             ),
-            Blocked::DeviceMemory { free, total, admitted } => write!(
+            Blocked::DeviceMemory { free, total, admitted, pending } => write!(
                 f,
                 "the driver reported {free} B ({}) free of {total} B ({}), with {admitted} B ({}) admitted \
-                 to other commits (the rest is held by programs outside this admission or not yet released)",
+                 to other commits, {pending} B ({}) of them still allocating (the rest is held by programs \
+                 outside this admission or not yet released)",
                 human_bytes(free),
                 human_bytes(total),
-                human_bytes(admitted)
+                human_bytes(admitted),
+                human_bytes(pending)
             ),
         }
     }
@@ -108,9 +112,10 @@ fn blocked(bytes: usize, budget: usize, view: QueueView, memory: Option<DeviceMe
     if view.admitted.saturating_add(bytes) > budget {
         return Some(Blocked::Budget { admitted: view.admitted, commits: view.admitted_count });
     }
+    // Admitted commits that may still be allocating are not in the driver's free figure yet.
     match memory {
-        Some(m) if bytes > m.free.min(m.total.saturating_sub(view.admitted)) => {
-            Some(Blocked::DeviceMemory { free: m.free, total: m.total, admitted: view.admitted })
+        Some(m) if bytes.saturating_add(view.pending) > m.free || bytes > m.total.saturating_sub(view.admitted) => {
+            Some(Blocked::DeviceMemory { free: m.free, total: m.total, admitted: view.admitted, pending: view.pending })
         }
         _ => None,
     }
@@ -139,9 +144,19 @@ struct Inner {
 }
 
 /// The in-process counter and queue.
+impl Local {
+    fn admit(&mut self, bytes: usize) {
+        self.in_flight += bytes;
+        self.pending += bytes;
+        self.admitted_count += 1;
+    }
+}
+
 #[derive(Debug, Default)]
 struct Local {
     in_flight: usize,
+    /// Bytes of tickets not yet settled ([`Ticket::shrink_to`]): their commits may still allocate.
+    pending: usize,
     admitted_count: usize,
     next: u64,
     /// Queue numbers of the commits waiting, oldest first.
@@ -162,9 +177,8 @@ impl Inner {
     /// Counts a new ticket of `bytes`.
     fn hold(self: &Arc<Self>, bytes: usize, reservation: Option<Reservation>) -> Ticket {
         let mut state = self.local();
-        state.in_flight += bytes;
-        state.admitted_count += 1;
-        Ticket { inner: Arc::clone(self), bytes, reservation }
+        state.admit(bytes);
+        Ticket { inner: Arc::clone(self), bytes, settled: false, reservation }
     }
 }
 
@@ -257,9 +271,8 @@ impl Admission {
                 // Checked and counted under one lock, so concurrent commits cannot both fit.
                 let mut state = self.inner.local();
                 admit(model, self.inner.budget, state.in_flight)?;
-                state.in_flight += bytes;
-                state.admitted_count += 1;
-                Ok(Ticket { inner: Arc::clone(&self.inner), bytes, reservation: None })
+                state.admit(bytes);
+                Ok(Ticket { inner: Arc::clone(&self.inner), bytes, settled: false, reservation: None })
             }
             (Some(timeout), None) => self.wait_local(model, memory, start, start.checked_add(timeout)),
             (Some(timeout), Some(res)) => self.wait_shared(res, model, memory, start, start.checked_add(timeout)),
@@ -300,15 +313,19 @@ impl Admission {
         state.queue.push_back(me);
         loop {
             let ahead = state.queue.iter().take_while(|&&q| q != me).count();
-            let view = QueueView { admitted: state.in_flight, admitted_count: state.admitted_count, ahead };
+            let view = QueueView {
+                admitted: state.in_flight,
+                pending: state.pending,
+                admitted_count: state.admitted_count,
+                ahead,
+            };
             let why = match blocked(bytes, self.inner.budget, view, memory()) {
                 None => {
                     state.queue.retain(|&q| q != me);
-                    state.in_flight += bytes;
-                    state.admitted_count += 1;
+                    state.admit(bytes);
                     // The next in line may fit too.
                     wake.notify_all();
-                    return Ok(Ticket { inner: Arc::clone(&self.inner), bytes, reservation: None });
+                    return Ok(Ticket { inner: Arc::clone(&self.inner), bytes, settled: false, reservation: None });
                 }
                 Some(why) => why,
             };
@@ -369,6 +386,8 @@ impl Admission {
 pub struct Ticket {
     inner: Arc<Inner>,
     bytes: usize,
+    /// Whether [`Ticket::shrink_to`] said the commit has made its last allocation.
+    settled: bool,
     /// The cross-process reservation, when the admission has one.
     reservation: Option<Reservation>,
 }
@@ -379,21 +398,31 @@ impl Ticket {
         self.bytes
     }
 
-    /// Releases all but `bytes` (no-op when it already holds no more), e.g. once a commit's
-    /// transient buffers are freed and only its results stay on the device.
+    /// Settles the ticket: its commit has made its last allocation (so the driver's free memory
+    /// now shows it) and keeps only `bytes` on the device; it releases the rest (it never grows).
+    /// [`crate::commit_admitted`] calls this when the commit's transient buffers are freed and
+    /// only its results stay. Until then a waiting admission counts the ticket's bytes as still
+    /// to be allocated.
     pub fn shrink_to(&mut self, bytes: usize) {
-        if bytes >= self.bytes {
+        let bytes = bytes.min(self.bytes);
+        if self.settled && bytes == self.bytes {
             return;
         }
         if let (Some(res), Some(r)) = (&self.inner.shared, self.reservation.as_mut()) {
-            // Should the rewrite fail, the reservation keeps claiming its old size: safe, only
-            // less is admitted beside it until it is dropped.
-            if res.shrink(r, bytes).is_err() {
+            // Should the rewrite fail, the reservation keeps claiming its old size, unsettled:
+            // safe, only less is admitted beside it until it is dropped.
+            if res.settle(r, bytes).is_err() {
                 return;
             }
         }
-        self.inner.local().in_flight -= self.bytes - bytes;
+        let mut state = self.inner.local();
+        state.in_flight -= self.bytes - bytes;
+        if !self.settled {
+            state.pending -= self.bytes;
+        }
+        drop(state);
         self.bytes = bytes;
+        self.settled = true;
         self.inner.wake.notify_all();
     }
 }
@@ -405,6 +434,9 @@ impl Drop for Ticket {
         }
         let mut state = self.inner.local();
         state.in_flight -= self.bytes;
+        if !self.settled {
+            state.pending -= self.bytes;
+        }
         state.admitted_count -= 1;
         drop(state);
         self.inner.wake.notify_all();
@@ -473,7 +505,7 @@ mod tests {
 
     #[test]
     fn the_waiting_rule_checks_queue_budget_then_device_memory() {
-        let view = |admitted, admitted_count, ahead| QueueView { admitted, admitted_count, ahead };
+        let view = |admitted, admitted_count, ahead| QueueView { admitted, pending: 0, admitted_count, ahead };
         let mem = |free, total| Some(DeviceMemory { free, total });
         assert_eq!(blocked(10, 100, view(90, 3, 0), None), None);
         assert_eq!(blocked(10, 100, view(0, 0, 2), None), Some(Blocked::Queue { ahead: 2 }));
@@ -481,7 +513,7 @@ mod tests {
         // Free memory short: another program holds it.
         assert_eq!(
             blocked(10, 100, view(0, 0, 0), mem(9, 1000)),
-            Some(Blocked::DeviceMemory { free: 9, total: 1000, admitted: 0 })
+            Some(Blocked::DeviceMemory { free: 9, total: 1000, admitted: 0, pending: 0 })
         );
         assert_eq!(blocked(10, 100, view(0, 0, 0), mem(10, 1000)), None);
         // Plenty free (the admitted commits have not allocated yet) but the device's total less
@@ -492,9 +524,16 @@ mod tests {
         );
         assert_eq!(
             blocked(10, 200, view(95, 1, 0), mem(1000, 100)),
-            Some(Blocked::DeviceMemory { free: 1000, total: 100, admitted: 95 })
+            Some(Blocked::DeviceMemory { free: 1000, total: 100, admitted: 95, pending: 0 })
         );
         assert_eq!(blocked(5, 200, view(95, 1, 0), mem(1000, 100)), None);
+        // An admitted commit still allocating is not in the free figure yet: it counts against it.
+        let allocating = QueueView { admitted: 30, pending: 30, admitted_count: 1, ahead: 0 };
+        assert_eq!(
+            blocked(10, 100, allocating, mem(39, 1000)),
+            Some(Blocked::DeviceMemory { free: 39, total: 1000, admitted: 30, pending: 30 })
+        );
+        assert_eq!(blocked(10, 100, allocating, mem(40, 1000)), None);
     }
 
     #[test]
@@ -552,6 +591,31 @@ mod tests {
         assert!(matches!(err, ProverError::WaitTimedOut { blocked: Blocked::DeviceMemory { free: 39, .. }, .. }));
         assert!(err.to_string().contains("39 B"), "{err}");
         b.admit_on(&model(10), &|| Some(DeviceMemory { free: 40, total: 10_000 })).unwrap();
+    }
+
+    #[test]
+    fn commits_still_allocating_count_against_the_free_memory() {
+        let a = Admission::waiting(1000, Duration::from_millis(50), "dev");
+        let free = || Some(DeviceMemory { free: 500, total: 10_000 });
+        let mut first = a.admit_on(&model(100), &free).unwrap();
+        // The first commit's 400 B may not be allocated yet: 400 + 400 > 500 free.
+        let err = a.admit_on(&model(100), &free).unwrap_err();
+        assert!(
+            matches!(err, ProverError::WaitTimedOut { blocked: Blocked::DeviceMemory { pending: 400, .. }, .. }),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("400 B (400 B) of them still allocating"), "{err}");
+        // Settled: the driver's free figure already shows it.
+        first.shrink_to(400);
+        assert_eq!(first.bytes(), 400);
+        let second = a.admit_on(&model(100), &free).unwrap();
+        drop(first);
+        drop(second);
+        assert_eq!(a.in_flight(), 0);
+        // Dropping an unsettled ticket releases its pending bytes too.
+        let third = a.admit_on(&model(100), &free).unwrap();
+        drop(third);
+        a.admit_on(&model(100), &free).unwrap();
     }
 
     #[test]

@@ -4,8 +4,10 @@
 //! - `lock`: every reader and writer holds an exclusive `flock` on it for one short scan or
 //!   update, never while waiting, so the directory is always seen in a consistent state;
 //! - `seq`: the next queue number (decimal text);
-//! - `r-<seq>-<pid>`: one reservation, `"<bytes> waiting"` or `"<bytes> admitted"`. Its owner
-//!   holds an exclusive `flock` on it from creation to release.
+//! - `r-<seq>-<pid>`: one reservation, `"<bytes> waiting"`, `"<bytes> admitted"` (its commit may
+//!   still be allocating) or `"<bytes> settled"` (its commit has made its last allocation, so the
+//!   driver's free memory already counts it). Its owner holds an exclusive `flock` on it from
+//!   creation to release.
 //!
 //! **Crash safety.** The kernel drops a process's `flock`s when it dies, however it dies. A scan
 //! that can lock someone else's reservation file has found a dead owner: it deletes the file, and
@@ -42,6 +44,9 @@ pub(crate) struct Reservation {
 pub(crate) struct QueueView {
     /// Bytes admitted to the other live reservations.
     pub(crate) admitted: usize,
+    /// Of those, bytes of reservations not yet settled: their commits may still be allocating,
+    /// so the driver's free memory may not show them yet.
+    pub(crate) pending: usize,
     /// Live reservations admitted, other than the one asking.
     pub(crate) admitted_count: usize,
     /// Live reservations still waiting that are older than the one asking.
@@ -87,7 +92,7 @@ impl Reservations {
             // Locked before the directory lock is released, so no scan ever sees it unlocked.
             file.lock()?;
             let mut r = Reservation { path, file, seq, bytes };
-            r.write_state(false)?;
+            r.write_state(State::Waiting)?;
             Ok(r)
         })
     }
@@ -99,7 +104,7 @@ impl Reservations {
             let view = self.scan(Some(me.seq))?;
             let (admit, out) = decide(view);
             if admit {
-                me.write_state(true)?;
+                me.write_state(State::Admitted)?;
             }
             Ok(out)
         })
@@ -110,11 +115,12 @@ impl Reservations {
         self.locked(|| self.scan(None))
     }
 
-    /// Rewrites `me` to hold `bytes` (fewer than before), under the directory lock.
-    pub(crate) fn shrink(&self, me: &mut Reservation, bytes: usize) -> io::Result<()> {
+    /// Rewrites `me` to hold `bytes` (no more than before) and marks it settled: its commit has
+    /// made its last allocation. Under the directory lock.
+    pub(crate) fn settle(&self, me: &mut Reservation, bytes: usize) -> io::Result<()> {
         self.locked(|| {
             me.bytes = bytes;
-            me.write_state(true)
+            me.write_state(State::Settled)
         })
     }
 
@@ -152,29 +158,50 @@ impl Reservations {
             }
             let mut text = String::new();
             file.read_to_string(&mut text)?;
-            let (bytes, admitted) = parse_state(&text).ok_or_else(|| {
+            let (bytes, state) = parse_state(&text).ok_or_else(|| {
                 io::Error::new(
                     io::ErrorKind::InvalidData,
                     format!(
-                        "{}: a live reservation reads {text:?}, expected \"<bytes> waiting|admitted\"",
+                        "{}: a live reservation reads {text:?}, expected \"<bytes> waiting|admitted|settled\"",
                         path.display()
                     ),
                 )
             })?;
-            if admitted {
-                view.admitted = view.admitted.saturating_add(bytes);
-                view.admitted_count += 1;
-            } else if me.is_none_or(|m| seq < m) {
-                view.ahead += 1;
+            match state {
+                State::Waiting => {
+                    if me.is_none_or(|m| seq < m) {
+                        view.ahead += 1;
+                    }
+                }
+                State::Admitted | State::Settled => {
+                    view.admitted = view.admitted.saturating_add(bytes);
+                    view.admitted_count += 1;
+                    if state == State::Admitted {
+                        view.pending = view.pending.saturating_add(bytes);
+                    }
+                }
             }
         }
         Ok(view)
     }
 }
 
+/// Where a reservation stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Waiting,
+    Admitted,
+    Settled,
+}
+
 impl Reservation {
-    fn write_state(&mut self, admitted: bool) -> io::Result<()> {
-        let text = format!("{} {}\n", self.bytes, if admitted { "admitted" } else { "waiting" });
+    fn write_state(&mut self, state: State) -> io::Result<()> {
+        let word = match state {
+            State::Waiting => "waiting",
+            State::Admitted => "admitted",
+            State::Settled => "settled",
+        };
+        let text = format!("{} {word}\n", self.bytes);
         self.file.set_len(0)?;
         self.file.seek(SeekFrom::Start(0))?;
         self.file.write_all(text.as_bytes())?;
@@ -190,16 +217,17 @@ fn parse_name(name: &str) -> Option<u64> {
     seq.parse().ok()
 }
 
-/// `"<bytes> waiting|admitted"`.
-fn parse_state(text: &str) -> Option<(usize, bool)> {
+/// `"<bytes> waiting|admitted|settled"`.
+fn parse_state(text: &str) -> Option<(usize, State)> {
     let mut words = text.split_whitespace();
     let bytes = words.next()?.parse().ok()?;
-    let admitted = match words.next()? {
-        "admitted" => true,
-        "waiting" => false,
+    let state = match words.next()? {
+        "waiting" => State::Waiting,
+        "admitted" => State::Admitted,
+        "settled" => State::Settled,
         _ => return None,
     };
-    words.next().is_none().then_some((bytes, admitted))
+    words.next().is_none().then_some((bytes, state))
 }
 
 /// A device key as one file name: letters, digits, `.`, `_` and `-`; anything else becomes `_`.
@@ -248,8 +276,9 @@ mod tests {
         for bad in ["r-42", "x-1-2", "r--2", "r-1-", "r-1-x", "lock", "seq"] {
             assert_eq!(parse_name(bad), None, "{bad}");
         }
-        assert_eq!(parse_state("123 waiting\n"), Some((123, false)));
-        assert_eq!(parse_state("7 admitted"), Some((7, true)));
+        assert_eq!(parse_state("123 waiting\n"), Some((123, State::Waiting)));
+        assert_eq!(parse_state("7 admitted"), Some((7, State::Admitted)));
+        assert_eq!(parse_state("9 settled"), Some((9, State::Settled)));
         for bad in ["", "12", "x waiting", "12 done", "12 admitted extra"] {
             assert_eq!(parse_state(bad), None, "{bad}");
         }
@@ -265,17 +294,19 @@ mod tests {
         let mut a = res.enqueue(100).unwrap();
         let mut b = res.enqueue(50).unwrap();
         assert!(a.seq < b.seq);
+        let view = |admitted, pending, admitted_count, ahead| QueueView { admitted, pending, admitted_count, ahead };
         // b sees a waiting ahead of it; a sees nobody ahead.
-        assert_eq!(res.poll(&mut b, |v| (false, v)).unwrap(), QueueView { admitted: 0, admitted_count: 0, ahead: 1 });
+        assert_eq!(res.poll(&mut b, |v| (false, v)).unwrap(), view(0, 0, 0, 1));
         assert_eq!(res.poll(&mut a, |v| (true, v)).unwrap(), QueueView::default());
-        assert_eq!(res.poll(&mut b, |v| (false, v)).unwrap(), QueueView { admitted: 100, admitted_count: 1, ahead: 0 });
-        assert_eq!(res.view().unwrap(), QueueView { admitted: 100, admitted_count: 1, ahead: 1 });
-        res.shrink(&mut a, 30).unwrap();
+        // Admitted, not settled: its bytes are pending too.
+        assert_eq!(res.poll(&mut b, |v| (false, v)).unwrap(), view(100, 100, 1, 0));
+        assert_eq!(res.view().unwrap(), view(100, 100, 1, 1));
+        res.settle(&mut a, 30).unwrap();
         assert_eq!(a.bytes, 30);
-        assert_eq!(res.view().unwrap().admitted, 30);
+        assert_eq!(res.view().unwrap(), view(30, 0, 1, 1));
         res.release(a);
         assert_eq!(res.poll(&mut b, |v| (true, v)).unwrap(), QueueView::default());
-        assert_eq!(res.view().unwrap(), QueueView { admitted: 50, admitted_count: 1, ahead: 0 });
+        assert_eq!(res.view().unwrap(), view(50, 50, 1, 0));
         res.release(b);
         assert_eq!(res.view().unwrap(), QueueView::default());
         let _ = fs::remove_dir_all(&root);

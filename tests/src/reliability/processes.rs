@@ -8,7 +8,7 @@
 //! uses a fresh reservation directory, so checks never see each other's queues.
 //!
 //! The queue's files are read directly to watch the processes (`r-<seq>-<pid>` holding
-//! `"<bytes> waiting|admitted"`, the format README.md documents).
+//! `"<bytes> waiting|admitted|settled"`, the format README.md documents).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -110,7 +110,7 @@ fn queue(dir: &Path) -> Vec<(u32, bool)> {
             let pid: u32 = name.strip_prefix("r-")?.split_once('-')?.1.parse().ok()?;
             let text = std::fs::read_to_string(e.path()).ok()?;
             let admitted = match text.split_whitespace().nth(1)? {
-                "admitted" => true,
+                "admitted" | "settled" => true,
                 "waiting" => false,
                 _ => return None,
             };
