@@ -49,8 +49,16 @@ pub trait PendingDownload: Send {
 /// [`Backend::tracker`], so memory counters and fault injection see the same bytes on every
 /// backend.
 ///
-/// Byte-level semantics are fixed by CONVENTIONS.md; the conformance suite (`conformance`
-/// crate) checks an implementation against independent references.
+/// Byte-level semantics are fixed by the repository's `CONVENTIONS.md`; the conformance suite
+/// (`conformance` crate) checks an implementation against independent references.
+///
+/// **Validation happens once, in front of the kernels.** Shapes and parameters are valid by
+/// construction ([`MatrixShape::new`], [`LdeParams::new`], [`TreeShape::new`], [`LeafSpec::new`]).
+/// What a caller can still get wrong (a buffer that does not hold the shape, a scratch cap below
+/// one run, a digest offset past the output, a range past a buffer's end, a size that overflows)
+/// each implementation refuses by calling the function of [`crate::validate`] named after the
+/// method (and [`crate::copy::validate_batch`] for copies) before it allocates or issues work;
+/// past that point it trusts its arguments. The errors below are those functions' errors.
 pub trait Backend: Send + Sync {
     /// The backend's owned device buffer. It must give the bytes it reserved in
     /// [`Backend::tracker`] back when it drops (the suite checks that live bytes return to their
@@ -72,6 +80,7 @@ pub trait Backend: Send + Sync {
     /// Allocates `len` elements; the contents are unspecified.
     ///
     /// # Errors
+    /// [`Error::SizeOverflow`] when `len * 8` overflows `usize` ([`crate::validate::alloc_bytes`]),
     /// [`Error::OutOfMemory`] (or an injected fault); nothing stays allocated.
     fn alloc(&self, len: usize) -> Result<Self::Buffer>;
 
@@ -147,10 +156,22 @@ pub trait Backend: Send + Sync {
     /// [`Error::LengthMismatch`] when `nodes` is not `tree.words()` long.
     fn merkle_tree_in_place(&self, nodes: &mut Self::Buffer, tree: TreeShape, hash: HashKind) -> Result<()>;
 
-    /// The coset LDE of a row-major trace: a new row-major `N x m` buffer of canonical values.
+    /// The coset low-degree extension of a row-major `n x m` trace: a new row-major `N x m` buffer,
+    /// `N = n * B` for the blowup `B = params.blowup()`.
+    ///
+    /// **Definition.** For each column `c`, `P_c` is the unique polynomial of degree `< n` with
+    /// `P_c(w_n^j) = trace[j][c]` for `j = 0..n` (the trace in natural order, values read mod p,
+    /// `w_n = w_N^B`). Row `i` of the output, `i = 0..N`, is
+    /// `(P_0(s * w_N^i), ..., P_{m-1}(s * w_N^i))`: the polynomials evaluated on the coset
+    /// `s * <w_N>` of the size-`N` subgroup, with `s = params.shift()` and `w_N` the primitive
+    /// `N`-th root of unity `g32^(2^32 / N)`, `g32 = 7^((p - 1) / 2^32)`.
+    ///
+    /// **Output order.** Natural order (row `i` is the point `s * w_N^i`, no bit reversal),
+    /// row-major (element `(i, c)` at `i * m + c`), every value canonical (`< p`). With `B = 1` and
+    /// `s = 1` the output is the canonicalised trace.
     ///
     /// # Errors
-    /// [`Error::LengthMismatch`] when `trace` does not hold `params.trace`; out of memory.
+    /// [`Error::LengthMismatch`] when `trace` does not hold `params.trace()`; out of memory.
     fn coset_lde(&self, trace: &Self::Buffer, params: &LdeParams) -> Result<Self::Buffer>;
 
     /// The allocation counters now.

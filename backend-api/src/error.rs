@@ -5,6 +5,10 @@ use crate::memory::Refusal;
 /// Result alias used across every backend.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// A driver's own error, kept whole as the `#[source]` of [`Error::Device`]: each backend maps
+/// its driver's error type (a CUDA result code, a wgpu error) in one named function.
+pub type DriverError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// Everything a [`Backend`](crate::Backend) operation can fail with.
 ///
 /// Messages carry the values that went wrong, so a log line is enough to see why.
@@ -70,6 +74,16 @@ pub enum Error {
         len: usize,
     },
 
+    /// A size whose bytes do not fit `usize` (an allocation of more than `usize::MAX / 8`
+    /// elements): no device could hold it, so it is refused before the allocator is asked.
+    #[error("{what} of {elems} elements: {elems} x 8 B overflows the address space")]
+    SizeOverflow {
+        /// What was being sized.
+        what: &'static str,
+        /// The element count asked for.
+        elems: usize,
+    },
+
     /// A host slice or buffer whose length does not match the call.
     #[error("{what}: expected {expected} elements, got {actual}")]
     LengthMismatch {
@@ -85,7 +99,7 @@ pub enum Error {
     #[error("{backend}: out of device memory allocating {requested} B ({free} B free of {total} B)")]
     OutOfMemory {
         /// The backend's name.
-        backend: String,
+        backend: &'static str,
         /// The failed request, in bytes.
         requested: usize,
         /// Free device memory when the request failed, in bytes (as far as the backend knows).
@@ -102,7 +116,7 @@ pub enum Error {
     #[error("backend {backend} is unavailable: {reason}")]
     BackendUnavailable {
         /// The backend's name.
-        backend: String,
+        backend: &'static str,
         /// Why, in words a user can act on.
         reason: String,
     },
@@ -111,7 +125,7 @@ pub enum Error {
     #[error("{backend}: kernel {kernel} failed to compile:\n{log}")]
     KernelCompile {
         /// The backend's name.
-        backend: String,
+        backend: &'static str,
         /// The kernel source file.
         kernel: String,
         /// The compiler log.
@@ -119,21 +133,22 @@ pub enum Error {
     },
 
     /// A device or driver call failed.
-    #[error("{backend}: {op} failed: {message}")]
+    #[error("{backend}: {op} failed: {source}")]
     Device {
         /// The backend's name.
-        backend: String,
+        backend: &'static str,
         /// The operation or driver call.
         op: String,
-        /// The driver's message or code.
-        message: String,
+        /// The driver's error (its code and message), kept for [`std::error::Error::source`].
+        #[source]
+        source: DriverError,
     },
 
     /// The device was lost; buffers of this backend are no longer usable.
     #[error("{backend}: device lost: {reason}")]
     DeviceLost {
         /// The backend's name.
-        backend: String,
+        backend: &'static str,
         /// The reason the driver gave.
         reason: String,
     },

@@ -21,9 +21,10 @@ pub mod field;
 pub mod memory;
 pub mod plan;
 mod shape;
+pub mod validate;
 
 pub use backend::{Backend, DeviceBuffer, DeviceInfo, PendingDownload, digest_to_words, digests_from_words, hex};
-pub use error::{Error, Result};
+pub use error::{DriverError, Error, Result};
 pub use fault::{AllocTracker, FaultSite, MemoryCounters, Reservation};
 pub use plan::DEFAULT_SCRATCH_CAP;
 pub use shape::{

@@ -212,31 +212,6 @@ impl LeafSpec {
         Ok(self.layout.leaf_count(shape.rows))
     }
 
-    /// Checks a `hash_leaves_into` call, host-side, for every backend: this spec against the shape, a matrix of `matrix_len` elements, and room
-    /// for the digests in an output of `out_len` elements from digest `out_digest` on. Returns the
-    /// number of leaves and the output element the first digest goes to.
-    ///
-    /// # Errors
-    /// The errors of [`LeafSpec::validate`], [`Error::LengthMismatch`]
-    /// for the matrix, [`Error::OutOfBounds`] (`"leaf digests"`) for a short output.
-    pub fn validate_into(
-        &self,
-        shape: MatrixShape,
-        matrix_len: usize,
-        out_len: usize,
-        out_digest: usize,
-    ) -> Result<(usize, usize)> {
-        let leaves = self.validate(shape)?;
-        shape.check_len("hash_leaves matrix", matrix_len)?;
-        let start = out_digest.saturating_mul(DIGEST_WORDS);
-        match start.checked_add(leaves * DIGEST_WORDS) {
-            Some(end) if end <= out_len => Ok((leaves, start)),
-            end => {
-                Err(Error::OutOfBounds { what: "leaf digests", start, end: end.unwrap_or(usize::MAX), len: out_len })
-            }
-        }
-    }
-
     /// Bytes hashed for one leaf.
     pub fn leaf_bytes(&self) -> usize {
         let per_row = (self.col_end - self.col_start) * ELEM_BYTES;

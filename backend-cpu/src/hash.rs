@@ -15,7 +15,7 @@
 //! lets BLAKE3 hash a leaf's chunks with SIMD exactly as `blake3::hash` would.
 
 use backend_api::field::{bit_reverse, canonical};
-use backend_api::{DIGEST_WORDS, HashKind, LeafLayout, LeafSpec, MatrixShape, Result, digest_to_words};
+use backend_api::{DIGEST_WORDS, HashKind, LeafLayout, LeafSpec, MatrixShape, Result, digest_to_words, validate};
 use rayon::prelude::*;
 use sha3::Digest;
 
@@ -135,8 +135,8 @@ pub(crate) fn hash_leaves_into(
     out: &mut [u64],
     out_digest: usize,
 ) -> Result<()> {
-    let (leaves, start) = spec.validate_into(shape, matrix.len(), out.len(), out_digest)?;
-    let out = &mut out[start..start + leaves * DIGEST_WORDS];
+    let to = validate::hash_leaves(shape, spec, matrix.len(), out.len(), out_digest)?;
+    let out = &mut out[to.start..to.start + to.leaves * DIGEST_WORDS];
     match spec.hash() {
         HashKind::Keccak256 => hash_with::<sha3::Keccak256>(matrix, shape, spec, out),
         HashKind::Blake3 => hash_with::<blake3::Hasher>(matrix, shape, spec, out),
@@ -145,7 +145,7 @@ pub(crate) fn hash_leaves_into(
 }
 
 fn hash_with<H: Hasher32>(matrix: &[u64], shape: MatrixShape, spec: &LeafSpec, out: &mut [u64]) {
-    let (cols, range) = (shape.cols(), spec.cols().clone());
+    let (cols, range) = (shape.cols(), spec.cols());
     let row = |r: usize| &matrix[r * cols + range.start..r * cols + range.end];
     // One serialisation buffer per rayon task, reused across its leaves.
     let new_buf = || vec![0u64; BUF_ELEMS];

@@ -36,7 +36,7 @@
 //! canonical, and both paths compute the same values.
 
 use backend_api::field::{LdeTwiddles, P, bit_reverse, canonical, mul};
-use backend_api::{LdeParams, Result};
+use backend_api::{LdeParams, Result, validate};
 use rayon::prelude::*;
 
 use crate::memory::{Allocator, CpuBuffer};
@@ -287,8 +287,8 @@ pub(crate) fn coset_lde(alloc: &Allocator, trace: &[u64], params: &LdeParams) ->
 /// [`coset_lde`] with the given kernels and cache budget (bytes; [`LOCAL_BYTES`] outside tests,
 /// which use small ones to reach many groups and blocks on small shapes).
 fn coset_lde_with(isa: Isa, local: usize, alloc: &Allocator, trace: &[u64], params: &LdeParams) -> Result<CpuBuffer> {
+    validate::coset_lde(params, trace.len())?;
     let shape = params.trace();
-    shape.check_len("coset_lde trace", trace.len())?;
     let (n, m, blowup) = (shape.rows(), shape.cols(), params.blowup());
     let big_n = n * blowup;
     let (log_n, log_b) = (params.log_trace_rows(), params.log_blowup());

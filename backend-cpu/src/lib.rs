@@ -43,12 +43,12 @@ use std::sync::Arc;
 
 use backend_api::{
     AllocTracker, Backend, CopyRange, DeviceBuffer, DeviceInfo, HashKind, LdeParams, LeafSpec, MatrixShape, Result,
-    TreeShape,
+    TreeShape, validate,
 };
 
 pub use memory::{CpuBuffer, CpuDownload};
 
-use memory::{Allocator, check_range, host_copy, par_copy};
+use memory::{Allocator, host_copy, par_copy};
 
 /// The CPU backend: host memory, rayon's global thread pool.
 #[derive(Debug)]
@@ -99,7 +99,7 @@ impl Backend for CpuBackend {
     }
 
     fn download(&self, buf: &CpuBuffer, offset: usize, out: &mut [u64]) -> Result<()> {
-        check_range("download", offset, out.len(), buf.len())?;
+        validate::download(buf.len(), offset, out.len())?;
         par_copy(out, &buf.as_slice()[offset..offset + out.len()]);
         Ok(())
     }

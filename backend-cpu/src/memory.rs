@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use backend_api::{AllocTracker, DeviceBuffer, DeviceInfo, ELEM_BYTES, Error, PendingDownload, Result};
+use backend_api::{AllocTracker, DeviceBuffer, DeviceInfo, ELEM_BYTES, Error, PendingDownload, Result, validate};
 use rayon::prelude::*;
 
 /// Elements per parallel task when filling or copying large slices (256 KiB of `u64`).
@@ -67,14 +67,15 @@ impl Allocator {
     /// A buffer holding exactly the items of `fill` (`fill.len()` elements), written in parallel.
     ///
     /// # Errors
-    /// [`Error::OutOfMemory`] when the simulated limit or the host allocator refuses, an injected
-    /// fault from the tracker; nothing stays reserved.
+    /// [`Error::SizeOverflow`] when the bytes overflow `usize`, [`Error::OutOfMemory`] when the
+    /// simulated limit or the host allocator refuses, an injected fault from the tracker; nothing
+    /// stays reserved.
     pub(crate) fn buffer_from<I>(&self, fill: I) -> Result<CpuBuffer>
     where
         I: IndexedParallelIterator<Item = u64>,
     {
         let len = fill.len();
-        let bytes = len.checked_mul(ELEM_BYTES).ok_or_else(|| self.out_of_memory(usize::MAX))?;
+        let bytes = validate::alloc_bytes(len)?;
         let reservation = self.reserve_host(bytes)?;
         let mut data = Vec::new();
         if data.try_reserve_exact(len).is_err() {
@@ -118,7 +119,7 @@ impl Allocator {
     /// The out-of-memory error for a request of `requested` bytes, with the memory as known now.
     pub(crate) fn out_of_memory(&self, requested: usize) -> Error {
         let (total, free) = self.memory();
-        Error::OutOfMemory { backend: BACKEND.into(), requested, free, total }
+        Error::OutOfMemory { backend: BACKEND, requested, free, total }
     }
 
     /// `(total, free)` bytes: the simulated size minus the live bytes, or the host's
@@ -289,7 +290,7 @@ mod tests {
         assert!(matches!(err, Error::OutOfMemory { requested, .. } if requested == 1 << 63), "{err}");
         // 2^61 elements: the byte count itself overflows.
         let err = a.zeroed(1 << 61).unwrap_err();
-        assert!(matches!(err, Error::OutOfMemory { requested: usize::MAX, .. }), "{err}");
+        assert!(matches!(err, Error::SizeOverflow { elems, .. } if elems == 1 << 61), "{err}");
         assert_eq!(a.tracker.counters().live, 0);
     }
 }

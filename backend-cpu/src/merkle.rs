@@ -5,7 +5,7 @@
 //! in parallel. A level's parents and children are disjoint index ranges, so `split_at_mut`
 //! hands rayon the parents mutably and the children shared.
 
-use backend_api::{DIGEST_WORDS, Error, HashKind, Result, TreeShape, digest_to_words};
+use backend_api::{DIGEST_WORDS, HashKind, Result, TreeShape, digest_to_words, validate};
 use rayon::prelude::*;
 
 use crate::hash::hash_bytes;
@@ -16,9 +16,7 @@ use crate::hash::hash_bytes;
 /// [`Error::LengthMismatch`] when `nodes`
 /// is not `tree.words()` long.
 pub(crate) fn merkle_tree_in_place(nodes: &mut [u64], tree: TreeShape, hash: HashKind) -> Result<()> {
-    if nodes.len() != tree.words() {
-        return Err(Error::LengthMismatch { what: "merkle node array", expected: tree.words(), actual: nodes.len() });
-    }
+    validate::merkle_tree(tree, nodes.len())?;
     let padded = tree.padded_leaves();
     let first = tree.first_leaf();
     // Pad [first + leaves, 2L - 1) with the last leaf.
@@ -49,7 +47,7 @@ pub(crate) fn merkle_tree_in_place(nodes: &mut [u64], tree: TreeShape, hash: Has
 #[cfg(test)]
 mod tests {
     use super::*;
-    use backend_api::digests_from_words;
+    use backend_api::{Error, digests_from_words};
     use sha3::Digest;
 
     /// The reference: a recursive root over the padded leaf list, with the crates directly.

@@ -10,7 +10,7 @@
 //!   parallel.
 
 use backend_api::plan::{Loc, Step, TransposePlan};
-use backend_api::{Error, MatrixShape, Result};
+use backend_api::{Error, MatrixShape, Result, validate};
 use rayon::prelude::*;
 
 use crate::copy::{Carved, run_pairs};
@@ -28,7 +28,7 @@ const TILE_COLS: usize = 16;
 /// hold `shape`, [`Error::ScratchTooSmall`] from the plan, out of memory for the scratch, and an
 /// error naming the step should a plan step ever be out of bounds or not independent.
 pub(crate) fn transpose_in_place(alloc: &Allocator, buf: &mut [u64], shape: MatrixShape, cap: usize) -> Result<()> {
-    shape.check_len("transpose_in_place matrix", buf.len())?;
+    validate::transpose(shape, buf.len(), cap)?;
     let plan = TransposePlan::new(shape, cap)?;
     if plan.steps.is_empty() {
         // One row or one column: row-major and column-major are the same bytes.

@@ -70,7 +70,7 @@ pub(crate) fn driver_present() -> bool {
 
 /// [`Error::BackendUnavailable`] with `reason`.
 pub(crate) fn unavailable(reason: impl Into<String>) -> Error {
-    Error::BackendUnavailable { backend: BACKEND.into(), reason: reason.into() }
+    Error::BackendUnavailable { backend: BACKEND, reason: reason.into() }
 }
 
 /// The name and description of a result code, e.g. `CUDA_ERROR_INVALID_VALUE (invalid argument)`;
@@ -95,7 +95,7 @@ pub(crate) fn error_from(op: &str, code: sys::CUresult) -> Error {
     match code {
         R::CUDA_ERROR_OUT_OF_MEMORY => {
             let (free, total) = if driver_present() { cu::mem_get_info().unwrap_or((0, 0)) } else { (0, 0) };
-            Error::OutOfMemory { backend: BACKEND.into(), requested: 0, free, total }
+            Error::OutOfMemory { backend: BACKEND, requested: 0, free, total }
         }
         R::CUDA_ERROR_NO_DEVICE
         | R::CUDA_ERROR_INVALID_DEVICE
@@ -115,9 +115,9 @@ pub(crate) fn error_from(op: &str, code: sys::CUresult) -> Error {
         | R::CUDA_ERROR_ECC_UNCORRECTABLE
         | R::CUDA_ERROR_DEVICE_NOT_LICENSED
         | R::CUDA_ERROR_CONTEXT_IS_DESTROYED => {
-            Error::DeviceLost { backend: BACKEND.into(), reason: format!("{op}: {message}") }
+            Error::DeviceLost { backend: BACKEND, reason: format!("{op}: {message}") }
         }
-        _ => Error::Device { backend: BACKEND.into(), op: op.into(), message },
+        _ => Error::Device { backend: BACKEND, op: op.into(), source: Box::new(cudarc::driver::DriverError(code)) },
     }
 }
 
@@ -326,7 +326,7 @@ impl Drop for Program {
 }
 
 fn compile_error(name: &str, log: String) -> Error {
-    Error::KernelCompile { backend: BACKEND.into(), kernel: name.into(), log }
+    Error::KernelCompile { backend: BACKEND, kernel: name.into(), log }
 }
 
 /// Compiles one CUDA C++ source with NVRTC and returns the CUBIN (for `sm_XX`) or PTX (for

@@ -2,7 +2,7 @@
 //! tree for leaves over 1 KiB), both leaf layouts, any column range.
 
 use backend_api::DeviceBuffer as _;
-use backend_api::{ELEM_BYTES, Error, HashKind, LeafLayout, LeafSpec, MatrixShape, Result};
+use backend_api::{ELEM_BYTES, Error, HashKind, LeafLayout, LeafSpec, MatrixShape, Result, validate};
 
 use crate::context::Device;
 use crate::launch::{KernelParam, LaunchArgs, LaunchConfig};
@@ -54,7 +54,8 @@ pub(crate) fn hash_leaves_into(
     out: &mut CudaBuffer,
     out_digest: usize,
 ) -> Result<()> {
-    let (leaves, start) = spec.validate_into(shape, matrix.len(), out.len(), out_digest)?;
+    let validate::LeafOutput { leaves, start } =
+        validate::hash_leaves(shape, spec, matrix.len(), out.len(), out_digest)?;
     if shape.rows() > u32::MAX as usize && spec.layout() == LeafLayout::LambdaVmPairs {
         return Err(Error::InvalidShape(format!(
             "the CUDA backend's pairs layout indexes rows with 32 bits, got {} rows",

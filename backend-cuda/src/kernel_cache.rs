@@ -451,7 +451,7 @@ mod tests {
         let key = CacheKey::new(&[b"broken.cu"]);
         let err = cache
             .get_or_compile(&key, || {
-                Err(Error::KernelCompile { backend: "cuda".into(), kernel: "broken.cu".into(), log: "line 3".into() })
+                Err(Error::KernelCompile { backend: "cuda", kernel: "broken.cu".into(), log: "line 3".into() })
             })
             .unwrap_err();
         assert!(matches!(&err, Error::KernelCompile { log, .. } if log == "line 3"), "{err}");

@@ -7,7 +7,7 @@
 
 use backend_api::DeviceBuffer as _;
 use backend_api::field::LdeTwiddles;
-use backend_api::{ELEM_BYTES, LdeParams, Result};
+use backend_api::{ELEM_BYTES, LdeParams, Result, validate};
 
 use crate::context::Device;
 use crate::launch::{KernelParam, LaunchArgs, LaunchConfig};
@@ -100,8 +100,8 @@ pub(crate) fn coset_lde(
     trace: &CudaBuffer,
     params: &LdeParams,
 ) -> Result<CudaBuffer> {
+    validate::coset_lde(params, trace.len())?;
     let shape = params.trace();
-    shape.check_len("coset_lde trace", trace.len())?;
     let (log_n, log_b) = (params.log_trace_rows(), params.log_blowup());
     let m = shape.cols();
     let big_n = shape.rows() << log_b;

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use backend_api::{DeviceBuffer, ELEM_BYTES, Error, FaultSite, PendingDownload, Result};
+use backend_api::{DeviceBuffer, ELEM_BYTES, Error, FaultSite, PendingDownload, Result, validate};
 use cudarc::driver::result as cu;
 use cudarc::driver::sys;
 
@@ -37,14 +37,10 @@ impl CudaBuffer {
     /// Allocates `len` elements on `device` (contents unspecified).
     ///
     /// # Errors
-    /// [`Error::OutOfMemory`] or an injected fault; on error nothing stays reserved or allocated.
+    /// [`Error::SizeOverflow`], [`Error::OutOfMemory`] or an injected fault; on error nothing stays
+    /// reserved or allocated.
     pub(crate) fn alloc(device: &Arc<Device>, len: usize) -> Result<Self> {
-        let bytes = len.checked_mul(ELEM_BYTES).ok_or_else(|| Error::OutOfMemory {
-            backend: driver::BACKEND.into(),
-            requested: usize::MAX,
-            free: 0,
-            total: device.total_memory,
-        })?;
+        let bytes = validate::alloc_bytes(len)?;
         device.tracker.reserve(bytes)?;
         let ptr = if bytes == 0 {
             0
@@ -55,7 +51,7 @@ impl CudaBuffer {
                 unsafe { cu::malloc_async(device.stream(), bytes) }.map_err(|e| match e.0 {
                     sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
                         let (free, total) = cu::mem_get_info().unwrap_or((0, 0));
-                        Error::OutOfMemory { backend: driver::BACKEND.into(), requested: bytes, free, total }
+                        Error::OutOfMemory { backend: driver::BACKEND, requested: bytes, free, total }
                     }
                     code => driver::error_from("cuMemAllocAsync", code),
                 })
@@ -151,7 +147,7 @@ pub(crate) fn write(buf: &CudaBuffer, offset: usize, host: &[u64]) -> Result<()>
 /// # Errors
 /// [`Error::OutOfBounds`], or a device error from this or earlier work.
 pub(crate) fn download(buf: &CudaBuffer, offset: usize, out: &mut [u64]) -> Result<()> {
-    check_range("download", buf, offset, out.len())?;
+    validate::download(buf.len, offset, out.len())?;
     let dev = &buf.device;
     dev.bind()?;
     if out.is_empty() {

@@ -2,7 +2,7 @@
 //! leaves up, and the top levels (at most 1024 parents) in a single block.
 
 use backend_api::DeviceBuffer as _;
-use backend_api::{Error, HashKind, Result, TreeShape};
+use backend_api::{HashKind, Result, TreeShape, validate};
 
 use crate::context::Device;
 use crate::launch::{LaunchArgs, LaunchConfig};
@@ -20,9 +20,7 @@ pub(crate) fn merkle_tree_in_place(
     tree: TreeShape,
     hash: HashKind,
 ) -> Result<()> {
-    if nodes.len() != tree.words() {
-        return Err(Error::LengthMismatch { what: "merkle node array", expected: tree.words(), actual: nodes.len() });
-    }
+    validate::merkle_tree(tree, nodes.len())?;
     let padded = tree.padded_leaves();
     let ptr = nodes.ptr();
     if tree.leaves() < padded {

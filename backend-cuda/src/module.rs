@@ -163,7 +163,7 @@ pub(crate) fn target_for(cap: (i32, i32)) -> Result<String> {
     match supported.iter().copied().filter(|&a| a <= arch).max() {
         Some(a) => Ok(format!("compute_{a}")),
         None => Err(Error::BackendUnavailable {
-            backend: driver::BACKEND.into(),
+            backend: driver::BACKEND,
             reason: format!("this NVRTC supports {supported:?}, none at or below the device's sm_{arch}"),
         }),
     }

@@ -322,7 +322,7 @@ impl PinnedHost {
     /// Allocates `len` page-locked elements, zeroed. The device's context must be current.
     pub(crate) fn alloc(device: &std::sync::Arc<crate::context::Device>, len: usize) -> Result<Self> {
         let bytes = len.checked_mul(ELEM_BYTES).ok_or_else(|| backend_api::Error::OutOfMemory {
-            backend: driver::BACKEND.into(),
+            backend: driver::BACKEND,
             requested: usize::MAX,
             free: 0,
             total: 0,
@@ -333,12 +333,9 @@ impl PinnedHost {
         } else {
             // SAFETY: a plain allocation, zeroed below before it is read.
             let p = unsafe { cudarc::driver::result::malloc_host(bytes, 0) }.map_err(|e| match e.0 {
-                sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => backend_api::Error::OutOfMemory {
-                    backend: driver::BACKEND.into(),
-                    requested: bytes,
-                    free: 0,
-                    total: 0,
-                },
+                sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
+                    backend_api::Error::OutOfMemory { backend: driver::BACKEND, requested: bytes, free: 0, total: 0 }
+                }
                 code => driver::error_from("cuMemHostAlloc", code),
             })?;
             PINNED_LIVE.fetch_add(bytes, Ordering::Relaxed);

@@ -220,9 +220,11 @@ fn result_codes_map_to_typed_errors() {
     assert!(matches!(none, Error::BackendUnavailable { .. }), "{none}");
     let other = driver::error_from("cuMemcpyBatchAsync", CUresult::CUDA_ERROR_INVALID_VALUE);
     match other {
-        Error::Device { op, message, .. } => {
+        Error::Device { op, source, .. } => {
             assert_eq!(op, "cuMemcpyBatchAsync");
-            assert!(message.contains("CUDA_ERROR_INVALID_VALUE"), "{message}");
+            // The driver's code is kept as the source, not flattened into a string.
+            let code = source.downcast_ref::<cudarc::driver::DriverError>().expect("a driver error as the source");
+            assert_eq!(code.0, CUresult::CUDA_ERROR_INVALID_VALUE);
         }
         e => panic!("expected Device, got {e}"),
     }

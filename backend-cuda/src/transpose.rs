@@ -17,8 +17,8 @@
 
 use backend_api::DeviceBuffer as _;
 use backend_api::plan::schedule::{FuseLimits, Launch, ScheduleCache, ScheduleKey, schedule_each};
-use backend_api::plan::{Loc, Move, Step, TransposeGeometry, TransposePlan};
-use backend_api::{ELEM_BYTES, MatrixShape, Result};
+use backend_api::plan::{Loc, Move, Step, TransposePlan};
+use backend_api::{ELEM_BYTES, MatrixShape, Result, validate};
 use cudarc::driver::result as cu;
 use cudarc::driver::sys;
 
@@ -65,8 +65,7 @@ pub(crate) fn transpose_in_place(
     cap: usize,
     route: TransposeRoute,
 ) -> Result<()> {
-    shape.check_len("transpose_in_place matrix", buf.len())?;
-    let geometry = TransposeGeometry::new(shape, cap)?;
+    let geometry = validate::transpose(shape, buf.len(), cap)?;
     if shape.rows() == 1 || shape.cols() == 1 {
         // One row or one column: row-major and column-major are the same bytes (an empty plan).
         return Ok(());
@@ -191,10 +190,10 @@ impl Bases<'_> {
         if batched {
             if !driver::has_symbol("cuMemcpyBatchAsync_v2") {
                 return Err(backend_api::Error::Device {
-                    backend: driver::BACKEND.into(),
+                    backend: driver::BACKEND,
                     op: "cuMemcpyBatchAsync".into(),
-                    message: "the loaded CUDA driver does not export cuMemcpyBatchAsync_v2 (CUDA 13 drivers do); \
-                              use the kernel or unbatched transpose route"
+                    source: "the loaded CUDA driver does not export cuMemcpyBatchAsync_v2 (CUDA 13 drivers do); \
+                             use the kernel or unbatched transpose route"
                         .into(),
                 });
             }

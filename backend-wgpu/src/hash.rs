@@ -7,7 +7,9 @@
 //! whose digests land anywhere in the call's output range; an output larger than window B is
 //! written in digest ranges, one sweep over the rows each (one sweep at production sizes).
 
-use backend_api::{DIGEST_WORDS, DeviceBuffer as _, Error, HashKind, LeafLayout, LeafSpec, MatrixShape, Result};
+use backend_api::{
+    DIGEST_WORDS, DeviceBuffer as _, Error, HashKind, LeafLayout, LeafSpec, MatrixShape, Result, validate,
+};
 
 use crate::context::{Gpu, Kernel, Module, NAME, Space, Table};
 use crate::memory::WgpuBuffer;
@@ -24,7 +26,8 @@ pub(crate) fn hash_leaves_into(
     out: &mut WgpuBuffer,
     out_digest: usize,
 ) -> Result<()> {
-    let (leaves, out0) = spec.validate_into(shape, matrix.len(), out.len(), out_digest)?;
+    let validate::LeafOutput { leaves, start: out0 } =
+        validate::hash_leaves(shape, spec, matrix.len(), out.len(), out_digest)?;
     let op = "hash_leaves";
     let (space_a, _) = Space::new(gpu, &[&matrix.segs])?;
     let (space_b, _) = Space::new(gpu, &[&out.segs])?;

@@ -12,7 +12,7 @@
 use std::sync::Arc;
 
 use backend_api::field::LdeTwiddles;
-use backend_api::{DeviceBuffer as _, Error, LdeParams, Result};
+use backend_api::{DeviceBuffer as _, Error, LdeParams, Result, validate};
 
 use crate::context::{Gpu, Kernel, Module, NAME, Recorder, Space, Table, Window};
 use crate::memory::{self, WgpuBuffer};
@@ -26,7 +26,7 @@ pub(crate) const PASS_LOG: u32 = 4;
 
 /// [`backend_api::Backend::coset_lde`].
 pub(crate) fn coset_lde(gpu: &Arc<Gpu>, trace: &WgpuBuffer, params: &LdeParams) -> Result<WgpuBuffer> {
-    params.trace().check_len("coset_lde trace", trace.len())?;
+    validate::coset_lde(params, trace.len())?;
     let op = "coset_lde";
     let (log_n, log_b) = (params.log_trace_rows(), params.log_blowup());
     let n = params.trace().rows() as u64;

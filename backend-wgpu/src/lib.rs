@@ -41,7 +41,7 @@ use backend_api::{
     AllocTracker, Backend, CopyRange, DeviceInfo, HashKind, LdeParams, LeafSpec, MatrixShape, Result, TreeShape,
 };
 
-pub use context::DeviceTime;
+pub use context::{DeviceTime, WgpuError};
 pub use memory::{WgpuBuffer, WgpuDownload};
 
 use context::{Gpu, Setup};

@@ -16,9 +16,9 @@
 
 use std::sync::Arc;
 
-use backend_api::{DeviceBuffer, Error, PendingDownload, Result};
+use backend_api::{DeviceBuffer, Error, PendingDownload, Result, validate};
 
-use crate::context::{Gpu, NAME, lock};
+use crate::context::{Gpu, NAME, WgpuError, device_error, lock};
 
 /// Bytes moved per staging round trip of [`download`].
 const STAGING_BYTES: usize = 64 << 20;
@@ -120,9 +120,7 @@ impl WgpuBuffer {
 
 /// Allocates `len` elements (contents unspecified).
 pub(crate) fn alloc(gpu: &Arc<Gpu>, len: usize) -> Result<WgpuBuffer> {
-    let bytes = len
-        .checked_mul(8)
-        .ok_or_else(|| Error::InvalidArgument(format!("{NAME}: {len} u64 elements overflow the address space")))?;
+    let bytes = validate::alloc_bytes(len)?;
     gpu.tracker.reserve(bytes)?;
     // From here on, dropping `buf` returns what it holds and releases the reservation.
     let mut buf = WgpuBuffer { gpu: gpu.clone(), segs: Vec::new(), len, bytes, pooled: true };
@@ -237,15 +235,7 @@ pub(crate) fn raw_copy(gpu: &Gpu, src: &WgpuBuffer, dst: &mut WgpuBuffer) -> Res
 
 /// Copies `out.len()` elements from element `offset` of `buf`, after all issued work.
 pub(crate) fn download(gpu: &Gpu, buf: &WgpuBuffer, offset: usize, out: &mut [u64]) -> Result<()> {
-    let end = offset.checked_add(out.len());
-    if end.is_none_or(|e| e > buf.len) {
-        return Err(Error::OutOfBounds {
-            what: "download",
-            start: offset,
-            end: end.unwrap_or(usize::MAX),
-            len: buf.len,
-        });
-    }
+    validate::download(buf.len, offset, out.len())?;
     if out.is_empty() {
         return gpu.check("download");
     }
@@ -295,23 +285,20 @@ pub(crate) fn read_mapped(gpu: &Gpu, staging: &wgpu::Buffer, out: &mut [u64]) ->
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) if std::time::Instant::now() < deadline => {}
             Err(e) => {
                 gpu.check("download")?;
-                return Err(Error::Device {
-                    backend: NAME.into(),
-                    op: "map a download buffer".into(),
-                    message: format!("the mapping did not complete within {MAP_TIMEOUT:?} of an idle queue ({e})"),
-                });
+                return Err(device_error(
+                    "map a download buffer",
+                    WgpuError::NoAnswer(format!(
+                        "the mapping did not complete within {MAP_TIMEOUT:?} of an idle queue ({e})"
+                    )),
+                ));
             }
         }
     };
     if let Err(e) = mapped {
-        return Err(Error::Device { backend: NAME.into(), op: "map a download buffer".into(), message: e.to_string() });
+        return Err(device_error("map a download buffer", e));
     }
     {
-        let view = staging.get_mapped_range(0..bytes).map_err(|e| Error::Device {
-            backend: NAME.into(),
-            op: "read a download buffer".into(),
-            message: e.to_string(),
-        })?;
+        let view = staging.get_mapped_range(0..bytes).map_err(|e| device_error("read a download buffer", e))?;
         // `view` is 8-byte aligned mapped memory only in practice; copy bytewise to be exact.
         for (o, b) in out.iter_mut().zip(view.chunks_exact(8)) {
             *o = u64::from_le_bytes(b.try_into().expect("8 bytes"));

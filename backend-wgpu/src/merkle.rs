@@ -2,7 +2,7 @@
 //! the last leaf, then one dispatch (or a few, per segment) per level, from the leaves up; wgpu
 //! orders the dispatches, so each level sees the one below it complete.
 
-use backend_api::{DIGEST_WORDS, DeviceBuffer as _, Error, HashKind, Result, TreeShape};
+use backend_api::{DIGEST_WORDS, DeviceBuffer as _, HashKind, Result, TreeShape, validate};
 
 use crate::context::{Gpu, Kernel, Module, Space, Table, Window};
 use crate::memory::WgpuBuffer;
@@ -13,13 +13,7 @@ const PAD: Kernel = Kernel { module: Module::Merkle, entry: "merkle_pad", items_
 
 /// [`backend_api::Backend::merkle_tree_in_place`].
 pub(crate) fn merkle_tree_in_place(gpu: &Gpu, nodes: &mut WgpuBuffer, tree: TreeShape, hash: HashKind) -> Result<()> {
-    if nodes.len() != tree.words() {
-        return Err(Error::LengthMismatch {
-            what: "merkle_tree_in_place nodes",
-            expected: tree.words(),
-            actual: nodes.len(),
-        });
-    }
+    validate::merkle_tree(tree, nodes.len())?;
     let op = "merkle_tree";
     let (space, _) = Space::new(gpu, &[&nodes.segs])?;
     let dw = DIGEST_WORDS as u64;

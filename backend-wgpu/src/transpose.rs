@@ -20,8 +20,8 @@
 use std::sync::Arc;
 
 use backend_api::plan::schedule::{FuseLimits, Launch, Regions, ScheduleCache, ScheduleKey, schedule_each};
-use backend_api::plan::{Loc, TransposeGeometry, TransposePlan};
-use backend_api::{DeviceBuffer as _, Error, MatrixShape, Result};
+use backend_api::plan::{Loc, TransposePlan};
+use backend_api::{DeviceBuffer as _, Error, MatrixShape, Result, validate};
 
 use crate::context::{Gpu, Kernel, Module, NAME, Recorder, Space, Table, Window};
 use crate::copy::{Move, record_moves};
@@ -47,8 +47,7 @@ pub(crate) fn limits(gpu: &Gpu) -> FuseLimits {
 /// [`backend_api::Backend::transpose_in_place`].
 pub(crate) fn transpose_in_place(gpu: &Arc<Gpu>, buf: &mut WgpuBuffer, shape: MatrixShape, cap: usize) -> Result<()> {
     let op = "transpose_in_place";
-    shape.check_len("transpose_in_place buffer", buf.len())?;
-    let geometry = TransposeGeometry::new(shape, cap)?;
+    let geometry = validate::transpose(shape, buf.len(), cap)?;
     if shape.rows() == 1 || shape.cols() == 1 {
         // One row or one column: row-major and column-major are the same bytes (an empty plan).
         return gpu.check(op);

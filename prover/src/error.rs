@@ -92,7 +92,8 @@ impl ProverError {
                 | E::ScratchTooSmall { .. }
                 | E::LengthMismatch { .. }
                 | E::OverlappingCopies { .. }
-                | E::OutOfBounds { .. },
+                | E::OutOfBounds { .. }
+                | E::SizeOverflow { .. },
             ) => EXIT_USAGE,
             ProverError::Backend(_) | ProverError::NoDeviceFits { .. } | ProverError::ResultsDiffer(_) => {
                 EXIT_REFUSED_OR_DEVICE

@@ -339,7 +339,7 @@ impl<P: Ports, Q: Ports> Ports for (P, Q) {
 #[cfg(not(all(feature = "cuda", feature = "wgpu")))]
 fn not_compiled(name: &'static str) -> backend_api::Error {
     backend_api::Error::BackendUnavailable {
-        backend: name.into(),
+        backend: name,
         reason: format!("not compiled into this binary (rebuild with `--features {name}`)"),
     }
 }
@@ -559,7 +559,7 @@ mod tests {
     /// A port whose device is never there.
     fn absent_port(name: &'static str, rank: u32) -> impl Ports {
         Port::new(name, "never usable", move || -> backend_api::Result<CpuBackend> {
-            Err(Error::BackendUnavailable { backend: "absent".into(), reason: format!("no {name} device here") })
+            Err(Error::BackendUnavailable { backend: "absent", reason: format!("no {name} device here") })
         })
         .auto_rank(rank)
     }

@@ -60,11 +60,30 @@ pub fn ensure_digests_eq(what: impl std::fmt::Display, expected: &[[u8; 32]], ac
     Ok(())
 }
 
+/// Preimages up to this many bytes are shown whole in a failure (one Keccak rate); longer ones by
+/// their length and first bytes.
+pub const SHOWN_PREIMAGE_BYTES: usize = 136;
+
+/// The expected preimage of a leaf, for a failure message: its length and its bytes in hex (the
+/// first [`SHOWN_PREIMAGE_BYTES`] when longer).
+pub fn describe_preimage(bytes: &[u8]) -> String {
+    if bytes.len() <= SHOWN_PREIMAGE_BYTES {
+        format!("expected preimage ({} B): {}", bytes.len(), hex(bytes))
+    } else {
+        format!(
+            "expected preimage ({} B), first {SHOWN_PREIMAGE_BYTES} B: {}...",
+            bytes.len(),
+            hex(&bytes[..SHOWN_PREIMAGE_BYTES])
+        )
+    }
+}
+
 /// Hashes the leaves of `host` (row-major, `cols` columns) on the backend and compares every
 /// digest with the reference.
 ///
 /// # Errors
-/// A [`Failure`] naming the shape, hash, layout and range.
+/// A [`Failure`] naming the shape, hash, layout and range, the first leaf that differs, both
+/// digests, and the preimage the reference hashed for that leaf.
 pub fn check_leaves<B: Backend>(
     backend: &B,
     host: &[u64],
@@ -80,8 +99,15 @@ pub fn check_leaves<B: Backend>(
     let matrix = backend.upload(host).ctx(format_args!("{what}: upload"))?;
     let out = backend.hash_leaves(&matrix, shape, &spec).ctx(&what)?;
     let words = backend.download_vec(&out).ctx(format_args!("{what}: download"))?;
-    let expected = reference::leaf_digests(host, cols, kind, layout, range);
-    ensure_digests_eq(&what, &expected, &reference::words_to_digests(&words))
+    let expected = reference::leaf_digests(host, cols, kind, layout, range.clone());
+    let got = reference::words_to_digests(&words);
+    ensure_digests_eq(&what, &expected, &got).map_err(|f| match (0..expected.len()).find(|&i| expected[i] != got[i]) {
+        Some(i) => {
+            let preimage = reference::leaf_preimage(host, cols, layout, range.clone(), i);
+            Failure(format!("{f}; {}", describe_preimage(&preimage)))
+        }
+        None => f,
+    })
 }
 
 /// Runs [`check_leaves`] over `rows x cols` shapes and every range of [`column_ranges`].

@@ -72,6 +72,21 @@ mod tests {
     use crate::selftest::{Bug, HostBackend};
 
     #[test]
+    fn a_panic_in_a_check_is_a_failure_that_names_the_check() {
+        fn boom(_: &HostBackend) -> Outcome {
+            panic!("index {} out of range", 7)
+        }
+        fn literal(_: &HostBackend) -> Outcome {
+            panic!("plain literal")
+        }
+        let b = HostBackend::new(Bug::None);
+        let err = run_check_outcome(&b, "boom_check", boom).expect_err("a panicking check must fail");
+        assert!(err.0.contains("backend panicked in boom_check: index 7 out of range"), "{err}");
+        let err = run_check_outcome(&b, "literal_check", literal).expect_err("a panicking check must fail");
+        assert!(err.0.contains("backend panicked in literal_check: plain literal"), "{err}");
+    }
+
+    #[test]
     fn a_missing_backend_skips_or_fails_as_required() {
         let check: Check<HostBackend> = crate::transpose::transpose_errors::<HostBackend>;
         // Not required: prints SKIPPED and returns.
@@ -277,8 +292,12 @@ static SERIAL: Mutex<()> = Mutex::new(());
 /// Runs one check on `backend`, printing the device, and checks that live memory returns to what
 /// it was before the check.
 ///
+/// A panic inside the check (the backend's, typically: an index out of bounds on a call it
+/// should have refused) is caught and becomes a failure that names the check.
+///
 /// # Errors
-/// The check's own failure, or a [`Failure`] for memory left allocated.
+/// The check's own failure, `"backend panicked in <check>: <message>"`, or a [`Failure`] for
+/// memory left allocated.
 pub fn run_check_outcome<B: Backend>(backend: &B, name: &str, check: Check<B>) -> Outcome {
     let _serial = SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let info = backend.info();
@@ -287,8 +306,19 @@ pub fn run_check_outcome<B: Backend>(backend: &B, name: &str, check: Check<B>) -
         info.backend, info.device, info.total_memory, info.free_memory
     );
     let baseline = backend.memory().live;
-    check(backend).map_err(|f| Failure(format!("{name} on {} ({}): {f}", info.backend, info.device)))?;
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(backend)))
+        .unwrap_or_else(|panic| Err(Failure(format!("backend panicked in {name}: {}", panic_message(&*panic)))));
+    outcome.map_err(|f| Failure(format!("{name} on {} ({}): {f}", info.backend, info.device)))?;
     ensure_live(backend, baseline, format_args!("{name} on {} ({})", info.backend, info.device))
+}
+
+/// The text of a panic payload (`panic!` with a literal or with format arguments).
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
+    match (payload.downcast_ref::<&str>(), payload.downcast_ref::<String>()) {
+        (Some(s), _) => s,
+        (_, Some(s)) => s,
+        _ => "(a panic payload that is not a string)",
+    }
 }
 
 /// The body of every test [`conformance_suite!`] generates: skips visibly (or fails, when
@@ -407,6 +437,7 @@ macro_rules! __conformance_checks {
             lde::coset_lde_identity,
             lde::coset_lde_errors,
             memory::memory_upload_download,
+            memory::memory_size_overflow,
             memory::memory_counters,
             memory::memory_queue_download_snapshot,
             memory::memory_fault_injection,

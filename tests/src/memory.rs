@@ -36,6 +36,27 @@ pub fn memory_upload_download<B: Backend>(backend: &B) -> Outcome {
     Ok(())
 }
 
+/// An allocation whose bytes overflow `usize` (`usize::MAX / 8 + 1` elements and more) is
+/// [`Error::SizeOverflow`] naming the element count, on every backend: not out of memory, not a
+/// panic, and nothing is left allocated.
+///
+/// # Errors
+/// An allocation that succeeds, fails with another error, or leaves bytes live.
+pub fn memory_size_overflow<B: Backend>(backend: &B) -> Outcome {
+    let baseline = backend.memory().live;
+    for len in [usize::MAX / 8 + 1, usize::MAX / 2, usize::MAX] {
+        let what = format!("alloc({len}) ({len} x 8 B overflows usize)");
+        let err = expect_error(backend.alloc(len), &what, |e| matches!(e, Error::SizeOverflow { .. }))?;
+        ensure!(
+            matches!(err, Error::SizeOverflow { elems, .. } if elems == len),
+            "{what}: the error names another size: {err}"
+        );
+        ensure!(!err.is_out_of_memory(), "{what}: a size overflow counts as out of memory: {err}");
+        ensure_live(backend, baseline, &what)?;
+    }
+    Ok(())
+}
+
 /// `alloc(n)` and `upload` raise live bytes by at least `8n` and dropping gives them back; the
 /// allocation count grows; `reset_peak` then a larger allocation moves the peak.
 ///

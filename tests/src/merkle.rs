@@ -1,10 +1,43 @@
 //! Checks of [`Backend::merkle_tree`] and [`Backend::merkle_tree_in_place`] against the naive node
 //! array and the recursive root.
 
-use backend_api::{Backend, DIGEST_WORDS, Error, HashKind, TreeShape};
+use backend_api::{Backend, DIGEST_WORDS, Error, HashKind, TreeShape, hex};
 
 use crate::hash::ensure_digests_eq;
-use crate::{Context as _, Gen, Outcome, ensure, ensure_live, ensure_words_eq, expect_error, reference};
+use crate::{Context as _, Failure, Gen, Outcome, ensure, ensure_live, ensure_words_eq, expect_error, reference};
+
+/// Compares two `2L - 1` node arrays and, when they differ, names the **deepest** differing node:
+/// its index, its level (0 = root, `log2 L` = leaves), both digests, and what the difference
+/// points to (a leaf or padding slot, or a parent whose children agree: the hash of that node).
+///
+/// A wrong leaf makes every node above it differ up to the root; the deepest difference is where
+/// the error starts.
+///
+/// # Errors
+/// A [`Failure`] naming `what`, the deepest differing node, and how many nodes differ.
+pub fn ensure_nodes_eq(what: impl std::fmt::Display, expected: &[[u8; 32]], actual: &[[u8; 32]]) -> Outcome {
+    ensure!(expected.len() == actual.len(), "{what}: expected {} nodes, got {}", expected.len(), actual.len());
+    let differ = |i: usize| expected[i] != actual[i];
+    let Some(deepest) = (0..expected.len()).rev().find(|&i| differ(i)) else {
+        return Ok(());
+    };
+    let count = (0..expected.len()).filter(|&i| differ(i)).count();
+    let level = (deepest + 1).ilog2();
+    let leaf_level = (expected.len() + 1).ilog2() - 1;
+    let cause = if level == leaf_level {
+        format!("leaf slot {} (a leaf digest or its padding)", deepest + 1 - (1 << leaf_level))
+    } else {
+        "its children agree, so H(left || right) of this node is wrong".to_string()
+    };
+    Err(Failure(format!(
+        "{what}: deepest differing node is {deepest} (level {level} of {leaf_level}; {cause}): got {}, expected {} \
+         ({count} of {} nodes differ{})",
+        hex(&actual[deepest]),
+        hex(&expected[deepest]),
+        expected.len(),
+        if differ(0) { ", the root among them" } else { "" },
+    )))
+}
 
 /// Leaf counts checked: one leaf, powers of two, and counts the tree pads by repeating the last leaf.
 pub const LEAF_COUNTS: [usize; 11] = [1, 2, 3, 4, 5, 8, 13, 64, 1000, 1024, 4097];
@@ -21,7 +54,7 @@ pub fn check_tree<B: Backend>(backend: &B, g: &mut Gen, leaves: usize, kind: Has
     let nodes = backend.merkle_tree(&buf, kind).ctx(&what)?;
     let got = reference::words_to_digests(&backend.download_vec(&nodes).ctx(format_args!("{what}: download"))?);
     let expected = reference::merkle_nodes(&digests, kind);
-    ensure_digests_eq(format_args!("{what}: node array"), &expected, &got)?;
+    ensure_nodes_eq(format_args!("{what}: node array"), &expected, &got)?;
     let root = reference::merkle_root(&digests, kind);
     ensure_digests_eq(format_args!("{what}: root"), &[root], &got[..1])
 }
@@ -67,7 +100,7 @@ pub fn merkle_tree_in_place<B: Backend>(backend: &B) -> Outcome {
             let mut nodes = backend.upload(&reference::digests_to_words(&init)).ctx("upload")?;
             backend.merkle_tree_in_place(&mut nodes, tree, kind).ctx(&what)?;
             let got = reference::words_to_digests(&backend.download_vec(&nodes).ctx("download")?);
-            ensure_digests_eq(&what, &reference::merkle_nodes(&digests, kind), &got)?;
+            ensure_nodes_eq(&what, &reference::merkle_nodes(&digests, kind), &got)?;
         }
     }
     Ok(())
@@ -110,4 +143,32 @@ pub fn merkle_tree_errors<B: Backend>(backend: &B) -> Outcome {
     }
     drop(ragged);
     ensure_live(backend, baseline, "merkle_tree_errors")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mismatch_names_the_deepest_differing_node() {
+        let mut g = Gen::new("a_mismatch_names_the_deepest_differing_node");
+        let leaves = g.digests(5);
+        let expected = reference::merkle_nodes(&leaves, HashKind::Blake3);
+        assert_eq!(expected.len(), 15);
+        ensure_nodes_eq("same", &expected, &expected).unwrap();
+        // Leaf 2 wrong: its ancestors 5, 2 and 0 differ too; the deepest is node 7 + 2 = 9.
+        let mut wrong_leaves = leaves.clone();
+        wrong_leaves[2][0] ^= 1;
+        let got = reference::merkle_nodes(&wrong_leaves, HashKind::Blake3);
+        let msg = ensure_nodes_eq("leaf", &expected, &got).unwrap_err().0;
+        assert!(msg.contains("deepest differing node is 9 (level 3 of 3; leaf slot 2"), "{msg}");
+        assert!(msg.contains(&hex(&got[9])) && msg.contains(&hex(&expected[9])), "{msg}");
+        assert!(msg.contains("(4 of 15 nodes differ, the root among them)"), "{msg}");
+        // Only inner node 4 wrong (children 9 and 10 agree).
+        let mut got = expected.clone();
+        got[4] = [0; 32];
+        let msg = ensure_nodes_eq("inner", &expected, &got).unwrap_err().0;
+        assert!(msg.contains("deepest differing node is 4 (level 2 of 3; its children agree"), "{msg}");
+        assert!(msg.contains("(1 of 15 nodes differ)"), "{msg}");
+    }
 }

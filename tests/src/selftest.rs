@@ -10,8 +10,9 @@ use std::sync::Arc;
 use backend_api::copy::{BatchTarget, validate_batch};
 use backend_api::field;
 use backend_api::plan::TransposePlan;
+use backend_api::validate::{self, LeafOutput};
 use backend_api::{
-    AllocTracker, Backend, CopyRange, DIGEST_WORDS, DeviceBuffer, DeviceInfo, Error, HashKind, LdeParams, LeafLayout,
+    AllocTracker, Backend, CopyRange, DIGEST_WORDS, DeviceBuffer, DeviceInfo, HashKind, LdeParams, LeafLayout,
     LeafSpec, MatrixShape, PendingDownload, Result, TreeShape,
 };
 use sha3::Digest as _;
@@ -53,6 +54,9 @@ pub enum Bug {
     LeakOnError,
     /// Allocations bypass the tracker.
     Untracked,
+    /// Skips every `backend_api::validate` check and trusts what the caller passed: buffer
+    /// lengths, scratch caps, digest offsets, download ranges, allocation sizes.
+    TrustsParameters,
 }
 
 pub struct HostBuffer {
@@ -102,6 +106,11 @@ impl HostBackend {
         }
     }
 
+    /// Runs a `backend_api::validate` check, unless this backend trusts its parameters.
+    fn check(&self, validate: impl FnOnce() -> Result<()>) -> Result<()> {
+        if self.bug == Bug::TrustsParameters { Ok(()) } else { validate() }
+    }
+
     fn digest_into(&self, out: &mut [u64], d: &[u8; 32]) {
         out.copy_from_slice(&backend_api::digest_to_words(d));
     }
@@ -125,7 +134,8 @@ impl Backend for HostBackend {
     }
 
     fn alloc(&self, len: usize) -> Result<HostBuffer> {
-        let bytes = if self.bug == Bug::Untracked { 0 } else { len * 8 };
+        let bytes = if self.bug == Bug::TrustsParameters { len.wrapping_mul(8) } else { validate::alloc_bytes(len)? };
+        let bytes = if self.bug == Bug::Untracked { 0 } else { bytes };
         self.tracker.reserve(bytes)?;
         Ok(HostBuffer { data: vec![0xdead_beef; len], bytes, tracker: self.tracker.clone() })
     }
@@ -138,13 +148,8 @@ impl Backend for HostBackend {
 
     fn download(&self, buf: &HostBuffer, offset: usize, out: &mut [u64]) -> Result<()> {
         let offset = if self.bug == Bug::DownloadIgnoresOffset { 0 } else { offset };
-        let end = offset.checked_add(out.len()).filter(|&e| e <= buf.data.len()).ok_or(Error::OutOfBounds {
-            what: "download",
-            start: offset,
-            end: offset.saturating_add(out.len()),
-            len: buf.data.len(),
-        })?;
-        out.copy_from_slice(&buf.data[offset..end]);
+        self.check(|| validate::download(buf.data.len(), offset, out.len()))?;
+        out.copy_from_slice(&buf.data[offset..offset + out.len()]);
         Ok(())
     }
 
@@ -157,7 +162,7 @@ impl Backend for HostBackend {
     }
 
     fn transpose_in_place(&self, buf: &mut HostBuffer, shape: MatrixShape, scratch_cap: usize) -> Result<()> {
-        shape.check_len("transpose matrix", buf.data.len())?;
+        self.check(|| validate::transpose(shape, buf.data.len(), scratch_cap).map(drop))?;
         let plan = TransposePlan::new(shape, scratch_cap)?;
         let g = plan.geometry;
         let scratch_len =
@@ -209,13 +214,12 @@ impl Backend for HostBackend {
         out: &mut HostBuffer,
         out_digest: usize,
     ) -> Result<()> {
-        let leaves = spec.validate(shape)?;
-        shape.check_len("hash_leaves matrix", matrix.data.len())?;
-        let start = out_digest.saturating_mul(DIGEST_WORDS);
-        let end = start.saturating_add(leaves * DIGEST_WORDS);
-        if end > out.data.len() {
-            return Err(Error::OutOfBounds { what: "hash_leaves output", start, end, len: out.data.len() });
-        }
+        let LeafOutput { leaves, start } = match self.bug {
+            Bug::TrustsParameters => {
+                LeafOutput { leaves: spec.layout().leaf_count(shape.rows()), start: out_digest * DIGEST_WORDS }
+            }
+            _ => validate::hash_leaves(shape, spec, matrix.data.len(), out.data.len(), out_digest)?,
+        };
         let canon = |x: u64| if self.bug == Bug::HashRawBytes { x } else { field::canonical(x) };
         let row = |r: usize, big: bool, bytes: &mut Vec<u8>| {
             for c in spec.cols().clone() {
@@ -243,13 +247,7 @@ impl Backend for HostBackend {
     }
 
     fn merkle_tree_in_place(&self, nodes: &mut HostBuffer, tree: TreeShape, hash: HashKind) -> Result<()> {
-        if nodes.data.len() != tree.words() {
-            return Err(Error::LengthMismatch {
-                what: "merkle nodes",
-                expected: tree.words(),
-                actual: nodes.data.len(),
-            });
-        }
+        self.check(|| validate::merkle_tree(tree, nodes.data.len()))?;
         let digest = |n: &[u64], i: usize| -> [u8; 32] {
             backend_api::digests_from_words(&n[i * DIGEST_WORDS..(i + 1) * DIGEST_WORDS])[0]
         };
@@ -275,7 +273,7 @@ impl Backend for HostBackend {
     }
 
     fn coset_lde(&self, trace: &HostBuffer, params: &LdeParams) -> Result<HostBuffer> {
-        params.trace().check_len("lde trace", trace.data.len())?;
+        self.check(|| validate::coset_lde(params, trace.data.len()))?;
         let (n, m) = (params.trace().rows(), params.trace().cols());
         let big_n = n * params.blowup();
         let mut out = self.alloc(big_n * m)?;
@@ -362,6 +360,17 @@ const CAUGHT_BY: &[(Bug, &[&str])] = &[
     (Bug::DownloadIgnoresOffset, &["memory_upload_download"]),
     (Bug::LeakOnError, &["memory_fault_injection"]),
     (Bug::Untracked, &["memory_counters"]),
+    (
+        Bug::TrustsParameters,
+        &[
+            "transpose_errors",
+            "hash_leaves_errors",
+            "merkle_tree_errors",
+            "coset_lde_errors",
+            "memory_upload_download",
+            "memory_size_overflow",
+        ],
+    ),
 ];
 
 #[test]
@@ -376,6 +385,15 @@ fn every_bug_is_caught_by_its_checks() {
         }
     }
     assert!(missed.is_empty(), "checks that did not catch a deliberate bug: {missed:#?}");
+}
+
+#[test]
+fn failures_name_the_deepest_node_and_the_expected_preimage() {
+    let merkle = outcome(Bug::ZeroPadding, "merkle_tree_keccak").expect_err("zero padding is caught");
+    assert!(merkle.0.contains("deepest differing node is") && merkle.0.contains("leaf slot"), "{merkle}");
+    // 1 x 1 matrix, the first case of the sweep: one 8-byte preimage, shown whole.
+    let leaf = outcome(Bug::HashRawBytes, "hash_leaves_keccak_rows").expect_err("raw bytes are caught");
+    assert!(leaf.0.contains("expected preimage (") && leaf.0.contains(" B): "), "{leaf}");
 }
 
 // The macro, instantiated inside the crate on the host backend: proves it expands and runs.

@@ -54,7 +54,7 @@ pub(super) fn open(setup: &Setup) -> Result<Opened> {
         .filter(|a| setup.allow_software || a.get_info().device_type != wgpu::DeviceType::Cpu)
         .min_by_key(|a| rank(a.get_info().device_type))
         .ok_or_else(|| Error::BackendUnavailable {
-            backend: NAME.into(),
+            backend: NAME,
             reason: if seen.is_empty() {
                 "no wgpu adapter found (no Vulkan, Metal, DX12 or GL driver; on Debian install \
                      mesa-vulkan-drivers and libvulkan1 for a software device)"
@@ -76,14 +76,14 @@ pub(super) fn open(setup: &Setup) -> Result<Opened> {
         ..Default::default()
     }))
     .map_err(|e| Error::BackendUnavailable {
-        backend: NAME.into(),
+        backend: NAME,
         reason: format!("{} ({:?}): request_device failed: {e}", info.name, info.device_type),
     })?;
 
     let storage_slots = 7; // windows A and B, and the table
     if limits.max_storage_buffers_per_shader_stage < storage_slots {
         return Err(Error::BackendUnavailable {
-            backend: NAME.into(),
+            backend: NAME,
             reason: format!(
                 "{}: max_storage_buffers_per_shader_stage is {}, the kernels bind {storage_slots}",
                 info.name, limits.max_storage_buffers_per_shader_stage

@@ -10,7 +10,7 @@ use backend_api::{Error, Result};
 
 use super::adapter::{self, Setup};
 use super::command::Bindings;
-use super::fault::Faults;
+use super::fault::{Faults, WgpuError, device_error};
 use super::timer::Timer;
 use super::{NAME, lock};
 
@@ -82,11 +82,7 @@ impl Gpu {
         self.check(op)?;
         let polled = self.device.poll(wgpu::PollType::wait_indefinitely());
         self.check(op)?;
-        polled.map(|_| ()).map_err(|e| Error::Device {
-            backend: NAME.into(),
-            op: format!("{op}: wait for the queue"),
-            message: e.to_string(),
-        })
+        polled.map(|_| ()).map_err(|e| device_error(format!("{op}: wait for the queue"), e))
     }
 
     /// Creates a buffer, turning an out-of-memory or validation error into an [`Error`].
@@ -111,18 +107,14 @@ impl Gpu {
             let _ = e;
             let live = self.tracker.counters().live;
             return Err(Error::OutOfMemory {
-                backend: NAME.into(),
+                backend: NAME,
                 requested: size as usize,
                 free: self.total_memory.saturating_sub(live),
                 total: self.total_memory,
             });
         }
         if let Some(e) = invalid {
-            return Err(Error::Device {
-                backend: NAME.into(),
-                op: format!("create_buffer({label}, {size} B)"),
-                message: e.to_string(),
-            });
+            return Err(device_error(format!("create_buffer({label}, {size} B)"), WgpuError::Scoped(e)));
         }
         Ok(buffer)
     }

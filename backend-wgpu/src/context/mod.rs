@@ -29,6 +29,8 @@ mod timer;
 pub(crate) use adapter::Setup;
 pub(crate) use command::{Recorder, Table};
 pub(crate) use device::Gpu;
+pub use fault::WgpuError;
+pub(crate) use fault::device_error;
 pub(crate) use pipeline::{Kernel, Module};
 pub(crate) use space::{Space, Window};
 pub use timer::DeviceTime;

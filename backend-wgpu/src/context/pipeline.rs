@@ -95,7 +95,7 @@ impl Gpu {
         });
         if let Some(e) = pollster::block_on(scope.pop()) {
             return Err(Error::KernelCompile {
-                backend: NAME.into(),
+                backend: NAME,
                 kernel: format!("{} ({})", kernel.module.file(), kernel.entry),
                 log: e.to_string(),
             });

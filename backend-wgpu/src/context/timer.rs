@@ -72,7 +72,10 @@ impl Gpu {
         let timer = lock(&self.timer).take();
         ran?;
         let Some(timer) = timer else {
-            return Err(Error::Device { backend: NAME.into(), op: "time_device".into(), message: "timer lost".into() });
+            return Err(super::device_error(
+                "time_device",
+                super::WgpuError::NoAnswer("the timer query set went missing".into()),
+            ));
         };
         if timer.overflow {
             return Err(Error::InvalidArgument(format!(

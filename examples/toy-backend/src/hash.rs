@@ -2,7 +2,7 @@
 //! `sha3` and `blake3` crates.
 
 use backend_api::field::{bit_reverse, canonical};
-use backend_api::{DIGEST_WORDS, HashKind, LeafLayout, LeafSpec, MatrixShape, Result, digest_to_words};
+use backend_api::{DIGEST_WORDS, HashKind, LeafLayout, LeafSpec, MatrixShape, Result, digest_to_words, validate};
 use sha3::Digest;
 
 /// One 32-byte digest of `bytes`.
@@ -16,7 +16,7 @@ pub(crate) fn hash_bytes(hash: HashKind, bytes: &[u8]) -> [u8; 32] {
 /// [`crate::ToyBackend::hash_leaves_into`] over host slices.
 ///
 /// # Errors
-/// As [`LeafSpec::validate_into`].
+/// As [`validate::hash_leaves`].
 pub(crate) fn hash_leaves_into(
     matrix: &[u64],
     shape: MatrixShape,
@@ -24,7 +24,8 @@ pub(crate) fn hash_leaves_into(
     out: &mut [u64],
     out_digest: usize,
 ) -> Result<()> {
-    let (leaves, start) = spec.validate_into(shape, matrix.len(), out.len(), out_digest)?;
+    let validate::LeafOutput { leaves, start } =
+        validate::hash_leaves(shape, spec, matrix.len(), out.len(), out_digest)?;
     let cols = spec.cols();
     let row = |r: usize| &matrix[r * shape.cols() + cols.start..r * shape.cols() + cols.end];
     let mut bytes = Vec::with_capacity(spec.leaf_bytes());

@@ -7,7 +7,7 @@
 //! zero-padded coefficients evaluates them, in natural row order.
 
 use backend_api::field::{LdeTwiddles, add, bit_reverse, canonical, mul, sub};
-use backend_api::{LdeParams, Result};
+use backend_api::{LdeParams, Result, validate};
 
 use crate::memory::zeroed;
 use crate::{ToyBackend, ToyBuffer};
@@ -18,8 +18,8 @@ use crate::{ToyBackend, ToyBuffer};
 /// [`backend_api::Error::LengthMismatch`] when `trace` is not `params.trace().len()` long; the
 /// allocations' errors.
 pub(crate) fn coset_lde(backend: &ToyBackend, trace: &[u64], params: &LdeParams) -> Result<ToyBuffer> {
+    validate::coset_lde(params, trace.len())?;
     let shape = params.trace();
-    shape.check_len("coset_lde trace", trace.len())?;
     let (n, m) = (shape.rows(), shape.cols());
     let (log_n, log_b) = (params.log_trace_rows(), params.log_blowup());
     let big_n = n << log_b;

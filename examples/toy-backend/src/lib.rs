@@ -80,7 +80,7 @@ impl Backend for ToyBackend {
     }
 
     fn download(&self, buf: &ToyBuffer, offset: usize, out: &mut [u64]) -> Result<()> {
-        memory::check_range("download", offset, out.len(), buf.len())?;
+        backend_api::validate::download(buf.len(), offset, out.len())?;
         out.copy_from_slice(&buf.as_slice()[offset..offset + out.len()]);
         Ok(())
     }

@@ -5,7 +5,7 @@
 //! ([`AllocTracker::reserve_owned`]), taken before the vector is allocated; dropping the buffer
 //! drops the reservation, which gives the bytes back.
 
-use backend_api::{DeviceBuffer, ELEM_BYTES, Error, PendingDownload, Reservation, Result};
+use backend_api::{DeviceBuffer, Error, PendingDownload, Reservation, Result, validate};
 
 use crate::{NAME, ToyBackend};
 
@@ -50,11 +50,11 @@ impl PendingDownload for ToyDownload {
 /// A zero-filled buffer of `len` elements.
 ///
 /// # Errors
-/// [`Error::OutOfMemory`] when the byte count overflows (`requested: usize::MAX`), the simulated
-/// limit or the host allocator refuses; an injected fault from the tracker. Nothing stays
-/// reserved.
+/// [`Error::SizeOverflow`] when the byte count overflows, [`Error::OutOfMemory`] when the
+/// simulated limit or the host allocator refuses; an injected fault from the tracker. Nothing
+/// stays reserved.
 pub(crate) fn zeroed(backend: &ToyBackend, len: usize) -> Result<ToyBuffer> {
-    let bytes = len.checked_mul(ELEM_BYTES).ok_or_else(|| out_of_memory(backend, usize::MAX))?;
+    let bytes = validate::alloc_bytes(len)?;
     let reservation = backend.tracker.reserve_owned(bytes)?;
     if backend.limit.is_some_and(|limit| backend.tracker.counters().live > limit) {
         drop(reservation);
@@ -89,16 +89,5 @@ fn host_memory() -> Option<(usize, usize)> {
 
 fn out_of_memory(backend: &ToyBackend, requested: usize) -> Error {
     let (total, free) = total_and_free(backend);
-    Error::OutOfMemory { backend: NAME.into(), requested, free, total }
-}
-
-/// Checks `[start, start + len)` against a buffer of `buf_len` elements.
-///
-/// # Errors
-/// [`Error::OutOfBounds`] naming `what`.
-pub(crate) fn check_range(what: &'static str, start: usize, len: usize, buf_len: usize) -> Result<()> {
-    match start.checked_add(len) {
-        Some(end) if end <= buf_len => Ok(()),
-        end => Err(Error::OutOfBounds { what, start, end: end.unwrap_or(usize::MAX), len: buf_len }),
-    }
+    Error::OutOfMemory { backend: NAME, requested, free, total }
 }

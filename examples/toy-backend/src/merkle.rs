@@ -2,7 +2,7 @@
 //! to `L` by repeating the last leaf digest, then `node[p] = H(node[2p+1] || node[2p+2])` from
 //! the last parent up to the root.
 
-use backend_api::{DIGEST_WORDS, Error, HashKind, Result, TreeShape, digest_to_words};
+use backend_api::{DIGEST_WORDS, HashKind, Result, TreeShape, digest_to_words, validate};
 
 use crate::hash::hash_bytes;
 
@@ -11,9 +11,7 @@ use crate::hash::hash_bytes;
 /// # Errors
 /// [`Error::LengthMismatch`] when `nodes` is not `tree.words()` long.
 pub(crate) fn merkle_tree_in_place(nodes: &mut [u64], tree: TreeShape, hash: HashKind) -> Result<()> {
-    if nodes.len() != tree.words() {
-        return Err(Error::LengthMismatch { what: "merkle node array", expected: tree.words(), actual: nodes.len() });
-    }
+    validate::merkle_tree(tree, nodes.len())?;
     let last = (tree.first_leaf() + tree.leaves() - 1) * DIGEST_WORDS;
     for pad in (last + DIGEST_WORDS..nodes.len()).step_by(DIGEST_WORDS) {
         nodes.copy_within(last..last + DIGEST_WORDS, pad);

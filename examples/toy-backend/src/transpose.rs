@@ -1,7 +1,7 @@
 //! The in-place transpose: the shared plan, executed on the host with a tracked scratch.
 
 use backend_api::plan::TransposePlan;
-use backend_api::{MatrixShape, Result};
+use backend_api::{MatrixShape, Result, validate};
 
 use crate::ToyBackend;
 use crate::memory::zeroed;
@@ -17,7 +17,7 @@ pub(crate) fn transpose_in_place(
     shape: MatrixShape,
     scratch_cap: usize,
 ) -> Result<()> {
-    shape.check_len("transpose matrix", buf.len())?;
+    validate::transpose(shape, buf.len(), scratch_cap)?;
     let plan = TransposePlan::new(shape, scratch_cap)?;
     let mut scratch = zeroed(backend, plan.geometry.scratch_elems)?;
     plan.execute_host(buf, scratch.as_mut_slice());

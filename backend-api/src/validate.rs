@@ -1,0 +1,183 @@
+//! The checks in front of every backend: one function per [`Backend`](crate::Backend) call.
+//!
+//! Shapes and parameters ([`MatrixShape`], [`LdeParams`], [`TreeShape`], [`LeafSpec`]) are valid
+//! by construction. What a caller can still get wrong is how they meet the buffers and numbers of
+//! one call: a buffer that does not hold the shape, a scratch cap too small for one run, a digest
+//! offset past the output, a range past a buffer's end, a size whose bytes overflow `usize`.
+//!
+//! Every backend calls the function named after the operation first, before it allocates or
+//! issues any device work, and then trusts its parameters (the way wgpu-core validates every call
+//! before wgpu-hal runs it). So every backend refuses the same calls with the same typed errors,
+//! and the conformance suite checks each refusal on every backend. Copy batches are checked by
+//! [`crate::copy::validate_batch`].
+
+use crate::error::{Error, Result};
+use crate::plan::TransposeGeometry;
+use crate::shape::{DIGEST_WORDS, ELEM_BYTES, LdeParams, LeafSpec, MatrixShape, TreeShape};
+
+/// The bytes of an allocation of `len` elements, for [`Backend::alloc`](crate::Backend::alloc)
+/// and [`Backend::upload`](crate::Backend::upload).
+///
+/// # Errors
+/// [`Error::SizeOverflow`] when `len * 8` overflows `usize`.
+pub fn alloc_bytes(len: usize) -> Result<usize> {
+    len.checked_mul(ELEM_BYTES).ok_or(Error::SizeOverflow { what: "allocation", elems: len })
+}
+
+/// A read of `out_len` elements from element `offset` of a buffer of `buf_len` elements
+/// ([`Backend::download`](crate::Backend::download)).
+///
+/// # Errors
+/// [`Error::OutOfBounds`] (`"download"`) when the range passes the buffer's end or overflows.
+pub fn download(buf_len: usize, offset: usize, out_len: usize) -> Result<()> {
+    range("download", offset, out_len, buf_len)
+}
+
+/// An in-place transpose of a `shape` matrix held in a buffer of `buf_len` elements under a
+/// scratch cap of `scratch_cap` bytes ([`Backend::transpose_in_place`](crate::Backend::transpose_in_place)).
+/// Returns the plan's geometry.
+///
+/// # Errors
+/// [`Error::LengthMismatch`] when the buffer does not hold exactly `shape`, then
+/// [`TransposeGeometry::new`]'s errors ([`Error::ScratchTooSmall`]).
+pub fn transpose(shape: MatrixShape, buf_len: usize, scratch_cap: usize) -> Result<TransposeGeometry> {
+    shape.check_len("transpose_in_place matrix", buf_len)?;
+    TransposeGeometry::new(shape, scratch_cap)
+}
+
+/// Where a validated `hash_leaves_into` call writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeafOutput {
+    /// Leaves (digests) to compute.
+    pub leaves: usize,
+    /// The output element the first digest goes to, `out_digest * DIGEST_WORDS`.
+    pub start: usize,
+}
+
+/// A leaf hash of a `shape` matrix held in `matrix_len` elements, per `spec`, into an output of
+/// `out_len` elements from digest `out_digest` on
+/// ([`Backend::hash_leaves_into`](crate::Backend::hash_leaves_into)).
+///
+/// # Errors
+/// [`LeafSpec::validate`]'s errors ([`Error::InvalidArgument`]), [`Error::LengthMismatch`] for
+/// the matrix, [`Error::OutOfBounds`] (`"leaf digests"`) for an output too short (an offset whose
+/// element index overflows included).
+pub fn hash_leaves(
+    shape: MatrixShape,
+    spec: &LeafSpec,
+    matrix_len: usize,
+    out_len: usize,
+    out_digest: usize,
+) -> Result<LeafOutput> {
+    let leaves = spec.validate(shape)?;
+    shape.check_len("hash_leaves matrix", matrix_len)?;
+    let start = out_digest.saturating_mul(DIGEST_WORDS);
+    range("leaf digests", start, leaves * DIGEST_WORDS, out_len)?;
+    Ok(LeafOutput { leaves, start })
+}
+
+/// A Merkle tree `tree` over a node buffer of `nodes_len` elements
+/// ([`Backend::merkle_tree_in_place`](crate::Backend::merkle_tree_in_place)).
+///
+/// # Errors
+/// [`Error::LengthMismatch`] when the buffer is not exactly `tree.words()` long.
+pub fn merkle_tree(tree: TreeShape, nodes_len: usize) -> Result<()> {
+    if nodes_len != tree.words() {
+        return Err(Error::LengthMismatch { what: "merkle node array", expected: tree.words(), actual: nodes_len });
+    }
+    Ok(())
+}
+
+/// A coset LDE with `params` of a trace held in `trace_len` elements
+/// ([`Backend::coset_lde`](crate::Backend::coset_lde)).
+///
+/// # Errors
+/// [`Error::LengthMismatch`] when the trace buffer does not hold exactly `params.trace()`.
+pub fn coset_lde(params: &LdeParams, trace_len: usize) -> Result<()> {
+    params.trace().check_len("coset_lde trace", trace_len)
+}
+
+/// `[start, start + len)` within a buffer of `buf_len` elements.
+fn range(what: &'static str, start: usize, len: usize, buf_len: usize) -> Result<()> {
+    match start.checked_add(len) {
+        Some(end) if end <= buf_len => Ok(()),
+        end => Err(Error::OutOfBounds { what, start, end: end.unwrap_or(usize::MAX), len: buf_len }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shape::{HashKind, LeafLayout};
+
+    #[test]
+    fn allocation_sizes_overflow_at_usize_max_over_8() {
+        assert_eq!(alloc_bytes(0).unwrap(), 0);
+        assert_eq!(alloc_bytes(usize::MAX / 8).unwrap(), usize::MAX / 8 * 8);
+        for len in [usize::MAX / 8 + 1, usize::MAX] {
+            assert!(matches!(alloc_bytes(len), Err(Error::SizeOverflow { elems, .. }) if elems == len), "{len}");
+        }
+    }
+
+    #[test]
+    fn downloads_stay_inside_the_buffer() {
+        download(10, 0, 10).unwrap();
+        download(10, 10, 0).unwrap();
+        download(10, 4, 6).unwrap();
+        let err = download(10, 4, 7).unwrap_err();
+        assert!(matches!(err, Error::OutOfBounds { what: "download", start: 4, end: 11, len: 10 }), "{err}");
+        let err = download(10, 11, 0).unwrap_err();
+        assert!(matches!(err, Error::OutOfBounds { start: 11, end: 11, .. }), "{err}");
+        let err = download(10, usize::MAX, 2).unwrap_err();
+        assert!(matches!(err, Error::OutOfBounds { end: usize::MAX, .. }), "{err}");
+    }
+
+    #[test]
+    fn transposes_need_the_whole_matrix_and_one_run_of_scratch() {
+        let shape = MatrixShape::new(4, 4).unwrap();
+        assert_eq!(transpose(shape, 16, 40).unwrap(), TransposeGeometry::new(shape, 40).unwrap());
+        for len in [15, 17, 0] {
+            let err = transpose(shape, len, 1 << 20).unwrap_err();
+            assert!(matches!(err, Error::LengthMismatch { expected: 16, actual, .. } if actual == len), "{err}");
+        }
+        let err = transpose(shape, 16, 39).unwrap_err();
+        assert!(matches!(err, Error::ScratchTooSmall { cap: 39, cols: 4, min: 40 }), "{err}");
+    }
+
+    #[test]
+    fn leaf_outputs_are_bounded_by_the_output_buffer() {
+        let shape = MatrixShape::new(6, 4).unwrap();
+        let spec = LeafSpec::new(HashKind::Keccak256, LeafLayout::Rows, 1..3).unwrap();
+        // 6 leaves of 4 words: offsets 0..=2 fit 8 digests (32 words), 3 does not.
+        assert_eq!(hash_leaves(shape, &spec, 24, 32, 2).unwrap(), LeafOutput { leaves: 6, start: 8 });
+        assert_eq!(hash_leaves(shape, &spec, 24, 24, 0).unwrap(), LeafOutput { leaves: 6, start: 0 });
+        let err = hash_leaves(shape, &spec, 24, 32, 3).unwrap_err();
+        assert!(matches!(err, Error::OutOfBounds { what: "leaf digests", start: 12, end: 36, len: 32 }), "{err}");
+        let err = hash_leaves(shape, &spec, 24, 23, 0).unwrap_err();
+        assert!(matches!(err, Error::OutOfBounds { start: 0, end: 24, len: 23, .. }), "{err}");
+        let err = hash_leaves(shape, &spec, 24, 32, usize::MAX / 2).unwrap_err();
+        assert!(matches!(err, Error::OutOfBounds { start: usize::MAX, end: usize::MAX, .. }), "{err}");
+        let err = hash_leaves(shape, &spec, 25, 32, 0).unwrap_err();
+        assert!(matches!(err, Error::LengthMismatch { expected: 24, actual: 25, .. }), "{err}");
+        let wide = LeafSpec::new(HashKind::Keccak256, LeafLayout::Rows, 1..5).unwrap();
+        assert!(matches!(hash_leaves(shape, &wide, 24, 32, 0), Err(Error::InvalidArgument(_))));
+        let pairs = LeafSpec::new(HashKind::Blake3, LeafLayout::LambdaVmPairs, 0..4).unwrap();
+        assert!(matches!(hash_leaves(shape, &pairs, 24, 32, 0), Err(Error::InvalidArgument(_))));
+    }
+
+    #[test]
+    fn node_arrays_and_traces_must_match_exactly() {
+        let tree = TreeShape::new(3).unwrap();
+        merkle_tree(tree, 28).unwrap();
+        for len in [27, 29, 12] {
+            let err = merkle_tree(tree, len).unwrap_err();
+            assert!(matches!(err, Error::LengthMismatch { expected: 28, actual, .. } if actual == len), "{err}");
+        }
+        let params = LdeParams::new(MatrixShape::new(4, 2).unwrap(), 2, 7).unwrap();
+        coset_lde(&params, 8).unwrap();
+        for len in [7, 9, 16] {
+            let err = coset_lde(&params, len).unwrap_err();
+            assert!(matches!(err, Error::LengthMismatch { expected: 8, actual, .. } if actual == len), "{err}");
+        }
+    }
+}
