@@ -2,7 +2,8 @@
 //! sequence of moves.
 //!
 //! A `rows x cols` row-major matrix becomes column-major inside its own buffer, with at most
-//! [`TransposeGeometry::scratch_bytes`] of extra memory. Following the seed design:
+//! [`TransposeGeometry::scratch_bytes`] of extra memory. Following the design of lambda_vm PR #956
+//! ("transpose the fused commit's LDE in place"):
 //!
 //! 1. **Geometry.** Rows are cut into `full_blocks` blocks of `run_rows = R` rows (a power of two,
 //!    the largest with `(cols + 1) * R * 8 <= cap`), plus a `tail_rows = T < R` row tail when `R`

@@ -106,7 +106,7 @@ fn geometry_invariants_over_the_production_range() {
             }
         }
     }
-    // The seed's figures: 2^16 rows per block for 316 and 436 columns under 256 MiB.
+    // lambda_vm PR #956's figures: 2^16 rows per block for 316 and 436 columns under 256 MiB.
     for cols in [316, 436] {
         let g = TransposeGeometry::new(shape(1 << 22, cols), DEFAULT_SCRATCH_CAP).unwrap();
         assert_eq!((g.run_rows, g.full_blocks), (1 << 16, 64));
@@ -138,7 +138,7 @@ fn a_cap_below_one_run_is_refused() {
 
 #[test]
 fn host_model_transposes_seed_shapes() {
-    // (blocks, cols): the seed's 64x316, 64x436 and 128x612 and a spread of others, each with a
+    // (blocks, cols): lambda_vm PR #956's 64x316, 64x436 and 128x612 and a spread of others, each with a
     // small run so the model stays fast while the run permutation has the production structure.
     let shapes = [
         (64, 316),
@@ -200,7 +200,7 @@ fn host_model_on_edge_shapes() {
 
 #[test]
 fn batch_count_at_production_shape_is_small() {
-    // 2^22 x 316 under 256 MiB: 64 block transposes and a handful of batches, as the seed saw.
+    // 2^22 x 316 under 256 MiB: 64 block transposes and a handful of batches, as lambda_vm PR #956 saw.
     let plan = TransposePlan::new(shape(1 << 22, 316), DEFAULT_SCRATCH_CAP).unwrap();
     assert_batches_independent(&plan);
     assert_scratch_bounded(&plan);
