@@ -8,7 +8,7 @@
 //!   all destinations; since whole aligned slots only ever move to whole aligned slots, no two
 //!   blocks touch one element. A run thus moves once instead of twice (into scratch and out
 //!   again). Any other batch is one gather launch (`copy_gather`).
-//! - **batched**: one `cuMemcpyBatchAsync` per batch (the seed's route);
+//! - **batched**: one `cuMemcpyBatchAsync` per batch (lambda_vm PR #956's route);
 //! - **unbatched**: one `cuMemcpyDtoDAsync` per copy.
 //!
 //! The scratch (`geometry.scratch_elems`, within the cap) is allocated before any byte moves, so an
