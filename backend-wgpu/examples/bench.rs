@@ -15,7 +15,7 @@
 //! alone (`host`, before the wait). `--software` accepts a CPU adapter (llvmpipe);
 //! `--max-segment-bytes` caps the segment size; `--scratch-cap` sets the transpose's scratch cap
 //! in bytes (default 256 MiB); `--portable` keeps u32-pair arithmetic where the adapter has
-//! `SHADER_INT64`; `--lde-pass-stages K` caps the LDE's stages per pass (1..=4); `--only NAME`
+//! `SHADER_INT64`; `--fused-transpose` fuses the transpose's run pass; `--lde-pass-stages K` caps the LDE's stages per pass (1..=4); `--only NAME`
 //! runs the operations whose name contains NAME.
 
 use std::time::Instant;
@@ -36,6 +36,7 @@ struct Args {
     only: Option<String>,
     scratch_cap: usize,
     portable: bool,
+    fused_transpose: bool,
     lde_pass_stages: Option<u32>,
 }
 
@@ -50,6 +51,7 @@ fn parse() -> Result<Args, String> {
         only: None,
         scratch_cap: DEFAULT_SCRATCH_CAP,
         portable: false,
+        fused_transpose: false,
         lde_pass_stages: None,
     };
     let mut it = std::env::args().skip(1);
@@ -67,6 +69,7 @@ fn parse() -> Result<Args, String> {
             "--scratch-cap" => a.scratch_cap = val()?.parse().map_err(|e| format!("--scratch-cap: {e}"))?,
             "--software" => a.software = true,
             "--portable" => a.portable = true,
+            "--fused-transpose" => a.fused_transpose = true,
             "--lde-pass-stages" => {
                 a.lde_pass_stages = Some(val()?.parse().map_err(|e| format!("--lde-pass-stages: {e}"))?)
             }
@@ -156,6 +159,7 @@ fn main() {
         max_segment_bytes: args.max_segment_bytes,
         portable_arithmetic: args.portable,
         lde_pass_stages: args.lde_pass_stages,
+        fused_transpose: args.fused_transpose,
     }) {
         Ok(b) => b,
         Err(e) => {

@@ -13,9 +13,10 @@
 //!   of the largest power-of-two size the adapter binds as one storage buffer; every dispatch
 //!   binds the (at most four) segments it touches, and the host cuts each operation into such
 //!   dispatches. The adapter's real limits are requested, not the defaults.
-//! - **Same plans, same tables.** The in-place transpose executes the fused schedule of
-//!   [`backend_api::plan::TransposePlan`] (each run moves once, where the adapter binds the
-//!   fused kernel's twelve segments); the LDE uses
+//! - **Same plans, same tables.** The in-place transpose executes the schedule of
+//!   [`backend_api::plan::TransposePlan`] (by default every run pass batch through the copy
+//!   shader; with [`WgpuOptions::fused_transpose`] each run moves once, where the adapter binds
+//!   the fused kernel's twelve segments); the LDE uses
 //!   [`backend_api::field::LdeTwiddles`]. Kernels live in `shaders/wgsl/*.wgsl`.
 //! - **Accounted memory.** Every device buffer goes through the backend's [`AllocTracker`]; a
 //!   1 MiB parameter arena and a 256 B placeholder are allocated once at construction (outside
@@ -63,6 +64,12 @@ pub struct WgpuOptions {
     /// fastest.
     /// Smaller values exist to measure and test the pass structure (1 is one dispatch per stage).
     pub lde_pass_stages: Option<u32>,
+    /// Run the in-place transpose's run pass as fused launches (`transpose_fused.wgsl`: each run
+    /// moves once) where the adapter can bind the wide layout. `false` (the default) runs every
+    /// batch through the copy shader (each run moves twice, into scratch and out), which measured
+    /// faster on the H200: 23.3 ms against 47.5 ms fused at 2^22 x 316 (BENCHMARKS.md). Both
+    /// give the same bytes; the suites run both.
+    pub fused_transpose: bool,
 }
 
 /// The wgpu backend: one device, one queue.
@@ -101,6 +108,7 @@ impl WgpuBackend {
             max_segment_bytes: options.max_segment_bytes,
             portable_arithmetic: options.portable_arithmetic,
             lde_pass_stages,
+            fused_transpose: options.fused_transpose,
         })?;
         Ok(Self { gpu })
     }
@@ -157,8 +165,9 @@ impl WgpuBackend {
 
     /// The limits of the transpose's fused run-pass launches on this adapter: at most 384 moves,
     /// slots inside one segment, at most twelve segments per launch; `FuseLimits::NONE` (every
-    /// run moves twice, through the copy shader) where the adapter cannot bind thirteen storage
-    /// buffers per stage or stage 16 KiB of workgroup memory.
+    /// run moves twice, through the copy shader) unless [`WgpuOptions::fused_transpose`] is set
+    /// and the adapter can bind thirteen storage buffers per stage and stage 16 KiB of workgroup
+    /// memory.
     pub fn transpose_fuse_limits(&self) -> backend_api::plan::schedule::FuseLimits {
         transpose::limits(&self.gpu)
     }

@@ -36,11 +36,14 @@ const FUSE_MAX: usize = 384;
 /// Recent schedules (the host composition of 2^22 x 316 takes tens of milliseconds).
 static SCHEDULES: ScheduleCache = ScheduleCache::new(8);
 
-/// What one fused launch may hold on `gpu`.
+/// What one fused launch may hold on `gpu`: nothing unless fusing was asked for
+/// ([`crate::WgpuOptions::fused_transpose`]) and the adapter has the wide layout.
 pub(crate) fn limits(gpu: &Gpu) -> FuseLimits {
     match gpu.wide_slots() {
-        Some(max) => FuseLimits { max_moves: FUSE_MAX, regions: Some(Regions { elems: gpu.seg_elems(), max }) },
-        None => FuseLimits::NONE,
+        Some(max) if gpu.fused_transpose => {
+            FuseLimits { max_moves: FUSE_MAX, regions: Some(Regions { elems: gpu.seg_elems(), max }) }
+        }
+        _ => FuseLimits::NONE,
     }
 }
 

@@ -33,6 +33,8 @@ fn backend(small: bool) -> Option<&'static WgpuBackend> {
             allow_software: true,
             max_segment_bytes,
             portable_arithmetic: small,
+            // The fused run pass is opt-in; these kernel tests cover it on both setups.
+            fused_transpose: true,
             ..Default::default()
         })
         .map_err(|e| e.to_string())

@@ -633,7 +633,13 @@ mod tests {
                 std::thread::sleep(Duration::from_millis(50));
                 drop(t);
             });
-            std::thread::sleep(Duration::from_millis(100));
+            // Wait until the large commit is queued (a fixed sleep loses this race on a loaded
+            // machine, and the small one would then rightly go first).
+            let queued = Instant::now();
+            while a.inner.local().queue.is_empty() {
+                assert!(queued.elapsed() < Duration::from_secs(30), "the large commit never queued");
+                std::thread::sleep(Duration::from_millis(1));
+            }
             let small = s.spawn(|| {
                 let _t = a.admit(&model(50)).unwrap();
                 order.lock().unwrap().push("small");

@@ -13,6 +13,8 @@ pub(crate) struct Setup {
     pub portable_arithmetic: bool,
     /// Most radix-2 stages per LDE pass, already validated.
     pub lde_pass_stages: u32,
+    /// Fuse the transpose's run pass where the adapter allows ([`crate::WgpuOptions::fused_transpose`]).
+    pub fused_transpose: bool,
 }
 
 /// What [`open`] found: the device, its queue and what the adapter reports.

@@ -28,6 +28,8 @@ pub(crate) struct Gpu {
     pub adapter_int64: bool,
     /// Most radix-2 stages per LDE pass (1..=`lde::PASS_LOG`).
     pub lde_pass_stages: u32,
+    /// Fuse the transpose's run pass where the adapter allows ([`crate::WgpuOptions::fused_transpose`]).
+    pub fused_transpose: bool,
     /// Freed segments kept for reuse (see `memory::alloc`).
     pub pool: Mutex<crate::memory::Pool>,
     pub tracker: AllocTracker,
@@ -55,6 +57,7 @@ impl Gpu {
             seg_shift: o.seg_shift,
             adapter_int64: o.adapter_int64,
             lde_pass_stages: setup.lde_pass_stages,
+            fused_transpose: setup.fused_transpose,
             pool: Mutex::new(crate::memory::Pool::default()),
             tracker: AllocTracker::new(),
             faults,

@@ -67,9 +67,11 @@ fn expected() -> Result<Expected, Failure> {
     Ok(Expected { model, roots })
 }
 
-/// A fresh reservation directory for one check.
-fn fresh_root(check: &str) -> PathBuf {
-    let root = std::env::temp_dir().join(format!("stark-commit-processes-{}-{check}", std::process::id()));
+/// A fresh reservation directory for one check on one backend (the checks of several backends
+/// may run at once in one test process, so the backend is part of the name).
+fn fresh_root(setup: &ProcessSetup<'_>, check: &str) -> PathBuf {
+    let root =
+        std::env::temp_dir().join(format!("stark-commit-processes-{}-{}-{check}", std::process::id(), setup.backend));
     let _ = std::fs::remove_dir_all(&root);
     root
 }
@@ -188,7 +190,7 @@ fn ensure_correct(out: &Output, exp: &Expected, what: &str) -> Outcome {
 pub fn eight_processes_under_a_two_commit_budget(setup: &ProcessSetup<'_>) -> Outcome {
     let exp = expected()?;
     let budget = 2 * exp.model + exp.model / 2;
-    let root = fresh_root("eight");
+    let root = fresh_root(setup, "eight");
     let (held, dir) = hold(setup, &root, budget, 2 * exp.model)?;
     let mut long = Vec::new();
     let mut short = Vec::new();
@@ -275,7 +277,7 @@ pub fn eight_processes_under_a_two_commit_budget(setup: &ProcessSetup<'_>) -> Ou
 pub fn sigkill_of_a_waiting_process_frees_its_share(setup: &ProcessSetup<'_>) -> Outcome {
     let exp = expected()?;
     let budget = exp.model + exp.model / 2;
-    let root = fresh_root("sigkill");
+    let root = fresh_root(setup, "sigkill");
     let (held, dir) = hold(setup, &root, budget, exp.model)?;
     let mut first = spawn(setup, &root, budget, LONG_WAIT)?;
     let first_pid = first.id();
