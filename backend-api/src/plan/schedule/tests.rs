@@ -229,3 +229,36 @@ fn schedule_time_production() {
     let t2 = t.elapsed();
     println!("plan {t1:?}, schedule {:?}: {} steps -> {} launches", t2 - t1, plan.steps.len(), launches.len());
 }
+
+#[test]
+fn one_fused_launch_takes_at_most_fuse_max_steps_batches() {
+    // A synthetic plan of 130 one-move batches, batch k moving slot k+1 into slot k (a shift
+    // down by one slot, as a cycle of the run pass is): the fused launches must cut it into
+    // FUSE_MAX_STEPS (64), 64 and 2 batches, and executing them must shift the matrix.
+    let shape = MatrixShape::new(4 * 131, 1).unwrap();
+    let geometry = TransposeGeometry::new(shape, 2 * 4 * 8).unwrap();
+    let unit = 4;
+    let steps: Vec<Step> = (0..130)
+        .map(|k| Step::Copies(vec![Move { src: Loc::Buf((k + 1) * unit), dst: Loc::Buf(k * unit), len: unit }]))
+        .collect();
+    let plan = TransposePlan { geometry, steps };
+    let launches = schedule(&plan, &FuseLimits::moves(384));
+    let sizes: Vec<usize> = launches
+        .iter()
+        .map(|l| match l {
+            Launch::Fused { unit: u, moves } => {
+                assert_eq!(*u, unit);
+                moves.len()
+            }
+            other => panic!("expected only fused launches, got {other:?}"),
+        })
+        .collect();
+    assert_eq!(sizes, [FUSE_MAX_STEPS, FUSE_MAX_STEPS, 2]);
+    let host = matrix(shape.len(), 130);
+    let mut got = host.clone();
+    let mut scratch = vec![u64::MAX; plan.geometry.scratch_elems];
+    execute_host(&plan.geometry, &launches, &mut got, &mut scratch);
+    let mut want = host.clone();
+    want.copy_within(unit..131 * unit, 0);
+    assert_eq!(got, want, "the launches must shift every slot down by one");
+}
