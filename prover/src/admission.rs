@@ -620,11 +620,13 @@ mod tests {
 
     #[test]
     fn waiting_commits_are_served_in_arrival_order() {
-        // Budget 1000; one commit holds 800. Then a large (800) and, later, a small (200) commit
+        // Budget 1000; one commit holds 600. Then a large (800) and, later, a small (400) commit
         // arrive. The small one fits beside the held one, but the large one came first: it must
-        // not be overtaken.
+        // not be overtaken. The small one does not fit beside the large one either, so it is
+        // admitted only once the large one has recorded itself and finished: the recorded order
+        // is the admission order, with no race between the two threads' pushes.
         let a = Admission::waiting(1000, Duration::from_secs(30), "dev");
-        let held = a.admit(&model(200)).unwrap();
+        let held = a.admit(&model(150)).unwrap();
         let order = Mutex::new(Vec::new());
         std::thread::scope(|s| {
             let large = s.spawn(|| {
@@ -641,7 +643,7 @@ mod tests {
                 std::thread::sleep(Duration::from_millis(1));
             }
             let small = s.spawn(|| {
-                let _t = a.admit(&model(50)).unwrap();
+                let _t = a.admit(&model(100)).unwrap();
                 order.lock().unwrap().push("small");
             });
             std::thread::sleep(Duration::from_millis(150));
