@@ -28,7 +28,7 @@ fn main() {
         Some("first-kernel") => {
             let b = CudaBackend::new(0).expect("CUDA device 0");
             println!("open_ms {:.1}", ms(t0));
-            println!("kernel_cache {:?}", CudaBackend::kernel_cache_dir());
+            println!("kernel_cache {:?}", b.kernel_cache_dir());
             if !args.iter().any(|a| a == "--lazy") {
                 let t = Instant::now();
                 let report = b.prepare_kernels(HashKind::Keccak256).expect("prepare");

@@ -8,6 +8,7 @@ use cudarc::driver::result as cu;
 use cudarc::driver::sys;
 
 use crate::driver::{self, err, unavailable};
+use crate::kernel_cache::KernelCache;
 use crate::launch::{LaunchArgs, LaunchConfig};
 use crate::module::{Kernel, KernelPrep, Modules, Source, Unit};
 use crate::staging::Staging;
@@ -37,6 +38,8 @@ pub(crate) struct Device {
     /// The most dynamic shared memory one block may opt into, in bytes.
     pub(crate) max_shared_optin: usize,
     modules: Modules,
+    /// Where this device's kernel images are read from and stored (fixed at open).
+    pub(crate) kernel_cache: KernelCache,
     /// The page-locked blocks large host transfers go through.
     pub(crate) staging: Staging,
 }
@@ -48,11 +51,12 @@ unsafe impl Send for Device {}
 unsafe impl Sync for Device {}
 
 impl Device {
-    /// Opens device `ordinal`: retains its primary context and creates the stream.
+    /// Opens device `ordinal`: retains its primary context and creates the stream; kernels are
+    /// read from and stored in `kernel_cache`.
     ///
     /// # Errors
     /// [`backend_api::Error::BackendUnavailable`] when there is no driver, NVRTC or device.
-    pub(crate) fn open(ordinal: usize) -> Result<Self> {
+    pub(crate) fn open(ordinal: usize, kernel_cache: KernelCache) -> Result<Self> {
         let count = device_count()?;
         if ordinal >= count {
             return Err(unavailable(format!(
@@ -109,6 +113,7 @@ impl Device {
             sm_count,
             max_shared_optin,
             modules: Modules::default(),
+            kernel_cache,
             staging: Staging::default(),
         })
     }
@@ -136,18 +141,19 @@ impl Device {
         unsafe { cu::stream::synchronize(self.stream) }.map_err(err("cuStreamSynchronize"))
     }
 
-    /// A kernel of `source`, compiling the file with NVRTC at its first use in this context.
+    /// A kernel of `source`, compiling its unit with NVRTC (or reading it from the kernel cache)
+    /// at its first use in this context.
     /// `shared` is the dynamic shared memory the launches will ask for (the kernel's limit is
     /// raised once when it is above the default 48 KiB).
     pub(crate) fn kernel(&self, source: Source, name: &'static str, shared: usize) -> Result<Kernel> {
         self.bind()?;
-        self.modules.kernel(source, name, shared, self.capability)
+        self.modules.kernel(source, name, shared, self.capability, &self.kernel_cache)
     }
 
     /// Compiles (or reads from the kernel cache) the units not loaded yet on up to `threads`
     /// threads, then loads them; the context must be current.
     pub(crate) fn prepare(&self, units: &[Unit], threads: usize) -> Result<Vec<KernelPrep>> {
-        self.modules.prepare(units, self.capability, threads)
+        self.modules.prepare(units, self.capability, threads, &self.kernel_cache)
     }
 
     /// Launches `kernel` on the stream with `args`.

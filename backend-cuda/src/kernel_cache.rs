@@ -4,10 +4,11 @@
 //!   kernel file's name and text, every header, the NVRTC options (architecture and kernel
 //!   selection included), and the NVRTC and driver versions. A changed source or toolkit is a
 //!   different key, never a stale hit.
-//! - **Where:** `$STARK_COMMIT_KERNEL_CACHE` when set (`off` turns the cache off), else the
-//!   platform's cache directory: `$XDG_CACHE_HOME/stark-commit/kernels` or
-//!   `~/.cache/stark-commit/kernels` on Linux, `~/Library/Caches/stark-commit/kernels` on macOS,
-//!   `%LOCALAPPDATA%\stark-commit\kernels` on Windows.
+//! - **Where:** what [`crate::CudaOptions::kernel_cache`] says, resolved once when a device is
+//!   opened: a directory, no cache, or by default the platform's cache directory
+//!   ([`default_dir`]: `$XDG_CACHE_HOME/stark-commit/kernels` or `~/.cache/stark-commit/kernels`
+//!   on Linux, `~/Library/Caches/stark-commit/kernels` on macOS,
+//!   `%LOCALAPPDATA%\stark-commit\kernels` on Windows).
 //! - **Private:** the cache holds code the process will execute, so its directory is created
 //!   `0700`; an existing directory owned by another user, or writable by others and not ours to
 //!   fix, turns the cache off (with a warning) instead of being trusted.
@@ -27,8 +28,7 @@ use std::sync::{Mutex, OnceLock};
 
 use backend_api::Result;
 
-/// The environment variable that overrides the cache directory (`off` disables the cache).
-pub(crate) const CACHE_ENV: &str = "STARK_COMMIT_KERNEL_CACHE";
+use crate::options::KernelCacheSetting;
 
 /// Bumped whenever the entry layout or the key's composition changes.
 const FORMAT: &[u8] = b"stark-commit kernel cache v1";
@@ -104,23 +104,17 @@ impl KernelCache {
         Self { dir, checked: OnceLock::new(), warned: Default::default(), warnings: Mutex::new(Vec::new()) }
     }
 
-    /// The cache the environment selects: [`CACHE_ENV`] when set (`off`, `0` or `none`: no
-    /// cache), else [`default_dir`]; no cache when neither gives a directory.
-    pub(crate) fn from_env() -> Self {
-        match std::env::var_os(CACHE_ENV) {
-            Some(v) if matches!(v.to_str(), Some("off" | "0" | "none")) => Self::disabled(),
-            Some(v) if !v.is_empty() => Self::at(PathBuf::from(v)),
-            _ => match default_dir() {
+    /// The cache `setting` selects: its directory, none, or [`default_dir`] (no cache when the
+    /// platform names no home directory).
+    pub(crate) fn from_setting(setting: &KernelCacheSetting) -> Self {
+        match setting {
+            KernelCacheSetting::Dir(dir) => Self::at(dir),
+            KernelCacheSetting::Off => Self::disabled(),
+            KernelCacheSetting::Default => match default_dir() {
                 Some(d) => Self::at(d),
                 None => Self::disabled(),
             },
         }
-    }
-
-    /// The process-wide cache, chosen from the environment at first use.
-    pub(crate) fn global() -> &'static KernelCache {
-        static GLOBAL: OnceLock<KernelCache> = OnceLock::new();
-        GLOBAL.get_or_init(KernelCache::from_env)
     }
 
     /// The configured directory, whether or not it is usable.
@@ -526,6 +520,28 @@ mod tests {
         if let Some(d) = default_dir() {
             assert!(d.ends_with(Path::new("stark-commit").join("kernels")), "{}", d.display());
         }
+    }
+
+    #[test]
+    fn each_setting_selects_its_cache() {
+        let dir = TempDir::new("setting");
+        let d = dir.0.join("k");
+        let cache = KernelCache::from_setting(&KernelCacheSetting::Dir(d.clone()));
+        assert_eq!(cache.dir(), Some(d.as_path()));
+        let n = AtomicUsize::new(0);
+        let key = CacheKey::new(&[b"setting"]);
+        cache.get_or_compile(&key, compile_counted(&n, "s")).unwrap();
+        let (_, o) = KernelCache::from_setting(&KernelCacheSetting::Dir(d.clone()))
+            .get_or_compile(&key, compile_counted(&n, "s"))
+            .unwrap();
+        assert_eq!((o, n.load(Ordering::SeqCst)), (ImageOrigin::Cache, 1), "a second cache on the directory hits");
+        // Off stores nothing: the same key compiles again.
+        let off = KernelCache::from_setting(&KernelCacheSetting::Off);
+        assert!(off.dir().is_none());
+        let (_, o) = off.get_or_compile(&key, compile_counted(&n, "s")).unwrap();
+        assert_eq!((o, n.load(Ordering::SeqCst)), (ImageOrigin::Compiled, 2));
+        // Default is the platform directory.
+        assert_eq!(KernelCache::from_setting(&KernelCacheSetting::Default).dir(), default_dir().as_deref());
     }
 
     /// The child side of `eight_processes_share_one_cache`: run only by that test, through the

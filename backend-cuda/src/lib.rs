@@ -14,8 +14,9 @@
 //! - **Kernels are files.** `shaders/cuda/*.cu`, compiled by NVRTC to CUBIN for the device's own
 //!   architecture at first use (the heavy files one kernel per program), kept on disk in a
 //!   private cache keyed by source, architecture and NVRTC/driver versions
-//!   (`STARK_COMMIT_KERNEL_CACHE` overrides its directory; see [`CudaBackend::prepare_kernels`]),
-//!   and loaded once per context; a compile error carries NVRTC's log.
+//!   ([`CudaOptions::kernel_cache`] chooses its directory or turns it off; see
+//!   [`CudaBackend::prepare_kernels`]), and loaded once per context; a compile error carries
+//!   NVRTC's log.
 //! - **One stream, no hidden waits.** Every operation of an instance is queued on one
 //!   non-default stream; only calls that return host data (`download`, `wait`, `synchronize`)
 //!   block. Small metadata (copy lists, plan moves) travels as kernel parameters, so operations
@@ -30,10 +31,12 @@
 //!   2^11-row x 8-column shared-memory tiles, inverse by decimation in frequency on rows `B*p`,
 //!   forward by decimation in time reading those rows for all `B` replicas, Goldilocks arithmetic
 //!   on PTX carry chains with lazy reduction (canonical only where stored last).
-//! - **Options, not globals.** The transpose route and the NTT variants are [`CudaOptions`], fixed
-//!   when a backend is opened ([`CudaBackend::open`]); [`CudaBackend::with_options`] gives another
-//!   handle on the same device to measure or test another configuration. The library reads no
-//!   environment variable; [`CudaOptions::from_env`] does, for the CLI, benches and suites.
+//! - **Options, not globals.** The transpose route, the NTT variants and the kernel cache are
+//!   [`CudaOptions`], fixed when a backend is opened ([`CudaBackend::open`]);
+//!   [`CudaBackend::with_options`] gives another handle on the same device to measure or test
+//!   another kernel configuration. The library reads no environment variable of its own (only the
+//!   platform's home and cache directory variables, to find the default kernel cache);
+//!   [`CudaOptions::from_env`] reads the options, for the CLI, benches and suites.
 
 mod context;
 mod copy;
@@ -59,7 +62,7 @@ use backend_api::{
 pub use kernel_cache::ImageOrigin;
 pub use memory::{CudaBuffer, CudaDownload};
 pub use module::KernelPrep;
-pub use options::{CudaOptions, NttKernel, TransposeRoute};
+pub use options::{CudaOptions, KERNEL_CACHE_ENV, KernelCacheSetting, NttKernel, TransposeRoute};
 pub use staging::PinnedHost;
 
 use context::{Device, Event};
@@ -100,7 +103,8 @@ impl CudaBackend {
     /// outside their ranges ([`CudaOptions::validate`]).
     pub fn open(ordinal: usize, options: CudaOptions) -> Result<Self> {
         options.validate()?;
-        let device = Arc::new(Device::open(ordinal)?);
+        let cache = kernel_cache::KernelCache::from_setting(&options.kernel_cache);
+        let device = Arc::new(Device::open(ordinal, cache)?);
         Ok(Self { device, options })
     }
 
@@ -109,9 +113,18 @@ impl CudaBackend {
     /// stream or compile), so a measurement or a test can run every configuration on one device.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for options outside their ranges.
+    /// [`Error::InvalidArgument`] for options outside their ranges, or a
+    /// [`CudaOptions::kernel_cache`] other than this handle's (the device's kernels come from the
+    /// cache chosen when it was opened).
     pub fn with_options(&self, options: CudaOptions) -> Result<Self> {
         options.validate()?;
+        if options.kernel_cache != self.options.kernel_cache {
+            return Err(Error::InvalidArgument(format!(
+                "cuda: with_options cannot change the kernel cache ({:?} -> {:?}): it is fixed when the device is \
+                 opened; open another backend instead",
+                self.options.kernel_cache, options.kernel_cache
+            )));
+        }
         Ok(Self { device: Arc::clone(&self.device), options })
     }
 
@@ -137,7 +150,7 @@ impl CudaBackend {
 
     /// The options this handle runs with.
     pub fn options(&self) -> CudaOptions {
-        self.options
+        self.options.clone()
     }
 
     /// The device's compute capability, e.g. `(9, 0)`.
@@ -170,8 +183,8 @@ impl CudaBackend {
     /// at first launch; returns what each compiled unit cost. Kernels already loaded are skipped,
     /// so a second call returns an empty list.
     ///
-    /// The cache directory is `STARK_COMMIT_KERNEL_CACHE` when set (`off` disables it), else the
-    /// platform's cache directory (`~/.cache/stark-commit/kernels` on Linux); see
+    /// The cache is the one [`CudaOptions::kernel_cache`] chose when the device was opened (by
+    /// default the platform's cache directory, `~/.cache/stark-commit/kernels` on Linux); see
     /// [`CudaBackend::kernel_cache_dir`].
     ///
     /// # Errors
@@ -271,9 +284,10 @@ impl CudaBackend {
         Ok(())
     }
 
-    /// The on-disk kernel cache directory this process uses, `None` when caching is off.
-    pub fn kernel_cache_dir() -> Option<std::path::PathBuf> {
-        kernel_cache::KernelCache::global().dir().map(std::path::Path::to_path_buf)
+    /// The on-disk kernel cache directory this backend's device uses, `None` when caching is off
+    /// ([`KernelCacheSetting::Off`], or the default with no home directory to put it in).
+    pub fn kernel_cache_dir(&self) -> Option<&std::path::Path> {
+        self.device.kernel_cache.dir()
     }
 
     /// Waits for the stream, then returns the stream-ordered allocator's unused memory to the

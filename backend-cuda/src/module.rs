@@ -231,7 +231,14 @@ pub(crate) struct Modules {
 impl Modules {
     /// The kernel `name` of `source`, compiling (or reading from the cache) and loading its unit
     /// on first use. The context must be current.
-    pub(crate) fn kernel(&self, source: Source, name: &'static str, shared: usize, cap: (i32, i32)) -> Result<Kernel> {
+    pub(crate) fn kernel(
+        &self,
+        source: Source,
+        name: &'static str,
+        shared: usize,
+        cap: (i32, i32),
+        cache: &KernelCache,
+    ) -> Result<Kernel> {
         let unit = Unit::of(source, name);
         let module = {
             let mut loaded = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
@@ -239,7 +246,7 @@ impl Modules {
                 Some(m) => Arc::clone(m),
                 None => {
                     let target = target_for(cap)?;
-                    let (image, _) = image(unit, &target, KernelCache::global())?;
+                    let (image, _) = image(unit, &target, cache)?;
                     let m = Arc::new(Module { raw: load_image(&image)?, functions: Mutex::default() });
                     loaded.insert(unit, Arc::clone(&m));
                     m
@@ -269,19 +276,24 @@ impl Modules {
         Ok(Kernel { name, raw: entry.0 })
     }
 
-    /// Compiles (or reads from the cache) every unit of `units` not loaded yet, on up to `threads`
+    /// Compiles (or reads from `cache`) every unit of `units` not loaded yet, on up to `threads`
     /// threads at once, then loads them. The context must be current on the calling thread.
     ///
     /// # Errors
     /// The first compile or load error; the units prepared before it stay loaded.
-    pub(crate) fn prepare(&self, units: &[Unit], cap: (i32, i32), threads: usize) -> Result<Vec<KernelPrep>> {
+    pub(crate) fn prepare(
+        &self,
+        units: &[Unit],
+        cap: (i32, i32),
+        threads: usize,
+        cache: &KernelCache,
+    ) -> Result<Vec<KernelPrep>> {
         let target = target_for(cap)?;
         let todo: Vec<Unit> = {
             let loaded = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
             let mut seen = std::collections::HashSet::new();
             units.iter().copied().filter(|u| !loaded.contains_key(u) && seen.insert(*u)).collect()
         };
-        let cache = KernelCache::global();
         let next = std::sync::atomic::AtomicUsize::new(0);
         let results: Vec<Mutex<Option<Result<Prepared>>>> = todo.iter().map(|_| Mutex::new(None)).collect();
         std::thread::scope(|s| {

@@ -1,11 +1,70 @@
 //! [`CudaOptions`]: how a [`crate::CudaBackend`] runs its kernels, set once when it is opened.
 //!
-//! Every setting gives the same bytes; they exist to measure and test the kernels' variants. The
-//! library reads no environment variable by itself: [`CudaOptions::from_env`] is what the prover
-//! CLI, the benches and the test suites call, so that one environment runs all of them under one
+//! Every setting gives the same bytes: the kernel variants exist to measure and test them, and
+//! the kernel cache setting says where compiled kernels are kept between processes. The library
+//! reads no environment variable of its own: [`CudaOptions::from_env`] is what the prover CLI,
+//! the benches and the test suites call, so that one environment runs all of them under one
 //! configuration.
 
+use std::path::PathBuf;
+
 use backend_api::{Error, Result};
+
+/// The environment variable [`CudaOptions::from_env`] reads the kernel cache setting from.
+pub const KERNEL_CACHE_ENV: &str = "STARK_COMMIT_KERNEL_CACHE";
+
+/// Where the backend keeps the kernel images it compiled, so that a later process loads them
+/// instead of compiling them again (seconds per kernel file; see
+/// [`crate::CudaBackend::prepare_kernels`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum KernelCacheSetting {
+    /// The platform's cache directory, resolved when the backend is opened:
+    /// `$XDG_CACHE_HOME/stark-commit/kernels` (else `~/.cache/stark-commit/kernels`) on Linux,
+    /// `~/Library/Caches/stark-commit/kernels` on macOS, `%LOCALAPPDATA%\stark-commit\kernels`
+    /// on Windows; no cache when none of those variables names a directory.
+    #[default]
+    Default,
+    /// This directory, an absolute path, created (mode `0700`) at first use. A directory owned
+    /// by another user, or not private and not ours to fix, is not used (one warning).
+    Dir(PathBuf),
+    /// No cache: every process compiles the kernels it launches.
+    Off,
+}
+
+impl KernelCacheSetting {
+    /// Parses the value of [`KERNEL_CACHE_ENV`]: `off`, `0` or `none` is [`Self::Off`], any
+    /// other value a directory ([`Self::Dir`]).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming the variable when the directory is not an absolute path
+    /// (a relative one would name a different directory in each working directory).
+    pub fn parse_env(value: &str) -> Result<Self> {
+        let setting = match value {
+            "off" | "0" | "none" => Self::Off,
+            dir => Self::Dir(PathBuf::from(dir)),
+        };
+        setting.validate().map_err(|_| {
+            Error::InvalidArgument(format!(
+                "{KERNEL_CACHE_ENV}={value:?}: expected an absolute directory, or off to disable the kernel cache"
+            ))
+        })?;
+        Ok(setting)
+    }
+
+    /// Checks that a [`Self::Dir`] is an absolute path.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming the path.
+    pub fn validate(&self) -> Result<()> {
+        match self {
+            Self::Dir(dir) if !dir.is_absolute() => Err(Error::InvalidArgument(format!(
+                "cuda: the kernel cache directory must be an absolute path, got {:?}",
+                dir.display().to_string()
+            ))),
+            _ => Ok(()),
+        }
+    }
+}
 
 /// How the in-place transpose executes the plan's [`backend_api::plan::Step::Copies`] batches.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -92,8 +151,9 @@ impl NttKernel {
 }
 
 /// How [`crate::CudaBackend::open`] configures the backend. [`Default`] is the fastest measured
-/// configuration; every setting gives the same bytes (the reliability suite checks all of them).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// configuration with the kernel cache in the platform's cache directory; every setting gives the
+/// same bytes (the reliability suite checks all of the kernel variants).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct CudaOptions {
     /// The in-place transpose's run pass (`CUDA_TRANSPOSE_ROUTE`).
     pub transpose_route: TransposeRoute,
@@ -107,6 +167,10 @@ pub struct CudaOptions {
     /// u64 congruent mod p, canonicalised by the last pass (the default, `true`), or canonical
     /// after every operation (`CUDA_NTT_LAZY=0`). The other kernels always reduce canonically.
     pub ntt_lazy: bool,
+    /// Where compiled kernel images are kept between processes (`STARK_COMMIT_KERNEL_CACHE`: a
+    /// directory, or `off`). Fixed for a device when it is opened:
+    /// [`crate::CudaBackend::with_options`] refuses another setting.
+    pub kernel_cache: KernelCacheSetting,
 }
 
 impl Default for CudaOptions {
@@ -116,6 +180,7 @@ impl Default for CudaOptions {
             ntt_stages: None,
             ntt_kernel: NttKernel::default(),
             ntt_lazy: true,
+            kernel_cache: KernelCacheSetting::Default,
         }
     }
 }
@@ -127,13 +192,27 @@ impl CudaOptions {
     /// The default options with each setting overridden by its environment variable where that
     /// is set and not empty: `CUDA_TRANSPOSE_ROUTE` (`kernel`, `batched`, `unbatched`),
     /// `CUDA_NTT_STAGES` (0 to 11, 0 = the most shared memory allows), `CUDA_NTT_RADIX` (32, 16),
-    /// `CUDA_NTT_COLS` (8, 4), `CUDA_NTT_LAZY` (1, 0).
+    /// `CUDA_NTT_COLS` (8, 4), `CUDA_NTT_LAZY` (1, 0), `STARK_COMMIT_KERNEL_CACHE` (an absolute
+    /// directory, or `off`: [`KernelCacheSetting::parse_env`]).
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] naming the variable and its value when a value does not parse
-    /// or is out of range.
+    /// [`Error::InvalidArgument`] naming the variable and its value when a value is not Unicode,
+    /// does not parse or is out of range.
     pub fn from_env() -> Result<Self> {
-        Self::from_vars(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
+        let vars = ["CUDA_TRANSPOSE_ROUTE", "CUDA_NTT_STAGES", "CUDA_NTT_RADIX", "CUDA_NTT_COLS", "CUDA_NTT_LAZY"];
+        let mut set = std::collections::HashMap::new();
+        for name in vars.into_iter().chain([KERNEL_CACHE_ENV]) {
+            match std::env::var(name) {
+                Ok(v) if !v.is_empty() => {
+                    set.insert(name, v);
+                }
+                Ok(_) | Err(std::env::VarError::NotPresent) => {}
+                Err(std::env::VarError::NotUnicode(v)) => {
+                    return Err(Error::InvalidArgument(format!("{name}={v:?}: the value is not valid Unicode")));
+                }
+            }
+        }
+        Self::from_vars(|name| set.get(name).cloned())
     }
 
     /// [`CudaOptions::from_env`] over any source of variables (`None` for unset).
@@ -142,6 +221,9 @@ impl CudaOptions {
         let bad = |name: &str, value: &str, expected: &str| {
             Error::InvalidArgument(format!("{name}={value:?}: expected {expected}"))
         };
+        if let Some(v) = var(KERNEL_CACHE_ENV) {
+            o.kernel_cache = KernelCacheSetting::parse_env(&v)?;
+        }
         if let Some(v) = var("CUDA_TRANSPOSE_ROUTE") {
             o.transpose_route = TransposeRoute::parse(&v)
                 .map_err(|_| bad("CUDA_TRANSPOSE_ROUTE", &v, "kernel, batched or unbatched"))?;
@@ -173,8 +255,10 @@ impl CudaOptions {
     /// Checks the ranges [`crate::CudaBackend::open`] accepts.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for `ntt_stages` outside 1 to 11.
+    /// [`Error::InvalidArgument`] for `ntt_stages` outside 1 to 11, or a kernel cache directory
+    /// that is not an absolute path.
     pub fn validate(&self) -> Result<()> {
+        self.kernel_cache.validate()?;
         match self.ntt_stages {
             Some(k) if !(1..=MAX_NTT_STAGES).contains(&k) => Err(Error::InvalidArgument(format!(
                 "cuda: ntt_stages must be 1 to {MAX_NTT_STAGES} (or None for the most shared memory allows), got {k}"
@@ -203,6 +287,7 @@ mod tests {
         assert_eq!(o.ntt_stages, None);
         assert_eq!((o.ntt_kernel.radix(), o.ntt_kernel.cols()), (32, 8));
         assert!(o.ntt_lazy);
+        assert_eq!(o.kernel_cache, KernelCacheSetting::Default);
     }
 
     #[test]
@@ -213,6 +298,7 @@ mod tests {
             ("CUDA_NTT_RADIX", "32"),
             ("CUDA_NTT_COLS", "4"),
             ("CUDA_NTT_LAZY", "0"),
+            ("STARK_COMMIT_KERNEL_CACHE", "/var/cache/kernels"),
         ])
         .unwrap();
         assert_eq!(
@@ -222,6 +308,7 @@ mod tests {
                 ntt_stages: Some(3),
                 ntt_kernel: NttKernel::Radix32Cols4,
                 ntt_lazy: false,
+                kernel_cache: KernelCacheSetting::Dir(PathBuf::from("/var/cache/kernels")),
             }
         );
         let o =
@@ -241,6 +328,8 @@ mod tests {
             ("CUDA_NTT_RADIX", "8"),
             ("CUDA_NTT_COLS", "16"),
             ("CUDA_NTT_LAZY", "yes"),
+            ("STARK_COMMIT_KERNEL_CACHE", "relative/dir"),
+            ("STARK_COMMIT_KERNEL_CACHE", "OFF"),
         ] {
             match parse(&[(name, value)]) {
                 Err(Error::InvalidArgument(m)) => {
@@ -253,6 +342,34 @@ mod tests {
         match parse(&[("CUDA_NTT_RADIX", "16"), ("CUDA_NTT_COLS", "4")]) {
             Err(Error::InvalidArgument(m)) => assert!(m.contains("16") && m.contains('4'), "{m}"),
             other => panic!("radix 16 x 4 columns: expected InvalidArgument, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_kernel_cache_variable_selects_off_or_a_directory() {
+        for off in ["off", "0", "none"] {
+            assert_eq!(parse(&[(KERNEL_CACHE_ENV, off)]).unwrap().kernel_cache, KernelCacheSetting::Off, "{off}");
+        }
+        let dir = std::env::temp_dir().join("stark-commit kernels");
+        let o = parse(&[(KERNEL_CACHE_ENV, dir.to_str().unwrap())]).unwrap();
+        assert_eq!(o.kernel_cache, KernelCacheSetting::Dir(dir));
+        // The other settings keep their defaults.
+        assert_eq!(CudaOptions { kernel_cache: KernelCacheSetting::Default, ..o }, CudaOptions::default());
+    }
+
+    #[test]
+    fn kernel_cache_directories_must_be_absolute() {
+        for bad in ["", "kernels", "./kernels"] {
+            let o = CudaOptions { kernel_cache: KernelCacheSetting::Dir(PathBuf::from(bad)), ..CudaOptions::default() };
+            match o.validate() {
+                Err(Error::InvalidArgument(m)) => assert!(m.contains("absolute") && m.contains(bad), "{bad:?}: {m}"),
+                other => panic!("{bad:?}: expected InvalidArgument, got {other:?}"),
+            }
+        }
+        for good in
+            [KernelCacheSetting::Default, KernelCacheSetting::Off, KernelCacheSetting::Dir(std::env::temp_dir())]
+        {
+            CudaOptions { kernel_cache: good, ..CudaOptions::default() }.validate().unwrap();
         }
     }
 

@@ -473,3 +473,53 @@ fn pinned_buffers_round_trip_and_refuse_absurd_sizes() {
     let empty = b.alloc_pinned(0).unwrap();
     assert!(empty.is_empty());
 }
+
+/// [`crate::CudaOptions::kernel_cache`] decides where a device's kernels are stored: a backend
+/// opened with a directory writes the image of the one kernel file it launched there (and gives
+/// correct bytes); `with_options` keeps that setting and refuses another; a backend opened with
+/// the cache off writes nothing there.
+#[test]
+fn the_kernel_cache_setting_belongs_to_the_device() {
+    use backend_api::{Backend as _, MatrixShape};
+
+    use crate::{CudaBackend, CudaOptions, KernelCacheSetting};
+
+    let Some(probe) = device_or_skip("the_kernel_cache_setting_belongs_to_the_device") else { return };
+    drop(probe);
+    let dir = std::env::temp_dir().join(format!("stark-kc-device-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let entries = || std::fs::read_dir(&dir).map_or(0, |d| d.filter_map(|e| e.ok()).count());
+    let shape = MatrixShape::new(64, 48).unwrap();
+    let src = table(shape.len(), 11);
+    let transposed = |b: &CudaBackend| {
+        let s = b.upload(&src).unwrap();
+        let mut d = b.alloc(shape.len()).unwrap();
+        b.transpose_out_of_place(&s, &mut d, shape).unwrap();
+        let out = b.download_vec(&d).unwrap();
+        for r in 0..shape.rows() {
+            for c in 0..shape.cols() {
+                assert_eq!(out[c * shape.rows() + r], src[r * shape.cols() + c], "({r}, {c})");
+            }
+        }
+    };
+
+    let options = CudaOptions { kernel_cache: KernelCacheSetting::Dir(dir.clone()), ..CudaOptions::default() };
+    let b = CudaBackend::open(0, options.clone()).unwrap();
+    assert_eq!(b.kernel_cache_dir(), Some(dir.as_path()));
+    transposed(&b);
+    assert_eq!(entries(), 1, "one image (transpose.cu) stored in {}", dir.display());
+    // Another kernel configuration on the same device keeps the cache; another cache is refused.
+    let other = b.with_options(CudaOptions { ntt_lazy: false, ..options.clone() }).unwrap();
+    assert_eq!(other.kernel_cache_dir(), Some(dir.as_path()));
+    match b.with_options(CudaOptions { kernel_cache: KernelCacheSetting::Off, ..options.clone() }) {
+        Err(Error::InvalidArgument(m)) => assert!(m.contains("kernel cache"), "{m}"),
+        other => panic!("expected InvalidArgument, got {other:?}"),
+    }
+    drop((b, other));
+
+    let off = CudaBackend::open(0, CudaOptions { kernel_cache: KernelCacheSetting::Off, ..options }).unwrap();
+    assert_eq!(off.kernel_cache_dir(), None);
+    std::fs::remove_dir_all(&dir).unwrap();
+    transposed(&off);
+    assert!(!dir.exists(), "a backend with the cache off created {}", dir.display());
+}

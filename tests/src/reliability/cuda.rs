@@ -49,12 +49,15 @@ pub fn cuda_launch_configurations(backend: &backend_cuda::CudaBackend) -> Outcom
         read_back(&b, c).ctx(&what)?.ensure_eq(&expected, &what)
     };
     for route in TransposeRoute::ALL {
-        run(CudaOptions { transpose_route: route, ..base }, format!("{table}, transpose route {}", route.name()))?;
+        run(
+            CudaOptions { transpose_route: route, ..base.clone() },
+            format!("{table}, transpose route {}", route.name()),
+        )?;
     }
     for stages in [Some(1u32), Some(2), Some(4), None] {
         for kernel in NttKernel::ALL {
             for lazy in [true, false] {
-                let options = CudaOptions { ntt_stages: stages, ntt_kernel: kernel, ntt_lazy: lazy, ..base };
+                let options = CudaOptions { ntt_stages: stages, ntt_kernel: kernel, ntt_lazy: lazy, ..base.clone() };
                 let what = format!(
                     "{table}, NTT with {} stages per pass, radix {}, {} columns per tile, lazy {lazy}",
                     stages.map_or("the most".to_string(), |k| k.to_string()),
