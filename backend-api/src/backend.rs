@@ -90,6 +90,15 @@ pub trait Backend: Send + Sync {
     /// As [`Backend::alloc`], or a device error from the copy.
     fn upload(&self, host: &[u64]) -> Result<Self::Buffer>;
 
+    /// Copies `host` into `buf` from element `offset` on, after all work issued before; the
+    /// other elements of `buf` keep their contents. This is how a trace reaches the first rows of
+    /// an LDE buffer without a buffer of its own ([`Backend::coset_lde_in_place`]).
+    ///
+    /// # Errors
+    /// [`Error::OutOfBounds`] when `offset + host.len()` passes the buffer's end
+    /// ([`crate::validate::write`]), or a device error from the copy.
+    fn write(&self, buf: &mut Self::Buffer, offset: usize, host: &[u64]) -> Result<()>;
+
     /// Copies `out.len()` elements starting at element `offset` of `buf` to `out`, after all
     /// work issued before.
     ///
@@ -156,23 +165,47 @@ pub trait Backend: Send + Sync {
     /// [`Error::LengthMismatch`] when `nodes` is not `tree.words()` long.
     fn merkle_tree_in_place(&self, nodes: &mut Self::Buffer, tree: TreeShape, hash: HashKind) -> Result<()>;
 
-    /// The coset low-degree extension of a row-major `n x m` trace: a new row-major `N x m` buffer,
-    /// `N = n * B` for the blowup `B = params.blowup()`.
+    /// The coset low-degree extension of a row-major `n x m` trace, in place in the LDE's own
+    /// `N x m` buffer, `N = n * B` for the blowup `B = params.blowup()`: no second buffer of the
+    /// trace's size is needed.
+    ///
+    /// **On entry** `buf` holds exactly `params.lde_shape()` (`N * m` elements). Rows `[0, n)`
+    /// (elements `[0, n * m)`) hold the trace, row-major, in natural order; its values may be any
+    /// `u64` and are read mod p. Rows `[n, N)` may hold anything: they are overwritten unread.
+    ///
+    /// **On return** `buf` holds the LDE, the bytes [`Backend::coset_lde`] defines: row `i` is
+    /// `(P_0(s * w_N^i), ..., P_{m-1}(s * w_N^i))` in natural order, row-major, every value
+    /// canonical.
     ///
     /// **Definition.** For each column `c`, `P_c` is the unique polynomial of degree `< n` with
-    /// `P_c(w_n^j) = trace[j][c]` for `j = 0..n` (the trace in natural order, values read mod p,
-    /// `w_n = w_N^B`). Row `i` of the output, `i = 0..N`, is
-    /// `(P_0(s * w_N^i), ..., P_{m-1}(s * w_N^i))`: the polynomials evaluated on the coset
-    /// `s * <w_N>` of the size-`N` subgroup, with `s = params.shift()` and `w_N` the primitive
-    /// `N`-th root of unity `g32^(2^32 / N)`, `g32 = 7^((p - 1) / 2^32)`.
-    ///
-    /// **Output order.** Natural order (row `i` is the point `s * w_N^i`, no bit reversal),
-    /// row-major (element `(i, c)` at `i * m + c`), every value canonical (`< p`). With `B = 1` and
-    /// `s = 1` the output is the canonicalised trace.
+    /// `P_c(w_n^j) = trace[j][c]` for `j = 0..n` (values read mod p, `w_n = w_N^B`), evaluated on
+    /// the coset `s * <w_N>` of the size-`N` subgroup, with `s = params.shift()` and `w_N` the
+    /// primitive `N`-th root of unity `g32^(2^32 / N)`, `g32 = 7^((p - 1) / 2^32)`. With `B = 1`
+    /// and `s = 1` the result is the canonicalised trace.
     ///
     /// # Errors
-    /// [`Error::LengthMismatch`] when `trace` does not hold `params.trace()`; out of memory.
-    fn coset_lde(&self, trace: &Self::Buffer, params: &LdeParams) -> Result<Self::Buffer>;
+    /// [`Error::LengthMismatch`] when `buf` does not hold exactly `params.lde_shape()`
+    /// ([`crate::validate::coset_lde_in_place`]), out of memory for tables or scratch; on error the
+    /// contents of `buf` are unspecified.
+    fn coset_lde_in_place(&self, buf: &mut Self::Buffer, params: &LdeParams) -> Result<()>;
+
+    /// The coset low-degree extension of a row-major `n x m` trace into a new row-major `N x m`
+    /// buffer: the same bytes as [`Backend::coset_lde_in_place`] (see its definition), for a
+    /// caller that keeps the trace. It allocates the LDE, copies the trace into its first `n`
+    /// rows and extends it in place, so it needs the trace's and the LDE's bytes at once; a
+    /// commit that does not keep the trace writes it straight into the LDE buffer instead
+    /// ([`Backend::write`]).
+    ///
+    /// # Errors
+    /// [`Error::LengthMismatch`] when `trace` does not hold `params.trace()`
+    /// ([`crate::validate::coset_lde`]); out of memory; nothing stays allocated on error.
+    fn coset_lde(&self, trace: &Self::Buffer, params: &LdeParams) -> Result<Self::Buffer> {
+        crate::validate::coset_lde(params, trace.len())?;
+        let mut out = self.alloc(params.lde_shape().len())?;
+        self.batched_copy(trace, &mut out, &[CopyRange::new(0, 0, trace.len())])?;
+        self.coset_lde_in_place(&mut out, params)?;
+        Ok(out)
+    }
 
     /// The allocation counters now.
     fn memory(&self) -> MemoryCounters {

@@ -97,6 +97,24 @@ pub fn coset_lde(params: &LdeParams, trace_len: usize) -> Result<()> {
     params.trace().check_len("coset_lde trace", trace_len)
 }
 
+/// A write of `host_len` elements from element `offset` of a buffer of `buf_len` elements
+/// ([`Backend::write`](crate::Backend::write)).
+///
+/// # Errors
+/// [`Error::OutOfBounds`] (`"write"`) when the range passes the buffer's end or overflows.
+pub fn write(buf_len: usize, offset: usize, host_len: usize) -> Result<()> {
+    range("write", offset, host_len, buf_len)
+}
+
+/// An in-place coset LDE with `params` in a buffer of `buf_len` elements
+/// ([`Backend::coset_lde_in_place`](crate::Backend::coset_lde_in_place)).
+///
+/// # Errors
+/// [`Error::LengthMismatch`] when the buffer does not hold exactly `params.lde_shape()`.
+pub fn coset_lde_in_place(params: &LdeParams, buf_len: usize) -> Result<()> {
+    params.lde_shape().check_len("coset_lde_in_place buffer", buf_len)
+}
+
 /// `[start, start + len)` within a buffer of `buf_len` elements.
 fn range(what: &'static str, start: usize, len: usize, buf_len: usize) -> Result<()> {
     match start.checked_add(len) {
@@ -179,5 +197,21 @@ mod tests {
             let err = coset_lde(&params, len).unwrap_err();
             assert!(matches!(err, Error::LengthMismatch { expected: 8, actual, .. } if actual == len), "{err}");
         }
+        coset_lde_in_place(&params, 16).unwrap();
+        for len in [8, 15, 17, 32] {
+            let err = coset_lde_in_place(&params, len).unwrap_err();
+            assert!(matches!(err, Error::LengthMismatch { expected: 16, actual, .. } if actual == len), "{err}");
+        }
+    }
+
+    #[test]
+    fn writes_stay_inside_the_buffer() {
+        write(10, 0, 10).unwrap();
+        write(10, 10, 0).unwrap();
+        write(10, 3, 7).unwrap();
+        let err = write(10, 3, 8).unwrap_err();
+        assert!(matches!(err, Error::OutOfBounds { what: "write", start: 3, end: 11, len: 10 }), "{err}");
+        let err = write(10, usize::MAX, 1).unwrap_err();
+        assert!(matches!(err, Error::OutOfBounds { what: "write", end: usize::MAX, .. }), "{err}");
     }
 }

@@ -1,14 +1,15 @@
-//! The coset LDE: a radix-2 NTT on the row-major layout, in the output buffer, in three passes
-//! over memory plus the initial fill.
+//! The coset LDE: a radix-2 NTT on the row-major layout, in place in the LDE buffer, in three
+//! passes over memory plus a canonicalising pass over the trace.
 //!
 //! For an `n x m` trace, blowup `B` and shift `s` (CONVENTIONS.md, "Coset low-degree
 //! extension"), with the shared [`LdeTwiddles`] tables, `N = n * B`:
 //!
-//! 1. **Fill.** The output buffer (`N x m`) is allocated with zeros in its first `N - n` rows and
-//!    the canonicalised trace in its last `n` rows.
+//! 1. **Canonicalise.** The buffer (`N x m`) holds the trace in its first `n` rows
+//!    ([`backend_api::Backend::coset_lde_in_place`]); its values are reduced mod p in place. The
+//!    other rows are never read: step 3 writes every one of them.
 //! 2. **Inverse NTT, wide stages.** The inverse transform of size `n` is decimation in frequency
 //!    (Gentleman-Sande) with `w_n^-1`, natural order in, bit-reversed order out. Its stages of
-//!    span `>= L` (the block size of step 3) run here on the last `n` rows, in groups of
+//!    span `>= L` (the block size of step 3) run here on the first `n` rows, in groups of
 //!    consecutive stages: the rows `j + t * s0` (`t = 0 .. 2^g`) of a group whose smallest span
 //!    is `s0` only combine with each other for its `g` stages, so one task takes such sets of
 //!    rows (for `J` consecutive `j`, so it reads runs of `J` rows) through all `g` stages while
@@ -22,9 +23,10 @@
 //!    zeros at the other `B - 1` positions of its group (the first `log2 B` forward stages only
 //!    copy it over those zeros), written to the `B` rows `[qB, qB + B)`. The block's `L * B`
 //!    target rows then run the forward stages of span `< L * B` while they are in cache. The
-//!    targets of block `b`, `[bLB, (b+1)LB)`, lie below the sources of every later block except
-//!    the last block's own, so blocks run in parallel waves: a wave takes every block whose
-//!    targets are rows already read, and the last block reads its rows into a scratch first.
+//!    targets of block `b`, `[bLB, (b+1)LB)`, lie above the sources of every earlier block
+//!    except block 0's own, so blocks run in parallel waves from the top down: a wave takes
+//!    every block whose targets are rows already read, and block 0 reads its rows into a
+//!    scratch first.
 //! 4. **Forward NTT, wide stages.** The forward transform of size `N` is decimation in time
 //!    (Cooley-Tukey), bit-reversed in, natural order out; its stages of span `>= L * B` run in
 //!    groups as in step 2.
@@ -39,7 +41,7 @@ use backend_api::field::{LdeTwiddles, P, bit_reverse, canonical, mul};
 use backend_api::{LdeParams, Result, validate};
 use rayon::prelude::*;
 
-use crate::memory::{Allocator, CpuBuffer};
+use crate::memory::Allocator;
 
 #[cfg(target_arch = "x86_64")]
 mod avx512;
@@ -275,38 +277,43 @@ fn groups(s0: usize, stages: u32, m: usize, local: usize) -> Vec<Group> {
     out
 }
 
-/// [`crate::CpuBackend::coset_lde`] over a host slice.
+/// [`crate::CpuBackend::coset_lde_in_place`] over a host slice: `data` holds `N * m` elements,
+/// the trace in its first `n` rows.
 ///
 /// # Errors
-/// [`backend_api::Error::LengthMismatch`] when `trace` does not hold `params.trace`, out of
-/// memory for the output or the twiddle tables.
-pub(crate) fn coset_lde(alloc: &Allocator, trace: &[u64], params: &LdeParams) -> Result<CpuBuffer> {
-    coset_lde_with(Isa::detect(), LOCAL_BYTES, alloc, trace, params)
+/// [`backend_api::Error::LengthMismatch`] when `data` does not hold `params.lde_shape()`, out
+/// of memory for the twiddle tables.
+pub(crate) fn coset_lde_in_place(alloc: &Allocator, data: &mut [u64], params: &LdeParams) -> Result<()> {
+    coset_lde_in_place_with(Isa::detect(), LOCAL_BYTES, alloc, data, params)
 }
 
-/// [`coset_lde`] with the given kernels and cache budget (bytes; [`LOCAL_BYTES`] outside tests,
-/// which use small ones to reach many groups and blocks on small shapes).
-fn coset_lde_with(isa: Isa, local: usize, alloc: &Allocator, trace: &[u64], params: &LdeParams) -> Result<CpuBuffer> {
-    validate::coset_lde(params, trace.len())?;
+/// [`coset_lde_in_place`] with the given kernels and cache budget (bytes; [`LOCAL_BYTES`] outside
+/// tests, which use small ones to reach many groups and blocks on small shapes).
+fn coset_lde_in_place_with(
+    isa: Isa,
+    local: usize,
+    alloc: &Allocator,
+    data: &mut [u64],
+    params: &LdeParams,
+) -> Result<()> {
+    validate::coset_lde_in_place(params, data.len())?;
     let shape = params.trace();
     let (n, m, blowup) = (shape.rows(), shape.cols(), params.blowup());
     let big_n = n * blowup;
     let (log_n, log_b) = (params.log_trace_rows(), params.log_blowup());
 
-    // The output first: it is the largest allocation and the fallible one to try first.
-    let fill = rayon::iter::repeat_n(0, (big_n - n) * m).chain(trace.par_iter().map(|&x| canonical(x)));
-    let mut out = alloc.buffer_from(fill)?;
     // The tables are host memory the model counts, so they are accounted while they live.
     let _tables = alloc.reserve_host(LdeTwiddles::bytes_for(log_n, log_b))?;
+    let l = block_rows(n, m, blowup, local);
     let tw = LdeTwiddles::shared(log_n, log_b, params.shift());
     let inv = Transform { isa, kind: Butterfly::Dif, table: &tw.inv_twiddles, size: n };
     let fwd = Transform { isa, kind: Butterfly::Dit, table: &tw.twiddles, size: big_n };
-    let data = out.as_mut_slice();
-    let l = block_rows(n, m, blowup, local);
     let wide = (n / l).ilog2();
 
+    // 1. The trace's values are read mod p.
+    data[..n * m].par_chunks_mut(1 << 14).for_each(|c| c.iter_mut().for_each(|x| *x = canonical(*x)));
     // 2. The inverse's spans n/2 .. L, in groups from the widest.
-    let head = &mut data[(big_n - n) * m..];
+    let head = &mut data[..n * m];
     for group in groups(l, wide, m, local).into_iter().rev() {
         inv.group_stages(head, m, group);
     }
@@ -337,7 +344,7 @@ fn coset_lde_with(isa: Isa, local: usize, alloc: &Allocator, trace: &[u64], para
     for group in groups(l * blowup, wide, m, local) {
         fwd.group_stages(data, m, group);
     }
-    Ok(out)
+    Ok(())
 }
 
 /// `L`: the largest power of two `<= n` whose `L` source and `L * B` target rows take at most
@@ -347,9 +354,15 @@ fn block_rows(n: usize, m: usize, blowup: usize, local: usize) -> usize {
     1 << rows.ilog2()
 }
 
-/// Runs `work(src, dst, b)` for every block `b` of `L` rows of the inverse (the last `n` rows
+/// Runs `work(src, dst, b)` for every block `b` of `L` rows of the inverse (the first `n` rows
 /// of `data`), with `dst` its `L * B` target rows `[bLB, (b+1)LB)` (module doc, step 3), or
 /// `None` with `B = 1`, where the targets are the block itself.
+///
+/// With `B >= 2` the blocks run from the top down, in parallel waves. While blocks `[0, c)` are
+/// unread, block `b`'s targets start at row `bLB >= cL` exactly when `b >= ceil(c / B)`, so the
+/// wave `[ceil(c / B), c)` writes only rows above every unread source; then `c = ceil(c / B)`.
+/// The waves shrink `c` until only block 0 is left, whose targets `[0, LB)` cover its own rows:
+/// it reads them into a scratch first.
 fn spread_blocks<F>(data: &mut [u64], n: usize, m: usize, blowup: usize, l: usize, work: F)
 where
     F: Fn(&mut [u64], Option<&mut [u64]>, usize) + Sync,
@@ -359,28 +372,20 @@ where
         data.par_chunks_mut(l * m).enumerate().for_each(|(b, src)| work(src, None, b));
         return;
     }
-    let base = (n * blowup - n) / l; // the first source row, in blocks of L
-    let mut c = 0;
-    while c < blocks {
-        // Every block whose targets end at or below the first source row still unread.
-        let end = ((base + c) / blowup).min(blocks);
-        if end > c {
-            let (lo, hi) = data.split_at_mut((base + c) * l * m);
-            let dst = &mut lo[c * l * blowup * m..end * l * blowup * m];
-            let src = &mut hi[..(end - c) * l * m];
-            dst.par_chunks_mut(l * blowup * m)
-                .zip(src.par_chunks_mut(l * m))
-                .enumerate()
-                .for_each(|(k, (d, s))| work(s, Some(d), c + k));
-            c = end;
-        } else {
-            // Only the last block: its targets cover its own rows, so it reads them first.
-            debug_assert_eq!(c, blocks - 1);
-            let mut src = data[(base + c) * l * m..(base + c + 1) * l * m].to_vec();
-            work(&mut src[..], Some(&mut data[c * l * blowup * m..(c + 1) * l * blowup * m]), c);
-            c += 1;
-        }
+    let mut c = blocks;
+    while c > 1 {
+        let start = c.div_ceil(blowup);
+        let (lo, hi) = data.split_at_mut(c * l * m);
+        let src = &mut lo[start * l * m..];
+        let dst = &mut hi[(start * l * blowup - c * l) * m..(c * l * blowup - c * l) * m];
+        dst.par_chunks_mut(l * blowup * m)
+            .zip(src.par_chunks_mut(l * m))
+            .enumerate()
+            .for_each(|(k, (d, s))| work(s, Some(d), start + k));
+        c = start;
     }
+    let mut src = data[..l * m].to_vec();
+    work(&mut src[..], Some(&mut data[..l * blowup * m]), 0);
 }
 
 #[cfg(test)]
@@ -464,9 +469,15 @@ mod tests {
     /// several blocks, waves) and the production one.
     const BUDGETS: [usize; 4] = [64, 512, 4096, LOCAL_BYTES];
 
+    /// The in-place LDE of `trace`, from a buffer whose rows `[n, N)` hold random values
+    /// (including values `>= p`): the contract says they are never read.
     fn lde(isa: Isa, local: usize, trace: &[u64], n: usize, m: usize, blowup: usize, shift: u64) -> Vec<u64> {
         let params = LdeParams::new(MatrixShape::new(n, m).unwrap(), blowup, shift).unwrap();
-        coset_lde_with(isa, local, &allocator(), trace, &params).unwrap().as_slice().to_vec()
+        let mut rng = ChaCha8Rng::seed_from_u64((n * 31 + m) as u64);
+        let mut data: Vec<u64> = trace.to_vec();
+        data.extend((n * m..n * blowup * m).map(|i| if i % 3 == 0 { P + i as u64 % 1000 } else { rng.random() }));
+        coset_lde_in_place_with(isa, local, &allocator(), &mut data, &params).unwrap();
+        data
     }
 
     #[test]
@@ -635,9 +646,10 @@ mod tests {
         for (n, m) in [(1, 1), (8, 3), (1024, 7)] {
             let trace: Vec<u64> = (0..n * m).map(|_| rng.random()).collect();
             let params = LdeParams::new(MatrixShape::new(n, m).unwrap(), 1, 1).unwrap();
-            let got = coset_lde(&allocator(), &trace, &params).unwrap();
-            let expect: Vec<u64> = trace.iter().map(|&x| canonical(x)).collect();
-            assert_eq!(got.as_slice(), expect.as_slice());
+            let mut got = trace.clone();
+            coset_lde_in_place(&allocator(), &mut got, &params).unwrap();
+            let expect: Vec<u64> = trace.iter().map(|&x| x % P).collect();
+            assert_eq!(got, expect);
         }
     }
 
@@ -645,18 +657,20 @@ mod tests {
     fn bad_calls_are_errors_and_release_everything() {
         let a = allocator();
         let params = LdeParams::new(MatrixShape::new(4, 2).unwrap(), 2, 7).unwrap();
-        let err = coset_lde(&a, &[0; 7], &params).unwrap_err();
-        assert!(matches!(err, backend_api::Error::LengthMismatch { expected: 8, actual: 7, .. }), "{err}");
-        // Fail each of the two allocations (output, tables) in turn.
-        for k in 0..2 {
-            let base = a.tracker.counters().allocations;
-            a.tracker.fail_at(base + k);
-            let err = coset_lde(&a, &[1; 8], &params).unwrap_err();
-            assert!(err.is_out_of_memory(), "{err}");
-            assert_eq!(a.tracker.counters().live, 0);
+        for len in [8, 15, 17] {
+            let err = coset_lde_in_place(&a, &mut vec![0; len], &params).unwrap_err();
+            assert!(
+                matches!(err, backend_api::Error::LengthMismatch { expected: 16, actual, .. } if actual == len),
+                "{err}"
+            );
         }
-        let out = coset_lde(&a, &[1; 8], &params).unwrap();
-        assert_eq!(a.tracker.counters().live, 16 * 8, "only the output stays live");
-        drop(out);
+        // Fail the tables' reservation: an error, nothing stays accounted.
+        let base = a.tracker.counters().allocations;
+        a.tracker.fail_at(base);
+        let err = coset_lde_in_place(&a, &mut [1; 16], &params).unwrap_err();
+        assert!(err.is_out_of_memory(), "{err}");
+        assert_eq!(a.tracker.counters().live, 0);
+        coset_lde_in_place(&a, &mut [1; 16], &params).unwrap();
+        assert_eq!(a.tracker.counters().live, 0, "the tables are released on return");
     }
 }

@@ -98,6 +98,12 @@ impl Backend for CpuBackend {
         self.alloc.buffer_from(host.par_iter().copied())
     }
 
+    fn write(&self, buf: &mut CpuBuffer, offset: usize, host: &[u64]) -> Result<()> {
+        validate::write(buf.len(), offset, host.len())?;
+        par_copy(&mut buf.as_mut_slice()[offset..offset + host.len()], host);
+        Ok(())
+    }
+
     fn download(&self, buf: &CpuBuffer, offset: usize, out: &mut [u64]) -> Result<()> {
         validate::download(buf.len(), offset, out.len())?;
         par_copy(out, &buf.as_slice()[offset..offset + out.len()]);
@@ -140,8 +146,8 @@ impl Backend for CpuBackend {
         merkle::merkle_tree_in_place(nodes.as_mut_slice(), tree, hash)
     }
 
-    fn coset_lde(&self, trace: &CpuBuffer, params: &LdeParams) -> Result<CpuBuffer> {
-        lde::coset_lde(&self.alloc, trace.as_slice(), params)
+    fn coset_lde_in_place(&self, buf: &mut CpuBuffer, params: &LdeParams) -> Result<()> {
+        lde::coset_lde_in_place(&self.alloc, buf.as_mut_slice(), params)
     }
 }
 

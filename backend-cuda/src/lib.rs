@@ -395,6 +395,12 @@ impl Backend for CudaBackend {
         memory::upload(&self.device, host)
     }
 
+    fn write(&self, buf: &mut CudaBuffer, offset: usize, host: &[u64]) -> Result<()> {
+        self.check_owned(buf)?;
+        backend_api::validate::write(buf.len(), offset, host.len())?;
+        memory::write(buf, offset, host)
+    }
+
     fn download(&self, buf: &CudaBuffer, offset: usize, out: &mut [u64]) -> Result<()> {
         self.check_owned(buf)?;
         memory::download(buf, offset, out)
@@ -443,9 +449,17 @@ impl Backend for CudaBackend {
         merkle::merkle_tree_in_place(&self.device, nodes, tree, hash)
     }
 
-    fn coset_lde(&self, trace: &CudaBuffer, params: &LdeParams) -> Result<CudaBuffer> {
-        self.check_owned(trace)?;
-        lde::coset_lde(&self.device, &self.options, trace, params)
+    fn coset_lde_in_place(&self, buf: &mut CudaBuffer, params: &LdeParams) -> Result<()> {
+        self.check_owned(buf)?;
+        backend_api::validate::coset_lde_in_place(params, buf.len())?;
+        // The kernels still extend out of place: the trace rows go to a buffer of their own and
+        // the LDE comes back into `buf`.
+        let n_elems = params.trace().len();
+        let mut trace = CudaBuffer::alloc(&self.device, n_elems)?;
+        copy::batched_copy(&self.device, buf, &mut trace, &[CopyRange::new(0, 0, n_elems)])?;
+        let out = lde::coset_lde(&self.device, &self.options, &trace, params)?;
+        drop(trace);
+        copy::batched_copy(&self.device, &out, buf, &[CopyRange::new(0, 0, out.len())])
     }
 }
 

@@ -38,6 +38,7 @@ mod transpose;
 
 use std::sync::Arc;
 
+use backend_api::DeviceBuffer as _;
 use backend_api::{
     AllocTracker, Backend, CopyRange, DeviceInfo, HashKind, LdeParams, LeafSpec, MatrixShape, Result, TreeShape,
 };
@@ -224,6 +225,12 @@ impl Backend for WgpuBackend {
         memory::upload(&self.gpu, host)
     }
 
+    fn write(&self, buf: &mut WgpuBuffer, offset: usize, host: &[u64]) -> Result<()> {
+        self.gpu.check("write")?;
+        backend_api::validate::write(buf.len(), offset, host.len())?;
+        memory::write(&self.gpu, buf, offset, host)
+    }
+
     fn download(&self, buf: &WgpuBuffer, offset: usize, out: &mut [u64]) -> Result<()> {
         self.gpu.check("download")?;
         memory::download(&self.gpu, buf, offset, out)
@@ -269,8 +276,16 @@ impl Backend for WgpuBackend {
         merkle::merkle_tree_in_place(&self.gpu, nodes, tree, hash)
     }
 
-    fn coset_lde(&self, trace: &WgpuBuffer, params: &LdeParams) -> Result<WgpuBuffer> {
-        self.gpu.check("coset_lde")?;
-        lde::coset_lde(&self.gpu, trace, params)
+    fn coset_lde_in_place(&self, buf: &mut WgpuBuffer, params: &LdeParams) -> Result<()> {
+        self.gpu.check("coset_lde_in_place")?;
+        backend_api::validate::coset_lde_in_place(params, buf.len())?;
+        // The kernels still extend out of place: the trace rows go to a buffer of their own and
+        // the LDE comes back into `buf`.
+        let n_elems = params.trace().len();
+        let mut trace = memory::alloc(&self.gpu, n_elems)?;
+        copy::batched_copy(&self.gpu, buf, &mut trace, &[CopyRange::new(0, 0, n_elems)])?;
+        let out = lde::coset_lde(&self.gpu, &trace, params)?;
+        drop(trace);
+        copy::batched_copy(&self.gpu, &out, buf, &[CopyRange::new(0, 0, out.len())])
     }
 }

@@ -125,7 +125,8 @@ pub fn coset_lde_identity<B: Backend>(backend: &B) -> Outcome {
 
 /// Invalid parameters are rejected by [`LdeParams::new`] (row count or blowup not a power of two,
 /// `N > 2^32`, shift 0 or `p`), and the backend rejects a trace buffer that does not hold
-/// `params.trace` with [`Error::LengthMismatch`], allocating nothing.
+/// `params.trace` (and, in place, a buffer that does not hold `params.lde_shape()`) with
+/// [`Error::LengthMismatch`], allocating nothing.
 ///
 /// # Errors
 /// Parameters accepted, a call that succeeds, or the wrong error.
@@ -154,6 +155,17 @@ pub fn coset_lde_errors<B: Backend>(backend: &B) -> Outcome {
         let what = format!("coset_lde of a {len}-element buffer as {n} x {m}");
         let before = backend.memory().live;
         expect_error(backend.coset_lde(&trace, &params), &what, |e| matches!(e, Error::LengthMismatch { .. }))?;
+        ensure_live(backend, before, &what)?;
+    }
+    // In place the buffer holds the whole LDE: 8 x 3 at blowup 4 is 96 elements.
+    for (len, n, m) in [(24, 8, 3), (95, 8, 3), (97, 8, 3), (192, 8, 3), (63, 16, 1)] {
+        let mut buf = backend.upload(&g.matrix(len)).ctx("upload")?;
+        let params = LdeParams::new(shape(n, m)?, 4, 7).ctx("params")?;
+        let what = format!("coset_lde_in_place in a {len}-element buffer as {n} x {m}, blowup 4");
+        let before = backend.memory().live;
+        expect_error(backend.coset_lde_in_place(&mut buf, &params), &what, |e| {
+            matches!(e, Error::LengthMismatch { .. })
+        })?;
         ensure_live(backend, before, &what)?;
     }
     ensure_live(backend, baseline, "coset_lde_errors")

@@ -10,8 +10,8 @@ use backend_api::{
 use crate::{Context as _, Failure, Gen, Outcome, ensure, ensure_live, ensure_words_eq, expect_error, reference};
 
 /// Uploads round-trip bit for bit (non-canonical values included: transfers never canonicalise);
-/// partial downloads at offsets return the right slice; a download past the end is
-/// [`Error::OutOfBounds`].
+/// partial downloads at offsets return the right slice; `write` at an offset replaces exactly its
+/// range; a download or write past the end is [`Error::OutOfBounds`] and changes nothing.
 ///
 /// # Errors
 /// A value that changed, or a download accepted past the end.
@@ -32,6 +32,23 @@ pub fn memory_upload_download<B: Backend>(backend: &B) -> Outcome {
             let what = format!("download of {} at {offset} from {len} elements", out.len());
             expect_error(backend.download(&buf, offset, &mut out), &what, |e| matches!(e, Error::OutOfBounds { .. }))?;
         }
+        // `write` replaces exactly its range and keeps every other element.
+        let mut buf = buf;
+        let mut expect = host.clone();
+        for (offset, count) in [(0, len.min(3)), (len - 1, 1), (len / 3, len / 3), (len, 0)] {
+            let patch = g.matrix(count);
+            backend.write(&mut buf, offset, &patch).ctx(format_args!("write {count} at {offset} of {len}"))?;
+            expect[offset..offset + count].copy_from_slice(&patch);
+            let got = backend.download_vec(&buf).ctx("download after write")?;
+            ensure_words_eq(format!("{len} elements after a write of {count} at {offset}"), &expect, &got)?;
+        }
+        for (offset, count) in [(0, len + 1), (len, 1), (1, len), (usize::MAX, 2)] {
+            let patch = vec![7u64; count.min(len + 1)];
+            let what = format!("write of {} at {offset} into {len} elements", patch.len());
+            expect_error(backend.write(&mut buf, offset, &patch), &what, |e| matches!(e, Error::OutOfBounds { .. }))?;
+        }
+        let got = backend.download_vec(&buf).ctx("download after refused writes")?;
+        ensure_words_eq(format!("{len} elements after refused writes"), &expect, &got)?;
     }
     Ok(())
 }

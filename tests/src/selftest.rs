@@ -50,7 +50,7 @@ pub enum Bug {
     LdeNonCanonical,
     /// Downloads ignore the offset.
     DownloadIgnoresOffset,
-    /// The LDE leaks its output buffer when a later allocation (its tables) fails.
+    /// The LDE leaks its trace copy when a later allocation (its tables) fails.
     LeakOnError,
     /// Allocations bypass the tracker.
     Untracked,
@@ -144,6 +144,12 @@ impl Backend for HostBackend {
         let mut b = self.alloc(host.len())?;
         b.data.copy_from_slice(host);
         Ok(b)
+    }
+
+    fn write(&self, buf: &mut HostBuffer, offset: usize, host: &[u64]) -> Result<()> {
+        self.check(|| validate::write(buf.data.len(), offset, host.len()))?;
+        buf.data[offset..offset + host.len()].copy_from_slice(host);
+        Ok(())
     }
 
     fn download(&self, buf: &HostBuffer, offset: usize, out: &mut [u64]) -> Result<()> {
@@ -272,33 +278,34 @@ impl Backend for HostBackend {
         Ok(())
     }
 
-    fn coset_lde(&self, trace: &HostBuffer, params: &LdeParams) -> Result<HostBuffer> {
-        self.check(|| validate::coset_lde(params, trace.data.len()))?;
+    fn coset_lde_in_place(&self, buf: &mut HostBuffer, params: &LdeParams) -> Result<()> {
+        self.check(|| validate::coset_lde_in_place(params, buf.data.len()))?;
         let (n, m) = (params.trace().rows(), params.trace().cols());
         let big_n = n * params.blowup();
-        let mut out = self.alloc(big_n * m)?;
         if self.bug == Bug::IdentityShortcut && params.blowup() == 1 && field::canonical(params.shift()) == 1 {
-            out.data.copy_from_slice(&trace.data);
-            return Ok(out);
+            return Ok(());
         }
-        // The twiddle tables a real backend would upload: allocated (and tracked) after the output.
+        // A copy of the trace and the twiddle tables a real backend might hold, allocated (and
+        // tracked) in that order.
+        let copy = self.alloc(n * m)?;
         let tables = match self.alloc(n + big_n) {
             Ok(t) => t,
             Err(e) => {
                 if self.bug == Bug::LeakOnError {
-                    std::mem::forget(out);
+                    std::mem::forget(copy);
                 }
                 return Err(e);
             }
         };
-        drop(tables);
+        drop((copy, tables));
         let shift = if self.bug == Bug::ShiftTruncated { params.shift() & 0xFFFF_FFFF } else { params.shift() };
         let w_inv = field::inverse(field::root_of_unity(params.log_trace_rows()));
         let w_big = field::root_of_unity(params.log_trace_rows() + params.log_blowup());
         let n_inv = field::inverse(n as u64);
         let xs = field::powers(w_big, big_n);
+        // Column by column: column c's trace is read before any of its rows is written.
         for c in 0..m {
-            let col: Vec<u64> = (0..n).map(|j| trace.data[j * m + c]).collect();
+            let col: Vec<u64> = (0..n).map(|j| buf.data[j * m + c]).collect();
             let coeffs: Vec<u64> = (0..n)
                 .map(|k| {
                     let wk = field::pow(w_inv, k as u64);
@@ -313,11 +320,11 @@ impl Backend for HostBackend {
             for (i, &wi) in xs.iter().enumerate() {
                 let x = field::mul(shift, wi);
                 let v = coeffs.iter().rev().fold(0, |acc, &a| field::add(field::mul(acc, x), a));
-                out.data[i * m + c] =
+                buf.data[i * m + c] =
                     if self.bug == Bug::LdeNonCanonical && c > 0 && v < 0xFFFF_FFFF { v + field::P } else { v };
             }
         }
-        Ok(out)
+        Ok(())
     }
 }
 

@@ -9,29 +9,27 @@
 use backend_api::field::{LdeTwiddles, add, bit_reverse, canonical, mul, sub};
 use backend_api::{LdeParams, Result, validate};
 
-use crate::memory::zeroed;
-use crate::{ToyBackend, ToyBuffer};
+use crate::ToyBackend;
 
-/// [`crate::ToyBackend::coset_lde`] over a host slice.
+/// [`crate::ToyBackend::coset_lde_in_place`] over a host slice: `data` holds the `N x m` LDE
+/// buffer, the trace in its first `n` rows.
 ///
 /// # Errors
-/// [`backend_api::Error::LengthMismatch`] when `trace` is not `params.trace().len()` long; the
-/// allocations' errors.
-pub(crate) fn coset_lde(backend: &ToyBackend, trace: &[u64], params: &LdeParams) -> Result<ToyBuffer> {
-    validate::coset_lde(params, trace.len())?;
+/// [`backend_api::Error::LengthMismatch`] when `data` is not `params.lde_shape().len()` long; the
+/// tables' reservation.
+pub(crate) fn coset_lde_in_place(backend: &ToyBackend, data: &mut [u64], params: &LdeParams) -> Result<()> {
+    validate::coset_lde_in_place(params, data.len())?;
     let shape = params.trace();
     let (n, m) = (shape.rows(), shape.cols());
     let (log_n, log_b) = (params.log_trace_rows(), params.log_blowup());
-    let big_n = n << log_b;
 
-    let mut out = zeroed(backend, big_n * m)?;
     // The tables are host memory the memory model counts, so they are reserved while they live.
     let _tables = backend.tracker.reserve_owned(LdeTwiddles::bytes_for(log_n, log_b))?;
     let tw = LdeTwiddles::new(log_n, log_b, params.shift());
-    let data = out.as_mut_slice();
-    for (o, &x) in data.iter_mut().zip(trace) {
-        *o = canonical(x);
-    }
+    // The trace is read mod p; rows n.. may hold anything and become the zero padding.
+    let (trace, padding) = data.split_at_mut(n * m);
+    trace.iter_mut().for_each(|x| *x = canonical(*x));
+    padding.fill(0);
     // Coefficients, scaled by s^j / n.
     ntt(&mut data[..n * m], m, log_n, &tw.inv_twiddles);
     for (row, &c) in data.chunks_exact_mut(m).zip(&tw.coset) {
@@ -41,7 +39,7 @@ pub(crate) fn coset_lde(backend: &ToyBackend, trace: &[u64], params: &LdeParams)
     }
     // Evaluations on the coset, rows n.. being the zero padding.
     ntt(data, m, log_n + log_b, &tw.twiddles);
-    Ok(out)
+    Ok(())
 }
 
 /// In-place NTT of size `2^log_size` over the rows of a row-major matrix of `m` columns, natural

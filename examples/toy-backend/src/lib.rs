@@ -79,6 +79,12 @@ impl Backend for ToyBackend {
         Ok(buf)
     }
 
+    fn write(&self, buf: &mut ToyBuffer, offset: usize, host: &[u64]) -> Result<()> {
+        backend_api::validate::write(buf.len(), offset, host.len())?;
+        buf.as_mut_slice()[offset..offset + host.len()].copy_from_slice(host);
+        Ok(())
+    }
+
     fn download(&self, buf: &ToyBuffer, offset: usize, out: &mut [u64]) -> Result<()> {
         backend_api::validate::download(buf.len(), offset, out.len())?;
         out.copy_from_slice(&buf.as_slice()[offset..offset + out.len()]);
@@ -123,7 +129,7 @@ impl Backend for ToyBackend {
         merkle::merkle_tree_in_place(nodes.as_mut_slice(), tree, hash)
     }
 
-    fn coset_lde(&self, trace: &ToyBuffer, params: &LdeParams) -> Result<ToyBuffer> {
-        lde::coset_lde(self, trace.as_slice(), params)
+    fn coset_lde_in_place(&self, buf: &mut ToyBuffer, params: &LdeParams) -> Result<()> {
+        lde::coset_lde_in_place(self, buf.as_mut_slice(), params)
     }
 }

@@ -88,11 +88,14 @@ impl Backend for Faulty {
     fn merkle_tree_in_place(&self, nodes: &mut HostBuffer, tree: TreeShape, hash: HashKind) -> Result<()> {
         self.inner.merkle_tree_in_place(nodes, tree, hash)
     }
-    fn coset_lde(&self, trace: &HostBuffer, params: &LdeParams) -> Result<HostBuffer> {
+    fn write(&self, buf: &mut HostBuffer, offset: usize, host: &[u64]) -> Result<()> {
+        self.inner.write(buf, offset, host)
+    }
+    fn coset_lde_in_place(&self, buf: &mut HostBuffer, params: &LdeParams) -> Result<()> {
         let call = self.ldes.fetch_add(1, Ordering::SeqCst) + 1;
         let corrupt = match self.fault {
             Fault::None => false,
-            Fault::WhenOthersResident => self.tracker().counters().live > trace.len() * 8,
+            Fault::WhenOthersResident => self.tracker().counters().live > buf.len() * 8,
             Fault::Every50th => call.is_multiple_of(50),
             Fault::OneRayonThread => rayon::current_thread_index().is_some() && rayon::current_num_threads() == 1,
             Fault::HangOnThird if call == 3 => loop {
@@ -102,11 +105,11 @@ impl Backend for Faulty {
             Fault::PanicOnThird if call == 3 => panic!("deliberate panic in the third LDE"),
             Fault::PanicOnThird => false,
         };
-        let mut out = self.inner.coset_lde(trace, params)?;
+        self.inner.coset_lde_in_place(buf, params)?;
         if corrupt {
-            self.inner.batched_copy_within(&mut out, &[CopyRange::new(0, 1, 1)])?;
+            self.inner.batched_copy_within(buf, &[CopyRange::new(0, 1, 1)])?;
         }
-        Ok(out)
+        Ok(())
     }
 }
 
