@@ -1,9 +1,41 @@
-//! The coset LDE (lde.cu): an inverse NTT of size `n` by decimation in frequency on rows `B*p` of
-//! the output, coset scaling with the `1/n` folded in plus the zero-extension, then a forward NTT of
-//! size `N` by decimation in time, in place. Each launch is a pass of up to `k` radix-2 stages over
+//! The coset LDE (lde.cu), in place: the `N x m` buffer (`N = n * B`) holds the trace in its first
+//! `n` rows on entry and the LDE on return. An inverse NTT of size `n` by decimation in frequency
+//! on rows `[0, n)`, coset scaling with the `1/n` folded in and the zero-extension (row `p` of the
+//! inverse's bit-reversed output goes to rows `[pB, pB + B)`), then a forward NTT of size `N` by
+//! decimation in time, in place. Each NTT launch is a pass of up to `k` radix-2 stages over
 //! shared-memory tiles of `2^k` rows x 8 columns (see lde.cu); the twiddles, coset powers and
 //! inverse twiddles are backend-api's shared [`LdeTwiddles`] (built once per shape per process),
-//! uploaded once per call into one tracked buffer.
+//! uploaded once per call into one tracked buffer. [`plan`] lists every launch; the unit tests
+//! simulate that list row by row.
+//!
+//! # The spread, in place, without races
+//!
+//! A pass's tiles run in any order, and a tile loads all its rows before it stores any, so a
+//! launch is race-free when no row one tile stores is a row another tile loads or stores; launches
+//! run one after another on the stream. Let `t = ceil(n / B)` (`n / B`, or 1 when `n < B`), and
+//! `R` the rows written per position: `B` with the replicas (needed unless every pass runs the
+//! register kernel, whose first forward pass reads row `pB` for all `B`), else 1.
+//!
+//! 1. **The last inverse pass** stores position `p >= t` to rows `[pB, pB + R)`. Since
+//!    `pB >= tB >= n`, these rows lie outside `[0, n)`, the only rows the pass loads, and two
+//!    positions never share a target. Position `p < t` is stored in place, to row `p`, by the tile
+//!    that loaded row `p`. So the pass moves `(B - 1) / B` of the data to its place for free.
+//!    Afterwards rows `[0, t)` hold their values in place, rows `[tB, N)` are final, and the rows
+//!    between are dead (loaded, or never written when `n < B`).
+//! 2. **Waves** `a = t/2, t/4, ..., 1` (only when `B >= 2`; with `B = 1` every row is in place
+//!    already): one `lde_spread` launch copies rows `[a, 2a)` to rows `[aB, 2aB)` (row `p` to
+//!    `[pB, pB + R)`). Before wave `a` the live rows not yet final are exactly `[0, 2a)` (by
+//!    induction: initially `[0, t)`, and wave `a` consumes `[a, 2a)`), and the final rows are
+//!    `[2aB, N)`. The wave's targets `[aB, 2aB)` start at `aB >= 2a`, so they hit no live row
+//!    (neither this wave's sources nor the rows `[0, a)` that later waves read) and no final row;
+//!    within the wave, distinct sources have disjoint targets. After the last wave (`a = 1`)
+//!    rows `[B, N)` are final and row 0 holds its value in place.
+//! 3. **Row 0's replicas** (rows `[1, B)`, only with `R = B`) are written last from row 0: those
+//!    rows are dead (every source above row 0 has been read).
+//!
+//! The waves move `t - 1` rows, `1/B` of the data, in about `log2(n / B)` short launches.
+//! `Route::OutOfPlace` (kept for the benchmark's comparison) instead reads a separate trace and
+//! writes every inverse pass to rows `B*p`, with no spread.
 
 use backend_api::DeviceBuffer as _;
 use backend_api::field::LdeTwiddles;
@@ -22,7 +54,7 @@ const BLOCK: u32 = 512;
 
 /// The parameter of the NTT kernels; layout identical to `NttPass` in lde.cu.
 #[repr(C)]
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 struct NttPass {
     src: u64,
     dst: u64,
@@ -40,13 +72,38 @@ struct NttPass {
     replicate_out: u64,
     replicated_in: u64,
     canon_out: u64,
+    spread_from: u64,
 }
 
 // SAFETY: `#[repr(C)]` u64 fields, the layout of lde.cu's `NttPass` (src, dst, tw, coset,
 // src_stride, dst_stride, cols, log_size, log_h_small, k, canon_in, finish_inverse, log_blowup,
-// replicate_out, replicated_in, canon_out); no padding.
+// replicate_out, replicated_in, canon_out, spread_from); no padding.
 unsafe impl KernelParam for NttPass {}
-const _: () = assert!(std::mem::size_of::<NttPass>() == 16 * 8, "NttPass is sixteen u64, unpadded");
+const _: () = assert!(std::mem::size_of::<NttPass>() == 17 * 8, "NttPass is seventeen u64, unpadded");
+
+/// The spread kernel's name.
+pub(crate) const SPREAD_KERNEL: &str = "lde_spread";
+/// Threads per block of `lde_spread` (`__launch_bounds__(256)`).
+const SPREAD_BLOCK: u32 = 256;
+
+/// The parameter of `lde_spread`; layout identical to `SpreadArgs` in lde.cu.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct SpreadArgs {
+    buf: u64,
+    cols: u64,
+    src_row: u64,
+    rows: u64,
+    log_blowup: u64,
+    first_rep: u64,
+    reps: u64,
+    vec2: u64,
+}
+
+// SAFETY: `#[repr(C)]` u64 fields, the layout of lde.cu's `SpreadArgs` (buf, cols, src_row, rows,
+// log_blowup, first_rep, reps, vec2); no padding.
+unsafe impl KernelParam for SpreadArgs {}
+const _: () = assert!(std::mem::size_of::<SpreadArgs>() == 8 * 8, "SpreadArgs is eight u64, unpadded");
 
 /// Stages per pass from which the register kernel (radix-32 groups) runs a pass.
 const REG_MIN_STAGES: u32 = 5;
@@ -93,36 +150,211 @@ pub(crate) fn pass_kernel(dit: bool, reg: bool, (radix, reg_cols, lazy): (u32, u
     }
 }
 
-/// [`backend_api::Backend::coset_lde`].
-pub(crate) fn coset_lde(
+/// Which buffer an NTT pass reads or writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Buf {
+    /// The separate trace of the out-of-place route.
+    Trace,
+    /// The `N x m` LDE buffer.
+    Lde,
+}
+
+/// Where the LDE starts from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Route {
+    /// The trace in rows `[0, n)` of the LDE buffer (module doc).
+    InPlace,
+    /// A separate `n x m` trace buffer: the first inverse pass reads it and every inverse pass
+    /// writes rows `B*p` of the LDE buffer, so no spread is needed (kept to compare with).
+    OutOfPlace,
+}
+
+/// One launch of the LDE: its kernel parameters with the device addresses left at 0
+/// ([`run`] fills them in).
+#[derive(Clone, Copy, Debug)]
+enum Step {
+    /// An NTT pass: inverse (`dit` false) or forward; reads `src`, writes `dst`.
+    Ntt { dit: bool, src: Buf, dst: Buf, pass: NttPass },
+    /// A wave of the spread (always within the LDE buffer).
+    Spread(SpreadArgs),
+}
+
+/// The launches of one LDE, in stream order.
+#[derive(Debug)]
+struct Plan {
+    steps: Vec<Step>,
+}
+
+/// The launches of an LDE of `2^log_n` rows of `m` columns at blowup `2^log_b`, NTT passes of at
+/// most `max_k` stages: every launch [`run`] makes comes from here, and the unit tests simulate
+/// exactly this list.
+fn plan(log_n: u32, log_b: u32, m: usize, max_k: u32, route: Route) -> Plan {
+    let n = 1usize << log_n;
+    let inverse = split(log_n, max_k);
+    // The forward NTT of size N runs the same stage split (its first log B stages are the
+    // inverse's replication), without the empty pass of a 1-row trace.
+    let forward: Vec<u32> = inverse.iter().copied().filter(|&k| k > 0).collect();
+    // The register kernel may skip the B - 1 replicas of each inverse output row (the first
+    // forward pass, a register pass too, then reads the shared row for all of them); a
+    // shared-memory pass needs them stored. Mixed splits keep the replicas.
+    let all_reg = inverse.iter().chain(&forward).all(|&k| k >= REG_MIN_STAGES);
+    let replicate = !all_reg;
+    let in_place = route == Route::InPlace;
+    // The first position the last inverse pass writes to row B*p (module doc): rows p*B >= n lie
+    // outside every row the pass reads. Out of place every position goes there.
+    let spread_from = if in_place { n.div_ceil(1 << log_b) } else { 0 };
+    let wide = (m << log_b) as u64;
+    let mut steps = Vec::with_capacity(inverse.len() + forward.len() + log_n as usize + 1);
+
+    // Inverse NTT, natural order in, bit-reversed out; the last pass scales and spreads.
+    let mut hi = log_n;
+    for (idx, &k) in inverse.iter().enumerate() {
+        let first = idx == 0;
+        let last = idx + 1 == inverse.len();
+        hi -= k;
+        let (src, src_stride) = match (in_place, first) {
+            (true, _) => (Buf::Lde, m as u64),
+            (false, true) => (Buf::Trace, m as u64),
+            (false, false) => (Buf::Lde, wide),
+        };
+        let pass = NttPass {
+            src: 0,
+            dst: 0,
+            tw: 0,
+            coset: 0,
+            src_stride,
+            dst_stride: if in_place { m as u64 } else { wide },
+            cols: m as u64,
+            log_size: log_n as u64,
+            log_h_small: hi as u64,
+            k: k as u64,
+            canon_in: u64::from(first || k < REG_MIN_STAGES),
+            finish_inverse: u64::from(last),
+            log_blowup: log_b as u64,
+            replicate_out: u64::from(replicate),
+            replicated_in: 0,
+            canon_out: u64::from(last && forward.is_empty()),
+            spread_from: spread_from as u64,
+        };
+        steps.push(Step::Ntt { dit: false, src, dst: Buf::Lde, pass });
+    }
+
+    // The spread of rows [0, spread_from) (module doc): waves a = spread_from/2, ..., 1 move rows
+    // [a, 2a) to rows [aB, 2aB); row 0's replicas last. With B = 1 every row is in place already.
+    if in_place && log_b > 0 {
+        let reps = if replicate { 1u64 << log_b } else { 1 };
+        let wave = |src_row: usize, rows: usize, first_rep: u64| SpreadArgs {
+            buf: 0,
+            cols: m as u64,
+            src_row: src_row as u64,
+            rows: rows as u64,
+            log_blowup: log_b as u64,
+            first_rep,
+            reps,
+            vec2: u64::from(m.is_multiple_of(2)),
+        };
+        let mut a = spread_from / 2;
+        while a >= 1 {
+            steps.push(Step::Spread(wave(a, a, 0)));
+            a /= 2;
+        }
+        if replicate {
+            steps.push(Step::Spread(wave(0, 1, 1)));
+        }
+    }
+
+    // Forward NTT of size N, half-spans B .. N/2, bit-reversed in, natural out, in place.
+    let mut lo = log_b;
+    for (idx, &k) in forward.iter().enumerate() {
+        let pass = NttPass {
+            src: 0,
+            dst: 0,
+            tw: 0,
+            coset: 0,
+            src_stride: m as u64,
+            dst_stride: m as u64,
+            cols: m as u64,
+            log_size: (log_n + log_b) as u64,
+            log_h_small: lo as u64,
+            k: k as u64,
+            canon_in: u64::from(k < REG_MIN_STAGES),
+            finish_inverse: 0,
+            log_blowup: log_b as u64,
+            replicate_out: 0,
+            replicated_in: u64::from(all_reg && idx == 0),
+            canon_out: u64::from(idx + 1 == forward.len()),
+            spread_from: 0,
+        };
+        lo += k;
+        steps.push(Step::Ntt { dit: true, src: Buf::Lde, dst: Buf::Lde, pass });
+    }
+    Plan { steps }
+}
+
+/// [`backend_api::Backend::coset_lde_in_place`]: `buf` holds `params.lde_shape()`, the trace in
+/// its first `n` rows.
+pub(crate) fn coset_lde_in_place(
+    device: &Device,
+    options: &CudaOptions,
+    buf: &mut CudaBuffer,
+    params: &LdeParams,
+) -> Result<()> {
+    validate::coset_lde_in_place(params, buf.len())?;
+    run(device, options, params, Route::InPlace, None, buf, false)
+}
+
+/// The out-of-place LDE of `trace` (`params.trace()` elements) into a new buffer: the route the
+/// in-place one replaced, kept for the benchmark's same-run comparison.
+pub(crate) fn coset_lde_out_of_place(
     device: &Device,
     options: &CudaOptions,
     trace: &CudaBuffer,
     params: &LdeParams,
 ) -> Result<CudaBuffer> {
     validate::coset_lde(params, trace.len())?;
-    let shape = params.trace();
+    let mut out = CudaBuffer::alloc(trace.device(), params.lde_shape().len())?;
+    run(device, options, params, Route::OutOfPlace, Some(trace), &mut out, false)?;
+    Ok(out)
+}
+
+/// Only the spread waves of the in-place LDE on `buf`, for the benchmark.
+pub(crate) fn spread_waves_only(
+    device: &Device,
+    options: &CudaOptions,
+    buf: &mut CudaBuffer,
+    params: &LdeParams,
+) -> Result<()> {
+    validate::coset_lde_in_place(params, buf.len())?;
+    run(device, options, params, Route::InPlace, None, buf, true)
+}
+
+/// Queues the launches of [`plan`] on `lde` (and `trace` out of place); only its spread waves
+/// with `waves_only`.
+fn run(
+    device: &Device,
+    options: &CudaOptions,
+    params: &LdeParams,
+    route: Route,
+    trace: Option<&CudaBuffer>,
+    lde: &mut CudaBuffer,
+    waves_only: bool,
+) -> Result<()> {
+    let m = params.trace().cols();
     let (log_n, log_b) = (params.log_trace_rows(), params.log_blowup());
-    let m = shape.cols();
-    let big_n = shape.rows() << log_b;
+    if m == 0 {
+        return Ok(());
+    }
     let tables = LdeTwiddles::shared(log_n, log_b, params.shift());
-    let out = CudaBuffer::alloc(trace.device(), big_n * m)?;
     let (inv, fwd, coset) = (&tables.inv_twiddles, &tables.twiddles, &tables.coset);
-    let tw = CudaBuffer::alloc(trace.device(), inv.len() + fwd.len() + coset.len())?;
-    memory::write(&tw, 0, inv)?;
-    memory::write(&tw, inv.len(), fwd)?;
-    memory::write(&tw, inv.len() + fwd.len(), coset)?;
+    let tw = CudaBuffer::alloc(lde.device(), if waves_only { 0 } else { inv.len() + fwd.len() + coset.len() })?;
+    if !waves_only {
+        memory::write(&tw, 0, inv)?;
+        memory::write(&tw, inv.len(), fwd)?;
+        memory::write(&tw, inv.len() + fwd.len(), coset)?;
+    }
 
     let max_k = stages_per_pass(device, options);
     let shared_max = (1usize << max_k) * NTT_COLS * ELEM_BYTES + (1usize << max_k) / 32 * ELEM_BYTES;
-    let inverse = split(log_n, max_k);
-    // The forward NTT of size N runs the same stage split (its first log B stages are the
-    // inverse's replication), without the empty pass of a 1-row trace.
-    let forward: Vec<u32> = inverse.iter().copied().filter(|&k| k > 0).collect();
-    // The register kernel skips the B - 1 replicas of each inverse output row (the first forward
-    // pass reads the shared row for all of them); the shared-memory kernel writes them. Mixed
-    // passes keep the replicas.
-    let all_reg = inverse.iter().chain(&forward).all(|&k| k >= REG_MIN_STAGES);
     let (radix, reg_cols, lazy) = variant(options);
     let kernels = |dit: bool, k: u32| {
         let reg = k >= REG_MIN_STAGES;
@@ -133,80 +365,145 @@ pub(crate) fn coset_lde(
         let smem = (1usize << k) * cols * ELEM_BYTES + if reg { (1usize << k) / 32 * ELEM_BYTES } else { 0 };
         device.kernel(Source::Lde, name, shared_max).map(|kernel| (kernel, threads, smem as u32, cols))
     };
-    let grid = |log_size: u32, k: u32, reps: usize, cols: usize| {
-        ((1usize << log_size >> k) / reps * m.div_ceil(cols)).clamp(1, device.sm_count as usize * 8) as u32
+    let max_grid = device.sm_count as usize * 8;
+    // Only the out-of-place route, which has a trace, plans passes that read Buf::Trace.
+    let addr = |b: Buf| match (b, trace) {
+        (Buf::Trace, Some(t)) => t.ptr(),
+        (Buf::Trace, None) | (Buf::Lde, _) => lde.ptr(),
     };
-
-    // Inverse NTT, natural order in, bit-reversed out, on rows B*p; the last pass scales (and
-    // writes the replicas unless every pass runs the register kernel).
-    let mut hi = log_n;
-    for (idx, &k) in inverse.iter().enumerate() {
-        let first = idx == 0;
-        let last = idx + 1 == inverse.len();
-        hi -= k;
-        let pass = NttPass {
-            src: if first { trace.ptr() } else { out.ptr() },
-            dst: out.ptr(),
-            tw: tw.ptr(),
-            coset: tw.ptr_at(inv.len() + fwd.len()),
-            src_stride: if first { m as u64 } else { (m << log_b) as u64 },
-            dst_stride: (m << log_b) as u64,
-            cols: m as u64,
-            log_size: log_n as u64,
-            log_h_small: hi as u64,
-            k: k as u64,
-            canon_in: u64::from(first || k < REG_MIN_STAGES),
-            finish_inverse: u64::from(last),
-            log_blowup: log_b as u64,
-            replicate_out: u64::from(!all_reg),
-            replicated_in: 0,
-            canon_out: u64::from(last && forward.is_empty()),
-        };
-        let (kernel, threads, smem, cols) = kernels(false, k)?;
-        let args = LaunchArgs::new().arg(&pass);
-        // SAFETY: one NttPass as declared; tiles address rows < n of the trace and rows < N of
-        // `out`, twiddle indices stay below n/2 and coset indices below n (lde.cu's invariants).
-        unsafe { device.launch(&kernel, LaunchConfig::linear(grid(log_n, k, 1, cols), threads, smem), args)? };
-    }
-
-    // Forward NTT of size N, half-spans B .. N/2, bit-reversed in, natural out, in place.
-    let log_big = log_n + log_b;
-    let mut lo = log_b;
-    for (idx, &k) in forward.iter().enumerate() {
-        let replicated_in = all_reg && idx == 0;
-        let pass = NttPass {
-            src: out.ptr(),
-            dst: out.ptr(),
-            tw: tw.ptr_at(inv.len()),
-            coset: 0,
-            src_stride: m as u64,
-            dst_stride: m as u64,
-            cols: m as u64,
-            log_size: log_big as u64,
-            log_h_small: lo as u64,
-            k: k as u64,
-            canon_in: u64::from(k < REG_MIN_STAGES),
-            finish_inverse: 0,
-            log_blowup: log_b as u64,
-            replicate_out: 0,
-            replicated_in: u64::from(replicated_in),
-            canon_out: u64::from(idx + 1 == forward.len()),
-        };
-        lo += k;
-        let (kernel, threads, smem, cols) = kernels(true, k)?;
-        let reps = if replicated_in { 1usize << log_b } else { 1 };
-        let args = LaunchArgs::new().arg(&pass);
-        // SAFETY: as above; twiddle indices stay below N/2.
-        unsafe { device.launch(&kernel, LaunchConfig::linear(grid(log_big, k, reps, cols), threads, smem), args)? };
+    for step in plan(log_n, log_b, m, max_k, route).steps {
+        match step {
+            Step::Ntt { .. } if waves_only => {}
+            Step::Ntt { dit, src, dst, mut pass } => {
+                pass.src = addr(src);
+                pass.dst = addr(dst);
+                pass.tw = if dit { tw.ptr_at(inv.len()) } else { tw.ptr() };
+                pass.coset = if dit { 0 } else { tw.ptr_at(inv.len() + fwd.len()) };
+                let (kernel, threads, smem, cols) = kernels(dit, pass.k as u32)?;
+                let reps = if pass.replicated_in != 0 { 1usize << log_b } else { 1 };
+                let grid = ((1usize << pass.log_size >> pass.k) / reps * m.div_ceil(cols)).clamp(1, max_grid);
+                let args = LaunchArgs::new().arg(&pass);
+                // SAFETY: one NttPass as declared; its tiles address rows < n of the trace and rows
+                // < N of the LDE buffer (both hold their shapes: validated above), twiddle indices
+                // stay below N/2 and coset indices below n (lde.cu's invariants); the tables
+                // live until after the last launch (dropped below, stream-ordered).
+                unsafe { device.launch(&kernel, LaunchConfig::linear(grid as u32, threads, smem), args)? };
+            }
+            Step::Spread(mut wave) => {
+                wave.buf = lde.ptr();
+                wave.vec2 &= u64::from(lde.ptr().is_multiple_of(16));
+                let kernel = device.kernel(Source::Lde, SPREAD_KERNEL, 0)?;
+                let grid = (wave.rows as usize).div_ceil(SPREAD_BLOCK as usize / 32).clamp(1, max_grid * 2);
+                let args = LaunchArgs::new().arg(&wave);
+                // SAFETY: one SpreadArgs as declared; sources [src_row, src_row + rows) and targets
+                // (s << log_blowup) + r, r < B, are rows < N of the LDE buffer (plan's waves).
+                unsafe { device.launch(&kernel, LaunchConfig::linear(grid as u32, SPREAD_BLOCK, 0), args)? };
+            }
+        }
     }
     // The tables are freed once the passes that read them have run.
     drop(tw);
-    Ok(out)
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The plan's launches, simulated row by row (module doc, "The spread"): race-free, and
+    /// every row ends with the value of its position, for every trace height up to 2^12, blowups
+    /// 1 to 8, every stage split (1 stage per pass, which keeps the replicas, up to 11, all
+    /// register passes, which skip them) and both routes.
+    #[test]
+    fn the_planned_launches_are_race_free_and_move_every_row_to_its_place() {
+        for log_n in 0..=12 {
+            for log_b in 0..=3 {
+                for max_k in 1..=MAX_NTT_STAGES {
+                    for route in [Route::InPlace, Route::OutOfPlace] {
+                        let m = 3;
+                        let plan = plan(log_n, log_b, m, max_k, route);
+                        let what = format!("n = 2^{log_n}, B = 2^{log_b}, {max_k} stages/pass, {route:?}");
+                        simulation::check(&plan, log_n, log_b, m, route).unwrap_or_else(|e| panic!("{what}: {e}"));
+                        // The waves move only the rows the last inverse pass could not: n/B - 1
+                        // (plus row 0 for its replicas), none with B = 1 or out of place.
+                        let moved: u64 =
+                            plan.steps.iter().map(|s| if let Step::Spread(w) = s { w.rows } else { 0 }).sum();
+                        let replicas =
+                            plan.steps.iter().any(|s| matches!(s, Step::Ntt { pass, .. } if pass.replicate_out != 0));
+                        let want = match route {
+                            Route::InPlace if log_b > 0 => ((1u64 << log_n) >> log_b).max(1) - 1 + u64::from(replicas),
+                            _ => 0,
+                        };
+                        assert_eq!(moved, want, "{what}: rows the waves move");
+                    }
+                }
+            }
+        }
+    }
+
+    /// The simulation catches what it must: a wave order reversed, a wave's targets moved into
+    /// its sources, a fused pass that spreads a row it still has to load, and skipped replicas.
+    #[test]
+    fn the_simulation_rejects_broken_plans() {
+        let (log_n, log_b, m) = (6, 1, 2);
+        let broken = |f: &dyn Fn(&mut Plan), max_k: u32| {
+            let mut p = plan(log_n, log_b, m, max_k, Route::InPlace);
+            f(&mut p);
+            simulation::check(&p, log_n, log_b, m, Route::InPlace)
+        };
+        assert!(broken(&|_| {}, 2).is_ok());
+        assert!(broken(&|_| {}, 11).is_ok());
+        let waves = |p: &mut Plan| -> Vec<usize> {
+            p.steps.iter().enumerate().filter(|(_, s)| matches!(s, Step::Spread(_))).map(|(i, _)| i).collect()
+        };
+        // The waves smallest first: row 1's targets [2, 4) overwrite rows wave 2 still reads.
+        let e = broken(
+            &|p| {
+                let w = waves(p);
+                let (first, last) = (w[0], w[w.len() - 2]);
+                p.steps[first..=last].reverse();
+            },
+            2,
+        )
+        .unwrap_err();
+        assert!(e.contains("holds") || e.contains("ends with"), "{e}");
+        // All waves at once, as one launch: races.
+        let e = broken(
+            &|p| {
+                let w = waves(p);
+                if let Step::Spread(first) = &mut p.steps[w[0]] {
+                    first.rows = first.src_row * 2 - 1;
+                    first.src_row = 1;
+                }
+            },
+            2,
+        )
+        .unwrap_err();
+        assert!(e.contains("stored by one unit, loaded by another") || e.contains("holds"), "{e}");
+        // The fused pass spreads every row (spread_from 0) in place: it stores rows it loads.
+        let e = broken(
+            &|p| {
+                for s in &mut p.steps {
+                    if let Step::Ntt { pass, .. } = s {
+                        pass.spread_from = 0;
+                    }
+                }
+            },
+            2,
+        )
+        .unwrap_err();
+        assert!(e.contains("loaded by another") || e.contains("two units"), "{e}");
+        // No replicas of row 0 where a shared-memory pass needs them.
+        let e = broken(
+            &|p| {
+                let last = *waves(p).last().unwrap();
+                p.steps.remove(last);
+            },
+            2,
+        )
+        .unwrap_err();
+        assert!(e.contains("row 1 holds"), "{e}");
+    }
 
     #[test]
     fn split_is_even_and_covers_every_stage() {
@@ -222,5 +519,176 @@ mod tests {
                 assert!(p.iter().all(|&k| k <= m));
             }
         }
+    }
+}
+
+/// A host simulation of [`plan`]'s launches on row labels: it models what each kernel's tile (or
+/// warp) loads and stores, checks that no launch lets one unit store a row another unit loads or
+/// stores, and that every load finds the value its position needs.
+#[cfg(test)]
+mod simulation {
+    use super::*;
+
+    /// A row's content: `(pass, position)`, the value of `position` after NTT pass `pass` (pass 0
+    /// is the trace), or [`GARBAGE`].
+    type Label = (u32, u64);
+    const GARBAGE: Label = (u32::MAX, u64::MAX);
+    /// No unit / several units (the race bookkeeping).
+    const NONE: u32 = u32::MAX;
+    const MANY: u32 = u32::MAX - 1;
+
+    /// What one unit (an NTT task, a spread source row) does: loads of (buffer, row, expected
+    /// label) and stores of (buffer, row, label), in order, loads of a tile before its stores.
+    #[derive(Default)]
+    struct Unit {
+        ops: Vec<(bool, Buf, usize, Label)>, // (is_store, buffer, row, label)
+    }
+
+    /// The row an element offset of column 0 lies in.
+    fn row(elem: u64, m: usize) -> usize {
+        assert_eq!(elem % m as u64, 0, "element {elem} is not in column 0");
+        (elem / m as u64) as usize
+    }
+
+    /// The units of NTT pass number `j` (1-based over the plan's NTT passes), modelling lde.cu's
+    /// tile mapping (`tile_pos`, the register kernel's `replicated_in` tasks, `finish_row`,
+    /// `finish_reps`, which kernel a `k` runs), with `expect(pos)` the label a load of position
+    /// `pos` must find.
+    fn ntt_units(
+        dit: bool,
+        src: Buf,
+        dst: Buf,
+        p: &NttPass,
+        j: u32,
+        m: usize,
+        expect: impl Fn(u64) -> Label,
+    ) -> Vec<Unit> {
+        let k = p.k as u32;
+        let reg = k >= REG_MIN_STAGES;
+        let h_small = 1u64 << p.log_h_small;
+        let reps = if p.replicated_in != 0 { h_small } else { 1 };
+        let tasks = ((1u64 << p.log_size) >> k) / reps;
+        (0..tasks)
+            .map(|task| {
+                let mut u = Unit::default();
+                for rep in (0..reps).rev() {
+                    let tile = task * reps + rep;
+                    let (lo, hi) = (tile & (h_small - 1), tile >> p.log_h_small);
+                    let positions: Vec<u64> = (0..1u64 << k).map(|i| (((hi << k) + i) << p.log_h_small) + lo).collect();
+                    for &pos in &positions {
+                        let r = if p.replicated_in != 0 { pos - lo } else { pos };
+                        u.ops.push((false, src, row(r * p.src_stride, m), expect(pos)));
+                    }
+                    for &pos in &positions {
+                        // The register kernels store no replicas, and the forward kernels never
+                        // finish an inverse.
+                        if p.finish_inverse != 0 && !dit {
+                            let spread = pos >= p.spread_from;
+                            let base = (pos << if spread { p.log_blowup } else { 0 }) * p.cols;
+                            let n_rep = if spread && p.replicate_out != 0 && !reg { 1 << p.log_blowup } else { 1 };
+                            for r in 0..n_rep {
+                                u.ops.push((true, dst, row(base + r * p.cols, m), (j, pos)));
+                            }
+                        } else {
+                            u.ops.push((true, dst, row(pos * p.dst_stride, m), (j, pos)));
+                        }
+                    }
+                }
+                u
+            })
+            .collect()
+    }
+
+    /// The units of one spread wave, as `lde_spread` runs them: one per source row.
+    fn spread_units(w: &SpreadArgs, rows: &[Label], m: usize) -> Vec<Unit> {
+        assert_eq!(w.cols as usize, m);
+        (w.src_row..w.src_row + w.rows)
+            .map(|s| {
+                let label = rows[s as usize];
+                let mut u = Unit::default();
+                u.ops.push((false, Buf::Lde, s as usize, label));
+                for r in w.first_rep..w.reps {
+                    u.ops.push((true, Buf::Lde, ((s << w.log_blowup) + r) as usize, label));
+                }
+                u
+            })
+            .collect()
+    }
+
+    /// Runs `plan` on labels and returns the first violation found.
+    pub(super) fn check(
+        plan: &Plan,
+        log_n: u32,
+        log_b: u32,
+        m: usize,
+        route: Route,
+    ) -> std::result::Result<(), String> {
+        let (n, big_n) = (1usize << log_n, 1usize << (log_n + log_b));
+        let mut lde = vec![GARBAGE; big_n];
+        let mut trace = vec![GARBAGE; n];
+        let initial = if route == Route::InPlace { &mut lde } else { &mut trace };
+        for (p, l) in initial.iter_mut().take(n).enumerate() {
+            *l = (0, p as u64);
+        }
+        let inverse_passes = plan.steps.iter().filter(|s| matches!(s, Step::Ntt { dit: false, .. })).count() as u32;
+        let mut j = 0u32;
+        for (launch, step) in plan.steps.iter().enumerate() {
+            let units = match step {
+                Step::Ntt { dit, src, dst, pass } => {
+                    j += 1;
+                    let prev = j - 1;
+                    if *dit && j == inverse_passes + 1 {
+                        // The first forward pass: position q*B + r holds the inverse's q.
+                        ntt_units(*dit, *src, *dst, pass, j, m, |pos| (prev, pos >> log_b))
+                    } else {
+                        ntt_units(*dit, *src, *dst, pass, j, m, |pos| (prev, pos))
+                    }
+                }
+                Step::Spread(w) => spread_units(w, &lde, m),
+            };
+            // Races: a row stored by one unit is loaded or stored by no other unit.
+            let mut loader = [vec![NONE; n], vec![NONE; big_n]];
+            let mut storer = [vec![NONE; n], vec![NONE; big_n]];
+            let idx = |b: Buf| usize::from(b == Buf::Lde);
+            for (ui, u) in units.iter().enumerate() {
+                for &(store, b, r, _) in &u.ops {
+                    let slot = if store { &mut storer[idx(b)][r] } else { &mut loader[idx(b)][r] };
+                    if store && *slot != NONE && *slot != ui as u32 {
+                        return Err(format!("launch {launch} ({step:?}): two units store {b:?} row {r}"));
+                    }
+                    *slot = if *slot == NONE || *slot == ui as u32 { ui as u32 } else { MANY };
+                }
+            }
+            for b in [Buf::Trace, Buf::Lde] {
+                for (r, (&s, &l)) in storer[idx(b)].iter().zip(&loader[idx(b)]).enumerate() {
+                    if s != NONE && l != NONE && l != s {
+                        return Err(format!(
+                            "launch {launch} ({step:?}): {b:?} row {r} stored by one unit, loaded by another"
+                        ));
+                    }
+                }
+            }
+            // No races: the units' order does not matter. Loads first within each tile.
+            for u in &units {
+                for &(store, b, r, label) in &u.ops {
+                    let rows = if b == Buf::Lde { &mut lde } else { &mut trace };
+                    if store {
+                        rows[r] = label;
+                    } else if rows[r] != label {
+                        return Err(format!(
+                            "launch {launch} ({step:?}): {b:?} row {r} holds {:?}, the load needs {label:?}",
+                            rows[r]
+                        ));
+                    }
+                }
+            }
+        }
+        for (r, &l) in lde.iter().enumerate() {
+            let want = if j > inverse_passes { (j, r as u64) } else { (j, (r >> log_b) as u64) };
+            if l != want {
+                return Err(format!("row {r} ends with {l:?}, not {want:?}"));
+            }
+        }
+        Ok(())
     }
 }

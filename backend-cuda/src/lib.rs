@@ -197,6 +197,7 @@ impl CudaBackend {
             Unit::of(Source::Lde, lde::pass_kernel(true, false, v)),
             Unit::of(Source::Lde, lde::pass_kernel(false, true, v)),
             Unit::of(Source::Lde, lde::pass_kernel(true, true, v)),
+            Unit::of(Source::Lde, lde::SPREAD_KERNEL),
         ];
         for layout in [backend_api::LeafLayout::Rows, backend_api::LeafLayout::LambdaVmPairs] {
             units.push(Unit::of(Source::Hash, hash::kernel_name(hash, layout, 0)));
@@ -332,6 +333,29 @@ impl CudaBackend {
         transpose::out_of_place(&self.device, src, dst, shape)
     }
 
+    /// The coset LDE by the out-of-place route the in-place one replaced: the trace stays in its
+    /// own buffer and the result is a new one. Only for the benchmark's same-run comparison.
+    ///
+    /// # Errors
+    /// As [`Backend::coset_lde`].
+    #[doc(hidden)]
+    pub fn bench_coset_lde_out_of_place(&self, trace: &CudaBuffer, params: &LdeParams) -> Result<CudaBuffer> {
+        self.check_owned(trace)?;
+        lde::coset_lde_out_of_place(&self.device, &self.options, trace, params)
+    }
+
+    /// Queues only the spread waves of the in-place LDE of `params` on `buf` (which holds
+    /// `params.lde_shape()`): they move rows `[1, n / B)` up to rows `B*p` and leave the rest of
+    /// the buffer as it is. Only for the benchmark, which compares their time with the prediction.
+    ///
+    /// # Errors
+    /// As [`Backend::coset_lde_in_place`].
+    #[doc(hidden)]
+    pub fn bench_lde_spread_waves(&self, buf: &mut CudaBuffer, params: &LdeParams) -> Result<()> {
+        self.check_owned(buf)?;
+        lde::spread_waves_only(&self.device, &self.options, buf, params)
+    }
+
     /// Records a timing event on the stream; [`Timer::elapsed_ms`] between two of them measures
     /// the work queued in between.
     ///
@@ -451,15 +475,7 @@ impl Backend for CudaBackend {
 
     fn coset_lde_in_place(&self, buf: &mut CudaBuffer, params: &LdeParams) -> Result<()> {
         self.check_owned(buf)?;
-        backend_api::validate::coset_lde_in_place(params, buf.len())?;
-        // The kernels still extend out of place: the trace rows go to a buffer of their own and
-        // the LDE comes back into `buf`.
-        let n_elems = params.trace().len();
-        let mut trace = CudaBuffer::alloc(&self.device, n_elems)?;
-        copy::batched_copy(&self.device, buf, &mut trace, &[CopyRange::new(0, 0, n_elems)])?;
-        let out = lde::coset_lde(&self.device, &self.options, &trace, params)?;
-        drop(trace);
-        copy::batched_copy(&self.device, &out, buf, &[CopyRange::new(0, 0, out.len())])
+        lde::coset_lde_in_place(&self.device, &self.options, buf, params)
     }
 }
 

@@ -1,15 +1,20 @@
 // NTT passes of the coset LDE over a row-major matrix (CONVENTIONS.md, "Coset low-degree
 // extension"); each column is an independent transform along the rows.
 //
-// The LDE of an n-row trace into an N = B*n row output O:
-// 1. inverse NTT of size n by decimation in frequency (natural order in, bit-reversed out),
-//    working on rows B*p of O (p < n);
-// 2. position p then holds n * c[bitrev_n(p)]; it is multiplied by coset[bitrev_n(p)] = s^k / n
-//    and stands for rows B*p .. B*p + B-1 (the zero-extension in bit-reversed order followed by
-//    the first log2(B) decimation-in-time stages, which only replicate). The register kernel
-//    writes row B*p only and the first forward pass reads it for all B rows (one block computes
-//    the B tiles that share it, the one that overwrites it last); the shared-memory kernel writes
-//    the replicas;
+// The LDE of an n-row trace into an N = B*n row buffer O (lde.rs plans the launches; in place, the
+// trace sits in rows [0, n) of O on entry):
+// 1. inverse NTT of size n by decimation in frequency (natural order in, bit-reversed out), on
+//    rows p < n of O (in place) or, out of place, from the trace into rows B*p of O;
+// 2. position p then holds n * c[bitrev_n(p)]; the last inverse pass multiplies it by
+//    coset[bitrev_n(p)] = s^k / n and, for p >= spread_from, writes it to row B*p, which stands
+//    for rows B*p .. B*p + B-1 (the zero-extension in bit-reversed order followed by the first
+//    log2(B) decimation-in-time stages, which only replicate); positions p < spread_from stay in
+//    row p and `lde_spread` moves them in waves afterwards (lde.rs says why that order is
+//    race-free). With `replicate_out` (shared-memory kernel only: lde.rs sets it only when some
+//    pass is one, and then the last inverse pass, the shortest, is one) and in `lde_spread` the
+//    B - 1 replicas are written too; otherwise the first forward pass reads row B*p for all B
+//    rows (one register-kernel block computes the B tiles that share it, the one that overwrites
+//    it last);
 // 3. forward NTT of size N by decimation in time from half-span B up (bit-reversed in, natural
 //    out), in place on O.
 //
@@ -35,13 +40,23 @@ struct NttPass {
     u64 log_h_small;    // log2 of the pass's smallest half-span
     u64 k;              // stages in this pass (0 allowed: the tile is one position)
     u64 canon_in;       // 1: canonicalise the loaded values (the trace may be non-canonical)
-    u64 finish_inverse; // 1: multiply by coset[bitrev_n(p)] and write row B*p (rows B*p + r, r < B,
-                        //    too when `replicate_out`)
+    u64 finish_inverse; // 1: multiply by coset[bitrev_n(p)]; write row B*p (rows B*p + r, r < B,
+                        //    too when `replicate_out`) when p >= spread_from, else row p in place
     u64 log_blowup;     // log2(B)
     u64 replicate_out;  // finish_inverse: also write the B - 1 replicas
     u64 replicated_in;  // first forward pass (half-span B): rows B*p + r are not stored, read row B*p
     u64 canon_out;      // canonicalise what this pass stores (the last pass; lazy kernels only)
+    u64 spread_from;    // finish_inverse: the first position written to row B*p (0 out of place)
 };
+
+// finish_inverse: the element offset of row B*pos (pos >= spread_from) or of row pos (the rows
+// of the LDE buffer, `cols` apart), and how many rows position `pos` fills.
+__device__ __forceinline__ u64 finish_row(u64 pos, const NttPass& p) {
+    return (pos << (pos >= p.spread_from ? p.log_blowup : 0)) * p.cols;
+}
+__device__ __forceinline__ u64 finish_reps(u64 pos, const NttPass& p) {
+    return pos >= p.spread_from && p.replicate_out ? 1ull << p.log_blowup : 1;
+}
 
 // Position of local index i in tile (hi, lo).
 __device__ __forceinline__ u64 tile_pos(u64 hi, u64 lo, u64 i, const NttPass& p) {
@@ -110,11 +125,11 @@ __device__ __forceinline__ void ntt_pass(const NttPass& p) {
             if (col >= p.cols) continue;
             const u64 pos = tile_pos(hi, lo, i, p);
             u64 v = tile[e];
-            if (p.finish_inverse) {
+            if (!DIT && p.finish_inverse) {  // inverse passes only
                 v = gl_mul(v, p.coset[bitrev32((u32)pos, log_n)]);
-                const u64 B = p.replicate_out ? 1ull << p.log_blowup : 1;
-                u64* d = p.dst + (pos << p.log_blowup) * p.cols + col;
-                for (u64 r = 0; r < B; ++r) d[r * p.cols] = v;
+                const u64 reps = finish_reps(pos, p);
+                u64* d = p.dst + finish_row(pos, p) + col;
+                for (u64 r = 0; r < reps; ++r) d[r * p.cols] = v;
             } else {
                 p.dst[pos * p.dst_stride + col] = v;
             }
@@ -259,11 +274,12 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
 #pragma unroll
                 for (int j = 0; j < R; ++j) {
                     const u64 pos = ((hi << k) + reg_index<LOGR>(g, w, j)) * h_small + lo;
-                    if (p.finish_inverse) {
+                    if (!DIT && p.finish_inverse) {  // inverse passes only
                         u64 x = LAZY ? gl_mul_lazy(v[j], p.coset[bitrev32((u32)pos, log_n)])
                                      : gl_mul(v[j], p.coset[bitrev32((u32)pos, log_n)]);
                         if (LAZY && p.canon_out) x = gl_canon(x);
-                        p.dst[(pos << p.log_blowup) * p.cols + col] = x;
+                        // No replicas here (`replicate_out` is for shared-memory passes only).
+                        p.dst[finish_row(pos, p) + col] = x;
                     } else {
                         p.dst[pos * p.dst_stride + col] = LAZY && p.canon_out ? gl_canon(v[j]) : v[j];
                     }
@@ -302,6 +318,62 @@ extern "C" __global__ void __launch_bounds__(512) ntt_dif_pass_lazy(const NttPas
 #endif
 #if ALL_KERNELS || WANT_ntt_dit_pass_lazy
 extern "C" __global__ void __launch_bounds__(512) ntt_dit_pass_lazy(const NttPass p) { ntt_pass_reg<true, 5, 8, true>(p); }
+#endif
+
+// ---------------------------------------------------------------------------------------------
+// One wave of the in-place LDE's spread (lde.rs plans the waves and proves their order): source
+// rows s in [src_row, src_row + rows) of buf go to rows (s << log_blowup) + r, r in
+// [first_rep, reps). No target of a launch is one of its sources. A warp copies one row at a
+// time, lane by lane along it (16-byte accesses when `vec2`: even column count, aligned buffer),
+// so its loads and stores are runs of 512 bytes (256 bytes with 8-byte accesses).
+struct SpreadArgs {
+    u64* buf;
+    u64 cols;        // matrix columns m
+    u64 src_row;     // first source row
+    u64 rows;        // source rows
+    u64 log_blowup;  // log2(B)
+    u64 first_rep;   // first target row offset r
+    u64 reps;        // one past the last target row offset (B with the replicas, else 1)
+    u64 vec2;        // 1: move pairs of elements (cols even, buf 16-byte aligned)
+};
+
+// One row's move: each lane loads up to SPREAD_ILP units of the row before it stores any (loads
+// in flight hide DRAM latency), then stores each to every target row.
+#define SPREAD_ILP 4
+template <typename V>
+__device__ __forceinline__ void spread_row(const SpreadArgs& a, u64 s, u32 lane) {
+    const u64 width = a.cols * sizeof(u64) / sizeof(V);  // units per row
+    const V* src = reinterpret_cast<const V*>(a.buf + s * a.cols);
+    for (u64 c0 = lane; c0 < width; c0 += 32 * SPREAD_ILP) {
+        V v[SPREAD_ILP];
+#pragma unroll
+        for (int j = 0; j < SPREAD_ILP; ++j) {
+            const u64 c = c0 + 32 * j;
+            if (c < width) v[j] = src[c];
+        }
+        for (u64 r = a.first_rep; r < a.reps; ++r) {
+            V* dst = reinterpret_cast<V*>(a.buf + ((s << a.log_blowup) + r) * a.cols);
+#pragma unroll
+            for (int j = 0; j < SPREAD_ILP; ++j) {
+                const u64 c = c0 + 32 * j;
+                if (c < width) dst[c] = v[j];
+            }
+        }
+    }
+}
+
+#if ALL_KERNELS || WANT_lde_spread
+extern "C" __global__ void __launch_bounds__(256) lde_spread(const SpreadArgs a) {
+    const u32 lane = threadIdx.x & 31;
+    const u64 warps = ((u64)gridDim.x * blockDim.x) >> 5;
+    for (u64 i = ((u64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; i < a.rows; i += warps) {
+        if (a.vec2) {
+            spread_row<ulonglong2>(a, a.src_row + i, lane);
+        } else {
+            spread_row<u64>(a, a.src_row + i, lane);
+        }
+    }
+}
 #endif
 
 // Field self-test: out[6i..6i+6] = (a*b, a+b, a-b, then the lazy a*b, a+b, a-b canonicalised);
