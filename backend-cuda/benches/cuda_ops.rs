@@ -13,14 +13,19 @@
 //! each one left out keeps the environment's value.
 //!
 //! `--log-rows` is log2 of the LDE's rows `N` (the matrix the transpose and the leaves work on);
-//! the LDE starts from a trace of `N / blowup` rows. Whole commits are timed with the pipeline,
+//! the LDE starts from a trace of `N / blowup` rows. Each NTT configuration times the LDE three
+//! ways, back to back: out of place (`bench_coset_lde_out_of_place`, the route the in-place one
+//! replaced), in place on a buffer whose first rows hold the trace (the prover's route; the trace
+//! is copied in untimed before each run), and `coset_lde` (allocate, copy the trace in, extend
+//! in place); the in-place route's spread waves are also timed alone, against a copy of the
+//! `n / B` rows they move. Whole commits are timed with the pipeline,
 //! by prover's `commit` bench (`cargo bench -p prover --features cuda --bench commit`). Inputs
 //! are random (never zeros: zeros hide unwritten outputs and can run faster than real data).
 
 use std::time::Instant;
 
 use backend_api::{
-    Backend, DEFAULT_SCRATCH_CAP, HashKind, LdeParams, LeafLayout, LeafSpec, MatrixShape, Result, TreeShape,
+    Backend, CopyRange, DEFAULT_SCRATCH_CAP, HashKind, LdeParams, LeafLayout, LeafSpec, MatrixShape, Result, TreeShape,
 };
 use backend_cuda::{CudaBackend, CudaBuffer, CudaOptions, NttKernel, TransposeRoute};
 
@@ -115,6 +120,30 @@ fn time(b: &CudaBackend, reps: usize, mut f: impl FnMut() -> Result<()>) -> Resu
     for _ in 0..reps {
         let t0 = b.record_event()?;
         f()?;
+        let t1 = b.record_event()?;
+        v.push(t0.elapsed_ms(&t1)? as f64);
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    Ok((v[v.len() / 2], v[0], v[v.len() - 1]))
+}
+
+/// As [`time`] for `f` on `state`, with `setup` queued on it untimed before each run (the
+/// in-place LDE consumes its input).
+fn time_with_setup<S>(
+    b: &CudaBackend,
+    reps: usize,
+    state: &mut S,
+    mut setup: impl FnMut(&mut S) -> Result<()>,
+    mut f: impl FnMut(&mut S) -> Result<()>,
+) -> Result<(f64, f64, f64)> {
+    setup(state)?;
+    f(state)?;
+    b.synchronize()?;
+    let mut v = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        setup(state)?;
+        let t0 = b.record_event()?;
+        f(state)?;
         let t1 = b.record_event()?;
         v.push(t0.elapsed_ms(&t1)? as f64);
     }
@@ -254,6 +283,29 @@ fn run(a: &Args) -> std::result::Result<(), Box<dyn std::error::Error>> {
     if want("lde") {
         let trace = b.upload(&random_words(trace_shape.len(), 3))?;
         let params = LdeParams::new(trace_shape, a.blowup, backend_api::field::DEFAULT_SHIFT)?;
+        // The in-place LDE's buffer; each run first gets the trace copied into its first n rows
+        // (untimed), as the prover's upload puts it there.
+        let mut lde = b.alloc(shape.len())?;
+        let fill = [CopyRange::new(0, 0, trace_shape.len())];
+        {
+            let t = time_with_setup(
+                &b,
+                a.reps,
+                &mut lde,
+                |lde| b.batched_copy(&trace, lde, &fill),
+                |lde| b.bench_lde_spread_waves(lde, &params),
+            )?;
+            // They read n/B - 1 rows and write each once (B times with the replicas, which only
+            // configurations with shared-memory passes store): a copy of n/B rows with the
+            // default options.
+            let rows_moved = trace_shape.rows() / a.blowup;
+            r.line(
+                "lde spread waves only (in place)",
+                &format!("{rows_moved} rows of {}", a.cols),
+                rows_moved * a.cols * 8,
+                t,
+            );
+        }
         let base = b.options();
         for stages in or_base(&a.ntt_stages, base.ntt_stages) {
             for kernel in or_base(&a.ntt_variants, base.ntt_kernel) {
@@ -267,14 +319,26 @@ fn run(a: &Args) -> std::result::Result<(), Box<dyn std::error::Error>> {
                         ntt_lazy: lazy,
                         ..b.options()
                     })?;
-                    let t = time(&bl, a.reps, || bl.coset_lde(&trace, &params).map(drop))?;
                     let (radix, cols) = (kernel.radix(), kernel.cols());
                     let lazy_label = if lazy && kernel == NttKernel::Radix32Cols8 { ", lazy" } else { "" };
-                    let label = match stages {
-                        None => format!("coset lde (radix {radix}, {cols} cols{lazy_label})"),
-                        Some(k) => format!("coset lde ({k} stages/pass, radix {radix}, {cols} cols{lazy_label})"),
+                    let config = match stages {
+                        None => format!("radix {radix}, {cols} cols{lazy_label}"),
+                        Some(k) => format!("{k} stages/pass, radix {radix}, {cols} cols{lazy_label}"),
                     };
-                    r.line(&label, &format!("{} -> {}", trace_shape, shape), shape.bytes(), t);
+                    let what = format!("{} -> {}", trace_shape, shape);
+                    // The three routes back to back, so that their ratios are of one run.
+                    let t = time(&bl, a.reps, || bl.bench_coset_lde_out_of_place(&trace, &params).map(drop))?;
+                    r.line(&format!("coset lde out of place ({config})"), &what, shape.bytes(), t);
+                    let t = time_with_setup(
+                        &bl,
+                        a.reps,
+                        &mut lde,
+                        |lde| bl.batched_copy(&trace, lde, &fill),
+                        |lde| bl.coset_lde_in_place(lde, &params),
+                    )?;
+                    r.line(&format!("coset lde in place ({config})"), &what, shape.bytes(), t);
+                    let t = time(&bl, a.reps, || bl.coset_lde(&trace, &params).map(drop))?;
+                    r.line(&format!("coset lde: alloc, copy, in place ({config})"), &what, shape.bytes(), t);
                 }
             }
         }
