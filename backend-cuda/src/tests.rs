@@ -50,6 +50,26 @@ fn every_kernel_file_compiles_for_sm_90() {
 }
 
 #[test]
+fn every_prototype_file_compiles_for_sm_90() {
+    // The throughput prototypes timed by `examples/ntt_proto.rs`, compiled as that example does
+    // (whole file, CUBIN for sm_90), so a broken prototype fails here rather than on the GPU.
+    if !nvrtc_or_skip("every_prototype_file_compiles_for_sm_90") {
+        return;
+    }
+    assert!(!shaders::cuda::PROTOTYPES.is_empty());
+    for &(name, text) in shaders::cuda::PROTOTYPES {
+        match driver::nvrtc_compile(name, text, shaders::cuda::HEADERS, &module::compile_options("sm_90")) {
+            Ok((cubin, log)) => {
+                assert_eq!(&cubin[..4], b"\x7fELF", "{name}: NVRTC did not return a CUBIN");
+                assert!(!log.contains("warning"), "{name} compiled with warnings:\n{log}");
+            }
+            Err(Error::KernelCompile { log, .. }) => panic!("{name} does not compile for sm_90:\n{log}"),
+            Err(e) => panic!("{name}: {e}"),
+        }
+    }
+}
+
+#[test]
 fn every_kernel_file_compiles_to_ptx_for_older_drivers() {
     // The fallback target when NVRTC does not know the device's architecture.
     if !nvrtc_or_skip("every_kernel_file_compiles_to_ptx_for_older_drivers") {

@@ -23,6 +23,14 @@ pub mod cuda {
     /// Every kernel file, as (file name, text).
     pub const SOURCES: &[(&str, &str)] =
         &[("transpose.cu", TRANSPOSE), ("copy.cu", COPY), ("hash.cu", HASH), ("merkle.cu", MERKLE), ("lde.cu", LDE)];
+
+    /// Throughput prototypes (not used by the backend): Goldilocks multiplies and butterflies on
+    /// the integer and FP64 pipes, power-of-two inner twiddles; timed by backend-cuda's
+    /// `ntt_proto` example. Includes `common.cuh`.
+    pub const PROTO_PIPES: &str = include_str!("../cuda/proto/pipes.cu");
+    /// The prototype files, as (file name, text); compiled by the backend's NVRTC tests like
+    /// [`SOURCES`].
+    pub const PROTOTYPES: &[(&str, &str)] = &[("proto/pipes.cu", PROTO_PIPES)];
 }
 
 /// WGSL kernel sources, one per operation family.
