@@ -27,10 +27,13 @@
 //!   route (`cuMemcpyBatchAsync`, or one copy at a time) and the default kernel route,
 //!   which executes the plan's run batches as one fused gather launch per pair of batches (each
 //!   run moves once), with the host schedule cached per shape.
-//! - **The LDE in four passes** at 2^21 -> 2^22: register-blocked radix-32 NTT passes over
-//!   2^11-row x 8-column shared-memory tiles, inverse by decimation in frequency on rows `B*p`,
-//!   forward by decimation in time reading those rows for all `B` replicas, Goldilocks arithmetic
-//!   on PTX carry chains with lazy reduction (canonical only where stored last).
+//! - **The LDE in place, in four passes** at 2^21 -> 2^22: register-blocked radix-32 NTT passes
+//!   over 2^11-row x 8-column shared-memory tiles; the inverse by decimation in frequency on the
+//!   trace's own rows `[0, n)` of the LDE buffer, its last pass storing rows `p >= n/B` at row
+//!   `B*p` and about `log2(n/B)` short spread launches moving the rest (`lde`'s module doc proves
+//!   the order race-free); the forward by decimation in time reading rows `B*p` for all `B`
+//!   replicas; Goldilocks arithmetic on PTX carry chains with lazy reduction (canonical only
+//!   where stored last).
 //! - **Options, not globals.** The transpose route, the NTT variants and the kernel cache are
 //!   [`CudaOptions`], fixed when a backend is opened ([`CudaBackend::open`]);
 //!   [`CudaBackend::with_options`] gives another handle on the same device to measure or test
