@@ -10,9 +10,10 @@
 //!
 //! # The spread, in place, without races
 //!
-//! A pass's tiles run in any order, and a tile loads all its rows before it stores any, so a
-//! launch is race-free when no row one tile stores is a row another tile loads or stores; launches
-//! run one after another on the stream. Let `t = ceil(n / B)` (`n / B`, or 1 when `n < B`), and
+//! A pass's tiles run in any order, and a tile loads all its rows before it stores any (the
+//! register kernel's first forward pass runs the `B` tiles sharing rows `B*p` in one block, the
+//! tile that overwrites them last), so a launch is race-free when no row one tile stores is a row
+//! another tile loads or stores; launches run one after another on the stream. Let `t = ceil(n / B)` (`n / B`, or 1 when `n < B`), and
 //! `R` the rows written per position: `B` with the replicas (needed unless every pass runs the
 //! register kernel, whose first forward pass reads row `pB` for all `B`), else 1.
 //!
