@@ -1,13 +1,30 @@
-//! Coset LDE (`shaders/wgsl/lde.wgsl`): spread the trace rows to stride B, an inverse DIF NTT
-//! over them, coset scaling with the broadcast that replaces the first log2(B) forward stages,
-//! then the remaining forward DIT stages, over the shared [`LdeTwiddles`] tables.
+//! Coset LDE (`shaders/wgsl/lde.wgsl`), in place in the LDE's own buffer
+//! ([`backend_api::Backend::coset_lde_in_place`]): the first `n` of its `N = nB` rows hold the
+//! trace, the other rows anything.
+//!
+//! 1. **Inverse NTT** (DIF, inverse twiddles) over rows `[0, n)`, stride `m`; its first pass
+//!    canonicalises what it loads. Position `p` of the output holds coefficient `j = br_n(p)`
+//!    times `n`, which belongs at the `B` rows `[pB, pB + B)`: a size-`N` bit-reversed array
+//!    keeps coefficient `j` at `br_N(j) = pB`, and the first `log2 B` forward (DIT) stages over a
+//!    block of `B` positions with one non-zero entry only copy it over the block.
+//! 2. **Scaling and spreading, race-free in place.** The inverse's last pass scales row `p` by
+//!    `s^j / n` and, for the rows with `pB >= n`, stores it straight to `[pB, pB + B)`: those rows
+//!    lie outside every row the pass reads (or the other rows stay at `p`). The rest moves in
+//!    waves from the top down ([`in_place_steps`] proves the order), one small dispatch each; row
+//!    0's own block last.
+//! 3. **Forward NTT** (DIT, forward twiddles) with half-sizes `B .. N/2`: natural order out.
+//!
+//! The out-of-place route of earlier versions ([`coset_lde_out_of_place`]: spread the trace to
+//! the rows `pB` of a new buffer, inverse over them, scale, forward) stays for the benchmark that
+//! compares the two.
 //!
 //! The transforms run as passes of up to [`PASS_LOG`] radix-2 stages each (`ntt_pass`): a
 //! workgroup loads the 2^r rows of 512 / 2^r columns that r consecutive stages combine into a
 //! shared-memory tile, runs those stages there (one butterfly per invocation per stage) and
 //! stores once. A pass's r is the largest that keeps one group's rows
 //! within one segment's span, so that a dispatch binds at most four segments; at the production
-//! shape that is 9 passes per transform instead of 21 stage sweeps.
+//! shape that is 8 passes for the inverse and 9 for the forward transform instead of 21 and 22
+//! stage sweeps.
 
 use std::sync::Arc;
 
@@ -24,31 +41,193 @@ const SCALE: Kernel = Kernel { module: Module::Lde, entry: "lde_scale", items_pe
 /// Most radix-2 stages one `ntt_pass` runs (`PASS_LOG` in lde.wgsl).
 pub(crate) const PASS_LOG: u32 = 4;
 
-/// [`backend_api::Backend::coset_lde`].
-pub(crate) fn coset_lde(gpu: &Arc<Gpu>, trace: &WgpuBuffer, params: &LdeParams) -> Result<WgpuBuffer> {
-    validate::coset_lde(params, trace.len())?;
-    let op = "coset_lde";
-    let (log_n, log_b) = (params.log_trace_rows(), params.log_blowup());
-    let n = params.trace().rows() as u64;
-    let m = params.trace().cols() as u64;
-    let b = params.blowup() as u64;
-    let big_n = n * b;
-    let s = gpu.seg_elems() as u64;
-    if b * m > s {
-        return Err(Error::InvalidArgument(format!(
-            "{NAME}: {op}: blowup {b} x {m} columns = {} elements exceeds one segment of {s} elements \
-             (the storage binding limit)",
-            b * m
-        )));
+/// `ntt_pass` flags (lde.wgsl): canonicalise every loaded value.
+const PASS_CANON: u32 = 1;
+/// `ntt_pass` flag: scale row `p` of the output by `s^br(p) / n` (the inverse's last pass).
+const PASS_SCALE: u32 = 2;
+/// `ntt_pass` flag (with [`PASS_SCALE`]): store the rows with `pB >= n` to `[pB, pB + B)`.
+const PASS_WIDE: u32 = 4;
+
+/// One step of the in-place LDE, in the order it runs ([`in_place_steps`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step {
+    /// An inverse (DIF) pass of `r` stages from half-size `2^lh` over rows `[0, n)`, under the
+    /// `PASS_*` flags.
+    Inverse { lh: u32, r: u32, flags: u32 },
+    /// Each row `p` of `[lo, hi)` to the `B` rows `[pB, pB + B)`, scaled by `s^br(p) / n` first
+    /// when `scale` (only where the inverse has no pass, `n = 1`).
+    Spread { lo: u64, hi: u64, scale: bool },
+    /// A forward (DIT) pass of `r` stages from half-size `2^lh` over rows `[0, N)`.
+    Forward { lh: u32, r: u32 },
+}
+
+/// The in-place LDE of `2^log_n` rows of `m` columns at blowup `2^log_b`, as the steps
+/// [`coset_lde_in_place`] records, for segments of `seg` elements and passes of at most `most`
+/// stages.
+///
+/// **Why the order is race-free.** The inverse passes read and write only rows `[0, n)`, each
+/// group of a pass only its own rows. The last one (half-size 1, so a group holds `2^r`
+/// consecutive rows) scales every row; row `p` with `pB >= n` goes to `[pB, pB + B)`, rows no
+/// group reads, and the others stay at `p`, written by the group that read them. That is
+/// `PASS_WIDE`, used where a group's `2^r B` target rows fit one segment's span (so that a
+/// dispatch still binds at most four segments); otherwise the pass stores every row at `p` and
+/// the first wave below moves `[ceil(n / B), n)`.
+///
+/// Then, while `c > 1` (`c = ceil(n / B)` after a wide pass, else `n`), rows `[0, c)` still
+/// hold unmoved rows and rows `[cB, N)` are final; the wave `[ceil(c / B), c)` moves each row
+/// `p` to `[pB, pB + B)`. Its targets `[ceil(c / B) B, cB)` start at or above `c`, above every
+/// row still to be read (its own sources included), and end where the final rows begin. Then
+/// `c = ceil(c / B)`. Row 0 goes to `[0, B)` last, each invocation reading its element before
+/// writing it. With `B = 1` the last pass leaves every row in place, final; with `n = 1` the
+/// inverse has no pass and row 0 is scaled on its way to `[0, B)`. The forward passes run after
+/// every move. The unit test `in_place_steps_never_overwrite_a_row_before_reading_it` replays
+/// these steps on row labels for `n = 1 .. 2^12`, `B = 1 .. 8`.
+fn in_place_steps(log_n: u32, log_b: u32, m: u64, seg: u64, most: u32) -> Vec<Step> {
+    let (n, b) = (1u64 << log_n, 1u64 << log_b);
+    let inverse = passes(0, log_n, m, m, seg, most);
+    let wide = b > 1 && inverse.first().is_some_and(|&(_, r)| (b * m) << r <= seg);
+    let mut steps = Vec::new();
+    for (k, &(lh, r)) in inverse.iter().rev().enumerate() {
+        let mut flags = if k == 0 { PASS_CANON } else { 0 };
+        if lh == 0 {
+            flags |= PASS_SCALE | if wide { PASS_WIDE } else { 0 };
+        }
+        steps.push(Step::Inverse { lh, r, flags });
     }
-    let tw = LdeTwiddles::shared(log_n, log_b, params.shift());
-    let what = format!("the twiddle tables for 2^{log_n} x 2^{log_b}");
-    let tables = memory::upload_table(gpu, &[&tw.inv_twiddles, &tw.twiddles, &tw.coset], &what)?;
+    if log_n == 0 {
+        steps.push(Step::Spread { lo: 0, hi: 1, scale: true });
+    } else if b > 1 {
+        let mut c = if wide { n.div_ceil(b) } else { n };
+        while c > 1 {
+            let lo = c.div_ceil(b);
+            steps.push(Step::Spread { lo, hi: c, scale: false });
+            c = lo;
+        }
+        steps.push(Step::Spread { lo: 0, hi: 1, scale: false });
+    }
+    steps.extend(passes(log_b, log_n + log_b, m, m, seg, most).into_iter().map(|(lh, r)| Step::Forward { lh, r }));
+    steps
+}
+
+/// What every route shares: the segment check and the twiddle tables.
+struct Setup {
+    n: u64,
+    m: u64,
+    b: u64,
+    log_n: u32,
+    log_b: u32,
+    seg: u64,
+    tables: WgpuBuffer,
+}
+
+impl Setup {
+    fn new(gpu: &Arc<Gpu>, params: &LdeParams, op: &str) -> Result<Self> {
+        let (log_n, log_b) = (params.log_trace_rows(), params.log_blowup());
+        let n = params.trace().rows() as u64;
+        let m = params.trace().cols() as u64;
+        let b = params.blowup() as u64;
+        let seg = gpu.seg_elems() as u64;
+        if b * m > seg {
+            return Err(Error::InvalidArgument(format!(
+                "{NAME}: {op}: blowup {b} x {m} columns = {} elements exceeds one segment of {seg} elements \
+                 (the storage binding limit)",
+                b * m
+            )));
+        }
+        let tw = LdeTwiddles::shared(log_n, log_b, params.shift());
+        let what = format!("the twiddle tables for 2^{log_n} x 2^{log_b}");
+        let tables = memory::upload_table(gpu, &[&tw.inv_twiddles, &tw.twiddles, &tw.coset], &what)?;
+        Ok(Self { n, m, b, log_n, log_b, seg, tables })
+    }
+
+    /// Where the coset powers start in the tables: after `n / 2` inverse and `N / 2` forward
+    /// twiddles.
+    fn coset_offset(&self) -> u64 {
+        self.n / 2 + self.n * self.b / 2
+    }
+
+    /// Records `lde_scale` over rows `[lo, hi)` of the matrix at `base`: row `p`, read at row
+    /// `p * step`, to rows `[pB, pB + B)`, scaled when `scale`; in dispatches whose rows fit
+    /// four segments.
+    #[allow(clippy::too_many_arguments)]
+    fn scale_rows(
+        &self,
+        rec: &mut Recorder<'_>,
+        space: &Space<'_>,
+        base: u64,
+        (lo, hi): (u64, u64),
+        step: u64,
+        scale: bool,
+        op: &str,
+    ) -> Result<()> {
+        let (m, b) = (self.m, self.b);
+        let rows_per = (self.seg / (b * m)).max(1);
+        let mut p = lo;
+        while p < hi {
+            let k = rows_per.min(hi - p);
+            let spans = [
+                (base + p * step * m, base + ((p + k - 1) * step + 1) * m),
+                (base + p * b * m, base + (p + k) * b * m),
+            ];
+            let a = space.window::<4>(&spans, op)?;
+            let args = [
+                base as u32,
+                m as u32,
+                b as u32,
+                self.log_n,
+                self.coset_offset() as u32,
+                p as u32,
+                step as u32,
+                u32::from(scale),
+            ];
+            rec.dispatch(SCALE, (k * m) as u32, &args, a, Window::empty(), Table::Buffer(&self.tables.segs[0]))?;
+            p += k;
+        }
+        Ok(())
+    }
+}
+
+/// [`backend_api::Backend::coset_lde_in_place`] (module doc).
+pub(crate) fn coset_lde_in_place(gpu: &Arc<Gpu>, buf: &mut WgpuBuffer, params: &LdeParams) -> Result<()> {
+    validate::coset_lde_in_place(params, buf.len())?;
+    let op = "coset_lde_in_place";
+    let set = Setup::new(gpu, params, op)?;
+    let (space, bases) = Space::new(gpu, &[&buf.segs])?;
+    let base = bases[0] as u64;
+    let tab = &set.tables.segs[0];
+    let mut rec = gpu.recorder(op);
+    let inverse = Transform { base, stride: set.m, m: set.m, log_rows: set.log_n, tw_off: 0, inverse: true };
+    let log_big_n = set.log_n + set.log_b;
+    let forward = Transform { base, stride: set.m, m: set.m, log_rows: log_big_n, tw_off: set.n / 2, inverse: false };
+    let store =
+        |flags| Store { flags, log_b: set.log_b, coset_off: set.coset_offset(), wide_from: set.n.div_ceil(set.b) };
+    for step in in_place_steps(set.log_n, set.log_b, set.m, set.seg, gpu.lde_pass_stages) {
+        match step {
+            Step::Inverse { lh, r, flags } => pass(&mut rec, &space, tab, &inverse, lh, r, store(flags))?,
+            Step::Spread { lo, hi, scale } => set.scale_rows(&mut rec, &space, base, (lo, hi), 1, scale, op)?,
+            Step::Forward { lh, r } => pass(&mut rec, &space, tab, &forward, lh, r, store(0))?,
+        }
+    }
+    rec.flush()?;
+    drop(rec);
+    drop(set);
+    Ok(())
+}
+
+/// The out-of-place route of earlier versions, kept for the benchmark that compares it with
+/// [`coset_lde_in_place`]: the trace's rows `p` to rows `pB` of a new buffer
+/// (canonicalised), the inverse over those rows (stride `Bm`), each row `pB` scaled to its
+/// block, then the same forward passes. Needs the trace's and the LDE's bytes at once.
+pub(crate) fn coset_lde_out_of_place(gpu: &Arc<Gpu>, trace: &WgpuBuffer, params: &LdeParams) -> Result<WgpuBuffer> {
+    validate::coset_lde(params, trace.len())?;
+    let op = "coset_lde_out_of_place";
+    let set = Setup::new(gpu, params, op)?;
+    let (n, m, b, s) = (set.n, set.m, set.b, set.seg);
     let most = gpu.lde_pass_stages;
     let out = memory::alloc(gpu, params.lde_shape().len())?;
     let (space, bases) = Space::new(gpu, &[&trace.segs, &out.segs])?;
     let (tb, ob) = (bases[0] as u64, bases[1] as u64);
-    let tab = &tables.segs[0];
+    let tab = &set.tables.segs[0];
     let mut rec = gpu.recorder(op);
 
     // 1. Spread: trace row p -> LDE row pB.
@@ -63,27 +242,21 @@ pub(crate) fn coset_lde(gpu: &Arc<Gpu>, trace: &WgpuBuffer, params: &LdeParams) 
         p += k;
     }
     // 2. Inverse NTT (DIF) over rows pB, half-sizes n/2 down to 1: inverse twiddles at offset 0.
-    let inverse = Transform { base: ob, stride: b * m, m, log_rows: log_n, tw_off: 0, inverse: true };
-    for (lh, r) in passes(0, log_n, b * m, m, s, most).into_iter().rev() {
-        pass(&mut rec, &space, tab, &inverse, lh, r)?;
+    let inverse = Transform { base: ob, stride: b * m, m, log_rows: set.log_n, tw_off: 0, inverse: true };
+    for (lh, r) in passes(0, set.log_n, b * m, m, s, most).into_iter().rev() {
+        pass(&mut rec, &space, tab, &inverse, lh, r, Store::PLAIN)?;
     }
     // 3. Coset scaling and broadcast to the B rows of each block.
-    let mut p = 0;
-    while p < n {
-        let k = rows_per.min(n - p);
-        let a = space.window::<4>(&[(ob + p * b * m, ob + (p + k) * b * m)], op)?;
-        let args = [ob as u32, m as u32, b as u32, log_n, (n / 2 + big_n / 2) as u32, p as u32];
-        rec.dispatch(SCALE, (k * m) as u32, &args, a, Window::empty(), Table::Buffer(tab))?;
-        p += k;
-    }
+    set.scale_rows(&mut rec, &space, ob, (0, n), b, true, op)?;
     // 4. Forward NTT (DIT) with half-sizes B .. N/2: forward twiddles after the inverse ones.
-    let log_big_n = log_n + log_b;
+    let log_big_n = set.log_n + set.log_b;
     let forward = Transform { base: ob, stride: m, m, log_rows: log_big_n, tw_off: n / 2, inverse: false };
-    for (lh, r) in passes(log_b, log_big_n, m, m, s, most) {
-        pass(&mut rec, &space, tab, &forward, lh, r)?;
+    for (lh, r) in passes(set.log_b, log_big_n, m, m, s, most) {
+        pass(&mut rec, &space, tab, &forward, lh, r, Store::PLAIN)?;
     }
     rec.flush()?;
-    drop(tables);
+    drop(rec);
+    drop(set);
     Ok(out)
 }
 
@@ -97,6 +270,22 @@ struct Transform {
     tw_off: u64,
     /// DIF with inverse twiddles (`true`) or DIT with forward twiddles.
     inverse: bool,
+}
+
+/// How a pass stores its output (`ntt_store` in lde.wgsl).
+#[derive(Clone, Copy)]
+struct Store {
+    /// `PASS_*` flags.
+    flags: u32,
+    log_b: u32,
+    /// Where the coset powers start in the table.
+    coset_off: u64,
+    /// With [`PASS_WIDE`], the first row stored to its block: `ceil(n / B)` (`pB >= n`).
+    wide_from: u64,
+}
+
+impl Store {
+    const PLAIN: Self = Self { flags: 0, log_b: 0, coset_off: 0, wide_from: 0 };
 }
 
 /// The passes `(log2 h, r)` that cover the stages with half-sizes `2^lo .. 2^(hi - 1)`, in
@@ -119,27 +308,52 @@ fn passes(lo: u32, hi: u32, stride: u64, m: u64, seg: u64, most: u32) -> Vec<(u3
     out
 }
 
+/// The first row of group `g` of a pass of `r` stages from half-size `2^lh`; the group holds
+/// the rows `first + j 2^lh`, `j < 2^r` (`ntt_pass` in lde.wgsl computes the same).
+fn group_first(g: u64, lh: u32, r: u32) -> u64 {
+    ((g >> lh) << (lh + r)) + (g & ((1 << lh) - 1))
+}
+
 /// Records one pass of `r` stages from half-size `2^lh`, cut into dispatches of aligned,
-/// power-of-two group ranges whose rows touch at most four segments.
-fn pass(rec: &mut Recorder<'_>, space: &Space<'_>, tab: &wgpu::Buffer, tf: &Transform, lh: u32, r: u32) -> Result<()> {
+/// power-of-two group ranges whose rows (and, under [`PASS_WIDE`], target rows) touch at most
+/// four segments.
+#[allow(clippy::too_many_arguments)]
+fn pass(
+    rec: &mut Recorder<'_>,
+    space: &Space<'_>,
+    tab: &wgpu::Buffer,
+    tf: &Transform,
+    lh: u32,
+    r: u32,
+    store: Store,
+) -> Result<()> {
     let op = "coset_lde pass";
     let h = 1u64 << lh;
     let groups = 1u64 << (tf.log_rows - r);
     // One invocation per butterfly, and dispatch items are u32.
     let max_groups = (u64::from(u32::MAX) / (tf.m << (r - 1))).max(1);
     let span = |row: u64, count: u64| (tf.base + row * tf.stride, tf.base + (row + count - 1) * tf.stride + tf.m);
+    let wide = store.flags & PASS_WIDE != 0;
+    // Wide stores assume consecutive rows per group (h = 1) and rows m apart.
+    debug_assert!(!wide || (lh == 0 && tf.stride == tf.m));
     let mut g0 = 0u64;
     while g0 < groups {
         let align = if g0 == 0 { groups } else { 1 << g0.trailing_zeros() };
         let mut k = align.min(groups - g0).min(max_groups);
         k = 1 << k.ilog2();
         let (window, k) = loop {
-            let first = ((g0 >> lh) << (lh + r)) + (g0 & (h - 1));
-            let spans: Vec<(u64, u64)> = if k <= h {
+            let first = group_first(g0, lh, r);
+            let mut spans: Vec<(u64, u64)> = if k <= h {
                 (0..1u64 << r).map(|j| span(first + j * h, k)).collect()
             } else {
                 vec![span(first, k << r)]
             };
+            if wide {
+                let (lo, hi) = (first.max(store.wide_from), first + (k << r));
+                if lo < hi {
+                    spans.push((tf.base + (lo << store.log_b) * tf.m, tf.base + (hi << store.log_b) * tf.m));
+                }
+            }
             match space.window::<4>(&spans, op) {
                 Ok(w) => break (w, k),
                 Err(e) if k == 1 => return Err(e),
@@ -156,11 +370,196 @@ fn pass(rec: &mut Recorder<'_>, space: &Space<'_>, tab: &wgpu::Buffer, tf: &Tran
             tf.log_rows - 1 - lh,
             g0 as u32,
             u32::from(tf.inverse),
+            store.flags,
+            store.log_b,
+            store.coset_off as u32,
         ];
         rec.dispatch(PASS, ((k * tf.m) << (r - 1)) as u32, &args, window, Window::empty(), Table::Buffer(tab))?;
         g0 += k;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod order {
+    //! The in-place order ([`in_place_steps`]) replayed on row labels: no row is overwritten
+    //! before its last read, no dispatch writes a row that another of its invocations reads,
+    //! and every LDE row ends with the scaled coefficient row it needs.
+
+    use super::*;
+
+    /// What a row of the buffer holds during the replay.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    enum Row {
+        /// Not yet written (rows `[n, N)` on entry).
+        Garbage,
+        /// Row `p` of the inverse with the stages of half-size `< 2^left` still to run.
+        Inverse { p: u64, left: u32 },
+        /// Inverse output row `p`, scaled.
+        Scaled(u64),
+    }
+
+    /// Replays `steps` on `2^log_n` rows at blowup `2^log_b`; the first violation as an error.
+    fn replay(log_n: u32, log_b: u32, steps: &[Step]) -> std::result::Result<(), String> {
+        let (n, b) = (1u64 << log_n, 1u64 << log_b);
+        let big_n = n * b;
+        let mut rows: Vec<Row> =
+            (0..big_n).map(|t| if t < n { Row::Inverse { p: t, left: log_n } } else { Row::Garbage }).collect();
+        let final_rows = |rows: &[Row]| -> std::result::Result<(), String> {
+            match (0..big_n).find(|&t| rows[t as usize] != Row::Scaled(t >> log_b)) {
+                Some(t) => Err(format!("row {t} holds {:?} where the forward NTT reads it", rows[t as usize])),
+                None => Ok(()),
+            }
+        };
+        let mut next_forward = log_b;
+        for (i, &step) in steps.iter().enumerate() {
+            let at = format!("step {i} {step:?}");
+            // (target row, writer, value): a writer is a group of the pass or an invocation row.
+            let mut writes: Vec<(u64, u64, Row)> = Vec::new();
+            // The writer that reads each row in this step.
+            let mut reader: Vec<Option<u64>> = vec![None; big_n as usize];
+            match step {
+                Step::Inverse { lh, r, flags } => {
+                    if next_forward != log_b {
+                        return Err(format!("{at}: inverse after a forward pass"));
+                    }
+                    if (flags & PASS_CANON != 0) != (lh + r == log_n) {
+                        return Err(format!("{at}: the canonicalising pass must be the first, and only it"));
+                    }
+                    if (flags & PASS_SCALE != 0) != (lh == 0) || (flags & PASS_WIDE != 0 && flags & PASS_SCALE == 0) {
+                        return Err(format!("{at}: scaling belongs to the last pass, wide stores with it"));
+                    }
+                    for g in 0..n >> r {
+                        for j in 0..1u64 << r {
+                            let t = group_first(g, lh, r) + (j << lh);
+                            if t >= n || reader[t as usize].replace(g).is_some() {
+                                return Err(format!("{at}: row {t} outside [0, n) or in two groups"));
+                            }
+                            if rows[t as usize] != (Row::Inverse { p: t, left: lh + r }) {
+                                return Err(format!("{at}: row {t} holds {:?}", rows[t as usize]));
+                            }
+                            if flags & PASS_SCALE == 0 {
+                                writes.push((t, g, Row::Inverse { p: t, left: lh }));
+                            } else if flags & PASS_WIDE != 0 && t * b >= n {
+                                writes.extend((t * b..(t + 1) * b).map(|u| (u, g, Row::Scaled(t))));
+                            } else {
+                                writes.push((t, g, Row::Scaled(t)));
+                            }
+                        }
+                    }
+                    if reader[..n as usize].iter().any(Option::is_none) {
+                        return Err(format!("{at}: the groups miss a row"));
+                    }
+                }
+                Step::Spread { lo, hi, scale } => {
+                    if next_forward != log_b || lo >= hi || hi > n {
+                        return Err(format!("{at}: out of order or out of range"));
+                    }
+                    for p in lo..hi {
+                        let want = if scale { Row::Inverse { p, left: 0 } } else { Row::Scaled(p) };
+                        if rows[p as usize] != want {
+                            return Err(format!("{at}: row {p} holds {:?}, expected {want:?}", rows[p as usize]));
+                        }
+                        reader[p as usize] = Some(p);
+                        writes.extend((p * b..(p + 1) * b).map(|u| (u, p, Row::Scaled(p))));
+                    }
+                }
+                Step::Forward { lh, r } => {
+                    if next_forward == log_b {
+                        final_rows(&rows).map_err(|e| format!("{at}: {e}"))?;
+                    }
+                    if lh != next_forward {
+                        return Err(format!("{at}: expected the forward pass from half-size 2^{next_forward}"));
+                    }
+                    next_forward += r;
+                    continue;
+                }
+            }
+            let mut written = vec![false; big_n as usize];
+            for &(t, writer, value) in &writes {
+                if std::mem::replace(&mut written[t as usize], true) {
+                    return Err(format!("{at}: row {t} written twice"));
+                }
+                if reader[t as usize].is_some_and(|g| g != writer) {
+                    return Err(format!("{at}: row {t} written by {writer} while {:?} reads it", reader[t as usize]));
+                }
+                rows[t as usize] = value;
+            }
+        }
+        if next_forward != log_n + log_b {
+            return Err(format!("the forward passes end at half-size 2^{next_forward}"));
+        }
+        final_rows(&rows)
+    }
+
+    #[test]
+    fn in_place_steps_never_overwrite_a_row_before_reading_it() {
+        let (mut wide, mut narrow) = (0, 0);
+        // (m, segment elements): the production segment; 8 KiB segments where a pass group's
+        // targets fit, and where at B = 8 they do not (the pass then stores every row at p).
+        for (m, seg) in [(316, 1 << 27), (5, 1024), (100, 1024)] {
+            for log_b in 0..=3 {
+                for log_n in 0..=12 {
+                    if (m << log_b) > seg {
+                        continue;
+                    }
+                    for most in 1..=PASS_LOG {
+                        let steps = in_place_steps(log_n, log_b, m, seg, most);
+                        if let Err(e) = replay(log_n, log_b, &steps) {
+                            panic!("n = 2^{log_n}, B = 2^{log_b}, m = {m}, segment {seg}, {most} stages: {e}");
+                        }
+                        let last = steps.iter().find_map(|s| match s {
+                            Step::Inverse { lh: 0, flags, .. } => Some(*flags),
+                            _ => None,
+                        });
+                        match last {
+                            Some(f) if log_b > 0 && f & PASS_WIDE != 0 => wide += 1,
+                            Some(_) if log_b > 0 => narrow += 1,
+                            _ => {}
+                        }
+                    }
+                }
+            }
+        }
+        assert!(wide > 100 && narrow > 20, "both kinds of last pass replayed: {wide} wide, {narrow} not");
+    }
+
+    #[test]
+    fn the_replay_catches_a_wrong_order() {
+        let steps = in_place_steps(6, 2, 3, 1 << 20, 4);
+        replay(6, 2, &steps).unwrap();
+        // The waves bottom-up: row 1's targets [4, 8) overwrite rows not yet moved.
+        let mut up = steps.clone();
+        let spreads: Vec<usize> = (0..up.len()).filter(|&i| matches!(up[i], Step::Spread { .. })).collect();
+        let moved: Vec<Step> = spreads.iter().rev().map(|&i| steps[i]).collect();
+        for (&i, s) in spreads.iter().zip(moved) {
+            up[i] = s;
+        }
+        assert!(replay(6, 2, &up).is_err(), "bottom-up waves accepted");
+        // The first two waves as one, [1, 16): its targets [4, 64) overlap its own sources.
+        assert!(steps.contains(&Step::Spread { lo: 4, hi: 16, scale: false }), "{steps:?}");
+        let merged: Vec<Step> = steps
+            .iter()
+            .filter_map(|s| match *s {
+                Step::Spread { lo: 4, hi: 16, .. } => None,
+                Step::Spread { lo: 1, hi: 4, scale } => Some(Step::Spread { lo: 1, hi: 16, scale }),
+                other => Some(other),
+            })
+            .collect();
+        assert!(replay(6, 2, &merged).is_err(), "a wave over [1, 16) accepted");
+        // The last pass without its wide stores (and no wave for [16, 64)): rows [64, 256) unset.
+        let narrow: Vec<Step> = steps
+            .iter()
+            .map(|s| match *s {
+                Step::Inverse { lh: 0, r, flags } => Step::Inverse { lh: 0, r, flags: flags & !PASS_WIDE },
+                other => other,
+            })
+            .collect();
+        assert!(replay(6, 2, &narrow).is_err(), "rows [n, N) left unset");
+        // Dropping row 0's step leaves rows [0, B) unset.
+        let no_row0: Vec<Step> = steps.iter().copied().filter(|s| !matches!(s, Step::Spread { lo: 0, .. })).collect();
+        assert!(replay(6, 2, &no_row0).is_err(), "row 0's block left unset");
+    }
 }
 
 #[cfg(test)]

@@ -150,6 +150,20 @@ impl WgpuBackend {
         memory::raw_copy(&self.gpu, src, dst)
     }
 
+    /// The coset LDE by the out-of-place route of earlier versions: the same bytes as
+    /// [`Backend::coset_lde`], computed by spreading the trace to every `B`-th row of a new
+    /// buffer, then the inverse NTT over those rows, the coset scaling and the forward NTT. It
+    /// needs the trace's and the LDE's bytes at once and is kept for the benchmark that compares
+    /// it with the in-place route ([`Backend::coset_lde_in_place`], which `coset_lde` uses).
+    ///
+    /// # Errors
+    /// As [`Backend::coset_lde`]; `Error::InvalidArgument` when `B x m` elements exceed one
+    /// segment.
+    pub fn coset_lde_out_of_place(&self, trace: &WgpuBuffer, params: &LdeParams) -> Result<WgpuBuffer> {
+        self.gpu.check("coset_lde_out_of_place")?;
+        lde::coset_lde_out_of_place(&self.gpu, trace, params)
+    }
+
     /// Frees the segments the pool keeps for reuse (freed buffers' segments stay allocated so
     /// that later allocations of the same size skip buffer creation and wgpu's zero fill);
     /// returns the bytes released. Never needed for correctness: an allocation that runs out of
@@ -278,14 +292,6 @@ impl Backend for WgpuBackend {
 
     fn coset_lde_in_place(&self, buf: &mut WgpuBuffer, params: &LdeParams) -> Result<()> {
         self.gpu.check("coset_lde_in_place")?;
-        backend_api::validate::coset_lde_in_place(params, buf.len())?;
-        // The kernels still extend out of place: the trace rows go to a buffer of their own and
-        // the LDE comes back into `buf`.
-        let n_elems = params.trace().len();
-        let mut trace = memory::alloc(&self.gpu, n_elems)?;
-        copy::batched_copy(&self.gpu, buf, &mut trace, &[CopyRange::new(0, 0, n_elems)])?;
-        let out = lde::coset_lde(&self.gpu, &trace, params)?;
-        drop(trace);
-        copy::batched_copy(&self.gpu, &out, buf, &[CopyRange::new(0, 0, out.len())])
+        lde::coset_lde_in_place(&self.gpu, buf, params)
     }
 }

@@ -107,6 +107,50 @@ fn lde_matches_naive_dft() {
     });
 }
 
+/// The in-place entry on buffers whose rows `[n, N)` hold garbage (random values, `u64::MAX`),
+/// the trace written into rows `[0, n)` with `write`; and the out-of-place route the bench
+/// compares it with, which leaves its trace as it was. Both against the naive DFT, on shapes where
+/// the inverse's last pass stores rows straight to their blocks and, on 8 KiB segments with
+/// `B x m = 800`, where it cannot and the first wave moves them.
+#[test]
+fn lde_in_place_and_out_of_place_match_naive_dft() {
+    both(|b| {
+        let mut r = rng("lde-in-place");
+        for (log_n, log_b, m, shift) in [
+            (0, 0, 2, 7),
+            (0, 3, 2, 7),
+            (1, 3, 3, 7),
+            (2, 2, 5, 3),
+            (4, 0, 3, 1),
+            (5, 3, 100, 7),
+            (6, 1, 7, P + 5),
+            (8, 2, 3, 7),
+            (10, 3, 1, 7),
+        ] {
+            let (n, blowup) = (1usize << log_n, 1usize << log_b);
+            let what = format!("LDE 2^{log_n} x {m}, blowup 2^{log_b}, shift {shift}");
+            let trace = matrix(&mut r, n * m);
+            let params = LdeParams::new(MatrixShape::new(n, m).unwrap(), blowup, shift).unwrap();
+            let expected = reference::coset_lde(&trace, n, m, blowup, shift);
+            let mut garbage = matrix(&mut r, n * blowup * m);
+            garbage[n * m..].iter_mut().step_by(3).for_each(|x| *x = u64::MAX);
+            let mut buf = b.upload(&garbage).unwrap();
+            b.write(&mut buf, 0, &trace).unwrap();
+            b.coset_lde_in_place(&mut buf, &params).unwrap();
+            assert_eq!(b.download_vec(&buf).unwrap(), expected, "{what}, in place");
+
+            let dev = b.upload(&trace).unwrap();
+            let out = b.coset_lde_out_of_place(&dev, &params).unwrap();
+            assert_eq!(b.download_vec(&out).unwrap(), expected, "{what}, out of place");
+            assert_eq!(b.download_vec(&dev).unwrap(), trace, "{what}: the out-of-place route changed its trace");
+        }
+        let params = LdeParams::new(MatrixShape::new(4, 2).unwrap(), 2, 7).unwrap();
+        let short = b.upload(&[0; 7]).unwrap();
+        let err = b.coset_lde_out_of_place(&short, &params).unwrap_err();
+        assert!(matches!(err, Error::LengthMismatch { expected: 8, actual: 7, .. }), "{err}");
+    });
+}
+
 /// Every pass size (1, 2, 3 stages per pass; 4 is the default the other tests use), on 8 KiB
 /// segments so that the passes also cut at segment bounds, against the naive DFT.
 #[test]

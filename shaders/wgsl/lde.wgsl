@@ -3,15 +3,22 @@
 // buffer at binding 7. One invocation per (row or butterfly, column): consecutive invocations
 // touch consecutive columns of a row, so every access is coalesced.
 //
-// The LDE of an n-row trace at blowup B (N = nB):
-// 1. lde_spread: trace row p -> LDE row pB, canonicalised (every value inside the transform is
-//    canonical, so its butterflies use the _c adds and subtracts).
-// 2. ntt_pass (inverse, DIF) over the rows pB, p < n: the coefficients, times n, in bit-reversed
-//    order (position p holds coefficient br(p)).
-// 3. lde_scale: position p is coefficient j = br(p), which a size-N bit-reversed array keeps at
-//    br_N(j) = pB; it is scaled by s^j / n and, since the first log2(B) forward (DIT) stages
-//    over a block of B positions with one non-zero entry only copy it, written to all B rows.
-// 4. ntt_pass (forward, DIT) with half-sizes B, 2B, .., N/2: natural-order evaluations.
+// The LDE of an n-row trace at blowup B (N = nB), in place in the N-row buffer whose first n
+// rows hold the trace (lde.rs, `coset_lde_in_place`):
+// 1. ntt_pass (inverse, DIF) over rows [0, n): its first pass canonicalises what it loads (every
+//    value inside the transform is canonical, so the butterflies use the _c adds and subtracts).
+//    Position p then holds coefficient j = br(p) times n; a size-N bit-reversed array keeps that
+//    coefficient at br_N(j) = pB, and since the first log2(B) forward (DIT) stages over a block
+//    of B positions with one non-zero entry only copy it, it belongs at all B rows [pB, pB + B).
+//    The last pass scales it by s^j / n and stores it there where pB >= n (rows no group of the
+//    pass reads), at row p otherwise.
+// 2. lde_scale, in waves from the top down (lde.rs proves the order): rows p of [lo, hi) to
+//    their B rows, each wave's targets above every row still to be read; row 0 last.
+// 3. ntt_pass (forward, DIT) with half-sizes B, 2B, .., N/2: natural-order evaluations.
+//
+// The out-of-place route (`WgpuBackend::coset_lde_out_of_place`) spreads the trace to the rows pB
+// of a new buffer (lde_spread), runs the inverse over those rows, then lde_scale in place (each
+// row pB to its block), then the same forward passes.
 //
 // ntt_pass runs up to PASS_LOG consecutive radix-2 stages per dispatch over workgroup tiles of
 // the 2^r rows of a column that those stages combine, so that an element is read and written once
@@ -34,7 +41,12 @@ fn lde_spread(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_i
     st_a(arg(1) + p * arg(3) * m + c, gl_canon(ld_a(arg(0) + p * m + c)));
 }
 
-// args: 0 base, 1 m, 2 B, 3 log2(n), 4 coset offset, 5 p0; count = rows * m.
+// Row p (read at row p * arg 6) to the B rows [pB, pB + B), times s^br(p) / n where arg 7 is 1.
+// args: 0 base, 1 m, 2 B, 3 log2(n), 4 coset offset, 5 p0, 6 source row step (B: the row pB of
+// the out-of-place route's block; 1: row p, in place), 7 scale (1) or copy (0);
+// count = rows * m. An invocation reads its element before it writes, so a source row among its
+// own targets (row 0, or row pB out of place) is safe; the host keeps every other source row out
+// of the dispatch's targets.
 @compute @workgroup_size(256)
 fn lde_scale(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let t = group_index(wid) * 256u + lid;
@@ -45,16 +57,22 @@ fn lde_scale(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_in
     let b = arg(2);
     let p = arg(5) + t / m;
     let c = t % m;
-    let bits = arg(3);
-    var j = 0u;
-    if bits > 0u {
-        j = reverseBits(p) >> (32u - bits);
+    var v = ld_a(arg(0) + p * arg(6) * m + c);
+    if arg(7) == 1u {
+        v = gl_mul(v, tw[arg(4) + coefficient(p, arg(3))]);
     }
     let g = arg(0) + p * b * m + c;
-    let v = gl_mul(ld_a(g), tw[arg(4) + j]);
     for (var s = 0u; s < b; s++) {
         st_a(g + s * m, v);
     }
+}
+
+// The coefficient j = br(p) (bits-bit reversal) that position p of the inverse's output holds.
+fn coefficient(p: u32, bits: u32) -> u32 {
+    if bits == 0u {
+        return 0u;
+    }
+    return reverseBits(p) >> (32u - bits);
 }
 
 // Most stages one ntt_pass runs: a group of 2^PASS_LOG rows per column.
@@ -71,8 +89,9 @@ var<workgroup> ntt_tw: array<vec2<u32>, 1024>;
 // args: 0 base, 1 row stride (elements), 2 m, 3 log2 h (the pass's smallest half-size),
 //       4 r (stages, 1..PASS_LOG), 5 twiddle offset, 6 log2 of the smallest stage's twiddle step,
 //       7 g0 (first group), 8 inverse (1: DIF with inverse twiddles, half-sizes h 2^(r-1) down
-//       to h; 0: DIT, half-sizes h up to h 2^(r-1)); count = groups * m * 2^(r-1) (one
-//       invocation per butterfly).
+//       to h; 0: DIT, half-sizes h up to h 2^(r-1)), 9 flags (PASS_CANON, PASS_SCALE,
+//       PASS_WIDE), 10 log2(B), 11 coset offset; count = groups * m * 2^(r-1) (one invocation
+//       per butterfly).
 //
 // Group g holds the rows i0 + j h, j < 2^r, where i0 = (g / h) h 2^r + g % h: exactly the rows
 // that the stages with half-sizes h .. h 2^(r-1) combine among themselves. In the stage of
@@ -80,6 +99,15 @@ var<workgroup> ntt_tw: array<vec2<u32>, 1024>;
 // index is (i0 + j h) mod H = g % h + (j mod 2^s) h, times the stage's step. The tile is indexed
 // at run time, which shared memory does at full speed (a per-invocation register array indexed
 // by stage would spill to local memory).
+// Flags (arg 9). PASS_CANON: canonicalise every loaded value (the first pass over a trace).
+// PASS_SCALE (the inverse's last pass, h = 1, stride m): row p's output is scaled by
+// s^br(p) / n (tw[arg 11 + br(p)]), n = 2^log_rows = 2^(arg 6 + arg 3 + 1). PASS_WIDE (with
+// PASS_SCALE): rows with pB >= n are stored to the B rows [pB, pB + B) instead of row p; those
+// rows lie outside every row the pass reads.
+const PASS_CANON: u32 = 1u;
+const PASS_SCALE: u32 = 2u;
+const PASS_WIDE: u32 = 4u;
+
 @compute @workgroup_size(256)
 fn ntt_pass(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let m = arg(2);
@@ -99,8 +127,10 @@ fn ntt_pass(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_ind
     let item1 = first_item + (e1 & (per - 1u));
     let g0 = arg(7) + item0 / m;
     let g1 = arg(7) + item1 / m;
-    let at0 = arg(0) + ((((g0 >> lh) << (lh + r)) + (g0 & lo_mask)) + ((lid >> per_log) << lh)) * arg(1) + item0 % m;
-    let at1 = arg(0) + ((((g1 >> lh) << (lh + r)) + (g1 & lo_mask)) + ((e1 >> per_log) << lh)) * arg(1) + item1 % m;
+    let row0 = (((g0 >> lh) << (lh + r)) + (g0 & lo_mask)) + ((lid >> per_log) << lh);
+    let row1 = (((g1 >> lh) << (lh + r)) + (g1 & lo_mask)) + ((e1 >> per_log) << lh);
+    let at0 = arg(0) + row0 * arg(1) + item0 % m;
+    let at1 = arg(0) + row1 * arg(1) + item1 % m;
     let live0 = item0 < items;
     let live1 = item1 < items;
 
@@ -121,6 +151,11 @@ fn ntt_pass(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_ind
     }
     if live1 {
         v1 = ld_a(at1);
+    }
+    let flags = arg(9);
+    if (flags & PASS_CANON) != 0u {
+        v0 = gl_canon(v0);
+        v1 = gl_canon(v1);
     }
     var w0 = vec2<u32>(0u, 0u);
     var w1 = vec2<u32>(0u, 0u);
@@ -175,10 +210,30 @@ fn ntt_pass(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_ind
     let o0 = ntt_tile[lid];
     let o1 = ntt_tile[e1];
     if live0 {
-        st_a(at0, o0);
+        ntt_store(flags, at0, row0, item0 % m, o0);
     }
     if live1 {
-        st_a(at1, o1);
+        ntt_store(flags, at1, row1, item1 % m, o1);
+    }
+}
+
+// ntt_pass's store of output row `row`, column `col` (element `at`), under `flags`.
+fn ntt_store(flags: u32, at: u32, row: u32, col: u32, v: vec2<u32>) {
+    if (flags & PASS_SCALE) == 0u {
+        st_a(at, v);
+        return;
+    }
+    let log_n = arg(6) + arg(3) + 1u;
+    let w = gl_mul(v, tw[arg(11) + coefficient(row, log_n)]);
+    let lb = arg(10);
+    if (flags & PASS_WIDE) != 0u && (row << lb) >= (1u << log_n) {
+        let m = arg(2);
+        let first = arg(0) + (row << lb) * m + col;
+        for (var s = 0u; s < (1u << lb); s++) {
+            st_a(first + s * m, w);
+        }
+    } else {
+        st_a(at, w);
     }
 }
 
