@@ -108,7 +108,8 @@ fn lde_matches_naive_dft() {
 }
 
 /// The in-place entry on buffers whose rows `[n, N)` hold garbage (random values, `u64::MAX`),
-/// the trace written into rows `[0, n)` with `write`; and the out-of-place route the bench
+/// the trace written into rows `[0, n)` with `write`, allocating nothing but its twiddle tables
+/// (no trace-sized temporary); and the out-of-place route the bench
 /// compares it with, which leaves its trace as it was. Both against the naive DFT, on shapes where
 /// the inverse's last pass stores rows straight to their blocks and, on 8 KiB segments with
 /// `B x m = 800`, where it cannot and the first wave moves them.
@@ -136,7 +137,12 @@ fn lde_in_place_and_out_of_place_match_naive_dft() {
             garbage[n * m..].iter_mut().step_by(3).for_each(|x| *x = u64::MAX);
             let mut buf = b.upload(&garbage).unwrap();
             b.write(&mut buf, 0, &trace).unwrap();
+            // Nothing is allocated in place but the twiddle tables (n/2 + N/2 + n elements).
+            let (live, tables) = (b.memory().live, (n / 2 + n * blowup / 2 + n) * 8);
+            b.tracker().reset_peak();
             b.coset_lde_in_place(&mut buf, &params).unwrap();
+            let extra = b.memory().peak - live;
+            assert!(extra <= tables, "{what}: {extra} B allocated in place, tables {tables} B");
             assert_eq!(b.download_vec(&buf).unwrap(), expected, "{what}, in place");
 
             let dev = b.upload(&trace).unwrap();
