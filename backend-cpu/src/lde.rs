@@ -1,12 +1,14 @@
 //! The coset LDE: a radix-2 NTT on the row-major layout, in place in the LDE buffer, in three
-//! passes over memory plus a canonicalising pass over the trace.
+//! passes over memory.
 //!
 //! For an `n x m` trace, blowup `B` and shift `s` (CONVENTIONS.md, "Coset low-degree
 //! extension"), with the shared [`LdeTwiddles`] tables, `N = n * B`:
 //!
 //! 1. **Canonicalise.** The buffer (`N x m`) holds the trace in its first `n` rows
-//!    ([`backend_api::Backend::coset_lde_in_place`]); its values are reduced mod p in place. The
-//!    other rows are never read: step 3 writes every one of them.
+//!    ([`backend_api::Backend::coset_lde_in_place`]); the first pass that reads them (the first
+//!    group of step 2, or the blocks of step 3 when there is none) reduces their values mod p
+//!    as it loads them, so this costs no pass of its own. The other rows are never read: step 3
+//!    writes every one of them.
 //! 2. **Inverse NTT, wide stages.** The inverse transform of size `n` is decimation in frequency
 //!    (Gentleman-Sande) with `w_n^-1`, natural order in, bit-reversed order out. Its stages of
 //!    span `>= L` (the block size of step 3) run here on the first `n` rows, in groups of
@@ -188,8 +190,9 @@ impl Transform<'_> {
     /// consecutive `j`) through all `g` stages (module doc, step 2). A task copies its runs into
     /// a contiguous per-thread scratch first and back at the end: the runs lie `s0` rows apart,
     /// often a power-of-two number of bytes, which would map them all to the same few cache
-    /// sets.
-    fn group_stages(&self, data: &mut [u64], m: usize, group: Group) {
+    /// sets. With `canonicalise` it reduces the values mod p as it copies them in (the first
+    /// pass over a trace whose values may be any `u64`).
+    fn group_stages(&self, data: &mut [u64], m: usize, group: Group, canonicalise: bool) {
         let Group { s0, g, j_rows, width } = group;
         let sets = 1usize << g;
         let strips = m.div_ceil(width);
@@ -209,7 +212,11 @@ impl Transform<'_> {
                 let run = j_rows * w;
                 SCRATCH.with_borrow_mut(|scratch| {
                     scratch.clear();
-                    pieces.iter().for_each(|p| scratch.extend_from_slice(p));
+                    if canonicalise {
+                        pieces.iter().for_each(|p| scratch.extend(p.iter().map(|&x| canonical(x))));
+                    } else {
+                        pieces.iter().for_each(|p| scratch.extend_from_slice(p));
+                    }
                     for h in self.spans(1, sets) {
                         // Global span h * s0: row j + t * s0 pairs with t + h, twiddle index
                         // (j + (t mod h) * s0) * size / (2 h s0).
@@ -310,15 +317,18 @@ fn coset_lde_in_place_with(
     let fwd = Transform { isa, kind: Butterfly::Dit, table: &tw.twiddles, size: big_n };
     let wide = (n / l).ilog2();
 
-    // 1. The trace's values are read mod p.
-    data[..n * m].par_chunks_mut(1 << 14).for_each(|c| c.iter_mut().for_each(|x| *x = canonical(*x)));
-    // 2. The inverse's spans n/2 .. L, in groups from the widest.
+    // 2. The inverse's spans n/2 .. L, in groups from the widest; the first pass over the trace
+    // (this one, or the blocks' when there is no wide stage) reads its values mod p (step 1).
     let head = &mut data[..n * m];
+    let mut raw = true;
     for group in groups(l, wide, m, local).into_iter().rev() {
-        inv.group_stages(head, m, group);
+        inv.group_stages(head, m, group, std::mem::take(&mut raw));
     }
     // 3. Blocks: the inverse's spans L/2 .. 1, scaling and spreading, the forward's B .. LB/2.
     spread_blocks(data, n, m, blowup, l, |src, dst, b| {
+        if raw {
+            src.iter_mut().for_each(|x| *x = canonical(*x));
+        }
         inv.block_stages(src, m, 1, l);
         let bits = log_n;
         match dst {
@@ -342,7 +352,7 @@ fn coset_lde_in_place_with(
     });
     // 4. The forward's spans LB .. N/2, in groups from the narrowest.
     for group in groups(l * blowup, wide, m, local) {
-        fwd.group_stages(data, m, group);
+        fwd.group_stages(data, m, group, false);
     }
     Ok(())
 }
@@ -526,15 +536,18 @@ mod tests {
     #[test]
     fn small_budgets_and_vector_widths_match_the_naive_lde() {
         // Widths around the eight-lane vectors (7, 8, 9, 17 columns) and 2^6..2^8 rows, so that
-        // small budgets give many groups, many blocks and several waves, and the last block reads
-        // its rows into a scratch; all of them against the naive reference.
+        // small budgets give many groups, many blocks and several waves, and block 0 reads its
+        // rows into a scratch; all of them against the naive reference.
         let mut rng = ChaCha8Rng::seed_from_u64(8);
         // 256 x 40 under 8 KiB runs each transform's 5 wide stages as one group of 32- and
         // 8-column strips.
         for (n, m, blowup) in
             [(64usize, 7usize, 2usize), (128, 8, 4), (256, 9, 2), (64, 17, 8), (256, 1, 1), (256, 40, 2)]
         {
-            let trace: Vec<u64> = (0..n * m).map(|_| rng.random()).collect();
+            // Every fifth value non-canonical, so that each kind of first pass (a group, strips,
+            // blocks) has to reduce what it loads.
+            let trace: Vec<u64> =
+                (0..n * m).map(|i| if i % 5 == 0 { rng.random_range(P..=u64::MAX) } else { rng.random() }).collect();
             let expect = naive_lde(&trace, n, m, blowup, 7);
             for isa in isas() {
                 for local in [64, 200, 1024, 3000, 8192, LOCAL_BYTES] {
