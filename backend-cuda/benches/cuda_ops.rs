@@ -5,7 +5,7 @@
 //! ```text
 //! cargo bench -p backend-cuda --bench cuda_ops -- --log-rows 22 --cols 316 --blowup 2 --reps 5
 //!     [--ops copy,transpose,leaves,merkle,lde] [--routes kernel,batched,unbatched]
-//!     [--route-reps 2] [--ntt-stages 0,1] [--ntt-variants 32x8,16x8,32x4] [--ntt-lazy 1,0]
+//!     [--route-reps 2] [--ntt-stages 0,1] [--ntt-variants 32x8,16x8,32x4] [--ntt-lazy 1,0] [--ntt-pow2 1,0]
 //! ```
 //!
 //! The backend opens with `CudaOptions::from_env()` (`CUDA_TRANSPOSE_ROUTE`, `CUDA_NTT_*`); the
@@ -40,6 +40,7 @@ struct Args {
     ntt_stages: Vec<Option<u32>>,
     ntt_variants: Vec<NttKernel>,
     ntt_lazy: Vec<bool>,
+    ntt_pow2: Vec<bool>,
 }
 
 fn parse_args() -> std::result::Result<Args, String> {
@@ -55,6 +56,7 @@ fn parse_args() -> std::result::Result<Args, String> {
         ntt_stages: Vec::new(),
         ntt_variants: Vec::new(),
         ntt_lazy: Vec::new(),
+        ntt_pow2: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -77,6 +79,7 @@ fn parse_args() -> std::result::Result<Args, String> {
                     .collect::<std::result::Result<_, _>>()?
             }
             "--ntt-lazy" => a.ntt_lazy = value()?.split(',').map(|v| v != "0").collect(),
+            "--ntt-pow2" => a.ntt_pow2 = value()?.split(',').map(|v| v != "0").collect(),
             "--ntt-variants" => {
                 // radix x columns per tile, e.g. 32x8,16x8,32x4
                 a.ntt_variants = value()?
@@ -313,32 +316,43 @@ fn run(a: &Args) -> std::result::Result<(), Box<dyn std::error::Error>> {
                     if !lazy && a.ntt_lazy.len() > 1 && kernel != NttKernel::Radix32Cols8 {
                         continue; // only the radix-32, 8-column kernel has a lazy variant
                     }
-                    let bl = b.with_options(CudaOptions {
-                        ntt_stages: stages,
-                        ntt_kernel: kernel,
-                        ntt_lazy: lazy,
-                        ..b.options()
-                    })?;
-                    let (radix, cols) = (kernel.radix(), kernel.cols());
-                    let lazy_label = if lazy && kernel == NttKernel::Radix32Cols8 { ", lazy" } else { "" };
-                    let config = match stages {
-                        None => format!("radix {radix}, {cols} cols{lazy_label}"),
-                        Some(k) => format!("{k} stages/pass, radix {radix}, {cols} cols{lazy_label}"),
-                    };
-                    let what = format!("{} -> {}", trace_shape, shape);
-                    // The three routes back to back, so that their ratios are of one run.
-                    let t = time(&bl, a.reps, || bl.bench_coset_lde_out_of_place(&trace, &params).map(drop))?;
-                    r.line(&format!("coset lde out of place ({config})"), &what, shape.bytes(), t);
-                    let t = time_with_setup(
-                        &bl,
-                        a.reps,
-                        &mut lde,
-                        |lde| bl.batched_copy(&trace, lde, &fill),
-                        |lde| bl.coset_lde_in_place(lde, &params),
-                    )?;
-                    r.line(&format!("coset lde in place ({config})"), &what, shape.bytes(), t);
-                    let t = time(&bl, a.reps, || bl.coset_lde(&trace, &params).map(drop))?;
-                    r.line(&format!("coset lde: alloc, copy, in place ({config})"), &what, shape.bytes(), t);
+                    let lazy_kernel = lazy && kernel == NttKernel::Radix32Cols8;
+                    for pow2 in or_base(&a.ntt_pow2, base.ntt_pow2) {
+                        if pow2 && !lazy_kernel && a.ntt_pow2.len() > 1 {
+                            continue; // the power-of-two form is a lazy radix-32, 8-column kernel's
+                        }
+                        let bl = b.with_options(CudaOptions {
+                            ntt_stages: stages,
+                            ntt_kernel: kernel,
+                            ntt_lazy: lazy,
+                            ntt_pow2: pow2,
+                            ..b.options()
+                        })?;
+                        let (radix, cols) = (kernel.radix(), kernel.cols());
+                        let lazy_label = match (lazy_kernel, pow2) {
+                            (true, true) => ", lazy, pow2",
+                            (true, false) => ", lazy",
+                            _ => "",
+                        };
+                        let config = match stages {
+                            None => format!("radix {radix}, {cols} cols{lazy_label}"),
+                            Some(k) => format!("{k} stages/pass, radix {radix}, {cols} cols{lazy_label}"),
+                        };
+                        let what = format!("{} -> {}", trace_shape, shape);
+                        // The three routes back to back, so that their ratios are of one run.
+                        let t = time(&bl, a.reps, || bl.bench_coset_lde_out_of_place(&trace, &params).map(drop))?;
+                        r.line(&format!("coset lde out of place ({config})"), &what, shape.bytes(), t);
+                        let t = time_with_setup(
+                            &bl,
+                            a.reps,
+                            &mut lde,
+                            |lde| bl.batched_copy(&trace, lde, &fill),
+                            |lde| bl.coset_lde_in_place(lde, &params),
+                        )?;
+                        r.line(&format!("coset lde in place ({config})"), &what, shape.bytes(), t);
+                        let t = time(&bl, a.reps, || bl.coset_lde(&trace, &params).map(drop))?;
+                        r.line(&format!("coset lde: alloc, copy, in place ({config})"), &what, shape.bytes(), t);
+                    }
                 }
             }
         }

@@ -126,20 +126,28 @@ fn stages_per_pass(device: &Device, options: &CudaOptions) -> u32 {
     options.ntt_stages.map_or(fit, |k| k.min(fit))
 }
 
-/// The register kernel variant the options select: (radix, columns per tile, lazy).
-/// Lazy reduction (radix 32, 8 columns only): values inside the transform are any u64 congruent
-/// mod p; the last pass canonicalises, and the shared-memory kernel canonicalises what it loads.
-pub(crate) fn variant(options: &CudaOptions) -> (u32, usize, bool) {
+/// The register kernel variant the options select: (radix, columns per tile, lazy, power-of-two
+/// passes). Lazy reduction (radix 32, 8 columns only): values inside the transform are any u64
+/// congruent mod p; the last pass canonicalises, and the shared-memory kernel canonicalises what
+/// it loads. The power-of-two form (lazy only) is lde.cu's `pow2_scale`.
+pub(crate) fn variant(options: &CudaOptions) -> (u32, usize, bool, bool) {
     let k = options.ntt_kernel;
-    (k.radix(), k.cols() as usize, options.ntt_lazy && k == NttKernel::Radix32Cols8)
+    let lazy = options.ntt_lazy && k == NttKernel::Radix32Cols8;
+    (k.radix(), k.cols() as usize, lazy, lazy && options.ntt_pow2)
 }
 
 /// The kernel of one NTT pass: inverse (`dit` false) or forward, register kernel or shared-memory
 /// kernel, for a [`variant`].
-pub(crate) fn pass_kernel(dit: bool, reg: bool, (radix, reg_cols, lazy): (u32, usize, bool)) -> &'static str {
+pub(crate) fn pass_kernel(
+    dit: bool,
+    reg: bool,
+    (radix, reg_cols, lazy, pow2): (u32, usize, bool, bool),
+) -> &'static str {
     match (dit, reg, radix, reg_cols) {
         (false, false, _, _) => "ntt_dif_pass",
         (true, false, _, _) => "ntt_dit_pass",
+        (false, true, _, _) if pow2 => "ntt_dif_pass_pow2",
+        (true, true, _, _) if pow2 => "ntt_dit_pass_pow2",
         (false, true, _, _) if lazy => "ntt_dif_pass_lazy",
         (true, true, _, _) if lazy => "ntt_dit_pass_lazy",
         (false, true, 16, _) => "ntt_dif_pass_reg16",
@@ -356,10 +364,10 @@ fn run(
 
     let max_k = stages_per_pass(device, options);
     let shared_max = (1usize << max_k) * NTT_COLS * ELEM_BYTES + (1usize << max_k) / 32 * ELEM_BYTES;
-    let (radix, reg_cols, lazy) = variant(options);
+    let v @ (radix, reg_cols, _, _) = variant(options);
     let kernels = |dit: bool, k: u32| {
         let reg = k >= REG_MIN_STAGES;
-        let name = pass_kernel(dit, reg, (radix, reg_cols, lazy));
+        let name = pass_kernel(dit, reg, v);
         let cols = if reg { reg_cols } else { NTT_COLS };
         let threads = if reg { ((1usize << k) * cols / radix as usize) as u32 } else { BLOCK };
         // Register kernels pad their tile by one element per 32 rows.

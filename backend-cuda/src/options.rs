@@ -167,6 +167,12 @@ pub struct CudaOptions {
     /// u64 congruent mod p, canonicalised by the last pass (the default, `true`), or canonical
     /// after every operation (`CUDA_NTT_LAZY=0`). The other kernels always reduce canonically.
     pub ntt_lazy: bool,
+    /// Whether the lazy radix-32, 8-column kernel runs its passes in their power-of-two form
+    /// (`CUDA_NTT_POW2`, 1 or 0): each element scaled once by a power of a per-tile twiddle
+    /// (before a forward pass, after an inverse one), so that the five stages of the pass's
+    /// lowest register window have powers of two as twiddles (shifts, no table loads). Ignored by
+    /// the other kernels and by canonical reduction.
+    pub ntt_pow2: bool,
     /// Where compiled kernel images are kept between processes (`STARK_COMMIT_KERNEL_CACHE`: a
     /// directory, or `off`). Fixed for a device when it is opened:
     /// [`crate::CudaBackend::with_options`] refuses another setting.
@@ -180,6 +186,7 @@ impl Default for CudaOptions {
             ntt_stages: None,
             ntt_kernel: NttKernel::default(),
             ntt_lazy: true,
+            ntt_pow2: false,
             kernel_cache: KernelCacheSetting::Default,
         }
     }
@@ -192,7 +199,7 @@ impl CudaOptions {
     /// The default options with each setting overridden by its environment variable where that
     /// is set and not empty: `CUDA_TRANSPOSE_ROUTE` (`kernel`, `batched`, `unbatched`),
     /// `CUDA_NTT_STAGES` (0 to 11, 0 = the most shared memory allows), `CUDA_NTT_RADIX` (32, 16),
-    /// `CUDA_NTT_COLS` (8, 4), `CUDA_NTT_LAZY` (1, 0), `STARK_COMMIT_KERNEL_CACHE` (an absolute
+    /// `CUDA_NTT_COLS` (8, 4), `CUDA_NTT_LAZY` (1, 0), `CUDA_NTT_POW2` (1, 0), `STARK_COMMIT_KERNEL_CACHE` (an absolute
     /// directory, or `off`: [`KernelCacheSetting::parse_env`]).
     ///
     /// # Errors
@@ -248,6 +255,7 @@ impl CudaOptions {
         let cols = number("CUDA_NTT_COLS", [8, 4], o.ntt_kernel.cols())?;
         o.ntt_kernel = NttKernel::from_radix_cols(radix, cols)?;
         o.ntt_lazy = number("CUDA_NTT_LAZY", [1, 0], 1)? == 1;
+        o.ntt_pow2 = number("CUDA_NTT_POW2", [1, 0], u32::from(o.ntt_pow2))? == 1;
         o.validate()?;
         Ok(o)
     }
@@ -287,6 +295,7 @@ mod tests {
         assert_eq!(o.ntt_stages, None);
         assert_eq!((o.ntt_kernel.radix(), o.ntt_kernel.cols()), (32, 8));
         assert!(o.ntt_lazy);
+        assert!(!o.ntt_pow2);
         assert_eq!(o.kernel_cache, KernelCacheSetting::Default);
     }
 
@@ -298,6 +307,7 @@ mod tests {
             ("CUDA_NTT_RADIX", "32"),
             ("CUDA_NTT_COLS", "4"),
             ("CUDA_NTT_LAZY", "0"),
+            ("CUDA_NTT_POW2", "1"),
             ("STARK_COMMIT_KERNEL_CACHE", "/var/cache/kernels"),
         ])
         .unwrap();
@@ -308,6 +318,7 @@ mod tests {
                 ntt_stages: Some(3),
                 ntt_kernel: NttKernel::Radix32Cols4,
                 ntt_lazy: false,
+                ntt_pow2: true,
                 kernel_cache: KernelCacheSetting::Dir(PathBuf::from("/var/cache/kernels")),
             }
         );
@@ -328,6 +339,7 @@ mod tests {
             ("CUDA_NTT_RADIX", "8"),
             ("CUDA_NTT_COLS", "16"),
             ("CUDA_NTT_LAZY", "yes"),
+            ("CUDA_NTT_POW2", "2"),
             ("STARK_COMMIT_KERNEL_CACHE", "relative/dir"),
             ("STARK_COMMIT_KERNEL_CACHE", "OFF"),
         ] {

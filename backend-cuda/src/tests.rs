@@ -113,6 +113,8 @@ fn kernels_named_by_the_host_code_exist() {
                 "ntt_dit_pass",
                 "ntt_dif_pass_reg",
                 "ntt_dit_pass_reg",
+                "ntt_dif_pass_pow2",
+                "ntt_dit_pass_pow2",
                 "ntt_dif_pass_reg16",
                 "ntt_dit_pass_reg16",
                 "ntt_dif_pass_reg_c4",
@@ -332,7 +334,7 @@ fn a_failed_queue_download_waits_for_its_copy() {
 fn device_field_arithmetic_matches_the_host() {
     use backend_api::Backend;
     let _count = PINNED_COUNT.lock().unwrap_or_else(|p| p.into_inner());
-    use backend_api::field::{P, add, canonical, mul, sub};
+    use backend_api::field::{P, add, canonical, mul, pow, sub};
     let Some(backend) = cuda_or_skip("device_field_arithmetic_matches_the_host") else { return };
     let edge = [
         0,
@@ -376,24 +378,30 @@ fn device_field_arithmetic_matches_the_host() {
     }
     let n = a.len();
     let (da, db) = (backend.upload(&a).unwrap(), backend.upload(&b).unwrap());
-    let out = backend.alloc(6 * n).unwrap();
+    let out = backend.alloc(7 * n).unwrap();
     let kernel = backend.device.kernel(Source::Lde, "gl_selftest", 0).unwrap();
     let (pa, pb, po, pn) = (da.ptr(), db.ptr(), out.ptr(), n as u64);
     let args = crate::launch::LaunchArgs::new().arg(&pa).arg(&pb).arg(&po).arg(&pn);
-    // SAFETY: (const u64*, const u64*, u64*, u64) as gl_selftest declares; `out` holds 6n.
+    // SAFETY: (const u64*, const u64*, u64*, u64) as gl_selftest declares; `out` holds 7n.
     unsafe { backend.device.launch(&kernel, crate::launch::LaunchConfig::linear(1024, 256, 0), args).unwrap() };
     let got = backend.download_vec(&out).unwrap();
-    assert_eq!(got.len(), 6 * n);
+    assert_eq!(got.len(), 7 * n);
+    let mut shifts = [false; 96];
     for i in 0..n {
         let (x, y) = (a[i], b[i]);
-        assert_eq!(got[6 * i], mul(x, y), "mul({x:#x}, {y:#x})");
-        assert_eq!(got[6 * i + 1], add(canonical(x), canonical(y)), "add({x:#x}, {y:#x})");
-        assert_eq!(got[6 * i + 2], sub(canonical(x), canonical(y)), "sub({x:#x}, {y:#x})");
+        assert_eq!(got[7 * i], mul(x, y), "mul({x:#x}, {y:#x})");
+        assert_eq!(got[7 * i + 1], add(canonical(x), canonical(y)), "add({x:#x}, {y:#x})");
+        assert_eq!(got[7 * i + 2], sub(canonical(x), canonical(y)), "sub({x:#x}, {y:#x})");
         // The lazy operations take any u64 (non-canonical included) and agree after canonicalising.
-        assert_eq!(got[6 * i + 3], mul(x, y), "lazy mul({x:#x}, {y:#x})");
-        assert_eq!(got[6 * i + 4], add(x, y), "lazy add({x:#x}, {y:#x})");
-        assert_eq!(got[6 * i + 5], sub(x, y), "lazy sub({x:#x}, {y:#x})");
+        assert_eq!(got[7 * i + 3], mul(x, y), "lazy mul({x:#x}, {y:#x})");
+        assert_eq!(got[7 * i + 4], add(x, y), "lazy add({x:#x}, {y:#x})");
+        assert_eq!(got[7 * i + 5], sub(x, y), "lazy sub({x:#x}, {y:#x})");
+        // Multiplication by 2^s through shifts (the NTT's power-of-two twiddles), 0 < s < 96.
+        let s = 1 + y % 95;
+        shifts[s as usize] = true;
+        assert_eq!(got[7 * i + 6], mul(x, pow(2, s)), "{x:#x} * 2^{s}");
     }
+    assert!(shifts[1..].iter().all(|&s| s), "every shift 1..95 was tried");
 }
 
 /// Serialises the tests that read the process-wide page-locked byte count.

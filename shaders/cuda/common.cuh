@@ -223,6 +223,82 @@ __device__ __forceinline__ u64 gl_sub_lazy(u64 a, u64 b) { return gl_sub(gl_cano
 __device__ __forceinline__ u64 gl_mul_lazy(u64 a, u64 b) { return gl_mul(a, b); }
 #endif
 
+#ifdef __CUDA_ARCH__
+// The 128-bit value r3 r2 r1 r0 (32-bit words) reduced lazily: (r1:r0) - r3 + r2 (2^32 - 1), each
+// wrap corrected once (the reduction of gl_mul_lazy, on any four words).
+__device__ __forceinline__ u64 gl_reduce_words_lazy(u32 r0, u32 r1, u32 r2, u32 r3) {
+    u32 lo, hi;
+    asm("{\n\t"
+        ".reg .u32 bw, m0, m1, c;\n\t"
+        "sub.cc.u32      %0, %2, %5;\n\t"
+        "subc.cc.u32     %1, %3, 0;\n\t"
+        "subc.u32        bw, 0, 0;\n\t"
+        "sub.cc.u32      %0, %0, bw;\n\t"
+        "subc.u32        %1, %1, 0;\n\t"
+        "sub.cc.u32      m0, 0, %4;\n\t"
+        "subc.u32        m1, %4, 0;\n\t"
+        "add.cc.u32      %0, %0, m0;\n\t"
+        "addc.cc.u32     %1, %1, m1;\n\t"
+        "addc.u32        c, 0, 0;\n\t"
+        "neg.s32         c, c;\n\t"
+        "add.cc.u32      %0, %0, c;\n\t"
+        "addc.u32        %1, %1, 0;\n\t"
+        "}"
+        : "=&r"(lo), "=&r"(hi)
+        : "r"(r0), "r"(r1), "r"(r2), "r"(r3));
+    return ((u64)hi << 32) | lo;
+}
+
+// Multiplication by 2^s, 0 < s < 96 (a compile-time constant once the callers are unrolled):
+// x 2^s = P (160 bits, words P0..P4) = (P1:P0) + P2 (2^32 - 1) - P3 - P4 2^32 (mod p), using
+// 2^64 = 2^32 - 1 and 2^96 = -1.
+__device__ __forceinline__ u64 gl_mul_pow2_lazy(u64 x, int s) {
+    const u32 lo = (u32)x, hi = (u32)(x >> 32);
+    if (s < 32) {
+        // P3 = 0: (P1:P0) + P2 (2^32 - 1).
+        const u32 p0 = lo << s, p1 = __funnelshift_l(lo, hi, s), p2 = hi >> (32 - s);
+        u32 rlo, rhi;
+        asm("{\n\t"
+            ".reg .u32 m0, m1, c;\n\t"
+            "sub.cc.u32      m0, 0, %4;\n\t"
+            "subc.u32        m1, %4, 0;\n\t"
+            "add.cc.u32      %0, %2, m0;\n\t"
+            "addc.cc.u32     %1, %3, m1;\n\t"
+            "addc.u32        c, 0, 0;\n\t"
+            "neg.s32         c, c;\n\t"
+            "add.cc.u32      %0, %0, c;\n\t"
+            "addc.u32        %1, %1, 0;\n\t"
+            "}"
+            : "=&r"(rlo), "=&r"(rhi)
+            : "r"(p0), "r"(p1), "r"(p2));
+        return ((u64)rhi << 32) | rlo;
+    }
+    if (s < 64) {
+        const int t = s - 32;  // P0 = 0
+        const u32 p1 = lo << t, p2 = t ? __funnelshift_l(lo, hi, t) : hi, p3 = t ? hi >> (32 - t) : 0;
+        return gl_reduce_words_lazy(0, p1, p2, p3);
+    }
+    // s in [64, 96): P0 = P1 = 0; (P4:P3:P2) = x << (s - 64). P = (P2 - P4) 2^32 - P2 - P3.
+    const int t = s - 64;
+    const u32 p2 = lo << t, p3 = t ? __funnelshift_l(lo, hi, t) : hi, p4 = t ? hi >> (32 - t) : 0;
+    return gl_sub_lazy(gl_reduce_words_lazy(0, 0, p2, p3), (u64)p4 << 32);
+}
+#else
+__device__ __forceinline__ u64 gl_reduce_words_lazy(u32 r0, u32 r1, u32 r2, u32 r3) {
+    return gl_reduce128(((u64)r1 << 32) | r0, ((u64)r3 << 32) | r2);
+}
+__device__ __forceinline__ u64 gl_mul_pow2_lazy(u64 x, int s) {
+    return s < 64 ? gl_mul(x, 1ull << s) : gl_mul(gl_mul(x, 1ull << (s - 64)), GL_EPS);
+}
+#endif
+
+// E_m for m = 1..6: 2^(E_m) is this field's primitive 2^m-th root of unity root_of_unity(m)
+// (w_2 = 2^96 = -1, w_4 = 2^48, w_8 = 2^120, w_16 = 2^156, w_32 = 2^78, w_64 = 2^39), so that
+// w_(2^m)^t = 2^(t E_m mod 192), a shift when that exponent is below 96 and minus a shift above.
+__host__ __device__ __forceinline__ constexpr int gl_root_exp(int m) {
+    return m == 1 ? 96 : m == 2 ? 48 : m == 3 ? 120 : m == 4 ? 156 : m == 5 ? 78 : 39;
+}
+
 // The portable multiplication (the reference the self-test compares the device's with).
 __device__ __forceinline__ u64 gl_mul_ref(u64 a, u64 b) { return gl_reduce128(a * b, __umul64hi(a, b)); }
 

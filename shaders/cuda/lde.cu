@@ -164,11 +164,12 @@ __device__ __forceinline__ u32 reg_index(u32 g, u32 w, u32 j) {
 
 // One radix-2 stage at register bit BIT over the R registers. For the pair's first index i0 the
 // twiddle is w^(t << tw_shift) with t = (i0 mod 2^e) * H_small + lo, e = w + BIT.
+// (The power-of-two form passes log_h_small = 0 and lo = 0: after its pre-scaling the pass is the
+// 2^k-point transform of half-spans 1 .. 2^(k-1).)
 template <bool DIT, bool LAZY, int LOGR, int BIT>
-__device__ __forceinline__ void reg_stage(u64 v[1 << LOGR], const NttPass& p, u32 g, u32 w, u32 lo) {
+__device__ __forceinline__ void reg_stage(u64 v[1 << LOGR], const NttPass& p, u32 g, u32 w, u32 lo, u32 log_h_small) {
     constexpr int R = 1 << LOGR;
     const u32 e = w + BIT;
-    const u32 log_h_small = (u32)p.log_h_small;
     const u32 tw_shift = (u32)p.log_size - 1 - (log_h_small + e);
     const u32 low = g & ((1u << w) - 1);
     // Twiddle indices are below N/2 <= 2^31: 32-bit arithmetic.
@@ -200,13 +201,86 @@ __device__ __forceinline__ void reg_stage(u64 v[1 << LOGR], const NttPass& p, u3
 }
 
 template <bool DIT, bool LAZY, int LOGR>
-__device__ __forceinline__ void reg_stage_at(u32 b, u64 v[1 << LOGR], const NttPass& p, u32 g, u32 w, u32 lo) {
+__device__ __forceinline__ void reg_stage_at(u32 b, u64 v[1 << LOGR], const NttPass& p, u32 g, u32 w, u32 lo,
+                                             u32 log_h_small) {
     switch (b) {
-        case 0: reg_stage<DIT, LAZY, LOGR, 0>(v, p, g, w, lo); break;
-        case 1: reg_stage<DIT, LAZY, LOGR, 1>(v, p, g, w, lo); break;
-        case 2: reg_stage<DIT, LAZY, LOGR, 2>(v, p, g, w, lo); break;
-        case 3: reg_stage<DIT, LAZY, LOGR, 3>(v, p, g, w, lo); break;
-        default: reg_stage<DIT, LAZY, LOGR, (LOGR > 4 ? 4 : 3)>(v, p, g, w, lo); break;
+        case 0: reg_stage<DIT, LAZY, LOGR, 0>(v, p, g, w, lo, log_h_small); break;
+        case 1: reg_stage<DIT, LAZY, LOGR, 1>(v, p, g, w, lo, log_h_small); break;
+        case 2: reg_stage<DIT, LAZY, LOGR, 2>(v, p, g, w, lo, log_h_small); break;
+        case 3: reg_stage<DIT, LAZY, LOGR, 3>(v, p, g, w, lo, log_h_small); break;
+        default: reg_stage<DIT, LAZY, LOGR, (LOGR > 4 ? 4 : 3)>(v, p, g, w, lo, log_h_small); break;
+    }
+}
+
+// The power-of-two form of a pass (lazy, radix 32). A DIT pass of k stages at half-spans
+// H .. H 2^(k-1) (H = 2^log_h_small) uses at local stage e, for the pair of local index i0, the
+// twiddle w_(2^(e+1) H)^(jH + lo) = w_(2^(e+1))^j * a^(2^(k-e-1)), j = i0 mod 2^e, with the
+// tile's constant a = w_(2^k H)^lo. Multiplying the element at local index i by a^bitrev_k(i)
+// on load leaves every stage the twiddle w_(2^(e+1))^j alone (the factor of each element is
+// what the pairs of the stages to come still need, and is 1 after the last stage). Then the
+// first window (stages 0 .. LOGR-1, local bits 0 .. LOGR-1 held by the thread's registers)
+// has compile-time twiddles w_(2^(e+1))^j = 2^(j E_(e+1) mod 192) (gl_root_exp): a shift and a
+// short reduction, no load, and none at all for j = 0; the later windows index the table with
+// log_h_small = 0 and lo = 0. Tiles with lo = 0 (a = 1) skip the pre-scaling.
+// A DIF pass is the mirror image: its stages run with w_(2^(e+1))^-j alone and the element at
+// local index i is multiplied by a^bitrev_k(i), a = w_(2^k H)^-lo, after the last stage; its
+// windows are placed so that the last one is [0, LOGR) (stages LOGR-1 .. 0, compile-time
+// twiddles): for k = 11, stages 10..6, then 5 alone, then 4..0 (two exchanges, as before).
+
+// a^bitrev_k(i) times each value held in the window at w = 0, a = t^(lo << (log_size -
+// log_h_small - k)) for the pass's table t[x] (w_N^x or w_n^-x, x below half the transform
+// size): the exponent (lo bitrev_k(i)) << s is below the transform size, and
+// t^(x + size/2) = -t^x.
+template <int LOGR>
+__device__ __forceinline__ void pow2_scale(u64 v[1 << LOGR], const NttPass& p, u32 g, u32 lo) {
+    const u32 k = (u32)p.k;
+    const u32 s = (u32)(p.log_size - p.log_h_small) - k;
+    const u64 half = 1ull << (p.log_size - 1);
+#pragma unroll
+    for (int j = 0; j < (1 << LOGR); ++j) {
+        const u64 x = ((u64)lo * bitrev32(reg_index<LOGR>(g, 0, j), k)) << s;
+        const u64 y = gl_mul_lazy(v[j], p.tw[x & (half - 1)]);
+        v[j] = (x & half) ? gl_sub_lazy(0, y) : y;
+    }
+}
+
+// Stages 0 .. LOGR-1 of the pre-scaled pass on the first DIT window (w = 0: register j holds
+// local index j | (g << LOGR), so j0 mod 2^e is a compile-time constant).
+template <int LOGR>
+__device__ __forceinline__ void dit_first_window_pow2(u64 v[1 << LOGR]) {
+    constexpr int R = 1 << LOGR;
+#pragma unroll
+    for (int b = 0; b < LOGR; ++b) {
+#pragma unroll
+        for (int q = 0; q < R / 2; ++q) {
+            const int j0 = ((q >> b) << (b + 1)) | (q & ((1 << b) - 1)), j1 = j0 | (1 << b);
+            // w_(2^(b+1))^(j0 mod 2^b) = 2^e; 2^e = -2^(e - 96) for e >= 96 swaps the outputs.
+            const int e = ((q & ((1 << b) - 1)) * gl_root_exp(b + 1)) % 192;
+            const u64 x = v[j0], y = v[j1];
+            const u64 yw = e % 96 == 0 ? y : gl_mul_pow2_lazy(y, e % 96);
+            const u64 sum = gl_add_lazy(x, yw), diff = gl_sub_lazy(x, yw);
+            v[j0] = e >= 96 ? diff : sum;
+            v[j1] = e >= 96 ? sum : diff;
+        }
+    }
+}
+
+// Stages LOGR-1 .. 0 of the DIF pass in power-of-two form, on the window at w = 0; the twiddle
+// w_(2^(b+1))^-j = 2^((-j E_(b+1)) mod 192), and (x - y) (-2^f) = (y - x) 2^f.
+template <int LOGR>
+__device__ __forceinline__ void dif_last_window_pow2(u64 v[1 << LOGR]) {
+    constexpr int R = 1 << LOGR;
+#pragma unroll
+    for (int b = LOGR - 1; b >= 0; --b) {
+#pragma unroll
+        for (int q = 0; q < R / 2; ++q) {
+            const int j0 = ((q >> b) << (b + 1)) | (q & ((1 << b) - 1)), j1 = j0 | (1 << b);
+            const int e = (192 - ((q & ((1 << b) - 1)) * gl_root_exp(b + 1)) % 192) % 192;
+            const u64 x = v[j0], y = v[j1];
+            v[j0] = gl_add_lazy(x, y);
+            const u64 d = e >= 96 ? gl_sub_lazy(y, x) : gl_sub_lazy(x, y);
+            v[j1] = e % 96 == 0 ? d : gl_mul_pow2_lazy(d, e % 96);
+        }
     }
 }
 
@@ -214,8 +288,9 @@ __device__ __forceinline__ void reg_stage_at(u32 b, u64 v[1 << LOGR], const NttP
 template <int COLS>
 __device__ __forceinline__ u32 tile_slot(u32 i, u32 c) { return i * COLS + c + (i >> 5); }
 
-template <bool DIT, int LOGR, int COLS, bool LAZY = false>
+template <bool DIT, int LOGR, int COLS, bool LAZY = false, bool POW2 = false>
 __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
+    static_assert(!POW2 || (LAZY && LOGR == 5), "the power-of-two form is a lazy radix-32 pass");
     constexpr int R = 1 << LOGR;
     // [2^k][COLS], plus one element of padding after every 32 rows: in the window at bit 0,
     // the threads of a warp hold rows 32 apart, which would otherwise share a bank.
@@ -247,15 +322,32 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
             }
             // Stages e: DIF k-1 down to 0, DIT 0 up to k-1, in groups of at most LOGR per window.
             u32 next = DIT ? 0 : k;  // DIT: the lowest stage left; DIF: one above the highest left
+            // The table's view of the stages: the pass's own, or (power-of-two form) half-spans from 1.
+            const u32 tw_lo = POW2 ? 0 : (u32)lo, tw_log_h = POW2 ? 0 : (u32)p.log_h_small;
+            if (POW2 && DIT) {
+                if (lo != 0) pow2_scale<LOGR>(v, p, g, (u32)lo);
+                dit_first_window_pow2<LOGR>(v);  // k >= LOGR: the register kernels run k >= 5
+                next = LOGR;
+            }
             for (;;) {
                 if (DIT) {
-                    const u32 top = min(next + LOGR, k);
-                    for (u32 e = next; e < top; ++e) reg_stage_at<DIT, LAZY, LOGR>(e - w, v, p, g, w, (u32)lo);
-                    next = top;
+                    // (The power-of-two form ran the stages of window 0 above; later windows have w > 0.)
+                    if (!POW2 || w != 0) {
+                        const u32 top = min(next + LOGR, k);
+                        for (u32 e = next; e < top; ++e)
+                            reg_stage_at<DIT, LAZY, LOGR>(e - w, v, p, g, w, tw_lo, tw_log_h);
+                        next = top;
+                    }
                     if (next >= k) break;
                 } else {
-                    const u32 bot = next >= LOGR ? next - LOGR : 0;
-                    for (u32 e = next; e-- > bot;) reg_stage_at<DIT, LAZY, LOGR>(e - w, v, p, g, w, (u32)lo);
+                    if (POW2 && w == 0) {  // next == LOGR: the last window, stages LOGR-1 .. 0
+                        dif_last_window_pow2<LOGR>(v);
+                        if (lo != 0) pow2_scale<LOGR>(v, p, g, (u32)lo);
+                        break;
+                    }
+                    // (Power-of-two form: stop at stage LOGR, so that the last window is [0, LOGR).)
+                    const u32 bot = POW2 ? (next >= 2 * LOGR ? next - LOGR : LOGR) : (next >= LOGR ? next - LOGR : 0);
+                    for (u32 e = next; e-- > bot;) reg_stage_at<DIT, LAZY, LOGR>(e - w, v, p, g, w, tw_lo, tw_log_h);
                     next = bot;
                     if (next == 0) break;
                 }
@@ -319,6 +411,17 @@ extern "C" __global__ void __launch_bounds__(512) ntt_dif_pass_lazy(const NttPas
 #if ALL_KERNELS || WANT_ntt_dit_pass_lazy
 extern "C" __global__ void __launch_bounds__(512) ntt_dit_pass_lazy(const NttPass p) { ntt_pass_reg<true, 5, 8, true>(p); }
 #endif
+// The power-of-two form of the lazy passes (see pow2_scale): the same bytes.
+#if ALL_KERNELS || WANT_ntt_dif_pass_pow2
+extern "C" __global__ void __launch_bounds__(512) ntt_dif_pass_pow2(const NttPass p) {
+    ntt_pass_reg<false, 5, 8, true, true>(p);
+}
+#endif
+#if ALL_KERNELS || WANT_ntt_dit_pass_pow2
+extern "C" __global__ void __launch_bounds__(512) ntt_dit_pass_pow2(const NttPass p) {
+    ntt_pass_reg<true, 5, 8, true, true>(p);
+}
+#endif
 
 // ---------------------------------------------------------------------------------------------
 // One wave of the in-place LDE's spread (lde.rs plans the waves and proves their order): source
@@ -376,19 +479,21 @@ extern "C" __global__ void __launch_bounds__(256) lde_spread(const SpreadArgs a)
 }
 #endif
 
-// Field self-test: out[6i..6i+6] = (a*b, a+b, a-b, then the lazy a*b, a+b, a-b canonicalised);
-// the canonical a+b and a-b take the canonical values, the lazy ones any u64. The backend's unit
-// tests compare it with backend-api's host arithmetic.
+// Field self-test: out[7i..7i+7] = (a*b, a+b, a-b, then the lazy a*b, a+b, a-b canonicalised,
+// then a * 2^s canonicalised with s = 1 + b mod 95 by gl_mul_pow2_lazy); the canonical a+b and a-b
+// take the canonical values, the lazy ones any u64. The backend's unit tests compare it with
+// backend-api's host arithmetic.
 #if ALL_KERNELS || WANT_gl_selftest
 extern "C" __global__ void gl_selftest(const u64* a, const u64* b, u64* out, u64 n) {
     for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
         const u64 x = a[i], y = b[i];
-        out[6 * i] = gl_mul(x, y);
-        out[6 * i + 1] = gl_add(gl_canon(x), gl_canon(y));
-        out[6 * i + 2] = gl_sub(gl_canon(x), gl_canon(y));
-        out[6 * i + 3] = gl_canon(gl_mul_lazy(x, y));
-        out[6 * i + 4] = gl_canon(gl_add_lazy(x, y));
-        out[6 * i + 5] = gl_canon(gl_sub_lazy(x, y));
+        out[7 * i] = gl_mul(x, y);
+        out[7 * i + 1] = gl_add(gl_canon(x), gl_canon(y));
+        out[7 * i + 2] = gl_sub(gl_canon(x), gl_canon(y));
+        out[7 * i + 3] = gl_canon(gl_mul_lazy(x, y));
+        out[7 * i + 4] = gl_canon(gl_add_lazy(x, y));
+        out[7 * i + 5] = gl_canon(gl_sub_lazy(x, y));
+        out[7 * i + 6] = gl_canon(gl_mul_pow2_lazy(x, 1 + (int)(y % 95)));
     }
 }
 #endif

@@ -47,31 +47,6 @@ __device__ __forceinline__ Limbs3 fp_split(u64 a) {
     return r;
 }
 
-// (hi:lo) = r3 r2 r1 r0 (32-bit words) reduced lazily: (r1:r0) - r3 + r2 (2^32 - 1), each
-// wrap corrected once (the reduction of gl_mul_lazy).
-__device__ __forceinline__ u64 reduce_words_lazy(u32 r0, u32 r1, u32 r2, u32 r3) {
-    u32 lo, hi;
-    asm("{\n\t"
-        ".reg .u32 bw, m0, m1, c;\n\t"
-        "sub.cc.u32      %0, %2, %5;\n\t"
-        "subc.cc.u32     %1, %3, 0;\n\t"
-        "subc.u32        bw, 0, 0;\n\t"
-        "sub.cc.u32      %0, %0, bw;\n\t"
-        "subc.u32        %1, %1, 0;\n\t"
-        "sub.cc.u32      m0, 0, %4;\n\t"
-        "subc.u32        m1, %4, 0;\n\t"
-        "add.cc.u32      %0, %0, m0;\n\t"
-        "addc.cc.u32     %1, %1, m1;\n\t"
-        "addc.u32        c, 0, 0;\n\t"
-        "neg.s32         c, c;\n\t"
-        "add.cc.u32      %0, %0, c;\n\t"
-        "addc.u32        %1, %1, 0;\n\t"
-        "}"
-        : "=&r"(lo), "=&r"(hi)
-        : "r"(r0), "r"(r1), "r"(r2), "r"(r3));
-    return ((u64)hi << 32) | lo;
-}
-
 // a * b, b given as limbs: the nine partial products on the FP64 pipe, each column offset by
 // 2^52 (c0..c4 < 3 * 2^44, so every sum is exact), then sum c_k 2^(22k) as four 32-bit words and
 // the reduction on the integer pipe. Column k is (H_k:L_k), its high word still holding the
@@ -106,43 +81,7 @@ __device__ __forceinline__ u64 fp_mul(u64 a, const Limbs3& b) {
         : "=&r"(w0), "=&r"(w1), "=&r"(w2), "=&r"(w3)
         : "r"(l0), "r"(l1 << 22), "r"(h0), "r"(a1), "r"(a2), "r"(b2), "r"(l2 << 12), "r"(l3 << 2), "r"(d3),
           "r"(l4 << 24), "r"(e3));
-    return reduce_words_lazy(w0, w1, w2, w3);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Multiplication by 2^s, 0 < s < 96 (a compile-time constant once the callers are unrolled):
-// x 2^s = P (160 bits, words P0..P4) = (P1:P0) + P2 (2^32 - 1) - P3 - P4 2^32 (mod p), using
-// 2^64 = 2^32 - 1 and 2^96 = -1.
-__device__ __forceinline__ u64 mul_pow2_lazy(u64 x, int s) {
-    const u32 lo = (u32)x, hi = (u32)(x >> 32);
-    if (s < 32) {
-        // P3 = 0: (P1:P0) + P2 (2^32 - 1).
-        const u32 p0 = lo << s, p1 = __funnelshift_l(lo, hi, s), p2 = hi >> (32 - s);
-        u32 rlo, rhi;
-        asm("{\n\t"
-            ".reg .u32 m0, m1, c;\n\t"
-            "sub.cc.u32      m0, 0, %4;\n\t"
-            "subc.u32        m1, %4, 0;\n\t"
-            "add.cc.u32      %0, %2, m0;\n\t"
-            "addc.cc.u32     %1, %3, m1;\n\t"
-            "addc.u32        c, 0, 0;\n\t"
-            "neg.s32         c, c;\n\t"
-            "add.cc.u32      %0, %0, c;\n\t"
-            "addc.u32        %1, %1, 0;\n\t"
-            "}"
-            : "=&r"(rlo), "=&r"(rhi)
-            : "r"(p0), "r"(p1), "r"(p2));
-        return ((u64)rhi << 32) | rlo;
-    }
-    if (s < 64) {
-        const int t = s - 32;  // P0 = 0
-        const u32 p1 = lo << t, p2 = t ? __funnelshift_l(lo, hi, t) : hi, p3 = t ? hi >> (32 - t) : 0;
-        return reduce_words_lazy(0, p1, p2, p3);
-    }
-    // s in [64, 96): P0 = P1 = 0; (P4:P3:P2) = x << (s - 64). P = (P2 - P4) 2^32 - P2 - P3.
-    const int t = s - 64;
-    const u32 p2 = lo << t, p3 = t ? __funnelshift_l(lo, hi, t) : hi, p4 = t ? hi >> (32 - t) : 0;
-    return gl_sub_lazy(reduce_words_lazy(0, 0, p2, p3), (u64)p4 << 32);
+    return gl_reduce_words_lazy(w0, w1, w2, w3);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -324,11 +263,6 @@ extern "C" __global__ void proto_bfly_warp(const u64* in, const u64* consts, u64
 // Each thread runs RB_BLOCKS independent blocks per iteration (instruction-level parallelism):
 // two radix-8 blocks, one radix-32 block.
 
-// E_m for m = 1..6: 2^(E_m) is this field's primitive 2^m-th root of unity.
-__device__ __forceinline__ constexpr int root_exp(int m) {
-    return m == 1 ? 96 : m == 2 ? 48 : m == 3 ? 120 : m == 4 ? 156 : m == 5 ? 78 : 39;
-}
-
 template <int L, bool POW2>
 __device__ __forceinline__ void radix_block(u64 (&v)[1 << L], const u64* __restrict__ tw) {
     constexpr int R = 1 << L;
@@ -344,9 +278,9 @@ __device__ __forceinline__ void radix_block(u64 (&v)[1 << L], const u64* __restr
             const int j0 = ((q >> s) << (s + 1)) | (q & (half - 1)), j1 = j0 + half;
             const u64 x = v[j0], y = v[j1];
             if (POW2) {
-                const int e = ((q & (half - 1)) * root_exp(s + 1)) % 192;
+                const int e = ((q & (half - 1)) * gl_root_exp(s + 1)) % 192;
                 const int e96 = e % 96;
-                const u64 yw = e96 == 0 ? y : mul_pow2_lazy(y, e96);
+                const u64 yw = e96 == 0 ? y : gl_mul_pow2_lazy(y, e96);
                 const u64 a = gl_add_lazy(x, yw), b = gl_sub_lazy(x, yw);
                 v[j0] = e >= 96 ? b : a;
                 v[j1] = e >= 96 ? a : b;

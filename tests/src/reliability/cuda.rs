@@ -10,7 +10,8 @@ use crate::{Context as _, Failure, Gen, Outcome};
 /// The CUDA backend's launch configurations give bit-identical commits, equal to the CPU
 /// backend's: every [`backend_cuda::TransposeRoute`] (with the backend's NTT options), and every
 /// combination of the NTT options — stages fused per pass 1, 2, 4 and the most shared memory
-/// allows; every [`backend_cuda::NttKernel`]; lazy and canonical reduction — (with the backend's
+/// allows; every [`backend_cuda::NttKernel`]; lazy and canonical reduction, and for the lazy radix-32,
+/// 8-column kernel the power-of-two passes — (with the backend's
 /// route). The options act on different kernels (transpose vs LDE), so the two groups are varied
 /// separately. Each configuration is a [`backend_cuda::CudaBackend::with_options`] handle on the
 /// backend's own device; the backend itself keeps its options.
@@ -56,10 +57,23 @@ pub fn cuda_launch_configurations(backend: &backend_cuda::CudaBackend) -> Outcom
     }
     for stages in [Some(1u32), Some(2), Some(4), None] {
         for kernel in NttKernel::ALL {
-            for lazy in [true, false] {
-                let options = CudaOptions { ntt_stages: stages, ntt_kernel: kernel, ntt_lazy: lazy, ..base.clone() };
+            // The power-of-two passes exist for the lazy radix-32, 8-column kernel only.
+            let lazy_pow2: &[(bool, bool)] = if kernel == NttKernel::Radix32Cols8 {
+                &[(true, false), (true, true), (false, false)]
+            } else {
+                &[(true, false), (false, false)]
+            };
+            for &(lazy, pow2) in lazy_pow2 {
+                let options = CudaOptions {
+                    ntt_stages: stages,
+                    ntt_kernel: kernel,
+                    ntt_lazy: lazy,
+                    ntt_pow2: pow2,
+                    ..base.clone()
+                };
                 let what = format!(
-                    "{table}, NTT with {} stages per pass, radix {}, {} columns per tile, lazy {lazy}",
+                    "{table}, NTT with {} stages per pass, radix {}, {} columns per tile, lazy {lazy}, power-of-two \
+                     passes {pow2}",
                     stages.map_or("the most".to_string(), |k| k.to_string()),
                     kernel.radix(),
                     kernel.cols()
