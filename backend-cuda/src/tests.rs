@@ -608,8 +608,9 @@ fn naive_lde(trace: &[u64], n: usize, m: usize, blowup: usize, shift: u64) -> Ve
 /// The in-place LDE (inverse NTT in the buffer's first rows, the spread waves, the forward NTT)
 /// against the naive reference, in every NTT configuration (1, 2, 4 and the most stages per
 /// pass, so shared-memory, mixed and all-register splits; every kernel variant; lazy and
-/// canonical reduction), on edge shapes: n = 1, n < B, n = B, B = 1, m = 1, odd m (the spread's
-/// 8-byte path), tiles crossing the spread threshold, and a non-canonical shift. The trace holds
+/// canonical reduction; the power-of-two passes), on edge shapes: n = 1, n < B, n = B, B = 1,
+/// m = 1, odd m (the spread's 8-byte path), tiles crossing the spread threshold, two inverse
+/// register passes (n = 2^12: tiles with lo != 0 in both directions), and a non-canonical shift. The trace holds
 /// non-canonical values, rows [n, N) hold garbage, and the bytes must equal the reference's.
 /// Needs a GPU.
 #[test]
@@ -634,6 +635,7 @@ fn in_place_lde_matches_the_naive_reference_in_every_configuration() {
         (9, 9, 1, 7),
         (10, 2, 0, 5),
         (11, 2, 1, 7),
+        (12, 3, 1, 7 + p),
     ];
     for (i, &(log_n, m, log_b, shift)) in shapes.iter().enumerate() {
         let (n, blowup) = (1usize << log_n, 1usize << log_b);
@@ -643,9 +645,14 @@ fn in_place_lde_matches_the_naive_reference_in_every_configuration() {
         let want = naive_lde(&trace, n, m, blowup, shift);
         for stages in [Some(1), Some(2), Some(4), None] {
             for kernel in NttKernel::ALL {
-                for lazy in [true, false] {
-                    let options =
-                        CudaOptions { ntt_stages: stages, ntt_kernel: kernel, ntt_lazy: lazy, ..backend.options() };
+                for (lazy, pow2) in [(true, false), (true, true), (false, false)] {
+                    let options = CudaOptions {
+                        ntt_stages: stages,
+                        ntt_kernel: kernel,
+                        ntt_lazy: lazy,
+                        ntt_pow2: pow2,
+                        ..backend.options()
+                    };
                     let what = format!("n {n}, m {m}, B {blowup}, shift {shift}, {options:?}");
                     let b = backend.with_options(options).unwrap();
                     let mut buf = b.alloc(n * blowup * m).unwrap();
