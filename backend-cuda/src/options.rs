@@ -171,7 +171,8 @@ pub struct CudaOptions {
     /// (`CUDA_NTT_POW2`, 1 or 0): each element scaled once by a power of a per-tile twiddle
     /// (before a forward pass, after an inverse one), so that the five stages of the pass's
     /// lowest register window have powers of two as twiddles (shifts, no table loads). Ignored by
-    /// the other kernels and by canonical reduction.
+    /// the other kernels and by canonical reduction. Off by default: on the H200 it gives the
+    /// same bytes but ran 1.72x slower (BENCHMARKS.md, "the power-of-two form of the lazy passes").
     pub ntt_pow2: bool,
     /// Where compiled kernel images are kept between processes (`STARK_COMMIT_KERNEL_CACHE`: a
     /// directory, or `off`). Fixed for a device when it is opened:
