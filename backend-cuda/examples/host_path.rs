@@ -5,10 +5,17 @@
 //! ```text
 //! cargo run --release -p backend-cuda --example host_path -- first-kernel [--lazy]
 //! cargo run --release -p backend-cuda --example host_path -- transfers [LOG_ROWS] [COLS]
+//! cargo run --release -p backend-cuda --example host_path -- memory [LOG_ROWS] [COLS] [--cold]
 //! ```
+//! The backend opens with `CudaOptions::from_env()` (so `STARK_COMMIT_KERNEL_CACHE` applies).
 //! `first-kernel` prints the time from `main` to each step (add the process start from `time`):
-//! open, then either the parallel preparation of a commit's kernels (default) or nothing
-//! (`--lazy`: kernels compile one by one at first launch), then a 1024 x 8 LDE downloaded.
+//! loading the libraries and `cuInit` (`device_count`), opening the device, then either the
+//! parallel preparation of a commit's kernels (default) or nothing (`--lazy`: kernels compile one
+//! by one at first launch), then a 1024 x 8 LDE downloaded, then closing the backend.
+//! `memory` (default 2^21 x 316, blowup 2; run it in a fresh process) grows the memory pool by
+//! the trace's and the LDE's bytes with `prepare_memory` (not with `--cold`), then times the
+//! allocation of a trace-sized and an LDE-sized buffer and prints how much the pool grew during
+//! them: 0 when the prepared pool served them.
 //! `transfers` (default 2^21 x 316) prints wall and device times of: the staged upload of a
 //! pageable table, the same upload again, pinned allocation, the pinned upload, a device-to-device
 //! copy of the same bytes, the staged and pinned downloads, the LDE one-shot and warm, and the
@@ -18,7 +25,7 @@ use std::time::Instant;
 
 use backend_api::field::LdeTwiddles;
 use backend_api::{Backend, HashKind, LdeParams, MatrixShape};
-use backend_cuda::CudaBackend;
+use backend_cuda::{CudaBackend, CudaOptions};
 
 fn main() {
     let t0 = Instant::now();
@@ -26,8 +33,12 @@ fn main() {
     let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
     match args.first().map(String::as_str) {
         Some("first-kernel") => {
-            let b = CudaBackend::new(0).expect("CUDA device 0");
-            println!("open_ms {:.1}", ms(t0));
+            let t = Instant::now();
+            let count = CudaBackend::device_count().expect("the CUDA driver");
+            println!("libraries_and_cuinit_ms {:.1} ({count} devices)", ms(t));
+            let t = Instant::now();
+            let b = open();
+            println!("open_ms {:.1} (at {:.1})", ms(t), ms(t0));
             println!("kernel_cache {:?}", b.kernel_cache_dir());
             if !args.iter().any(|a| a == "--lazy") {
                 let t = Instant::now();
@@ -51,18 +62,67 @@ fn main() {
             let lde = b.coset_lde(&d, &LdeParams::new(shape, 2, 7).unwrap()).unwrap();
             let out = b.download_vec(&lde).unwrap();
             println!("first_lde_ms {:.1} (at {:.1}) len {}", ms(t), ms(t0), out.len());
+            drop((d, lde));
+            let t = Instant::now();
+            drop(b);
+            println!("close_ms {:.1} (at {:.1})", ms(t), ms(t0));
+        }
+        Some("memory") => {
+            let log_rows: u32 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(21);
+            let cols: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(316);
+            memory(log_rows, cols, args.iter().any(|a| a == "--cold"));
         }
         Some("transfers") => {
             let log_rows: u32 = args.get(1).map_or(21, |s| s.parse().unwrap());
             let cols: usize = args.get(2).map_or(316, |s| s.parse().unwrap());
             transfers(log_rows, cols);
         }
-        _ => eprintln!("usage: host_path first-kernel [--lazy] | transfers [LOG_ROWS] [COLS]"),
+        _ => eprintln!(
+            "usage: host_path first-kernel [--lazy] | transfers [LOG_ROWS] [COLS] | memory [LOG_ROWS] [COLS] [--cold]"
+        ),
     }
 }
 
+/// Device 0 with the options of the environment.
+fn open() -> CudaBackend {
+    CudaOptions::from_env().and_then(|o| CudaBackend::open(0, o)).expect("CUDA device 0")
+}
+
+fn memory(log_rows: u32, cols: usize, cold: bool) {
+    let b = open();
+    let trace = (1usize << log_rows) * cols;
+    let lde = 2 * trace;
+    let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
+    let gb = |elems: usize| (elems * 8) as f64 / 1e9;
+    if !cold {
+        let t = Instant::now();
+        b.prepare_memory((trace + lde) * 8).expect("prepare_memory");
+        println!("prepare_memory {:.2} GB: {:.1} ms", gb(trace + lde), ms(t));
+    }
+    b.pool_reserved_high().expect("pool high-water mark");
+    let before = b.pool_reserved_high().expect("pool high-water mark");
+    b.synchronize().unwrap();
+    let t = Instant::now();
+    let x = b.alloc(trace).expect("trace-sized buffer");
+    b.synchronize().unwrap();
+    println!("alloc {:.2} GB (trace): {:.2} ms", gb(trace), ms(t));
+    let t = Instant::now();
+    let y = b.alloc(lde).expect("LDE-sized buffer");
+    b.synchronize().unwrap();
+    println!("alloc {:.2} GB (LDE): {:.2} ms", gb(lde), ms(t));
+    let after = b.pool_reserved_high().expect("pool high-water mark");
+    println!(
+        "pool reserved before {:.2} GB, high during the allocations {:.2} GB: grew {:.2} GB ({})",
+        before as f64 / 1e9,
+        after as f64 / 1e9,
+        after.saturating_sub(before) as f64 / 1e9,
+        if cold { "cold" } else { "prepared" }
+    );
+    drop((x, y));
+}
+
 fn transfers(log_rows: u32, cols: usize) {
-    let b = CudaBackend::new(0).expect("CUDA device 0");
+    let b = open();
     b.prepare_kernels(HashKind::Keccak256).expect("prepare");
     let shape = MatrixShape::new(1 << log_rows, cols).unwrap();
     let n = shape.len();

@@ -7,7 +7,7 @@
 //! an `unsafe` block with its reason, its error mapped by [`err`]. What lives here:
 //! - library presence ([`libraries_present`], [`nvrtc_present`], [`driver_present`]): under
 //!   cudarc's dynamic loading a missing library is a panic inside cudarc, so presence is checked
-//!   before any other call;
+//!   before any other call, by loading the library once and keeping it;
 //! - the mapping ([`error_from`], and [`err`] for `map_err`);
 //! - calls cudarc 0.19 does not wrap: `cuMemcpyBatchAsync`, `cuMemHostRegister` /
 //!   `cuMemHostUnregister`, `cuStreamQuery`, `cuDriverGetVersion`, a symbol lookup; the memory
@@ -54,18 +54,41 @@ pub(crate) fn libraries_present() -> Result<()> {
         .map_err(unavailable)
 }
 
-/// Whether NVRTC alone can be loaded (kernels can be compiled without a GPU).
+/// Whether NVRTC alone can be loaded (kernels can be compiled without a GPU). Once found, the
+/// library stays loaded ([`load_and_keep`]).
 pub(crate) fn nvrtc_present() -> bool {
     static PRESENT: OnceLock<bool> = OnceLock::new();
-    // SAFETY: `is_culib_present` only tries to dlopen the candidate names and drops them.
-    *PRESENT.get_or_init(|| unsafe { nvrtc::is_culib_present() })
+    *PRESENT.get_or_init(|| load_and_keep(&["nvrtc"]))
 }
 
-/// Whether the driver library alone can be loaded, checked once per process.
+/// Whether the driver library alone can be loaded, checked once per process. Once found, the
+/// library stays loaded ([`load_and_keep`]).
 pub(crate) fn driver_present() -> bool {
     static PRESENT: OnceLock<bool> = OnceLock::new();
-    // SAFETY: `is_culib_present` only tries to dlopen the candidate names and drops them.
-    *PRESENT.get_or_init(|| unsafe { sys::is_culib_present() })
+    *PRESENT.get_or_init(|| load_and_keep(&["cuda", "nvcuda"]))
+}
+
+/// Loads the first of cudarc's candidate file names for `libs` that the loader finds, in cudarc's
+/// order, and keeps it loaded for the life of the process. cudarc loads the same file at its
+/// first call into the library; with it already in memory that load only takes a reference,
+/// where a presence check that unloaded it again (cudarc's `is_culib_present`) made the process
+/// map and relocate the library twice (NVRTC is about 100 MB).
+fn load_and_keep(libs: &[&str]) -> bool {
+    #[cfg(unix)]
+    {
+        libs.iter().flat_map(|lib| cudarc::get_lib_name_candidates(lib)).any(|name| {
+            let Ok(name) = CString::new(name) else { return false };
+            // SAFETY: a NUL-terminated file name; loading runs the library's initialisers, as
+            // cudarc's own load of the same file does. The handle is never closed, so the
+            // library stays mapped for the process's life (cudarc keeps its own handle too).
+            !unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_LAZY | libc::RTLD_LOCAL) }.is_null()
+        })
+    }
+    #[cfg(not(unix))]
+    {
+        // SAFETY: `is_culib_present` only tries to load the candidate names and drops them.
+        unsafe { if libs.contains(&"nvrtc") { nvrtc::is_culib_present() } else { sys::is_culib_present() } }
+    }
 }
 
 /// [`Error::BackendUnavailable`] with `reason`.

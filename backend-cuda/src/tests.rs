@@ -694,3 +694,25 @@ fn naive_reference_reproduces_known_values() {
         assert_eq!(g, add(c0, mul(c1, x)), "row {i}");
     }
 }
+
+/// `prepare_memory` leaves no buffer behind (the tracker saw nothing), grows the pool by at
+/// least the bytes asked for (its reserved high-water mark since the last reset), and refuses a
+/// size no device has with a typed out-of-memory error, after which it still works.
+#[test]
+fn prepare_memory_grows_the_pool_and_refuses_absurd_sizes() {
+    use backend_api::Backend as _;
+
+    let Some(b) = device_or_skip("prepare_memory_grows_the_pool_and_refuses_absurd_sizes") else { return };
+    b.prepare_memory(0).unwrap();
+    b.prepare_memory(64 << 20).unwrap();
+    let c = b.tracker().counters();
+    assert_eq!((c.live, c.peak, c.allocations), (0, 0, 0), "prepare_memory is not a tracked allocation");
+    let high = b.pool_reserved_high().unwrap();
+    assert!(high >= 64 << 20, "the pool holds {high} B after preparing 64 MiB");
+    match b.prepare_memory(1 << 50) {
+        Err(e) => assert!(e.is_out_of_memory(), "1 PiB: {e}"),
+        Ok(()) => panic!("1 PiB of device memory was allocated"),
+    }
+    b.prepare_memory(1 << 20).unwrap();
+    assert_eq!(b.tracker().counters().live, 0);
+}

@@ -128,7 +128,7 @@ fn main() {
     }
     #[cfg(feature = "cuda")]
     if wanted("cuda") {
-        match backend_cuda::CudaBackend::new(0) {
+        match backend_cuda::CudaOptions::from_env().and_then(|o| backend_cuda::CudaBackend::open(0, o)) {
             Ok(b) => bench_commits(&mut c, &b, shape((22, 316, 2))),
             Err(e) => skipped("cuda", e),
         }

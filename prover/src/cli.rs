@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use crate::report::{BatchReport, CommitReport, PlanReport};
-use crate::select::{AUTO, BackendVisitor, Ports, Registry};
+use crate::select::{AUTO, BackendVisitor, Ports, Preparation, Registry};
 use crate::units::{parse_bytes, parse_duration};
 use crate::{
     Admission, CommitParams, CommitPlan, DeviceSet, EXIT_OK, EXIT_REFUSED_OR_DEVICE, Job, Phase, Progress, ProverError,
@@ -230,6 +230,7 @@ pub fn main() -> ExitCode {
 ///
 /// A port name that is invalid or taken is a usage error (exit code 2).
 pub fn main_with<P: Ports>(ports: P) -> ExitCode {
+    crate::trace::start();
     let registry = match Registry::with_ports(ports) {
         Ok(r) => r,
         Err(e) => return fail(&e),
@@ -345,6 +346,7 @@ fn run_commit<P: Ports>(args: &CommitArgs, registry: &Registry<P>) -> Result<u8>
         return run_batch(args, registry, &plan, params);
     }
     let (backend, skipped) = registry.select(&args.backend)?;
+    crate::trace::step(&format!("backend {} open", backend.name()));
     let info = backend.visit(InfoOf);
     let budget = params.budget.unwrap_or_else(|| default_budget(info.total_memory));
     // Refuse before reading or generating a table that would not fit.
@@ -358,10 +360,22 @@ fn run_commit<P: Ports>(args: &CommitArgs, registry: &Registry<P>) -> Result<u8>
     let progress = CliProgress::new(hidden, &params);
     let t0 = Instant::now();
     progress.bar.set_message(if args.input.is_some() { "reading the trace" } else { "generating the synthetic table" });
-    // The CUDA kernels compile (or load from the kernel cache) while the input is read or made.
-    let (input, prepared) = backend.while_preparing(params.hash, || load_trace(args, shape));
+    // The CUDA kernels compile (or load from the kernel cache), the staging ring is page-locked
+    // and the memory pool grows while the input is read or made. Not the pool where other
+    // processes wait for this device: its free memory is what they go by.
+    let prep = Preparation {
+        hash: params.hash,
+        upload_bytes: shape.bytes(),
+        device_bytes: args.wait_for_memory.is_none().then(|| plan.model.total()),
+    };
+    let (input, prepared) = backend.while_preparing(prep, || {
+        let input = load_trace(args, shape);
+        crate::trace::step("table ready");
+        input
+    });
     let (trace, input) = input?;
     prepared?;
+    crate::trace::step("prepared");
     let input_seconds = t0.elapsed().as_secs_f64();
     progress.bar.inc(1);
     if args.wait_for_memory.is_some() {
@@ -378,6 +392,7 @@ fn run_commit<P: Ports>(args: &CommitArgs, registry: &Registry<P>) -> Result<u8>
         out: args.out.as_deref(),
     };
     let result = backend.visit(job);
+    crate::trace::step("commit done");
     progress.bar.finish_and_clear();
     let mut report = result?;
     report.software_adapter = backend.is_software();
@@ -386,6 +401,9 @@ fn run_commit<P: Ports>(args: &CommitArgs, registry: &Registry<P>) -> Result<u8>
     report.input_seconds = input_seconds;
     report.out = args.out.as_ref().map(|p| p.display().to_string());
     print(&if args.shape.json { to_json(&report)? } else { report.to_string() })?;
+    crate::trace::step("report printed");
+    drop(backend);
+    crate::trace::step("backend closed");
     Ok(EXIT_OK)
 }
 
@@ -409,7 +427,8 @@ fn run_bench<P: Ports>(args: &BenchArgs, registry: &Registry<P>) -> Result<u8> {
     let (backend, _) = registry.select(&args.backend)?;
     let budget = params.budget.unwrap_or_else(|| default_budget(backend.visit(InfoOf).total_memory));
     admit(&plan.model, budget, 0)?;
-    let (trace, prepared) = backend.while_preparing(params.hash, || synthetic_trace(shape, args.seed));
+    let prep = Preparation { hash: params.hash, upload_bytes: shape.bytes(), device_bytes: Some(plan.model.total()) };
+    let (trace, prepared) = backend.while_preparing(prep, || synthetic_trace(shape, args.seed));
     prepared?;
     let floor = backend.transfer_floor(&trace)?;
     let params = CommitParams { budget: Some(budget), ..params };
@@ -464,9 +483,10 @@ fn run_batch<P: Ports>(
     let done = if let crate::select::SelectedBackend::Cuda(_) = &backend {
         drop(backend);
         let count = backend_cuda::CudaBackend::device_count()?;
+        let options = backend_cuda::CudaOptions::from_env()?;
         let mut owned = Vec::new();
         for ordinal in device_list(spec, count, "cuda")? {
-            owned.push(backend_cuda::CudaBackend::new(ordinal)?);
+            owned.push(backend_cuda::CudaBackend::open(ordinal, options.clone())?);
         }
         let members: Vec<BatchMember<'_, _>> = owned
             .iter()

@@ -26,6 +26,7 @@ mod progress;
 pub mod report;
 mod reservations;
 pub mod select;
+mod trace;
 pub mod units;
 
 pub use admission::{Admission, Blocked, DeviceMemory, POLL, Ticket};
@@ -35,3 +36,4 @@ pub use error::{EXIT_OK, EXIT_REFUSED_OR_DEVICE, EXIT_USAGE, EXIT_WAIT_TIMED_OUT
 pub use input::{TraceInput, check_trace_file, read_trace_file, synthetic_trace, write_u64_file};
 pub use progress::{NoProgress, Phase, Progress};
 pub use reservations::default_reservation_root;
+pub use trace::TRACE_ENV;

@@ -105,27 +105,28 @@ impl<X: PortBackend> SelectedBackend<X> {
         }
     }
 
-    /// Runs `work` on this thread while the backend prepares, on others, the kernels a commit
-    /// with leaf hash `hash` launches and its host transfers: CUDA compiles the kernels in
-    /// parallel or reads them from its on-disk kernel cache
-    /// ([`backend_cuda::CudaBackend::prepare_kernels`]) and page-locks its staging ring
-    /// ([`backend_cuda::CudaBackend::prepare_staging`]), so that the first launch and the first
-    /// upload do not wait for either; the other backends have nothing to prepare here.
-    /// Returns `work`'s result and the preparation's.
-    pub fn while_preparing<T>(&self, hash: backend_api::HashKind, work: impl FnOnce() -> T) -> (T, Result<()>) {
+    /// Runs `work` on this thread while the backend prepares, on another, what `prep` names:
+    /// CUDA compiles the kernels a commit with leaf hash `prep.hash` launches, in parallel, or
+    /// reads them from its on-disk kernel cache ([`backend_cuda::CudaBackend::prepare_kernels`]),
+    /// page-locks its staging ring when the upload is large enough to go through it
+    /// ([`backend_cuda::CudaBackend::prepare_staging`]), and grows its memory pool by
+    /// `prep.device_bytes` ([`backend_cuda::CudaBackend::prepare_memory`]), so that the first
+    /// launch, upload and allocations of the commit do not pay for them; the other backends have
+    /// nothing to prepare here. Returns `work`'s result and the preparation's.
+    pub fn while_preparing<T>(&self, prep: Preparation, work: impl FnOnce() -> T) -> (T, Result<()>) {
         match self {
             #[cfg(feature = "cuda")]
             SelectedBackend::Cuda(b) => std::thread::scope(|s| {
-                let prep = s.spawn(|| b.prepare_kernels(hash).and_then(|_| b.prepare_staging()));
+                let prepare = s.spawn(|| prepare_cuda(b, prep));
                 let out = work();
-                let prepared = match prep.join() {
-                    Ok(r) => r.map(drop).map_err(Into::into),
+                let prepared = match prepare.join() {
+                    Ok(r) => r,
                     Err(panic) => std::panic::resume_unwind(panic),
                 };
                 (out, prepared)
             }),
             _ => {
-                let _ = hash;
+                let _ = prep;
                 (work(), Ok(()))
             }
         }
@@ -334,6 +335,49 @@ impl<P: Ports, Q: Ports> Ports for (P, Q) {
             None => self.1.make(name).map(|made| made.map(Either::Second)),
         }
     }
+}
+
+/// What [`SelectedBackend::while_preparing`] prepares for a commit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Preparation {
+    /// The commit's leaf hash: which kernels it launches.
+    pub hash: backend_api::HashKind,
+    /// Bytes of the trace the commit uploads from host memory; CUDA makes its staging ring only
+    /// when this is at least `CudaBackend::STAGED_TRANSFER_MIN_BYTES` (1 MiB).
+    pub upload_bytes: usize,
+    /// Device bytes to grow the backend's memory pool by ahead of the commit (its modelled
+    /// bytes), or `None`: where other processes wait for the device's free memory, a pool
+    /// holding memory no buffer uses would count against this one.
+    pub device_bytes: Option<usize>,
+}
+
+/// [`SelectedBackend::while_preparing`]'s work on CUDA, each step traced (`STARK_COMMIT_TRACE=1`).
+#[cfg(feature = "cuda")]
+fn prepare_cuda(b: &backend_cuda::CudaBackend, prep: Preparation) -> Result<()> {
+    let units = b.prepare_kernels(prep.hash)?;
+    if crate::trace::enabled() {
+        for u in &units {
+            crate::trace::step(&format!(
+                "  kernel {} {:?}: image {:.1} ms, load {:.1} ms, {} B",
+                u.unit,
+                u.origin,
+                u.image_time.as_secs_f64() * 1e3,
+                u.load_time.as_secs_f64() * 1e3,
+                u.image_bytes
+            ));
+        }
+        let cached = units.iter().filter(|u| u.origin == backend_cuda::ImageOrigin::Cache).count();
+        crate::trace::step(&format!("kernels ready ({} units, {cached} from the cache)", units.len()));
+    }
+    if prep.upload_bytes >= backend_cuda::CudaBackend::STAGED_TRANSFER_MIN_BYTES {
+        b.prepare_staging()?;
+        crate::trace::step("staging ring ready");
+    }
+    if let Some(bytes) = prep.device_bytes {
+        b.prepare_memory(bytes)?;
+        crate::trace::step(&format!("memory pool grown by {bytes} B"));
+    }
+    Ok(())
 }
 
 #[cfg(not(all(feature = "cuda", feature = "wgpu")))]

@@ -421,3 +421,43 @@ fn a_clean_headless_run_prints_no_error_line() {
     run(&["commit", "--log-rows", "5", "--cols", "3"]);
     run(&["commit", "--log-rows", "5", "--cols", "3", "--backend", "wgpu"]);
 }
+
+/// `STARK_COMMIT_TRACE=1` prints each step of the process on stderr, in order and with
+/// non-decreasing times, and the report on stdout is unchanged; without it nothing is traced.
+#[test]
+fn the_startup_trace_lists_each_step_in_order() {
+    let args = ["commit", "--backend", "cpu", "--log-rows", "6", "--cols", "5", "--json"];
+    let run = |trace: Option<&str>| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_prover"));
+        cmd.args(args).env_remove(prover::TRACE_ENV);
+        if let Some(v) = trace {
+            cmd.env(prover::TRACE_ENV, v);
+        }
+        let out = cmd.output().expect("run the prover binary");
+        let (stdout, stderr) = text(&out);
+        assert!(out.status.success(), "prover {args:?}\nstdout: {stdout}\nstderr: {stderr}");
+        let report: serde_json::Value = serde_json::from_str(&stdout).expect("the report is JSON");
+        (report, stderr)
+    };
+    let (plain, quiet) = run(None);
+    let (traced, stderr) = run(Some("1"));
+    assert!(!quiet.contains("trace "), "traced without {}:\n{quiet}", prover::TRACE_ENV);
+    assert!(!run(Some("0")).1.contains("trace "), "{}=0 traced", prover::TRACE_ENV);
+    assert_eq!(traced["roots"], plain["roots"]);
+    let steps: Vec<(f64, &str)> = stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("trace "))
+        .map(|l| {
+            let (ms, rest) = l.trim_start().split_once(" ms unix ").expect("trace line layout");
+            let (_, what) = rest.split_once(' ').expect("a step name");
+            (ms.parse().expect("milliseconds"), what)
+        })
+        .collect();
+    let names: Vec<&str> = steps.iter().map(|s| s.1).collect();
+    assert_eq!(
+        names,
+        ["main", "backend cpu open", "table ready", "prepared", "commit done", "report printed", "backend closed"],
+        "{stderr}"
+    );
+    assert!(steps.windows(2).all(|w| w[0].0 <= w[1].0), "times go backwards:\n{stderr}");
+}
