@@ -17,6 +17,14 @@ use crate::memory::WgpuBuffer;
 const KECCAK: Kernel = Kernel { module: Module::Hash, entry: "leaves_keccak", items_per_group: 64 };
 const BLAKE3: Kernel = Kernel { module: Module::Hash, entry: "leaves_blake3", items_per_group: 64 };
 
+/// The kernels [`hash_leaves_into`] launches for leaf hash `hash` (both layouts).
+pub(crate) fn kernels(hash: HashKind) -> [Kernel; 1] {
+    [match hash {
+        HashKind::Keccak256 => KECCAK,
+        HashKind::Blake3 => BLAKE3,
+    }]
+}
+
 /// [`backend_api::Backend::hash_leaves_into`].
 pub(crate) fn hash_leaves_into(
     gpu: &Gpu,
@@ -31,10 +39,7 @@ pub(crate) fn hash_leaves_into(
     let op = "hash_leaves";
     let (space_a, _) = Space::new(gpu, &[&matrix.segs])?;
     let (space_b, _) = Space::new(gpu, &[&out.segs])?;
-    let kernel = match spec.hash() {
-        HashKind::Keccak256 => KECCAK,
-        HashKind::Blake3 => BLAKE3,
-    };
+    let [kernel] = kernels(spec.hash());
     let cols = shape.cols() as u64;
     let s = gpu.seg_elems() as u64;
     if cols > s {

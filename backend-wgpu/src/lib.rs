@@ -43,7 +43,7 @@ use backend_api::{
     AllocTracker, Backend, CopyRange, DeviceInfo, HashKind, LdeParams, LeafSpec, MatrixShape, Result, TreeShape,
 };
 
-pub use context::{DeviceTime, WgpuError};
+pub use context::{DeviceTime, PipelinePrep, WgpuError};
 pub use memory::{WgpuBuffer, WgpuDownload};
 
 use context::{Gpu, Setup};
@@ -112,6 +112,23 @@ impl WgpuBackend {
             fused_transpose: options.fused_transpose,
         })?;
         Ok(Self { gpu })
+    }
+
+    /// Creates, on several threads at once, the compute pipelines a commit with leaf hash `hash`
+    /// launches (the coset LDE, the leaf hash, the Merkle levels, the in-place transpose and the
+    /// copy shader), instead of one by one at their first dispatch, so that a program can do it
+    /// while it makes its table; returns what each cost. Pipelines already created are skipped,
+    /// so a second call returns an empty list.
+    ///
+    /// # Errors
+    /// [`backend_api::Error::KernelCompile`] with the shader's error.
+    pub fn prepare_kernels(&self, hash: HashKind) -> Result<Vec<PipelinePrep>> {
+        let mut kernels = lde::KERNELS.to_vec();
+        kernels.extend(hash::kernels(hash));
+        kernels.extend(merkle::kernels(hash));
+        kernels.extend(transpose::kernels(&self.gpu));
+        let threads = std::thread::available_parallelism().map_or(4, |n| n.get());
+        self.gpu.prepare(&kernels, threads)
     }
 
     /// Whether the device is a software rasteriser (`DeviceType::Cpu`, e.g. llvmpipe).

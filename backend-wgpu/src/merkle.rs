@@ -11,6 +11,17 @@ const KECCAK: Kernel = Kernel { module: Module::Merkle, entry: "merkle_keccak", 
 const BLAKE3: Kernel = Kernel { module: Module::Merkle, entry: "merkle_blake3", items_per_group: 64 };
 const PAD: Kernel = Kernel { module: Module::Merkle, entry: "merkle_pad", items_per_group: 64 };
 
+/// The kernels [`merkle_tree_in_place`] launches for `hash`: the padding copy and the levels.
+pub(crate) fn kernels(hash: HashKind) -> [Kernel; 2] {
+    [
+        PAD,
+        match hash {
+            HashKind::Keccak256 => KECCAK,
+            HashKind::Blake3 => BLAKE3,
+        },
+    ]
+}
+
 /// [`backend_api::Backend::merkle_tree_in_place`].
 pub(crate) fn merkle_tree_in_place(gpu: &Gpu, nodes: &mut WgpuBuffer, tree: TreeShape, hash: HashKind) -> Result<()> {
     validate::merkle_tree(tree, nodes.len())?;
@@ -33,10 +44,7 @@ pub(crate) fn merkle_tree_in_place(gpu: &Gpu, nodes: &mut WgpuBuffer, tree: Tree
             d += n;
         }
     }
-    let kernel = match hash {
-        HashKind::Keccak256 => KECCAK,
-        HashKind::Blake3 => BLAKE3,
-    };
+    let [_, kernel] = kernels(hash);
     // Level with `width` nodes starting at `lo`: its parents are [(lo - 1) / 2, +width / 2).
     let (mut lo, mut width) = (first_leaf, padded);
     while width > 1 {

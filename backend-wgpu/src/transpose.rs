@@ -47,6 +47,16 @@ pub(crate) fn limits(gpu: &Gpu) -> FuseLimits {
     }
 }
 
+/// The kernels [`transpose_in_place`] launches on `gpu`: the block transpose, the copy shader
+/// (every run-pass batch, or those not fused), and the fused kernel where [`limits`] fuses.
+pub(crate) fn kernels(gpu: &Gpu) -> Vec<Kernel> {
+    let mut k = vec![TRANSPOSE, crate::copy::COPY];
+    if limits(gpu).regions.is_some() {
+        k.push(FUSED);
+    }
+    k
+}
+
 /// [`backend_api::Backend::transpose_in_place`].
 pub(crate) fn transpose_in_place(gpu: &Arc<Gpu>, buf: &mut WgpuBuffer, shape: MatrixShape, cap: usize) -> Result<()> {
     let op = "transpose_in_place";

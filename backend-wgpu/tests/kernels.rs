@@ -380,3 +380,47 @@ fn arithmetic_paths() {
         if full.uses_int64() { "native u64 (SHADER_INT64)" } else { "u32-pair (no SHADER_INT64 on this adapter)" }
     );
 }
+
+/// `prepare_kernels` creates, in parallel, exactly the pipelines a commit with that hash
+/// launches, skips those already made (a second call is empty, another hash adds only its two
+/// kernels), and the pipelines it made give the naive LDE's bytes.
+#[test]
+fn prepare_kernels_creates_each_commit_pipeline_once() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    // A backend of its own: the shared ones already hold pipelines from other tests.
+    let b = match WgpuBackend::new(WgpuOptions { allow_software: true, ..Default::default() }) {
+        Ok(b) => b,
+        Err(e) => {
+            assert!(std::env::var("REQUIRE_WGPU").as_deref() != Ok("1"), "REQUIRE_WGPU=1 but no wgpu backend: {e}");
+            eprintln!("SKIPPED backend-wgpu prepare_kernels test: {e}");
+            return;
+        }
+    };
+    let names = |v: Vec<backend_wgpu::PipelinePrep>| {
+        let mut n: Vec<&str> = v.iter().map(|p| p.kernel).collect();
+        n.sort_unstable();
+        n
+    };
+    assert_eq!(
+        names(b.prepare_kernels(HashKind::Keccak256).unwrap()),
+        [
+            "copy_pieces",
+            "lde_scale",
+            "lde_spread",
+            "leaves_keccak",
+            "merkle_keccak",
+            "merkle_pad",
+            "ntt_pass",
+            "transpose_block"
+        ]
+    );
+    assert!(b.prepare_kernels(HashKind::Keccak256).unwrap().is_empty(), "pipelines made twice");
+    assert_eq!(names(b.prepare_kernels(HashKind::Blake3).unwrap()), ["leaves_blake3", "merkle_blake3"]);
+    let mut r = rng("prepared");
+    let (n, m, blowup, shift) = (64, 5, 4, 7);
+    let trace = matrix(&mut r, n * m);
+    let dev = b.upload(&trace).unwrap();
+    let params = LdeParams::new(MatrixShape::new(n, m).unwrap(), blowup, shift).unwrap();
+    let got = b.download_vec(&b.coset_lde(&dev, &params).unwrap()).unwrap();
+    assert_eq!(got, reference::coset_lde(&trace, n, m, blowup, shift));
+}

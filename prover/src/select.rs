@@ -111,13 +111,24 @@ impl<X: PortBackend> SelectedBackend<X> {
     /// page-locks its staging ring when the upload is large enough to go through it
     /// ([`backend_cuda::CudaBackend::prepare_staging`]), and grows its memory pool by
     /// `prep.device_bytes` ([`backend_cuda::CudaBackend::prepare_memory`]), so that the first
-    /// launch, upload and allocations of the commit do not pay for them; the other backends have
-    /// nothing to prepare here. Returns `work`'s result and the preparation's.
+    /// launch, upload and allocations of the commit do not pay for them; wgpu creates the
+    /// commit's compute pipelines ([`backend_wgpu::WgpuBackend::prepare_kernels`]); the CPU and
+    /// ports have nothing to prepare here. Returns `work`'s result and the preparation's.
     pub fn while_preparing<T>(&self, prep: Preparation, work: impl FnOnce() -> T) -> (T, Result<()>) {
         match self {
             #[cfg(feature = "cuda")]
             SelectedBackend::Cuda(b) => std::thread::scope(|s| {
                 let prepare = s.spawn(|| prepare_cuda(b, prep));
+                let out = work();
+                let prepared = match prepare.join() {
+                    Ok(r) => r,
+                    Err(panic) => std::panic::resume_unwind(panic),
+                };
+                (out, prepared)
+            }),
+            #[cfg(feature = "wgpu")]
+            SelectedBackend::Wgpu(b) => std::thread::scope(|s| {
+                let prepare = s.spawn(|| prepare_wgpu(b, prep));
                 let out = work();
                 let prepared = match prepare.join() {
                     Ok(r) => r,
@@ -349,6 +360,19 @@ pub struct Preparation {
     /// bytes), or `None`: where other processes wait for the device's free memory, a pool
     /// holding memory no buffer uses would count against this one.
     pub device_bytes: Option<usize>,
+}
+
+/// [`SelectedBackend::while_preparing`]'s work on wgpu: the commit's pipelines.
+#[cfg(feature = "wgpu")]
+fn prepare_wgpu(b: &backend_wgpu::WgpuBackend, prep: Preparation) -> Result<()> {
+    let made = b.prepare_kernels(prep.hash)?;
+    if crate::trace::enabled() {
+        for p in &made {
+            crate::trace::step(&format!("  pipeline {}:{} {:.1} ms", p.file, p.kernel, p.time.as_secs_f64() * 1e3));
+        }
+        crate::trace::step(&format!("pipelines ready ({})", made.len()));
+    }
+    Ok(())
 }
 
 /// [`SelectedBackend::while_preparing`]'s work on CUDA, each step traced (`STARK_COMMIT_TRACE=1`).

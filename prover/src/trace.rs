@@ -20,6 +20,7 @@ pub(crate) fn start() {
 }
 
 /// Whether the trace is on.
+#[cfg_attr(not(any(feature = "cuda", feature = "wgpu")), allow(dead_code))]
 pub(crate) fn enabled() -> bool {
     matches!(START.get(), Some(Some(_)))
 }

@@ -11,7 +11,8 @@
 //! - `adapter.rs`: the instance, adapter choice and the device request ([`Setup`]);
 //! - `device.rs`: [`Gpu`], what every operation on the device shares;
 //! - `fault.rs`: wgpu's error and device-lost callbacks, turned into typed errors;
-//! - `pipeline.rs`: the WGSL modules ([`Module`], [`Kernel`]) and the pipeline cache;
+//! - `pipeline.rs`: the WGSL modules ([`Module`], [`Kernel`]), the pipeline cache and its
+//!   parallel preparation ([`PipelinePrep`]);
 //! - `space.rs`: buffers as one virtual element space, and the segment windows a dispatch binds;
 //! - `command.rs`: the [`Recorder`], the arena and the bind groups;
 //! - `timer.rs`: timestamp queries around an operation's encoders ([`DeviceTime`]).
@@ -31,6 +32,7 @@ pub(crate) use command::{Recorder, Table};
 pub(crate) use device::Gpu;
 pub use fault::WgpuError;
 pub(crate) use fault::device_error;
+pub use pipeline::PipelinePrep;
 pub(crate) use pipeline::{Kernel, Module};
 pub(crate) use space::{Space, Window};
 pub use timer::DeviceTime;

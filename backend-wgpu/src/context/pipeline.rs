@@ -2,6 +2,7 @@
 //! pipeline per entry point, compiled at first use.
 
 use std::borrow::Cow;
+use std::time::{Duration, Instant};
 
 use backend_api::{Error, Result};
 
@@ -61,10 +62,56 @@ pub(crate) struct Kernel {
     pub items_per_group: u32,
 }
 
+/// What creating one pipeline cost, as [`crate::WgpuBackend::prepare_kernels`] reports it.
+#[derive(Clone, Debug)]
+pub struct PipelinePrep {
+    /// The kernel's entry point, e.g. `ntt_pass`.
+    pub kernel: &'static str,
+    /// The WGSL file it comes from.
+    pub file: &'static str,
+    /// Time to translate the module and create the compute pipeline (the driver's compile).
+    pub time: Duration,
+}
+
 impl Gpu {
+    /// Creates the pipelines of `kernels` not created yet, on up to `threads` threads at once
+    /// (wgpu devices take pipeline creation from any thread; error scopes are per thread).
+    ///
+    /// # Errors
+    /// The first [`Error::KernelCompile`]; the pipelines created before it are kept.
+    pub fn prepare(&self, kernels: &[Kernel], threads: usize) -> Result<Vec<PipelinePrep>> {
+        let todo: Vec<Kernel> = {
+            let cache = lock(&self.pipelines);
+            let mut seen = std::collections::HashSet::new();
+            kernels.iter().copied().filter(|k| !cache.contains_key(k.entry) && seen.insert(k.entry)).collect()
+        };
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let results: Vec<std::sync::Mutex<Option<Result<Duration>>>> =
+            todo.iter().map(|_| std::sync::Mutex::new(None)).collect();
+        std::thread::scope(|s| {
+            for _ in 0..threads.clamp(1, todo.len().max(1)) {
+                s.spawn(|| {
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(&kernel) = todo.get(i) else { break };
+                        let t = Instant::now();
+                        let r = self.pipeline(kernel).map(|_| t.elapsed());
+                        *lock(&results[i]) = Some(r);
+                    }
+                });
+            }
+        });
+        let mut report = Vec::with_capacity(todo.len());
+        for (kernel, slot) in todo.into_iter().zip(results) {
+            let r = slot.into_inner().unwrap_or_else(|p| p.into_inner());
+            let time = r.unwrap_or_else(|| Err(Error::InvalidArgument("a pipeline thread stopped".into())))?;
+            report.push(PipelinePrep { kernel: kernel.entry, file: kernel.module.file(), time });
+        }
+        Ok(report)
+    }
+
     pub(super) fn pipeline(&self, kernel: Kernel) -> Result<wgpu::ComputePipeline> {
-        let mut cache = lock(&self.pipelines);
-        if let Some(p) = cache.get(kernel.entry) {
+        if let Some(p) = lock(&self.pipelines).get(kernel.entry) {
             return Ok(p.clone());
         }
         let layout = match kernel.module {
@@ -100,8 +147,8 @@ impl Gpu {
                 log: e.to_string(),
             });
         }
-        cache.insert(kernel.entry, pipeline.clone());
-        Ok(pipeline)
+        // Two threads may have created the same pipeline; the first one stored is kept.
+        Ok(lock(&self.pipelines).entry(kernel.entry).or_insert(pipeline).clone())
     }
 }
 
