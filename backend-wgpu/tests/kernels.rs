@@ -424,3 +424,27 @@ fn prepare_kernels_creates_each_commit_pipeline_once() {
     let got = b.download_vec(&b.coset_lde(&dev, &params).unwrap()).unwrap();
     assert_eq!(got, reference::coset_lde(&trace, n, m, blowup, shift));
 }
+
+/// `prepare_buffer` leaves its segments in the pool, and an allocation of the same length takes
+/// them all (the pool empties, nothing new is created beyond them); the bytes written into the
+/// reused buffer read back.
+#[test]
+fn a_prepared_buffer_is_reused_by_the_next_allocation() {
+    both(|b| {
+        b.trim_pool();
+        let live = b.memory().live;
+        let len = 3 * b.segment_elems() / 2 + 7;
+        b.prepare_buffer(len).unwrap();
+        assert_eq!(b.memory().live, live, "prepare_buffer kept a live buffer");
+        assert_eq!(b.pooled_bytes(), (len * 8) as u64, "the segments of {len} elements wait in the pool");
+        let data = matrix(&mut rng("prepared buffer"), len);
+        let dev = b.upload(&data).unwrap();
+        assert_eq!(b.pooled_bytes(), 0, "the allocation did not take the prepared segments");
+        assert_eq!(b.download_vec(&dev).unwrap(), data);
+        match b.prepare_buffer(usize::MAX) {
+            Err(e) => assert!(matches!(e, Error::SizeOverflow { .. }), "{e}"),
+            Ok(()) => panic!("an absurd buffer was prepared"),
+        }
+        assert_eq!(b.memory().live, live + len * 8);
+    });
+}

@@ -142,6 +142,10 @@ struct CommitArgs {
     /// Do not synchronize after each phase (faster on GPUs; the per-phase seconds become issue times).
     #[arg(long)]
     no_phase_timing: bool,
+    /// Do not prepare the backend while the table is made (kernels, staging ring, memory pool):
+    /// the commit then pays those first-use costs itself, which this flag is for measuring.
+    #[arg(long)]
+    no_prepare: bool,
     /// When the commit does not fit now, wait up to DURATION (e.g. 30s, 10m; 0 = do not wait) for
     /// device memory, first come first served with every other process waiting for the device.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
@@ -367,12 +371,15 @@ fn run_commit<P: Ports>(args: &CommitArgs, registry: &Registry<P>) -> Result<u8>
         hash: params.hash,
         upload_bytes: shape.bytes(),
         device_bytes: args.wait_for_memory.is_none().then(|| plan.model.total()),
+        lde_elems: plan.model.lde / backend_api::ELEM_BYTES,
     };
-    let (input, prepared) = backend.while_preparing(prep, || {
+    let make_input = || {
         let input = load_trace(args, shape);
         crate::trace::step("table ready");
         input
-    });
+    };
+    let (input, prepared) =
+        if args.no_prepare { (make_input(), Ok(())) } else { backend.while_preparing(prep, make_input) };
     let (trace, input) = input?;
     prepared?;
     crate::trace::step("prepared");
@@ -427,7 +434,12 @@ fn run_bench<P: Ports>(args: &BenchArgs, registry: &Registry<P>) -> Result<u8> {
     let (backend, _) = registry.select(&args.backend)?;
     let budget = params.budget.unwrap_or_else(|| default_budget(backend.visit(InfoOf).total_memory));
     admit(&plan.model, budget, 0)?;
-    let prep = Preparation { hash: params.hash, upload_bytes: shape.bytes(), device_bytes: Some(plan.model.total()) };
+    let prep = Preparation {
+        hash: params.hash,
+        upload_bytes: shape.bytes(),
+        device_bytes: Some(plan.model.total()),
+        lde_elems: plan.model.lde / backend_api::ELEM_BYTES,
+    };
     let (trace, prepared) = backend.while_preparing(prep, || synthetic_trace(shape, args.seed));
     prepared?;
     let floor = backend.transfer_floor(&trace)?;

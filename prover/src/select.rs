@@ -112,8 +112,9 @@ impl<X: PortBackend> SelectedBackend<X> {
     /// ([`backend_cuda::CudaBackend::prepare_staging`]), and grows its memory pool by
     /// `prep.device_bytes` ([`backend_cuda::CudaBackend::prepare_memory`]), so that the first
     /// launch, upload and allocations of the commit do not pay for them; wgpu creates the
-    /// commit's compute pipelines ([`backend_wgpu::WgpuBackend::prepare_kernels`]); the CPU and
-    /// ports have nothing to prepare here. Returns `work`'s result and the preparation's.
+    /// commit's compute pipelines ([`backend_wgpu::WgpuBackend::prepare_kernels`]) and, with
+    /// `prep.device_bytes`, an LDE-sized buffer for its pool; the CPU and ports have nothing to
+    /// prepare here. Returns `work`'s result and the preparation's.
     pub fn while_preparing<T>(&self, prep: Preparation, work: impl FnOnce() -> T) -> (T, Result<()>) {
         match self {
             #[cfg(feature = "cuda")]
@@ -360,9 +361,14 @@ pub struct Preparation {
     /// bytes), or `None`: where other processes wait for the device's free memory, a pool
     /// holding memory no buffer uses would count against this one.
     pub device_bytes: Option<usize>,
+    /// Elements of the commit's largest buffer, the LDE: with `device_bytes`, wgpu creates and
+    /// clears one buffer of that length ahead and keeps its segments in its pool
+    /// ([`backend_wgpu::WgpuBackend::prepare_buffer`]).
+    pub lde_elems: usize,
 }
 
-/// [`SelectedBackend::while_preparing`]'s work on wgpu: the commit's pipelines.
+/// [`SelectedBackend::while_preparing`]'s work on wgpu: the commit's pipelines, then its LDE
+/// buffer pooled.
 #[cfg(feature = "wgpu")]
 fn prepare_wgpu(b: &backend_wgpu::WgpuBackend, prep: Preparation) -> Result<()> {
     let made = b.prepare_kernels(prep.hash)?;
@@ -371,6 +377,10 @@ fn prepare_wgpu(b: &backend_wgpu::WgpuBackend, prep: Preparation) -> Result<()> 
             crate::trace::step(&format!("  pipeline {}:{} {:.1} ms", p.file, p.kernel, p.time.as_secs_f64() * 1e3));
         }
         crate::trace::step(&format!("pipelines ready ({})", made.len()));
+    }
+    if prep.device_bytes.is_some() {
+        b.prepare_buffer(prep.lde_elems)?;
+        crate::trace::step(&format!("LDE buffer of {} elements pooled", prep.lde_elems));
     }
     Ok(())
 }

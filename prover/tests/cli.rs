@@ -461,3 +461,32 @@ fn the_startup_trace_lists_each_step_in_order() {
     );
     assert!(steps.windows(2).all(|w| w[0].0 <= w[1].0), "times go backwards:\n{stderr}");
 }
+
+/// `--no-prepare` commits the same table to the same roots (the preparation only moves work):
+/// on the CPU, and on wgpu where it is compiled in (its prepared LDE buffer is the one the
+/// commit then takes from the pool; a missing adapter skips that part visibly).
+#[test]
+fn no_prepare_gives_the_same_roots() {
+    let roots = |backend: &str, extra: &[&str]| {
+        let mut args = vec!["commit", "--backend", backend, "--log-rows", "7", "--cols", "6", "--json"];
+        args.extend_from_slice(extra);
+        let out = prover(&args);
+        let (stdout, stderr) = text(&out);
+        if !out.status.success() && stderr.contains("unavailable") {
+            assert!(std::env::var("REQUIRE_WGPU").as_deref() != Ok("1"), "REQUIRE_WGPU=1 but {stderr}");
+            eprintln!("SKIPPED no_prepare_gives_the_same_roots on {backend}: {stderr}");
+            return None;
+        }
+        assert!(out.status.success(), "prover {args:?}\nstdout: {stdout}\nstderr: {stderr}");
+        let report: serde_json::Value = serde_json::from_str(&stdout).expect("the report is JSON");
+        Some(report["roots"].clone())
+    };
+    let cpu = roots("cpu", &[]).expect("the CPU backend");
+    assert_eq!(roots("cpu", &["--no-prepare"]).as_ref(), Some(&cpu));
+    if cfg!(feature = "wgpu")
+        && let Some(prepared) = roots("wgpu", &[])
+    {
+        assert_eq!(prepared, cpu, "wgpu, prepared");
+        assert_eq!(roots("wgpu", &["--no-prepare"]).as_ref(), Some(&cpu), "wgpu, --no-prepare");
+    }
+}
