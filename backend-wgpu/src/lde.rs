@@ -37,8 +37,8 @@ use crate::memory::{self, WgpuBuffer};
 const SPREAD: Kernel = Kernel { module: Module::Lde, entry: "lde_spread", items_per_group: 256 };
 const PASS: Kernel = Kernel { module: Module::Lde, entry: "ntt_pass", items_per_group: 256 };
 const SCALE: Kernel = Kernel { module: Module::Lde, entry: "lde_scale", items_per_group: 256 };
-/// The kernels the coset LDE launches.
-pub(crate) const KERNELS: [Kernel; 3] = [SPREAD, PASS, SCALE];
+/// The kernels the coset LDE launches (in place; the out-of-place route adds `lde_spread`).
+pub(crate) const KERNELS: [Kernel; 2] = [PASS, SCALE];
 
 /// Most radix-2 stages one `ntt_pass` runs (`PASS_LOG` in lde.wgsl).
 pub(crate) const PASS_LOG: u32 = 4;

@@ -406,7 +406,6 @@ fn prepare_kernels_creates_each_commit_pipeline_once() {
         [
             "copy_pieces",
             "lde_scale",
-            "lde_spread",
             "leaves_keccak",
             "merkle_keccak",
             "merkle_pad",
