@@ -379,8 +379,12 @@ fn prepare_wgpu(b: &backend_wgpu::WgpuBackend, prep: Preparation) -> Result<()> 
         crate::trace::step(&format!("pipelines ready ({})", made.len()));
     }
     if prep.device_bytes.is_some() {
-        b.prepare_buffer(prep.lde_elems)?;
-        crate::trace::step(&format!("LDE buffer of {} elements pooled", prep.lde_elems));
+        // As on CUDA: out of memory here leaves the buffer's creation to the commit.
+        match b.prepare_buffer(prep.lde_elems) {
+            Ok(()) => crate::trace::step(&format!("LDE buffer of {} elements pooled", prep.lde_elems)),
+            Err(e) if e.is_out_of_memory() => crate::trace::step(&format!("LDE buffer not pooled: {e}")),
+            Err(e) => return Err(e.into()),
+        }
     }
     Ok(())
 }
@@ -408,8 +412,13 @@ fn prepare_cuda(b: &backend_cuda::CudaBackend, prep: Preparation) -> Result<()> 
         crate::trace::step("staging ring ready");
     }
     if let Some(bytes) = prep.device_bytes {
-        b.prepare_memory(bytes)?;
-        crate::trace::step(&format!("memory pool grown by {bytes} B"));
+        // Only a head start: a device that cannot give the bytes now leaves the growth to the
+        // commit, whose own allocations then decide.
+        match b.prepare_memory(bytes) {
+            Ok(()) => crate::trace::step(&format!("memory pool grown by {bytes} B")),
+            Err(e) if e.is_out_of_memory() => crate::trace::step(&format!("memory pool not grown: {e}")),
+            Err(e) => return Err(e.into()),
+        }
     }
     Ok(())
 }
