@@ -31,14 +31,36 @@ pub trait DeviceBuffer: Send + Sync {
     }
 }
 
+/// Host memory a backend allocates ([`Backend::alloc_host`]) and downloads into
+/// ([`PendingDownload::wait`]): a slice of `u64` elements to fill or read, and the fastest host
+/// memory for the backend's transfers. On CUDA it is page-locked, so the copy engine reads and
+/// writes it directly at bus speed; a plain `Vec<u64>` is the host buffer of backends that have no
+/// such memory.
+///
+/// A host buffer needs no special call: pass it (or a sub-slice, through `Deref`) wherever a
+/// `&[u64]` or `&mut [u64]` goes, e.g. [`Backend::upload`], [`Backend::download`] or the prover's
+/// `TraceInput::host`; the backend recognises its own memory.
+pub trait HostBuffer: std::ops::DerefMut<Target = [u64]> + Send + Sync + std::fmt::Debug {
+    /// Whether the memory is page-locked (the copy engine reads and writes it directly).
+    fn is_page_locked(&self) -> bool {
+        false
+    }
+}
+
+impl HostBuffer for Vec<u64> {}
+
 /// A device-to-host copy queued behind the work already issued; [`PendingDownload::wait`] blocks
 /// until it has landed.
 pub trait PendingDownload: Send {
-    /// Waits for the copy and returns the host data.
+    /// The host memory the copy lands in: the backend's [`Backend::HostBuffer`].
+    type Host: HostBuffer;
+
+    /// Waits for the copy and returns the host data (dropping it gives a page-locked buffer back
+    /// to the backend's pool for the next download).
     ///
     /// # Errors
     /// A device error raised by the copy or by any work queued before it.
-    fn wait(self) -> Result<Vec<u64>>;
+    fn wait(self) -> Result<Self::Host>;
 }
 
 /// A compute backend for the commit kernels.
@@ -65,8 +87,11 @@ pub trait Backend: Send + Sync {
     /// baseline after every check): hold a [`crate::Reservation`] from
     /// [`AllocTracker::reserve_owned`] in it, which releases them on drop.
     type Buffer: DeviceBuffer;
-    /// A queued device-to-host copy.
-    type Download: PendingDownload;
+    /// A queued device-to-host copy, landing in the backend's host buffer.
+    type Download: PendingDownload<Host = Self::HostBuffer>;
+    /// The backend's host memory ([`Backend::alloc_host`]): page-locked where the backend has
+    /// such memory, a plain `Vec<u64>` otherwise.
+    type HostBuffer: HostBuffer + 'static;
 
     /// The device's name and memory.
     fn info(&self) -> DeviceInfo;
@@ -118,6 +143,19 @@ pub trait Backend: Send + Sync {
     /// # Errors
     /// A device error from any issued work.
     fn synchronize(&self) -> Result<()>;
+
+    /// Allocates `len` zeroed host elements in the memory this backend transfers fastest from and
+    /// to: page-locked on CUDA, so that uploading, writing or downloading any slice of it is a
+    /// direct copy at bus speed instead of a copy through staging. Generate or read data straight
+    /// into it. Page-locked memory is a limited resource of the host: allocate it once and reuse
+    /// it. Its page-locked bytes show in [`MemoryCounters::pinned_host`].
+    ///
+    /// # Errors
+    /// [`Error::SizeOverflow`] ([`crate::validate::alloc_bytes`]); [`Error::HostOutOfMemory`]
+    /// when the host cannot give the memory (more than it has available); nothing stays
+    /// allocated. A backend that cannot lock the memory may instead warn and return pageable
+    /// memory ([`HostBuffer::is_page_locked`] then says so).
+    fn alloc_host(&self, len: usize) -> Result<Self::HostBuffer>;
 
     /// Turns a row-major `shape` matrix in `buf` into the column-major matrix, in place, with at
     /// most `scratch_cap` bytes of scratch (see [`crate::plan`]). Bytes are moved, never changed.
@@ -212,7 +250,7 @@ pub trait Backend: Send + Sync {
         self.tracker().counters()
     }
 
-    /// Downloads the whole buffer.
+    /// Downloads the whole buffer into a new `Vec`.
     ///
     /// # Errors
     /// As [`Backend::download`].
@@ -253,6 +291,31 @@ pub trait Backend: Send + Sync {
     }
 }
 
+/// `len` zeroed elements of ordinary host memory: the [`Backend::alloc_host`] of a backend whose
+/// host buffer is a `Vec<u64>`. Large allocations come as fresh zero pages (`alloc_zeroed`), so
+/// the pages are first touched by whoever fills them, in parallel if it fills in parallel.
+///
+/// # Errors
+/// [`Error::SizeOverflow`] when `len * 8` overflows; [`Error::HostOutOfMemory`] (named after
+/// `backend`) when the allocator refuses; nothing stays allocated.
+pub fn host_vec(backend: &'static str, len: usize) -> Result<Vec<u64>> {
+    let bytes = crate::validate::alloc_bytes(len)?;
+    if len == 0 {
+        return Ok(Vec::new());
+    }
+    let refused =
+        |reason: &str| Error::HostOutOfMemory { backend, requested: bytes, available: None, reason: reason.into() };
+    let layout = std::alloc::Layout::array::<u64>(len).map_err(|_| refused("no layout for that many elements"))?;
+    // SAFETY: `layout` has a non-zero size (`len > 0`).
+    let ptr = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<u64>();
+    if ptr.is_null() {
+        return Err(refused("the allocator refused"));
+    }
+    // SAFETY: `ptr` was allocated by the global allocator with the layout of `[u64; len]`, and its
+    // `len` elements are initialised (zeroed); the Vec owns it from here.
+    Ok(unsafe { Vec::from_raw_parts(ptr, len, len) })
+}
+
 /// The digests of a node or digest buffer's host copy, as 32-byte arrays.
 pub fn digests_from_words(words: &[u64]) -> Vec<[u8; 32]> {
     words
@@ -275,4 +338,28 @@ pub fn digest_to_words(d: &[u8; 32]) -> [u64; DIGEST_WORDS] {
 /// Lower-case hex of a digest.
 pub fn hex(d: &[u8]) -> String {
     d.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_vec_is_zeroed_and_refuses_what_no_host_holds() {
+        for len in [0, 1, 1000, (1 << 20) + 3] {
+            let v = host_vec("test", len).unwrap();
+            assert_eq!(v.len(), len);
+            assert!(v.iter().all(|&x| x == 0), "{len} elements");
+            assert!(!HostBuffer::is_page_locked(&v));
+        }
+        // 2^60 elements: the bytes fit usize, no allocator gives them.
+        match host_vec("test", 1 << 60) {
+            Err(Error::HostOutOfMemory { backend: "test", requested, .. }) => assert_eq!(requested, 1 << 63),
+            other => panic!("expected HostOutOfMemory, got {other:?}"),
+        }
+        // 2^61 elements: the byte count overflows.
+        assert!(matches!(host_vec("test", 1 << 61), Err(Error::SizeOverflow { elems, .. }) if elems == 1 << 61));
+        let msg = host_vec("test", 1 << 60).unwrap_err().to_string();
+        assert!(msg.contains("out of host memory") && msg.contains(&(1usize << 63).to_string()), "{msg}");
+    }
 }

@@ -108,6 +108,20 @@ pub enum Error {
         total: usize,
     },
 
+    /// The host could not give (or lock) the host memory asked for; nothing stays allocated.
+    #[error("{backend}: out of host memory allocating {requested} B of page-locked memory{}: {reason}",
+        .available.map(|a| format!(" ({a} B available)")).unwrap_or_default())]
+    HostOutOfMemory {
+        /// The backend's name.
+        backend: &'static str,
+        /// The failed request, in bytes.
+        requested: usize,
+        /// Host memory available when the request failed, in bytes, where the host says.
+        available: Option<usize>,
+        /// Why, in words: the size, the allocator, or the driver's refusal to lock it.
+        reason: String,
+    },
+
     /// The commit does not fit the memory budget; nothing was allocated.
     #[error("{0}")]
     Refused(Box<Refusal>),
@@ -164,8 +178,9 @@ pub enum Error {
 }
 
 impl Error {
-    /// Whether this is a device out-of-memory (real or injected).
+    /// Whether this is an out-of-memory, of the device or of page-locked host memory (real or
+    /// injected).
     pub fn is_out_of_memory(&self) -> bool {
-        matches!(self, Error::OutOfMemory { .. } | Error::InjectedFault { .. })
+        matches!(self, Error::OutOfMemory { .. } | Error::HostOutOfMemory { .. } | Error::InjectedFault { .. })
     }
 }

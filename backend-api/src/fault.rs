@@ -31,12 +31,18 @@ pub enum FaultSite {
     /// its completion is tracked (CUDA: recording the completion event). A backend that fails here
     /// must not release the host memory while the queued copy may still write into it.
     DownloadQueued,
+    /// Where a backend page-locks host memory ([`crate::Backend::alloc_host`], the pool behind
+    /// [`crate::Backend::queue_download`]), after the memory is allocated and before it is locked:
+    /// the backend fails as a refused lock would (a typed error, or a warned pageable fallback),
+    /// and must free what it allocated.
+    PinnedHostAlloc,
 }
 
 impl FaultSite {
     const fn bit(self) -> usize {
         match self {
             FaultSite::DownloadQueued => 1,
+            FaultSite::PinnedHostAlloc => 2,
         }
     }
 }
@@ -50,6 +56,8 @@ pub struct AllocTracker {
     fail_at: AtomicUsize,
     /// Armed [`FaultSite`]s, one bit each.
     sites: AtomicUsize,
+    pinned: AtomicUsize,
+    pinned_peak: AtomicUsize,
 }
 
 impl Default for AllocTracker {
@@ -67,6 +75,11 @@ pub struct MemoryCounters {
     pub peak: usize,
     /// Allocations made so far (successful or injected-failed).
     pub allocations: usize,
+    /// Page-locked host bytes the backend holds now (its host buffers, pooled blocks and staging;
+    /// 0 for a backend without page-locked memory). Not part of `live`, which is device memory.
+    pub pinned_host: usize,
+    /// The largest `pinned_host` seen since the last [`AllocTracker::reset_peak`].
+    pub pinned_host_peak: usize,
 }
 
 impl AllocTracker {
@@ -78,7 +91,21 @@ impl AllocTracker {
             count: AtomicUsize::new(0),
             fail_at: AtomicUsize::new(DISARMED),
             sites: AtomicUsize::new(0),
+            pinned: AtomicUsize::new(0),
+            pinned_peak: AtomicUsize::new(0),
         }
+    }
+
+    /// Records `bytes` of page-locked host memory the backend now holds (counted apart from
+    /// device memory: see [`MemoryCounters::pinned_host`]).
+    pub fn pinned_host_allocated(&self, bytes: usize) {
+        let now = self.pinned.fetch_add(bytes, Ordering::SeqCst) + bytes;
+        self.pinned_peak.fetch_max(now, Ordering::SeqCst);
+    }
+
+    /// Records that `bytes` of page-locked host memory were freed.
+    pub fn pinned_host_freed(&self, bytes: usize) {
+        self.pinned.fetch_sub(bytes, Ordering::SeqCst);
     }
 
     /// Records an allocation of `bytes` about to be made. Call before the real allocation and
@@ -137,9 +164,10 @@ impl AllocTracker {
         self.sites.store(0, Ordering::SeqCst);
     }
 
-    /// Sets the peak to the bytes live now.
+    /// Sets the peaks (device and page-locked host) to the bytes live now.
     pub fn reset_peak(&self) {
         self.peak.store(self.live.load(Ordering::SeqCst), Ordering::SeqCst);
+        self.pinned_peak.store(self.pinned.load(Ordering::SeqCst), Ordering::SeqCst);
     }
 
     /// The counters now.
@@ -148,6 +176,8 @@ impl AllocTracker {
             live: self.live.load(Ordering::SeqCst),
             peak: self.peak.load(Ordering::SeqCst),
             allocations: self.count.load(Ordering::SeqCst),
+            pinned_host: self.pinned.load(Ordering::SeqCst),
+            pinned_host_peak: self.pinned_peak.load(Ordering::SeqCst),
         }
     }
 }
@@ -184,7 +214,7 @@ mod tests {
         t.reserve(100).unwrap();
         t.reserve(50).unwrap();
         t.release(100);
-        assert_eq!(t.counters(), MemoryCounters { live: 50, peak: 150, allocations: 2 });
+        assert_eq!(t.counters(), MemoryCounters { live: 50, peak: 150, allocations: 2, ..Default::default() });
         t.fail_at(3);
         t.reserve(1).unwrap(); // index 2
         let err = t.reserve(7).unwrap_err(); // index 3
@@ -207,7 +237,26 @@ mod tests {
         t.fail_site(FaultSite::DownloadQueued);
         t.disarm();
         assert!(!t.site_fails(FaultSite::DownloadQueued));
-        assert_eq!(t.counters(), MemoryCounters { live: 8, peak: 8, allocations: 1 });
+        assert_eq!(t.counters(), MemoryCounters { live: 8, peak: 8, allocations: 1, ..Default::default() });
+    }
+
+    #[test]
+    fn page_locked_host_bytes_are_counted_apart_with_their_own_peak() {
+        let t = AllocTracker::new();
+        t.reserve(64).unwrap();
+        t.pinned_host_allocated(1000);
+        t.pinned_host_allocated(500);
+        t.pinned_host_freed(1000);
+        let c = t.counters();
+        assert_eq!((c.live, c.peak, c.allocations), (64, 64, 1), "device counters unchanged");
+        assert_eq!((c.pinned_host, c.pinned_host_peak), (500, 1500));
+        t.reset_peak();
+        assert_eq!(t.counters().pinned_host_peak, 500);
+        // The page-locking site is its own bit: arming it leaves the download site disarmed.
+        t.fail_site(FaultSite::PinnedHostAlloc);
+        assert!(!t.site_fails(FaultSite::DownloadQueued));
+        assert!(t.site_fails(FaultSite::PinnedHostAlloc));
+        assert!(!t.site_fails(FaultSite::PinnedHostAlloc));
     }
 
     #[test]
@@ -216,7 +265,7 @@ mod tests {
         let a = t.reserve_owned(100).unwrap();
         let b = t.reserve_owned(20).unwrap();
         assert_eq!((a.bytes(), b.bytes()), (100, 20));
-        assert_eq!(t.counters(), MemoryCounters { live: 120, peak: 120, allocations: 2 });
+        assert_eq!(t.counters(), MemoryCounters { live: 120, peak: 120, allocations: 2, ..Default::default() });
         drop(a);
         assert_eq!(t.counters().live, 20);
         t.fail_at(2);

@@ -23,7 +23,9 @@ pub mod plan;
 mod shape;
 pub mod validate;
 
-pub use backend::{Backend, DeviceBuffer, DeviceInfo, PendingDownload, digest_to_words, digests_from_words, hex};
+pub use backend::{
+    Backend, DeviceBuffer, DeviceInfo, HostBuffer, PendingDownload, digest_to_words, digests_from_words, hex, host_vec,
+};
 pub use error::{DriverError, Error, Result};
 pub use fault::{AllocTracker, FaultSite, MemoryCounters, Reservation};
 pub use plan::DEFAULT_SCRATCH_CAP;

@@ -79,6 +79,8 @@ impl CpuBackend {
 impl Backend for CpuBackend {
     type Buffer = CpuBuffer;
     type Download = CpuDownload;
+    /// Ordinary memory: the CPU backend has no bus to cross.
+    type HostBuffer = Vec<u64>;
 
     fn info(&self) -> DeviceInfo {
         self.alloc.info()
@@ -117,6 +119,11 @@ impl Backend for CpuBackend {
 
     fn synchronize(&self) -> Result<()> {
         Ok(())
+    }
+
+    /// Fresh zero pages ([`backend_api::host_vec`]); not counted in the tracker (host memory).
+    fn alloc_host(&self, len: usize) -> Result<Vec<u64>> {
+        backend_api::host_vec("cpu", len)
     }
 
     fn transpose_in_place(&self, buf: &mut CpuBuffer, shape: MatrixShape, scratch_cap: usize) -> Result<()> {

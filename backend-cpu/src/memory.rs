@@ -226,6 +226,8 @@ pub struct CpuDownload {
 }
 
 impl PendingDownload for CpuDownload {
+    type Host = Vec<u64>;
+
     fn wait(self) -> Result<Vec<u64>> {
         Ok(self.data)
     }

@@ -18,13 +18,14 @@
 //! them: 0 when the prepared pool served them.
 //! `transfers` (default 2^21 x 316) prints wall and device times of: the staged upload of a
 //! pageable table, the same upload again, pinned allocation, the pinned upload, a device-to-device
-//! copy of the same bytes, the staged and pinned downloads, the LDE one-shot and warm, and the
-//! host twiddle tables.
+//! copy of the same bytes, the staged and pinned downloads, `alloc_host` (fresh and pooled) with
+//! direct transfers from and into it, the queued host copy of a buffer twice the trace (pool miss,
+//! then reuse), the LDE one-shot and warm, and the host twiddle tables.
 
 use std::time::Instant;
 
 use backend_api::field::LdeTwiddles;
-use backend_api::{Backend, HashKind, LdeParams, MatrixShape};
+use backend_api::{Backend, HashKind, LdeParams, MatrixShape, PendingDownload as _};
 use backend_cuda::{CudaBackend, CudaOptions};
 
 fn main() {
@@ -190,7 +191,42 @@ fn transfers(log_rows: u32, cols: usize) {
     line("pinned download", wall(&mut || b.download_pinned(&d, &mut pinned).unwrap()));
     assert!(pinned[..] == host[..], "pinned round trip changed the bytes");
     drop(pinned);
+    b.trim_host_pool().unwrap();
     println!("pinned host bytes now {}", CudaBackend::pinned_host_bytes());
+
+    // The backend's host memory (alloc_host): a fresh page-locked block (touched on every core,
+    // then registered), a pooled one, and transfers from and into it, which are direct copies.
+    let t = Instant::now();
+    let mut h = b.alloc_host(n).unwrap();
+    line("alloc_host, fresh block (GB/s locked)", t.elapsed().as_secs_f64());
+    let t = Instant::now();
+    h.copy_from_slice(&host);
+    line("fill alloc_host memory (one thread)", t.elapsed().as_secs_f64());
+    let mut du = None;
+    line("upload from alloc_host memory", wall(&mut || du = Some(b.upload(&h).unwrap())));
+    drop(du);
+    line("download into alloc_host memory", wall(&mut || b.download(&d, 0, &mut h).unwrap()));
+    assert!(h[..] == host[..], "alloc_host round trip changed the bytes");
+    drop(h);
+    let t = Instant::now();
+    let h = b.alloc_host(n).unwrap();
+    line("alloc_host from the pool (zeroed)", t.elapsed().as_secs_f64());
+    drop(h);
+    // The queued host copy of a buffer twice the trace (the LDE's size at blowup 2): the first
+    // makes its block, the next ones reuse it from the pool.
+    let mut big = b.alloc(2 * n).unwrap();
+    b.write(&mut big, 0, &host).unwrap();
+    b.write(&mut big, n, &host).unwrap();
+    let line2 = |what: &str, secs: f64| println!("{what:<40} {:9.2} ms {:7.1} GB/s", secs * 1e3, 2.0 * gb / secs);
+    for what in ["queue_download + wait, block made (2x)", "queue_download + wait, pooled (2x)", "  again (2x)"] {
+        let mut got = None;
+        line2(what, wall(&mut || got = Some(b.queue_download(&big).unwrap().wait().unwrap())));
+        let got = got.unwrap();
+        assert!(got[..n] == host[..] && got[n..] == host[..], "queued host copy changed the bytes");
+    }
+    drop(big);
+    println!("pinned host bytes now {} (pool {})", CudaBackend::pinned_host_bytes(), b.host_pool_bytes());
+    b.trim_host_pool().unwrap();
 
     // LDE first use: one-shot, warm, and the host twiddles of a new shift.
     let params = LdeParams::new(shape, 2, 7).unwrap();

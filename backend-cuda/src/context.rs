@@ -8,6 +8,7 @@ use cudarc::driver::result as cu;
 use cudarc::driver::sys;
 
 use crate::driver::{self, err, unavailable};
+use crate::host::HostPool;
 use crate::kernel_cache::KernelCache;
 use crate::launch::{LaunchArgs, LaunchConfig};
 use crate::module::{Kernel, KernelPrep, Modules, Source, Unit};
@@ -42,6 +43,8 @@ pub(crate) struct Device {
     pub(crate) kernel_cache: KernelCache,
     /// The page-locked blocks large host transfers go through.
     pub(crate) staging: Staging,
+    /// Page-locked host blocks nothing uses now, kept for reuse ([`crate::PinnedHost`]).
+    pub(crate) host_pool: HostPool,
 }
 
 // SAFETY: the driver API's handles may be used from any thread once the context is made current
@@ -115,6 +118,7 @@ impl Device {
             modules: Modules::default(),
             kernel_cache,
             staging: Staging::default(),
+            host_pool: HostPool::default(),
         })
     }
 
@@ -182,7 +186,9 @@ impl Drop for Device {
         if self.bind().is_ok() {
             // SAFETY: the stream is live until destroyed below.
             let _ = unsafe { cu::stream::synchronize(self.stream) };
-            self.staging.release();
+            self.staging.release(&self.tracker);
+            // Every PinnedHost (holding an Arc of this device) is gone: only pooled blocks remain.
+            self.host_pool.release(self);
             self.modules.unload_all();
             // SAFETY: every buffer (holding an Arc of this device) is gone, and the stream is idle.
             let _ = unsafe { cu::stream::destroy(self.stream) };

@@ -234,13 +234,14 @@ pub(crate) unsafe fn memcpy_batch_async(
     })
 }
 
-/// Page-locks `bytes` bytes of host memory at `p` for asynchronous copies.
+/// Page-locks `bytes` bytes of host memory at `p` for asynchronous copies, for every context
+/// (`CU_MEMHOSTREGISTER_PORTABLE`).
 ///
 /// # Safety
 /// `p..p+bytes` is a live host allocation that outlives the registration.
 pub(crate) unsafe fn host_register(p: *mut c_void, bytes: usize) -> Result<()> {
     // SAFETY: per the contract.
-    check("cuMemHostRegister", unsafe { sys::cuMemHostRegister_v2(p, bytes, 0) })
+    check("cuMemHostRegister", unsafe { sys::cuMemHostRegister_v2(p, bytes, sys::CU_MEMHOSTREGISTER_PORTABLE) })
 }
 
 /// Undoes [`host_register`].

@@ -45,6 +45,7 @@ mod context;
 mod copy;
 mod driver;
 mod hash;
+mod host;
 mod kernel_cache;
 mod launch;
 mod lde;
@@ -62,11 +63,11 @@ use backend_api::{
     AllocTracker, Backend, CopyRange, DeviceInfo, Error, HashKind, LdeParams, LeafSpec, MatrixShape, Result, TreeShape,
 };
 
+pub use host::PinnedHost;
 pub use kernel_cache::ImageOrigin;
 pub use memory::{CudaBuffer, CudaDownload};
 pub use module::KernelPrep;
 pub use options::{CudaOptions, KERNEL_CACHE_ENV, KernelCacheSetting, NttKernel, TransposeRoute};
-pub use staging::PinnedHost;
 
 use context::{Device, Event};
 
@@ -211,15 +212,34 @@ impl CudaBackend {
         self.device.prepare(&units, threads)
     }
 
-    /// Allocates `len` page-locked host elements (zeroed) that uploads read at bus speed: fill
-    /// it, then [`CudaBackend::upload_pinned`]. Page-locked memory is a limited resource of the
-    /// host: allocate it once and reuse it.
+    /// Allocates `len` page-locked host elements (zeroed) that transfers read and write at bus
+    /// speed: fill it, then [`Backend::upload`] / [`Backend::write`] a slice of it (a direct
+    /// copy), or [`CudaBackend::upload_pinned`]. Taken from the device's pool of page-locked
+    /// blocks when one fits, given back to it on drop ([`CudaBackend::trim_host_pool`] frees the
+    /// pool). Unlike [`Backend::alloc_host`], never falls back to pageable memory.
     ///
     /// # Errors
-    /// [`Error::OutOfMemory`] when the host cannot lock that much memory (a locked-memory
-    /// limit, an absurd size); nothing stays allocated.
+    /// [`Error::SizeOverflow`]; [`Error::HostOutOfMemory`] when the host cannot give or lock that
+    /// much memory (more than it has available, a locked-memory limit, or the fault injected at
+    /// [`backend_api::FaultSite::PinnedHostAlloc`]); nothing stays allocated.
     pub fn alloc_pinned(&self, len: usize) -> Result<PinnedHost> {
-        PinnedHost::alloc(&self.device, len)
+        PinnedHost::take(&self.device, len, host::Lock::Required, true)
+    }
+
+    /// Frees the page-locked host blocks the device's pool keeps for reuse (those of dropped
+    /// [`PinnedHost`] buffers and finished downloads).
+    ///
+    /// # Errors
+    /// A driver error binding the context.
+    pub fn trim_host_pool(&self) -> Result<()> {
+        self.device.bind()?;
+        self.device.host_pool.release(&self.device);
+        Ok(())
+    }
+
+    /// Bytes of page-locked host blocks the device's pool keeps for reuse now.
+    pub fn host_pool_bytes(&self) -> usize {
+        self.device.host_pool.pooled_bytes()
     }
 
     /// Allocates a device buffer and queues a direct copy of `host` into it. Writing to `host`
@@ -269,10 +289,11 @@ impl CudaBackend {
         Ok(())
     }
 
-    /// Page-locked host bytes this process holds through the CUDA backend now: staging rings
-    /// and [`PinnedHost`] buffers.
+    /// Page-locked host bytes this process holds through the CUDA backend now: staging rings,
+    /// [`PinnedHost`] buffers and the pools' blocks (per device: [`Backend::memory`]'s
+    /// `pinned_host`).
     pub fn pinned_host_bytes() -> usize {
-        staging::pinned_host_bytes()
+        host::pinned_host_bytes()
     }
 
     /// Allocates now the small page-locked staging ring that large uploads and downloads from
@@ -284,7 +305,7 @@ impl CudaBackend {
     /// A driver error binding the context.
     pub fn prepare_staging(&self) -> Result<()> {
         self.device.bind()?;
-        self.device.staging.ensure();
+        self.device.staging.ensure(&self.device.tracker);
         Ok(())
     }
 
@@ -437,6 +458,7 @@ impl Timer {
 impl Backend for CudaBackend {
     type Buffer = CudaBuffer;
     type Download = CudaDownload;
+    type HostBuffer = PinnedHost;
 
     fn info(&self) -> DeviceInfo {
         let free = self.mem_get_info().map(|(f, _)| f).unwrap_or(0);
@@ -464,6 +486,12 @@ impl Backend for CudaBackend {
         self.check_owned(buf)?;
         backend_api::validate::write(buf.len(), offset, host.len())?;
         memory::write(buf, offset, host)
+    }
+
+    /// Page-locked memory from the device's pool; when the host refuses to lock memory, pageable
+    /// memory with one warning (see [`PinnedHost::is_page_locked`]).
+    fn alloc_host(&self, len: usize) -> Result<PinnedHost> {
+        PinnedHost::take(&self.device, len, host::Lock::Preferred, true)
     }
 
     fn download(&self, buf: &CudaBuffer, offset: usize, out: &mut [u64]) -> Result<()> {

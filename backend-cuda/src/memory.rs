@@ -13,6 +13,7 @@ use cudarc::driver::sys;
 
 use crate::context::{Device, Event};
 use crate::driver::{self, err};
+use crate::host::{self, Lock, PinnedHost};
 
 /// An owned device buffer of `u64` elements, freed (stream-ordered) on drop.
 pub struct CudaBuffer {
@@ -115,9 +116,10 @@ pub(crate) fn upload(device: &Arc<Device>, host: &[u64]) -> Result<CudaBuffer> {
 }
 
 /// Queues a copy of `host` to elements `[offset, offset + host.len())` of `buf`. The host slice
-/// may be reused when this returns: a large one is copied through the device's page-locked
-/// staging ring (at bus speed, the host copy overlapped with the transfer), a small one is staged
-/// by the driver before it returns.
+/// may be reused when this returns: a slice inside page-locked memory ([`crate::PinnedHost`]) is
+/// copied directly by the copy engine, and the call returns once that copy has completed; a large
+/// pageable one is copied through the device's page-locked staging ring (at bus speed, the host
+/// copy overlapped with the transfer); a small one is staged by the driver before it returns.
 ///
 /// # Errors
 /// [`Error::OutOfBounds`], or a driver error.
@@ -129,10 +131,19 @@ pub(crate) fn write(buf: &CudaBuffer, offset: usize, host: &[u64]) -> Result<()>
     let dev = &buf.device;
     dev.bind()?;
     let dst = buf.ptr_at(offset);
+    if host::is_page_locked(host) {
+        let done = Event::new(dev)?;
+        // SAFETY: the range is inside `buf` (checked above); `host` is page-locked, and the copy
+        // has completed before this returns (the event below, or the stream on error), so the
+        // caller's borrow covers it.
+        let queued = unsafe { cu::memcpy_htod_async(dst, host, dev.stream()) }.map_err(err("cuMemcpyHtoDAsync"));
+        return finish_direct(dev, queued, &done);
+    }
     // SAFETY: the range is inside `buf` (checked above), which outlives the queued copies (its
     // free is queued behind them on the same stream).
-    let staged =
-        dev.staging.with_ring(std::mem::size_of_val(host), |ring| unsafe { ring.upload(dst, host, dev.stream()) })?;
+    let staged = dev
+        .staging
+        .with_ring(&dev.tracker, std::mem::size_of_val(host), |ring| unsafe { ring.upload(dst, host, dev.stream()) })?;
     if staged {
         return Ok(());
     }
@@ -141,8 +152,22 @@ pub(crate) fn write(buf: &CudaBuffer, offset: usize, host: &[u64]) -> Result<()>
     unsafe { cu::memcpy_htod_async(dst, host, dev.stream()) }.map_err(err("cuMemcpyHtoDAsync"))
 }
 
-/// Copies elements `[offset, offset + out.len())` of `buf` to `out` after all queued work; a
-/// large range goes through the page-locked staging ring.
+/// Waits for a direct copy between device memory and page-locked host memory: the event recorded
+/// behind it, or, when queueing or recording failed, the whole stream (the copy may be queued), so
+/// that the host memory is never released to the caller while the copy engine still uses it.
+fn finish_direct(dev: &Device, queued: Result<()>, done: &Event) -> Result<()> {
+    match queued.and_then(|()| done.record()).and_then(|()| done.synchronize()) {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            let _ = dev.synchronize();
+            Err(e)
+        }
+    }
+}
+
+/// Copies elements `[offset, offset + out.len())` of `buf` to `out` after all queued work: directly
+/// when `out` lies in page-locked memory, through the page-locked staging ring when it is a large
+/// pageable range.
 ///
 /// # Errors
 /// [`Error::OutOfBounds`], or a device error from this or earlier work.
@@ -154,9 +179,16 @@ pub(crate) fn download(buf: &CudaBuffer, offset: usize, out: &mut [u64]) -> Resu
         return dev.synchronize();
     }
     let src = buf.ptr_at(offset);
+    if host::is_page_locked(out) {
+        let done = Event::new(dev)?;
+        // SAFETY: the range is inside `buf`; `out` is page-locked and exclusively borrowed, and
+        // the copy has completed before this returns (`finish_direct`).
+        let queued = unsafe { cu::memcpy_dtoh_async(out, src, dev.stream()) }.map_err(err("cuMemcpyDtoHAsync"));
+        return finish_direct(dev, queued, &done);
+    }
     let bytes = std::mem::size_of_val(out);
     // SAFETY: the range is inside `buf`, which the caller holds for the call.
-    if dev.staging.with_ring(bytes, |ring| unsafe { ring.download(out, src, dev.stream()) })? {
+    if dev.staging.with_ring(&dev.tracker, bytes, |ring| unsafe { ring.download(out, src, dev.stream()) })? {
         return Ok(());
     }
     // SAFETY: the range is inside `buf`; `out` is writable, and the stream is synchronised
@@ -172,65 +204,64 @@ fn check_range(what: &'static str, buf: &CudaBuffer, offset: usize, len: usize) 
     }
 }
 
-/// A device-to-host copy of a whole buffer, queued into page-locked host memory behind the work
-/// already issued.
+/// A device-to-host copy of a whole buffer, queued into a page-locked [`PinnedHost`] from the
+/// device's pool behind the work already issued; [`PendingDownload::wait`] returns that buffer.
 ///
-/// The host vector is never released (returned, dropped or unregistered) while a queued copy may
-/// still write into it: `wait` and `drop` first wait for the completion event, or, when
+/// The host buffer is never released (returned, dropped or given back to the pool) while a queued
+/// copy may still write into it: `wait` and `drop` first wait for the completion event, or, when
 /// there is none or waiting on it failed, for the whole stream; when neither wait succeeds the
-/// memory is leaked rather than freed under the copy.
+/// memory is leaked rather than reused under the copy.
 pub struct CudaDownload {
-    host: Vec<u64>,
+    /// `None` once returned by `wait`.
+    host: Option<PinnedHost>,
     /// Whether a copy into `host` may have been queued (set before the copy call, so a failed call
     /// counts as queued).
     copy_queued: bool,
     /// Recorded after the copy; `None` before it is recorded, or when recording failed.
     event: Option<Event>,
-    registered: bool,
     device: Arc<Device>,
 }
 
 impl std::fmt::Debug for CudaDownload {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CudaDownload").field("len", &self.host.len()).field("pending", &self.copy_queued).finish()
+        f.debug_struct("CudaDownload")
+            .field("len", &self.host.as_ref().map_or(0, |h| h.len()))
+            .field("pending", &self.copy_queued)
+            .finish()
     }
 }
 
 /// Queues a copy of all of `buf` to the host and returns without waiting for it.
 ///
-/// The host vector is page-locked for the copy; when page-locking fails (a host limit) the copy
-/// is made synchronously instead, with the same result.
+/// The destination is a page-locked block of the device's host pool (reused from an earlier
+/// download or host buffer when one fits, so a warm loop page-locks nothing new). When the host
+/// refuses to lock memory, the block is pageable (warned about once) and the copy is made through
+/// the staging ring before this returns, with the same result.
 ///
 /// # Errors
-/// A driver error from queueing the copy or recording its completion (or the one injected at
-/// [`FaultSite::DownloadQueued`]); the call then returns only once no copy into the host memory
-/// is pending.
+/// [`Error::HostOutOfMemory`] when the host cannot give the memory at all; a driver error from
+/// queueing the copy or recording its completion (or the one injected at
+/// [`FaultSite::DownloadQueued`]); the call then returns only once no copy into the host memory is
+/// pending, and the memory is back in the pool.
 pub(crate) fn queue_download(buf: &CudaBuffer) -> Result<CudaDownload> {
     let device = Arc::clone(&buf.device);
     device.bind()?;
-    let mut host = vec![0u64; buf.len];
-    if host.is_empty() {
-        return Ok(CudaDownload { host, copy_queued: false, event: None, registered: false, device });
-    }
-    let bytes = buf.bytes();
-    // SAFETY: `host` is a live allocation of `bytes` bytes, kept (and not moved: only the Vec
-    // header moves) until it is unregistered in `finish`.
-    let registered = unsafe { driver::host_register(host.as_mut_ptr().cast(), bytes) }.is_ok();
-    if !registered {
+    let mut host = PinnedHost::take(&device, buf.len, Lock::Preferred, false)?;
+    if host.is_empty() || !host.is_page_locked() {
         download(buf, 0, &mut host)?;
-        return Ok(CudaDownload { host, copy_queued: false, event: None, registered: false, device });
+        return Ok(CudaDownload { host: Some(host), copy_queued: false, event: None, device });
     }
-    // From here `pending` owns the registration: every return path, error or not, goes through
-    // its `finish` (explicitly or on drop), which waits for a queued copy before releasing.
-    let mut pending = CudaDownload { host, copy_queued: false, event: None, registered: true, device };
+    // From here `pending` owns the host buffer: every return path, error or not, goes through its
+    // `finish` (explicitly or on drop), which waits for a queued copy before releasing it.
+    let mut pending = CudaDownload { host: Some(host), copy_queued: false, event: None, device };
     // Created before the copy is queued, so that failing to create it leaves nothing in flight.
     let event = Event::new(&pending.device)?;
     pending.copy_queued = true;
+    let dst: &mut [u64] = pending.host.as_mut().expect("set above");
     // SAFETY: the host memory is page-locked and owned by `pending`, which waits for the copy
-    // before it releases or unregisters the memory (see `finish`); the source is the whole of
-    // `buf`, exactly as long.
-    let queued = unsafe { cu::memcpy_dtoh_async(&mut pending.host, buf.ptr(), pending.device.stream()) }
-        .map_err(err("cuMemcpyDtoHAsync"));
+    // before it releases it (see `finish`); the source is the whole of `buf`, exactly as long.
+    let queued =
+        unsafe { cu::memcpy_dtoh_async(dst, buf.ptr(), pending.device.stream()) }.map_err(err("cuMemcpyDtoHAsync"));
     let recorded = queued.and_then(|()| {
         if pending.device.tracker.site_fails(FaultSite::DownloadQueued) {
             return Err(driver::error_from("cuEventRecord (injected fault)", sys::CUresult::CUDA_ERROR_INVALID_HANDLE));
@@ -252,12 +283,12 @@ pub(crate) fn queue_download(buf: &CudaBuffer) -> Result<CudaDownload> {
 }
 
 impl CudaDownload {
-    /// Waits for the copy (if any) and unregisters the host memory; idempotent.
+    /// Waits for the copy (if any); idempotent.
     ///
     /// # Errors
     /// The device error of the copy or of the work before it. When the copy's completion cannot be
     /// confirmed at all (neither the event nor the stream synchronises), the host memory is
-    /// leaked, never freed while the copy may still write into it.
+    /// leaked, never reused while the copy may still write into it.
     fn finish(&mut self) -> Result<()> {
         let mut settled = !self.copy_queued;
         let mut result = self.device.bind();
@@ -278,25 +309,22 @@ impl CudaDownload {
         }
         self.copy_queued = false;
         if !settled {
-            // The device cannot say the DMA engine is done with this memory: leak it (and its
-            // registration) rather than free it under the copy.
-            std::mem::forget(std::mem::take(&mut self.host));
-            self.registered = false;
-            return result;
-        }
-        if self.registered {
-            self.registered = false;
-            // SAFETY: no copy into this memory is pending (the event or the stream completed).
-            let _ = unsafe { driver::host_unregister(self.host.as_mut_ptr().cast()) };
+            // The device cannot say the DMA engine is done with this memory: leak it rather than
+            // give it back to the pool under the copy.
+            if let Some(h) = self.host.take() {
+                h.leak();
+            }
         }
         result
     }
 }
 
 impl PendingDownload for CudaDownload {
-    fn wait(mut self) -> Result<Vec<u64>> {
+    type Host = PinnedHost;
+
+    fn wait(mut self) -> Result<PinnedHost> {
         self.finish()?;
-        Ok(std::mem::take(&mut self.host))
+        Ok(self.host.take().expect("a download returns its buffer once"))
     }
 }
 

@@ -16,13 +16,13 @@
 
 use std::ffi::c_void;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use backend_api::{ELEM_BYTES, Result};
+use backend_api::{AllocTracker, ELEM_BYTES, Result};
 use cudarc::driver::sys;
-use rayon::prelude::*;
 
 use crate::driver::{self, err};
+use crate::host::parallel_copy;
 use cudarc::driver::result as cu;
 
 /// Bytes of one staging block.
@@ -31,16 +31,6 @@ pub(crate) const SLOT_BYTES: usize = 32 << 20;
 pub(crate) const SLOTS: usize = 4;
 /// Transfers below this size go straight through the driver (its own staging is as fast there).
 pub(crate) const STAGE_MIN_BYTES: usize = 1 << 20;
-/// Elements each rayon task copies.
-const COPY_GRAIN: usize = 1 << 16;
-
-/// Page-locked host bytes allocated by every [`StagingRing`] of the process and not yet freed.
-static PINNED_LIVE: AtomicUsize = AtomicUsize::new(0);
-
-/// Page-locked host bytes held by the staging rings of this process now.
-pub(crate) fn pinned_host_bytes() -> usize {
-    PINNED_LIVE.load(Ordering::Relaxed)
-}
 
 /// A new event without timing, in the current context.
 fn new_event() -> Result<sys::CUevent> {
@@ -74,15 +64,6 @@ unsafe fn destroy(event: sys::CUevent) {
     let _ = unsafe { cu::event::destroy(event) };
 }
 
-/// Waits for all work queued on `stream`.
-///
-/// # Safety
-/// `stream` is a live stream of the current context.
-unsafe fn drain(stream: sys::CUstream) {
-    // SAFETY: per the contract.
-    let _ = unsafe { cu::stream::synchronize(stream) };
-}
-
 /// One page-locked block and the event recorded behind the last copy that used it.
 struct Slot {
     host: *mut u64,
@@ -113,7 +94,7 @@ impl StagingRing {
             // SAFETY: a plain allocation; the memory is only read after it has been written.
             let host = unsafe { cudarc::driver::result::malloc_host(SLOT_BYTES, 0) }
                 .map_err(|e| driver::error_from("cuMemHostAlloc", e.0))?;
-            PINNED_LIVE.fetch_add(SLOT_BYTES, Ordering::Relaxed);
+            crate::host::count_pinned(SLOT_BYTES, true);
             let event = match new_event() {
                 Ok(e) => e,
                 Err(e) => {
@@ -242,12 +223,7 @@ impl Drop for StagingRing {
 unsafe fn free_block(host: *mut c_void) {
     // SAFETY: per the contract.
     let _ = unsafe { cudarc::driver::result::free_host(host) };
-    PINNED_LIVE.fetch_sub(SLOT_BYTES, Ordering::Relaxed);
-}
-
-/// `dst.copy_from_slice(src)` on every core.
-fn parallel_copy(dst: &mut [u64], src: &[u64]) {
-    dst.par_chunks_mut(COPY_GRAIN).zip(src.par_chunks(COPY_GRAIN)).for_each(|(d, s)| d.copy_from_slice(s));
+    crate::host::count_pinned(SLOT_BYTES, false);
 }
 
 /// The staging ring of one device, made at its first large transfer.
@@ -261,14 +237,23 @@ pub(crate) struct Staging {
 impl Staging {
     /// Runs `f` with the ring (made now if needed), or returns `Ok(false)` when `bytes` is small
     /// or page-locked memory cannot be had (warned once): the caller then copies pageable.
-    pub(crate) fn with_ring(&self, bytes: usize, f: impl FnOnce(&mut StagingRing) -> Result<()>) -> Result<bool> {
+    /// The ring's page-locked bytes are counted in `tracker` while it exists.
+    pub(crate) fn with_ring(
+        &self,
+        tracker: &AllocTracker,
+        bytes: usize,
+        f: impl FnOnce(&mut StagingRing) -> Result<()>,
+    ) -> Result<bool> {
         if bytes < STAGE_MIN_BYTES || self.unavailable.load(Ordering::Relaxed) {
             return Ok(false);
         }
         let mut guard = self.ring.lock().unwrap_or_else(|p| p.into_inner());
         if guard.is_none() {
             match StagingRing::new() {
-                Ok(r) => *guard = Some(r),
+                Ok(r) => {
+                    tracker.pinned_host_allocated(SLOTS * SLOT_BYTES);
+                    *guard = Some(r);
+                }
                 Err(e) => {
                     if !self.unavailable.swap(true, Ordering::Relaxed) {
                         eprintln!(
@@ -286,149 +271,21 @@ impl Staging {
 
     /// Makes the ring now unless it exists or page-locked memory was refused before (then the
     /// refusal is warned about once, as in [`Staging::with_ring`]). The context must be current.
-    pub(crate) fn ensure(&self) {
-        let _ = self.with_ring(STAGE_MIN_BYTES, |_| Ok(()));
+    pub(crate) fn ensure(&self, tracker: &AllocTracker) {
+        let _ = self.with_ring(tracker, STAGE_MIN_BYTES, |_| Ok(()));
+    }
+
+    /// Whether the ring has been made.
+    #[cfg(test)]
+    pub(crate) fn is_made(&self) -> bool {
+        self.ring.lock().unwrap_or_else(|p| p.into_inner()).is_some()
     }
 
     /// Frees the ring (waiting for its copies). The context must be current.
-    pub(crate) fn release(&self) {
-        drop(self.ring.lock().unwrap_or_else(|p| p.into_inner()).take());
-    }
-}
-
-/// A page-locked host buffer of `u64`s owned by a [`crate::CudaBackend`]: the copy engine reads
-/// and writes it directly at bus speed. Fill it (it dereferences to a slice) and pass it to
-/// [`crate::CudaBackend::upload_pinned`]. Freed on drop, after any copy still using it.
-pub struct PinnedHost {
-    ptr: *mut u64,
-    len: usize,
-    /// Recorded behind the last copy that reads or writes the buffer.
-    pending: Option<sys::CUevent>,
-    device: std::sync::Arc<crate::context::Device>,
-}
-
-// SAFETY: the buffer is owned memory; the event handle is used with the context bound.
-unsafe impl Send for PinnedHost {}
-// SAFETY: shared access only reads the memory; every copy writing it needs `&mut self`.
-unsafe impl Sync for PinnedHost {}
-
-impl std::fmt::Debug for PinnedHost {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PinnedHost").field("len", &self.len).field("pending", &self.pending.is_some()).finish()
-    }
-}
-
-impl PinnedHost {
-    /// Allocates `len` page-locked elements, zeroed. The device's context must be current.
-    pub(crate) fn alloc(device: &std::sync::Arc<crate::context::Device>, len: usize) -> Result<Self> {
-        let bytes = len.checked_mul(ELEM_BYTES).ok_or_else(|| backend_api::Error::OutOfMemory {
-            backend: driver::BACKEND,
-            requested: usize::MAX,
-            free: 0,
-            total: 0,
-        })?;
-        device.bind()?;
-        let ptr = if bytes == 0 {
-            std::ptr::NonNull::<u64>::dangling().as_ptr()
-        } else {
-            // SAFETY: a plain allocation, zeroed below before it is read.
-            let p = unsafe { cudarc::driver::result::malloc_host(bytes, 0) }.map_err(|e| match e.0 {
-                sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
-                    backend_api::Error::OutOfMemory { backend: driver::BACKEND, requested: bytes, free: 0, total: 0 }
-                }
-                code => driver::error_from("cuMemHostAlloc", code),
-            })?;
-            PINNED_LIVE.fetch_add(bytes, Ordering::Relaxed);
-            let p = p.cast::<u64>();
-            // SAFETY: `bytes` writable bytes just allocated.
-            let block = unsafe { std::slice::from_raw_parts_mut(p.cast::<std::mem::MaybeUninit<u64>>(), len) };
-            block.par_chunks_mut(COPY_GRAIN).for_each(|c| c.fill(std::mem::MaybeUninit::new(0)));
-            p
-        };
-        Ok(Self { ptr, len, pending: None, device: std::sync::Arc::clone(device) })
-    }
-
-    /// Waits for the copy still using the buffer, if any.
-    ///
-    /// # Errors
-    /// A device error from that copy or the work before it.
-    pub fn wait(&mut self) -> Result<()> {
-        if let Some(e) = self.pending.take() {
-            self.device.bind()?;
-            // SAFETY: `e` is live (made by `mark_pending`) until destroyed below.
-            let r = unsafe { wait(e) };
-            if r.is_err() {
-                // Make sure the copy engine no longer touches the memory.
-                // SAFETY: the device's stream is live while the device is.
-                unsafe { drain(self.device.stream()) };
-            }
-            // SAFETY: the event is not used again.
-            unsafe { destroy(e) };
-            r?;
+    pub(crate) fn release(&self, tracker: &AllocTracker) {
+        if let Some(ring) = self.ring.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            drop(ring);
+            tracker.pinned_host_freed(SLOTS * SLOT_BYTES);
         }
-        Ok(())
-    }
-
-    /// Records that a copy queued on the device's stream uses the buffer.
-    pub(crate) fn mark_pending(&mut self) -> Result<()> {
-        self.wait()?;
-        let e = new_event()?;
-        // SAFETY: the new event and the device's stream are live in the current context.
-        let r = unsafe { record(e, self.device.stream()) };
-        if let Err(error) = r {
-            // The copy may still run: drain the stream before giving the event up.
-            // SAFETY: as above; the event is not used again.
-            unsafe {
-                drain(self.device.stream());
-                destroy(e);
-            }
-            return Err(error);
-        }
-        self.pending = Some(e);
-        Ok(())
-    }
-
-    /// Whether the buffer belongs to `device`.
-    pub(crate) fn belongs_to(&self, device: &std::sync::Arc<crate::context::Device>) -> bool {
-        std::sync::Arc::ptr_eq(&self.device, device)
-    }
-}
-
-impl std::ops::Deref for PinnedHost {
-    type Target = [u64];
-    fn deref(&self) -> &[u64] {
-        // SAFETY: `len` initialised elements owned by `self`; device copies into the buffer need
-        // `&mut self`, which waits for them before any later borrow.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
-    }
-}
-
-impl std::ops::DerefMut for PinnedHost {
-    fn deref_mut(&mut self) -> &mut [u64] {
-        // A copy may still read (or write) the memory: wait for it before handing out a writer.
-        if self.wait().is_err() && self.device.bind().is_ok() {
-            // SAFETY: the device's stream is live while the device is.
-            unsafe { drain(self.device.stream()) };
-        }
-        // SAFETY: as in `deref`, and no copy uses the memory now.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
-    }
-}
-
-impl Drop for PinnedHost {
-    fn drop(&mut self) {
-        let waited = self.wait();
-        if self.len == 0 {
-            return;
-        }
-        if waited.is_err() && self.device.bind().is_ok() {
-            // SAFETY: the device's stream is live while the device is.
-            unsafe { drain(self.device.stream()) };
-        }
-        if self.device.bind().is_ok() {
-            // SAFETY: allocated by `malloc_host`; no copy uses it any more (waited above).
-            let _ = unsafe { cudarc::driver::result::free_host(self.ptr.cast()) };
-        }
-        PINNED_LIVE.fetch_sub(self.len * ELEM_BYTES, Ordering::Relaxed);
     }
 }

@@ -299,6 +299,7 @@ fn cuda_or_skip(test: &str) -> Option<crate::CudaBackend> {
 #[test]
 fn a_failed_queue_download_waits_for_its_copy() {
     use backend_api::{Backend, FaultSite, PendingDownload};
+    let _count = PINNED_COUNT.lock().unwrap_or_else(|p| p.into_inner());
     let Some(backend) = cuda_or_skip("a_failed_queue_download_waits_for_its_copy") else { return };
     let len = 32 << 20;
     let host: Vec<u64> = (0..len as u64).map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (i >> 7)).collect();
@@ -316,7 +317,7 @@ fn a_failed_queue_download_waits_for_its_copy() {
         assert!(err.to_string().contains("cuEventRecord"), "{err}");
         assert!(idle, "queue_download returned its error while its copy could still be writing into the host memory");
         let got = backend.queue_download(&buf).unwrap().wait().unwrap();
-        assert!(got == host, "the download after the fault returned other bytes");
+        assert!(got[..] == host[..], "the download after the fault returned other bytes");
         // A download dropped without `wait` releases its memory only after the copy too.
         drop(backend.queue_download(&buf).unwrap());
         // SAFETY: as above.
@@ -464,22 +465,29 @@ fn staged_transfers_keep_every_byte() {
         b.download(&d, off, &mut part).unwrap();
         assert!(part[..] == expected[off..], "{len} elements: download at offset {off}");
     }
-    assert_eq!(crate::staging::pinned_host_bytes(), SLOTS * SLOT_BYTES, "one ring, reused");
+    assert_eq!(crate::host::pinned_host_bytes(), SLOTS * SLOT_BYTES, "one ring, reused");
     drop(b);
-    assert_eq!(crate::staging::pinned_host_bytes(), 0, "the ring is freed with its device");
+    assert_eq!(crate::host::pinned_host_bytes(), 0, "the ring is freed with its device");
 }
 
-/// A page-locked buffer round-trips, waits for its copy before it can be written, and an
-/// allocation the host cannot lock is a typed out-of-memory error that leaves nothing held.
+/// A page-locked buffer round-trips, waits for its copy before it can be written, goes back to
+/// the device's pool on drop and is reused from it, and an allocation the host cannot lock is a
+/// typed out-of-memory error that leaves nothing held. Bytes are counted process-wide and in the
+/// device's tracker.
 #[test]
-fn pinned_buffers_round_trip_and_refuse_absurd_sizes() {
+fn pinned_buffers_round_trip_pool_and_refuse_absurd_sizes() {
+    use crate::host::BLOCK_ALIGN;
+    use backend_api::Backend;
     let _count = PINNED_COUNT.lock().unwrap_or_else(|p| p.into_inner());
-    let Some(b) = device_or_skip("pinned_buffers_round_trip_and_refuse_absurd_sizes") else { return };
+    let Some(b) = device_or_skip("pinned_buffers_round_trip_pool_and_refuse_absurd_sizes") else { return };
     let before = crate::CudaBackend::pinned_host_bytes();
-    let n = (3 << 20) + 5;
+    let n: usize = (3 << 20) + 5;
+    let block = (n * 8).next_multiple_of(BLOCK_ALIGN);
     let mut pinned = b.alloc_pinned(n).unwrap();
+    assert!(pinned.is_page_locked());
     assert!(pinned.iter().all(|&x| x == 0), "allocated zeroed");
-    assert_eq!(crate::CudaBackend::pinned_host_bytes(), before + n * 8);
+    assert_eq!(crate::CudaBackend::pinned_host_bytes(), before + block);
+    assert_eq!(b.memory().pinned_host, block, "the device's tracker counts the block");
     let expected = table(n, 9);
     pinned.copy_from_slice(&expected);
     let d = b.upload_pinned(&mut pinned).unwrap();
@@ -491,16 +499,33 @@ fn pinned_buffers_round_trip_and_refuse_absurd_sizes() {
     // Length and ownership checks.
     let mut short = b.alloc_pinned(n - 1).unwrap();
     assert!(matches!(b.download_pinned(&d, &mut short), Err(Error::LengthMismatch { .. })));
-    let other = device_or_skip("pinned_buffers_round_trip_and_refuse_absurd_sizes").unwrap();
+    let other = device_or_skip("pinned_buffers_round_trip_pool_and_refuse_absurd_sizes").unwrap();
     assert!(matches!(other.download_pinned(&d, &mut back), Err(Error::InvalidArgument(_))));
     drop((pinned, back, short));
+    // Dropped buffers stay page-locked in the pool, and the next allocation that fits reuses one,
+    // zeroed again.
+    assert_eq!(b.host_pool_bytes(), 3 * block);
+    let held = crate::CudaBackend::pinned_host_bytes();
+    let again = b.alloc_pinned(n - 100).unwrap();
+    assert!(again.iter().all(|&x| x == 0), "a reused block is zeroed");
+    assert_eq!(crate::CudaBackend::pinned_host_bytes(), held, "a pooled block was reused");
+    assert_eq!(b.host_pool_bytes(), 2 * block);
+    drop(again);
+    // A request the pooled blocks do not fit frees them first.
+    let big = b.alloc_pinned(3 * n).unwrap();
+    assert_eq!(b.host_pool_bytes(), 0);
+    assert_eq!(crate::CudaBackend::pinned_host_bytes(), before + (3 * n * 8).next_multiple_of(BLOCK_ALIGN));
+    drop(big);
+    b.trim_host_pool().unwrap();
     assert_eq!(crate::CudaBackend::pinned_host_bytes(), before);
+    assert_eq!(b.memory().pinned_host, 0);
     // Sizes no host can lock: typed errors, nothing held afterwards.
     for len in [usize::MAX / 4, 1 << 42] {
         match b.alloc_pinned(len) {
-            Err(e) => assert!(e.is_out_of_memory(), "{len} elements: {e}"),
+            Err(e) => assert!(e.is_out_of_memory() || matches!(e, Error::SizeOverflow { .. }), "{len} elements: {e}"),
             Ok(_) => panic!("{len} elements were page-locked"),
         }
+        assert!(matches!(b.alloc_host(len), Err(Error::HostOutOfMemory { .. } | Error::SizeOverflow { .. })));
         assert_eq!(crate::CudaBackend::pinned_host_bytes(), before, "{len} elements");
     }
     let empty = b.alloc_pinned(0).unwrap();
@@ -715,4 +740,97 @@ fn prepare_memory_grows_the_pool_and_refuses_absurd_sizes() {
     }
     b.prepare_memory(1 << 20).unwrap();
     assert_eq!(b.tracker().counters().live, 0);
+}
+
+/// Transfers whose host side lies in page-locked memory are direct copies, from any sub-slice:
+/// upload, write at an offset and download at an offset keep every byte, the staging ring is never
+/// made, and a host buffer written right after an upload returns does not change the device copy.
+#[test]
+fn transfers_from_page_locked_slices_are_direct() {
+    use backend_api::{Backend, DeviceBuffer as _};
+    let _count = PINNED_COUNT.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(b) = device_or_skip("transfers_from_page_locked_slices_are_direct") else { return };
+    let n = (5 << 20) + 3;
+    let expected = table(n, 11);
+    let mut host = b.alloc_host(n).unwrap();
+    assert!(backend_api::HostBuffer::is_page_locked(&host));
+    host.copy_from_slice(&expected);
+    let d = b.upload(&host).unwrap();
+    host.iter_mut().for_each(|x| *x = !*x);
+    let mut back = b.alloc_host(n).unwrap();
+    b.download(&d, 0, &mut back).unwrap();
+    assert!(back[..] == expected[..], "upload from a page-locked buffer");
+    // A sub-slice at an odd offset, written into the middle of a larger buffer.
+    let mut big = b.alloc(n + 1000).unwrap();
+    b.write(&mut big, 17, &host[5..n - 9]).unwrap();
+    let mut out = b.alloc_host(n - 14).unwrap();
+    b.download(&big, 17, &mut out).unwrap();
+    assert!(out[..] == host[5..n - 9], "write and download at offsets");
+    // Downloads into part of a page-locked buffer leave the rest alone.
+    let mut part = b.alloc_host(n).unwrap();
+    b.download(&d, 100, &mut part[1..n - 99]).unwrap();
+    assert_eq!(part[0], 0);
+    assert!(part[1..n - 99] == expected[100..], "download into a sub-slice");
+    assert_eq!(big.len(), n + 1000);
+    assert!(!b.device.staging.is_made(), "a page-locked transfer made the staging ring");
+}
+
+/// `queue_download` lands in a page-locked block of the device's pool: the bytes are right, the
+/// block returns to the pool when the result is dropped and the next download reuses it, so a
+/// warm loop page-locks nothing new.
+#[test]
+fn queued_downloads_reuse_pooled_page_locked_blocks() {
+    use backend_api::{Backend, PendingDownload as _};
+    let _count = PINNED_COUNT.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(b) = device_or_skip("queued_downloads_reuse_pooled_page_locked_blocks") else { return };
+    let n = (7 << 20) + 1;
+    let expected = table(n, 13);
+    let d = b.upload(&expected).unwrap();
+    let first = b.queue_download(&d).unwrap().wait().unwrap();
+    assert!(first.is_page_locked());
+    assert!(first[..] == expected[..]);
+    drop(first);
+    let held = crate::CudaBackend::pinned_host_bytes();
+    for round in 0..3 {
+        let got = b.queue_download(&d).unwrap().wait().unwrap();
+        assert!(got[..] == expected[..], "round {round}");
+        assert_eq!(crate::CudaBackend::pinned_host_bytes(), held, "round {round} page-locked new memory");
+    }
+    drop(b);
+}
+
+/// A page-locking refused by the driver (injected at [`FaultSite::PinnedHostAlloc`]) is a typed
+/// error for `alloc_pinned`, a pageable fallback for `alloc_host` and `queue_download` (with the
+/// same bytes), and leaves no page-locked or device memory behind.
+#[test]
+fn a_refused_page_lock_is_an_error_or_a_pageable_fallback_and_leaks_nothing() {
+    use backend_api::{Backend, FaultSite, PendingDownload as _};
+    let _count = PINNED_COUNT.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(b) = device_or_skip("a_refused_page_lock_is_an_error_or_a_pageable_fallback_and_leaks_nothing") else {
+        return;
+    };
+    let before = crate::CudaBackend::pinned_host_bytes();
+    let n = (2 << 20) + 7;
+    b.tracker().fail_site(FaultSite::PinnedHostAlloc);
+    let err = b.alloc_pinned(n).expect_err("the injected refusal must surface");
+    assert!(matches!(err, Error::HostOutOfMemory { .. }), "{err}");
+    assert_eq!(crate::CudaBackend::pinned_host_bytes(), before);
+    b.tracker().fail_site(FaultSite::PinnedHostAlloc);
+    let mut host = b.alloc_host(n).expect("a pageable fallback");
+    assert!(!host.is_page_locked());
+    let expected = table(n, 17);
+    host.copy_from_slice(&expected);
+    let d = b.upload(&host).unwrap();
+    assert!(b.download_vec(&d).unwrap() == expected);
+    b.tracker().fail_site(FaultSite::PinnedHostAlloc);
+    let got = b.queue_download(&d).unwrap().wait().unwrap();
+    assert!(!got.is_page_locked());
+    assert!(got[..] == expected[..], "pageable fallback download");
+    drop((host, got, d));
+    b.synchronize().unwrap();
+    assert_eq!(b.memory().live, 0, "device memory leaked");
+    b.trim_host_pool().unwrap();
+    // The staging ring stays (made by the pageable transfers); nothing else is page-locked.
+    assert_eq!(crate::CudaBackend::pinned_host_bytes(), before + b.memory().pinned_host);
+    assert_eq!(b.host_pool_bytes(), 0);
 }

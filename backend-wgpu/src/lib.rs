@@ -247,6 +247,11 @@ impl WgpuBackend {
 impl Backend for WgpuBackend {
     type Buffer = WgpuBuffer;
     type Download = WgpuDownload;
+    /// Ordinary host memory. wgpu has no page-locked memory to hand out: an upload goes through
+    /// `Queue::write_buffer`, which copies into wgpu's own staging memory whatever the source,
+    /// and a mapped `MAP_WRITE` buffer is only writable through a guard that borrows it, so it
+    /// cannot be a long-lived `&mut [u64]` that a trace builder fills and any call accepts.
+    type HostBuffer = Vec<u64>;
 
     fn info(&self) -> DeviceInfo {
         let live = self.gpu.tracker.counters().live;
@@ -295,6 +300,10 @@ impl Backend for WgpuBackend {
 
     fn synchronize(&self) -> Result<()> {
         self.gpu.wait("synchronize")
+    }
+
+    fn alloc_host(&self, len: usize) -> Result<Vec<u64>> {
+        backend_api::host_vec("wgpu", len)
     }
 
     fn transpose_in_place(&self, buf: &mut WgpuBuffer, shape: MatrixShape, scratch_cap: usize) -> Result<()> {

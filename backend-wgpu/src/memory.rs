@@ -355,6 +355,8 @@ pub(crate) fn queue_download(gpu: &Arc<Gpu>, buf: &WgpuBuffer) -> Result<WgpuDow
 }
 
 impl PendingDownload for WgpuDownload {
+    type Host = Vec<u64>;
+
     fn wait(self) -> Result<Vec<u64>> {
         let mut out = vec![0u64; self.len];
         let mut at = 0;

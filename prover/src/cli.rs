@@ -15,10 +15,11 @@ use crate::select::{AUTO, BackendVisitor, Ports, Preparation, Registry};
 use crate::units::{parse_bytes, parse_duration};
 use crate::{
     Admission, CommitParams, CommitPlan, DeviceSet, EXIT_OK, EXIT_REFUSED_OR_DEVICE, Job, Phase, Progress, ProverError,
-    Result, TraceInput, commit_admitted, default_reservation_root, read_trace_file, synthetic_trace, write_u64_file,
+    Result, TraceInput, commit_admitted, default_reservation_root, read_trace_file_into, synthetic_trace_into,
+    write_u64_file,
 };
 use backend_api::memory::{admit, default_budget};
-use backend_api::{Backend, DEFAULT_SCRATCH_CAP, DeviceInfo, HashKind, LeafLayout, MatrixShape};
+use backend_api::{Backend, DEFAULT_SCRATCH_CAP, DeviceInfo, HashKind, HostBuffer, LeafLayout, MatrixShape};
 use clap::builder::{PossibleValue, PossibleValuesParser};
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -365,7 +366,8 @@ fn run_commit<P: Ports>(args: &CommitArgs, registry: &Registry<P>) -> Result<u8>
     let t0 = Instant::now();
     progress.bar.set_message(if args.input.is_some() { "reading the trace" } else { "generating the synthetic table" });
     // The CUDA kernels compile (or load from the kernel cache), the staging ring is page-locked
-    // and the memory pool grows while the input is read or made. Not the pool where other
+    // and the memory pool grows while the input is read or made, straight into the backend's host
+    // memory (page-locked on CUDA: the upload is a direct copy). Not the pool where other
     // processes wait for this device: its free memory is what they go by.
     let prep = Preparation {
         hash: params.hash,
@@ -373,10 +375,11 @@ fn run_commit<P: Ports>(args: &CommitArgs, registry: &Registry<P>) -> Result<u8>
         device_bytes: args.wait_for_memory.is_none().then(|| plan.model.total()),
         lde_elems: plan.model.lde / backend_api::ELEM_BYTES,
     };
-    let make_input = || {
-        let input = load_trace(args, shape);
+    let make_input = || -> Result<_> {
+        let mut trace = backend.visit(AllocHost(shape.len()))?;
+        let input = load_trace(args, shape, &mut trace)?;
         crate::trace::step("table ready");
-        input
+        Ok((trace, input))
     };
     let (input, prepared) =
         if args.no_prepare { (make_input(), Ok(())) } else { backend.while_preparing(prep, make_input) };
@@ -384,6 +387,15 @@ fn run_commit<P: Ports>(args: &CommitArgs, registry: &Registry<P>) -> Result<u8>
     prepared?;
     crate::trace::step("prepared");
     let input_seconds = t0.elapsed().as_secs_f64();
+    // The row-major host copy lands in a page-locked block of the backend's pool: make it now, not
+    // inside the commit (CUDA: ~1 s to lock 10 GB), and give it back to the pool for the copy.
+    let host_copy_alloc = if args.host_copy {
+        let t = Instant::now();
+        drop(backend.visit(AllocHost(plan.lde_shape().len()))?);
+        Some(t.elapsed().as_secs_f64())
+    } else {
+        None
+    };
     progress.bar.inc(1);
     if args.wait_for_memory.is_some() {
         progress.bar.set_message("waiting for device memory");
@@ -402,6 +414,9 @@ fn run_commit<P: Ports>(args: &CommitArgs, registry: &Registry<P>) -> Result<u8>
     crate::trace::step("commit done");
     progress.bar.finish_and_clear();
     let mut report = result?;
+    if let Some(s) = host_copy_alloc {
+        report.phase_seconds.insert("host_copy_alloc", s);
+    }
     report.software_adapter = backend.is_software();
     report.auto_skipped = skipped;
     report.input = input;
@@ -414,15 +429,30 @@ fn run_commit<P: Ports>(args: &CommitArgs, registry: &Registry<P>) -> Result<u8>
     Ok(EXIT_OK)
 }
 
-/// The trace `args` names (a file, else the seeded synthetic table) and a description of it.
-fn load_trace(args: &CommitArgs, shape: MatrixShape) -> Result<(Vec<u64>, String)> {
+/// Reads or makes the trace `args` names (a file, else the seeded synthetic table) into `out`
+/// (`shape.len()` elements); returns a description of it.
+fn load_trace(args: &CommitArgs, shape: MatrixShape, out: &mut [u64]) -> Result<String> {
     Ok(match &args.input {
-        Some(path) => (read_trace_file(path, shape)?, path.display().to_string()),
-        None => (
-            synthetic_trace(shape, args.seed),
-            format!("synthetic {} x {}, seed {}", shape.rows(), shape.cols(), args.seed),
-        ),
+        Some(path) => {
+            read_trace_file_into(path, shape, out)?;
+            path.display().to_string()
+        }
+        None => {
+            synthetic_trace_into(out, args.seed);
+            format!("synthetic {} x {}, seed {}", shape.rows(), shape.cols(), args.seed)
+        }
     })
+}
+
+/// `len` elements of the selected backend's host memory ([`Backend::alloc_host`]).
+struct AllocHost(usize);
+
+impl BackendVisitor for AllocHost {
+    type Output = Result<Box<dyn HostBuffer>>;
+
+    fn visit<B: Backend>(self, backend: &B) -> Self::Output {
+        Ok(Box::new(backend.alloc_host(self.0)?))
+    }
 }
 
 /// `prover bench`: the table made while the backend prepares, the transfer floor, then one
@@ -440,7 +470,12 @@ fn run_bench<P: Ports>(args: &BenchArgs, registry: &Registry<P>) -> Result<u8> {
         device_bytes: Some(plan.model.total()),
         lde_elems: plan.model.lde / backend_api::ELEM_BYTES,
     };
-    let (trace, prepared) = backend.while_preparing(prep, || synthetic_trace(shape, args.seed));
+    let (trace, prepared) = backend.while_preparing(prep, || -> Result<_> {
+        let mut trace = backend.visit(AllocHost(shape.len()))?;
+        synthetic_trace_into(&mut trace, args.seed);
+        Ok(trace)
+    });
+    let trace = trace?;
     prepared?;
     let floor = backend.transfer_floor(&trace)?;
     let params = CommitParams { budget: Some(budget), ..params };
@@ -488,7 +523,8 @@ fn run_batch<P: Ports>(
     let (backend, skipped) = registry.select(&args.backend)?;
     let shape = plan.trace_shape();
     let t0 = Instant::now();
-    let (trace, input) = load_trace(args, shape)?;
+    let mut trace = backend_api::host_vec("host", shape.len())?;
+    let input = load_trace(args, shape, &mut trace)?;
     let input_seconds = t0.elapsed().as_secs_f64();
     let batch = Batch { args, params: &params, model_total: plan.model.total(), trace: &trace, shape };
     #[cfg(feature = "cuda")]
@@ -670,7 +706,10 @@ impl BackendVisitor for CommitJob<'_> {
         };
         if let Some(path) = self.out {
             self.progress.bar.set_message(format!("writing {}", path.display()));
-            write_u64_file(path, &backend.download_vec(&c.lde)?)?;
+            // Into the backend's host memory: on CUDA a direct page-locked copy.
+            let mut lde = backend.alloc_host(c.lde_shape.len())?;
+            backend.download(&c.lde, 0, &mut lde)?;
+            write_u64_file(path, &lde)?;
         }
         let budget = self.params.budget.unwrap_or_default();
         let mut report = CommitReport::new(&backend.info(), &c, self.params, budget, peak);
@@ -678,6 +717,7 @@ impl BackendVisitor for CommitJob<'_> {
             report.phase_seconds.insert("host_copy_wait", wait);
         }
         report.admission_wait_seconds = self.admission.wait().map(|_| c.timings.admission_seconds);
+        report.peak_pinned_host_bytes = backend.memory().pinned_host_peak;
         Ok(report)
     }
 }

@@ -2,7 +2,9 @@
 //! synthetic table.
 
 use std::fs::File;
-use std::io::{BufWriter, Read, Write};
+#[cfg(not(unix))]
+use std::io::Read;
+use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use backend_api::{Backend, ELEM_BYTES, MatrixShape};
@@ -32,7 +34,11 @@ pub enum TraceInput<'a, B: Backend> {
 }
 
 impl<'a, B: Backend> TraceInput<'a, B> {
-    /// Host data to upload.
+    /// Host data to upload: any slice, and in particular the backend's own host memory
+    /// ([`Backend::alloc_host`], passed as `&buffer` through `Deref`), which CUDA uploads directly
+    /// from page-locked memory at bus speed instead of through its staging ring. Fill such a
+    /// buffer in place ([`synthetic_trace_into`], [`read_trace_file_into`]) rather than copying a
+    /// `Vec` into it.
     pub fn host(data: &'a [u64], shape: MatrixShape) -> Self {
         TraceInput::Host { data, shape }
     }
@@ -70,15 +76,22 @@ impl<'a, B: Backend> TraceInput<'a, B> {
 /// `2i + 1`), so the table is the same bytes as drawing the stream in order; it is generated in
 /// parallel, each chunk from its own generator positioned at the chunk's first word.
 pub fn synthetic_trace(shape: MatrixShape, seed: u64) -> Vec<u64> {
+    let mut out = vec![0u64; shape.len()];
+    synthetic_trace_into(&mut out, seed);
+    out
+}
+
+/// Fills `out` with the first `out.len()` elements of [`synthetic_trace`]'s stream for `seed`, in
+/// parallel: the synthetic table generated straight into memory the caller chose, e.g. a
+/// backend's host buffer ([`Backend::alloc_host`]).
+pub fn synthetic_trace_into(out: &mut [u64], seed: u64) {
     /// Elements per parallel chunk (512 KiB).
     const CHUNK: usize = 1 << 16;
-    let mut out = vec![0u64; shape.len()];
     out.par_chunks_mut(CHUNK).enumerate().for_each(|(i, chunk)| {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         rng.set_word_pos(2 * (i * CHUNK) as u128);
         chunk.fill_with(|| rng.next_u64());
     });
-    out
 }
 
 /// Checks that `path` is a raw trace file of exactly `shape.rows * shape.cols * 8` bytes, without
@@ -113,18 +126,85 @@ pub fn check_trace_file(path: &Path, shape: MatrixShape) -> Result<()> {
 /// # Errors
 /// As [`check_trace_file`], or an I/O error while reading.
 pub fn read_trace_file(path: &Path, shape: MatrixShape) -> Result<Vec<u64>> {
+    let mut out = vec![0u64; shape.len()];
+    read_trace_file_into(path, shape, &mut out)?;
+    Ok(out)
+}
+
+/// Reads a raw trace file, as [`read_trace_file`], straight into `out` (e.g. a backend's host
+/// buffer, [`Backend::alloc_host`]), in parallel chunks of 64 MiB read at their offsets.
+///
+/// # Errors
+/// As [`read_trace_file`]; [`ProverError::Input`] when `out` does not hold `shape`, or when the
+/// file is shorter than it was when checked.
+pub fn read_trace_file_into(path: &Path, shape: MatrixShape, out: &mut [u64]) -> Result<()> {
+    /// Elements per parallel read (64 MiB).
+    const CHUNK: usize = 8 << 20;
+    read_in_chunks(path, shape, out, CHUNK)
+}
+
+/// [`read_trace_file_into`] in parallel reads of `chunk` elements.
+fn read_in_chunks(path: &Path, shape: MatrixShape, out: &mut [u64], chunk: usize) -> Result<()> {
     check_trace_file(path, shape)?;
-    let io = |e: std::io::Error| ProverError::input(path, format!("cannot read the trace file: {e}"));
-    let mut file = File::open(path).map_err(io)?;
-    let mut bytes = Vec::with_capacity(shape.bytes());
-    file.read_to_end(&mut bytes).map_err(io)?;
-    if bytes.len() != shape.bytes() {
+    if out.len() != shape.len() {
         return Err(ProverError::input(
             path,
-            format!("the trace file changed while reading: read {} B, expected {} B", bytes.len(), shape.bytes()),
+            format!(
+                "the destination holds {} elements, the trace {} x {} needs {}",
+                out.len(),
+                shape.rows(),
+                shape.cols(),
+                shape.len()
+            ),
         ));
     }
-    Ok(bytes.chunks_exact(ELEM_BYTES).map(|b| u64::from_le_bytes(b.try_into().expect("8-byte chunk"))).collect())
+    let io = |e: std::io::Error| {
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            ProverError::input(
+                path,
+                format!("the trace file changed while reading: it ended before {} B", shape.bytes()),
+            )
+        } else {
+            ProverError::input(path, format!("cannot read the trace file: {e}"))
+        }
+    };
+    let file = File::open(path).map_err(io)?;
+    out.par_chunks_mut(chunk).enumerate().try_for_each(|(i, part)| {
+        read_exact_at(path, &file, as_bytes_mut(part), (i * chunk * ELEM_BYTES) as u64).map_err(io)?;
+        // The file is little-endian, as the memory of almost every host.
+        part.iter_mut().for_each(|x| *x = u64::from_le(*x));
+        Ok(())
+    })
+}
+
+/// The bytes of `words`, in memory order.
+fn as_bytes_mut(words: &mut [u64]) -> &mut [u8] {
+    let len = std::mem::size_of_val(words);
+    // SAFETY: every byte of a `u64` slice is initialised, `u8` has alignment 1 and no invalid
+    // values, and the returned slice borrows `words` exclusively for its lifetime.
+    unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr().cast::<u8>(), len) }
+}
+
+/// The bytes of `words`, in memory order.
+fn as_bytes(words: &[u64]) -> &[u8] {
+    // SAFETY: as in `as_bytes_mut`, shared.
+    unsafe { std::slice::from_raw_parts(words.as_ptr().cast::<u8>(), std::mem::size_of_val(words)) }
+}
+
+/// Fills `buf` from `file` (opened from `path`) at byte offset `at`.
+#[cfg(unix)]
+fn read_exact_at(_path: &Path, file: &File, buf: &mut [u8], at: u64) -> std::io::Result<()> {
+    std::os::unix::fs::FileExt::read_exact_at(file, buf, at)
+}
+
+/// Fills `buf` from the file at `path` at byte offset `at`, through a handle of its own (parallel
+/// reads must not share a file position).
+#[cfg(not(unix))]
+fn read_exact_at(path: &Path, _file: &File, buf: &mut [u8], at: u64) -> std::io::Result<()> {
+    use std::io::{Seek, SeekFrom};
+    let mut own = File::open(path)?;
+    own.seek(SeekFrom::Start(at))?;
+    own.read_exact(buf)
 }
 
 /// Writes `data` to `path` as raw little-endian `u64`.
@@ -133,11 +213,17 @@ pub fn read_trace_file(path: &Path, shape: MatrixShape) -> Result<Vec<u64>> {
 /// [`ProverError::Input`] on an I/O error.
 pub fn write_u64_file(path: &Path, data: &[u64]) -> Result<()> {
     let io = |e: std::io::Error| ProverError::input(path, format!("cannot write {} B: {e}", data.len() * ELEM_BYTES));
-    let mut out = BufWriter::new(File::create(path).map_err(io)?);
-    for x in data {
-        out.write_all(&x.to_le_bytes()).map_err(io)?;
+    let mut out = File::create(path).map_err(io)?;
+    if cfg!(target_endian = "little") {
+        out.write_all(as_bytes(data)).map_err(io)?;
+    } else {
+        let mut out = BufWriter::new(out);
+        for x in data {
+            out.write_all(&x.to_le_bytes()).map_err(io)?;
+        }
+        return out.flush().map_err(io);
     }
-    out.flush().map_err(io)
+    Ok(())
 }
 
 #[cfg(test)]
@@ -154,6 +240,9 @@ mod tests {
             let mut rng = ChaCha8Rng::seed_from_u64(seed);
             let expected: Vec<u64> = (0..rows * cols).map(|_| rng.random::<u64>()).collect();
             assert!(synthetic_trace(shape, seed) == expected, "{rows} x {cols}, seed {seed}");
+            let mut into = vec![u64::MAX; rows * cols];
+            synthetic_trace_into(&mut into, seed);
+            assert!(into == expected, "into: {rows} x {cols}, seed {seed}");
         }
     }
 
@@ -173,6 +262,19 @@ mod tests {
         let msg = err.to_string();
         assert!(msg.contains("holds 96 B") && msg.contains("need 128 B"), "{msg}");
         assert_eq!(err.exit_code(), crate::error::EXIT_USAGE);
+        // Straight into a caller's buffer, in chunks that do not divide the file (the last one
+        // short), and refused into a buffer of another length.
+        let shape = MatrixShape::new(7, 5).unwrap();
+        let data = synthetic_trace(shape, 9);
+        write_u64_file(&path, &data).unwrap();
+        for chunk in [1, 3, 8, 35, 1000] {
+            let mut out = vec![u64::MAX; 35];
+            read_in_chunks(&path, shape, &mut out, chunk).unwrap();
+            assert_eq!(out, data, "chunks of {chunk}");
+        }
+        let mut short = vec![0u64; 34];
+        let msg = read_trace_file_into(&path, shape, &mut short).unwrap_err().to_string();
+        assert!(msg.contains("the destination holds 34 elements"), "{msg}");
         let err = read_trace_file(&dir.join("missing.bin"), shape).unwrap_err();
         assert!(err.to_string().contains("cannot read the trace file"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();

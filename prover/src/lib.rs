@@ -33,7 +33,10 @@ pub use admission::{Admission, Blocked, DeviceMemory, POLL, Ticket};
 pub use commit::{CommitParams, CommitPlan, Commitment, PhaseTimings, TreePlan, commit, commit_admitted};
 pub use device_set::{DeviceSet, Job, JobOutcome, SetMember};
 pub use error::{EXIT_OK, EXIT_REFUSED_OR_DEVICE, EXIT_USAGE, EXIT_WAIT_TIMED_OUT, ProverError, Result};
-pub use input::{TraceInput, check_trace_file, read_trace_file, synthetic_trace, write_u64_file};
+pub use input::{
+    TraceInput, check_trace_file, read_trace_file, read_trace_file_into, synthetic_trace, synthetic_trace_into,
+    write_u64_file,
+};
 pub use progress::{NoProgress, Phase, Progress};
 pub use reservations::default_reservation_root;
 pub use trace::TRACE_ENV;

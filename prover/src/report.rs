@@ -101,6 +101,10 @@ pub struct CommitReport {
     pub budget_bytes: usize,
     /// The backend's measured allocation high-water mark during the commit.
     pub peak_device_bytes: usize,
+    /// The most page-locked host memory the backend held from the commit's start to the end of
+    /// the run (the trace's host buffer, the host copy, staging; `MemoryCounters::pinned_host_peak`),
+    /// 0 for a backend without page-locked memory.
+    pub peak_pinned_host_bytes: usize,
     /// Whether the column-major trace snapshot was kept.
     pub snapshot: bool,
     /// Where the column-major LDE was written, if anywhere.
@@ -150,6 +154,7 @@ impl CommitReport {
             modelled_device_bytes: (&commitment.model).into(),
             budget_bytes,
             peak_device_bytes,
+            peak_pinned_host_bytes: 0,
             snapshot: commitment.snapshot.is_some(),
             out: None,
         }
@@ -410,6 +415,13 @@ impl fmt::Display for CommitReport {
             }
         }
         writeln!(f, "  {:<10} {:>9.4} s", "total", self.total_seconds)?;
+        // Outside the commit's total: the host copy's page-locked block made before the upload,
+        // and the wait for the copy after the roots.
+        for (name, when) in [("host_copy_alloc", "before the commit"), ("host_copy_wait", "after the roots")] {
+            if let Some(s) = self.phase_seconds.get(name) {
+                writeln!(f, "  {name} {s:.4} s ({when}, not in the total)")?;
+            }
+        }
         writeln!(f, "modelled device memory (budget {} B, {}):", self.budget_bytes, human_bytes(self.budget_bytes))?;
         write_model(f, &self.modelled_device_bytes)?;
         writeln!(
@@ -418,6 +430,14 @@ impl fmt::Display for CommitReport {
             self.peak_device_bytes,
             human_bytes(self.peak_device_bytes)
         )?;
+        if self.peak_pinned_host_bytes > 0 {
+            writeln!(
+                f,
+                "page-locked host memory, peak: {} B ({})",
+                self.peak_pinned_host_bytes,
+                human_bytes(self.peak_pinned_host_bytes)
+            )?;
+        }
         if self.snapshot {
             writeln!(f, "trace snapshot: kept on the device, column-major")?;
         }

@@ -378,10 +378,14 @@ fn host_copy_is_its_own_phase_and_changes_no_root() {
     assert!(out.status.success(), "{stderr}");
     let with: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(with["roots"], plain["roots"]);
-    for phase in ["host_copy", "host_copy_wait"] {
+    for phase in ["host_copy", "host_copy_wait", "host_copy_alloc"] {
         assert!(with["phase_seconds"][phase].as_f64().is_some_and(|s| s >= 0.0), "{phase}: {stdout}");
         assert!(plain["phase_seconds"][phase].is_null(), "{phase} without --host-copy: {stdout}");
     }
+    // The CPU backend has no page-locked memory; the field is there and says so.
+    assert_eq!(with["peak_pinned_host_bytes"], 0, "{stdout}");
+    let (t, _) = text(&prover(&["commit", "--backend", "cpu", "--log-rows", "8", "--cols", "5", "--host-copy"]));
+    assert!(t.contains("host_copy_alloc") && t.contains("not in the total"), "{t}");
     expect_error(&["commit", "--host-copy", "--repeat", "2"], 2, "cannot be used with");
 }
 

@@ -20,7 +20,7 @@ fn check_commit<B: Backend>(backend: &B, trace: &[u64], n: usize, m: usize, para
     assert_eq!(c.lde_shape, MatrixShape::new(big, m).unwrap());
 
     // The row-major host copy is the LDE; the returned buffer is its transpose.
-    let row_major = c.host_copy.expect("host copy was asked for").wait().unwrap();
+    let row_major = c.host_copy.expect("host copy was asked for").wait().unwrap().to_vec();
     assert_eq!(row_major, naive_lde(trace, n, m, params.blowup, params.shift), "LDE, n={n} m={m} {params:?}");
     let col_major = backend.download_vec(&c.lde).unwrap();
     assert_eq!(col_major, transpose(&row_major, big, m), "column-major LDE");

@@ -128,7 +128,7 @@ pub fn memory_queue_download_snapshot<B: Backend>(backend: &B) -> Outcome {
     let shape = MatrixShape::new(rows, cols).ctx("shape")?;
     backend.transpose_in_place(&mut buf, shape, DEFAULT_SCRATCH_CAP).ctx("transpose after queue")?;
     let snapshot = pending.wait().ctx("wait")?;
-    ensure_words_eq("queued download vs the buffer when it was queued", &host, &snapshot)?;
+    ensure_words_eq("queued download vs the buffer when it was queued", &host, &snapshot[..])?;
     let mut moved = host.clone();
     reference::apply_copies(&host, &mut moved, &[CopyRange::new(0, 100, 50)]);
     let expected = reference::transpose(&moved, rows, cols);

@@ -80,6 +80,8 @@ impl DeviceBuffer for HostBuffer {
 pub struct Ready(Vec<u64>);
 
 impl PendingDownload for Ready {
+    type Host = Vec<u64>;
+
     fn wait(self) -> Result<Vec<u64>> {
         Ok(self.0)
     }
@@ -119,6 +121,7 @@ impl HostBackend {
 impl Backend for HostBackend {
     type Buffer = HostBuffer;
     type Download = Ready;
+    type HostBuffer = Vec<u64>;
 
     fn info(&self) -> DeviceInfo {
         DeviceInfo {
@@ -161,6 +164,10 @@ impl Backend for HostBackend {
 
     fn queue_download(&self, buf: &HostBuffer) -> Result<Ready> {
         Ok(Ready(buf.data.clone()))
+    }
+
+    fn alloc_host(&self, len: usize) -> Result<Vec<u64>> {
+        backend_api::host_vec("selftest-host", len)
     }
 
     fn synchronize(&self) -> Result<()> {

@@ -58,6 +58,8 @@ impl ToyBackend {
 impl Backend for ToyBackend {
     type Buffer = ToyBuffer;
     type Download = ToyDownload;
+    /// Plain host memory: the toy backend's "device" is host memory already.
+    type HostBuffer = Vec<u64>;
 
     fn info(&self) -> DeviceInfo {
         let (total_memory, free_memory) = memory::total_and_free(self);
@@ -100,6 +102,10 @@ impl Backend for ToyBackend {
 
     fn synchronize(&self) -> Result<()> {
         Ok(())
+    }
+
+    fn alloc_host(&self, len: usize) -> Result<Vec<u64>> {
+        backend_api::host_vec(NAME, len)
     }
 
     fn transpose_in_place(&self, buf: &mut ToyBuffer, shape: MatrixShape, scratch_cap: usize) -> Result<()> {

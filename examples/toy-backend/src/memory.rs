@@ -42,6 +42,8 @@ pub struct ToyDownload {
 }
 
 impl PendingDownload for ToyDownload {
+    type Host = Vec<u64>;
+
     fn wait(self) -> Result<Vec<u64>> {
         Ok(self.copy.as_slice().to_vec())
     }

@@ -140,7 +140,7 @@ pub fn read_back<B: Backend>(backend: &B, c: Commitment<B>) -> Result<Committed,
     use backend_api::PendingDownload as _;
     let lde = backend.download_vec(&c.lde)?;
     let snapshot = c.snapshot.as_ref().map(|s| backend.download_vec(s)).transpose()?;
-    let host_copy = c.host_copy.map(|d| d.wait()).transpose()?;
+    let host_copy = c.host_copy.map(|d| d.wait().map(|h| h.to_vec())).transpose()?;
     Ok(Committed { roots: c.roots, lde, snapshot, host_copy })
 }
 

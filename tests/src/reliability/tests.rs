@@ -45,6 +45,7 @@ fn leak(inner: HostBackend, fault: Fault) -> &'static Faulty {
 impl Backend for Faulty {
     type Buffer = HostBuffer;
     type Download = <HostBackend as Backend>::Download;
+    type HostBuffer = Vec<u64>;
     fn info(&self) -> DeviceInfo {
         self.inner.info()
     }
@@ -65,6 +66,9 @@ impl Backend for Faulty {
     }
     fn synchronize(&self) -> Result<()> {
         self.inner.synchronize()
+    }
+    fn alloc_host(&self, len: usize) -> Result<Vec<u64>> {
+        self.inner.alloc_host(len)
     }
     fn transpose_in_place(&self, buf: &mut HostBuffer, shape: MatrixShape, cap: usize) -> Result<()> {
         self.inner.transpose_in_place(buf, shape, cap)
