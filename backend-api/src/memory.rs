@@ -4,14 +4,20 @@
 //!
 //! | term | bytes |
 //! | --- | --- |
-//! | LDE | `N * cols * 8` |
-//! | trace | `n * cols * 8`: the uploaded trace, live during the LDE and kept as the column-major snapshot when asked |
+//! | LDE | `N * cols * 8`: the trace is written into its first `n` rows and extended in place |
+//! | trace | `n * cols * 8` only when the commit keeps the column-major trace snapshot ([`CommitShape::snapshot`]); 0 otherwise |
 //! | trees | `(2L - 1) * 32` per tree (leaf digests are written straight into the node array) |
 //! | transpose scratch | [`TransposeGeometry::scratch_bytes`] |
 //! | twiddles | [`LdeTwiddles::bytes_for`] |
 //!
-//! It is an upper bound on the commit's peak: the trace and the scratch are never live together
-//! with everything else, but counting both keeps the bound simple and safe.
+//! The trace needs no buffer of its own: the first `n` rows of the row-major `N`-row LDE buffer are
+//! exactly its size, so the commit writes it there and runs
+//! [`Backend::coset_lde_in_place`](crate::Backend::coset_lde_in_place). Only the snapshot is a
+//! separate trace-sized buffer: the trace rows are copied out of the LDE buffer before the LDE and
+//! transposed in place.
+//!
+//! The model is an upper bound on the commit's peak: the scratch and the twiddles are never live
+//! together, but counting both keeps the bound simple and safe.
 
 use std::fmt;
 
@@ -34,6 +40,9 @@ pub struct CommitShape {
     pub split: bool,
     /// The transpose scratch cap, in bytes.
     pub scratch_cap: usize,
+    /// Whether the commit keeps the trace on the device as a column-major snapshot: the one case
+    /// that holds a trace-sized buffer beside the LDE.
+    pub snapshot: bool,
 }
 
 /// The modelled device bytes of one commit, term by term.
@@ -41,7 +50,8 @@ pub struct CommitShape {
 pub struct MemoryModel {
     /// The row-major (then column-major) LDE.
     pub lde: usize,
-    /// The trace on the device (and the snapshot, when kept).
+    /// The column-major trace snapshot, `n * cols * 8` when kept, else 0: without it the trace
+    /// lives only in the LDE buffer's first `n` rows.
     pub trace: usize,
     /// All Merkle trees.
     pub trees: usize,
@@ -63,7 +73,7 @@ impl MemoryModel {
         let scratch = TransposeGeometry::new(lde_shape, shape.scratch_cap)?.scratch_bytes();
         Ok(Self {
             lde: lde_shape.bytes(),
-            trace: shape.lde.trace().bytes(),
+            trace: if shape.snapshot { shape.lde.trace().bytes() } else { 0 },
             trees,
             scratch,
             twiddles: LdeTwiddles::bytes_for(shape.lde.log_trace_rows(), shape.lde.log_blowup()),
@@ -157,48 +167,87 @@ mod tests {
     use crate::plan::DEFAULT_SCRATCH_CAP;
     use crate::shape::MatrixShape;
 
-    fn model(log_n: u32, cols: usize, blowup: usize, split: bool) -> MemoryModel {
+    fn model_with(log_n: u32, cols: usize, blowup: usize, split: bool, snapshot: bool) -> MemoryModel {
         let trace = MatrixShape::new(1 << log_n, cols).unwrap();
         MemoryModel::of(&CommitShape {
             lde: LdeParams::new(trace, blowup, 7).unwrap(),
             layout: LeafLayout::Rows,
             split,
             scratch_cap: DEFAULT_SCRATCH_CAP,
+            snapshot,
         })
         .unwrap()
     }
 
+    fn model(log_n: u32, cols: usize, blowup: usize, split: bool) -> MemoryModel {
+        model_with(log_n, cols, blowup, split, false)
+    }
+
     const GIB: usize = 1 << 30;
+
+    fn gib(bytes: usize) -> f64 {
+        bytes as f64 / GIB as f64
+    }
 
     #[test]
     fn pinned_at_2_21_x_316_blowup_2() {
         let m = model(21, 316, 2, false);
         assert_eq!(m.lde, (1 << 22) * 316 * 8); // 9.875 GiB
-        assert_eq!(m.trace, (1 << 21) * 316 * 8); // 4.9375 GiB
+        assert_eq!(m.trace, 0); // the trace lives in the LDE buffer's first 2^21 rows
         assert_eq!(m.trees, ((1 << 23) - 1) * 32); // 256 MiB - 32 B
         assert_eq!(m.scratch, 317 * (1 << 16) * 8); // 158.5 MiB
         assert_eq!(m.twiddles, ((1 << 20) + (1 << 21) + (1 << 21)) * 8); // 40 MiB
-        assert_eq!(m.total(), 16_381_378_528);
-        assert!((m.total() as f64 / GIB as f64 - 15.256).abs() < 0.001); // 15.26 GiB
+        assert_eq!(m.total(), 11_079_778_272);
+        assert!((gib(m.total()) - 10.319).abs() < 0.001, "{}", gib(m.total())); // 10.32 GiB
     }
 
     #[test]
     fn pinned_at_2_22_x_612_blowup_2() {
         let m = model(22, 612, 2, false);
         assert_eq!(m.lde, (1 << 23) * 612 * 8); // 38.25 GiB
-        assert_eq!(m.trace, (1 << 22) * 612 * 8);
+        assert_eq!(m.trace, 0);
         assert_eq!(m.trees, ((1 << 24) - 1) * 32);
         // 256 MiB / (613 * 8 B) = 54,734 rows: the run is 2^15.
         assert_eq!(m.scratch, 613 * (1 << 15) * 8);
         assert_eq!(m.twiddles, ((1 << 21) + (1 << 22) + (1 << 22)) * 8);
-        assert_eq!(m.total(), 62_387_388_384); // 58.10 GiB
+        assert_eq!(m.total(), 41_852_076_000); // 38.98 GiB: below a 48 GB card's memory
+        assert!(m.total() <= 40 * GIB && (m.total() as f64) < 48e9, "{}", m.total());
         // Split trees double the tree term only.
         assert_eq!(model(22, 612, 2, true).total(), m.total() + m.trees);
     }
 
     #[test]
+    fn pinned_at_2_22_x_316_blowup_2_fits_a_32_gib_budget() {
+        let m = model(22, 316, 2, false);
+        assert_eq!(m.lde, (1 << 23) * 316 * 8);
+        assert_eq!(m.scratch, 317 * (1 << 16) * 8);
+        assert_eq!(m.total(), 21_993_357_280); // 20.48 GiB
+        assert!((gib(m.total()) - 20.483).abs() < 0.001, "{}", gib(m.total()));
+        admit(&m, default_budget(32 * GIB), 0).unwrap();
+        // With the snapshot it is the 30.36 GiB of a separate trace buffer, refused at 32 GiB.
+        let s = model_with(22, 316, 2, false, true);
+        assert_eq!(s.total(), 32_596_557_792);
+        assert!(matches!(admit(&s, default_budget(32 * GIB), 0), Err(Error::Refused(_))));
+    }
+
+    #[test]
+    fn the_snapshot_adds_exactly_the_trace() {
+        for (log_n, cols, blowup, split) in [(0, 1, 1, false), (3, 5, 4, true), (21, 316, 2, false), (10, 7, 16, true)]
+        {
+            let without = model_with(log_n, cols, blowup, split, false);
+            let with = model_with(log_n, cols, blowup, split, true);
+            assert_eq!(without.trace, 0);
+            assert_eq!(with.trace, (1 << log_n) * cols * 8);
+            assert_eq!(with, MemoryModel { trace: with.trace, ..without.clone() });
+            assert_eq!(with.total(), without.total() + with.trace);
+        }
+        // 2^21 x 316 at blowup 2 with the snapshot: the old 15.26 GiB.
+        assert_eq!(model_with(21, 316, 2, false, true).total(), 16_381_378_528);
+    }
+
+    #[test]
     fn admission_lists_every_term() {
-        let m = model(21, 316, 2, false);
+        let m = model_with(21, 316, 2, false, true);
         admit(&m, m.total(), 0).unwrap();
         let err = admit(&m, m.total(), 1).unwrap_err();
         let msg = err.to_string();

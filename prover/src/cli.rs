@@ -98,6 +98,10 @@ struct ShapeArgs {
     /// Memory budget for the commit (default: 80% of the device's memory).
     #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
     budget: Option<usize>,
+    /// Keep the trace on the device as a column-major snapshot: the one case with a trace-sized
+    /// buffer beside the LDE (the model's trace term).
+    #[arg(long)]
+    snapshot: bool,
     /// Print one JSON object instead of the text report.
     #[arg(long)]
     json: bool,
@@ -129,9 +133,6 @@ struct CommitArgs {
     /// Seed of the synthetic table.
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Keep the trace on the device as a column-major snapshot.
-    #[arg(long)]
-    snapshot: bool,
     /// Write the column-major LDE here as raw little-endian u64.
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
@@ -320,6 +321,7 @@ fn params_of(shape: &ShapeArgs) -> CommitParams {
         split: shape.split,
         scratch_cap: shape.scratch_cap,
         budget: shape.budget,
+        keep_trace_snapshot: shape.snapshot,
         ..CommitParams::default()
     }
 }
@@ -328,7 +330,6 @@ fn run_commit<P: Ports>(args: &CommitArgs, registry: &Registry<P>) -> Result<u8>
     let params = CommitParams {
         shift: args.shift,
         hash: args.hash.into(),
-        keep_trace_snapshot: args.snapshot,
         host_copy: args.host_copy,
         phase_timing: !args.no_phase_timing,
         ..params_of(&args.shape)

@@ -4,8 +4,8 @@ use std::time::Instant;
 
 use backend_api::memory::{CommitShape, MemoryModel, default_budget};
 use backend_api::{
-    Backend, DEFAULT_SCRATCH_CAP, DIGEST_WORDS, Error, HashKind, LdeParams, LeafLayout, LeafSpec, MatrixShape,
-    TreeShape, digests_from_words, field::DEFAULT_SHIFT,
+    Backend, CopyRange, DEFAULT_SCRATCH_CAP, DIGEST_WORDS, Error, HashKind, LdeParams, LeafLayout, LeafSpec,
+    MatrixShape, TreeShape, digests_from_words, field::DEFAULT_SHIFT,
 };
 
 use crate::admission::{Admission, DeviceMemory, Ticket};
@@ -115,6 +115,7 @@ impl CommitPlan {
             layout: params.layout,
             split: params.split.is_some(),
             scratch_cap: params.scratch_cap,
+            snapshot: params.keep_trace_snapshot,
         })?;
         Ok(Self { lde, trees, model })
     }
@@ -181,8 +182,10 @@ pub struct Commitment<B: Backend> {
 /// the device's memory).
 ///
 /// Order: validation and admission come first, so a refused or invalid commit allocates nothing;
-/// then upload, coset LDE (row-major), the optional snapshot (the trace transposed in place) or
-/// freeing the trace, the optional queued host copy, leaves hashed straight into each tree's node
+/// then the upload straight into the first `n` rows of the `N`-row LDE buffer ([`Backend::write`];
+/// a device input is copied in and freed), the coset LDE in place in that buffer (row-major,
+/// [`Backend::coset_lde_in_place`]), the optional snapshot (the trace rows copied out before the
+/// LDE, or the device input itself, transposed in place), the optional queued host copy, leaves hashed straight into each tree's node
 /// array, the trees completed in place, the LDE transposed in place, the roots downloaded. No
 /// phase waits for the device unless `params.phase_timing` is set.
 ///
@@ -230,18 +233,37 @@ pub fn commit_admitted<B: Backend>(
     let admission_seconds = admission_start.elapsed().as_secs_f64();
 
     let mut clock = Clock::new(backend, params.phase_timing, progress);
-    let trace = clock.phase(Phase::Upload, || match input {
-        TraceInput::Host { data, .. } => backend.upload(data),
-        TraceInput::Device { buffer, .. } => Ok(buffer),
+    // The trace goes straight into the first n rows of the LDE buffer; the snapshot, when asked
+    // for, is the one trace-sized buffer beside it: a device input becomes the snapshot itself,
+    // a host input's rows are copied out before the LDE overwrites them.
+    let (mut lde, snapshot) = clock.phase(Phase::Upload, || {
+        let mut lde = backend.alloc(lde_shape.len())?;
+        let rows = [CopyRange::new(0, 0, trace_shape.len())];
+        let snapshot = match input {
+            TraceInput::Host { data, .. } => {
+                backend.write(&mut lde, 0, data)?;
+                if params.keep_trace_snapshot {
+                    let mut snapshot = backend.alloc(trace_shape.len())?;
+                    backend.batched_copy(&lde, &mut snapshot, &rows)?;
+                    Some(snapshot)
+                } else {
+                    None
+                }
+            }
+            TraceInput::Device { buffer, .. } => {
+                backend.batched_copy(&buffer, &mut lde, &rows)?;
+                params.keep_trace_snapshot.then_some(buffer)
+            }
+        };
+        Ok((lde, snapshot))
     })?;
-    let mut lde = clock.phase(Phase::Lde, || backend.coset_lde(&trace, &plan.lde))?;
-    let snapshot = if params.keep_trace_snapshot {
-        let mut trace = trace;
-        clock.phase(Phase::Snapshot, || backend.transpose_in_place(&mut trace, trace_shape, params.scratch_cap))?;
-        Some(trace)
-    } else {
-        drop(trace);
-        None
+    clock.phase(Phase::Lde, || backend.coset_lde_in_place(&mut lde, &plan.lde))?;
+    let snapshot = match snapshot {
+        Some(mut trace) => {
+            clock.phase(Phase::Snapshot, || backend.transpose_in_place(&mut trace, trace_shape, params.scratch_cap))?;
+            Some(trace)
+        }
+        None => None,
     };
     let host_copy =
         if params.host_copy { Some(clock.phase(Phase::HostCopy, || backend.queue_download(&lde))?) } else { None };
@@ -274,7 +296,8 @@ pub fn commit_admitted<B: Backend>(
     })?;
     let timings = PhaseTimings { admission_seconds, ..clock.finish() };
 
-    let resident = plan.model.lde + plan.model.trees + if snapshot.is_some() { plan.model.trace } else { 0 };
+    // The model's trace term is the snapshot's bytes, 0 without one.
+    let resident = plan.model.lde + plan.model.trees + plan.model.trace;
     ticket.shrink_to(resident);
     Ok(Commitment {
         roots,

@@ -5,9 +5,10 @@
 //! - **Refuse before allocating.** Validation ([`CommitPlan::new`]) and admission
 //!   ([`Admission::admit`], against the backend-api memory model) run before the first
 //!   allocation; a table that does not fit is refused with every modelled term listed.
-//! - **One buffer, in place.** Upload, coset LDE (row-major), leaves hashed straight into each
-//!   tree's node array, trees completed in place, then the LDE transposed in place to
-//!   column-major; the trace is freed after the LDE or transposed in place into a snapshot.
+//! - **One buffer, in place.** The trace is uploaded straight into the first `n` rows of the
+//!   `N`-row LDE buffer and extended in place there (row-major), leaves are hashed straight into
+//!   each tree's node array, trees completed in place, then the LDE transposed in place to
+//!   column-major. The trace has no buffer of its own unless the column-major snapshot is kept.
 //! - **No hidden syncs.** The pipeline issues phase after phase without waiting for the device;
 //!   [`CommitParams::phase_timing`] adds one synchronisation per phase to time them.
 //! - **Concurrent-ready.** [`commit_admitted`] shares one [`Admission`] between commits on one

@@ -16,7 +16,8 @@ use crate::error::ProverError;
 pub struct ModelReport {
     /// The LDE, `N * cols * 8`.
     pub lde: usize,
-    /// The trace (and snapshot), `n * cols * 8`.
+    /// The column-major trace snapshot, `n * cols * 8` when kept, else 0 (the trace lives in the
+    /// LDE buffer's first `n` rows).
     pub trace: usize,
     /// Every tree's node array, `(2L - 1) * 32` each.
     pub merkle_trees: usize,
@@ -465,6 +466,9 @@ pub struct PlanReport {
     pub split: Option<usize>,
     /// The transpose scratch cap, in bytes.
     pub scratch_cap: usize,
+    /// Whether the column-major trace snapshot is kept (`--snapshot`): only then does the model
+    /// count a trace-sized buffer.
+    pub snapshot: bool,
     /// The device memory given, in bytes.
     pub memory_bytes: usize,
     /// The budget compared with, in bytes.
@@ -494,6 +498,7 @@ impl PlanReport {
             layout: params.layout.name().into(),
             split: params.split,
             scratch_cap: params.scratch_cap,
+            snapshot: params.keep_trace_snapshot,
             memory_bytes,
             budget_bytes,
             budget_source: budget_source.into(),
@@ -509,9 +514,14 @@ impl fmt::Display for PlanReport {
             Some(s) => format!("two trees split at column {s}"),
             None => "one tree".into(),
         };
+        let trace = if self.snapshot {
+            "a column-major trace snapshot kept beside the LDE"
+        } else {
+            "the trace in the LDE buffer's first rows"
+        };
         writeln!(
             f,
-            "plan: {} x {} trace, blowup {} -> {} x {} LDE, layout {}, {split}, scratch cap {} B",
+            "plan: {} x {} trace, blowup {} -> {} x {} LDE, layout {}, {split}, scratch cap {} B, {trace}",
             self.trace_rows, self.cols, self.blowup, self.lde_rows, self.cols, self.layout, self.scratch_cap
         )?;
         writeln!(f, "modelled device memory:")?;

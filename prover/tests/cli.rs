@@ -266,15 +266,17 @@ fn default_commit_runs_and_is_deterministic() {
 
 #[test]
 fn plan_says_whether_a_shape_fits() {
-    // 2^21 x 316 at blowup 2 models 16,381,378,528 B (backend-api's pinned figure).
+    // 2^21 x 316 at blowup 2 models 11,079,778,272 B (backend-api's pinned figure): the trace lives
+    // in the LDE buffer; --snapshot adds its 5,301,600,256 B.
     let fits = prover(&["plan", "--log-rows", "21", "--cols", "316", "--blowup", "2", "--memory", "141GiB"]);
     let (stdout, _) = text(&fits);
     assert_eq!(fits.status.code(), Some(0), "{stdout}");
     assert!(
-        stdout.contains("FITS") && stdout.contains("16381378528 B") && stdout.contains("80% of memory"),
+        stdout.contains("FITS") && stdout.contains("11079778272 B") && stdout.contains("80% of memory"),
         "{stdout}"
     );
-    let tight = prover(&["plan", "--log-rows", "21", "--cols", "316", "--blowup", "2", "--memory", "16GiB"]);
+    assert!(stdout.contains("the trace in the LDE buffer's first rows"), "{stdout}");
+    let tight = prover(&["plan", "--log-rows", "21", "--cols", "316", "--blowup", "2", "--memory", "12GiB"]);
     let (stdout, _) = text(&tight);
     assert_eq!(tight.status.code(), Some(1), "{stdout}");
     assert!(stdout.contains("DOES NOT FIT"), "{stdout}");
@@ -287,14 +289,34 @@ fn plan_says_whether_a_shape_fits() {
         "--memory",
         "16GiB",
         "--budget",
-        "16381378528",
+        "11079778272",
         "--json",
     ]);
     assert_eq!(exact.status.code(), Some(0));
     let v: serde_json::Value = serde_json::from_slice(&exact.stdout).unwrap();
     assert_eq!(v["fits"], true);
-    assert_eq!(v["modelled_device_bytes"]["total"].as_u64(), Some(16_381_378_528));
+    assert_eq!(v["snapshot"], false);
+    assert_eq!(v["modelled_device_bytes"]["trace"].as_u64(), Some(0));
+    assert_eq!(v["modelled_device_bytes"]["total"].as_u64(), Some(11_079_778_272));
     assert_eq!(v["budget_source"], "--budget");
+    let over = prover(&["plan", "--log-rows", "21", "--cols", "316", "--memory", "16GiB", "--budget", "11079778271"]);
+    assert_eq!(over.status.code(), Some(1), "{}", text(&over).0);
+    // The snapshot is the one trace-sized buffer beside the LDE: the former 15.26 GiB.
+    let snap = prover(&["plan", "--log-rows", "21", "--cols", "316", "--memory", "141GiB", "--snapshot", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&snap.stdout).unwrap();
+    assert_eq!(v["snapshot"], true);
+    assert_eq!(v["modelled_device_bytes"]["trace"].as_u64(), Some((1u64 << 21) * 316 * 8));
+    assert_eq!(v["modelled_device_bytes"]["total"].as_u64(), Some(16_381_378_528));
+    // 2^22 x 316 at blowup 2 on a 32 GiB card: 20.48 GiB of a 25.60 GiB budget; with the snapshot
+    // 30.36 GiB does not fit.
+    let card = prover(&["plan", "--log-rows", "22", "--cols", "316", "--memory", "32GiB"]);
+    let (stdout, _) = text(&card);
+    assert_eq!(card.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("FITS: needs 20.48 GiB of the 25.60 GiB budget"), "{stdout}");
+    let card = prover(&["plan", "--log-rows", "22", "--cols", "316", "--memory", "32GiB", "--snapshot"]);
+    let (stdout, _) = text(&card);
+    assert_eq!(card.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("DOES NOT FIT: needs 30.36 GiB but the budget is 25.60 GiB"), "{stdout}");
     let split =
         prover(&["plan", "--log-rows", "21", "--cols", "316", "--split", "100", "--memory", "141GiB", "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&split.stdout).unwrap();

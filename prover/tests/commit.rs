@@ -208,9 +208,53 @@ fn a_fault_at_every_allocation_frees_everything<B: Backend>(backend: &B) {
     assert_eq!(again.roots, roots);
 }
 
+fn the_peak_stays_within_the_model_and_the_trace_has_no_buffer_of_its_own<B: Backend>(backend: &B) {
+    let (n, m) = (64, 32);
+    let shape = MatrixShape::new(n, m).unwrap();
+    let trace = values(shape.len(), 9);
+    let trace_bytes = shape.len() * 8;
+    for snapshot in [false, true] {
+        for on_device in [false, true] {
+            // A 2-row scratch cap keeps the scratch term small, so that a separate trace-sized
+            // buffer beside the LDE would not fit in the model without the snapshot.
+            let params =
+                CommitParams { keep_trace_snapshot: snapshot, scratch_cap: (m + 1) * 8 * 2, ..Default::default() };
+            let plan = prover::CommitPlan::new(n, m, &params).unwrap();
+            let model = &plan.model;
+            assert_eq!(model.trace, if snapshot { trace_bytes } else { 0 });
+            assert!(trace_bytes > model.trees + model.scratch + model.twiddles, "{model:?}");
+            // A device input is already live before the commit: the baseline includes it.
+            let input = if on_device {
+                TraceInput::device(backend.upload(&trace).unwrap(), shape)
+            } else {
+                TraceInput::host(&trace, shape)
+            };
+            let what = format!("snapshot {snapshot}, device input {on_device}");
+            backend.synchronize().unwrap();
+            let base = backend.memory().live;
+            backend.tracker().reset_peak();
+            let c = commit(backend, input, &params, &NoProgress).unwrap();
+            backend.synchronize().unwrap();
+            let peak = backend.memory().peak - base;
+            assert!(peak <= model.total(), "{what}: peak {peak} B over the model's {} B: {model:?}", model.total());
+            let consumed = if on_device { trace_bytes } else { 0 };
+            let resident = model.lde + model.trees + model.trace;
+            assert!(peak + consumed >= resident, "{what}: peak {peak} B below the resident buffers");
+            assert_eq!(c.snapshot.is_some(), snapshot, "{what}");
+            if let Some(s) = &c.snapshot {
+                assert_eq!(backend.download_vec(s).unwrap(), transpose(&trace, n, m), "{what}: snapshot");
+            }
+            assert_eq!(c.ticket.bytes(), resident, "{what}: the ticket holds the resident buffers");
+            // The device input is consumed: freed after the copy, or kept as the snapshot.
+            assert_eq!(backend.memory().live + consumed - base, resident, "{what}: live bytes after the commit");
+            drop(c);
+        }
+    }
+}
+
 /// Instantiates every generic check above for one backend. `$make` is a `Result<$ty, impl Display>`.
 macro_rules! backend_tests {
-    ($name:ident, $ty:ty, $require:literal, $make:expr) => {
+    ($name:ident, $ty:ty, $require:literal, $make:expr $(, extra: $($extra:ident),*)?) => {
         mod $name {
             /// The backend, or `None` after printing `SKIPPED <backend>::<test>: <reason>` straight to
             /// stderr (past the harness's capture, so a plain `cargo test` shows it).
@@ -240,6 +284,7 @@ macro_rules! backend_tests {
                 shared_admission_holds_the_resident_bytes_until_the_commitment_drops,
                 a_fault_at_every_allocation_frees_everything
             );
+            $(backend_tests!(@each $($extra),*);)?
         }
     };
     (@each $($test:ident),*) => {
@@ -254,7 +299,15 @@ macro_rules! backend_tests {
     };
 }
 
-backend_tests!(cpu, backend_cpu::CpuBackend, "REQUIRE_CPU", Ok::<_, String>(backend_cpu::CpuBackend::new()));
+// The peak check runs on the backends that extend in place; the GPU backends' interim in-place
+// entry still holds a trace-sized temporary and an out-of-place LDE.
+backend_tests!(
+    cpu,
+    backend_cpu::CpuBackend,
+    "REQUIRE_CPU",
+    Ok::<_, String>(backend_cpu::CpuBackend::new()),
+    extra: the_peak_stays_within_the_model_and_the_trace_has_no_buffer_of_its_own
+);
 #[cfg(feature = "cuda")]
 backend_tests!(
     cuda,

@@ -120,7 +120,7 @@ fn a_commit_above_the_budget_is_refused_at_once_even_when_waiting() {
     ]);
     let (_, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("commit refused: it needs 495584 B"), "{stderr}");
+    assert!(stderr.contains("commit refused: it needs 430048 B"), "{stderr}");
     assert!(t0.elapsed() < std::time::Duration::from_secs(60), "a commit that can never fit must not wait");
 }
 
