@@ -1,5 +1,9 @@
-//! Checks of [`Backend::coset_lde`] against the naive `O(n^2)` interpolate-and-evaluate reference
-//! in `u128 % p` arithmetic ([`reference::coset_lde`]).
+//! Checks of [`Backend::coset_lde`] and [`Backend::coset_lde_in_place`] against the naive `O(n^2)`
+//! interpolate-and-evaluate reference in `u128 % p` arithmetic ([`reference::coset_lde`]).
+//!
+//! The in-place entry gets an `N x m` buffer whose rows `[0, n)` hold the trace and whose rows
+//! `[n, N)` hold anything: the checks fill those rows with garbage (random `u64`s, values `>= p`,
+//! `u64::MAX`, a stale copy of the trace), which must not change a byte of the result.
 
 use backend_api::{Backend, DeviceBuffer as _, Error, LdeParams, MatrixShape};
 
@@ -27,6 +31,104 @@ pub fn check_lde<B: Backend>(backend: &B, host: &[u64], n: usize, m: usize, blow
         return Err(crate::Failure(format!("{what}: output element {i} = {:#018x} is not canonical (>= p)", got[i])));
     }
     ensure_words_eq(&what, &reference::coset_lde(host, n, m, blowup, shift), &got)
+}
+
+/// Runs the backend's in-place LDE on an `N x m` buffer (`N = n * blowup`) whose rows `[0, n)`
+/// hold `host` (row-major, `n x m`) and whose rows `[n, N)` hold `tail` (`(N - n) * m` elements,
+/// anything), both written with [`Backend::write`]; compares the buffer with the reference and
+/// checks that every value is canonical, the buffer keeps its length and nothing stays allocated.
+///
+/// # Errors
+/// A [`crate::Failure`] naming the parameters, the tail and the first differing element.
+pub fn check_lde_in_place<B: Backend>(
+    backend: &B,
+    (host, tail, tail_kind): (&[u64], &[u64], &str),
+    (n, m, blowup, shift): (usize, usize, usize, u64),
+) -> Outcome {
+    let what =
+        format!("coset_lde_in_place n = {n}, m = {m}, blowup {blowup}, shift {shift:#x}, rows [n, N) {tail_kind}");
+    let params = LdeParams::new(MatrixShape::new(n, m).ctx(&what)?, blowup, shift).ctx(&what)?;
+    let len = params.lde_shape().len();
+    ensure!(host.len() == n * m && tail.len() == len - n * m, "{what}: the check was given the wrong lengths");
+    let mut buf = backend.alloc(len).ctx(format_args!("{what}: alloc"))?;
+    backend.write(&mut buf, 0, host).ctx(format_args!("{what}: write the trace"))?;
+    backend.write(&mut buf, n * m, tail).ctx(format_args!("{what}: write rows [n, N)"))?;
+    let live = backend.memory().live;
+    backend.coset_lde_in_place(&mut buf, &params).ctx(&what)?;
+    ensure!(buf.len() == len, "{what}: the buffer holds {} elements afterwards, expected {len}", buf.len());
+    ensure_live(backend, live, &what)?;
+    let got = backend.download_vec(&buf).ctx(format_args!("{what}: download"))?;
+    if let Some(i) = got.iter().position(|&x| x >= P) {
+        return Err(crate::Failure(format!("{what}: output element {i} = {:#018x} is not canonical (>= p)", got[i])));
+    }
+    ensure_words_eq(&what, &reference::coset_lde(host, n, m, blowup, shift), &got)
+}
+
+/// In place: every `n` in `1..=64` and blowup in `1..=16` (powers of two: `n = 1`, `B = 1`,
+/// `n < B` and the largest blowup of the suite), 1 and 3 columns, shifts 7 and `p - 1`; traces with
+/// non-canonical values, rows `[n, N)` random (non-canonical values included).
+///
+/// # Errors
+/// The first LDE that differs.
+pub fn coset_lde_in_place_small_domains<B: Backend>(backend: &B) -> Outcome {
+    let mut g = Gen::new("coset_lde_in_place_small_domains");
+    for n in TRACE_ROWS {
+        for blowup in BLOWUPS {
+            for (m, shift) in [(1, 7), (3, P - 1)] {
+                let host = g.matrix(n * m);
+                let tail = g.matrix((blowup - 1) * n * m);
+                check_lde_in_place(backend, (&host, &tail, "random"), (n, m, blowup, shift))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// In place: whatever rows `[n, N)` hold on entry is overwritten unread. Each shape runs with
+/// those rows all `u64::MAX`, all `p`, uniform random `u64`s, values `>= p` only, and stale
+/// copies of the trace; traces of values `>= p` only and an all-`p` (zero) trace too. Shapes
+/// include `n = 1`, one column, `n < B` and blowup 1 (no rows to ignore) with shift 1 (the
+/// canonicalised trace).
+///
+/// # Errors
+/// A result that depends on rows `[n, N)`, is not canonical, or differs from the reference.
+pub fn coset_lde_in_place_garbage_rows<B: Backend>(backend: &B) -> Outcome {
+    let mut g = Gen::new("coset_lde_in_place_garbage_rows");
+    let shapes =
+        [(1, 2, 1, 7), (1, 16, 3, 7), (2, 16, 2, 3), (8, 4, 3, 7), (16, 2, 5, P + 7), (64, 16, 1, 7), (8, 1, 3, 1)];
+    for (n, blowup, m, shift) in shapes {
+        let tail_len = (blowup - 1) * n * m;
+        let high: Vec<u64> = (0..n * m).map(|i| [P, P + 1, u64::MAX, P + 7 + g.u64() % 1000][i % 4]).collect();
+        for (trace_kind, host) in [("mixed", g.matrix(n * m)), ("high", high), ("all p", vec![P; n * m])] {
+            let stale: Vec<u64> = host.iter().copied().cycle().take(tail_len).collect();
+            let tails: [(&str, Vec<u64>); 5] = [
+                ("all u64::MAX", vec![u64::MAX; tail_len]),
+                ("all p", vec![P; tail_len]),
+                ("uniform u64", (0..tail_len).map(|_| g.u64()).collect()),
+                ("values >= p", (0..tail_len).map(|_| P + g.u64() % (u64::MAX - P + 1)).collect()),
+                ("stale copies of the trace", stale),
+            ];
+            for (tail_kind, tail) in &tails {
+                let kind = format!("{tail_kind} (trace {trace_kind})");
+                check_lde_in_place(backend, (&host, tail, &kind), (n, m, blowup, shift))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// In place on larger domains, where NTT implementations change strategy: `n` from 128 to 2048
+/// with blowups 2 and 4 (`N` up to 4096), rows `[n, N)` random.
+///
+/// # Errors
+/// The first LDE that differs.
+pub fn coset_lde_in_place_larger_domains<B: Backend>(backend: &B) -> Outcome {
+    let mut g = Gen::new("coset_lde_in_place_larger_domains");
+    for (n, blowup, m) in [(128, 4, 3), (256, 2, 2), (1024, 4, 1), (2048, 2, 1)] {
+        let (host, tail) = (g.matrix(n * m), g.matrix((blowup - 1) * n * m));
+        check_lde_in_place(backend, (&host, &tail, "random"), (n, m, blowup, 7))?;
+    }
+    Ok(())
 }
 
 /// Every `n` in `1..=64` and blowup in `1..=16` (powers of two), 1, 3 (one ext3 column) and 5
@@ -158,15 +260,27 @@ pub fn coset_lde_errors<B: Backend>(backend: &B) -> Outcome {
         ensure_live(backend, before, &what)?;
     }
     // In place the buffer holds the whole LDE: 8 x 3 at blowup 4 is 96 elements.
-    for (len, n, m) in [(24, 8, 3), (95, 8, 3), (97, 8, 3), (192, 8, 3), (63, 16, 1)] {
-        let mut buf = backend.upload(&g.matrix(len)).ctx("upload")?;
+    // A refused call runs nothing: the buffer keeps its contents.
+    for (len, n, m) in [(24, 8, 3), (95, 8, 3), (97, 8, 3), (192, 8, 3), (63, 16, 1), (16, 16, 1), (8, 1, 1)] {
+        let host = g.matrix(len);
+        let mut buf = backend.upload(&host).ctx("upload")?;
         let params = LdeParams::new(shape(n, m)?, 4, 7).ctx("params")?;
         let what = format!("coset_lde_in_place in a {len}-element buffer as {n} x {m}, blowup 4");
         let before = backend.memory().live;
-        expect_error(backend.coset_lde_in_place(&mut buf, &params), &what, |e| {
+        let err = expect_error(backend.coset_lde_in_place(&mut buf, &params), &what, |e| {
             matches!(e, Error::LengthMismatch { .. })
         })?;
+        let expected = n * 4 * m;
+        ensure!(
+            matches!(err, Error::LengthMismatch { expected: e, actual, .. } if e == expected && actual == len),
+            "{what}: the error names other lengths than {expected} expected, {len} given: {err}"
+        );
         ensure_live(backend, before, &what)?;
+        ensure_words_eq(
+            format!("{what}: the buffer after the refusal"),
+            &host,
+            &backend.download_vec(&buf).ctx("download")?,
+        )?;
     }
     ensure_live(backend, baseline, "coset_lde_errors")
 }

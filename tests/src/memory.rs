@@ -173,8 +173,8 @@ fn inject_each<B: Backend, T>(backend: &B, what: &str, mut op: impl FnMut() -> R
     Err(Failure(format!("{what}: still failing after 64 injected faults")))
 }
 
-/// Fault injection at every allocation of alloc, upload, transpose, hash_leaves, merkle_tree and
-/// coset_lde: out of memory, nothing leaked, and the retry that succeeds is correct. A transpose
+/// Fault injection at every allocation of alloc, upload, transpose, hash_leaves, merkle_tree,
+/// coset_lde and coset_lde_in_place: out of memory, nothing leaked, and the retry that succeeds is correct. A transpose
 /// that runs out of memory must do so before it moves a byte (allocate the scratch first), so the
 /// retry transposes the original matrix.
 ///
@@ -222,9 +222,15 @@ pub fn memory_fault_injection<B: Backend>(backend: &B) -> Outcome {
     let trace = backend.upload(&trace_host).ctx("upload")?;
     let params = LdeParams::new(MatrixShape::new(16, 3).ctx("shape")?, 4, 7).ctx("params")?;
     let lde = inject_each(backend, "coset_lde 16 x 3, blowup 4", || backend.coset_lde(&trace, &params))?;
-    ensure_words_eq(
-        "coset_lde after injected faults",
-        &reference::coset_lde(&trace_host, 16, 3, 4, 7),
-        &backend.download_vec(&lde).ctx("download")?,
-    )
+    let expected = reference::coset_lde(&trace_host, 16, 3, 4, 7);
+    ensure_words_eq("coset_lde after injected faults", &expected, &backend.download_vec(&lde).ctx("download")?)?;
+
+    // In place: a failed attempt leaves the buffer unspecified, so each attempt writes the trace
+    // rows again (rows [n, N) keep whatever the failed attempt left there).
+    let mut buf = backend.upload(&g.matrix(16 * 4 * 3)).ctx("upload")?;
+    inject_each(backend, "coset_lde_in_place 16 x 3, blowup 4", || {
+        backend.write(&mut buf, 0, &trace_host)?;
+        backend.coset_lde_in_place(&mut buf, &params)
+    })?;
+    ensure_words_eq("coset_lde_in_place after injected faults", &expected, &backend.download_vec(&buf).ctx("download")?)
 }

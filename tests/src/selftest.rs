@@ -52,6 +52,11 @@ pub enum Bug {
     DownloadIgnoresOffset,
     /// The LDE leaks its trace copy when a later allocation (its tables) fails.
     LeakOnError,
+    /// The in-place LDE assumes rows `[n, N)` are zero on entry: it reads them as the high
+    /// coefficients of a zero-padded forward transform. Fresh allocations are zeroed here, so the
+    /// allocating [`Backend::coset_lde`] still gives the right bytes; only garbage in those rows
+    /// shows it.
+    AssumesZeroTail,
     /// Allocations bypass the tracker.
     Untracked,
     /// Skips every `backend_api::validate` check and trusts what the caller passed: buffer
@@ -140,7 +145,8 @@ impl Backend for HostBackend {
         let bytes = if self.bug == Bug::TrustsParameters { len.wrapping_mul(8) } else { validate::alloc_bytes(len)? };
         let bytes = if self.bug == Bug::Untracked { 0 } else { bytes };
         self.tracker.reserve(bytes)?;
-        Ok(HostBuffer { data: vec![0xdead_beef; len], bytes, tracker: self.tracker.clone() })
+        let fill = if self.bug == Bug::AssumesZeroTail { 0 } else { 0xdead_beef };
+        Ok(HostBuffer { data: vec![fill; len], bytes, tracker: self.tracker.clone() })
     }
 
     fn upload(&self, host: &[u64]) -> Result<HostBuffer> {
@@ -313,7 +319,7 @@ impl Backend for HostBackend {
         // Column by column: column c's trace is read before any of its rows is written.
         for c in 0..m {
             let col: Vec<u64> = (0..n).map(|j| buf.data[j * m + c]).collect();
-            let coeffs: Vec<u64> = (0..n)
+            let mut coeffs: Vec<u64> = (0..n)
                 .map(|k| {
                     let wk = field::pow(w_inv, k as u64);
                     let (mut acc, mut w) = (0, 1);
@@ -324,6 +330,9 @@ impl Backend for HostBackend {
                     field::mul(acc, n_inv)
                 })
                 .collect();
+            if self.bug == Bug::AssumesZeroTail {
+                coeffs.extend((n..big_n).map(|k| field::canonical(buf.data[k * m + c])));
+            }
             for (i, &wi) in xs.iter().enumerate() {
                 let x = field::mul(shift, wi);
                 let v = coeffs.iter().rev().fold(0, |acc, &a| field::add(field::mul(acc, x), a));
@@ -368,9 +377,13 @@ const CAUGHT_BY: &[(Bug, &[&str])] = &[
     (Bug::Blake3FirstChunkOnly, &["hash_leaves_wide_rows"]),
     (Bug::Sha3NotKeccak, &["hash_leaves_keccak_rows", "merkle_tree_keccak", "merkle_tree_in_place"]),
     (Bug::ZeroPadding, &["merkle_tree_keccak", "merkle_tree_blake3", "merkle_tree_in_place"]),
-    (Bug::IdentityShortcut, &["coset_lde_identity"]),
-    (Bug::ShiftTruncated, &["coset_lde_shifts"]),
-    (Bug::LdeNonCanonical, &["coset_lde_canonical_output"]),
+    (Bug::IdentityShortcut, &["coset_lde_identity", "coset_lde_in_place_garbage_rows"]),
+    (Bug::ShiftTruncated, &["coset_lde_shifts", "coset_lde_in_place_small_domains", "coset_lde_in_place_garbage_rows"]),
+    (
+        Bug::LdeNonCanonical,
+        &["coset_lde_canonical_output", "coset_lde_in_place_small_domains", "coset_lde_in_place_garbage_rows"],
+    ),
+    (Bug::AssumesZeroTail, &["coset_lde_in_place_small_domains", "coset_lde_in_place_garbage_rows"]),
     (Bug::DownloadIgnoresOffset, &["memory_upload_download"]),
     (Bug::LeakOnError, &["memory_fault_injection"]),
     (Bug::Untracked, &["memory_counters"]),
@@ -399,6 +412,15 @@ fn every_bug_is_caught_by_its_checks() {
         }
     }
     assert!(missed.is_empty(), "checks that did not catch a deliberate bug: {missed:#?}");
+}
+
+/// Fresh allocations are zero under [`Bug::AssumesZeroTail`], so the allocating `coset_lde` checks
+/// pass it: only the in-place checks, which put garbage in rows `[n, N)`, can catch it.
+#[test]
+fn a_zero_tail_assumption_is_invisible_to_the_allocating_checks() {
+    for name in ["coset_lde_small_domains", "coset_lde_larger_domains", "coset_lde_canonical_output"] {
+        outcome(Bug::AssumesZeroTail, name).unwrap_or_else(|f| panic!("{name} caught the zero-tail bug: {f}"));
+    }
 }
 
 #[test]
