@@ -254,7 +254,7 @@ fn the_peak_stays_within_the_model_and_the_trace_has_no_buffer_of_its_own<B: Bac
 
 /// Instantiates every generic check above for one backend. `$make` is a `Result<$ty, impl Display>`.
 macro_rules! backend_tests {
-    ($name:ident, $ty:ty, $require:literal, $make:expr $(, extra: $($extra:ident),*)?) => {
+    ($name:ident, $ty:ty, $require:literal, $make:expr) => {
         mod $name {
             /// The backend, or `None` after printing `SKIPPED <backend>::<test>: <reason>` straight to
             /// stderr (past the harness's capture, so a plain `cargo test` shows it).
@@ -282,9 +282,9 @@ macro_rules! backend_tests {
                 a_refused_commit_allocates_nothing_and_lists_every_term,
                 invalid_commits_are_rejected_before_any_allocation,
                 shared_admission_holds_the_resident_bytes_until_the_commitment_drops,
-                a_fault_at_every_allocation_frees_everything
+                a_fault_at_every_allocation_frees_everything,
+                the_peak_stays_within_the_model_and_the_trace_has_no_buffer_of_its_own
             );
-            $(backend_tests!(@each $($extra),*);)?
         }
     };
     (@each $($test:ident),*) => {
@@ -299,15 +299,7 @@ macro_rules! backend_tests {
     };
 }
 
-// The peak check runs on the backends that extend in place; the GPU backends' interim in-place
-// entry still holds a trace-sized temporary and an out-of-place LDE.
-backend_tests!(
-    cpu,
-    backend_cpu::CpuBackend,
-    "REQUIRE_CPU",
-    Ok::<_, String>(backend_cpu::CpuBackend::new()),
-    extra: the_peak_stays_within_the_model_and_the_trace_has_no_buffer_of_its_own
-);
+backend_tests!(cpu, backend_cpu::CpuBackend, "REQUIRE_CPU", Ok::<_, String>(backend_cpu::CpuBackend::new()));
 #[cfg(feature = "cuda")]
 backend_tests!(
     cuda,
