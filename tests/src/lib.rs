@@ -440,6 +440,7 @@ macro_rules! __conformance_checks {
             lde::coset_lde_in_place_garbage_rows,
             lde::coset_lde_in_place_larger_domains,
             memory::memory_upload_download,
+            memory::memory_host_buffers,
             memory::memory_size_overflow,
             memory::memory_counters,
             memory::memory_queue_download_snapshot,

@@ -3,8 +3,8 @@
 //! and fault injection at every allocation of every operation (nothing may leak on failure).
 
 use backend_api::{
-    Backend, CopyRange, DEFAULT_SCRATCH_CAP, DeviceBuffer as _, Error, HashKind, LdeParams, LeafLayout, LeafSpec,
-    MatrixShape, PendingDownload as _,
+    Backend, CopyRange, DEFAULT_SCRATCH_CAP, DeviceBuffer as _, Error, FaultSite, HashKind, LdeParams, LeafLayout,
+    LeafSpec, MatrixShape, PendingDownload as _,
 };
 
 use crate::{Context as _, Failure, Gen, Outcome, ensure, ensure_live, ensure_words_eq, expect_error, reference};
@@ -51,6 +51,70 @@ pub fn memory_upload_download<B: Backend>(backend: &B) -> Outcome {
         ensure_words_eq(format!("{len} elements after refused writes"), &expect, &got)?;
     }
     Ok(())
+}
+
+/// The backend's host memory ([`Backend::alloc_host`]) is zeroed and behaves as any slice:
+/// uploads from it, downloads into a sub-slice of it (the elements before the sub-slice stay) and
+/// writes from a sub-slice keep every byte (CUDA copies page-locked memory directly, a path of its
+/// own), and a queued download returns the buffer's bytes. A size no host holds is a typed error
+/// ([`Error::HostOutOfMemory`] or [`Error::SizeOverflow`]), never a panic. With the page-locking
+/// fault armed ([`FaultSite::PinnedHostAlloc`]) an allocation either succeeds (a warned pageable
+/// fallback, a pooled block, or a backend without page-locked memory) and transfers correctly, or
+/// is a typed out-of-memory error. No device memory is left behind.
+///
+/// # Errors
+/// A value that changed, a buffer that is not zeroed, or a refusal that is not typed.
+pub fn memory_host_buffers<B: Backend>(backend: &B) -> Outcome {
+    let mut g = Gen::new("memory_host_buffers");
+    let baseline = backend.memory().live;
+    for len in [1, 5, 4097, (1 << 18) + 3] {
+        let data = g.matrix(len);
+        let mut host = backend.alloc_host(len).ctx(format_args!("alloc_host({len})"))?;
+        ensure!(host.len() == len, "alloc_host({len}) holds {} elements", host.len());
+        ensure!(host.iter().all(|&x| x == 0), "alloc_host({len}) is not zeroed");
+        host.copy_from_slice(&data);
+        let buf = backend.upload(&host).ctx("upload from a host buffer")?;
+        host.fill(0);
+        let got = backend.download_vec(&buf).ctx("download")?;
+        ensure_words_eq(format!("upload of {len} elements from a host buffer"), &data, &got)?;
+        let off = len / 3;
+        backend.download(&buf, off, &mut host[off..]).ctx("download into a sub-slice")?;
+        ensure!(host[..off].iter().all(|&x| x == 0), "a download into host[{off}..] of {len} wrote before it");
+        ensure_words_eq(format!("download of {len} elements into host[{off}..]"), &data[off..], &host[off..])?;
+        let mut other = backend.alloc(len).ctx("alloc")?;
+        backend.write(&mut other, 0, &vec![0u64; len]).ctx("zero")?;
+        backend.write(&mut other, off, &host[off..]).ctx("write from a sub-slice")?;
+        let mut expect = vec![0u64; len];
+        expect[off..].copy_from_slice(&data[off..]);
+        ensure_words_eq(
+            format!("write of host[{off}..] of {len}"),
+            &expect,
+            &backend.download_vec(&other).ctx("download")?,
+        )?;
+        let queued = backend.queue_download(&buf).ctx("queue_download")?.wait().ctx("wait")?;
+        ensure_words_eq(format!("queued download of {len} elements"), &data, &queued)?;
+    }
+    for len in [1usize << 60, usize::MAX] {
+        expect_error(backend.alloc_host(len), format!("alloc_host({len})"), |e| {
+            matches!(e, Error::HostOutOfMemory { .. } | Error::SizeOverflow { .. })
+        })?;
+    }
+    backend.tracker().fail_site(FaultSite::PinnedHostAlloc);
+    let armed = backend.alloc_host(4099);
+    // Clear the site if this backend did not pass through it (no page-locked memory, or a pooled
+    // block), so that no later allocation of another check sees it.
+    let _ = backend.tracker().site_fails(FaultSite::PinnedHostAlloc);
+    match armed {
+        Ok(mut host) => {
+            let data = g.matrix(4099);
+            host.copy_from_slice(&data);
+            let buf = backend.upload(&host).ctx("upload from a host buffer made with the fault armed")?;
+            let got = backend.download_vec(&buf).ctx("download")?;
+            ensure_words_eq("a host buffer made with the page-locking fault armed", &data, &got)?;
+        }
+        Err(e) => ensure!(e.is_out_of_memory(), "a refused page-locking gave an untyped error: {e}"),
+    }
+    ensure_live(backend, baseline, "memory_host_buffers")
 }
 
 /// An allocation whose bytes overflow `usize` (`usize::MAX / 8 + 1` elements and more) is

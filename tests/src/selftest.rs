@@ -59,6 +59,8 @@ pub enum Bug {
     AssumesZeroTail,
     /// Allocations bypass the tracker.
     Untracked,
+    /// `alloc_host` hands out memory that is not zeroed.
+    HostNotZeroed,
     /// Skips every `backend_api::validate` check and trusts what the caller passed: buffer
     /// lengths, scratch caps, digest offsets, download ranges, allocation sizes.
     TrustsParameters,
@@ -173,7 +175,11 @@ impl Backend for HostBackend {
     }
 
     fn alloc_host(&self, len: usize) -> Result<Vec<u64>> {
-        backend_api::host_vec("selftest-host", len)
+        let mut v = backend_api::host_vec("selftest-host", len)?;
+        if self.bug == Bug::HostNotZeroed {
+            v.fill(0xdead_beef);
+        }
+        Ok(v)
     }
 
     fn synchronize(&self) -> Result<()> {
@@ -384,7 +390,8 @@ const CAUGHT_BY: &[(Bug, &[&str])] = &[
         &["coset_lde_canonical_output", "coset_lde_in_place_small_domains", "coset_lde_in_place_garbage_rows"],
     ),
     (Bug::AssumesZeroTail, &["coset_lde_in_place_small_domains", "coset_lde_in_place_garbage_rows"]),
-    (Bug::DownloadIgnoresOffset, &["memory_upload_download"]),
+    (Bug::DownloadIgnoresOffset, &["memory_upload_download", "memory_host_buffers"]),
+    (Bug::HostNotZeroed, &["memory_host_buffers"]),
     (Bug::LeakOnError, &["memory_fault_injection"]),
     (Bug::Untracked, &["memory_counters"]),
     (
