@@ -185,9 +185,15 @@ pub struct Commitment<B: Backend> {
 /// then the upload straight into the first `n` rows of the `N`-row LDE buffer ([`Backend::write`];
 /// a device input is copied in and freed), the coset LDE in place in that buffer (row-major,
 /// [`Backend::coset_lde_in_place`]), the optional snapshot (the trace rows copied out before the
-/// LDE, or the device input itself, transposed in place), the optional queued host copy, leaves hashed straight into each tree's node
-/// array, the trees completed in place, the LDE transposed in place, the roots downloaded. No
-/// phase waits for the device unless `params.phase_timing` is set.
+/// LDE, or the device input itself, transposed in place), the optional queued host copy, leaves
+/// hashed straight into each tree's node array, the trees completed in place, the LDE transposed
+/// in place, the roots downloaded. No phase waits for the device unless `params.phase_timing` is
+/// set.
+///
+/// A [`TraceInput::Device`] buffer is the caller's and live before the commit, so it is not a
+/// term of the model: the device holds it beside the LDE buffer until it has been copied in and
+/// freed. Kept as the snapshot, it is counted by the model's trace term all the same (a safe
+/// over-count).
 ///
 /// # Errors
 /// [`CommitPlan::new`]'s validation errors; [`Error::LengthMismatch`] when the input does not hold
