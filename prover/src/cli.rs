@@ -144,8 +144,9 @@ struct CommitArgs {
     /// Do not synchronize after each phase (faster on GPUs; the per-phase seconds become issue times).
     #[arg(long)]
     no_phase_timing: bool,
-    /// Do not prepare the backend while the table is made (kernels, staging ring, memory pool):
-    /// the commit then pays those first-use costs itself, which this flag is for measuring.
+    /// Do not prepare the backend while the table is made (CUDA kernels and memory pool, wgpu
+    /// pipelines and LDE buffer): the commit then pays those first-use costs itself, which this
+    /// flag is for measuring.
     #[arg(long)]
     no_prepare: bool,
     /// When the commit does not fit now, wait up to DURATION (e.g. 30s, 10m; 0 = do not wait) for
@@ -366,13 +367,13 @@ fn run_commit<P: Ports>(args: &CommitArgs, registry: &Registry<P>) -> Result<u8>
     let progress = CliProgress::new(hidden, &params);
     let t0 = Instant::now();
     progress.bar.set_message(if args.input.is_some() { "reading the trace" } else { "generating the synthetic table" });
-    // The CUDA kernels compile (or load from the kernel cache), the staging ring is page-locked
-    // and the memory pool grows while the input is read or made, straight into the backend's host
-    // memory (page-locked on CUDA: the upload is a direct copy). Not the pool where other
+    // The CUDA kernels compile (or load from the kernel cache) and the memory pool grows while
+    // the input is read or made, straight into the backend's host memory (page-locked on CUDA:
+    // the upload is a direct copy, so no staging ring is made). Not the pool where other
     // processes wait for this device: its free memory is what they go by.
     let prep = Preparation {
         hash: params.hash,
-        upload_bytes: shape.bytes(),
+        pageable_upload_bytes: 0,
         device_bytes: args.wait_for_memory.is_none().then(|| plan.model.total()),
         lde_elems: plan.model.lde / backend_api::ELEM_BYTES,
     };
@@ -465,9 +466,10 @@ fn run_bench<P: Ports>(args: &BenchArgs, registry: &Registry<P>) -> Result<u8> {
     let (backend, _) = registry.select(&args.backend)?;
     let budget = params.budget.unwrap_or_else(|| default_budget(backend.visit(InfoOf).total_memory));
     admit(&plan.model, budget, 0)?;
+    // The table goes into the backend's host memory, as in `prover commit`: no staging ring.
     let prep = Preparation {
         hash: params.hash,
-        upload_bytes: shape.bytes(),
+        pageable_upload_bytes: 0,
         device_bytes: Some(plan.model.total()),
         lde_elems: plan.model.lde / backend_api::ELEM_BYTES,
     };

@@ -108,7 +108,7 @@ impl<X: PortBackend> SelectedBackend<X> {
     /// Runs `work` on this thread while the backend prepares, on another, what `prep` names:
     /// CUDA compiles the kernels a commit with leaf hash `prep.hash` launches, in parallel, or
     /// reads them from its on-disk kernel cache ([`backend_cuda::CudaBackend::prepare_kernels`]),
-    /// page-locks its staging ring when the upload is large enough to go through it
+    /// page-locks its staging ring when a pageable upload is large enough to go through it
     /// ([`backend_cuda::CudaBackend::prepare_staging`]), and grows its memory pool by
     /// `prep.device_bytes` ([`backend_cuda::CudaBackend::prepare_memory`]), so that the first
     /// launch, upload and allocations of the commit do not pay for them; wgpu creates the
@@ -354,9 +354,11 @@ impl<P: Ports, Q: Ports> Ports for (P, Q) {
 pub struct Preparation {
     /// The commit's leaf hash: which kernels it launches.
     pub hash: backend_api::HashKind,
-    /// Bytes of the trace the commit uploads from host memory; CUDA makes its staging ring only
-    /// when this is at least `CudaBackend::STAGED_TRANSFER_MIN_BYTES` (1 MiB).
-    pub upload_bytes: usize,
+    /// Bytes the commit uploads from ordinary (pageable) host memory; CUDA makes its staging
+    /// ring only when this is at least `CudaBackend::STAGED_TRANSFER_MIN_BYTES` (1 MiB). A trace
+    /// in the backend's own host memory (`Backend::alloc_host`: page-locked on CUDA) is copied
+    /// directly and counts 0.
+    pub pageable_upload_bytes: usize,
     /// Device bytes to grow the backend's memory pool by ahead of the commit (its modelled
     /// bytes), or `None`: where other processes wait for the device's free memory, a pool
     /// holding memory no buffer uses would count against this one.
@@ -407,7 +409,7 @@ fn prepare_cuda(b: &backend_cuda::CudaBackend, prep: Preparation) -> Result<()> 
         let cached = units.iter().filter(|u| u.origin == backend_cuda::ImageOrigin::Cache).count();
         crate::trace::step(&format!("kernels ready ({} units, {cached} from the cache)", units.len()));
     }
-    if prep.upload_bytes >= backend_cuda::CudaBackend::STAGED_TRANSFER_MIN_BYTES {
+    if prep.pageable_upload_bytes >= backend_cuda::CudaBackend::STAGED_TRANSFER_MIN_BYTES {
         b.prepare_staging()?;
         crate::trace::step("staging ring ready");
     }
