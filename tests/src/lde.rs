@@ -5,7 +5,7 @@
 //! `[n, N)` hold anything: the checks fill those rows with garbage (random `u64`s, values `>= p`,
 //! `u64::MAX`, a stale copy of the trace), which must not change a byte of the result.
 
-use backend_api::{Backend, DeviceBuffer as _, Error, LdeParams, MatrixShape};
+use backend_api::{Backend, DeviceBuffer as _, Error, LdeParams, MatrixShape, field::LdeTwiddles};
 
 use crate::reference::{self, P};
 use crate::{Context as _, Gen, Outcome, ensure, ensure_live, ensure_words_eq, expect_error};
@@ -127,6 +127,41 @@ pub fn coset_lde_in_place_larger_domains<B: Backend>(backend: &B) -> Outcome {
     for (n, blowup, m) in [(128, 4, 3), (256, 2, 2), (1024, 4, 1), (2048, 2, 1)] {
         let (host, tail) = (g.matrix(n * m), g.matrix((blowup - 1) * n * m));
         check_lde_in_place(backend, (&host, &tail, "random"), (n, m, blowup, 7))?;
+    }
+    Ok(())
+}
+
+/// In place, the LDE needs no buffer of the trace's size: during the call the tracker's peak rises
+/// above the buffer by at most the twiddle tables the memory model counts
+/// ([`LdeTwiddles::bytes_for`]), and they are freed on return. The shapes are ones whose trace is
+/// at least twice those tables, so a trace-sized temporary cannot hide in the bound.
+///
+/// # Errors
+/// More memory at peak than the tables, memory left allocated, or a wrong LDE.
+pub fn coset_lde_in_place_allocates_only_its_tables<B: Backend>(backend: &B) -> Outcome {
+    let mut g = Gen::new("coset_lde_in_place_allocates_only_its_tables");
+    for (n, blowup, m) in [(64, 2, 32), (256, 4, 24), (32, 16, 40), (1024, 2, 8)] {
+        let what = format!("coset_lde_in_place n = {n}, m = {m}, blowup {blowup}");
+        let params = LdeParams::new(MatrixShape::new(n, m).ctx(&what)?, blowup, 7).ctx(&what)?;
+        let tables = LdeTwiddles::bytes_for(params.log_trace_rows(), params.log_blowup());
+        let trace_bytes = n * m * 8;
+        ensure!(trace_bytes >= 2 * tables, "{what}: a {trace_bytes} B trace would hide beside {tables} B of tables");
+        let host = g.matrix(n * blowup * m);
+        let mut buf = backend.upload(&host).ctx(format_args!("{what}: upload"))?;
+        backend.synchronize().ctx(format_args!("{what}: synchronize"))?;
+        let live = backend.memory().live;
+        backend.tracker().reset_peak();
+        backend.coset_lde_in_place(&mut buf, &params).ctx(&what)?;
+        backend.synchronize().ctx(format_args!("{what}: synchronize"))?;
+        let extra = backend.memory().peak.saturating_sub(live);
+        ensure!(
+            extra <= tables,
+            "{what}: the tracker's peak rose {extra} B above the buffer during the call, more than the {tables} B of \
+             twiddle tables the memory model counts (the trace is {trace_bytes} B)"
+        );
+        ensure_live(backend, live, format_args!("{what}: tables not freed"))?;
+        let got = backend.download_vec(&buf).ctx(format_args!("{what}: download"))?;
+        ensure_words_eq(&what, &reference::coset_lde(&host[..n * m], n, m, blowup, 7), &got)?;
     }
     Ok(())
 }

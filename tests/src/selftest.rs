@@ -50,8 +50,11 @@ pub enum Bug {
     LdeNonCanonical,
     /// Downloads ignore the offset.
     DownloadIgnoresOffset,
-    /// The LDE leaks its trace copy when a later allocation (its tables) fails.
+    /// The LDE leaks its first table when a later allocation (its second table) fails.
     LeakOnError,
+    /// The in-place LDE copies the trace rows to a temporary of their own (as an out-of-place
+    /// LDE behind the in-place entry would): the result is right, the memory is not.
+    TraceSizedTemporary,
     /// The in-place LDE assumes rows `[n, N)` are zero on entry: it reads them as the high
     /// coefficients of a zero-padded forward transform. Fresh allocations are zeroed here, so the
     /// allocating [`Backend::coset_lde`] still gives the right bytes; only garbage in those rows
@@ -304,19 +307,21 @@ impl Backend for HostBackend {
         if self.bug == Bug::IdentityShortcut && params.blowup() == 1 && field::canonical(params.shift()) == 1 {
             return Ok(());
         }
-        // A copy of the trace and the twiddle tables a real backend might hold, allocated (and
-        // tracked) in that order.
-        let copy = self.alloc(n * m)?;
-        let tables = match self.alloc(n + big_n) {
+        // The tables a real backend uploads (`LdeTwiddles::bytes_for`: the inverse twiddles and
+        // the coset table, then the forward twiddles), allocated and tracked in that order; under
+        // `TraceSizedTemporary` a copy of the trace rows first, as an out-of-place LDE would need.
+        let copy = if self.bug == Bug::TraceSizedTemporary { Some(self.alloc(n * m)?) } else { None };
+        let first = self.alloc(n / 2 + n)?;
+        let second = match self.alloc(big_n / 2) {
             Ok(t) => t,
             Err(e) => {
                 if self.bug == Bug::LeakOnError {
-                    std::mem::forget(copy);
+                    std::mem::forget(first);
                 }
                 return Err(e);
             }
         };
-        drop((copy, tables));
+        drop((copy, first, second));
         let shift = if self.bug == Bug::ShiftTruncated { params.shift() & 0xFFFF_FFFF } else { params.shift() };
         let w_inv = field::inverse(field::root_of_unity(params.log_trace_rows()));
         let w_big = field::root_of_unity(params.log_trace_rows() + params.log_blowup());
@@ -390,6 +395,7 @@ const CAUGHT_BY: &[(Bug, &[&str])] = &[
         &["coset_lde_canonical_output", "coset_lde_in_place_small_domains", "coset_lde_in_place_garbage_rows"],
     ),
     (Bug::AssumesZeroTail, &["coset_lde_in_place_small_domains", "coset_lde_in_place_garbage_rows"]),
+    (Bug::TraceSizedTemporary, &["coset_lde_in_place_allocates_only_its_tables"]),
     (Bug::DownloadIgnoresOffset, &["memory_upload_download", "memory_host_buffers"]),
     (Bug::HostNotZeroed, &["memory_host_buffers"]),
     (Bug::LeakOnError, &["memory_fault_injection"]),
