@@ -57,11 +57,13 @@ pub struct DftStats {
 ///   returns: the PCS's `bit_reverse_rows()` then hands it the storage for free. The backend's
 ///   natural-order LDE is downloaded in chunks and each chunk's rows scattered to their
 ///   bit-reversed places while the next chunk downloads, so the permutation costs no extra pass.
-///   The uploads and downloads are the backend's own: on CUDA, large ones go through its
+///   The trace is written straight into the first rows of the LDE buffer, which the backend
+///   extends in place ([`Backend::coset_lde_in_place`]): the device holds one LDE-sized buffer
+///   per call. Writes and downloads are the backend's own: on CUDA, large ones go through its
 ///   page-locked staging ring.
 /// - **Casts.** The trace goes to the backend as the `u64` words of its `Goldilocks` values and
 ///   the result comes back as a `Vec<Goldilocks>` made from the downloaded `Vec<u64>`: the only
-///   copies are the upload and the download themselves.
+///   copies are the write and the download themselves.
 /// - **Errors.** See [`OnDeviceError`]; allocations are released either way.
 ///
 /// Clones share the backend, the CPU DFT's twiddle cache and the counters. It is `Sync`, as
@@ -218,10 +220,12 @@ impl<B: Backend> BackendDft<B> {
         mat: &RowMajorMatrix<Goldilocks>,
         params: &LdeParams,
     ) -> backend_api::Result<Vec<Goldilocks>> {
-        let trace = backend.upload(as_words(&mat.values))?;
-        let lde = backend.coset_lde(&trace, params)?;
-        drop(trace);
+        // The trace goes straight into the first rows of the LDE buffer, which is extended in
+        // place: the device holds one LDE-sized buffer, not the trace beside it.
         let shape = params.lde_shape();
+        let mut lde = backend.alloc(shape.len())?;
+        backend.write(&mut lde, 0, as_words(&mat.values))?;
+        backend.coset_lde_in_place(&mut lde, params)?;
         let chunk_rows = (STAGING_BYTES / (shape.cols() * size_of::<u64>())).max(1);
         let words = download_bit_reversed(backend, &lde, shape.rows(), shape.cols(), chunk_rows)?;
         Ok(into_field_vec(words))
