@@ -25,7 +25,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use backend_api::{ELEM_BYTES, Error, FaultSite, Result};
+use backend_api::{AllocTracker, ELEM_BYTES, Error, FaultSite, Result};
 use cudarc::driver::result as cu;
 use cudarc::driver::sys;
 use rayon::prelude::*;
@@ -81,6 +81,16 @@ fn host_available() -> Option<usize> {
     kib.checked_mul(1024)
 }
 
+/// The refusal of a request of `bytes` bytes of page-locked host memory.
+fn refusal(bytes: usize, reason: impl Into<String>) -> Error {
+    Error::HostOutOfMemory {
+        backend: driver::BACKEND,
+        requested: bytes,
+        available: host_available(),
+        reason: reason.into(),
+    }
+}
+
 /// Whether a block must be page-locked, or may fall back to pageable memory with a warning.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Lock {
@@ -110,42 +120,15 @@ impl Block {
     /// [`Error::HostOutOfMemory`] when the host cannot give the memory, or when it cannot lock it
     /// and `lock` is [`Lock::Required`]; nothing stays allocated.
     fn alloc(device: &Device, bytes: usize, lock: Lock) -> Result<Self> {
-        let refuse = |reason: String| Error::HostOutOfMemory {
-            backend: driver::BACKEND,
-            requested: bytes,
-            available: host_available(),
-            reason,
-        };
-        let size = bytes.checked_next_multiple_of(BLOCK_ALIGN).ok_or_else(|| refuse("the size overflows".into()))?;
-        if let Some(avail) = host_available().filter(|&a| size > a) {
-            return Err(refuse(format!("the host has {avail} B available")));
-        }
-        let layout = std::alloc::Layout::from_size_align(size, BLOCK_ALIGN)
-            .map_err(|e| refuse(format!("no layout for the block: {e}")))?;
-        // SAFETY: `layout` has a non-zero size (`bytes > 0` is the callers' contract, and `size`
-        // is a multiple of the alignment at least as large).
-        let raw = unsafe { std::alloc::alloc(layout) };
-        let Some(ptr) = NonNull::new(raw.cast::<u64>()) else {
-            return Err(refuse("the allocator refused".into()));
-        };
-        let mut block = Self { ptr, bytes: size, locked: false };
-        block.advise_huge_pages();
-        // First touch on every core, so that the pages exist before the driver locks them.
-        // SAFETY: `size` bytes were just allocated at `ptr`, aligned for u64, and are not shared.
-        let all = unsafe { std::slice::from_raw_parts_mut(ptr.as_ptr().cast::<MaybeUninit<u64>>(), size / ELEM_BYTES) };
-        all.par_chunks_mut(GRAIN).for_each(|c| c.fill(MaybeUninit::new(0)));
+        let mut block = Self::allocate(bytes)?;
         let registered = if device.tracker.site_fails(FaultSite::PinnedHostAlloc) {
             Err(driver::error_from("cuMemHostRegister (injected fault)", sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY))
         } else {
-            // SAFETY: `size` bytes of live memory owned by `block`, registered until `free`.
-            unsafe { driver::host_register(ptr.as_ptr().cast(), size) }
+            block.register()
         };
         match registered {
             Ok(()) => {
-                block.locked = true;
-                registry().insert(ptr.as_ptr() as usize, ptr.as_ptr() as usize + size);
-                count_pinned(size, true);
-                device.tracker.pinned_host_allocated(size);
+                device.tracker.pinned_host_allocated(block.bytes);
                 Ok(block)
             }
             Err(e) if lock == Lock::Preferred => {
@@ -158,10 +141,70 @@ impl Block {
                 Ok(block)
             }
             Err(e) => {
-                block.free(device);
-                Err(refuse(format!("the driver would not page-lock it: {e}")))
+                block.free(None);
+                Err(refusal(bytes, format!("the driver would not page-lock it: {e}")))
             }
         }
+    }
+
+    /// A page-locked block of at least `bytes` bytes for the staging ring, counted process-wide
+    /// but in no tracker (the ring counts its own bytes). The context must be current.
+    ///
+    /// # Errors
+    /// As [`Block::alloc`] with [`Lock::Required`].
+    pub(crate) fn locked(bytes: usize) -> Result<Self> {
+        let mut block = Self::allocate(bytes)?;
+        match block.register() {
+            Ok(()) => Ok(block),
+            Err(e) => {
+                block.free(None);
+                Err(refusal(bytes, format!("the driver would not page-lock it: {e}")))
+            }
+        }
+    }
+
+    /// At least `bytes` bytes (a multiple of [`BLOCK_ALIGN`]) of ordinary memory aligned to it,
+    /// zeroed on every core, not locked yet.
+    fn allocate(bytes: usize) -> Result<Self> {
+        let size = bytes.checked_next_multiple_of(BLOCK_ALIGN).ok_or_else(|| refusal(bytes, "the size overflows"))?;
+        if let Some(avail) = host_available().filter(|&a| size > a) {
+            return Err(refusal(bytes, format!("the host has {avail} B available")));
+        }
+        let layout = std::alloc::Layout::from_size_align(size, BLOCK_ALIGN)
+            .map_err(|e| refusal(bytes, format!("no layout for the block: {e}")))?;
+        // SAFETY: `layout` has a non-zero size (`bytes > 0` is the callers' contract, and `size`
+        // is a multiple of the alignment at least as large).
+        let raw = unsafe { std::alloc::alloc(layout) };
+        let Some(ptr) = NonNull::new(raw.cast::<u64>()) else {
+            return Err(refusal(bytes, "the allocator refused"));
+        };
+        let block = Self { ptr, bytes: size, locked: false };
+        block.advise_huge_pages();
+        // First touch on every core, so that the pages exist before the driver locks them.
+        // SAFETY: `size` bytes were just allocated at `ptr`, aligned for u64, and are not shared.
+        let all = unsafe { std::slice::from_raw_parts_mut(ptr.as_ptr().cast::<MaybeUninit<u64>>(), size / ELEM_BYTES) };
+        all.par_chunks_mut(GRAIN).for_each(|c| c.fill(MaybeUninit::new(0)));
+        Ok(block)
+    }
+
+    /// Page-locks the block for every context and records it (registry, process-wide count).
+    /// The context must be current.
+    ///
+    /// # Errors
+    /// The driver's refusal; the block is then unchanged (pageable).
+    fn register(&mut self) -> Result<()> {
+        let (start, size) = (self.ptr.as_ptr() as usize, self.bytes);
+        // SAFETY: `size` bytes of live memory owned by `self`, registered until `free`.
+        unsafe { driver::host_register(self.ptr.as_ptr().cast(), size) }?;
+        self.locked = true;
+        registry().insert(start, start + size);
+        count_pinned(size, true);
+        Ok(())
+    }
+
+    /// The first element.
+    pub(crate) fn as_ptr(&self) -> *mut u64 {
+        self.ptr.as_ptr()
     }
 
     #[cfg(target_os = "linux")]
@@ -174,15 +217,18 @@ impl Block {
     #[cfg(not(target_os = "linux"))]
     fn advise_huge_pages(&self) {}
 
-    /// Unregisters (when locked) and frees the block. No copy may use it any more; the device's
-    /// context must be current for the unregistration.
-    fn free(self, device: &Device) {
+    /// Unregisters (when locked) and frees the block, releasing its page-locked bytes in
+    /// `tracker` when it counted them. No copy may use it any more; the device's context must be
+    /// current for the unregistration.
+    pub(crate) fn free(self, tracker: Option<&AllocTracker>) {
         if self.locked {
             registry().remove(&(self.ptr.as_ptr() as usize));
-            // SAFETY: registered in `alloc`; no copy uses it (the caller's contract).
+            // SAFETY: registered in `register`; no copy uses it (the caller's contract).
             let _ = unsafe { driver::host_unregister(self.ptr.as_ptr().cast()) };
             count_pinned(self.bytes, false);
-            device.tracker.pinned_host_freed(self.bytes);
+            if let Some(t) = tracker {
+                t.pinned_host_freed(self.bytes);
+            }
         }
         let layout = std::alloc::Layout::from_size_align(self.bytes, BLOCK_ALIGN).expect("made in alloc");
         // SAFETY: allocated in `alloc` with this layout, freed once (`self` is consumed).
@@ -214,7 +260,7 @@ impl HostPool {
             return Ok((free.swap_remove(i), false));
         }
         for b in free.drain(..) {
-            b.free(device);
+            b.free(Some(&device.tracker));
         }
         drop(free);
         Ok((Block::alloc(device, bytes, lock)?, true))
@@ -228,7 +274,7 @@ impl HostPool {
             free.push(block);
         } else {
             drop(free);
-            block.free(device);
+            block.free(Some(&device.tracker));
         }
     }
 
@@ -236,7 +282,7 @@ impl HostPool {
     pub(crate) fn release(&self, device: &Device) {
         let blocks = std::mem::take(&mut *self.lock());
         for b in blocks {
-            b.free(device);
+            b.free(Some(&device.tracker));
         }
     }
 
