@@ -107,6 +107,20 @@ struct ShapeArgs {
     json: bool,
 }
 
+/// What a commit runs on and with: shared by `commit` and `bench`.
+#[derive(Args, Debug)]
+struct RunArgs {
+    /// Leaf and node hash.
+    #[arg(long, value_enum, default_value_t = HashArg::Keccak256)]
+    hash: HashArg,
+    /// Backend to run on.
+    #[arg(long, default_value = AUTO)]
+    backend: String,
+    /// Seed of the synthetic table.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+}
+
 #[derive(Args, Debug)]
 struct CommitArgs {
     /// log2 of the synthetic table's row count.
@@ -124,15 +138,8 @@ struct CommitArgs {
     /// Coset shift (non-zero mod p).
     #[arg(long, default_value_t = backend_api::field::DEFAULT_SHIFT)]
     shift: u64,
-    /// Leaf and node hash.
-    #[arg(long, value_enum, default_value_t = HashArg::Keccak256)]
-    hash: HashArg,
-    /// Backend to run on.
-    #[arg(long, default_value = AUTO)]
-    backend: String,
-    /// Seed of the synthetic table.
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
+    #[command(flatten)]
+    run: RunArgs,
     /// Write the column-major LDE here as raw little-endian u64.
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
@@ -194,15 +201,8 @@ struct BenchArgs {
     /// Columns of the table.
     #[arg(long, default_value_t = 64)]
     cols: usize,
-    /// Leaf and node hash.
-    #[arg(long, value_enum, default_value_t = HashArg::Keccak256)]
-    hash: HashArg,
-    /// Backend to run on.
-    #[arg(long, default_value = AUTO)]
-    backend: String,
-    /// Seed of the synthetic table.
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
+    #[command(flatten)]
+    run: RunArgs,
     /// Warm commits after the one-shot commit.
     #[arg(long, default_value_t = 5)]
     runs: usize,
@@ -330,7 +330,7 @@ fn params_of(shape: &ShapeArgs) -> CommitParams {
 fn run_commit<P: Ports>(args: &CommitArgs, registry: &Registry<P>) -> Result<u8> {
     let params = CommitParams {
         shift: args.shift,
-        hash: args.hash.into(),
+        hash: args.run.hash.into(),
         host_copy: args.host_copy,
         phase_timing: !args.no_phase_timing,
         ..params_of(&args.shape)
@@ -352,7 +352,7 @@ fn run_commit<P: Ports>(args: &CommitArgs, registry: &Registry<P>) -> Result<u8>
     if args.devices.is_some() || args.repeat.is_some() || args.logical != 1 {
         return run_batch(args, registry, &plan, params);
     }
-    let (backend, skipped) = registry.select(&args.backend)?;
+    let (backend, skipped) = registry.select(&args.run.backend)?;
     crate::trace::step(&format!("backend {} open", backend.name()));
     let info = backend.visit(InfoOf);
     let budget = params.budget.unwrap_or_else(|| default_budget(info.total_memory));
@@ -440,8 +440,8 @@ fn load_trace(args: &CommitArgs, shape: MatrixShape, out: &mut [u64]) -> Result<
             path.display().to_string()
         }
         None => {
-            synthetic_trace_into(out, args.seed);
-            format!("synthetic {} x {}, seed {}", shape.rows(), shape.cols(), args.seed)
+            synthetic_trace_into(out, args.run.seed);
+            format!("synthetic {} x {}, seed {}", shape.rows(), shape.cols(), args.run.seed)
         }
     })
 }
@@ -460,10 +460,10 @@ impl BackendVisitor for AllocHost {
 /// `prover bench`: the table made while the backend prepares, the transfer floor, then one
 /// one-shot and `--runs` warm commits.
 fn run_bench<P: Ports>(args: &BenchArgs, registry: &Registry<P>) -> Result<u8> {
-    let params = CommitParams { hash: args.hash.into(), ..params_of(&args.shape) };
+    let params = CommitParams { hash: args.run.hash.into(), ..params_of(&args.shape) };
     let plan = CommitPlan::new(1usize << args.log_rows, args.cols, &params)?;
     let shape = plan.trace_shape();
-    let (backend, _) = registry.select(&args.backend)?;
+    let (backend, _) = registry.select(&args.run.backend)?;
     let budget = params.budget.unwrap_or_else(|| default_budget(backend.visit(InfoOf).total_memory));
     admit(&plan.model, budget, 0)?;
     // The table goes into the backend's host memory, as in `prover commit`: no staging ring.
@@ -475,7 +475,7 @@ fn run_bench<P: Ports>(args: &BenchArgs, registry: &Registry<P>) -> Result<u8> {
     };
     let (trace, prepared) = backend.while_preparing(prep, || -> Result<_> {
         let mut trace = backend.visit(AllocHost(shape.len()))?;
-        synthetic_trace_into(&mut trace, args.seed);
+        synthetic_trace_into(&mut trace, args.run.seed);
         Ok(trace)
     });
     let trace = trace?;
@@ -523,7 +523,7 @@ fn run_batch<P: Ports>(
         return Err(ProverError::Usage("--repeat and --logical need at least 1".into()));
     }
     let spec = args.devices.as_deref().unwrap_or("all");
-    let (backend, skipped) = registry.select(&args.backend)?;
+    let (backend, skipped) = registry.select(&args.run.backend)?;
     let shape = plan.trace_shape();
     let t0 = Instant::now();
     let mut trace = backend_api::host_vec("host", shape.len())?;
