@@ -48,7 +48,7 @@ pub(crate) fn record_moves(
     moves: &[Move],
     op: &str,
 ) -> Result<()> {
-    let shift = gpu.seg_shift;
+    let shift = gpu.hw.seg_shift;
     let seg = 1u64 << shift;
     let chunk = u64::from(COPY_CHUNK_ELEMS);
     let mut pieces: Vec<Piece> = Vec::with_capacity(moves.len());
@@ -66,7 +66,7 @@ pub(crate) fn record_moves(
     let max_pieces = rec.max_table_words() / 4;
     // Workgroups one dispatch may run (a piece is at most one segment, 2^28 elements, so one
     // piece alone always fits).
-    let max_dim = u64::from(gpu.limits.max_compute_workgroups_per_dimension.max(1));
+    let max_dim = u64::from(gpu.hw.limits.max_compute_workgroups_per_dimension.max(1));
     let max_chunks = (max_dim * max_dim).min(u64::from(u32::MAX));
     let mut start = 0;
     while start < pieces.len() {

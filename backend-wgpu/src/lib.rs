@@ -81,8 +81,8 @@ pub struct WgpuBackend {
 impl std::fmt::Debug for WgpuBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WgpuBackend")
-            .field("adapter", &self.gpu.info.name)
-            .field("type", &self.gpu.info.device_type)
+            .field("adapter", &self.gpu.hw.info.name)
+            .field("type", &self.gpu.hw.info.device_type)
             .field("segment_elems", &self.gpu.seg_elems())
             .finish()
     }
@@ -133,12 +133,12 @@ impl WgpuBackend {
 
     /// Whether the device is a software rasteriser (`DeviceType::Cpu`, e.g. llvmpipe).
     pub fn is_software(&self) -> bool {
-        self.gpu.info.device_type == wgpu::DeviceType::Cpu
+        self.gpu.hw.info.device_type == wgpu::DeviceType::Cpu
     }
 
     /// The adapter's name, type, driver and backend API, as wgpu reports them.
     pub fn adapter_info(&self) -> wgpu::AdapterInfo {
-        self.gpu.info.clone()
+        self.gpu.hw.info.clone()
     }
 
     /// Whether Goldilocks arithmetic runs in native u64 (`SHADER_INT64` requested from the
@@ -149,7 +149,7 @@ impl WgpuBackend {
 
     /// Whether the adapter offers `SHADER_INT64` at all.
     pub fn adapter_has_int64(&self) -> bool {
-        self.gpu.adapter_int64
+        self.gpu.hw.adapter_int64
     }
 
     /// Elements per segment: the largest power of two the adapter binds as one storage buffer,
@@ -194,12 +194,13 @@ impl WgpuBackend {
         let buf = memory::alloc(&self.gpu, len)?;
         let mut encoder = self
             .gpu
+            .hw
             .device
             .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("backend-wgpu prepare_buffer") });
         for seg in &buf.segs {
             encoder.clear_buffer(seg, 0, None);
         }
-        self.gpu.queue.submit([encoder.finish()]);
+        self.gpu.hw.queue.submit([encoder.finish()]);
         self.gpu.wait("prepare_buffer")
     }
 
@@ -259,13 +260,13 @@ impl Backend for WgpuBackend {
             backend: "wgpu",
             device: format!(
                 "{} ({:?}, {:?}, {})",
-                self.gpu.info.name,
-                self.gpu.info.device_type,
-                self.gpu.info.backend,
+                self.gpu.hw.info.name,
+                self.gpu.hw.info.device_type,
+                self.gpu.hw.info.backend,
                 if self.gpu.int64() { "native u64 arithmetic" } else { "u32-pair arithmetic" }
             ),
-            total_memory: self.gpu.total_memory,
-            free_memory: self.gpu.total_memory.saturating_sub(live),
+            total_memory: self.gpu.hw.total_memory,
+            free_memory: self.gpu.hw.total_memory.saturating_sub(live),
         }
     }
 

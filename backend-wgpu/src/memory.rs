@@ -100,7 +100,7 @@ impl Drop for WgpuBuffer {
 impl WgpuBuffer {
     /// The segment holding element `i`, and `i`'s offset in it.
     fn locate(&self, i: usize) -> (usize, usize) {
-        (i >> self.gpu.seg_shift, i & (self.gpu.seg_elems() - 1))
+        (i >> self.gpu.hw.seg_shift, i & (self.gpu.seg_elems() - 1))
     }
 
     /// `[start, start + len)` as (segment, offset in segment, elements) pieces.
@@ -162,7 +162,7 @@ fn segment(gpu: &Gpu, size: u64) -> Result<wgpu::Buffer> {
 pub(crate) fn upload_table(gpu: &Arc<Gpu>, parts: &[&[u64]], what: &str) -> Result<WgpuBuffer> {
     let len: usize = parts.iter().map(|p| p.len()).sum();
     let bytes = len * 8;
-    let limit = gpu.limits.max_storage_buffer_binding_size.min(gpu.limits.max_buffer_size) as usize;
+    let limit = gpu.hw.limits.max_storage_buffer_binding_size.min(gpu.hw.limits.max_buffer_size) as usize;
     if bytes > limit {
         return Err(Error::InvalidArgument(format!(
             "{NAME}: {what} take {bytes} B, over one storage binding (max_storage_buffer_binding_size / \
@@ -180,7 +180,7 @@ pub(crate) fn upload_table(gpu: &Arc<Gpu>, parts: &[&[u64]], what: &str) -> Resu
     };
     let mut at = 0u64;
     for part in parts {
-        gpu.queue.write_buffer(&seg, at, bytemuck::cast_slice(part));
+        gpu.hw.queue.write_buffer(&seg, at, bytemuck::cast_slice(part));
         at += part.len() as u64 * 8;
     }
     gpu.check("upload a table")?;
@@ -203,8 +203,8 @@ pub(crate) fn write(gpu: &Gpu, buf: &WgpuBuffer, offset: usize, host: &[u64]) ->
         while k < n {
             let m = chunk.min(n - k);
             let src = &host[done + k..done + k + m];
-            gpu.queue.write_buffer(&buf.segs[s], ((o + k) * 8) as u64, bytemuck::cast_slice(src));
-            gpu.queue.submit([]);
+            gpu.hw.queue.write_buffer(&buf.segs[s], ((o + k) * 8) as u64, bytemuck::cast_slice(src));
+            gpu.hw.queue.submit([]);
             k += m;
             if m == chunk {
                 // Let wgpu reclaim its staging memory before the next chunk.
@@ -223,13 +223,13 @@ pub(crate) fn raw_copy(gpu: &Gpu, src: &WgpuBuffer, dst: &mut WgpuBuffer) -> Res
         return Err(Error::LengthMismatch { what: "raw_copy destination", expected: src.len, actual: dst.len });
     }
     gpu.check("raw_copy")?;
-    let mut encoder = gpu.device.create_command_encoder(&Default::default());
+    let mut encoder = gpu.hw.device.create_command_encoder(&Default::default());
     gpu.stamp(&mut encoder);
     for (a, b) in src.segs.iter().zip(&dst.segs) {
         encoder.copy_buffer_to_buffer(a, 0, b, 0, Some(a.size()));
     }
     gpu.stamp(&mut encoder);
-    gpu.queue.submit([encoder.finish()]);
+    gpu.hw.queue.submit([encoder.finish()]);
     gpu.check("raw_copy")
 }
 
@@ -248,7 +248,7 @@ pub(crate) fn download(gpu: &Gpu, buf: &WgpuBuffer, offset: usize, out: &mut [u6
     let mut done = 0;
     while done < out.len() {
         let n = staging_elems.min(out.len() - done);
-        let mut encoder = gpu.device.create_command_encoder(&Default::default());
+        let mut encoder = gpu.hw.device.create_command_encoder(&Default::default());
         let mut at = 0;
         for (s, o, m) in buf.pieces(offset + done, n) {
             encoder.copy_buffer_to_buffer(
@@ -260,7 +260,7 @@ pub(crate) fn download(gpu: &Gpu, buf: &WgpuBuffer, offset: usize, out: &mut [u6
             );
             at += m;
         }
-        gpu.queue.submit([encoder.finish()]);
+        gpu.hw.queue.submit([encoder.finish()]);
         read_mapped(gpu, &staging, &mut out[done..done + n])?;
         done += n;
     }
@@ -324,9 +324,9 @@ impl std::fmt::Debug for WgpuDownload {
 /// Queues a copy of the whole of `buf` to host staging memory and returns at once.
 pub(crate) fn queue_download(gpu: &Arc<Gpu>, buf: &WgpuBuffer) -> Result<WgpuDownload> {
     gpu.check("queue_download")?;
-    let part_elems = ((gpu.limits.max_buffer_size as usize).min(256 << 20) / 8).max(1);
+    let part_elems = ((gpu.hw.limits.max_buffer_size as usize).min(256 << 20) / 8).max(1);
     let mut parts = Vec::new();
-    let mut encoder = gpu.device.create_command_encoder(&Default::default());
+    let mut encoder = gpu.hw.device.create_command_encoder(&Default::default());
     let mut done = 0;
     while done < buf.len {
         let n = part_elems.min(buf.len - done);
@@ -349,7 +349,7 @@ pub(crate) fn queue_download(gpu: &Arc<Gpu>, buf: &WgpuBuffer) -> Result<WgpuDow
         parts.push((staging, n));
         done += n;
     }
-    gpu.queue.submit([encoder.finish()]);
+    gpu.hw.queue.submit([encoder.finish()]);
     gpu.check("queue_download")?;
     Ok(WgpuDownload { gpu: gpu.clone(), parts, len: buf.len })
 }

@@ -118,7 +118,7 @@ pub(crate) fn transpose_in_place(gpu: &Arc<Gpu>, buf: &mut WgpuBuffer, shape: Ma
 /// Records one fused launch: `moves` are `(src, dst)` virtual starts of `unit`-element slots,
 /// each inside one segment, at most [`Gpu::wide_slots`] segments in all (the schedule's limits).
 fn record_fused(gpu: &Gpu, rec: &mut Recorder<'_>, space: &Space<'_>, unit: u64, moves: &[(u64, u64)]) -> Result<()> {
-    let shift = gpu.seg_shift;
+    let shift = gpu.hw.seg_shift;
     let mask = (1u64 << shift) - 1;
     let max = gpu.wide_slots().unwrap_or(0);
     let mut segs: Vec<u32> = Vec::new();

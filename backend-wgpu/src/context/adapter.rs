@@ -18,7 +18,7 @@ pub(crate) struct Setup {
 }
 
 /// What [`open`] found: the device, its queue and what the adapter reports.
-pub(super) struct Opened {
+pub(crate) struct Opened {
     pub device: wgpu::Device,
     pub queue: wgpu::Queue,
     pub info: wgpu::AdapterInfo,

@@ -252,7 +252,7 @@ impl Recorder<'_> {
         let gpu = self.gpu;
         let pipeline = gpu.pipeline(kernel)?;
         let groups_total = items.div_ceil(kernel.items_per_group);
-        let max_dim = gpu.limits.max_compute_workgroups_per_dimension.max(1);
+        let max_dim = gpu.hw.limits.max_compute_workgroups_per_dimension.max(1);
         let groups =
             if groups_total <= max_dim { (groups_total, 1) } else { (max_dim, groups_total.div_ceil(max_dim)) };
         if groups.1 > max_dim {
@@ -263,8 +263,8 @@ impl Recorder<'_> {
         let mut params = Params {
             seg_a: bound.seg_a,
             seg_b: bound.seg_b,
-            shift: gpu.seg_shift,
-            mask: (1u32 << gpu.seg_shift) - 1,
+            shift: gpu.hw.seg_shift,
+            mask: (1u32 << gpu.hw.seg_shift) - 1,
             count: items,
             groups_x: groups.0,
             ..Default::default()
@@ -272,7 +272,7 @@ impl Recorder<'_> {
         params.arg[..args.len()].copy_from_slice(args);
 
         // Write the table first: a flush inside must not separate it from its parameters.
-        let ualign = gpu.limits.min_uniform_buffer_offset_alignment as usize;
+        let ualign = gpu.hw.limits.min_uniform_buffer_offset_alignment as usize;
         if let Table::Arena(words) = &table {
             let bytes = (words.len() * 4).max(16);
             // Room for this table and its parameters in one submission.
@@ -316,8 +316,8 @@ impl Recorder<'_> {
         }
         let gpu = self.gpu;
         gpu.check(op)?;
-        gpu.queue.write_buffer(&gpu.bindings.arena, 0, &self.arena);
-        let mut encoder = gpu.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some(op) });
+        gpu.hw.queue.write_buffer(&gpu.bindings.arena, 0, &self.arena);
+        let mut encoder = gpu.hw.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some(op) });
         gpu.stamp(&mut encoder);
         {
             let mut pass =
@@ -333,7 +333,7 @@ impl Recorder<'_> {
             }
         }
         gpu.stamp(&mut encoder);
-        gpu.queue.submit([encoder.finish()]);
+        gpu.hw.queue.submit([encoder.finish()]);
         self.ops.clear();
         self.arena.clear();
         gpu.check(op)
@@ -371,7 +371,11 @@ impl Gpu {
             TableKey::Buffer(b) => b,
         };
         entries.push(wgpu::BindGroupEntry { binding: 1 + key.slots.len() as u32, resource: whole(table) });
-        Ok(self.device.create_bind_group(&wgpu::BindGroupDescriptor { label: Some(label), layout, entries: &entries }))
+        Ok(self.hw.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some(label),
+            layout,
+            entries: &entries,
+        }))
     }
 
     /// Starts recording an operation; holds the recording lock until the recorder is dropped.

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use backend_api::fault::AllocTracker;
 use backend_api::{Error, Result};
 
-use super::adapter::{self, Setup};
+use super::adapter::{self, Opened, Setup};
 use super::command::Bindings;
 use super::fault::{Faults, WgpuError, device_error};
 use super::timer::Timer;
@@ -16,16 +16,8 @@ use super::{NAME, lock};
 
 /// The device and everything shared by the operations on it.
 pub(crate) struct Gpu {
-    pub device: wgpu::Device,
-    pub queue: wgpu::Queue,
-    pub info: wgpu::AdapterInfo,
-    pub limits: wgpu::Limits,
-    /// Device-local memory the adapter reports (0 where the platform does not say).
-    pub total_memory: usize,
-    /// log2 of the elements per segment.
-    pub seg_shift: u32,
-    /// The adapter offers `SHADER_INT64` (whether or not it was requested).
-    pub adapter_int64: bool,
+    /// The device, its queue and what the adapter reports ([`adapter::open`]).
+    pub hw: Opened,
     /// Most radix-2 stages per LDE pass (1..=`lde::PASS_LOG`).
     pub lde_pass_stages: u32,
     /// Fuse the transpose's run pass where the adapter allows ([`crate::WgpuOptions::fused_transpose`]).
@@ -49,13 +41,7 @@ impl Gpu {
         let faults = Faults::install(&o.device);
         let bindings = Bindings::new(&o.device, &o.limits);
         let gpu = Gpu {
-            device: o.device,
-            queue: o.queue,
-            info: o.info,
-            limits: o.limits,
-            total_memory: o.total_memory,
-            seg_shift: o.seg_shift,
-            adapter_int64: o.adapter_int64,
+            hw: o,
             lde_pass_stages: setup.lde_pass_stages,
             fused_transpose: setup.fused_transpose,
             pool: Mutex::new(crate::memory::Pool::default()),
@@ -72,7 +58,7 @@ impl Gpu {
 
     /// Elements per segment.
     pub fn seg_elems(&self) -> usize {
-        1usize << self.seg_shift
+        1usize << self.hw.seg_shift
     }
 
     /// `Err` when the device was lost or an error was captured since the last check.
@@ -83,22 +69,22 @@ impl Gpu {
     /// Waits for all submitted work.
     pub fn wait(&self, op: &str) -> Result<()> {
         self.check(op)?;
-        let polled = self.device.poll(wgpu::PollType::wait_indefinitely());
+        let polled = self.hw.device.poll(wgpu::PollType::wait_indefinitely());
         self.check(op)?;
         polled.map(|_| ()).map_err(|e| device_error(format!("{op}: wait for the queue"), e))
     }
 
     /// Creates a buffer, turning an out-of-memory or validation error into an [`Error`].
     pub fn create_buffer(&self, label: &str, size: u64, usage: wgpu::BufferUsages) -> Result<wgpu::Buffer> {
-        if size > self.limits.max_buffer_size {
+        if size > self.hw.limits.max_buffer_size {
             return Err(Error::InvalidArgument(format!(
                 "{NAME}: a {size} B buffer exceeds the adapter's max_buffer_size of {} B",
-                self.limits.max_buffer_size
+                self.hw.limits.max_buffer_size
             )));
         }
-        let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
-        let valid = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
+        let oom = self.hw.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let valid = self.hw.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let buffer = self.hw.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some(label),
             size,
             usage,
@@ -112,8 +98,8 @@ impl Gpu {
             return Err(Error::OutOfMemory {
                 backend: NAME,
                 requested: size as usize,
-                free: self.total_memory.saturating_sub(live),
-                total: self.total_memory,
+                free: self.hw.total_memory.saturating_sub(live),
+                total: self.hw.total_memory,
             });
         }
         if let Some(e) = invalid {
@@ -124,6 +110,6 @@ impl Gpu {
 
     /// where the adapter has it and `portable_arithmetic` is off).
     pub fn int64(&self) -> bool {
-        self.device.features().contains(wgpu::Features::SHADER_INT64)
+        self.hw.device.features().contains(wgpu::Features::SHADER_INT64)
     }
 }

@@ -127,12 +127,12 @@ impl Gpu {
             },
             _ => &self.bindings.pipeline_layout,
         };
-        let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        let scope = self.hw.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let module = self.hw.device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some(kernel.module.file()),
             source: wgpu::ShaderSource::Wgsl(Cow::Owned(kernel.module.source(self))),
         });
-        let pipeline = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        let pipeline = self.hw.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some(kernel.entry),
             layout: Some(layout),
             module: &module,
@@ -156,7 +156,7 @@ impl Gpu {
     /// Elements one workgroup of the fused kernel stages: the adapter's workgroup storage / 8, at
     /// most 6144 (48 KiB).
     pub fn stage_elems(&self) -> u32 {
-        (self.limits.max_compute_workgroup_storage_size / 8).min(6144)
+        (self.hw.limits.max_compute_workgroup_storage_size / 8).min(6144)
     }
 
     /// Segments one fused launch binds ([`WIDE_SLOTS`]), or `None` when the adapter cannot bind

@@ -22,19 +22,19 @@ impl<'b> Space<'b> {
         let mut segs = Vec::new();
         let mut bases = Vec::new();
         for b in buffers {
-            bases.push(segs.len() << gpu.seg_shift);
+            bases.push(segs.len() << gpu.hw.seg_shift);
             segs.extend(b.iter());
         }
-        let end = segs.len() << gpu.seg_shift;
+        let end = segs.len() << gpu.hw.seg_shift;
         if end > u32::MAX as usize {
             return Err(Error::InvalidArgument(format!(
                 "{NAME}: an operation addresses at most 2^32 u64 elements (kernels index with u32); \
                  these buffers take {} segments of 2^{} elements",
                 segs.len(),
-                gpu.seg_shift
+                gpu.hw.seg_shift
             )));
         }
-        Ok((Self { segs, shift: gpu.seg_shift }, bases.into_iter().map(|b| b as u32).collect()))
+        Ok((Self { segs, shift: gpu.hw.seg_shift }, bases.into_iter().map(|b| b as u32).collect()))
     }
 
     /// Segment `id` of the space.

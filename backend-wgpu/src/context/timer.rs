@@ -30,7 +30,8 @@ pub struct DeviceTime {
 impl Gpu {
     /// Whether [`Gpu::time_device`] can time on the device (timestamp queries inside encoders).
     pub fn has_device_timer(&self) -> bool {
-        self.device
+        self.hw
+            .device
             .features()
             .contains(wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS)
     }
@@ -62,7 +63,7 @@ impl Gpu {
             return Ok(None);
         }
         self.wait("time_device")?;
-        let set = self.device.create_query_set(&wgpu::QuerySetDescriptor {
+        let set = self.hw.device.create_query_set(&wgpu::QuerySetDescriptor {
             label: Some("backend-wgpu device timer"),
             ty: wgpu::QueryType::Timestamp,
             count: TIMER_QUERIES,
@@ -99,13 +100,13 @@ impl Gpu {
             bytes,
             wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
         )?;
-        let mut encoder = self.device.create_command_encoder(&Default::default());
+        let mut encoder = self.hw.device.create_command_encoder(&Default::default());
         encoder.resolve_query_set(&timer.set, 0..n, &resolve, 0);
         encoder.copy_buffer_to_buffer(&resolve, 0, &staging, 0, Some(bytes));
-        self.queue.submit([encoder.finish()]);
+        self.hw.queue.submit([encoder.finish()]);
         let mut ticks = vec![0u64; n as usize];
         crate::memory::read_mapped(self, &staging, &mut ticks)?;
-        let period_ms = self.queue.get_timestamp_period() as f64 * 1e-6;
+        let period_ms = self.hw.queue.get_timestamp_period() as f64 * 1e-6;
         let pairs = ticks.chunks_exact(2);
         let busy: u64 = pairs.clone().map(|p| p[1].saturating_sub(p[0])).sum();
         let span = ticks[ticks.len() - 1].saturating_sub(ticks[0]);
