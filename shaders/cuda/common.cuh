@@ -182,48 +182,6 @@ __device__ __forceinline__ u64 gl_sub_lazy(u64 a, u64 b) {
     return ((u64)hi << 32) | lo;
 }
 
-// a * b: the product and reduction of gl_mul without the final correction.
-__device__ __forceinline__ u64 gl_mul_lazy(u64 a, u64 b) {
-    u32 r0, r1, r2, r3, lo, hi;
-    const u32 a0 = (u32)a, a1 = (u32)(a >> 32), b0 = (u32)b, b1 = (u32)(b >> 32);
-    asm("mul.lo.u32      %0, %4, %6;\n\t"
-        "mul.hi.u32      %1, %4, %6;\n\t"
-        "mad.lo.cc.u32   %1, %4, %7, %1;\n\t"
-        "madc.hi.u32     %2, %4, %7, 0;\n\t"
-        "mad.lo.cc.u32   %1, %5, %6, %1;\n\t"
-        "madc.hi.cc.u32  %2, %5, %6, %2;\n\t"
-        "madc.hi.u32     %3, %5, %7, 0;\n\t"
-        "mad.lo.cc.u32   %2, %5, %7, %2;\n\t"
-        "addc.u32        %3, %3, 0;"
-        : "=&r"(r0), "=&r"(r1), "=&r"(r2), "=&r"(r3)
-        : "r"(a0), "r"(a1), "r"(b0), "r"(b1));
-    asm("{\n\t"
-        ".reg .u32 bw, m0, m1, c;\n\t"
-        "sub.cc.u32      %0, %2, %5;\n\t"
-        "subc.cc.u32     %1, %3, 0;\n\t"
-        "subc.u32        bw, 0, 0;\n\t"
-        "sub.cc.u32      %0, %0, bw;\n\t"
-        "subc.u32        %1, %1, 0;\n\t"
-        "sub.cc.u32      m0, 0, %4;\n\t"
-        "subc.u32        m1, %4, 0;\n\t"
-        "add.cc.u32      %0, %0, m0;\n\t"
-        "addc.cc.u32     %1, %1, m1;\n\t"
-        "addc.u32        c, 0, 0;\n\t"
-        "neg.s32         c, c;\n\t"
-        "add.cc.u32      %0, %0, c;\n\t"
-        "addc.u32        %1, %1, 0;\n\t"
-        "}"
-        : "=&r"(lo), "=&r"(hi)
-        : "r"(r0), "r"(r1), "r"(r2), "r"(r3));
-    return ((u64)hi << 32) | lo;
-}
-#else
-__device__ __forceinline__ u64 gl_add_lazy(u64 a, u64 b) { return gl_add(gl_canon(a), gl_canon(b)); }
-__device__ __forceinline__ u64 gl_sub_lazy(u64 a, u64 b) { return gl_sub(gl_canon(a), gl_canon(b)); }
-__device__ __forceinline__ u64 gl_mul_lazy(u64 a, u64 b) { return gl_mul(a, b); }
-#endif
-
-#ifdef __CUDA_ARCH__
 // The 128-bit value r3 r2 r1 r0 (32-bit words) reduced lazily: (r1:r0) - r3 + r2 (2^32 - 1), each
 // wrap corrected once (the reduction of gl_mul_lazy, on any four words).
 __device__ __forceinline__ u64 gl_reduce_words_lazy(u32 r0, u32 r1, u32 r2, u32 r3) {
@@ -249,6 +207,30 @@ __device__ __forceinline__ u64 gl_reduce_words_lazy(u32 r0, u32 r1, u32 r2, u32 
     return ((u64)hi << 32) | lo;
 }
 
+// a * b: the product and reduction of gl_mul without the final correction.
+__device__ __forceinline__ u64 gl_mul_lazy(u64 a, u64 b) {
+    u32 r0, r1, r2, r3;
+    const u32 a0 = (u32)a, a1 = (u32)(a >> 32), b0 = (u32)b, b1 = (u32)(b >> 32);
+    asm("mul.lo.u32      %0, %4, %6;\n\t"
+        "mul.hi.u32      %1, %4, %6;\n\t"
+        "mad.lo.cc.u32   %1, %4, %7, %1;\n\t"
+        "madc.hi.u32     %2, %4, %7, 0;\n\t"
+        "mad.lo.cc.u32   %1, %5, %6, %1;\n\t"
+        "madc.hi.cc.u32  %2, %5, %6, %2;\n\t"
+        "madc.hi.u32     %3, %5, %7, 0;\n\t"
+        "mad.lo.cc.u32   %2, %5, %7, %2;\n\t"
+        "addc.u32        %3, %3, 0;"
+        : "=&r"(r0), "=&r"(r1), "=&r"(r2), "=&r"(r3)
+        : "r"(a0), "r"(a1), "r"(b0), "r"(b1));
+    return gl_reduce_words_lazy(r0, r1, r2, r3);
+}
+#else
+__device__ __forceinline__ u64 gl_add_lazy(u64 a, u64 b) { return gl_add(gl_canon(a), gl_canon(b)); }
+__device__ __forceinline__ u64 gl_sub_lazy(u64 a, u64 b) { return gl_sub(gl_canon(a), gl_canon(b)); }
+__device__ __forceinline__ u64 gl_mul_lazy(u64 a, u64 b) { return gl_mul(a, b); }
+#endif
+
+#ifdef __CUDA_ARCH__
 // Multiplication by 2^s, 0 < s < 96 (a compile-time constant once the callers are unrolled):
 // x 2^s = P (160 bits, words P0..P4) = (P1:P0) + P2 (2^32 - 1) - P3 - P4 2^32 (mod p), using
 // 2^64 = 2^32 - 1 and 2^96 = -1.
