@@ -227,12 +227,33 @@ pub trait Backend: Send + Sync {
     /// contents of `buf` are unspecified.
     fn coset_lde_in_place(&self, buf: &mut Self::Buffer, params: &LdeParams) -> Result<()>;
 
+    /// The coset low-degree extension of a row-major `n x m` trace held in host memory, into the
+    /// LDE's own `N x m` buffer: writes `trace` into rows `[0, n)` of `buf` and extends it in place.
+    /// On return `buf` holds the bytes [`Backend::coset_lde_in_place`] defines; its contents on
+    /// entry are never read (any garbage, any values). A backend may overlap the upload with the
+    /// extension (every column's LDE is independent, so the columns of one group can be extended
+    /// while the next group's are still being copied); the default is [`Backend::write`] followed
+    /// by [`Backend::coset_lde_in_place`]. The call returns once `trace` is no longer read: the
+    /// caller may reuse it at once, while the extension may still be running on the device.
+    ///
+    /// # Errors
+    /// [`Error::LengthMismatch`] when `trace` does not hold `params.trace()` (`n * m` elements) or
+    /// `buf` does not hold exactly `params.lde_shape()` (`N * m` elements)
+    /// ([`crate::validate::coset_lde_from_host`]), both refused before anything moves; then
+    /// [`Backend::write`]'s and [`Backend::coset_lde_in_place`]'s errors, after which the contents
+    /// of `buf` are unspecified.
+    fn coset_lde_from_host(&self, buf: &mut Self::Buffer, trace: &[u64], params: &LdeParams) -> Result<()> {
+        crate::validate::coset_lde_from_host(params, trace.len(), buf.len())?;
+        self.write(buf, 0, trace)?;
+        self.coset_lde_in_place(buf, params)
+    }
+
     /// The coset low-degree extension of a row-major `n x m` trace into a new row-major `N x m`
     /// buffer: the same bytes as [`Backend::coset_lde_in_place`] (see its definition), for a
     /// caller that keeps the trace. It allocates the LDE, copies the trace into its first `n`
     /// rows and extends it in place, so it needs the trace's and the LDE's bytes at once; a
     /// commit that does not keep the trace writes it straight into the LDE buffer instead
-    /// ([`Backend::write`]).
+    /// ([`Backend::coset_lde_from_host`]).
     ///
     /// # Errors
     /// [`Error::LengthMismatch`] when `trace` does not hold `params.trace()`

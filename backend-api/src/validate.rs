@@ -115,6 +115,18 @@ pub fn coset_lde_in_place(params: &LdeParams, buf_len: usize) -> Result<()> {
     params.lde_shape().check_len("coset_lde_in_place buffer", buf_len)
 }
 
+/// A coset LDE with `params` from a host trace of `trace_len` elements into a buffer of `buf_len`
+/// elements ([`Backend::coset_lde_from_host`](crate::Backend::coset_lde_from_host)).
+///
+/// # Errors
+/// [`Error::LengthMismatch`] (`"coset_lde_from_host trace"`) when the trace does not hold exactly
+/// `params.trace()`, then (`"coset_lde_from_host buffer"`) when the buffer does not hold exactly
+/// `params.lde_shape()`.
+pub fn coset_lde_from_host(params: &LdeParams, trace_len: usize, buf_len: usize) -> Result<()> {
+    params.trace().check_len("coset_lde_from_host trace", trace_len)?;
+    params.lde_shape().check_len("coset_lde_from_host buffer", buf_len)
+}
+
 /// `[start, start + len)` within a buffer of `buf_len` elements.
 fn range(what: &'static str, start: usize, len: usize, buf_len: usize) -> Result<()> {
     match start.checked_add(len) {
@@ -204,5 +216,33 @@ mod tests {
             let err = coset_lde_in_place(&params, len).unwrap_err();
             assert!(matches!(err, Error::LengthMismatch { expected: 16, actual, .. } if actual == len), "{err}");
         }
+    }
+
+    #[test]
+    fn host_ldes_need_the_trace_and_the_lde_buffer_exactly() {
+        // 4 x 2 trace, blowup 2: 8 trace elements, 16 LDE elements.
+        let params = LdeParams::new(MatrixShape::new(4, 2).unwrap(), 2, 7).unwrap();
+        coset_lde_from_host(&params, 8, 16).unwrap();
+        for len in [0, 7, 9, 16] {
+            let err = coset_lde_from_host(&params, len, 16).unwrap_err();
+            assert!(
+                matches!(err, Error::LengthMismatch { what: "coset_lde_from_host trace", expected: 8, actual } if actual == len),
+                "{err}"
+            );
+        }
+        for len in [0, 8, 15, 17, 32] {
+            let err = coset_lde_from_host(&params, 8, len).unwrap_err();
+            assert!(
+                matches!(err, Error::LengthMismatch { what: "coset_lde_from_host buffer", expected: 16, actual } if actual == len),
+                "{err}"
+            );
+        }
+        // Both wrong: the trace is named first.
+        let err = coset_lde_from_host(&params, 9, 17).unwrap_err();
+        assert!(matches!(err, Error::LengthMismatch { what: "coset_lde_from_host trace", .. }), "{err}");
+        // Blowup 1: the buffer is exactly the trace.
+        let same = LdeParams::new(MatrixShape::new(1, 3).unwrap(), 1, 1).unwrap();
+        coset_lde_from_host(&same, 3, 3).unwrap();
+        assert!(coset_lde_from_host(&same, 3, 6).is_err());
     }
 }

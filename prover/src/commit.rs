@@ -184,7 +184,9 @@ pub struct Commitment<B: Backend> {
 /// Order: validation and admission come first, so a refused or invalid commit allocates nothing;
 /// then the upload straight into the first `n` rows of the `N`-row LDE buffer ([`Backend::write`];
 /// a device input is copied in and freed), the coset LDE in place in that buffer (row-major,
-/// [`Backend::coset_lde_in_place`]), the optional snapshot (the trace rows copied out before the
+/// [`Backend::coset_lde_in_place`]; a host input without a snapshot takes both in one call,
+/// [`Backend::coset_lde_from_host`], which a backend may overlap, timed as one `upload+lde`
+/// phase), the optional snapshot (the trace rows copied out before the
 /// LDE, or the device input itself, transposed in place), the optional queued host copy, leaves
 /// hashed straight into each tree's node array, the trees completed in place, the LDE transposed
 /// in place, the roots downloaded. No phase waits for the device unless `params.phase_timing` is
@@ -235,13 +237,22 @@ pub fn commit_admitted<B: Backend>(
         Some(DeviceMemory { free: info.free_memory, total: info.total_memory })
     };
     let admission_start = Instant::now();
-    let mut ticket = admission.admit_on(&plan.model, &memory)?;
+    let ticket = admission.admit_on(&plan.model, &memory)?;
     let admission_seconds = admission_start.elapsed().as_secs_f64();
 
     let mut clock = Clock::new(backend, params.phase_timing, progress);
     // The trace goes straight into the first n rows of the LDE buffer; the snapshot, when asked
     // for, is the one trace-sized buffer beside it: a device input becomes the snapshot itself,
-    // a host input's rows are copied out before the LDE overwrites them.
+    // a host input's rows are copied out before the LDE overwrites them. A host input without a
+    // snapshot is uploaded and extended in one call, which the backend may overlap.
+    if let (TraceInput::Host { data, .. }, false) = (&input, params.keep_trace_snapshot) {
+        let lde = clock.phase(Phase::UploadLde, || {
+            let mut lde = backend.alloc(lde_shape.len())?;
+            backend.coset_lde_from_host(&mut lde, data, &plan.lde)?;
+            Ok(lde)
+        })?;
+        return finish(backend, plan, params, clock, lde, None, ticket).map(|c| c.admitted_after(admission_seconds));
+    }
     let (mut lde, snapshot) = clock.phase(Phase::Upload, || {
         let mut lde = backend.alloc(lde_shape.len())?;
         let rows = [CopyRange::new(0, 0, trace_shape.len())];
@@ -264,6 +275,22 @@ pub fn commit_admitted<B: Backend>(
         Ok((lde, snapshot))
     })?;
     clock.phase(Phase::Lde, || backend.coset_lde_in_place(&mut lde, &plan.lde))?;
+    finish(backend, plan, params, clock, lde, snapshot, ticket).map(|c| c.admitted_after(admission_seconds))
+}
+
+/// The phases after the LDE: the snapshot's transpose, the host copy, leaves, trees, the LDE's
+/// transpose and the roots; then the commitment, its ticket shrunk to the resident buffers.
+fn finish<B: Backend>(
+    backend: &B,
+    plan: CommitPlan,
+    params: &CommitParams,
+    mut clock: Clock<'_, B>,
+    mut lde: B::Buffer,
+    snapshot: Option<B::Buffer>,
+    mut ticket: Ticket,
+) -> Result<Commitment<B>> {
+    let trace_shape = plan.trace_shape();
+    let lde_shape = plan.lde_shape();
     let snapshot = match snapshot {
         Some(mut trace) => {
             clock.phase(Phase::Snapshot, || backend.transpose_in_place(&mut trace, trace_shape, params.scratch_cap))?;
@@ -300,7 +327,7 @@ pub fn commit_admitted<B: Backend>(
             })
             .collect::<backend_api::Result<Vec<_>>>()
     })?;
-    let timings = PhaseTimings { admission_seconds, ..clock.finish() };
+    let timings = clock.finish();
 
     // The model's trace term is the snapshot's bytes, 0 without one.
     let resident = plan.model.lde + plan.model.trees + plan.model.trace;
@@ -317,6 +344,14 @@ pub fn commit_admitted<B: Backend>(
         model: plan.model,
         ticket,
     })
+}
+
+impl<B: Backend> Commitment<B> {
+    /// The commitment with the seconds its admission took recorded in its timings.
+    fn admitted_after(mut self, admission_seconds: f64) -> Self {
+        self.timings.admission_seconds = admission_seconds;
+        self
+    }
 }
 
 /// Times phases and reports them to the progress callback.

@@ -8,6 +8,12 @@ use std::fmt;
 pub enum Phase {
     /// Uploading the host trace (nothing to do for a device input).
     Upload,
+    /// Uploading a host trace and extending it in one call ([`backend_api::Backend::coset_lde_from_host`]),
+    /// which a backend may overlap (CUDA, from page-locked memory: column groups uploaded on a
+    /// copy stream while the LDE runs on the groups already there); it replaces the `upload` and
+    /// `lde` phases of a host trace committed without a snapshot.
+    #[serde(rename = "upload+lde")]
+    UploadLde,
     /// The coset LDE, row-major.
     Lde,
     /// Transposing the trace in place into the column-major snapshot (when asked for).
@@ -29,6 +35,7 @@ impl Phase {
     pub fn name(self) -> &'static str {
         match self {
             Phase::Upload => "upload",
+            Phase::UploadLde => "upload+lde",
             Phase::Lde => "lde",
             Phase::Snapshot => "snapshot",
             Phase::HostCopy => "host_copy",

@@ -409,7 +409,7 @@ impl fmt::Display for CommitReport {
         }
         let how = if self.phase_timing_synchronized { "synchronized after each phase" } else { "issue times" };
         writeln!(f, "phases ({how}):")?;
-        let order = ["upload", "lde", "snapshot", "host_copy", "leaves", "merkle", "transpose", "roots"];
+        let order = ["upload", "upload+lde", "lde", "snapshot", "host_copy", "leaves", "merkle", "transpose", "roots"];
         for name in order {
             if let Some(s) = self.phase_seconds.get(name) {
                 writeln!(f, "  {name:<10} {s:>9.4} s")?;

@@ -1,5 +1,6 @@
-//! Checks of [`Backend::coset_lde`] and [`Backend::coset_lde_in_place`] against the naive `O(n^2)`
-//! interpolate-and-evaluate reference in `u128 % p` arithmetic ([`reference::coset_lde`]).
+//! Checks of [`Backend::coset_lde`], [`Backend::coset_lde_in_place`] and
+//! [`Backend::coset_lde_from_host`] against the naive `O(n^2)` interpolate-and-evaluate reference
+//! in `u128 % p` arithmetic ([`reference::coset_lde`]).
 //!
 //! The in-place entry gets an `N x m` buffer whose rows `[0, n)` hold the trace and whose rows
 //! `[n, N)` hold anything: the checks fill those rows with garbage (random `u64`s, values `>= p`,
@@ -164,6 +165,90 @@ pub fn coset_lde_in_place_allocates_only_its_tables<B: Backend>(backend: &B) -> 
         ensure_words_eq(&what, &reference::coset_lde(&host[..n * m], n, m, blowup, 7), &got)?;
     }
     Ok(())
+}
+
+/// From host memory: [`Backend::coset_lde_from_host`] into an `N x m` buffer pre-filled with
+/// garbage (random `u64`s, values `>= p` included, over all `N` rows: nothing of it may survive),
+/// from an ordinary `Vec` and from the backend's own host memory ([`Backend::alloc_host`],
+/// page-locked on CUDA, where a backend may overlap the upload with the extension). Shapes: `n = 1`,
+/// one column, fewer than 8 columns, column counts that are not multiples of 8 (8 is a typical
+/// GPU tile width, so 9, 13, 17 and 23 leave partial tiles), 8, 16 and 24, blowups 1 to 8, traces
+/// with values `>= p`. Then the refusals: a trace or a buffer of the wrong length is a
+/// [`Error::LengthMismatch`] before anything moves (the buffer keeps its contents).
+///
+/// # Errors
+/// A result that differs from the reference, a non-canonical value, memory left allocated, or a
+/// refusal missing or wrong.
+pub fn coset_lde_from_host<B: Backend>(backend: &B) -> Outcome {
+    let mut g = Gen::new("coset_lde_from_host");
+    let shapes = [
+        (1, 1, 1, 7),
+        (1, 4, 9, 3),
+        (2, 2, 3, 7),
+        (4, 1, 5, P + 7),
+        (8, 4, 7, 7),
+        (16, 2, 8, 7),
+        (32, 2, 13, P - 1),
+        (64, 8, 17, 7),
+        (128, 2, 16, 7),
+        (256, 4, 23, 7),
+        (512, 2, 24, 3),
+    ];
+    for (n, blowup, m, shift) in shapes {
+        let params = LdeParams::new(MatrixShape::new(n, m).ctx("shape")?, blowup, shift).ctx("params")?;
+        let len = params.lde_shape().len();
+        // A quarter of the trace's values are >= p.
+        let host: Vec<u64> =
+            (0..n * m).map(|i| if i % 4 == 1 { P + g.u64() % (u64::MAX - P + 1) } else { g.u64() }).collect();
+        let expected = reference::coset_lde(&host, n, m, blowup, shift);
+        let mut pinned = backend.alloc_host(n * m).ctx("alloc_host")?;
+        pinned.copy_from_slice(&host);
+        for (source, trace) in [("a Vec", &host[..]), ("alloc_host memory", &pinned[..])] {
+            let what =
+                format!("coset_lde_from_host n = {n}, m = {m}, blowup {blowup}, shift {shift:#x}, from {source}");
+            let garbage: Vec<u64> =
+                (0..len).map(|i| if i % 3 == 0 { P + g.u64() % (u64::MAX - P + 1) } else { g.u64() }).collect();
+            let mut buf = backend.upload(&garbage).ctx(format_args!("{what}: upload the garbage"))?;
+            let live = backend.memory().live;
+            backend.coset_lde_from_host(&mut buf, trace, &params).ctx(&what)?;
+            ensure!(buf.len() == len, "{what}: the buffer holds {} elements afterwards, expected {len}", buf.len());
+            let got = backend.download_vec(&buf).ctx(format_args!("{what}: download"))?;
+            ensure_live(backend, live, &what)?;
+            if let Some(i) = got.iter().position(|&x| x >= P) {
+                return Err(crate::Failure(format!(
+                    "{what}: output element {i} = {:#018x} is not canonical (>= p)",
+                    got[i]
+                )));
+            }
+            ensure_words_eq(&what, &expected, &got)?;
+        }
+    }
+
+    // Refusals: 8 x 3 at blowup 2 is a 24-element trace and a 48-element buffer.
+    let params = LdeParams::new(MatrixShape::new(8, 3).ctx("shape")?, 2, 7).ctx("params")?;
+    let baseline = backend.memory().live;
+    for (trace_len, buf_len, expected, actual) in
+        [(23, 48, 24, 23), (25, 48, 24, 25), (48, 48, 24, 48), (24, 47, 48, 47), (24, 24, 48, 24), (24, 96, 48, 96)]
+    {
+        let what = format!("coset_lde_from_host of a {trace_len}-element trace into a {buf_len}-element buffer");
+        let before = g.matrix(buf_len);
+        let mut buf = backend.upload(&before).ctx("upload")?;
+        let live = backend.memory().live;
+        let err = expect_error(backend.coset_lde_from_host(&mut buf, &g.matrix(trace_len), &params), &what, |e| {
+            matches!(e, Error::LengthMismatch { .. })
+        })?;
+        ensure!(
+            matches!(err, Error::LengthMismatch { expected: e, actual: a, .. } if e == expected && a == actual),
+            "{what}: the error names other lengths than {expected} expected, {actual} given: {err}"
+        );
+        ensure_live(backend, live, &what)?;
+        ensure_words_eq(
+            format!("{what}: the buffer after the refusal"),
+            &before,
+            &backend.download_vec(&buf).ctx("download")?,
+        )?;
+    }
+    ensure_live(backend, baseline, "coset_lde_from_host refusals")
 }
 
 /// Every `n` in `1..=64` and blowup in `1..=16` (powers of two), 1, 3 (one ext3 column) and 5

@@ -440,6 +440,7 @@ macro_rules! __conformance_checks {
             lde::coset_lde_in_place_garbage_rows,
             lde::coset_lde_in_place_larger_domains,
             lde::coset_lde_in_place_allocates_only_its_tables,
+            lde::coset_lde_from_host,
             memory::memory_upload_download,
             memory::memory_host_buffers,
             memory::memory_size_overflow,
