@@ -279,6 +279,51 @@ fn resource_report() {
     }
 }
 
+/// Writes the CUBIN of every one-kernel unit of `lde.cu` for `sm_90`, compiled with the
+/// backend's own NVRTC options ([`module::Unit::options`]), as `<name>.cubin` into the directory
+/// named by `SASS_OUT`: the input of `scripts/sass_count.py`, which disassembles them and counts
+/// their instructions. `SASS_OUT=<dir> cargo test -p backend-cuda --release lde_sass_images --
+/// --ignored`.
+#[test]
+#[ignore = "writes files for the SASS report, checks nothing"]
+fn lde_sass_images() {
+    if !nvrtc_or_skip("lde_sass_images") {
+        return;
+    }
+    let dir =
+        std::path::PathBuf::from(std::env::var("SASS_OUT").expect("SASS_OUT=<directory> names where the CUBINs go"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (_, text) = Source::Lde.file();
+    for name in text.lines().filter_map(|l| l.strip_prefix("#if ALL_KERNELS || WANT_")) {
+        let name: &'static str = Box::leak(name.trim().to_string().into_boxed_str());
+        let (cubin, _log) = module::compile_unit(module::Unit::of(Source::Lde, name), "sm_90").unwrap();
+        std::fs::write(dir.join(format!("{name}.cubin")), &cubin).unwrap();
+    }
+    // The floor: one lazy butterfly of each kind alone, on values and a twiddle from global memory.
+    let (cubin, _log) =
+        driver::nvrtc_compile("bfly_floor.cu", BFLY_FLOOR, shaders::cuda::HEADERS, &module::compile_options("sm_90"))
+            .unwrap();
+    std::fs::write(dir.join("bfly_floor.cubin"), &cubin).unwrap();
+}
+
+/// One lazy DIT and one lazy DIF butterfly per thread, as `reg_stage` computes them: the
+/// arithmetic floor that `scripts/sass_count.py` compares a radix-32 window with.
+const BFLY_FLOOR: &str = r#"#include "common.cuh"
+extern "C" __global__ void bfly_floor_dit(u64* v, const u64* tw) {
+    const u32 i = threadIdx.x;
+    const u64 x = v[2 * i], y = v[2 * i + 1], w = tw[i];
+    const u64 yw = gl_mul_lazy(y, w);
+    v[2 * i] = gl_add_lazy(x, yw);
+    v[2 * i + 1] = gl_sub_lazy(x, yw);
+}
+extern "C" __global__ void bfly_floor_dif(u64* v, const u64* tw) {
+    const u32 i = threadIdx.x;
+    const u64 x = v[2 * i], y = v[2 * i + 1], w = tw[i];
+    v[2 * i] = gl_add_lazy(x, y);
+    v[2 * i + 1] = gl_mul_lazy(gl_sub_lazy(x, y), w);
+}
+"#;
+
 /// A backend on device 0, or `None` after a visible skip (a failure under `REQUIRE_CUDA=1`).
 fn cuda_or_skip(test: &str) -> Option<crate::CudaBackend> {
     match crate::CudaBackend::new(0) {
