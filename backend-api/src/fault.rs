@@ -36,6 +36,11 @@ pub enum FaultSite {
     /// the backend fails as a refused lock would (a typed error, or a warned pageable fallback),
     /// and must free what it allocated.
     PinnedHostAlloc,
+    /// In [`crate::Backend::coset_lde_from_host`] where a backend uploads the trace in several
+    /// copies overlapped with the extension (CUDA, from page-locked memory), after the first copy
+    /// is queued and before the second: the backend fails as a refused copy would, and must not
+    /// return while a queued copy may still read the caller's host trace.
+    HostUploadQueued,
 }
 
 impl FaultSite {
@@ -43,6 +48,7 @@ impl FaultSite {
         match self {
             FaultSite::DownloadQueued => 1,
             FaultSite::PinnedHostAlloc => 2,
+            FaultSite::HostUploadQueued => 4,
         }
     }
 }

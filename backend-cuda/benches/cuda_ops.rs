@@ -4,8 +4,9 @@
 //!
 //! ```text
 //! cargo bench -p backend-cuda --bench cuda_ops -- --log-rows 22 --cols 316 --blowup 2 --reps 5
-//!     [--ops copy,transpose,leaves,merkle,lde] [--routes kernel,batched,unbatched]
+//!     [--ops copy,transpose,leaves,merkle,lde,host-lde] [--routes kernel,batched,unbatched]
 //!     [--route-reps 2] [--ntt-stages 0,1] [--ntt-variants 32x8,16x8,32x4] [--ntt-lazy 1,0] [--ntt-pow2 1,0]
+//!     [--upload-groups 1,2,4,8]
 //! ```
 //!
 //! The backend opens with `CudaOptions::from_env()` (`CUDA_TRANSPOSE_ROUTE`, `CUDA_NTT_*`); the
@@ -18,7 +19,11 @@
 //! replaced), in place on a buffer whose first rows hold the trace (the prover's route; the trace
 //! is copied in untimed before each run), and `coset_lde` (allocate, copy the trace in, extend
 //! in place); the in-place route's spread waves are also timed alone, against a copy of the
-//! `n / B` rows they move. Whole commits are timed with the pipeline,
+//! `n / B` rows they move. `host-lde` times a trace in page-locked host memory reaching the LDE:
+//! the bare host-to-device write of its bytes, the write followed by the in-place LDE, and
+//! `coset_lde_from_host` for each `--upload-groups` count (1 is the write then the LDE; more
+//! overlap the column groups' copies with the LDE); events on the compute stream, which waits for
+//! the copy stream, bracket each. Whole commits are timed with the pipeline,
 //! by prover's `commit` bench (`cargo bench -p prover --features cuda --bench commit`). Inputs
 //! are random (never zeros: zeros hide unwritten outputs and can run faster than real data).
 
@@ -41,6 +46,7 @@ struct Args {
     ntt_variants: Vec<NttKernel>,
     ntt_lazy: Vec<bool>,
     ntt_pow2: Vec<bool>,
+    upload_groups: Vec<u32>,
 }
 
 fn parse_args() -> std::result::Result<Args, String> {
@@ -50,13 +56,14 @@ fn parse_args() -> std::result::Result<Args, String> {
         blowup: 2,
         reps: 5,
         route_reps: 2,
-        ops: ["copy", "transpose", "leaves", "merkle", "lde"].map(String::from).to_vec(),
+        ops: ["copy", "transpose", "leaves", "merkle", "lde", "host-lde"].map(String::from).to_vec(),
         routes: TransposeRoute::ALL.to_vec(),
         // Empty: the value of the backend's options (CudaOptions::from_env).
         ntt_stages: Vec::new(),
         ntt_variants: Vec::new(),
         ntt_lazy: Vec::new(),
         ntt_pow2: Vec::new(),
+        upload_groups: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -80,6 +87,12 @@ fn parse_args() -> std::result::Result<Args, String> {
             }
             "--ntt-lazy" => a.ntt_lazy = value()?.split(',').map(|v| v != "0").collect(),
             "--ntt-pow2" => a.ntt_pow2 = value()?.split(',').map(|v| v != "0").collect(),
+            "--upload-groups" => {
+                a.upload_groups = value()?
+                    .split(',')
+                    .map(|g| g.parse::<u32>().map_err(|e| format!("--upload-groups {g}: {e}")))
+                    .collect::<std::result::Result<_, _>>()?
+            }
             "--ntt-variants" => {
                 // radix x columns per tile, e.g. 32x8,16x8,32x4
                 a.ntt_variants = value()?
@@ -355,6 +368,26 @@ fn run(a: &Args) -> std::result::Result<(), Box<dyn std::error::Error>> {
                     }
                 }
             }
+        }
+    }
+
+    if want("host-lde") {
+        let params = LdeParams::new(trace_shape, a.blowup, backend_api::field::DEFAULT_SHIFT)?;
+        let mut host = b.alloc_host(trace_shape.len())?;
+        host.copy_from_slice(&random_words(trace_shape.len(), 4));
+        let mut lde = b.alloc(shape.len())?;
+        let what = format!("{} -> {}", trace_shape, shape);
+        let t = time(&b, a.reps, || b.write(&mut lde, 0, &host))?;
+        r.line("h2d write of the trace (page-locked)", &trace_shape.to_string(), trace_shape.bytes(), t);
+        let t = time(&b, a.reps, || {
+            b.write(&mut lde, 0, &host)?;
+            b.coset_lde_in_place(&mut lde, &params)
+        })?;
+        r.line("write, then coset lde in place", &what, shape.bytes(), t);
+        for groups in or_base(&a.upload_groups, b.options().upload_groups) {
+            let bg = b.with_options(CudaOptions { upload_groups: groups, ..b.options() })?;
+            let t = time(&bg, a.reps, || bg.coset_lde_from_host(&mut lde, &host, &params))?;
+            r.line(&format!("coset lde from host, {groups} groups"), &what, shape.bytes(), t);
         }
     }
 

@@ -1,5 +1,6 @@
-//! The device a backend instance owns: its primary context, its one stream, its allocation
-//! tracker and its compiled kernels. Buffers hold an `Arc` of it, so it outlives them.
+//! The device a backend instance owns: its primary context, its compute stream (every operation)
+//! and its copy stream (the uploads [`crate::lde`] overlaps with the LDE), its allocation tracker
+//! and its compiled kernels. Buffers hold an `Arc` of it, so it outlives them.
 
 use std::sync::Arc;
 
@@ -24,6 +25,9 @@ pub(crate) struct Device {
     pool: sys::CUmemoryPool,
     /// The stream every operation of this backend is queued on.
     stream: sys::CUstream,
+    /// The second stream: host-to-device copies that run beside the compute stream's kernels
+    /// (`Backend::coset_lde_from_host`), ordered against it by events ([`Lane`]).
+    copy_stream: sys::CUstream,
     /// Every device allocation of this backend goes through it.
     pub(crate) tracker: AllocTracker,
     /// The name the driver reports.
@@ -82,7 +86,7 @@ impl Device {
         let total_memory = unsafe { cu::device::total_mem(dev) }.map_err(err("cuDeviceTotalMem"))?;
         // SAFETY: as above; released in `drop` (or below when setting up fails).
         let ctx = unsafe { cu::primary_ctx::retain(dev) }.map_err(err("cuDevicePrimaryCtxRetain"))?;
-        let setup = || -> Result<(sys::CUmemoryPool, sys::CUstream)> {
+        let setup = || -> Result<(sys::CUmemoryPool, sys::CUstream, sys::CUstream)> {
             // SAFETY: retained just above.
             unsafe { bind(ctx) }?;
             // SAFETY: `dev` came from `cuDeviceGet`.
@@ -92,9 +96,16 @@ impl Device {
             // SAFETY: the device's live default pool.
             unsafe { driver::pool_set_release_threshold(pool, u64::MAX) }?;
             let stream = cu::stream::create(cu::stream::StreamKind::NonBlocking).map_err(err("cuStreamCreate"))?;
-            Ok((pool, stream))
+            match cu::stream::create(cu::stream::StreamKind::NonBlocking) {
+                Ok(copy_stream) => Ok((pool, stream, copy_stream)),
+                Err(e) => {
+                    // SAFETY: created just above; nothing was queued on it.
+                    let _ = unsafe { cu::stream::destroy(stream) };
+                    Err(driver::error_from("cuStreamCreate", e.0))
+                }
+            }
         };
-        let (pool, stream) = match setup() {
+        let (pool, stream, copy_stream) = match setup() {
             Ok(v) => v,
             Err(e) => {
                 // SAFETY: pairs with the retain above; nothing was made in the context.
@@ -108,6 +119,7 @@ impl Device {
             ctx,
             pool,
             stream,
+            copy_stream,
             tracker: AllocTracker::new(),
             name,
             uuid,
@@ -131,6 +143,26 @@ impl Device {
     /// The stream all work is queued on.
     pub(crate) fn stream(&self) -> sys::CUstream {
         self.stream
+    }
+
+    /// The copy stream (see [`Lane::Copy`]).
+    pub(crate) fn copy_stream(&self) -> sys::CUstream {
+        self.copy_stream
+    }
+
+    /// The stream of `lane`.
+    fn lane(&self, lane: Lane) -> sys::CUstream {
+        match lane {
+            Lane::Compute => self.stream,
+            Lane::Copy => self.copy_stream,
+        }
+    }
+
+    /// Blocks until all work queued on the copy stream has finished.
+    pub(crate) fn synchronize_copies(&self) -> Result<()> {
+        self.bind()?;
+        // SAFETY: the copy stream is live for the life of `self`, and the context is current.
+        unsafe { cu::stream::synchronize(self.copy_stream) }.map_err(err("cuStreamSynchronize"))
     }
 
     /// The device's default memory pool.
@@ -184,13 +216,17 @@ impl Drop for Device {
     fn drop(&mut self) {
         // Errors here have nowhere to go; a lost device has already reported them.
         if self.bind().is_ok() {
-            // SAFETY: the stream is live until destroyed below.
+            // SAFETY: the streams are live until destroyed below.
+            let _ = unsafe { cu::stream::synchronize(self.copy_stream) };
+            // SAFETY: as above.
             let _ = unsafe { cu::stream::synchronize(self.stream) };
             self.staging.release(&self.tracker);
             // Every PinnedHost (holding an Arc of this device) is gone: only pooled blocks remain.
             self.host_pool.release(self);
             self.modules.unload_all();
-            // SAFETY: every buffer (holding an Arc of this device) is gone, and the stream is idle.
+            // SAFETY: every buffer (holding an Arc of this device) is gone, and the streams are idle.
+            let _ = unsafe { cu::stream::destroy(self.copy_stream) };
+            // SAFETY: as above.
             let _ = unsafe { cu::stream::destroy(self.stream) };
         }
         // SAFETY: pairs with the retain in `open`; no handle of the context is used afterwards.
@@ -198,7 +234,17 @@ impl Drop for Device {
     }
 }
 
-/// An event of a device's context, destroyed on drop. Recorded on the device's stream only.
+/// One of a device's two streams.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Lane {
+    /// The stream every operation is queued on.
+    Compute,
+    /// The copy stream, for uploads overlapped with the compute stream's kernels.
+    Copy,
+}
+
+/// An event of a device's context, destroyed on drop. Recorded on one of the device's streams
+/// ([`Event::record`]: the compute stream; [`Event::record_on`]: either).
 pub(crate) struct Event {
     raw: sys::CUevent,
     device: Arc<Device>,
@@ -223,9 +269,32 @@ impl Event {
     /// # Errors
     /// A driver error.
     pub(crate) fn record(&self) -> Result<()> {
+        self.record_on(Lane::Compute)
+    }
+
+    /// Records the event after the work queued so far on `lane`.
+    ///
+    /// # Errors
+    /// A driver error.
+    pub(crate) fn record_on(&self, lane: Lane) -> Result<()> {
         self.device.bind()?;
         // SAFETY: the event and the stream are live and belong to the same context.
-        unsafe { cu::event::record(self.raw, self.device.stream) }.map_err(err("cuEventRecord"))
+        unsafe { cu::event::record(self.raw, self.device.lane(lane)) }.map_err(err("cuEventRecord"))
+    }
+
+    /// Makes the work queued on `lane` from now on wait for the work recorded before the event
+    /// (`cuStreamWaitEvent`; the host does not wait).
+    ///
+    /// # Errors
+    /// A driver error.
+    pub(crate) fn wait_on(&self, lane: Lane) -> Result<()> {
+        self.device.bind()?;
+        // SAFETY: the event and the stream are live and belong to the same context; the driver
+        // takes the event's state at the call, so dropping the event afterwards is fine.
+        unsafe {
+            cu::stream::wait_event(self.device.lane(lane), self.raw, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT)
+        }
+        .map_err(err("cuStreamWaitEvent"))
     }
 
     /// Blocks until the work recorded before the event has finished.

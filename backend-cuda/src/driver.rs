@@ -9,7 +9,7 @@
 //!   cudarc's dynamic loading a missing library is a panic inside cudarc, so presence is checked
 //!   before any other call, by loading the library once and keeping it;
 //! - the mapping ([`error_from`], and [`err`] for `map_err`);
-//! - calls cudarc 0.19 does not wrap: `cuMemcpyBatchAsync`, `cuMemHostRegister` /
+//! - calls cudarc 0.19 does not wrap: `cuMemcpyBatchAsync`, `cuMemcpy2DAsync`, `cuMemHostRegister` /
 //!   `cuMemHostUnregister`, `cuStreamQuery`, `cuDriverGetVersion`, a symbol lookup; the memory
 //!   pool's attributes (typed over cudarc's untyped `mem_pool::{get,set}_attribute`); and NVRTC
 //!   programs with headers, CUBIN output, the supported architectures and the version.
@@ -232,6 +232,46 @@ pub(crate) unsafe fn memcpy_batch_async(
             s,
         )
     })
+}
+
+/// Queues a strided host-to-device copy on `s` (`cuMemcpy2DAsync`): `height` rows of
+/// `width_bytes` bytes each, read from `src` with rows `src_pitch` bytes apart and written to
+/// `dst` with rows `dst_pitch` bytes apart.
+///
+/// # Safety
+/// `src` is page-locked host memory holding `(height - 1) * src_pitch + width_bytes` readable
+/// bytes that stay live and unmodified until the copy has completed; `dst` is a live device
+/// range of `(height - 1) * dst_pitch + width_bytes` bytes that no other queued work writes
+/// concurrently; `width_bytes <= min(src_pitch, dst_pitch)`.
+pub(crate) unsafe fn memcpy_2d_htod_async(
+    dst: sys::CUdeviceptr,
+    dst_pitch: usize,
+    src: *const c_void,
+    src_pitch: usize,
+    (width_bytes, height): (usize, usize),
+    s: sys::CUstream,
+) -> Result<()> {
+    let copy = sys::CUDA_MEMCPY2D {
+        srcXInBytes: 0,
+        srcY: 0,
+        srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_HOST,
+        srcHost: src,
+        srcDevice: 0,
+        srcArray: ptr::null_mut(),
+        srcPitch: src_pitch,
+        dstXInBytes: 0,
+        dstY: 0,
+        dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+        dstHost: ptr::null_mut(),
+        dstDevice: dst,
+        dstArray: ptr::null_mut(),
+        dstPitch: dst_pitch,
+        WidthInBytes: width_bytes,
+        Height: height,
+    };
+    // SAFETY: a fully initialised descriptor of host and device ranges (the contract); the driver
+    // reads it before returning.
+    check("cuMemcpy2DAsync", unsafe { sys::cuMemcpy2DAsync_v2(&copy, s) })
 }
 
 /// Page-locks `bytes` bytes of host memory at `p` for asynchronous copies, for every context

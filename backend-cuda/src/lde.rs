@@ -37,12 +37,43 @@
 //! The waves move `t - 1` rows, `1/B` of the data, in about `log2(n / B)` short launches.
 //! `Route::OutOfPlace` (kept for the benchmark's comparison) instead reads a separate trace and
 //! writes every inverse pass to rows `B*p`, with no spread.
+//!
+//! # The upload overlap
+//!
+//! [`coset_lde_from_host`] overlaps a page-locked host trace's upload with the LDE. Rows cannot be
+//! pipelined (a natural-order NTT needs a whole column before its first pass), but columns can:
+//! every column's LDE is independent, and every launch of [`plan`] can cover a range of columns
+//! (the kernels take the range's first column as their base address, the whole matrix's row length
+//! as strides and `row_pitch`/`pitch`, and the range's width as `cols`; none touches a column
+//! outside it). So the columns are split into up to [`CudaOptions::upload_groups`] groups of whole
+//! 8-column tiles ([`column_groups`]; tile boundaries keep every NTT tile inside one group), and:
+//!
+//! 1. an event recorded on the compute stream makes the device's copy stream wait for the work
+//!    already queued on the buffer (its stream-ordered allocation, earlier readers);
+//! 2. each group is one `cuMemcpy2DAsync` on the copy stream (`n` rows of the group's width, the
+//!    trace's row length as both pitches), followed by an event;
+//! 3. the tables are uploaded once on the compute stream, then for each group the compute stream
+//!    waits for its copy's event and queues the whole in-place plan on its columns, so group `g`
+//!    is extended while groups `g + 1, ...` are still on the bus;
+//! 4. the call waits for the last copy's event (the caller's host slice is free again) and
+//!    returns with the LDE's launches queued. On any error it first waits for both streams, so no
+//!    copy still reads the host slice and no launch waits on a copy that failed.
+//!
+//! With upload `U` and LDE `L` the call takes about `U + L / G` instead of `U + L` when the
+//! strided copy keeps the bus's speed. A pageable trace (it would go through the staging ring
+//! anyway), one below [`CudaOptions::upload_overlap_min_bytes`], or a single group (`G = 1`, or
+//! at most 8 columns) takes the plain route: [`memory::write`], then the in-place LDE.
+
+use std::ops::Range;
 
 use backend_api::DeviceBuffer as _;
 use backend_api::field::LdeTwiddles;
-use backend_api::{ELEM_BYTES, LdeParams, Result, validate};
+use backend_api::{ELEM_BYTES, FaultSite, LdeParams, Result, validate};
+use cudarc::driver::sys;
 
-use crate::context::Device;
+use crate::context::{Device, Event, Lane};
+use crate::driver;
+use crate::host;
 use crate::launch::{KernelParam, LaunchArgs, LaunchConfig};
 use crate::memory::{self, CudaBuffer};
 use crate::module::Source;
@@ -74,13 +105,14 @@ struct NttPass {
     replicated_in: u64,
     canon_out: u64,
     spread_from: u64,
+    row_pitch: u64,
 }
 
 // SAFETY: `#[repr(C)]` u64 fields, the layout of lde.cu's `NttPass` (src, dst, tw, coset,
 // src_stride, dst_stride, cols, log_size, log_h_small, k, canon_in, finish_inverse, log_blowup,
-// replicate_out, replicated_in, canon_out, spread_from); no padding.
+// replicate_out, replicated_in, canon_out, spread_from, row_pitch); no padding.
 unsafe impl KernelParam for NttPass {}
-const _: () = assert!(std::mem::size_of::<NttPass>() == 17 * 8, "NttPass is seventeen u64, unpadded");
+const _: () = assert!(std::mem::size_of::<NttPass>() == 18 * 8, "NttPass is eighteen u64, unpadded");
 
 /// The spread kernel's name.
 pub(crate) const SPREAD_KERNEL: &str = "lde_spread";
@@ -99,12 +131,13 @@ struct SpreadArgs {
     first_rep: u64,
     reps: u64,
     vec2: u64,
+    pitch: u64,
 }
 
 // SAFETY: `#[repr(C)]` u64 fields, the layout of lde.cu's `SpreadArgs` (buf, cols, src_row, rows,
-// log_blowup, first_rep, reps, vec2); no padding.
+// log_blowup, first_rep, reps, vec2, pitch); no padding.
 unsafe impl KernelParam for SpreadArgs {}
-const _: () = assert!(std::mem::size_of::<SpreadArgs>() == 8 * 8, "SpreadArgs is eight u64, unpadded");
+const _: () = assert!(std::mem::size_of::<SpreadArgs>() == 9 * 8, "SpreadArgs is nine u64, unpadded");
 
 /// Stages per pass from which the register kernel (radix-32 groups) runs a pass.
 const REG_MIN_STAGES: u32 = 5;
@@ -195,9 +228,11 @@ struct Plan {
 }
 
 /// The launches of an LDE of `2^log_n` rows of `m` columns at blowup `2^log_b`, NTT passes of at
-/// most `max_k` stages: every launch [`run`] makes comes from here, and the unit tests simulate
-/// exactly this list.
-fn plan(log_n: u32, log_b: u32, m: usize, max_k: u32, route: Route) -> Plan {
+/// most `max_k` stages, in a buffer whose rows are `pitch` elements apart (`pitch >= m`: a range
+/// of `m` columns of a wider matrix, the upload overlap's column groups; the out-of-place route's
+/// trace has the same pitch): every launch [`queue`] makes comes from here, and the unit tests
+/// simulate exactly this list.
+fn plan(log_n: u32, log_b: u32, m: usize, pitch: usize, max_k: u32, route: Route) -> Plan {
     let n = 1usize << log_n;
     let inverse = split(log_n, max_k);
     // The forward NTT of size N runs the same stage split (its first log B stages are the
@@ -212,7 +247,7 @@ fn plan(log_n: u32, log_b: u32, m: usize, max_k: u32, route: Route) -> Plan {
     // The first position the last inverse pass writes to row B*p (module doc): rows p*B >= n lie
     // outside every row the pass reads. Out of place every position goes there.
     let spread_from = if in_place { n.div_ceil(1 << log_b) } else { 0 };
-    let wide = (m << log_b) as u64;
+    let wide = (pitch << log_b) as u64;
     let mut steps = Vec::with_capacity(inverse.len() + forward.len() + log_n as usize + 1);
 
     // Inverse NTT, natural order in, bit-reversed out; the last pass scales and spreads.
@@ -222,8 +257,8 @@ fn plan(log_n: u32, log_b: u32, m: usize, max_k: u32, route: Route) -> Plan {
         let last = idx + 1 == inverse.len();
         hi -= k;
         let (src, src_stride) = match (in_place, first) {
-            (true, _) => (Buf::Lde, m as u64),
-            (false, true) => (Buf::Trace, m as u64),
+            (true, _) => (Buf::Lde, pitch as u64),
+            (false, true) => (Buf::Trace, pitch as u64),
             (false, false) => (Buf::Lde, wide),
         };
         let pass = NttPass {
@@ -232,7 +267,7 @@ fn plan(log_n: u32, log_b: u32, m: usize, max_k: u32, route: Route) -> Plan {
             tw: 0,
             coset: 0,
             src_stride,
-            dst_stride: if in_place { m as u64 } else { wide },
+            dst_stride: if in_place { pitch as u64 } else { wide },
             cols: m as u64,
             log_size: log_n as u64,
             log_h_small: hi as u64,
@@ -244,6 +279,7 @@ fn plan(log_n: u32, log_b: u32, m: usize, max_k: u32, route: Route) -> Plan {
             replicated_in: 0,
             canon_out: u64::from(last && forward.is_empty()),
             spread_from: spread_from as u64,
+            row_pitch: pitch as u64,
         };
         steps.push(Step::Ntt { dit: false, src, dst: Buf::Lde, pass });
     }
@@ -260,7 +296,8 @@ fn plan(log_n: u32, log_b: u32, m: usize, max_k: u32, route: Route) -> Plan {
             log_blowup: log_b as u64,
             first_rep,
             reps,
-            vec2: u64::from(m.is_multiple_of(2)),
+            vec2: u64::from(m.is_multiple_of(2) && pitch.is_multiple_of(2)),
+            pitch: pitch as u64,
         };
         let mut a = spread_from / 2;
         while a >= 1 {
@@ -280,8 +317,8 @@ fn plan(log_n: u32, log_b: u32, m: usize, max_k: u32, route: Route) -> Plan {
             dst: 0,
             tw: 0,
             coset: 0,
-            src_stride: m as u64,
-            dst_stride: m as u64,
+            src_stride: pitch as u64,
+            dst_stride: pitch as u64,
             cols: m as u64,
             log_size: (log_n + log_b) as u64,
             log_h_small: lo as u64,
@@ -293,6 +330,7 @@ fn plan(log_n: u32, log_b: u32, m: usize, max_k: u32, route: Route) -> Plan {
             replicated_in: u64::from(all_reg && idx == 0),
             canon_out: u64::from(idx + 1 == forward.len()),
             spread_from: 0,
+            row_pitch: pitch as u64,
         };
         lo += k;
         steps.push(Step::Ntt { dit: true, src: Buf::Lde, dst: Buf::Lde, pass });
@@ -310,6 +348,102 @@ pub(crate) fn coset_lde_in_place(
 ) -> Result<()> {
     validate::coset_lde_in_place(params, buf.len())?;
     run(device, options, params, Route::InPlace, None, buf, false)
+}
+
+/// The column groups of an `m`-column upload overlap: up to `groups` ranges of whole
+/// [`NTT_COLS`]-column tiles (the last one ends at `m`), as even as possible, wider ones first.
+/// One range (all columns) when `groups` is 1 or `m` fits one tile.
+pub(crate) fn column_groups(m: usize, groups: usize) -> Vec<Range<usize>> {
+    let tiles = m.div_ceil(NTT_COLS);
+    let g = groups.clamp(1, tiles.max(1));
+    let mut start = 0;
+    (0..g)
+        .map(|i| {
+            let width = (tiles / g + usize::from(i < tiles % g)) * NTT_COLS;
+            let end = (start + width).min(m);
+            let range = start..end;
+            start = end;
+            range
+        })
+        .collect()
+}
+
+/// [`backend_api::Backend::coset_lde_from_host`] (module doc, "The upload overlap"): from
+/// page-locked memory, with [`CudaOptions::upload_groups`] above 1, at least two column tiles and
+/// a trace of at least [`CudaOptions::upload_overlap_min_bytes`], the column groups are uploaded
+/// on the copy stream while the compute stream extends the groups already there; otherwise one
+/// copy ([`memory::write`]) and then the in-place LDE. Returns once no copy reads `trace` any more;
+/// the LDE's launches may still run.
+pub(crate) fn coset_lde_from_host(
+    device: &Device,
+    options: &CudaOptions,
+    buf: &mut CudaBuffer,
+    trace: &[u64],
+    params: &LdeParams,
+) -> Result<()> {
+    validate::coset_lde_from_host(params, trace.len(), buf.len())?;
+    let m = params.trace().cols();
+    let groups = column_groups(m, options.upload_groups as usize);
+    if groups.len() < 2
+        || std::mem::size_of_val(trace) < options.upload_overlap_min_bytes
+        || !host::is_page_locked(trace)
+    {
+        memory::write(buf, 0, trace)?;
+        return run(device, options, params, Route::InPlace, None, buf, false);
+    }
+    let dev = std::sync::Arc::clone(buf.device());
+    dev.bind()?;
+    // Every event exists before the first copy is queued, so that failing to make one leaves
+    // nothing in flight.
+    let ready = Event::new(&dev)?;
+    let copied = groups.iter().map(|_| Event::new(&dev)).collect::<Result<Vec<_>>>()?;
+    // The copies write `buf` only after the work queued on it so far (its stream-ordered
+    // allocation, earlier kernels reading it).
+    ready.record_on(Lane::Compute)?;
+    ready.wait_on(Lane::Copy)?;
+    let n = params.trace().rows();
+    let pitch = m * ELEM_BYTES;
+    let overlapped = || -> Result<()> {
+        for (g, (cols, done)) in groups.iter().zip(&copied).enumerate() {
+            if g == 1 && dev.tracker.site_fails(FaultSite::HostUploadQueued) {
+                return Err(driver::error_from(
+                    "cuMemcpy2DAsync (injected fault)",
+                    sys::CUresult::CUDA_ERROR_INVALID_VALUE,
+                ));
+            }
+            // SAFETY: `trace` is page-locked (checked above) and holds n rows of `pitch` bytes
+            // (validated), of which the copy reads columns `cols`; the caller's borrow lasts
+            // until this function returns, and every return path first waits for the copy
+            // stream (the last event below, or `synchronize_copies` on error). The destination is
+            // the same columns of rows [0, n) of `buf` (N x m, validated), which no queued work
+            // touches: the copy stream waits for `ready`, and the compute stream's launches on
+            // these columns wait for `done`.
+            unsafe {
+                driver::memcpy_2d_htod_async(
+                    buf.ptr_at(cols.start),
+                    pitch,
+                    trace[cols.start..].as_ptr().cast(),
+                    pitch,
+                    (cols.len() * ELEM_BYTES, n),
+                    dev.copy_stream(),
+                )
+            }?;
+            done.record_on(Lane::Copy)?;
+        }
+        let tw = Tables::upload(&dev, params, false)?;
+        for (cols, done) in groups.iter().zip(&copied) {
+            done.wait_on(Lane::Compute)?;
+            queue(device, options, params, Route::InPlace, None, buf, cols.clone(), &tw, false)?;
+        }
+        copied.last().expect("two groups at least").synchronize()
+    };
+    overlapped().inspect_err(|_| {
+        // No copy may still read the caller's host trace once this returns, and no launch may be
+        // left waiting on a copy that failed: wait for both streams (errors here are the same
+        // failure, already being returned).
+        let _ = dev.synchronize_copies();
+        let _ = dev.synchronize();
+    })
 }
 
 /// The out-of-place LDE of `trace` (`params.trace()` elements) into a new buffer: the route the
@@ -337,8 +471,8 @@ pub(crate) fn spread_waves_only(
     run(device, options, params, Route::InPlace, None, buf, true)
 }
 
-/// Queues the launches of [`plan`] on `lde` (and `trace` out of place); only its spread waves
-/// with `waves_only`.
+/// Queues the launches of [`plan`] on `lde` (and `trace` out of place), all columns; only its
+/// spread waves with `waves_only`.
 fn run(
     device: &Device,
     options: &CudaOptions,
@@ -349,19 +483,56 @@ fn run(
     waves_only: bool,
 ) -> Result<()> {
     let m = params.trace().cols();
+    let tw = Tables::upload(lde.device(), params, waves_only)?;
+    queue(device, options, params, route, trace, lde, 0..m, &tw, waves_only)
+    // The tables are freed once the passes that read them have run (dropped here, stream-ordered).
+}
+
+/// The twiddles, inverse twiddles and coset powers of one LDE shape ([`LdeTwiddles`]) in one
+/// tracked device buffer, uploaded once per call on the compute stream and read by every column
+/// group's launches; freed (stream-ordered) when dropped.
+struct Tables {
+    buf: CudaBuffer,
+    inv: usize,
+    fwd: usize,
+}
+
+impl Tables {
+    /// Uploads the tables of `params` (an empty buffer with `none`: the spread waves read none).
+    fn upload(device: &std::sync::Arc<Device>, params: &LdeParams, none: bool) -> Result<Self> {
+        let tables = LdeTwiddles::shared(params.log_trace_rows(), params.log_blowup(), params.shift());
+        let (inv, fwd, coset) = (&tables.inv_twiddles, &tables.twiddles, &tables.coset);
+        let buf = CudaBuffer::alloc(device, if none { 0 } else { inv.len() + fwd.len() + coset.len() })?;
+        if !none {
+            memory::write(&buf, 0, inv)?;
+            memory::write(&buf, inv.len(), fwd)?;
+            memory::write(&buf, inv.len() + fwd.len(), coset)?;
+        }
+        Ok(Self { buf, inv: inv.len(), fwd: fwd.len() })
+    }
+}
+
+/// Queues the launches of [`plan`] for columns `cols` of `lde` (and `trace` out of place, whose
+/// columns are all of them), reading the tables `tw`; only its spread waves with `waves_only`.
+#[allow(clippy::too_many_arguments)]
+fn queue(
+    device: &Device,
+    options: &CudaOptions,
+    params: &LdeParams,
+    route: Route,
+    trace: Option<&CudaBuffer>,
+    lde: &CudaBuffer,
+    cols: std::ops::Range<usize>,
+    tw: &Tables,
+    waves_only: bool,
+) -> Result<()> {
+    let pitch = params.trace().cols();
     let (log_n, log_b) = (params.log_trace_rows(), params.log_blowup());
+    let m = cols.len();
     if m == 0 {
         return Ok(());
     }
-    let tables = LdeTwiddles::shared(log_n, log_b, params.shift());
-    let (inv, fwd, coset) = (&tables.inv_twiddles, &tables.twiddles, &tables.coset);
-    let tw = CudaBuffer::alloc(lde.device(), if waves_only { 0 } else { inv.len() + fwd.len() + coset.len() })?;
-    if !waves_only {
-        memory::write(&tw, 0, inv)?;
-        memory::write(&tw, inv.len(), fwd)?;
-        memory::write(&tw, inv.len() + fwd.len(), coset)?;
-    }
-
+    debug_assert!(cols.end <= pitch && (trace.is_none() || m == pitch));
     let max_k = stages_per_pass(device, options);
     let shared_max = (1usize << max_k) * NTT_COLS * ELEM_BYTES + (1usize << max_k) / 32 * ELEM_BYTES;
     let v @ (radix, reg_cols, _, _) = variant(options);
@@ -375,43 +546,47 @@ fn run(
         device.kernel(Source::Lde, name, shared_max).map(|kernel| (kernel, threads, smem as u32, cols))
     };
     let max_grid = device.sm_count as usize * 8;
+    // Column `cols.start` of row 0: the launches cover columns [cols.start, cols.end) of every row.
+    let base = lde.ptr_at(cols.start);
     // Only the out-of-place route, which has a trace, plans passes that read Buf::Trace.
     let addr = |b: Buf| match (b, trace) {
         (Buf::Trace, Some(t)) => t.ptr(),
-        (Buf::Trace, None) | (Buf::Lde, _) => lde.ptr(),
+        (Buf::Trace, None) | (Buf::Lde, _) => base,
     };
-    for step in plan(log_n, log_b, m, max_k, route).steps {
+    let (inv, fwd) = (tw.inv, tw.fwd);
+    for step in plan(log_n, log_b, m, pitch, max_k, route).steps {
         match step {
             Step::Ntt { .. } if waves_only => {}
             Step::Ntt { dit, src, dst, mut pass } => {
                 pass.src = addr(src);
                 pass.dst = addr(dst);
-                pass.tw = if dit { tw.ptr_at(inv.len()) } else { tw.ptr() };
-                pass.coset = if dit { 0 } else { tw.ptr_at(inv.len() + fwd.len()) };
-                let (kernel, threads, smem, cols) = kernels(dit, pass.k as u32)?;
+                pass.tw = if dit { tw.buf.ptr_at(inv) } else { tw.buf.ptr() };
+                pass.coset = if dit { 0 } else { tw.buf.ptr_at(inv + fwd) };
+                let (kernel, threads, smem, tile_cols) = kernels(dit, pass.k as u32)?;
                 let reps = if pass.replicated_in != 0 { 1usize << log_b } else { 1 };
-                let grid = ((1usize << pass.log_size >> pass.k) / reps * m.div_ceil(cols)).clamp(1, max_grid);
+                let grid = ((1usize << pass.log_size >> pass.k) / reps * m.div_ceil(tile_cols)).clamp(1, max_grid);
                 let args = LaunchArgs::new().arg(&pass);
-                // SAFETY: one NttPass as declared; its tiles address rows < n of the trace and rows
-                // < N of the LDE buffer (both hold their shapes: validated above), twiddle indices
-                // stay below N/2 and coset indices below n (lde.cu's invariants); the tables
-                // live until after the last launch (dropped below, stream-ordered).
+                // SAFETY: one NttPass as declared; its tiles address columns [cols.start, cols.end)
+                // (the base address plus columns below `cols`, rows `pitch` apart) of rows < n of
+                // the trace and rows < N of the LDE buffer (both hold their shapes: validated by
+                // the callers), twiddle indices stay below N/2 and coset indices below n (lde.cu's
+                // invariants); the tables live until after the last launch (`tw` is dropped by the
+                // caller after this, stream-ordered).
                 unsafe { device.launch(&kernel, LaunchConfig::linear(grid as u32, threads, smem), args)? };
             }
             Step::Spread(mut wave) => {
-                wave.buf = lde.ptr();
-                wave.vec2 &= u64::from(lde.ptr().is_multiple_of(16));
+                wave.buf = base;
+                wave.vec2 &= u64::from(base.is_multiple_of(16));
                 let kernel = device.kernel(Source::Lde, SPREAD_KERNEL, 0)?;
                 let grid = (wave.rows as usize).div_ceil(SPREAD_BLOCK as usize / 32).clamp(1, max_grid * 2);
                 let args = LaunchArgs::new().arg(&wave);
                 // SAFETY: one SpreadArgs as declared; sources [src_row, src_row + rows) and targets
-                // (s << log_blowup) + r, r < B, are rows < N of the LDE buffer (plan's waves).
+                // (s << log_blowup) + r, r < B, are rows < N of the LDE buffer (plan's waves), and
+                // each moves columns [cols.start, cols.end) of its row (rows `pitch` apart).
                 unsafe { device.launch(&kernel, LaunchConfig::linear(grid as u32, SPREAD_BLOCK, 0), args)? };
             }
         }
     }
-    // The tables are freed once the passes that read them have run.
-    drop(tw);
     Ok(())
 }
 
@@ -422,17 +597,31 @@ mod tests {
     /// The plan's launches, simulated row by row (module doc, "The spread"): race-free, and
     /// every row ends with the value of its position, for every trace height up to 2^12, blowups
     /// 1 to 8, every stage split (1 stage per pass, which keeps the replicas, up to 11, all
-    /// register passes, which skip them) and both routes.
+    /// register passes, which skip them) and both routes; for all the columns of a matrix and
+    /// for a range of 2 columns of a 5-column one (the upload overlap's groups: every launch
+    /// covers the range's width, with the whole matrix's rows).
     #[test]
     fn the_planned_launches_are_race_free_and_move_every_row_to_its_place() {
         for log_n in 0..=12 {
             for log_b in 0..=3 {
                 for max_k in 1..=MAX_NTT_STAGES {
-                    for route in [Route::InPlace, Route::OutOfPlace] {
-                        let m = 3;
-                        let plan = plan(log_n, log_b, m, max_k, route);
-                        let what = format!("n = 2^{log_n}, B = 2^{log_b}, {max_k} stages/pass, {route:?}");
-                        simulation::check(&plan, log_n, log_b, m, route).unwrap_or_else(|e| panic!("{what}: {e}"));
+                    for (route, m, pitch) in [(Route::InPlace, 3, 3), (Route::OutOfPlace, 3, 3), (Route::InPlace, 2, 5)]
+                    {
+                        let plan = plan(log_n, log_b, m, pitch, max_k, route);
+                        let what = format!(
+                            "n = 2^{log_n}, B = 2^{log_b}, {max_k} stages/pass, {route:?}, {m} of {pitch} cols"
+                        );
+                        simulation::check(&plan, log_n, log_b, pitch, route).unwrap_or_else(|e| panic!("{what}: {e}"));
+                        for step in &plan.steps {
+                            let (cols, rows_apart) = match step {
+                                Step::Ntt { pass, .. } => (pass.cols, pass.row_pitch),
+                                Step::Spread(w) => (w.cols, w.pitch),
+                            };
+                            assert_eq!((cols, rows_apart), (m as u64, pitch as u64), "{what}: {step:?}");
+                            if let Step::Spread(w) = step {
+                                assert_eq!(w.vec2, u64::from(m % 2 == 0 && pitch % 2 == 0), "{what}: {step:?}");
+                            }
+                        }
                         // The waves move only the rows the last inverse pass could not: n/B - 1
                         // (plus row 0 for its replicas), none with B = 1 or out of place.
                         let moved: u64 =
@@ -456,7 +645,7 @@ mod tests {
     fn the_simulation_rejects_broken_plans() {
         let (log_n, log_b, m) = (6, 1, 2);
         let broken = |f: &dyn Fn(&mut Plan), max_k: u32| {
-            let mut p = plan(log_n, log_b, m, max_k, Route::InPlace);
+            let mut p = plan(log_n, log_b, m, m, max_k, Route::InPlace);
             f(&mut p);
             simulation::check(&p, log_n, log_b, m, Route::InPlace)
         };
@@ -515,6 +704,34 @@ mod tests {
     }
 
     #[test]
+    fn column_groups_are_whole_tiles_and_cover_every_column() {
+        assert_eq!(column_groups(316, 4), vec![0..80, 80..160, 160..240, 240..316]);
+        assert_eq!(column_groups(316, 1), vec![0..316]);
+        assert_eq!(column_groups(17, 4), vec![0..8, 8..16, 16..17]);
+        assert_eq!(column_groups(16, 3), vec![0..8, 8..16]);
+        assert_eq!(column_groups(7, 4), vec![0..7]);
+        assert_eq!(column_groups(8, 2), vec![0..8]);
+        assert_eq!(column_groups(24, 2), vec![0..16, 16..24]);
+        for m in 1..=100 {
+            for g in 1..=9 {
+                let groups = column_groups(m, g);
+                let tiles = m.div_ceil(NTT_COLS);
+                assert_eq!(groups.len(), g.min(tiles), "m {m}, G {g}");
+                assert_eq!(groups[0].start, 0, "m {m}, G {g}");
+                assert_eq!(groups.last().unwrap().end, m, "m {m}, G {g}");
+                for w in groups.windows(2) {
+                    assert_eq!(w[0].end, w[1].start, "m {m}, G {g}: {groups:?}");
+                    assert!(w[0].end.is_multiple_of(NTT_COLS), "m {m}, G {g}: {groups:?}");
+                    assert!(w[0].len() >= w[1].len(), "m {m}, G {g}: {groups:?}");
+                }
+                assert!(groups.iter().all(|r| !r.is_empty()), "m {m}, G {g}: {groups:?}");
+                let (widest, narrowest) = (groups[0].len(), groups.last().unwrap().len());
+                assert!(widest - narrowest < 2 * NTT_COLS, "m {m}, G {g}: {groups:?}");
+            }
+        }
+    }
+
+    #[test]
     fn split_is_even_and_covers_every_stage() {
         assert_eq!(split(0, 11), vec![0]);
         assert_eq!(split(21, 11), vec![11, 10]);
@@ -553,7 +770,7 @@ mod simulation {
         ops: Vec<(bool, Buf, usize, Label)>, // (is_store, buffer, row, label)
     }
 
-    /// The row an element offset of column 0 lies in.
+    /// The row an element offset of column 0 lies in, for rows `m` elements apart (the pitch).
     fn row(elem: u64, m: usize) -> usize {
         assert_eq!(elem % m as u64, 0, "element {elem} is not in column 0");
         (elem / m as u64) as usize
@@ -593,10 +810,10 @@ mod simulation {
                         // finish an inverse.
                         if p.finish_inverse != 0 && !dit {
                             let spread = pos >= p.spread_from;
-                            let base = (pos << if spread { p.log_blowup } else { 0 }) * p.cols;
+                            let base = (pos << if spread { p.log_blowup } else { 0 }) * p.row_pitch;
                             let n_rep = if spread && p.replicate_out != 0 && !reg { 1 << p.log_blowup } else { 1 };
                             for r in 0..n_rep {
-                                u.ops.push((true, dst, row(base + r * p.cols, m), (j, pos)));
+                                u.ops.push((true, dst, row(base + r * p.row_pitch, m), (j, pos)));
                             }
                         } else {
                             u.ops.push((true, dst, row(pos * p.dst_stride, m), (j, pos)));
@@ -610,7 +827,7 @@ mod simulation {
 
     /// The units of one spread wave, as `lde_spread` runs them: one per source row.
     fn spread_units(w: &SpreadArgs, rows: &[Label], m: usize) -> Vec<Unit> {
-        assert_eq!(w.cols as usize, m);
+        assert_eq!(w.pitch as usize, m, "rows of the wave are its buffer's rows");
         (w.src_row..w.src_row + w.rows)
             .map(|s| {
                 let label = rows[s as usize];

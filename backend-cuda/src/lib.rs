@@ -67,7 +67,10 @@ pub use host::PinnedHost;
 pub use kernel_cache::ImageOrigin;
 pub use memory::{CudaBuffer, CudaDownload};
 pub use module::KernelPrep;
-pub use options::{CudaOptions, KERNEL_CACHE_ENV, KernelCacheSetting, NttKernel, TransposeRoute};
+pub use options::{
+    CudaOptions, KERNEL_CACHE_ENV, KernelCacheSetting, MAX_UPLOAD_GROUPS, NttKernel, TransposeRoute,
+    UPLOAD_OVERLAP_MIN_BYTES,
+};
 
 use context::{Device, Event};
 
@@ -545,6 +548,18 @@ impl Backend for CudaBackend {
     fn coset_lde_in_place(&self, buf: &mut CudaBuffer, params: &LdeParams) -> Result<()> {
         self.check_owned(buf)?;
         lde::coset_lde_in_place(&self.device, &self.options, buf, params)
+    }
+
+    /// From page-locked memory ([`Backend::alloc_host`], or any slice inside a [`PinnedHost`]) the
+    /// upload overlaps the LDE: the columns are split into up to [`CudaOptions::upload_groups`]
+    /// groups of whole 8-column tiles, each copied by `cuMemcpy2DAsync` on the device's copy
+    /// stream while the compute stream extends the groups already copied. A pageable trace, one
+    /// smaller than [`CudaOptions::upload_overlap_min_bytes`], `upload_groups` 1 or fewer than 9
+    /// columns take the default route ([`Backend::write`], then [`Backend::coset_lde_in_place`]).
+    /// Returns once the copies are done (the host slice is free again); the LDE may still run.
+    fn coset_lde_from_host(&self, buf: &mut CudaBuffer, trace: &[u64], params: &LdeParams) -> Result<()> {
+        self.check_owned(buf)?;
+        lde::coset_lde_from_host(&self.device, &self.options, buf, trace, params)
     }
 }
 

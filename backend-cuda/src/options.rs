@@ -178,7 +178,24 @@ pub struct CudaOptions {
     /// directory, or `off`). Fixed for a device when it is opened:
     /// [`crate::CudaBackend::with_options`] refuses another setting.
     pub kernel_cache: KernelCacheSetting,
+    /// Column groups of [`backend_api::Backend::coset_lde_from_host`] from page-locked memory
+    /// (`CUDA_UPLOAD_GROUPS`, 1 to [`MAX_UPLOAD_GROUPS`]; default 4): the trace's columns are split
+    /// into up to this many groups of whole 8-column NTT tiles, each uploaded by its own
+    /// `cuMemcpy2DAsync` on the device's copy stream while the compute stream extends the groups
+    /// already there. 1 is no overlap (one copy, then the LDE).
+    pub upload_groups: u32,
+    /// The smallest trace, in bytes, that [`backend_api::Backend::coset_lde_from_host`] uploads in
+    /// groups (default [`UPLOAD_OVERLAP_MIN_BYTES`]); a smaller one is one copy, then the LDE,
+    /// since a few launches more cost more than a short copy hides. Tests set 0 to run the
+    /// grouped path on small shapes.
+    pub upload_overlap_min_bytes: usize,
 }
+
+/// The most column groups [`CudaOptions::upload_groups`] accepts.
+pub const MAX_UPLOAD_GROUPS: u32 = 64;
+/// The default [`CudaOptions::upload_overlap_min_bytes`]: 16 MiB, about 0.3 ms on the bus at
+/// 55 GB/s, where the copy to hide is worth a few launches more.
+pub const UPLOAD_OVERLAP_MIN_BYTES: usize = 16 << 20;
 
 impl Default for CudaOptions {
     fn default() -> Self {
@@ -189,6 +206,8 @@ impl Default for CudaOptions {
             ntt_lazy: true,
             ntt_pow2: false,
             kernel_cache: KernelCacheSetting::Default,
+            upload_groups: 4,
+            upload_overlap_min_bytes: UPLOAD_OVERLAP_MIN_BYTES,
         }
     }
 }
@@ -200,14 +219,22 @@ impl CudaOptions {
     /// The default options with each setting overridden by its environment variable where that
     /// is set and not empty: `CUDA_TRANSPOSE_ROUTE` (`kernel`, `batched`, `unbatched`),
     /// `CUDA_NTT_STAGES` (0 to 11, 0 = the most shared memory allows), `CUDA_NTT_RADIX` (32, 16),
-    /// `CUDA_NTT_COLS` (8, 4), `CUDA_NTT_LAZY` (1, 0), `CUDA_NTT_POW2` (1, 0), `STARK_COMMIT_KERNEL_CACHE` (an absolute
-    /// directory, or `off`: [`KernelCacheSetting::parse_env`]).
+    /// `CUDA_NTT_COLS` (8, 4), `CUDA_NTT_LAZY` (1, 0), `CUDA_NTT_POW2` (1, 0), `CUDA_UPLOAD_GROUPS`
+    /// (1 to [`MAX_UPLOAD_GROUPS`]), `STARK_COMMIT_KERNEL_CACHE` (an absolute directory, or `off`:
+    /// [`KernelCacheSetting::parse_env`]).
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] naming the variable and its value when a value is not Unicode,
     /// does not parse or is out of range.
     pub fn from_env() -> Result<Self> {
-        let vars = ["CUDA_TRANSPOSE_ROUTE", "CUDA_NTT_STAGES", "CUDA_NTT_RADIX", "CUDA_NTT_COLS", "CUDA_NTT_LAZY"];
+        let vars = [
+            "CUDA_TRANSPOSE_ROUTE",
+            "CUDA_NTT_STAGES",
+            "CUDA_NTT_RADIX",
+            "CUDA_NTT_COLS",
+            "CUDA_NTT_LAZY",
+            "CUDA_UPLOAD_GROUPS",
+        ];
         let mut set = std::collections::HashMap::new();
         for name in vars.into_iter().chain([KERNEL_CACHE_ENV]) {
             match std::env::var(name) {
@@ -257,6 +284,14 @@ impl CudaOptions {
         o.ntt_kernel = NttKernel::from_radix_cols(radix, cols)?;
         o.ntt_lazy = number("CUDA_NTT_LAZY", [1, 0], 1)? == 1;
         o.ntt_pow2 = number("CUDA_NTT_POW2", [1, 0], u32::from(o.ntt_pow2))? == 1;
+        if let Some(v) = var("CUDA_UPLOAD_GROUPS") {
+            let expected = format!("1 to {MAX_UPLOAD_GROUPS}");
+            o.upload_groups = v
+                .parse()
+                .ok()
+                .filter(|g| (1..=MAX_UPLOAD_GROUPS).contains(g))
+                .ok_or_else(|| bad("CUDA_UPLOAD_GROUPS", &v, &expected))?;
+        }
         o.validate()?;
         Ok(o)
     }
@@ -264,10 +299,16 @@ impl CudaOptions {
     /// Checks the ranges [`crate::CudaBackend::open`] accepts.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for `ntt_stages` outside 1 to 11, or a kernel cache directory
-    /// that is not an absolute path.
+    /// [`Error::InvalidArgument`] for `ntt_stages` outside 1 to 11, `upload_groups` outside 1 to
+    /// [`MAX_UPLOAD_GROUPS`], or a kernel cache directory that is not an absolute path.
     pub fn validate(&self) -> Result<()> {
         self.kernel_cache.validate()?;
+        if !(1..=MAX_UPLOAD_GROUPS).contains(&self.upload_groups) {
+            return Err(Error::InvalidArgument(format!(
+                "cuda: upload_groups must be 1 to {MAX_UPLOAD_GROUPS} (1 is no overlap), got {}",
+                self.upload_groups
+            )));
+        }
         match self.ntt_stages {
             Some(k) if !(1..=MAX_NTT_STAGES).contains(&k) => Err(Error::InvalidArgument(format!(
                 "cuda: ntt_stages must be 1 to {MAX_NTT_STAGES} (or None for the most shared memory allows), got {k}"
@@ -298,6 +339,7 @@ mod tests {
         assert!(o.ntt_lazy);
         assert!(!o.ntt_pow2);
         assert_eq!(o.kernel_cache, KernelCacheSetting::Default);
+        assert_eq!((o.upload_groups, o.upload_overlap_min_bytes), (4, UPLOAD_OVERLAP_MIN_BYTES));
     }
 
     #[test]
@@ -309,6 +351,7 @@ mod tests {
             ("CUDA_NTT_COLS", "4"),
             ("CUDA_NTT_LAZY", "0"),
             ("CUDA_NTT_POW2", "1"),
+            ("CUDA_UPLOAD_GROUPS", "7"),
             ("STARK_COMMIT_KERNEL_CACHE", "/var/cache/kernels"),
         ])
         .unwrap();
@@ -321,6 +364,8 @@ mod tests {
                 ntt_lazy: false,
                 ntt_pow2: true,
                 kernel_cache: KernelCacheSetting::Dir(PathBuf::from("/var/cache/kernels")),
+                upload_groups: 7,
+                upload_overlap_min_bytes: UPLOAD_OVERLAP_MIN_BYTES,
             }
         );
         let o =
@@ -341,6 +386,9 @@ mod tests {
             ("CUDA_NTT_COLS", "16"),
             ("CUDA_NTT_LAZY", "yes"),
             ("CUDA_NTT_POW2", "2"),
+            ("CUDA_UPLOAD_GROUPS", "0"),
+            ("CUDA_UPLOAD_GROUPS", "65"),
+            ("CUDA_UPLOAD_GROUPS", "four"),
             ("STARK_COMMIT_KERNEL_CACHE", "relative/dir"),
             ("STARK_COMMIT_KERNEL_CACHE", "OFF"),
         ] {
@@ -396,6 +444,23 @@ mod tests {
             CudaOptions { ntt_stages: Some(k), ..CudaOptions::default() }.validate().unwrap();
         }
         CudaOptions::default().validate().unwrap();
+    }
+
+    #[test]
+    fn upload_groups_are_validated() {
+        for g in [0, MAX_UPLOAD_GROUPS + 1, u32::MAX] {
+            let o = CudaOptions { upload_groups: g, ..CudaOptions::default() };
+            match o.validate() {
+                Err(Error::InvalidArgument(m)) => {
+                    assert!(m.contains("upload_groups") && m.contains(&g.to_string()), "{m}")
+                }
+                other => panic!("{g}: expected InvalidArgument, got {other:?}"),
+            }
+        }
+        for g in [1, 2, MAX_UPLOAD_GROUPS] {
+            CudaOptions { upload_groups: g, ..CudaOptions::default() }.validate().unwrap();
+            assert_eq!(parse(&[("CUDA_UPLOAD_GROUPS", &g.to_string())]).unwrap().upload_groups, g);
+        }
     }
 
     #[test]

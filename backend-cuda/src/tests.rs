@@ -879,3 +879,94 @@ fn a_refused_page_lock_is_an_error_or_a_pageable_fallback_and_leaks_nothing() {
     assert_eq!(crate::CudaBackend::pinned_host_bytes(), before + b.memory().pinned_host);
     assert_eq!(b.host_pool_bytes(), 0);
 }
+
+/// [`backend_api::Backend::coset_lde_from_host`] from page-locked memory with 1, 2, 3, 4 and 7
+/// column groups (the overlap forced on every size: `upload_overlap_min_bytes` 0) against the
+/// naive reference: n = 1, B = 1, fewer than 8 columns (one tile: the default route), column
+/// counts that are not multiples of 8 (a narrow last group), more groups than tiles, two register
+/// passes per direction (n = 2^11), values >= p and a non-canonical shift. The buffer is
+/// pre-filled with garbage over all its rows, and the host trace is overwritten as soon as the
+/// call returns (the copies must be done by then). Needs a GPU.
+#[test]
+fn lde_from_host_matches_the_naive_reference_for_every_group_count() {
+    use crate::CudaOptions;
+    use backend_api::{Backend, LdeParams, MatrixShape};
+    let _count = PINNED_COUNT.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(backend) = device_or_skip("lde_from_host_matches_the_naive_reference_for_every_group_count") else {
+        return;
+    };
+    let p = backend_api::field::P;
+    // (log n, m, log B, shift)
+    let shapes =
+        [(0, 17, 1, 7), (1, 9, 3, 7 + p), (3, 24, 2, 7), (5, 16, 0, 7), (6, 7, 1, 7), (7, 33, 2, 3), (11, 9, 1, 7)];
+    let baseline = backend.memory().live;
+    for (i, &(log_n, m, log_b, shift)) in shapes.iter().enumerate() {
+        let (n, blowup) = (1usize << log_n, 1usize << log_b);
+        let trace = table(n * m, 211 + i as u64);
+        let params = LdeParams::new(MatrixShape::new(n, m).unwrap(), blowup, shift).unwrap();
+        let want = naive_lde(&trace, n, m, blowup, shift);
+        let mut host = backend.alloc_host(n * m).unwrap();
+        for groups in [1, 2, 3, 4, 7] {
+            let options = CudaOptions { upload_groups: groups, upload_overlap_min_bytes: 0, ..backend.options() };
+            let what = format!("n {n}, m {m}, B {blowup}, shift {shift}, {groups} groups");
+            let b = backend.with_options(options).unwrap();
+            host.copy_from_slice(&trace);
+            let mut buf = b.upload(&table(n * blowup * m, 307 + groups as u64)).unwrap();
+            b.coset_lde_from_host(&mut buf, &host, &params).unwrap_or_else(|e| panic!("{what}: {e}"));
+            host.iter_mut().for_each(|x| *x = !*x);
+            let got = b.download_vec(&buf).unwrap();
+            if let Some(at) = got.iter().zip(&want).position(|(g, w)| g != w) {
+                panic!(
+                    "{what}: element {at} (row {}, column {}) is {:#x}, not {:#x}",
+                    at / m,
+                    at % m,
+                    got[at],
+                    want[at]
+                );
+            }
+        }
+    }
+    assert_eq!(backend.memory().live, baseline, "the LDEs left device memory allocated");
+}
+
+/// A grouped upload failing after its first copy is queued ([`backend_api::FaultSite::HostUploadQueued`])
+/// returns its error only once neither stream has work left (no copy still reads the caller's
+/// host trace: a 64 MiB group takes over a millisecond on the bus), frees its tables, and the
+/// same call then succeeds with the bytes of the default route (`write`, then
+/// `coset_lde_in_place`, whose bytes the test above and the conformance suite check against the
+/// naive reference). The site is reached only on the grouped path, so the error also shows that
+/// a page-locked trace takes it. Needs a GPU.
+#[test]
+fn a_failed_grouped_upload_waits_for_its_copies() {
+    use crate::CudaOptions;
+    use backend_api::{Backend, FaultSite, LdeParams, MatrixShape};
+    let _count = PINNED_COUNT.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(backend) = device_or_skip("a_failed_grouped_upload_waits_for_its_copies") else { return };
+    let b = backend.with_options(CudaOptions { upload_groups: 4, ..backend.options() }).unwrap();
+    let (n, m) = (1usize << 20, 32);
+    let params = LdeParams::new(MatrixShape::new(n, m).unwrap(), 2, 7).unwrap();
+    let mut host = b.alloc_host(n * m).unwrap();
+    host.copy_from_slice(&table(n * m, 5));
+    let baseline = b.memory().live;
+    {
+        let mut buf = b.alloc(2 * n * m).unwrap();
+        b.tracker().fail_site(FaultSite::HostUploadQueued);
+        let err = b.coset_lde_from_host(&mut buf, &host, &params).expect_err("the injected fault must surface");
+        assert!(err.to_string().contains("cuMemcpy2DAsync"), "{err}");
+        // SAFETY: the backend's live streams, with its context current.
+        let (copies_idle, compute_idle) = unsafe {
+            (driver::stream_query(b.device.copy_stream()).unwrap(), driver::stream_query(b.device.stream()).unwrap())
+        };
+        assert!(copies_idle, "coset_lde_from_host returned its error while a copy could still read the host trace");
+        assert!(compute_idle, "coset_lde_from_host returned its error with work still queued");
+        assert_eq!(b.memory().live, baseline + 2 * n * m * 8, "the tables of the failed call are still allocated");
+        b.coset_lde_from_host(&mut buf, &host, &params).unwrap();
+        let grouped = b.download_vec(&buf).unwrap();
+        let mut plain = b.alloc(2 * n * m).unwrap();
+        b.write(&mut plain, 0, &host).unwrap();
+        b.coset_lde_in_place(&mut plain, &params).unwrap();
+        assert!(grouped == b.download_vec(&plain).unwrap(), "the grouped LDE differs from the default route's");
+    }
+    b.synchronize().unwrap();
+    assert_eq!(b.memory().live, baseline, "device memory leaked");
+}

@@ -24,6 +24,11 @@
 // hi * 2^k * H_small + i * H_small + lo (i < 2^k): tiles are independent, so a pass is in place.
 // Consecutive threads handle consecutive columns, so every global access is a run of NTT_COLS
 // elements of one row.
+//
+// Column ranges: a launch may cover columns [c0, c0 + cols) of a wider matrix (the upload overlap
+// of lde.rs extends column groups one after another): src and dst then point at column c0 of
+// row 0, the strides and `row_pitch` are the whole matrix's row length, and `cols` is the
+// group's width. No kernel touches a column outside its range.
 #include "common.cuh"
 
 #define NTT_COLS 8
@@ -47,12 +52,14 @@ struct NttPass {
     u64 replicated_in;  // first forward pass (half-span B): rows B*p + r are not stored, read row B*p
     u64 canon_out;      // canonicalise what this pass stores (the last pass; lazy kernels only)
     u64 spread_from;    // finish_inverse: the first position written to row B*p (0 out of place)
+    u64 row_pitch;      // finish_inverse: elements between consecutive rows of dst (the LDE buffer's
+                        //    row length, whatever the range of columns this launch covers)
 };
 
 // finish_inverse: the element offset of row B*pos (pos >= spread_from) or of row pos (the rows
-// of the LDE buffer, `cols` apart), and how many rows position `pos` fills.
+// of the LDE buffer, `row_pitch` apart), and how many rows position `pos` fills.
 __device__ __forceinline__ u64 finish_row(u64 pos, const NttPass& p) {
-    return (pos << (pos >= p.spread_from ? p.log_blowup : 0)) * p.cols;
+    return (pos << (pos >= p.spread_from ? p.log_blowup : 0)) * p.row_pitch;
 }
 __device__ __forceinline__ u64 finish_reps(u64 pos, const NttPass& p) {
     return pos >= p.spread_from && p.replicate_out ? 1ull << p.log_blowup : 1;
@@ -129,7 +136,7 @@ __device__ __forceinline__ void ntt_pass(const NttPass& p) {
                 v = gl_mul(v, p.coset[bitrev32((u32)pos, log_n)]);
                 const u64 reps = finish_reps(pos, p);
                 u64* d = p.dst + finish_row(pos, p) + col;
-                for (u64 r = 0; r < reps; ++r) d[r * p.cols] = v;
+                for (u64 r = 0; r < reps; ++r) d[r * p.row_pitch] = v;
             } else {
                 p.dst[pos * p.dst_stride + col] = v;
             }
@@ -428,16 +435,18 @@ extern "C" __global__ void __launch_bounds__(512) ntt_dit_pass_pow2(const NttPas
 // rows s in [src_row, src_row + rows) of buf go to rows (s << log_blowup) + r, r in
 // [first_rep, reps). No target of a launch is one of its sources. A warp copies one row at a
 // time, lane by lane along it (16-byte accesses when `vec2`: even column count, aligned buffer),
-// so its loads and stores are runs of 512 bytes (256 bytes with 8-byte accesses).
+// so its loads and stores are runs of 512 bytes (256 bytes with 8-byte accesses). A wave may cover
+// a range of columns: `buf` then points at its first column of row 0, and rows are `pitch` apart.
 struct SpreadArgs {
     u64* buf;
-    u64 cols;        // matrix columns m
+    u64 cols;        // columns moved per row
     u64 src_row;     // first source row
     u64 rows;        // source rows
     u64 log_blowup;  // log2(B)
     u64 first_rep;   // first target row offset r
     u64 reps;        // one past the last target row offset (B with the replicas, else 1)
-    u64 vec2;        // 1: move pairs of elements (cols even, buf 16-byte aligned)
+    u64 vec2;        // 1: move pairs of elements (cols and pitch even, buf 16-byte aligned)
+    u64 pitch;       // elements between consecutive rows of buf (>= cols)
 };
 
 // One row's move: each lane loads up to SPREAD_ILP units of the row before it stores any (loads
@@ -446,7 +455,7 @@ struct SpreadArgs {
 template <typename V>
 __device__ __forceinline__ void spread_row(const SpreadArgs& a, u64 s, u32 lane) {
     const u64 width = a.cols * sizeof(u64) / sizeof(V);  // units per row
-    const V* src = reinterpret_cast<const V*>(a.buf + s * a.cols);
+    const V* src = reinterpret_cast<const V*>(a.buf + s * a.pitch);
     for (u64 c0 = lane; c0 < width; c0 += 32 * SPREAD_ILP) {
         V v[SPREAD_ILP];
 #pragma unroll
@@ -455,7 +464,7 @@ __device__ __forceinline__ void spread_row(const SpreadArgs& a, u64 s, u32 lane)
             if (c < width) v[j] = src[c];
         }
         for (u64 r = a.first_rep; r < a.reps; ++r) {
-            V* dst = reinterpret_cast<V*>(a.buf + ((s << a.log_blowup) + r) * a.cols);
+            V* dst = reinterpret_cast<V*>(a.buf + ((s << a.log_blowup) + r) * a.pitch);
 #pragma unroll
             for (int j = 0; j < SPREAD_ILP; ++j) {
                 const u64 c = c0 + 32 * j;
