@@ -124,6 +124,28 @@ class Functions:
         text, owner = self.lines(path)
         return owner[line - 1] if 0 < line <= len(owner) else "?"
 
+    # ntt_pass_reg's phases, by the comment that opens each (the lines from one to the next).
+    PHASES = [
+        ("// The first window", "load"),
+        ("// Stages e:", "control"),
+        ("// Exchange through shared memory", "exchange"),
+        ("// Store.", "store"),
+    ]
+
+    def phase(self, path, line):
+        """load, exchange, store or control: where `line` of ntt_pass_reg lies."""
+        text, owner = self.lines(path)
+        starts = []
+        for marker, name in self.PHASES:
+            at = [i + 1 for i, t in enumerate(text) if owner[i] == "ntt_pass_reg" and marker in t]
+            if at:
+                starts.append((at[0], name))
+        current = "control"
+        for start, name in sorted(starts):
+            if line >= start:
+                current = name
+        return current
+
     def text(self, path, line):
         text, _ = self.lines(path)
         return text[line - 1].strip() if 0 < line <= len(text) else ""
@@ -199,16 +221,12 @@ def part(stack, fns):
         return "stage dispatch", "switch"
     if any(os.path.basename(f) == "bfly_floor.cu" for f, _ in stack):
         return "floor", arith or "load/store/index"
+    if any(n in ("tile_exchange", "tile_put", "tile_get") for n in chain):
+        return "exchange", arith or "exchange"
     for n, f, l in names:
         if n == "ntt_pass_reg":
-            t = fns.text(f, l)
-            if "p.src[" in t or "gl_canon(x)" in t:
-                return "load", "load"
-            if "tile[" in t:
-                return "exchange", "exchange"
-            if "p.dst[" in t or "p.coset[" in t or "canon_out" in t:
-                return "store", "store"
-            return "control", "loop/index"
+            phase = fns.phase(f, l)
+            return phase, arith or phase
     return "control", arith or "other"
 
 

@@ -7,6 +7,7 @@
 //!     [--ops copy,transpose,leaves,merkle,lde,host-lde] [--routes kernel,batched,unbatched]
 //!     [--route-reps 2] [--ntt-stages 0,1] [--ntt-variants 32x8,16x8,32x4] [--ntt-lazy 1,0] [--ntt-pow2 1,0]
 //!     [--upload-groups 1,2,4,8]
+//!     [--ntt-lean 1,0]
 //! ```
 //!
 //! The backend opens with `CudaOptions::from_env()` (`CUDA_TRANSPOSE_ROUTE`, `CUDA_NTT_*`); the
@@ -47,6 +48,7 @@ struct Args {
     ntt_lazy: Vec<bool>,
     ntt_pow2: Vec<bool>,
     upload_groups: Vec<u32>,
+    ntt_lean: Vec<bool>,
 }
 
 fn parse_args() -> std::result::Result<Args, String> {
@@ -64,6 +66,7 @@ fn parse_args() -> std::result::Result<Args, String> {
         ntt_lazy: Vec::new(),
         ntt_pow2: Vec::new(),
         upload_groups: Vec::new(),
+        ntt_lean: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -93,6 +96,7 @@ fn parse_args() -> std::result::Result<Args, String> {
                     .map(|g| g.parse::<u32>().map_err(|e| format!("--upload-groups {g}: {e}")))
                     .collect::<std::result::Result<_, _>>()?
             }
+            "--ntt-lean" => a.ntt_lean = value()?.split(',').map(|v| v != "0").collect(),
             "--ntt-variants" => {
                 // radix x columns per tile, e.g. 32x8,16x8,32x4
                 a.ntt_variants = value()?
@@ -334,37 +338,44 @@ fn run(a: &Args) -> std::result::Result<(), Box<dyn std::error::Error>> {
                         if pow2 && !lazy_kernel && a.ntt_pow2.len() > 1 {
                             continue; // the power-of-two form is a lazy radix-32, 8-column kernel's
                         }
-                        let bl = b.with_options(CudaOptions {
-                            ntt_stages: stages,
-                            ntt_kernel: kernel,
-                            ntt_lazy: lazy,
-                            ntt_pow2: pow2,
-                            ..b.options()
-                        })?;
-                        let (radix, cols) = (kernel.radix(), kernel.cols());
-                        let lazy_label = match (lazy_kernel, pow2) {
-                            (true, true) => ", lazy, pow2",
-                            (true, false) => ", lazy",
-                            _ => "",
-                        };
-                        let config = match stages {
-                            None => format!("radix {radix}, {cols} cols{lazy_label}"),
-                            Some(k) => format!("{k} stages/pass, radix {radix}, {cols} cols{lazy_label}"),
-                        };
-                        let what = format!("{} -> {}", trace_shape, shape);
-                        // The three routes back to back, so that their ratios are of one run.
-                        let t = time(&bl, a.reps, || bl.bench_coset_lde_out_of_place(&trace, &params).map(drop))?;
-                        r.line(&format!("coset lde out of place ({config})"), &what, shape.bytes(), t);
-                        let t = time_with_setup(
-                            &bl,
-                            a.reps,
-                            &mut lde,
-                            |lde| bl.batched_copy(&trace, lde, &fill),
-                            |lde| bl.coset_lde_in_place(lde, &params),
-                        )?;
-                        r.line(&format!("coset lde in place ({config})"), &what, shape.bytes(), t);
-                        let t = time(&bl, a.reps, || bl.coset_lde(&trace, &params).map(drop))?;
-                        r.line(&format!("coset lde: alloc, copy, in place ({config})"), &what, shape.bytes(), t);
+                        for lean in or_base(&a.ntt_lean, base.ntt_lean) {
+                            if lean && (!lazy_kernel || pow2) && a.ntt_lean.len() > 1 {
+                                continue; // the lean form is of the lazy radix-32, 8-column kernel, not pow2
+                            }
+                            let bl = b.with_options(CudaOptions {
+                                ntt_stages: stages,
+                                ntt_kernel: kernel,
+                                ntt_lazy: lazy,
+                                ntt_pow2: pow2,
+                                ntt_lean: lean,
+                                ..b.options()
+                            })?;
+                            let (radix, cols) = (kernel.radix(), kernel.cols());
+                            let lazy_label = match (lazy_kernel, pow2, lean) {
+                                (true, true, _) => ", lazy, pow2",
+                                (true, false, true) => ", lazy, lean",
+                                (true, false, false) => ", lazy",
+                                _ => "",
+                            };
+                            let config = match stages {
+                                None => format!("radix {radix}, {cols} cols{lazy_label}"),
+                                Some(k) => format!("{k} stages/pass, radix {radix}, {cols} cols{lazy_label}"),
+                            };
+                            let what = format!("{} -> {}", trace_shape, shape);
+                            // The three routes back to back, so that their ratios are of one run.
+                            let t = time(&bl, a.reps, || bl.bench_coset_lde_out_of_place(&trace, &params).map(drop))?;
+                            r.line(&format!("coset lde out of place ({config})"), &what, shape.bytes(), t);
+                            let t = time_with_setup(
+                                &bl,
+                                a.reps,
+                                &mut lde,
+                                |lde| bl.batched_copy(&trace, lde, &fill),
+                                |lde| bl.coset_lde_in_place(lde, &params),
+                            )?;
+                            r.line(&format!("coset lde in place ({config})"), &what, shape.bytes(), t);
+                            let t = time(&bl, a.reps, || bl.coset_lde(&trace, &params).map(drop))?;
+                            r.line(&format!("coset lde: alloc, copy, in place ({config})"), &what, shape.bytes(), t);
+                        }
                     }
                 }
             }

@@ -159,14 +159,30 @@ fn stages_per_pass(device: &Device, options: &CudaOptions) -> u32 {
     options.ntt_stages.map_or(fit, |k| k.min(fit))
 }
 
-/// The register kernel variant the options select: (radix, columns per tile, lazy, power-of-two
-/// passes). Lazy reduction (radix 32, 8 columns only): values inside the transform are any u64
-/// congruent mod p; the last pass canonicalises, and the shared-memory kernel canonicalises what
-/// it loads. The power-of-two form (lazy only) is lde.cu's `pow2_scale`.
-pub(crate) fn variant(options: &CudaOptions) -> (u32, usize, bool, bool) {
+/// The form of the lazy radix-32 register passes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LazyForm {
+    /// `ntt_d*_pass_lazy` (or no lazy kernel at all).
+    Plain,
+    /// The power-of-two form, lde.cu's `pow2_scale` ([`CudaOptions::ntt_pow2`]).
+    Pow2,
+    /// The lean form: the same arithmetic, fewer address instructions ([`CudaOptions::ntt_lean`]).
+    Lean,
+}
+
+/// The register kernel variant the options select: (radix, columns per tile, lazy, the lazy
+/// passes' form). Lazy reduction (radix 32, 8 columns only): values inside the transform are any
+/// u64 congruent mod p; the last pass canonicalises, and the shared-memory kernel canonicalises
+/// what it loads. The power-of-two form wins over the lean one when both are asked for.
+pub(crate) fn variant(options: &CudaOptions) -> (u32, usize, bool, LazyForm) {
     let k = options.ntt_kernel;
     let lazy = options.ntt_lazy && k == NttKernel::Radix32Cols8;
-    (k.radix(), k.cols() as usize, lazy, lazy && options.ntt_pow2)
+    let form = match (lazy, options.ntt_pow2, options.ntt_lean) {
+        (true, true, _) => LazyForm::Pow2,
+        (true, false, true) => LazyForm::Lean,
+        _ => LazyForm::Plain,
+    };
+    (k.radix(), k.cols() as usize, lazy, form)
 }
 
 /// The kernel of one NTT pass: inverse (`dit` false) or forward, register kernel or shared-memory
@@ -174,13 +190,15 @@ pub(crate) fn variant(options: &CudaOptions) -> (u32, usize, bool, bool) {
 pub(crate) fn pass_kernel(
     dit: bool,
     reg: bool,
-    (radix, reg_cols, lazy, pow2): (u32, usize, bool, bool),
+    (radix, reg_cols, lazy, form): (u32, usize, bool, LazyForm),
 ) -> &'static str {
     match (dit, reg, radix, reg_cols) {
         (false, false, _, _) => "ntt_dif_pass",
         (true, false, _, _) => "ntt_dit_pass",
-        (false, true, _, _) if pow2 => "ntt_dif_pass_pow2",
-        (true, true, _, _) if pow2 => "ntt_dit_pass_pow2",
+        (false, true, _, _) if lazy && form == LazyForm::Pow2 => "ntt_dif_pass_pow2",
+        (true, true, _, _) if lazy && form == LazyForm::Pow2 => "ntt_dit_pass_pow2",
+        (false, true, _, _) if lazy && form == LazyForm::Lean => "ntt_dif_pass_lean",
+        (true, true, _, _) if lazy && form == LazyForm::Lean => "ntt_dit_pass_lean",
         (false, true, _, _) if lazy => "ntt_dif_pass_lazy",
         (true, true, _, _) if lazy => "ntt_dit_pass_lazy",
         (false, true, 16, _) => "ntt_dif_pass_reg16",

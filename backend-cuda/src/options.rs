@@ -174,6 +174,13 @@ pub struct CudaOptions {
     /// the other kernels and by canonical reduction. Off by default: on the H200 it gives the
     /// same bytes but ran 1.72x slower (BENCHMARKS.md, "the power-of-two form of the lazy passes").
     pub ntt_pow2: bool,
+    /// Whether the lazy radix-32, 8-column kernel runs its lean form (`CUDA_NTT_LEAN`, 1 or 0):
+    /// the same arithmetic, with each tile's global addresses as one running offset and the
+    /// shared-memory exchanges at compile-time offsets, ~10 fewer instructions per butterfly in
+    /// the SASS (BENCHMARKS.md, "instructions per butterfly from the SASS"). Ignored by the other
+    /// kernels, by canonical reduction and when [`Self::ntt_pow2`] is set. Off by default until
+    /// measured on a device.
+    pub ntt_lean: bool,
     /// Where compiled kernel images are kept between processes (`STARK_COMMIT_KERNEL_CACHE`: a
     /// directory, or `off`). Fixed for a device when it is opened:
     /// [`crate::CudaBackend::with_options`] refuses another setting.
@@ -205,12 +212,26 @@ impl Default for CudaOptions {
             ntt_kernel: NttKernel::default(),
             ntt_lazy: true,
             ntt_pow2: false,
+            ntt_lean: false,
             kernel_cache: KernelCacheSetting::Default,
             upload_groups: 4,
             upload_overlap_min_bytes: UPLOAD_OVERLAP_MIN_BYTES,
         }
     }
 }
+
+/// Every variable [`CudaOptions::from_env`] reads.
+const ENV_VARS: [&str; 9] = [
+    "CUDA_TRANSPOSE_ROUTE",
+    "CUDA_NTT_STAGES",
+    "CUDA_NTT_RADIX",
+    "CUDA_NTT_COLS",
+    "CUDA_NTT_LAZY",
+    "CUDA_NTT_POW2",
+    "CUDA_NTT_LEAN",
+    "CUDA_UPLOAD_GROUPS",
+    KERNEL_CACHE_ENV,
+];
 
 /// The most NTT stages one pass fuses: a 2^11-row tile of 8 columns is 128 KiB of shared memory.
 pub(crate) const MAX_NTT_STAGES: u32 = 11;
@@ -219,24 +240,16 @@ impl CudaOptions {
     /// The default options with each setting overridden by its environment variable where that
     /// is set and not empty: `CUDA_TRANSPOSE_ROUTE` (`kernel`, `batched`, `unbatched`),
     /// `CUDA_NTT_STAGES` (0 to 11, 0 = the most shared memory allows), `CUDA_NTT_RADIX` (32, 16),
-    /// `CUDA_NTT_COLS` (8, 4), `CUDA_NTT_LAZY` (1, 0), `CUDA_NTT_POW2` (1, 0), `CUDA_UPLOAD_GROUPS`
-    /// (1 to [`MAX_UPLOAD_GROUPS`]), `STARK_COMMIT_KERNEL_CACHE` (an absolute directory, or `off`:
-    /// [`KernelCacheSetting::parse_env`]).
+    /// `CUDA_NTT_COLS` (8, 4), `CUDA_NTT_LAZY` (1, 0), `CUDA_NTT_POW2` (1, 0), `CUDA_NTT_LEAN` (1, 0),
+    /// `CUDA_UPLOAD_GROUPS` (1 to [`MAX_UPLOAD_GROUPS`]), `STARK_COMMIT_KERNEL_CACHE` (an absolute
+    /// directory, or `off`: [`KernelCacheSetting::parse_env`]).
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] naming the variable and its value when a value is not Unicode,
     /// does not parse or is out of range.
     pub fn from_env() -> Result<Self> {
-        let vars = [
-            "CUDA_TRANSPOSE_ROUTE",
-            "CUDA_NTT_STAGES",
-            "CUDA_NTT_RADIX",
-            "CUDA_NTT_COLS",
-            "CUDA_NTT_LAZY",
-            "CUDA_UPLOAD_GROUPS",
-        ];
         let mut set = std::collections::HashMap::new();
-        for name in vars.into_iter().chain([KERNEL_CACHE_ENV]) {
+        for name in ENV_VARS {
             match std::env::var(name) {
                 Ok(v) if !v.is_empty() => {
                     set.insert(name, v);
@@ -292,6 +305,7 @@ impl CudaOptions {
                 .filter(|g| (1..=MAX_UPLOAD_GROUPS).contains(g))
                 .ok_or_else(|| bad("CUDA_UPLOAD_GROUPS", &v, &expected))?;
         }
+        o.ntt_lean = number("CUDA_NTT_LEAN", [1, 0], u32::from(o.ntt_lean))? == 1;
         o.validate()?;
         Ok(o)
     }
@@ -338,6 +352,7 @@ mod tests {
         assert_eq!((o.ntt_kernel.radix(), o.ntt_kernel.cols()), (32, 8));
         assert!(o.ntt_lazy);
         assert!(!o.ntt_pow2);
+        assert!(!o.ntt_lean);
         assert_eq!(o.kernel_cache, KernelCacheSetting::Default);
         assert_eq!((o.upload_groups, o.upload_overlap_min_bytes), (4, UPLOAD_OVERLAP_MIN_BYTES));
     }
@@ -352,6 +367,7 @@ mod tests {
             ("CUDA_NTT_LAZY", "0"),
             ("CUDA_NTT_POW2", "1"),
             ("CUDA_UPLOAD_GROUPS", "7"),
+            ("CUDA_NTT_LEAN", "1"),
             ("STARK_COMMIT_KERNEL_CACHE", "/var/cache/kernels"),
         ])
         .unwrap();
@@ -363,11 +379,26 @@ mod tests {
                 ntt_kernel: NttKernel::Radix32Cols4,
                 ntt_lazy: false,
                 ntt_pow2: true,
+                ntt_lean: true,
                 kernel_cache: KernelCacheSetting::Dir(PathBuf::from("/var/cache/kernels")),
                 upload_groups: 7,
                 upload_overlap_min_bytes: UPLOAD_OVERLAP_MIN_BYTES,
             }
         );
+        // from_env collects exactly the variables from_vars asks for (CUDA_NTT_POW2 was once
+        // parsed here but never collected from the environment).
+        let asked = std::cell::RefCell::new(Vec::new());
+        CudaOptions::from_vars(|name| {
+            asked.borrow_mut().push(name.to_string());
+            None
+        })
+        .unwrap();
+        let mut asked = asked.into_inner();
+        asked.sort();
+        asked.dedup();
+        let mut listed: Vec<String> = ENV_VARS.iter().map(|s| s.to_string()).collect();
+        listed.sort();
+        assert_eq!(asked, listed, "CudaOptions::from_env must collect every variable from_vars reads");
         let o =
             parse(&[("CUDA_NTT_RADIX", "16"), ("CUDA_NTT_STAGES", "0"), ("CUDA_TRANSPOSE_ROUTE", "batched")]).unwrap();
         assert_eq!(o.ntt_kernel, NttKernel::Radix16Cols8);
@@ -389,6 +420,7 @@ mod tests {
             ("CUDA_UPLOAD_GROUPS", "0"),
             ("CUDA_UPLOAD_GROUPS", "65"),
             ("CUDA_UPLOAD_GROUPS", "four"),
+            ("CUDA_NTT_LEAN", "on"),
             ("STARK_COMMIT_KERNEL_CACHE", "relative/dir"),
             ("STARK_COMMIT_KERNEL_CACHE", "OFF"),
         ] {

@@ -121,6 +121,8 @@ fn kernels_named_by_the_host_code_exist() {
                 "ntt_dit_pass_reg_c4",
                 "ntt_dif_pass_lazy",
                 "ntt_dit_pass_lazy",
+                "ntt_dif_pass_lean",
+                "ntt_dit_pass_lean",
                 crate::lde::SPREAD_KERNEL,
                 "gl_selftest",
             ],
@@ -678,7 +680,7 @@ fn naive_lde(trace: &[u64], n: usize, m: usize, blowup: usize, shift: u64) -> Ve
 /// The in-place LDE (inverse NTT in the buffer's first rows, the spread waves, the forward NTT)
 /// against the naive reference, in every NTT configuration (1, 2, 4 and the most stages per
 /// pass, so shared-memory, mixed and all-register splits; every kernel variant; lazy and
-/// canonical reduction; the power-of-two passes), on edge shapes: n = 1, n < B, n = B, B = 1,
+/// canonical reduction; the power-of-two and the lean passes), on edge shapes: n = 1, n < B, n = B, B = 1,
 /// m = 1, odd m (the spread's 8-byte path), tiles crossing the spread threshold, two inverse
 /// register passes (n = 2^12: tiles with lo != 0 in both directions), and a non-canonical shift. The trace holds
 /// non-canonical values, rows [n, N) hold garbage, and the bytes must equal the reference's.
@@ -715,12 +717,15 @@ fn in_place_lde_matches_the_naive_reference_in_every_configuration() {
         let want = naive_lde(&trace, n, m, blowup, shift);
         for stages in [Some(1), Some(2), Some(4), None] {
             for kernel in NttKernel::ALL {
-                for (lazy, pow2) in [(true, false), (true, true), (false, false)] {
+                for (lazy, pow2, lean) in
+                    [(true, false, false), (true, true, false), (true, false, true), (false, false, false)]
+                {
                     let options = CudaOptions {
                         ntt_stages: stages,
                         ntt_kernel: kernel,
                         ntt_lazy: lazy,
                         ntt_pow2: pow2,
+                        ntt_lean: lean,
                         ..backend.options()
                     };
                     let what = format!("n {n}, m {m}, B {blowup}, shift {shift}, {options:?}");

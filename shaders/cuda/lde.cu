@@ -295,9 +295,56 @@ __device__ __forceinline__ void dif_last_window_pow2(u64 v[1 << LOGR]) {
 template <int COLS>
 __device__ __forceinline__ u32 tile_slot(u32 i, u32 c) { return i * COLS + c + (i >> 5); }
 
-template <bool DIT, int LOGR, int COLS, bool LAZY = false, bool POW2 = false>
+// The lean form's exchange addressing. Window w's local indices are i(j) = base | (j << w), base
+// = low | high with bits disjoint from j << w, so the slot (tile_slot) is
+// tile_slot(base, c) + (j << w) * COLS + ((j << w) >> 5): per window a constant offset for each
+// j. With W a compile-time constant those offsets are immediates of the shared-memory accesses.
+template <int COLS, int W>
+__device__ __forceinline__ constexpr u32 window_offset(u32 j) { return (j << W) * COLS + ((j << W) >> 5); }
+
+template <int LOGR, int COLS, int W>
+__device__ __forceinline__ void tile_put(u64* t, const u64 v[1 << LOGR]) {
+#pragma unroll
+    for (int j = 0; j < (1 << LOGR); ++j) t[window_offset<COLS, W>(j)] = v[j];
+}
+template <int LOGR, int COLS, int W>
+__device__ __forceinline__ void tile_get(const u64* t, u64 v[1 << LOGR]) {
+#pragma unroll
+    for (int j = 0; j < (1 << LOGR); ++j) v[j] = t[window_offset<COLS, W>(j)];
+}
+
+// Stores (PUT) or loads the thread's registers of window w (w <= 11 - LOGR: passes have at most 11
+// stages) at the tile's slots of thread (g, c).
+template <bool PUT, int LOGR, int COLS>
+__device__ __forceinline__ void tile_exchange(u64* tile, u64 v[1 << LOGR], u32 g, u32 c, u32 w) {
+    const u32 base = reg_index<LOGR>(g, w, 0);
+    u64* t = tile + tile_slot<COLS>(base, c);
+#define TILE_CASE(W)                                     \
+    case W:                                              \
+        if (PUT) {                                       \
+            tile_put<LOGR, COLS, (W)>(t, v);             \
+        } else {                                         \
+            tile_get<LOGR, COLS, (W)>(t, v);             \
+        }                                                \
+        break;
+    switch (w) {
+        TILE_CASE(0)
+        TILE_CASE(1)
+        TILE_CASE(2)
+        TILE_CASE(3)
+        TILE_CASE(4)
+        TILE_CASE(5)
+        TILE_CASE(6)
+        default:  // LOGR = 4 only: w = 7 (k = 11)
+            TILE_CASE(7)
+    }
+#undef TILE_CASE
+}
+
+template <bool DIT, int LOGR, int COLS, bool LAZY = false, bool POW2 = false, bool LEAN = false>
 __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
     static_assert(!POW2 || (LAZY && LOGR == 5), "the power-of-two form is a lazy radix-32 pass");
+    static_assert(!LEAN || !POW2, "the lean form is of the general passes");
     constexpr int R = 1 << LOGR;
     // [2^k][COLS], plus one element of padding after every 32 rows: in the window at bit 0,
     // the threads of a warp hold rows 32 apart, which would otherwise share a bank.
@@ -320,12 +367,31 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
             u64 v[R];
             // The first window, and the stages left.
             u32 w = DIT ? 0 : k - LOGR;
+            if (LEAN) {
+                // Register j's row is row(0) + j (h_small << w): one running address, no
+                // per-element index arithmetic; canon_in and inactive columns branch once.
+                const u64 pos0 = ((hi << k) + reg_index<LOGR>(g, w, 0)) * h_small + (p.replicated_in ? 0 : lo);
+                const u64 step = (h_small << w) * p.src_stride;
+                const u64* a = p.src + pos0 * p.src_stride + col;
+                if (active) {
 #pragma unroll
-            for (int j = 0; j < R; ++j) {
-                const u64 pos = ((hi << k) + reg_index<LOGR>(g, w, j)) * h_small + lo;
-                const u64 row = p.replicated_in ? pos - lo : pos;
-                u64 x = active ? p.src[row * p.src_stride + col] : 0;
-                v[j] = p.canon_in ? gl_canon(x) : x;
+                    for (int j = 0; j < R; ++j, a += step) v[j] = *a;
+                } else {
+#pragma unroll
+                    for (int j = 0; j < R; ++j) v[j] = 0;
+                }
+                if (p.canon_in) {
+#pragma unroll
+                    for (int j = 0; j < R; ++j) v[j] = gl_canon(v[j]);
+                }
+            } else {
+#pragma unroll
+                for (int j = 0; j < R; ++j) {
+                    const u64 pos = ((hi << k) + reg_index<LOGR>(g, w, j)) * h_small + lo;
+                    const u64 row = p.replicated_in ? pos - lo : pos;
+                    u64 x = active ? p.src[row * p.src_stride + col] : 0;
+                    v[j] = p.canon_in ? gl_canon(x) : x;
+                }
             }
             // Stages e: DIF k-1 down to 0, DIT 0 up to k-1, in groups of at most LOGR per window.
             u32 next = DIT ? 0 : k;  // DIT: the lowest stage left; DIF: one above the highest left
@@ -360,15 +426,34 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
                 }
                 // Exchange through shared memory into the next window.
                 __syncthreads();  // everyone has read the previous exchange
+                if (LEAN) {
+                    tile_exchange<true, LOGR, COLS>(tile, v, g, c, w);
+                } else {
 #pragma unroll
-                for (int j = 0; j < R; ++j) tile[tile_slot<COLS>(reg_index<LOGR>(g, w, j), c)] = v[j];
+                    for (int j = 0; j < R; ++j) tile[tile_slot<COLS>(reg_index<LOGR>(g, w, j), c)] = v[j];
+                }
                 __syncthreads();
                 w = DIT ? min(next, k - LOGR) : (next >= LOGR ? next - LOGR : 0);
+                if (LEAN) {
+                    tile_exchange<false, LOGR, COLS>(tile, v, g, c, w);
+                } else {
 #pragma unroll
-                for (int j = 0; j < R; ++j) v[j] = tile[tile_slot<COLS>(reg_index<LOGR>(g, w, j), c)];
+                    for (int j = 0; j < R; ++j) v[j] = tile[tile_slot<COLS>(reg_index<LOGR>(g, w, j), c)];
+                }
             }
             // Store.
-            if (active) {
+            if (LEAN && active && !(!DIT && p.finish_inverse)) {
+                // As the load: one running address; canon_out branches once.
+                const u64 step = (h_small << w) * p.dst_stride;
+                u64* a = p.dst + (((hi << k) + reg_index<LOGR>(g, w, 0)) * h_small + lo) * p.dst_stride + col;
+                if (p.canon_out) {
+#pragma unroll
+                    for (int j = 0; j < R; ++j, a += step) *a = gl_canon(v[j]);
+                } else {
+#pragma unroll
+                    for (int j = 0; j < R; ++j, a += step) *a = v[j];
+                }
+            } else if (active) {
                 const u32 log_n = (u32)p.log_size;
 #pragma unroll
                 for (int j = 0; j < R; ++j) {
@@ -417,6 +502,18 @@ extern "C" __global__ void __launch_bounds__(512) ntt_dif_pass_lazy(const NttPas
 #endif
 #if ALL_KERNELS || WANT_ntt_dit_pass_lazy
 extern "C" __global__ void __launch_bounds__(512) ntt_dit_pass_lazy(const NttPass p) { ntt_pass_reg<true, 5, 8, true>(p); }
+#endif
+// The lean form of the lazy passes: the same arithmetic, with the tile's global addresses as one
+// running offset and the shared-memory exchanges at compile-time offsets (tile_exchange).
+#if ALL_KERNELS || WANT_ntt_dif_pass_lean
+extern "C" __global__ void __launch_bounds__(512) ntt_dif_pass_lean(const NttPass p) {
+    ntt_pass_reg<false, 5, 8, true, false, true>(p);
+}
+#endif
+#if ALL_KERNELS || WANT_ntt_dit_pass_lean
+extern "C" __global__ void __launch_bounds__(512) ntt_dit_pass_lean(const NttPass p) {
+    ntt_pass_reg<true, 5, 8, true, false, true>(p);
+}
 #endif
 // The power-of-two form of the lazy passes (see pow2_scale): the same bytes.
 #if ALL_KERNELS || WANT_ntt_dif_pass_pow2

@@ -57,23 +57,24 @@ pub fn cuda_launch_configurations(backend: &backend_cuda::CudaBackend) -> Outcom
     }
     for stages in [Some(1u32), Some(2), Some(4), None] {
         for kernel in NttKernel::ALL {
-            // The power-of-two passes exist for the lazy radix-32, 8-column kernel only.
-            let lazy_pow2: &[(bool, bool)] = if kernel == NttKernel::Radix32Cols8 {
-                &[(true, false), (true, true), (false, false)]
+            // The power-of-two and lean passes exist for the lazy radix-32, 8-column kernel only.
+            let forms: &[(bool, bool, bool)] = if kernel == NttKernel::Radix32Cols8 {
+                &[(true, false, false), (true, true, false), (true, false, true), (false, false, false)]
             } else {
-                &[(true, false), (false, false)]
+                &[(true, false, false), (false, false, false)]
             };
-            for &(lazy, pow2) in lazy_pow2 {
+            for &(lazy, pow2, lean) in forms {
                 let options = CudaOptions {
                     ntt_stages: stages,
                     ntt_kernel: kernel,
                     ntt_lazy: lazy,
                     ntt_pow2: pow2,
+                    ntt_lean: lean,
                     ..base.clone()
                 };
                 let what = format!(
                     "{table}, NTT with {} stages per pass, radix {}, {} columns per tile, lazy {lazy}, power-of-two \
-                     passes {pow2}",
+                     passes {pow2}, lean passes {lean}",
                     stages.map_or("the most".to_string(), |k| k.to_string()),
                     kernel.radix(),
                     kernel.cols()
