@@ -67,6 +67,10 @@ pub enum Bug {
     /// Skips every `backend_api::validate` check and trusts what the caller passed: buffer
     /// lengths, scratch caps, digest offsets, download ranges, allocation sizes.
     TrustsParameters,
+    /// `coset_lde_from_host` extends only whole groups of 8 columns: the columns past the last
+    /// multiple of 8 keep what the upload left (the trace in rows `[0, n)`, the buffer's old
+    /// contents below), as a grouped upload that dropped its narrow last group would.
+    FromHostSkipsTailColumns,
 }
 
 pub struct HostBuffer {
@@ -300,6 +304,22 @@ impl Backend for HostBackend {
         Ok(())
     }
 
+    fn coset_lde_from_host(&self, buf: &mut HostBuffer, trace: &[u64], params: &LdeParams) -> Result<()> {
+        validate::coset_lde_from_host(params, trace.len(), buf.data.len())?;
+        self.write(buf, 0, trace)?;
+        if self.bug != Bug::FromHostSkipsTailColumns {
+            return self.coset_lde_in_place(buf, params);
+        }
+        let m = params.trace().cols();
+        let tail = m / 8 * 8;
+        let before = buf.data.clone();
+        self.coset_lde_in_place(buf, params)?;
+        for (row, old) in buf.data.chunks_mut(m).zip(before.chunks(m)) {
+            row[tail..].copy_from_slice(&old[tail..]);
+        }
+        Ok(())
+    }
+
     fn coset_lde_in_place(&self, buf: &mut HostBuffer, params: &LdeParams) -> Result<()> {
         self.check(|| validate::coset_lde_in_place(params, buf.data.len()))?;
         let (n, m) = (params.trace().rows(), params.trace().cols());
@@ -400,6 +420,7 @@ const CAUGHT_BY: &[(Bug, &[&str])] = &[
     (Bug::HostNotZeroed, &["memory_host_buffers"]),
     (Bug::LeakOnError, &["memory_fault_injection"]),
     (Bug::Untracked, &["memory_counters"]),
+    (Bug::FromHostSkipsTailColumns, &["coset_lde_from_host"]),
     (
         Bug::TrustsParameters,
         &[
