@@ -8,3 +8,26 @@ conformance::conformance_suite!(
     || backend_cuda::CudaOptions::from_env().and_then(|o| backend_cuda::CudaBackend::open(0, o)),
     "REQUIRE_CUDA"
 );
+
+/// The host-trace LDE check again with the upload overlap forced onto the suite's small shapes
+/// (`upload_overlap_min_bytes` 0) at 3 column groups, so that `coset_lde_from_host` from
+/// `alloc_host` memory runs its grouped route (one strided copy per group on the copy stream, the
+/// LDE per column range) against the naive reference; the suite above runs it with the
+/// environment's options, where shapes this small take the plain route.
+#[test]
+fn coset_lde_from_host_in_column_groups() {
+    let made = backend_cuda::CudaOptions::from_env().and_then(|o| {
+        backend_cuda::CudaBackend::open(
+            0,
+            backend_cuda::CudaOptions { upload_groups: 3, upload_overlap_min_bytes: 0, ..o },
+        )
+    });
+    let Some(backend) =
+        conformance::parity::or_skip(made, "cuda::coset_lde_from_host_in_column_groups", "REQUIRE_CUDA")
+    else {
+        return;
+    };
+    if let Err(f) = conformance::lde::coset_lde_from_host(&backend) {
+        panic!("{f}");
+    }
+}
