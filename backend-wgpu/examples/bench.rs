@@ -17,7 +17,8 @@
 //! in bytes (default 256 MiB); `--portable` keeps u32-pair arithmetic where the adapter has
 //! `SHADER_INT64`; `--fused-transpose` fuses the transpose's run pass; `--lde-pass-stages K` caps the LDE's stages per pass (1..=4); `--only NAME`
 //! runs the operations whose name contains NAME (`--only coset_lde`: the LDE in place, through
-//! `coset_lde`, and by the previous out-of-place route).
+//! `coset_lde`, and by the previous out-of-place route; `--only host`: the trace written from
+//! and read back into host memory).
 
 use std::time::Instant;
 
@@ -161,6 +162,7 @@ fn main() {
         portable_arithmetic: args.portable,
         lde_pass_stages: args.lde_pass_stages,
         fused_transpose: args.fused_transpose,
+        transfer_chunk_bytes: None,
     }) {
         Ok(b) => b,
         Err(e) => {
@@ -234,6 +236,19 @@ fn main() {
         );
     };
     row("copy_buffer_to_buffer (baseline)", copy, bytes);
+    // Host transfers of the trace's bytes through the staging rings (every core copies into or
+    // out of mapped staging while the device copies the neighbouring chunks); the host vectors
+    // are touched by the untimed first run.
+    if run("host") {
+        let host = random(trace_shape.len(), 0x5eed);
+        let mut dst = b.alloc(host.len()).expect("a trace-sized buffer");
+        let ms = time(&b, args.iters, || b.write(&mut dst, 0, &host).expect("write"));
+        row("write of the trace (host -> device)", ms, trace_shape.bytes());
+        let mut back = vec![0u64; host.len()];
+        let ms = time(&b, args.iters, || b.download(&dst, 0, &mut back).expect("download"));
+        row("download of the trace (device -> host)", ms, trace_shape.bytes());
+        assert!(back == host, "the trace read back differs from what was written");
+    }
     if run("batched_copy") {
         let copies = [CopyRange::new(0, 0, lde.len())];
         let ms = time(&b, args.iters, || b.batched_copy(&lde, &mut other, &copies).expect("batched_copy"));

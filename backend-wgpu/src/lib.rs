@@ -20,9 +20,14 @@
 //!   [`backend_api::field::LdeTwiddles`]. Kernels live in `shaders/wgsl/*.wgsl`.
 //! - **Accounted memory.** Every device buffer goes through the backend's [`AllocTracker`]; a
 //!   1 MiB parameter arena and a 256 B placeholder are allocated once at construction (outside
-//!   the tracker, they are fixed overhead, like a context); host staging memory is not counted.
+//!   the tracker, they are fixed overhead, like a context).
 //!   Freed segments are pooled for reuse ([`WgpuBackend::pooled_bytes`],
 //!   [`WgpuBackend::trim_pool`]), as CUDA's stream-ordered pool keeps freed memory.
+//! - **Host transfers at bus speed.** Large uploads and downloads go through two small rings of
+//!   mapped staging buffers (three 64 MiB buffers per direction, made at first use and kept),
+//!   filled and emptied by every core while the device copies the neighbouring chunks; their
+//!   bytes count as page-locked host memory ([`backend_api::MemoryCounters::pinned_host`]).
+//!   Small transfers go straight through `Queue::write_buffer` or one staging buffer.
 //! - **Typed failures** ([`backend_api::Error`]). No adapter is `BackendUnavailable`, a lost
 //!   device `DeviceLost`, a wgpu error `Device`, a shader that does not compile `KernelCompile`,
 //!   and a shape beyond what one dispatch can bind `InvalidArgument` naming the limit. wgpu's uncaptured errors are captured, never
@@ -34,6 +39,7 @@ mod hash;
 mod lde;
 mod memory;
 mod merkle;
+mod staging;
 mod transpose;
 
 use std::sync::Arc;
@@ -71,6 +77,11 @@ pub struct WgpuOptions {
     /// faster on the H200: 23.3 ms against 47.5 ms fused at 2^22 x 316 (BENCHMARKS.md). Both
     /// give the same bytes; the suites run both.
     pub fused_transpose: bool,
+    /// Bytes per staging chunk of large uploads and downloads (each direction keeps three such
+    /// mapped buffers, counted as page-locked host memory). `None` is 64 MiB; must be a multiple
+    /// of 8. Smaller values exist to test chunk boundaries at small shapes; transfers of at most
+    /// a sixteenth of a chunk skip the staging buffers.
+    pub transfer_chunk_bytes: Option<usize>,
 }
 
 /// The wgpu backend: one device, one queue.
@@ -104,12 +115,19 @@ impl WgpuBackend {
                 lde::PASS_LOG
             )));
         }
+        let transfer_chunk = options.transfer_chunk_bytes.unwrap_or(staging::DEFAULT_CHUNK_BYTES);
+        if transfer_chunk == 0 || !transfer_chunk.is_multiple_of(8) {
+            return Err(backend_api::Error::InvalidArgument(format!(
+                "wgpu: transfer_chunk_bytes must be a positive multiple of 8, got {transfer_chunk}"
+            )));
+        }
         let gpu = Gpu::new(&Setup {
             allow_software: options.allow_software,
             max_segment_bytes: options.max_segment_bytes,
             portable_arithmetic: options.portable_arithmetic,
             lde_pass_stages,
             fused_transpose: options.fused_transpose,
+            transfer_chunk,
         })?;
         Ok(Self { gpu })
     }
@@ -204,6 +222,25 @@ impl WgpuBackend {
         self.gpu.wait("prepare_buffer")
     }
 
+    /// Makes now the upload staging ring that large writes and uploads go through (three mapped
+    /// buffers of the transfer chunk size, 192 MiB by default, counted as page-locked host
+    /// memory), made at the first large write otherwise, so that its creation and wgpu's zero
+    /// fill of it can overlap other host work. Does nothing when the ring exists.
+    ///
+    /// # Errors
+    /// `Error::OutOfMemory` or a device error creating the buffers; nothing is kept.
+    pub fn prepare_staging(&self) -> Result<()> {
+        self.gpu.check("prepare_staging")?;
+        staging::prepare_upload(&self.gpu)
+    }
+
+    /// Transfers from or to host memory of more than this many bytes go through the staging
+    /// rings ([`WgpuBackend::prepare_staging`]); smaller ones through `Queue::write_buffer` or
+    /// one staging buffer of their size. A sixteenth of the transfer chunk (4 MiB by default).
+    pub fn staged_transfer_min_bytes(&self) -> usize {
+        self.gpu.transfer_chunk / staging::DIRECT_FRACTION + 1
+    }
+
     /// Frees the segments the pool keeps for reuse (freed buffers' segments stay allocated so
     /// that later allocations of the same size skip buffer creation and wgpu's zero fill);
     /// returns the bytes released. Never needed for correctness: an allocation that runs out of
@@ -248,9 +285,9 @@ impl WgpuBackend {
 impl Backend for WgpuBackend {
     type Buffer = WgpuBuffer;
     type Download = WgpuDownload;
-    /// Ordinary host memory. wgpu has no page-locked memory to hand out: an upload goes through
-    /// `Queue::write_buffer`, which copies into wgpu's own staging memory whatever the source,
-    /// and a mapped `MAP_WRITE` buffer is only writable through a guard that borrows it, so it
+    /// Ordinary host memory. wgpu has no page-locked memory to hand out: a large upload is copied
+    /// by every core into the backend's mapped staging ring whatever the source, and a mapped
+    /// `MAP_WRITE` buffer is only writable through a write-only guard that borrows it, so it
     /// cannot be a long-lived `&mut [u64]` that a trace builder fills and any call accepts.
     type HostBuffer = Vec<u64>;
 

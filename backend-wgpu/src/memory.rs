@@ -5,7 +5,8 @@
 //! one storage buffer (`Gpu::seg_elems`). Kernels see segments through windows (see
 //! `context::Space`), so one device buffer may be far larger than the binding limit.
 //!
-//! Host staging buffers (`MAP_READ`) are host memory and are not counted by the tracker.
+//! Host transfers: small ones directly, large ones through the staging rings of `staging`,
+//! whose bytes count as page-locked host memory, not in the tracker's `live`.
 //!
 //! Freed segments go to a pool and are reused by later allocations of the same size, as CUDA's
 //! stream-ordered pool does: creating and destroying a 1 GiB wgpu buffer costs tens of
@@ -18,14 +19,8 @@ use std::sync::Arc;
 
 use backend_api::{DeviceBuffer, Error, PendingDownload, Result, validate};
 
-use crate::context::{Gpu, NAME, WgpuError, device_error, lock};
-
-/// Bytes moved per staging round trip of [`download`].
-const STAGING_BYTES: usize = 64 << 20;
-/// How long a download waits for its staging buffer's mapping once the queue is idle.
-const MAP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
-/// Bytes written per submission of [`upload`] (bounds wgpu's own staging memory).
-const UPLOAD_CHUNK_BYTES: usize = 64 << 20;
+use crate::context::{Gpu, NAME, lock};
+use crate::staging;
 
 /// An owned device buffer of `u64` elements: one or more wgpu buffers, returned to the pool
 /// (segments) or freed (tables) on drop.
@@ -194,25 +189,31 @@ pub(crate) fn upload(gpu: &Arc<Gpu>, host: &[u64]) -> Result<WgpuBuffer> {
     Ok(buf)
 }
 
-/// Writes `host` at element `offset` of `buf`.
+/// Writes `host` at element `offset` of `buf`: small writes through `Queue::write_buffer`,
+/// large ones through the upload staging ring (`staging::upload`).
 pub(crate) fn write(gpu: &Gpu, buf: &WgpuBuffer, offset: usize, host: &[u64]) -> Result<()> {
-    let chunk = UPLOAD_CHUNK_BYTES / 8;
+    write_observed(gpu, buf, offset, host, &mut |_| {})
+}
+
+/// [`write`], calling `after_chunk(j)` once staged chunk `j` is submitted (tests lose the
+/// device there).
+pub(crate) fn write_observed(
+    gpu: &Gpu,
+    buf: &WgpuBuffer,
+    offset: usize,
+    host: &[u64],
+    after_chunk: &mut dyn FnMut(usize),
+) -> Result<()> {
+    if host.len() * 8 > gpu.transfer_chunk / staging::DIRECT_FRACTION {
+        return staging::upload(gpu, buf, offset, host, after_chunk);
+    }
     let mut done = 0;
     for (s, o, n) in buf.pieces(offset, host.len()) {
-        let mut k = 0;
-        while k < n {
-            let m = chunk.min(n - k);
-            let src = &host[done + k..done + k + m];
-            gpu.hw.queue.write_buffer(&buf.segs[s], ((o + k) * 8) as u64, bytemuck::cast_slice(src));
-            gpu.hw.queue.submit([]);
-            k += m;
-            if m == chunk {
-                // Let wgpu reclaim its staging memory before the next chunk.
-                gpu.wait("upload")?;
-            }
-        }
+        let src = &host[done..done + n];
+        gpu.hw.queue.write_buffer(&buf.segs[s], (o * 8) as u64, bytemuck::cast_slice(src));
         done += n;
     }
+    gpu.hw.queue.submit([]);
     gpu.check("upload")
 }
 
@@ -233,79 +234,30 @@ pub(crate) fn raw_copy(gpu: &Gpu, src: &WgpuBuffer, dst: &mut WgpuBuffer) -> Res
     gpu.check("raw_copy")
 }
 
-/// Copies `out.len()` elements from element `offset` of `buf`, after all issued work.
+/// Copies `out.len()` elements from element `offset` of `buf`, after all issued work: large
+/// reads through the download staging ring (`staging::download`), small ones through one
+/// staging buffer of their size.
 pub(crate) fn download(gpu: &Gpu, buf: &WgpuBuffer, offset: usize, out: &mut [u64]) -> Result<()> {
     validate::download(buf.len, offset, out.len())?;
     if out.is_empty() {
         return gpu.check("download");
     }
-    let staging_elems = (STAGING_BYTES / 8).min(out.len());
+    if out.len() * 8 > gpu.transfer_chunk / staging::DIRECT_FRACTION {
+        return staging::download(gpu, buf, offset, out);
+    }
     let staging = gpu.create_buffer(
         "backend-wgpu download staging",
-        (staging_elems * 8) as u64,
+        (out.len() * 8) as u64,
         wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
     )?;
-    let mut done = 0;
-    while done < out.len() {
-        let n = staging_elems.min(out.len() - done);
-        let mut encoder = gpu.hw.device.create_command_encoder(&Default::default());
-        let mut at = 0;
-        for (s, o, m) in buf.pieces(offset + done, n) {
-            encoder.copy_buffer_to_buffer(
-                &buf.segs[s],
-                (o * 8) as u64,
-                &staging,
-                (at * 8) as u64,
-                Some((m * 8) as u64),
-            );
-            at += m;
-        }
-        gpu.hw.queue.submit([encoder.finish()]);
-        read_mapped(gpu, &staging, &mut out[done..done + n])?;
-        done += n;
+    let mut encoder = gpu.hw.device.create_command_encoder(&Default::default());
+    let mut at = 0;
+    for (s, o, m) in buf.pieces(offset, out.len()) {
+        encoder.copy_buffer_to_buffer(&buf.segs[s], (o * 8) as u64, &staging, (at * 8) as u64, Some((m * 8) as u64));
+        at += m;
     }
-    Ok(())
-}
-
-/// Maps `staging`, copies its first `out.len()` elements out, unmaps.
-pub(crate) fn read_mapped(gpu: &Gpu, staging: &wgpu::Buffer, out: &mut [u64]) -> Result<()> {
-    let bytes = (out.len() * 8) as u64;
-    let (tx, rx) = std::sync::mpsc::channel();
-    staging.map_async(wgpu::MapMode::Read, 0..bytes, move |r| {
-        let _ = tx.send(r);
-    });
-    // The callback runs inside some thread's poll: ours, or, when several threads share the
-    // device, another's that is still delivering callbacks after our poll returned. So poll
-    // and wait for the callback in turns, up to a deadline.
-    let deadline = std::time::Instant::now() + MAP_TIMEOUT;
-    let mapped = loop {
-        gpu.wait("download")?;
-        match rx.recv_timeout(std::time::Duration::from_millis(5)) {
-            Ok(r) => break r,
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) if std::time::Instant::now() < deadline => {}
-            Err(e) => {
-                gpu.check("download")?;
-                return Err(device_error(
-                    "map a download buffer",
-                    WgpuError::NoAnswer(format!(
-                        "the mapping did not complete within {MAP_TIMEOUT:?} of an idle queue ({e})"
-                    )),
-                ));
-            }
-        }
-    };
-    if let Err(e) = mapped {
-        return Err(device_error("map a download buffer", e));
-    }
-    {
-        let view = staging.get_mapped_range(0..bytes).map_err(|e| device_error("read a download buffer", e))?;
-        // `view` is 8-byte aligned mapped memory only in practice; copy bytewise to be exact.
-        for (o, b) in out.iter_mut().zip(view.chunks_exact(8)) {
-            *o = u64::from_le_bytes(b.try_into().expect("8 bytes"));
-        }
-    }
-    staging.unmap();
-    Ok(())
+    let index = gpu.hw.queue.submit([encoder.finish()]);
+    staging::read_mapped(gpu, &staging, Some(index), out)
 }
 
 /// A queued device-to-host copy: the staging buffers it landed in.
@@ -313,6 +265,8 @@ pub struct WgpuDownload {
     gpu: Arc<Gpu>,
     parts: Vec<(wgpu::Buffer, usize)>,
     len: usize,
+    /// The submission holding every part's copy.
+    index: wgpu::SubmissionIndex,
 }
 
 impl std::fmt::Debug for WgpuDownload {
@@ -349,9 +303,9 @@ pub(crate) fn queue_download(gpu: &Arc<Gpu>, buf: &WgpuBuffer) -> Result<WgpuDow
         parts.push((staging, n));
         done += n;
     }
-    gpu.hw.queue.submit([encoder.finish()]);
+    let index = gpu.hw.queue.submit([encoder.finish()]);
     gpu.check("queue_download")?;
-    Ok(WgpuDownload { gpu: gpu.clone(), parts, len: buf.len })
+    Ok(WgpuDownload { gpu: gpu.clone(), parts, len: buf.len, index })
 }
 
 impl PendingDownload for WgpuDownload {
@@ -361,7 +315,7 @@ impl PendingDownload for WgpuDownload {
         let mut out = vec![0u64; self.len];
         let mut at = 0;
         for (staging, n) in &self.parts {
-            read_mapped(&self.gpu, staging, &mut out[at..at + n])?;
+            staging::read_mapped(&self.gpu, staging, Some(self.index.clone()), &mut out[at..at + n])?;
             at += n;
         }
         Ok(out)

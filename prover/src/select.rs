@@ -369,8 +369,8 @@ pub struct Preparation {
     pub lde_elems: usize,
 }
 
-/// [`SelectedBackend::while_preparing`]'s work on wgpu: the commit's pipelines, then its LDE
-/// buffer pooled.
+/// [`SelectedBackend::while_preparing`]'s work on wgpu: the commit's pipelines, the upload
+/// staging ring, then its LDE buffer pooled.
 #[cfg(feature = "wgpu")]
 fn prepare_wgpu(b: &backend_wgpu::WgpuBackend, prep: Preparation) -> Result<()> {
     let made = b.prepare_kernels(prep.hash)?;
@@ -379,6 +379,16 @@ fn prepare_wgpu(b: &backend_wgpu::WgpuBackend, prep: Preparation) -> Result<()> 
             crate::trace::step(&format!("  pipeline {}:{} {:.1} ms", p.file, p.kernel, p.time.as_secs_f64() * 1e3));
         }
         crate::trace::step(&format!("pipelines ready ({})", made.len()));
+    }
+    // wgpu has no page-locked host memory: whatever host buffer holds the trace, a large one goes
+    // through the upload staging ring. The trace is at most half the LDE (blowup >= 2).
+    if prep.lde_elems * backend_api::ELEM_BYTES / 2 >= b.staged_transfer_min_bytes() {
+        // As for the LDE buffer: out of memory here leaves the ring to the first large write.
+        match b.prepare_staging() {
+            Ok(()) => crate::trace::step("upload staging ring ready"),
+            Err(e) if e.is_out_of_memory() => crate::trace::step(&format!("upload staging ring not made: {e}")),
+            Err(e) => return Err(e.into()),
+        }
     }
     if prep.device_bytes.is_some() {
         // As on CUDA: out of memory here leaves the buffer's creation to the commit.

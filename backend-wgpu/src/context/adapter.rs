@@ -15,6 +15,8 @@ pub(crate) struct Setup {
     pub lde_pass_stages: u32,
     /// Fuse the transpose's run pass where the adapter allows ([`crate::WgpuOptions::fused_transpose`]).
     pub fused_transpose: bool,
+    /// Bytes per staging chunk of host transfers, validated: a multiple of 8, at least 8.
+    pub transfer_chunk: usize,
 }
 
 /// What [`open`] found: the device, its queue and what the adapter reports.

@@ -24,6 +24,10 @@ pub(crate) struct Gpu {
     pub fused_transpose: bool,
     /// Freed segments kept for reuse (see `memory::alloc`).
     pub pool: Mutex<crate::memory::Pool>,
+    /// The staging rings of large host transfers (see `staging`).
+    pub staging: Mutex<crate::staging::Rings>,
+    /// Bytes per staging chunk of host transfers, a multiple of 8.
+    pub transfer_chunk: usize,
     pub tracker: AllocTracker,
     faults: Arc<Mutex<Faults>>,
     pub(super) bindings: Bindings,
@@ -45,6 +49,8 @@ impl Gpu {
             lde_pass_stages: setup.lde_pass_stages,
             fused_transpose: setup.fused_transpose,
             pool: Mutex::new(crate::memory::Pool::default()),
+            staging: Mutex::new(crate::staging::Rings::default()),
+            transfer_chunk: setup.transfer_chunk,
             tracker: AllocTracker::new(),
             faults,
             bindings,
@@ -68,14 +74,29 @@ impl Gpu {
 
     /// Waits for all submitted work.
     pub fn wait(&self, op: &str) -> Result<()> {
+        self.wait_for(None, op)
+    }
+
+    /// Waits for submission `index` (every submission so far when `None`) and the callbacks it
+    /// completes.
+    pub fn wait_for(&self, index: Option<wgpu::SubmissionIndex>, op: &str) -> Result<()> {
         self.check(op)?;
-        let polled = self.hw.device.poll(wgpu::PollType::wait_indefinitely());
+        let polled = self.hw.device.poll(wgpu::PollType::Wait { submission_index: index, timeout: None });
         self.check(op)?;
         polled.map(|_| ()).map_err(|e| device_error(format!("{op}: wait for the queue"), e))
     }
 
     /// Creates a buffer, turning an out-of-memory or validation error into an [`Error`].
     pub fn create_buffer(&self, label: &str, size: u64, usage: wgpu::BufferUsages) -> Result<wgpu::Buffer> {
+        self.new_buffer(label, size, usage, false)
+    }
+
+    /// As [`Gpu::create_buffer`], the buffer mapped for the host at creation.
+    pub fn create_mapped_buffer(&self, label: &str, size: u64, usage: wgpu::BufferUsages) -> Result<wgpu::Buffer> {
+        self.new_buffer(label, size, usage, true)
+    }
+
+    fn new_buffer(&self, label: &str, size: u64, usage: wgpu::BufferUsages, mapped: bool) -> Result<wgpu::Buffer> {
         if size > self.hw.limits.max_buffer_size {
             return Err(Error::InvalidArgument(format!(
                 "{NAME}: a {size} B buffer exceeds the adapter's max_buffer_size of {} B",
@@ -88,7 +109,7 @@ impl Gpu {
             label: Some(label),
             size,
             usage,
-            mapped_at_creation: false,
+            mapped_at_creation: mapped,
         });
         let invalid = pollster::block_on(valid.pop());
         let out_of_memory = pollster::block_on(oom.pop());

@@ -103,9 +103,9 @@ impl Gpu {
         let mut encoder = self.hw.device.create_command_encoder(&Default::default());
         encoder.resolve_query_set(&timer.set, 0..n, &resolve, 0);
         encoder.copy_buffer_to_buffer(&resolve, 0, &staging, 0, Some(bytes));
-        self.hw.queue.submit([encoder.finish()]);
+        let index = self.hw.queue.submit([encoder.finish()]);
         let mut ticks = vec![0u64; n as usize];
-        crate::memory::read_mapped(self, &staging, &mut ticks)?;
+        crate::staging::read_mapped(self, &staging, Some(index), &mut ticks)?;
         let period_ms = self.hw.queue.get_timestamp_period() as f64 * 1e-6;
         let pairs = ticks.chunks_exact(2);
         let busy: u64 = pairs.clone().map(|p| p[1].saturating_sub(p[0])).sum();
