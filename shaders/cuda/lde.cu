@@ -173,19 +173,25 @@ __device__ __forceinline__ u32 reg_index(u32 g, u32 w, u32 j) {
 // twiddle is w^(t << tw_shift) with t = (i0 mod 2^e) * H_small + lo, e = w + BIT.
 // (The power-of-two form passes log_h_small = 0 and lo = 0: after its pre-scaling the pass is the
 // 2^k-point transform of half-spans 1 .. 2^(k-1).)
-template <bool DIT, bool LAZY, int LOGR, int BIT>
+// (LEAN: the same twiddles, addressed as t << tw_shift = base + j (2^(w + log_size - 1 - e)) with
+// base = (low << (log_size - 1 - e)) + (lo << tw_shift) and j = q mod 2^BIT: the bits of low and
+// j << w are disjoint, so one multiply-add per distinct twiddle.)
+template <bool DIT, bool LAZY, int LOGR, int BIT, bool LEAN = false>
 __device__ __forceinline__ void reg_stage(u64 v[1 << LOGR], const NttPass& p, u32 g, u32 w, u32 lo, u32 log_h_small) {
     constexpr int R = 1 << LOGR;
     const u32 e = w + BIT;
     const u32 tw_shift = (u32)p.log_size - 1 - (log_h_small + e);
     const u32 low = g & ((1u << w) - 1);
+    const u32 s = (u32)p.log_size - 1 - e;  // log_h_small + tw_shift
+    const u64* tw_base = p.tw + ((low << s) + (lo << tw_shift));
+    const u32 tw_step = 1u << (w + s);  // < 2^31: the table has N/2 <= 2^31 entries
     // Twiddle indices are below N/2 <= 2^31: 32-bit arithmetic.
 #pragma unroll
     for (int q = 0; q < R / 2; ++q) {
         const int j0 = ((q >> BIT) << (BIT + 1)) | (q & ((1 << BIT) - 1));
         const int j1 = j0 | (1 << BIT);
         const u32 t = ((low | ((u32)(q & ((1 << BIT) - 1)) << w)) << log_h_small) + lo;
-        const u64 tw = p.tw[t << tw_shift];
+        const u64 tw = LEAN ? tw_base[(u64)(q & ((1 << BIT) - 1)) * tw_step] : p.tw[t << tw_shift];
         const u64 x = v[j0], y = v[j1];
         if (LAZY) {
             if (DIT) {
@@ -207,15 +213,15 @@ __device__ __forceinline__ void reg_stage(u64 v[1 << LOGR], const NttPass& p, u3
     }
 }
 
-template <bool DIT, bool LAZY, int LOGR>
+template <bool DIT, bool LAZY, int LOGR, bool LEAN = false>
 __device__ __forceinline__ void reg_stage_at(u32 b, u64 v[1 << LOGR], const NttPass& p, u32 g, u32 w, u32 lo,
                                              u32 log_h_small) {
     switch (b) {
-        case 0: reg_stage<DIT, LAZY, LOGR, 0>(v, p, g, w, lo, log_h_small); break;
-        case 1: reg_stage<DIT, LAZY, LOGR, 1>(v, p, g, w, lo, log_h_small); break;
-        case 2: reg_stage<DIT, LAZY, LOGR, 2>(v, p, g, w, lo, log_h_small); break;
-        case 3: reg_stage<DIT, LAZY, LOGR, 3>(v, p, g, w, lo, log_h_small); break;
-        default: reg_stage<DIT, LAZY, LOGR, (LOGR > 4 ? 4 : 3)>(v, p, g, w, lo, log_h_small); break;
+        case 0: reg_stage<DIT, LAZY, LOGR, 0, LEAN>(v, p, g, w, lo, log_h_small); break;
+        case 1: reg_stage<DIT, LAZY, LOGR, 1, LEAN>(v, p, g, w, lo, log_h_small); break;
+        case 2: reg_stage<DIT, LAZY, LOGR, 2, LEAN>(v, p, g, w, lo, log_h_small); break;
+        case 3: reg_stage<DIT, LAZY, LOGR, 3, LEAN>(v, p, g, w, lo, log_h_small); break;
+        default: reg_stage<DIT, LAZY, LOGR, (LOGR > 4 ? 4 : 3), LEAN>(v, p, g, w, lo, log_h_small); break;
     }
 }
 
@@ -408,7 +414,7 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
                     if (!POW2 || w != 0) {
                         const u32 top = min(next + LOGR, k);
                         for (u32 e = next; e < top; ++e)
-                            reg_stage_at<DIT, LAZY, LOGR>(e - w, v, p, g, w, tw_lo, tw_log_h);
+                            reg_stage_at<DIT, LAZY, LOGR, LEAN>(e - w, v, p, g, w, tw_lo, tw_log_h);
                         next = top;
                     }
                     if (next >= k) break;
@@ -420,7 +426,8 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
                     }
                     // (Power-of-two form: stop at stage LOGR, so that the last window is [0, LOGR).)
                     const u32 bot = POW2 ? (next >= 2 * LOGR ? next - LOGR : LOGR) : (next >= LOGR ? next - LOGR : 0);
-                    for (u32 e = next; e-- > bot;) reg_stage_at<DIT, LAZY, LOGR>(e - w, v, p, g, w, tw_lo, tw_log_h);
+                    for (u32 e = next; e-- > bot;)
+                        reg_stage_at<DIT, LAZY, LOGR, LEAN>(e - w, v, p, g, w, tw_lo, tw_log_h);
                     next = bot;
                     if (next == 0) break;
                 }
@@ -504,7 +511,8 @@ extern "C" __global__ void __launch_bounds__(512) ntt_dif_pass_lazy(const NttPas
 extern "C" __global__ void __launch_bounds__(512) ntt_dit_pass_lazy(const NttPass p) { ntt_pass_reg<true, 5, 8, true>(p); }
 #endif
 // The lean form of the lazy passes: the same arithmetic, with the tile's global addresses as one
-// running offset and the shared-memory exchanges at compile-time offsets (tile_exchange).
+// running offset, the shared-memory exchanges at compile-time offsets (tile_exchange) and each
+// twiddle's address one multiply-add from a per-stage base (reg_stage).
 #if ALL_KERNELS || WANT_ntt_dif_pass_lean
 extern "C" __global__ void __launch_bounds__(512) ntt_dif_pass_lean(const NttPass p) {
     ntt_pass_reg<false, 5, 8, true, false, true>(p);
