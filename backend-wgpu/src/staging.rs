@@ -270,6 +270,7 @@ pub(crate) fn upload(
             slot.buf.unmap();
             slot.mapped = false;
             let mut encoder = gpu.hw.device.create_command_encoder(&Default::default());
+            gpu.stamp(&mut encoder);
             let mut at = 0;
             for (s, o, m) in buf.pieces(offset + j * chunk, src.len()) {
                 encoder.copy_buffer_to_buffer(
@@ -281,6 +282,7 @@ pub(crate) fn upload(
                 );
                 at += m;
             }
+            gpu.stamp(&mut encoder);
             slot.last = Some(gpu.hw.queue.submit([encoder.finish()]));
             after_chunk(j);
             gpu.check("upload")?;
@@ -301,6 +303,7 @@ pub(crate) fn download(gpu: &Gpu, buf: &WgpuBuffer, offset: usize, out: &mut [u6
             let slot = &mut ring.slots[j % SLOTS];
             let n = chunk.min(total - j * chunk);
             let mut encoder = gpu.hw.device.create_command_encoder(&Default::default());
+            gpu.stamp(&mut encoder);
             let mut at = 0;
             for (s, o, m) in buf.pieces(offset + j * chunk, n) {
                 encoder.copy_buffer_to_buffer(
@@ -312,6 +315,7 @@ pub(crate) fn download(gpu: &Gpu, buf: &WgpuBuffer, offset: usize, out: &mut [u6
                 );
                 at += m;
             }
+            gpu.stamp(&mut encoder);
             let index = gpu.hw.queue.submit([encoder.finish()]);
             slot.last = Some(index.clone());
             request_map(&slot.buf, wgpu::MapMode::Read, (n * 8) as u64, Some(index))
