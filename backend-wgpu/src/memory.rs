@@ -195,7 +195,7 @@ pub(crate) fn write(gpu: &Gpu, buf: &WgpuBuffer, offset: usize, host: &[u64]) ->
     write_observed(gpu, buf, offset, host, &mut |_| {})
 }
 
-/// [`write`], calling `after_chunk(j)` once staged chunk `j` is submitted (tests lose the
+/// [`write()`], calling `after_chunk(j)` once staged chunk `j` is submitted (tests lose the
 /// device there).
 pub(crate) fn write_observed(
     gpu: &Gpu,
