@@ -153,9 +153,10 @@ fn split(stages: u32, max: u32) -> Vec<u32> {
 }
 
 /// Stages per pass: [`CudaOptions::ntt_stages`] (1 is one radix-2 stage per launch) or else the
-/// most the device's shared memory allows, up to [`MAX_NTT_STAGES`].
+/// most the device's shared memory allows (a register kernel's tile and twiddles), up to
+/// [`MAX_NTT_STAGES`], and at least 1.
 fn stages_per_pass(device: &Device, options: &CudaOptions) -> u32 {
-    let fit = (device.max_shared_optin / (NTT_COLS * ELEM_BYTES)).max(2).ilog2().min(MAX_NTT_STAGES);
+    let fit = (2..=MAX_NTT_STAGES).rev().find(|&k| reg_tile_bytes(k, NTT_COLS) <= device.max_shared_optin).unwrap_or(1);
     options.ntt_stages.map_or(fit, |k| k.min(fit))
 }
 
@@ -208,6 +209,13 @@ pub(crate) fn pass_kernel(
         (false, true, _, _) => "ntt_dif_pass_reg",
         (true, true, _, _) => "ntt_dit_pass_reg",
     }
+}
+
+/// Shared memory of a register kernel's block for a pass of `k` stages over `cols` columns: the
+/// tile (`2^k x cols`, padded by one element per 32 rows) and the tile's gathered twiddles
+/// (`2^k - 1` of them, lde.cu's `gather_twiddles`; the power-of-two form leaves them unused).
+fn reg_tile_bytes(k: u32, cols: usize) -> usize {
+    ((1usize << k) * cols + (1usize << k) / 32 + (1usize << k)) * ELEM_BYTES
 }
 
 /// Which buffer an NTT pass reads or writes.
@@ -552,15 +560,14 @@ fn queue(
     }
     debug_assert!(cols.end <= pitch && (trace.is_none() || m == pitch));
     let max_k = stages_per_pass(device, options);
-    let shared_max = (1usize << max_k) * NTT_COLS * ELEM_BYTES + (1usize << max_k) / 32 * ELEM_BYTES;
+    let shared_max = reg_tile_bytes(max_k as u32, NTT_COLS);
     let v @ (radix, reg_cols, _, _) = variant(options);
     let kernels = |dit: bool, k: u32| {
         let reg = k >= REG_MIN_STAGES;
         let name = pass_kernel(dit, reg, v);
         let cols = if reg { reg_cols } else { NTT_COLS };
         let threads = if reg { ((1usize << k) * cols / radix as usize) as u32 } else { BLOCK };
-        // Register kernels pad their tile by one element per 32 rows.
-        let smem = (1usize << k) * cols * ELEM_BYTES + if reg { (1usize << k) / 32 * ELEM_BYTES } else { 0 };
+        let smem = if reg { reg_tile_bytes(k, cols) } else { (1usize << k) * cols * ELEM_BYTES };
         device.kernel(Source::Lde, name, shared_max).map(|kernel| (kernel, threads, smem as u32, cols))
     };
     let max_grid = device.sm_count as usize * 8;

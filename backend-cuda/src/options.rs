@@ -175,10 +175,9 @@ pub struct CudaOptions {
     /// same bytes but ran 1.72x slower (BENCHMARKS.md, "the power-of-two form of the lazy passes").
     pub ntt_pow2: bool,
     /// Whether the lazy radix-32, 8-column kernel runs its lean form (`CUDA_NTT_LEAN`, 1 or 0):
-    /// the same arithmetic, with each tile's global addresses as one running offset, the
-    /// shared-memory exchanges at compile-time offsets and one multiply-add per twiddle address:
-    /// ~12 fewer instructions per butterfly in the SASS (BENCHMARKS.md, "instructions per
-    /// butterfly from the SASS"). Ignored by the other
+    /// the same arithmetic, with each tile's global addresses as one running offset and the
+    /// shared-memory exchanges at compile-time offsets: ~11 fewer instructions per butterfly in
+    /// the SASS (BENCHMARKS.md, "instructions per butterfly from the SASS"). Ignored by the other
     /// kernels, by canonical reduction and when [`Self::ntt_pow2`] is set. Off by default until
     /// measured on a device.
     pub ntt_lean: bool,

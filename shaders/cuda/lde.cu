@@ -170,28 +170,24 @@ __device__ __forceinline__ u32 reg_index(u32 g, u32 w, u32 j) {
 }
 
 // One radix-2 stage at register bit BIT over the R registers. For the pair's first index i0 the
-// twiddle is w^(t << tw_shift) with t = (i0 mod 2^e) * H_small + lo, e = w + BIT.
+// twiddle is w^(t << tw_shift) with t = (i0 mod 2^e) * H_small + lo, e = w + BIT: read from the
+// tile's gathered table `tws` (TWS, see gather_twiddles) or from the pass's table.
 // (The power-of-two form passes log_h_small = 0 and lo = 0: after its pre-scaling the pass is the
 // 2^k-point transform of half-spans 1 .. 2^(k-1).)
-// (LEAN: the same twiddles, addressed as t << tw_shift = base + j (2^(w + log_size - 1 - e)) with
-// base = (low << (log_size - 1 - e)) + (lo << tw_shift) and j = q mod 2^BIT: the bits of low and
-// j << w are disjoint, so one multiply-add per distinct twiddle.)
-template <bool DIT, bool LAZY, int LOGR, int BIT, bool LEAN = false>
-__device__ __forceinline__ void reg_stage(u64 v[1 << LOGR], const NttPass& p, u32 g, u32 w, u32 lo, u32 log_h_small) {
+template <bool DIT, bool LAZY, int LOGR, int BIT, bool TWS>
+__device__ __forceinline__ void reg_stage(u64 v[1 << LOGR], const NttPass& p, const u64* tws, u32 g, u32 w, u32 lo,
+                                          u32 log_h_small) {
     constexpr int R = 1 << LOGR;
     const u32 e = w + BIT;
     const u32 tw_shift = (u32)p.log_size - 1 - (log_h_small + e);
     const u32 low = g & ((1u << w) - 1);
-    const u32 s = (u32)p.log_size - 1 - e;  // log_h_small + tw_shift
-    const u64* tw_base = p.tw + ((low << s) + (lo << tw_shift));
-    const u32 tw_step = 1u << (w + s);  // < 2^31: the table has N/2 <= 2^31 entries
     // Twiddle indices are below N/2 <= 2^31: 32-bit arithmetic.
 #pragma unroll
     for (int q = 0; q < R / 2; ++q) {
         const int j0 = ((q >> BIT) << (BIT + 1)) | (q & ((1 << BIT) - 1));
         const int j1 = j0 | (1 << BIT);
-        const u32 t = ((low | ((u32)(q & ((1 << BIT) - 1)) << w)) << log_h_small) + lo;
-        const u64 tw = LEAN ? tw_base[(u64)(q & ((1 << BIT) - 1)) * tw_step] : p.tw[t << tw_shift];
+        const u32 i0 = low | ((u32)(q & ((1 << BIT) - 1)) << w);  // i0 mod 2^e
+        const u64 tw = TWS ? tws[(1u << e) - 1 + i0] : p.tw[((i0 << log_h_small) + lo) << tw_shift];
         const u64 x = v[j0], y = v[j1];
         if (LAZY) {
             if (DIT) {
@@ -213,15 +209,29 @@ __device__ __forceinline__ void reg_stage(u64 v[1 << LOGR], const NttPass& p, u3
     }
 }
 
-template <bool DIT, bool LAZY, int LOGR, bool LEAN = false>
-__device__ __forceinline__ void reg_stage_at(u32 b, u64 v[1 << LOGR], const NttPass& p, u32 g, u32 w, u32 lo,
-                                             u32 log_h_small) {
+template <bool DIT, bool LAZY, int LOGR, bool TWS>
+__device__ __forceinline__ void reg_stage_at(u32 b, u64 v[1 << LOGR], const NttPass& p, const u64* tws, u32 g, u32 w,
+                                             u32 lo, u32 log_h_small) {
     switch (b) {
-        case 0: reg_stage<DIT, LAZY, LOGR, 0, LEAN>(v, p, g, w, lo, log_h_small); break;
-        case 1: reg_stage<DIT, LAZY, LOGR, 1, LEAN>(v, p, g, w, lo, log_h_small); break;
-        case 2: reg_stage<DIT, LAZY, LOGR, 2, LEAN>(v, p, g, w, lo, log_h_small); break;
-        case 3: reg_stage<DIT, LAZY, LOGR, 3, LEAN>(v, p, g, w, lo, log_h_small); break;
-        default: reg_stage<DIT, LAZY, LOGR, (LOGR > 4 ? 4 : 3), LEAN>(v, p, g, w, lo, log_h_small); break;
+        case 0: reg_stage<DIT, LAZY, LOGR, 0, TWS>(v, p, tws, g, w, lo, log_h_small); break;
+        case 1: reg_stage<DIT, LAZY, LOGR, 1, TWS>(v, p, tws, g, w, lo, log_h_small); break;
+        case 2: reg_stage<DIT, LAZY, LOGR, 2, TWS>(v, p, tws, g, w, lo, log_h_small); break;
+        case 3: reg_stage<DIT, LAZY, LOGR, 3, TWS>(v, p, tws, g, w, lo, log_h_small); break;
+        default: reg_stage<DIT, LAZY, LOGR, (LOGR > 4 ? 4 : 3), TWS>(v, p, tws, g, w, lo, log_h_small); break;
+    }
+}
+
+// The twiddles of one tile of a pass, gathered into shared memory before its stages run: stage e
+// (local, e < k) of the tile with low index `lo` uses, for the pair whose first local index is
+// i0, the table entry ((i0 mod 2^e) << log_h_small) + lo, shifted by log_size - 1 -
+// (log_h_small + e); those 2^e values go to tws[2^e - 1 + (i0 mod 2^e)], 2^k - 1 in all. The
+// gathers are independent loads issued together (beside the tile's own loads), so each stage
+// then reads shared memory instead of waiting for a global load of its own.
+__device__ __forceinline__ void gather_twiddles(u64* tws, const NttPass& p, u32 k, u32 lo) {
+    const u32 log_h = (u32)p.log_h_small;
+    for (u32 x = threadIdx.x; x + 1 < (1u << k); x += blockDim.x) {
+        const u32 e = 31 - __clz(x + 1), i0 = x + 1 - (1u << e);
+        tws[x] = p.tw[((i0 << log_h) + lo) << ((u32)p.log_size - 1 - (log_h + e))];
     }
 }
 
@@ -362,6 +372,10 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
     // With replicated_in (h_small == B) one block computes the B tiles of one `hi`.
     const u64 reps = p.replicated_in ? h_small : 1;
     const u64 tasks = ((1ull << p.log_size) >> k) / reps;
+    // The tile's twiddles (all but the power-of-two form) follow the tile in shared memory; they
+    // depend only on `lo`, so consecutive tiles with the same `lo` reuse them.
+    u64* const tws = tile + ((1u << k) * COLS + ((1u << k) >> 5));
+    u32 tws_lo = ~0u;
     for (u64 blk = blockIdx.x; blk < tasks * col_groups; blk += gridDim.x) {
         const u64 cg = blk % col_groups, task = blk / col_groups;
         const u64 col = cg * COLS + c;
@@ -370,6 +384,13 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
             const u64 tile_id = task * reps + rep;
             const u64 lo = tile_id & (h_small - 1);
             const u64 hi = tile_id >> p.log_h_small;
+            // (`lo` is the same for the whole block: the gather and its barrier are uniform. The
+            // previous tile's reads of `tws` ended at its closing barrier.)
+            const bool gather = !POW2 && (u32)lo != tws_lo;
+            if (gather) {
+                gather_twiddles(tws, p, k, (u32)lo);
+                tws_lo = (u32)lo;
+            }
             u64 v[R];
             // The first window, and the stages left.
             u32 w = DIT ? 0 : k - LOGR;
@@ -399,6 +420,7 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
                     v[j] = p.canon_in ? gl_canon(x) : x;
                 }
             }
+            if (gather) __syncthreads();  // the gathered twiddles are visible to every thread
             // Stages e: DIF k-1 down to 0, DIT 0 up to k-1, in groups of at most LOGR per window.
             u32 next = DIT ? 0 : k;  // DIT: the lowest stage left; DIF: one above the highest left
             // The table's view of the stages: the pass's own, or (power-of-two form) half-spans from 1.
@@ -414,7 +436,7 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
                     if (!POW2 || w != 0) {
                         const u32 top = min(next + LOGR, k);
                         for (u32 e = next; e < top; ++e)
-                            reg_stage_at<DIT, LAZY, LOGR, LEAN>(e - w, v, p, g, w, tw_lo, tw_log_h);
+                            reg_stage_at<DIT, LAZY, LOGR, !POW2>(e - w, v, p, tws, g, w, tw_lo, tw_log_h);
                         next = top;
                     }
                     if (next >= k) break;
@@ -426,8 +448,7 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
                     }
                     // (Power-of-two form: stop at stage LOGR, so that the last window is [0, LOGR).)
                     const u32 bot = POW2 ? (next >= 2 * LOGR ? next - LOGR : LOGR) : (next >= LOGR ? next - LOGR : 0);
-                    for (u32 e = next; e-- > bot;)
-                        reg_stage_at<DIT, LAZY, LOGR, LEAN>(e - w, v, p, g, w, tw_lo, tw_log_h);
+                    for (u32 e = next; e-- > bot;) reg_stage_at<DIT, LAZY, LOGR, !POW2>(e - w, v, p, tws, g, w, tw_lo, tw_log_h);
                     next = bot;
                     if (next == 0) break;
                 }
