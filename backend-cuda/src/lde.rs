@@ -566,7 +566,7 @@ fn queue(
     }
     debug_assert!(cols.end <= pitch && (trace.is_none() || m == pitch));
     let max_k = stages_per_pass(device, options);
-    let shared_max = reg_tile_bytes(max_k as u32, NTT_COLS);
+    let shared_max = reg_tile_bytes(max_k, NTT_COLS);
     let v @ (radix, reg_cols, _, _) = variant(options);
     let kernels = |dit: bool, k: u32| {
         let reg = k >= REG_MIN_STAGES;
