@@ -5,13 +5,17 @@
 //!   tables built), phases synchronized.
 //! - **Warm:** the median of each phase over `runs` further commits of the same table in the same
 //!   process, and the median total.
+//! - **Device-resident:** the median total of `runs` commits of the same trace already on the
+//!   device (copied from a device master before each clock starts): what the commit costs
+//!   without the bus.
 //! - **Floor:** where the backend has page-locked host memory (CUDA), the median of three
 //!   page-locked host-to-device and device-to-host copies of the trace's bytes, and the ratios of
-//!   the warm upload and the warm commit to it.
+//!   the warm upload to it and of the warm commit to the copy plus the device-resident commit
+//!   (below 1.0: part of the copy hides behind the device work).
 
 use std::collections::BTreeMap;
 
-use backend_api::{Backend, MatrixShape};
+use backend_api::{Backend, CopyRange, MatrixShape};
 use serde::Serialize;
 
 use crate::commit::{CommitParams, commit};
@@ -65,16 +69,55 @@ pub struct BenchReport {
     pub one_shot: PhaseSummary,
     /// Medians over the warm commits.
     pub warm_median: PhaseSummary,
+    /// Median total seconds of `runs` commits of the same trace from device memory; `None` when
+    /// the device had no room for a second copy of the trace beside the commit.
+    pub device_resident_total_seconds: Option<f64>,
     /// The page-locked copy floor, where the backend has one.
     pub floor: Option<TransferFloor>,
     /// Warm median upload (or `upload+lde`, when the commit timed them as one phase) / floor
     /// host-to-device copy.
     pub upload_over_floor: Option<f64>,
-    /// Warm median total / (floor host-to-device copy + warm median total without the upload, or
-    /// without `upload+lde`): 1.0 means a commit from host memory costs the bus copy plus the
-    /// device-resident work (with `upload+lde`, the work after the LDE: the LDE hidden behind the
-    /// copy).
-    pub total_over_floor_plus_device_work: Option<f64>,
+    /// Warm median total / (floor host-to-device copy + device-resident median total): 1.0 means
+    /// a commit from host memory costs the bus copy plus the commit from device memory, below 1.0
+    /// that part of the copy hides behind the device work.
+    pub total_over_floor_plus_device_commit: Option<f64>,
+}
+
+/// The median total of `runs` commits of `trace` from device memory: one master copy uploaded
+/// off the clock, and before each commit (which consumes its trace) a fresh device copy of it,
+/// synchronized before the clock starts. `Ok(None)` when the device runs out of memory for the
+/// extra copies (the commit from host memory never needs them).
+fn device_resident<B: Backend>(
+    backend: &B,
+    trace: &[u64],
+    shape: MatrixShape,
+    params: &CommitParams,
+    runs: usize,
+    roots: &[[u8; backend_api::DIGEST_BYTES]],
+) -> Result<Option<f64>> {
+    let run = || -> Result<f64> {
+        let master = backend.upload(trace)?;
+        let mut totals = Vec::with_capacity(runs);
+        for i in 0..runs {
+            let mut t = backend.alloc(trace.len())?;
+            backend.batched_copy(&master, &mut t, &[CopyRange::new(0, 0, trace.len())])?;
+            backend.synchronize()?;
+            let c = commit(backend, TraceInput::device(t, shape), params, &NoProgress)?;
+            if c.roots != roots {
+                return Err(backend_api::Error::InvalidArgument(format!(
+                    "device-resident commit {i} gave other roots than the commit from host memory"
+                ))
+                .into());
+            }
+            totals.push(c.timings.total_seconds);
+        }
+        Ok(median(totals))
+    };
+    match run() {
+        Ok(t) => Ok(Some(t)),
+        Err(crate::ProverError::Backend(backend_api::Error::OutOfMemory { .. })) => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -129,16 +172,14 @@ pub fn bench<B: Backend>(
         phases.insert(*name, median(warm.iter().filter_map(|w| w.phases.get(name).copied()).collect()));
     }
     let warm_median = PhaseSummary { phases, total_seconds: median(warm.iter().map(|w| w.total_seconds).collect()) };
+    let device_resident_total_seconds = device_resident(backend, trace, shape, &params, runs, &roots)?;
     // A host trace committed without a snapshot is uploaded and extended in one phase
     // (`upload+lde`, which a backend may overlap): its ratio to the floor is then how close the
-    // overlapped phase comes to the bare copy, and the device work beside the floor excludes the
-    // LDE (1.0 means the LDE hid entirely behind the copy).
+    // overlapped phase comes to the bare copy.
     let upload = UPLOAD_PHASES.iter().find_map(|p| warm_median.phases.get(p).copied());
     let upload_over_floor = floor.as_ref().zip(upload).map(|(f, u)| u / f.h2d_seconds);
-    let total_over_floor_plus_device_work = floor
-        .as_ref()
-        .zip(upload)
-        .map(|(f, u)| warm_median.total_seconds / (f.h2d_seconds + warm_median.total_seconds - u));
+    let total_over_floor_plus_device_commit =
+        floor.as_ref().zip(device_resident_total_seconds).map(|(f, d)| warm_median.total_seconds / (f.h2d_seconds + d));
     let info = backend.info();
     Ok(BenchReport {
         backend: info.backend.to_string(),
@@ -151,9 +192,10 @@ pub fn bench<B: Backend>(
         roots: roots.iter().map(|r| r.iter().map(|b| format!("{b:02x}")).collect()).collect(),
         one_shot,
         warm_median,
+        device_resident_total_seconds,
         floor,
         upload_over_floor,
-        total_over_floor_plus_device_work,
+        total_over_floor_plus_device_commit,
     })
 }
 
@@ -177,6 +219,10 @@ impl std::fmt::Display for BenchReport {
             ms(self.one_shot.total_seconds),
             ms(self.warm_median.total_seconds)
         )?;
+        match self.device_resident_total_seconds {
+            Some(d) => writeln!(f, "{:<12} {:>12} {:>16.2}", "from device", "", ms(d))?,
+            None => writeln!(f, "from device  skipped: no device memory for a second copy of the trace")?,
+        }
         match &self.floor {
             Some(fl) => {
                 let gb = (self.trace_rows * self.cols * 8) as f64 / 1e9;
@@ -189,14 +235,14 @@ impl std::fmt::Display for BenchReport {
                     ms(fl.d2h_seconds),
                     gb / fl.d2h_seconds
                 )?;
-                if let (Some(u), Some(t)) = (self.upload_over_floor, self.total_over_floor_plus_device_work) {
+                if let Some(u) = self.upload_over_floor {
                     let upload =
                         UPLOAD_PHASES.into_iter().find(|p| self.warm_median.phases.contains_key(p)).unwrap_or("upload");
-                    let work = if upload == "upload" { "device work" } else { "device work after the LDE" };
-                    writeln!(
-                        f,
-                        "ratios     warm {upload} / floor H2D {u:.2}x; warm total / (floor H2D + {work}) {t:.2}x"
-                    )?;
+                    write!(f, "ratios     warm {upload} / floor H2D {u:.2}x")?;
+                    if let Some(t) = self.total_over_floor_plus_device_commit {
+                        write!(f, "; warm total / (floor H2D + commit from device) {t:.2}x")?;
+                    }
+                    writeln!(f)?;
                 }
             }
             None => writeln!(f, "floor      none: this backend has no page-locked host copy to compare with")?,

@@ -387,10 +387,15 @@ fn bench_on_cpu_reports_every_phase_and_the_commit_roots() {
         (bench["one_shot"]["total_seconds"].as_f64().unwrap(), bench["warm_median"]["total_seconds"].as_f64().unwrap());
     assert!(one > 0.0 && warm > 0.0, "{stdout}");
     assert!(bench["floor"].is_null() && bench["upload_over_floor"].is_null(), "{stdout}");
+    // The commits from device memory ran (the CPU has room for the second copy) and gave the same
+    // roots (the bench refuses otherwise); with no floor there is no ratio to it.
+    assert!(bench["device_resident_total_seconds"].as_f64().is_some_and(|d| d > 0.0), "{stdout}");
+    assert!(bench["total_over_floor_plus_device_commit"].is_null(), "{stdout}");
     // The text report names the phases and says why there is no floor.
     let text_out = prover(&[&["bench", "--runs", "1"], &shape[..]].concat());
     let (t, _) = text(&text_out);
     assert!(t.contains("warm median/1") && t.contains("upload+lde") && t.contains("floor      none"), "{t}");
+    assert!(t.contains("from device"), "{t}");
     expect_error(&[&["bench", "--runs", "0"], &shape[..]].concat(), 2, "--runs must be at least 1");
 }
 
