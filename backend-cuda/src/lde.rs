@@ -49,14 +49,14 @@
 //! 8-column tiles ([`column_groups`]; tile boundaries keep every NTT tile inside one group), and:
 //!
 //! 1. an event recorded on the compute stream makes the device's copy stream wait for the work
-//!    already queued on the buffer (its stream-ordered allocation, earlier readers);
+//!    already queued on the buffer (its stream-ordered allocation, earlier readers, the tables).
+//!    The tables are uploaded on the compute stream before that event: host-to-device copies go
+//!    through the copy engine in the order they are queued, whatever their stream, so tables
+//!    queued after the groups would wait for the whole trace (the first measured version did
+//!    that, and overlapped nothing). Their host work (building them, the staging ring) is done
+//!    ahead by a caller that prepares (`prover` does, while it makes the table);
 //! 2. each group is one `cuMemcpy2DAsync` on the copy stream (`n` rows of the group's width, the
-//!    trace's row length as both pitches), followed by an event; the tables are built and
-//!    uploaded on the compute stream right after the first group's copy is queued: host-to-device
-//!    copies go through the copy engine in the order they are queued, whatever their stream, so
-//!    tables queued after every group would wait for the whole trace (the first measured version
-//!    did that, and overlapped nothing), while tables queued first put their host work ahead of
-//!    the first copy;
+//!    trace's row length as both pitches), followed by an event;
 //! 3. for each group the compute stream waits for its copy's event and queues the whole in-place
 //!    plan on its columns, so group `g` is extended while groups `g + 1, ...` are still on the
 //!    bus;
@@ -428,14 +428,20 @@ pub(crate) fn coset_lde_from_host(
     // nothing in flight.
     let ready = Event::new(&dev)?;
     let copied = groups.iter().map(|_| Event::new(&dev)).collect::<Result<Vec<_>>>()?;
+    // The tables go first: host-to-device copies go through the copy engine in the order they
+    // are queued, whatever their stream, so tables queued after every group's copy hold the first
+    // group's launches until the whole trace has crossed (the first version did that and
+    // overlapped nothing: 183.7 ms at G = 4 against 180.5 ms at G = 1 on the H200). Queued right
+    // behind the first group instead, they measured 171.7-177.6 ms warm at G = 4 against 118.8
+    // ms when first (not explained; the H200 call of 13:56 UTC in BENCHMARKS.md).
+    let tw = Tables::upload(&dev, params, false)?;
     // The copies write `buf` only after the work queued on it so far (its stream-ordered
-    // allocation, earlier kernels reading it).
+    // allocation, earlier kernels reading it, the tables' upload).
     ready.record_on(Lane::Compute)?;
     ready.wait_on(Lane::Copy)?;
     let n = params.trace().rows();
     let pitch = m * ELEM_BYTES;
     let overlapped = || -> Result<()> {
-        let mut tables = None;
         for (g, (cols, done)) in groups.iter().zip(&copied).enumerate() {
             if g == 1 && dev.tracker.site_fails(FaultSite::HostUploadQueued) {
                 return Err(driver::error_from(
@@ -461,18 +467,7 @@ pub(crate) fn coset_lde_from_host(
                 )
             }?;
             done.record_on(Lane::Copy)?;
-            if g == 0 {
-                // The tables right behind the first group: host-to-device copies go through the
-                // copy engine in the order they are queued, whatever their stream, so tables
-                // queued after every group would hold the first group's launches until the
-                // whole trace had crossed (the first version did, and overlapped nothing), and
-                // tables queued before any group put their host work (building them, staging)
-                // ahead of the first copy (that order took 186-192 ms one-shot at G = 4 on the
-                // H200, against 119.6 ms warm).
-                tables = Some(Tables::upload(&dev, params, false)?);
-            }
         }
-        let tw = tables.expect("two groups at least");
         for (cols, done) in groups.iter().zip(&copied) {
             done.wait_on(Lane::Compute)?;
             queue(device, options, params, Route::InPlace, None, buf, cols.clone(), &tw, false)?;

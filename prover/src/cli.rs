@@ -369,13 +369,14 @@ fn run_commit<P: Ports>(args: &CommitArgs, registry: &Registry<P>) -> Result<u8>
     progress.bar.set_message(if args.input.is_some() { "reading the trace" } else { "generating the synthetic table" });
     // The CUDA kernels compile (or load from the kernel cache) and the memory pool grows while
     // the input is read or made, straight into the backend's host memory (page-locked on CUDA:
-    // the upload is a direct copy, so no staging ring is made). Not the pool where other
+    // the upload is a direct copy; the staging ring is made for the LDE's tables). Not the pool where other
     // processes wait for this device: its free memory is what they go by.
     let prep = Preparation {
         hash: params.hash,
         pageable_upload_bytes: 0,
         device_bytes: args.wait_for_memory.is_none().then(|| plan.model.total()),
         lde_elems: plan.model.lde / backend_api::ELEM_BYTES,
+        lde: Some(plan.lde),
     };
     let make_input = || -> Result<_> {
         let mut trace = backend.visit(AllocHost(shape.len()))?;
@@ -466,12 +467,13 @@ fn run_bench<P: Ports>(args: &BenchArgs, registry: &Registry<P>) -> Result<u8> {
     let (backend, _) = registry.select(&args.run.backend)?;
     let budget = params.budget.unwrap_or_else(|| default_budget(backend.visit(InfoOf).total_memory));
     admit(&plan.model, budget, 0)?;
-    // The table goes into the backend's host memory, as in `prover commit`: no staging ring.
+    // The table goes into the backend's host memory, as in `prover commit`.
     let prep = Preparation {
         hash: params.hash,
         pageable_upload_bytes: 0,
         device_bytes: Some(plan.model.total()),
         lde_elems: plan.model.lde / backend_api::ELEM_BYTES,
+        lde: Some(plan.lde),
     };
     let (trace, prepared) = backend.while_preparing(prep, || -> Result<_> {
         let mut trace = backend.visit(AllocHost(shape.len()))?;

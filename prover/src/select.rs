@@ -111,7 +111,8 @@ impl<X: PortBackend> SelectedBackend<X> {
     /// page-locks its staging ring when a pageable upload is large enough to go through it
     /// ([`backend_cuda::CudaBackend::prepare_staging`]), and grows its memory pool by
     /// `prep.device_bytes` ([`backend_cuda::CudaBackend::prepare_memory`]), so that the first
-    /// launch, upload and allocations of the commit do not pay for them; wgpu creates the
+    /// launch, upload and allocations of the commit do not pay for them; the LDE's host twiddle
+    /// tables are built (CUDA and wgpu, [`Preparation::lde`]); wgpu creates the
     /// commit's compute pipelines ([`backend_wgpu::WgpuBackend::prepare_kernels`]) and, with
     /// `prep.device_bytes`, an LDE-sized buffer for its pool; the CPU and ports have nothing to
     /// prepare here. Returns `work`'s result and the preparation's.
@@ -367,6 +368,23 @@ pub struct Preparation {
     /// clears one buffer of that length ahead and keeps its segments in its pool
     /// ([`backend_wgpu::WgpuBackend::prepare_buffer`]).
     pub lde_elems: usize,
+    /// The commit's LDE, or `None`: its twiddle tables are built on the host ahead
+    /// ([`backend_api::field::LdeTwiddles::shared`], kept for the process), and on CUDA, where
+    /// they are uploaded from ordinary host memory, their bytes count with
+    /// `pageable_upload_bytes` towards making the staging ring ahead.
+    pub lde: Option<backend_api::LdeParams>,
+}
+
+impl Preparation {
+    /// Builds the LDE's host tables now (see [`Preparation::lde`]); their bytes, 0 without an LDE.
+    fn prepare_lde_tables(&self) -> usize {
+        use backend_api::field::LdeTwiddles;
+        let Some(lde) = &self.lde else { return 0 };
+        let (log_n, log_b) = (lde.log_trace_rows(), lde.log_blowup());
+        drop(LdeTwiddles::shared(log_n, log_b, lde.shift()));
+        crate::trace::step("LDE tables built");
+        LdeTwiddles::bytes_for(log_n, log_b)
+    }
 }
 
 /// [`SelectedBackend::while_preparing`]'s work on wgpu: the commit's pipelines, the upload
@@ -374,6 +392,7 @@ pub struct Preparation {
 #[cfg(feature = "wgpu")]
 fn prepare_wgpu(b: &backend_wgpu::WgpuBackend, prep: Preparation) -> Result<()> {
     let made = b.prepare_kernels(prep.hash)?;
+    prep.prepare_lde_tables();
     if crate::trace::enabled() {
         for p in &made {
             crate::trace::step(&format!("  pipeline {}:{} {:.1} ms", p.file, p.kernel, p.time.as_secs_f64() * 1e3));
@@ -419,7 +438,8 @@ fn prepare_cuda(b: &backend_cuda::CudaBackend, prep: Preparation) -> Result<()> 
         let cached = units.iter().filter(|u| u.origin == backend_cuda::ImageOrigin::Cache).count();
         crate::trace::step(&format!("kernels ready ({} units, {cached} from the cache)", units.len()));
     }
-    if prep.pageable_upload_bytes >= backend_cuda::CudaBackend::STAGED_TRANSFER_MIN_BYTES {
+    let tables = prep.prepare_lde_tables();
+    if prep.pageable_upload_bytes + tables >= backend_cuda::CudaBackend::STAGED_TRANSFER_MIN_BYTES {
         b.prepare_staging()?;
         crate::trace::step("staging ring ready");
     }
