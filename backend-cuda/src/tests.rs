@@ -27,6 +27,14 @@ fn nvrtc_or_skip(test: &str) -> bool {
     false
 }
 
+/// Panics at the first element of the row-major `m`-column matrix `got` that differs from `want`
+/// (or at a length mismatch), naming its row and column.
+fn assert_same_words(what: &str, got: &[u64], want: &[u64], m: usize) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    if let Some(at) = got.iter().zip(want).position(|(g, w)| g != w) {
+        panic!("{what}: element {at} (row {}, column {}) is {:#x}, not {:#x}", at / m, at % m, got[at], want[at]);
+    }
+}
 #[test]
 fn every_kernel_file_compiles_for_sm_90() {
     if !nvrtc_or_skip("every_kernel_file_compiles_for_sm_90") {
@@ -735,15 +743,7 @@ fn in_place_lde_matches_the_naive_reference_in_every_configuration() {
                     b.write(&mut buf, n * m, &garbage).unwrap();
                     b.coset_lde_in_place(&mut buf, &params).unwrap_or_else(|e| panic!("{what}: {e}"));
                     let got = b.download_vec(&buf).unwrap();
-                    if let Some(at) = got.iter().zip(&want).position(|(g, w)| g != w) {
-                        panic!(
-                            "{what}: element {at} (row {}, column {}) is {:#x}, not {:#x}",
-                            at / m,
-                            at % m,
-                            got[at],
-                            want[at]
-                        );
-                    }
+                    assert_same_words(&what, &got, &want, m);
                 }
             }
         }
@@ -920,15 +920,7 @@ fn lde_from_host_matches_the_naive_reference_for_every_group_count() {
             b.coset_lde_from_host(&mut buf, &host, &params).unwrap_or_else(|e| panic!("{what}: {e}"));
             host.iter_mut().for_each(|x| *x = !*x);
             let got = b.download_vec(&buf).unwrap();
-            if let Some(at) = got.iter().zip(&want).position(|(g, w)| g != w) {
-                panic!(
-                    "{what}: element {at} (row {}, column {}) is {:#x}, not {:#x}",
-                    at / m,
-                    at % m,
-                    got[at],
-                    want[at]
-                );
-            }
+            assert_same_words(&what, &got, &want, m);
         }
     }
     assert_eq!(backend.memory().live, baseline, "the LDEs left device memory allocated");
