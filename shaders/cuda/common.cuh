@@ -96,10 +96,8 @@ __device__ __forceinline__ u64 gl_reduce128(u64 lo, u64 hi) {
 
 // a * b mod p for any a, b.
 #ifdef __CUDA_ARCH__
-// The 128-bit product in 32-bit limbs (9 multiply-adds on one carry chain), then the reduction
-// of reduce128 on limbs: x = r0 + r1 2^32 + r2 2^64 + r3 2^96 = (r1:r0) - r3 + r2 (2^32 - 1).
-__device__ __forceinline__ u64 gl_mul(u64 a, u64 b) {
-    u32 r0, r1, r2, r3, lo, hi;
+// The 128-bit product a * b in 32-bit limbs r3 r2 r1 r0 (9 multiply-adds on one carry chain).
+__device__ __forceinline__ void gl_mul_words(u64 a, u64 b, u32& r0, u32& r1, u32& r2, u32& r3) {
     const u32 a0 = (u32)a, a1 = (u32)(a >> 32), b0 = (u32)b, b1 = (u32)(b >> 32);
     asm("mul.lo.u32      %0, %4, %6;\n\t"
         "mul.hi.u32      %1, %4, %6;\n\t"
@@ -112,6 +110,12 @@ __device__ __forceinline__ u64 gl_mul(u64 a, u64 b) {
         "addc.u32        %3, %3, 0;"
         : "=&r"(r0), "=&r"(r1), "=&r"(r2), "=&r"(r3)
         : "r"(a0), "r"(a1), "r"(b0), "r"(b1));
+}
+
+// The 128-bit value r3 r2 r1 r0 (32-bit words) reduced lazily: (r1:r0) - r3 + r2 (2^32 - 1), each
+// wrap corrected once (the reduction of gl_mul and gl_mul_lazy, on any four words).
+__device__ __forceinline__ u64 gl_reduce_words_lazy(u32 r0, u32 r1, u32 r2, u32 r3) {
+    u32 lo, hi;
     asm("{\n\t"
         ".reg .u32 bw, m0, m1, c;\n\t"
         // t = (r1:r0) - r3; on a borrow t -= 2^32 - 1 (no second borrow: t >= 2^64 - 2^32 + 1).
@@ -133,7 +137,16 @@ __device__ __forceinline__ u64 gl_mul(u64 a, u64 b) {
         "}"
         : "=&r"(lo), "=&r"(hi)
         : "r"(r0), "r"(r1), "r"(r2), "r"(r3));
-    return gl_canon_rare(lo, hi);
+    return ((u64)hi << 32) | lo;
+}
+
+// The reduction of reduce128 on limbs: x = r0 + r1 2^32 + r2 2^64 + r3 2^96 = (r1:r0) - r3 +
+// r2 (2^32 - 1), then the final correction.
+__device__ __forceinline__ u64 gl_mul(u64 a, u64 b) {
+    u32 r0, r1, r2, r3;
+    gl_mul_words(a, b, r0, r1, r2, r3);
+    const u64 x = gl_reduce_words_lazy(r0, r1, r2, r3);
+    return gl_canon_rare((u32)x, (u32)(x >> 32));
 }
 #else
 __device__ __forceinline__ u64 gl_mul(u64 a, u64 b) { return gl_reduce128(a * b, __umul64hi(a, b)); }
@@ -182,46 +195,10 @@ __device__ __forceinline__ u64 gl_sub_lazy(u64 a, u64 b) {
     return ((u64)hi << 32) | lo;
 }
 
-// The 128-bit value r3 r2 r1 r0 (32-bit words) reduced lazily: (r1:r0) - r3 + r2 (2^32 - 1), each
-// wrap corrected once (the reduction of gl_mul_lazy, on any four words).
-__device__ __forceinline__ u64 gl_reduce_words_lazy(u32 r0, u32 r1, u32 r2, u32 r3) {
-    u32 lo, hi;
-    asm("{\n\t"
-        ".reg .u32 bw, m0, m1, c;\n\t"
-        "sub.cc.u32      %0, %2, %5;\n\t"
-        "subc.cc.u32     %1, %3, 0;\n\t"
-        "subc.u32        bw, 0, 0;\n\t"
-        "sub.cc.u32      %0, %0, bw;\n\t"
-        "subc.u32        %1, %1, 0;\n\t"
-        "sub.cc.u32      m0, 0, %4;\n\t"
-        "subc.u32        m1, %4, 0;\n\t"
-        "add.cc.u32      %0, %0, m0;\n\t"
-        "addc.cc.u32     %1, %1, m1;\n\t"
-        "addc.u32        c, 0, 0;\n\t"
-        "neg.s32         c, c;\n\t"
-        "add.cc.u32      %0, %0, c;\n\t"
-        "addc.u32        %1, %1, 0;\n\t"
-        "}"
-        : "=&r"(lo), "=&r"(hi)
-        : "r"(r0), "r"(r1), "r"(r2), "r"(r3));
-    return ((u64)hi << 32) | lo;
-}
-
 // a * b: the product and reduction of gl_mul without the final correction.
 __device__ __forceinline__ u64 gl_mul_lazy(u64 a, u64 b) {
     u32 r0, r1, r2, r3;
-    const u32 a0 = (u32)a, a1 = (u32)(a >> 32), b0 = (u32)b, b1 = (u32)(b >> 32);
-    asm("mul.lo.u32      %0, %4, %6;\n\t"
-        "mul.hi.u32      %1, %4, %6;\n\t"
-        "mad.lo.cc.u32   %1, %4, %7, %1;\n\t"
-        "madc.hi.u32     %2, %4, %7, 0;\n\t"
-        "mad.lo.cc.u32   %1, %5, %6, %1;\n\t"
-        "madc.hi.cc.u32  %2, %5, %6, %2;\n\t"
-        "madc.hi.u32     %3, %5, %7, 0;\n\t"
-        "mad.lo.cc.u32   %2, %5, %7, %2;\n\t"
-        "addc.u32        %3, %3, 0;"
-        : "=&r"(r0), "=&r"(r1), "=&r"(r2), "=&r"(r3)
-        : "r"(a0), "r"(a1), "r"(b0), "r"(b1));
+    gl_mul_words(a, b, r0, r1, r2, r3);
     return gl_reduce_words_lazy(r0, r1, r2, r3);
 }
 #else
