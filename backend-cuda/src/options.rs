@@ -238,6 +238,29 @@ const ENV_VARS: [&str; 9] = [
 pub(crate) const MAX_NTT_STAGES: u32 = 11;
 
 impl CudaOptions {
+    /// Every NTT launch configuration of the coset LDE on top of `self`'s other settings: stages
+    /// per pass 1, 2, 4 and the most shared memory allows ([`Self::ntt_stages`] `None`), each
+    /// register kernel ([`NttKernel::ALL`]), and each form that kernel has: lazy, lazy
+    /// power-of-two, lazy lean and canonical for radix 32 x 8 columns, lazy and canonical for the
+    /// others. Every one gives the same bytes; the backend's device tests and the reliability
+    /// suite run each against a reference.
+    pub fn ntt_variants(&self) -> Vec<CudaOptions> {
+        let mut out = Vec::new();
+        for ntt_stages in [Some(1), Some(2), Some(4), None] {
+            for ntt_kernel in NttKernel::ALL {
+                let forms: &[(bool, bool, bool)] = if ntt_kernel == NttKernel::Radix32Cols8 {
+                    &[(true, false, false), (true, true, false), (true, false, true), (false, false, false)]
+                } else {
+                    &[(true, false, false), (false, false, false)]
+                };
+                for &(ntt_lazy, ntt_pow2, ntt_lean) in forms {
+                    out.push(CudaOptions { ntt_stages, ntt_kernel, ntt_lazy, ntt_pow2, ntt_lean, ..self.clone() });
+                }
+            }
+        }
+        out
+    }
+
     /// The default options with each setting overridden by its environment variable where that
     /// is set and not empty: `CUDA_TRANSPOSE_ROUTE` (`kernel`, `batched`, `unbatched`),
     /// `CUDA_NTT_STAGES` (0 to 11, 0 = the most shared memory allows), `CUDA_NTT_RADIX` (32, 16),
@@ -342,6 +365,23 @@ mod tests {
     fn parse(vars: &[(&str, &str)]) -> Result<CudaOptions> {
         let map: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         CudaOptions::from_vars(|name| map.get(name).cloned())
+    }
+
+    #[test]
+    fn ntt_variants_are_distinct_keep_the_other_settings_and_include_the_default() {
+        let base = CudaOptions { upload_groups: 7, transpose_route: TransposeRoute::Batched, ..CudaOptions::default() };
+        let v = base.ntt_variants();
+        // 4 stage settings x (4 forms of radix 32 x 8 + 2 of each other kernel).
+        assert_eq!(v.len(), 4 * (4 + 2 + 2));
+        for (i, a) in v.iter().enumerate() {
+            assert_eq!((a.upload_groups, a.transpose_route), (7, TransposeRoute::Batched), "{a:?}");
+            assert!(v[i + 1..].iter().all(|b| b != a), "twice: {a:?}");
+            // The power-of-two and lean forms are of the lazy radix-32, 8-column kernel only.
+            assert!(!(a.ntt_pow2 || a.ntt_lean) || (a.ntt_lazy && a.ntt_kernel == NttKernel::Radix32Cols8), "{a:?}");
+        }
+        let all = CudaOptions::default().ntt_variants();
+        assert!(all.contains(&CudaOptions::default()), "the default (lazy, lean, the most stages)");
+        assert!(all.contains(&CudaOptions { ntt_lean: false, ..CudaOptions::default() }), "the plain lazy form");
     }
 
     #[test]

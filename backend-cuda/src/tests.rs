@@ -695,7 +695,6 @@ fn naive_lde(trace: &[u64], n: usize, m: usize, blowup: usize, shift: u64) -> Ve
 /// Needs a GPU.
 #[test]
 fn in_place_lde_matches_the_naive_reference_in_every_configuration() {
-    use crate::{CudaOptions, NttKernel};
     use backend_api::{Backend, LdeParams, MatrixShape};
     let Some(backend) = device_or_skip("in_place_lde_matches_the_naive_reference_in_every_configuration") else {
         return;
@@ -723,29 +722,15 @@ fn in_place_lde_matches_the_naive_reference_in_every_configuration() {
         let garbage = table((n * blowup - n) * m, 101 + i as u64);
         let params = LdeParams::new(MatrixShape::new(n, m).unwrap(), blowup, shift).unwrap();
         let want = naive_lde(&trace, n, m, blowup, shift);
-        for stages in [Some(1), Some(2), Some(4), None] {
-            for kernel in NttKernel::ALL {
-                for (lazy, pow2, lean) in
-                    [(true, false, false), (true, true, false), (true, false, true), (false, false, false)]
-                {
-                    let options = CudaOptions {
-                        ntt_stages: stages,
-                        ntt_kernel: kernel,
-                        ntt_lazy: lazy,
-                        ntt_pow2: pow2,
-                        ntt_lean: lean,
-                        ..backend.options()
-                    };
-                    let what = format!("n {n}, m {m}, B {blowup}, shift {shift}, {options:?}");
-                    let b = backend.with_options(options).unwrap();
-                    let mut buf = b.alloc(n * blowup * m).unwrap();
-                    b.write(&mut buf, 0, &trace).unwrap();
-                    b.write(&mut buf, n * m, &garbage).unwrap();
-                    b.coset_lde_in_place(&mut buf, &params).unwrap_or_else(|e| panic!("{what}: {e}"));
-                    let got = b.download_vec(&buf).unwrap();
-                    assert_same_words(&what, &got, &want, m);
-                }
-            }
+        for options in backend.options().ntt_variants() {
+            let what = format!("n {n}, m {m}, B {blowup}, shift {shift}, {options:?}");
+            let b = backend.with_options(options).unwrap();
+            let mut buf = b.alloc(n * blowup * m).unwrap();
+            b.write(&mut buf, 0, &trace).unwrap();
+            b.write(&mut buf, n * m, &garbage).unwrap();
+            b.coset_lde_in_place(&mut buf, &params).unwrap_or_else(|e| panic!("{what}: {e}"));
+            let got = b.download_vec(&buf).unwrap();
+            assert_same_words(&what, &got, &want, m);
         }
     }
     assert_eq!(backend.memory().live, 0, "the LDEs left device memory allocated");

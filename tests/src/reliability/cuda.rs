@@ -25,7 +25,7 @@ use crate::{Context as _, Failure, Gen, Outcome};
 /// # Errors
 /// A configuration whose bytes differ.
 pub fn cuda_launch_configurations(backend: &backend_cuda::CudaBackend) -> Outcome {
-    use backend_cuda::{CudaOptions, NttKernel, TransposeRoute};
+    use backend_cuda::{CudaOptions, TransposeRoute};
     let mut g = Gen::new("cuda_launch_configurations");
     let table = Table::new(
         &mut g,
@@ -55,33 +55,19 @@ pub fn cuda_launch_configurations(backend: &backend_cuda::CudaBackend) -> Outcom
             format!("{table}, transpose route {}", route.name()),
         )?;
     }
-    for stages in [Some(1u32), Some(2), Some(4), None] {
-        for kernel in NttKernel::ALL {
-            // The power-of-two and lean passes exist for the lazy radix-32, 8-column kernel only.
-            let forms: &[(bool, bool, bool)] = if kernel == NttKernel::Radix32Cols8 {
-                &[(true, false, false), (true, true, false), (true, false, true), (false, false, false)]
-            } else {
-                &[(true, false, false), (false, false, false)]
-            };
-            for &(lazy, pow2, lean) in forms {
-                let options = CudaOptions {
-                    ntt_stages: stages,
-                    ntt_kernel: kernel,
-                    ntt_lazy: lazy,
-                    ntt_pow2: pow2,
-                    ntt_lean: lean,
-                    ..base.clone()
-                };
-                let what = format!(
-                    "{table}, NTT with {} stages per pass, radix {}, {} columns per tile, lazy {lazy}, power-of-two \
-                     passes {pow2}, lean passes {lean}",
-                    stages.map_or("the most".to_string(), |k| k.to_string()),
-                    kernel.radix(),
-                    kernel.cols()
-                );
-                run(options, what)?;
-            }
-        }
+    for options in base.ntt_variants() {
+        let (stages, kernel) = (options.ntt_stages, options.ntt_kernel);
+        let what = format!(
+            "{table}, NTT with {} stages per pass, radix {}, {} columns per tile, lazy {}, power-of-two passes {}, \
+             lean passes {}",
+            stages.map_or("the most".to_string(), |k| k.to_string()),
+            kernel.radix(),
+            kernel.cols(),
+            options.ntt_lazy,
+            options.ntt_pow2,
+            options.ntt_lean
+        );
+        run(options, what)?;
     }
     Ok(())
 }
