@@ -1,5 +1,6 @@
 // Host emulation of the CUDA NTT register passes of shaders/cuda/lde.cu, without a GPU: every
-// variant of a lazy radix-32 pass (plain, lean, power-of-two) must give the plain one's values,
+// variant of a lazy pass (radix 32 plain, lean and power-of-two; radix 16 lean) must give the
+// plain radix-32 one's values,
 // pass by pass, on random inputs (values >= p included) with the real twiddle tables (powers of
 // the field's 2^log_size-th root of unity, as backend-api's `field::root_of_unity`; the
 // power-of-two form relies on them). Built and run by
@@ -7,7 +8,9 @@
 // `extern __shared__` tile and `extern "C"`) and includes the result here; common.cuh's host
 // arithmetic (its non-__CUDA_ARCH__ branches) stands in for the PTX. A block is `blockDim`
 // threads meeting at a std::barrier for each __syncthreads; blocks run one after another. The
-// lean form runs the plain form's arithmetic, so its words must be equal; the power-of-two form
+// lean forms run the plain form's arithmetic (the radix-16 one groups the same stages into other
+// windows, and the coset factors of the last inverse pass are the table's own words), so their
+// words must be equal; the power-of-two form
 // multiplies by other twiddles in another order, so its (lazy, non-canonical) words must be
 // equal mod p.
 // What it checks is the index arithmetic of the variants (where each thread loads, exchanges
@@ -37,6 +40,7 @@ inline unsigned __brev(unsigned x) {
     for (int i = 0; i < 32; ++i) r |= ((x >> i) & 1u) << (31 - i);
     return r;
 }
+inline int __clz(unsigned x) { return x ? __builtin_clz(x) : 32; }
 inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
     return (unsigned long long)(((unsigned __int128)a * b) >> 64);
 }
@@ -49,7 +53,8 @@ using std::min;
 struct ulonglong2 {
     unsigned long long x, y;
 };
-unsigned long long tile_mem[(1 << 11) * 8 + (1 << 11) / 32];  // the largest register tile
+// The largest register tile, its gathered twiddles and its coset factors (lde.rs's reg_tile_bytes).
+unsigned long long tile_mem[(1 << 11) * 8 + (1 << 11) / 32 + 2 * (1 << 11)];
 
 #include LDE_HOST_SOURCE
 
@@ -72,6 +77,13 @@ static std::vector<u64> root_powers(int log_n, bool inverse, size_t len) {
     u64 x = 1;
     for (auto& v : t) v = x, x = mul_mod(x, w);
     return t;
+}
+
+static u64 pow_mod(u64 b, u64 e) {
+    u64 r = 1;
+    for (; e; e >>= 1, b = mul_mod(b, b))
+        if (e & 1) r = mul_mod(r, b);
+    return r;
 }
 
 static bool same_mod_p(const std::vector<u64>& a, const std::vector<u64>& b) {
@@ -105,9 +117,10 @@ static void launch(Kernel kernel, unsigned grid, unsigned block, const NttPass& 
 int main() {
     std::mt19937_64 rng(7);
     int runs = 0, bad = 0;
-    const Kernel dif[] = {ntt_dif_pass_lazy, ntt_dif_pass_lean, ntt_dif_pass_pow2};
-    const Kernel dit[] = {ntt_dit_pass_lazy, ntt_dit_pass_lean, ntt_dit_pass_pow2};
-    const char* names[] = {"lazy", "lean", "pow2"};
+    const Kernel dif[] = {ntt_dif_pass_lazy, ntt_dif_pass_lean, ntt_dif_pass_pow2, ntt_dif_pass_lean16};
+    const Kernel dit[] = {ntt_dit_pass_lazy, ntt_dit_pass_lean, ntt_dit_pass_pow2, ntt_dit_pass_lean16};
+    const char* names[] = {"lazy", "lean", "pow2", "lean16"};
+    const unsigned radix[] = {32, 32, 32, 16};
     // (log size, k, log H, columns, DIT, canon_in, canon_out, finish_inverse, replicated_in)
     for (int log_size : {10, 12})
         for (int k = 5; k <= 11 && k <= log_size; ++k)
@@ -121,8 +134,12 @@ int main() {
                             if (replicated && (!is_dit || log_h != 1 || finish)) continue;  // the first forward pass, B = 2
                             const unsigned long long n = 1ull << log_size;
                             const std::vector<u64> tw = root_powers(log_size, !is_dit, n / 2);
+                            // The backend's table, s^x / n (the lean form's coset factors rely on
+                            // it), for a random shift s.
                             std::vector<u64> coset(n), buf(2 * n * m);
-                            for (auto& x : coset) x = rng();
+                            const u64 shift = rng() % (GL_P - 1) + 1;
+                            coset[0] = pow_mod(n, GL_P - 2);
+                            for (size_t x = 1; x < n; ++x) coset[x] = mul_mod(coset[x - 1], shift);
                             for (auto& x : buf) x = rng();
                             NttPass p{};
                             p.tw = tw.data();
@@ -137,12 +154,11 @@ int main() {
                             p.replicated_in = replicated;
                             p.log_blowup = 1;
                             p.spread_from = n / 3;
-                            const unsigned block = (1u << k) * 8 / 32;
                             std::vector<u64> want;
-                            for (int v = 0; v < 3; ++v) {
+                            for (int v = 0; v < 4; ++v) {
                                 std::vector<u64> out = buf;
                                 p.src = p.dst = out.data();
-                                launch(is_dit ? dit[v] : dif[v], 3, block, p);
+                                launch(is_dit ? dit[v] : dif[v], 3, (1u << k) * 8 / radix[v], p);
                                 ++runs;
                                 if (v == 0) {
                                     want = out;

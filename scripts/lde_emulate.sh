@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Emulates the lazy radix-32 NTT passes of shaders/cuda/lde.cu on the host (no GPU) and checks
-# that the lean and power-of-two forms give the plain form's bytes (scripts/lde_emulate.cpp).
+# Emulates the lazy NTT register passes of shaders/cuda/lde.cu on the host (no GPU) and checks
+# that the lean forms (radix 32 and 16) and the power-of-two form give the plain radix-32 form's
+# bytes (scripts/lde_emulate.cpp).
 # Needs g++ with C++20 (std::barrier). About a minute on 2 cores.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

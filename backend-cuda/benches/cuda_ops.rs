@@ -327,21 +327,28 @@ fn run(a: &Args) -> std::result::Result<(), Box<dyn std::error::Error>> {
             );
         }
         let base = b.options();
+        // Every combination asked for, each kernel form once: the flags a kernel ignores (lazy
+        // and the forms on radix 32 x 4, the power-of-two form on radix 16, radix 16's lazy
+        // reduction outside its lean form) would time the same kernels again.
+        let mut seen = Vec::new();
         for stages in or_base(&a.ntt_stages, base.ntt_stages) {
             for kernel in or_base(&a.ntt_variants, base.ntt_kernel) {
                 for lazy in or_base(&a.ntt_lazy, base.ntt_lazy) {
-                    if !lazy && a.ntt_lazy.len() > 1 && kernel != NttKernel::Radix32Cols8 {
-                        continue; // only the radix-32, 8-column kernel has a lazy variant
-                    }
-                    let lazy_kernel = lazy && kernel == NttKernel::Radix32Cols8;
                     for pow2 in or_base(&a.ntt_pow2, base.ntt_pow2) {
-                        if pow2 && !lazy_kernel && a.ntt_pow2.len() > 1 {
-                            continue; // the power-of-two form is a lazy radix-32, 8-column kernel's
-                        }
                         for lean in or_base(&a.ntt_lean, base.ntt_lean) {
-                            if lean && (!lazy_kernel || pow2) && a.ntt_lean.len() > 1 {
-                                continue; // the lean form is of the lazy radix-32, 8-column kernel, not pow2
+                            // (lazy, pow2, lean) as the backend runs them.
+                            let form = match kernel {
+                                NttKernel::Radix32Cols8 => (lazy, lazy && pow2, lazy && !pow2 && lean),
+                                NttKernel::Radix16Cols8 => {
+                                    let l = lazy && lean && !pow2;
+                                    (l, false, l)
+                                }
+                                NttKernel::Radix32Cols4 => (false, false, false),
+                            };
+                            if seen.contains(&(stages, kernel, form)) {
+                                continue;
                             }
+                            seen.push((stages, kernel, form));
                             let bl = b.with_options(CudaOptions {
                                 ntt_stages: stages,
                                 ntt_kernel: kernel,
@@ -351,7 +358,7 @@ fn run(a: &Args) -> std::result::Result<(), Box<dyn std::error::Error>> {
                                 ..b.options()
                             })?;
                             let (radix, cols) = (kernel.radix(), kernel.cols());
-                            let lazy_label = match (lazy_kernel, pow2, lean) {
+                            let lazy_label = match form {
                                 (true, true, _) => ", lazy, pow2",
                                 (true, false, true) => ", lazy, lean",
                                 (true, false, false) => ", lazy",

@@ -177,12 +177,18 @@ pub(crate) enum LazyForm {
 }
 
 /// The register kernel variant the options select: (radix, columns per tile, lazy, the lazy
-/// passes' form). Lazy reduction (radix 32, 8 columns only): values inside the transform are any
-/// u64 congruent mod p; the last pass canonicalises, and the shared-memory kernel canonicalises
-/// what it loads. The power-of-two form wins over the lean one when both are asked for.
+/// passes' form). Lazy reduction (radix 32 x 8 columns, and radix 16 in the lean form): values
+/// inside the transform are any u64 congruent mod p; the last pass canonicalises, and the
+/// shared-memory kernel canonicalises what it loads. The power-of-two form wins over the lean one
+/// when both are asked for.
 pub(crate) fn variant(options: &CudaOptions) -> (u32, usize, bool, LazyForm) {
     let k = options.ntt_kernel;
-    let lazy = options.ntt_lazy && k == NttKernel::Radix32Cols8;
+    let lazy = options.ntt_lazy
+        && match k {
+            NttKernel::Radix32Cols8 => true,
+            NttKernel::Radix16Cols8 => options.ntt_lean && !options.ntt_pow2,
+            NttKernel::Radix32Cols4 => false,
+        };
     let form = match (lazy, options.ntt_pow2, options.ntt_lean) {
         (true, true, _) => LazyForm::Pow2,
         (true, false, true) => LazyForm::Lean,
@@ -201,6 +207,8 @@ pub(crate) fn pass_kernel(
     match (dit, reg, radix, reg_cols) {
         (false, false, _, _) => "ntt_dif_pass",
         (true, false, _, _) => "ntt_dit_pass",
+        (false, true, 16, _) if lazy && form == LazyForm::Lean => "ntt_dif_pass_lean16",
+        (true, true, 16, _) if lazy && form == LazyForm::Lean => "ntt_dit_pass_lean16",
         (false, true, _, _) if lazy && form == LazyForm::Pow2 => "ntt_dif_pass_pow2",
         (true, true, _, _) if lazy && form == LazyForm::Pow2 => "ntt_dit_pass_pow2",
         (false, true, _, _) if lazy && form == LazyForm::Lean => "ntt_dif_pass_lean",
@@ -217,10 +225,11 @@ pub(crate) fn pass_kernel(
 }
 
 /// Shared memory of a register kernel's block for a pass of `k` stages over `cols` columns: the
-/// tile (`2^k x cols`, padded by one element per 32 rows) and the tile's gathered twiddles
-/// (`2^k - 1` of them, lde.cu's `gather_twiddles`; the power-of-two form leaves them unused).
+/// tile (`2^k x cols`, padded by one element per 32 rows), the tile's gathered twiddles (`2^k - 1`
+/// of them, lde.cu's `gather_twiddles`; the power-of-two form leaves them unused) and the last
+/// inverse pass's `2^k` coset factors (lde.cu's `coset_factors`, the lean form's).
 fn reg_tile_bytes(k: u32, cols: usize) -> usize {
-    ((1usize << k) * cols + (1usize << k) / 32 + (1usize << k)) * ELEM_BYTES
+    ((1usize << k) * cols + (1usize << k) / 32 + 2 * (1usize << k)) * ELEM_BYTES
 }
 
 /// Which buffer an NTT pass reads or writes.

@@ -107,11 +107,12 @@ impl TransposeRoute {
 /// of its butterfly groups) and columns per shared-memory tile.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum NttKernel {
-    /// Radix 32, 8 columns per 2^11-row tile (512 threads); the default, and the only one with a
-    /// lazy-reduction variant ([`CudaOptions::ntt_lazy`]).
+    /// Radix 32, 8 columns per 2^11-row tile (512 threads); the default, and the one with every
+    /// lazy-reduction form ([`CudaOptions::ntt_lazy`]).
     #[default]
     Radix32Cols8,
-    /// Radix 16, 8 columns per tile (1024 threads).
+    /// Radix 16, 8 columns per tile (1024 threads of at most 64 registers: twice the warps of
+    /// radix 32); lazy in the lean form only ([`CudaOptions::ntt_lean`]).
     Radix16Cols8,
     /// Radix 32, 4 columns per tile: half the shared memory, two blocks per multiprocessor.
     Radix32Cols4,
@@ -165,7 +166,8 @@ pub struct CudaOptions {
     pub ntt_kernel: NttKernel,
     /// Whether the radix-32, 8-column NTT kernel reduces lazily: values inside a transform are any
     /// u64 congruent mod p, canonicalised by the last pass (the default, `true`), or canonical
-    /// after every operation (`CUDA_NTT_LAZY=0`). The other kernels always reduce canonically.
+    /// after every operation (`CUDA_NTT_LAZY=0`). Radix 16 reduces lazily in the lean form
+    /// ([`Self::ntt_lean`]) only; radix 32 x 4 columns always reduces canonically.
     pub ntt_lazy: bool,
     /// Whether the lazy radix-32, 8-column kernel runs its passes in their power-of-two form
     /// (`CUDA_NTT_POW2`, 1 or 0): each element scaled once by a power of a per-tile twiddle
@@ -174,11 +176,12 @@ pub struct CudaOptions {
     /// the other kernels and by canonical reduction. Off by default: on the H200 it gives the
     /// same bytes but ran 1.72x slower (BENCHMARKS.md, "the power-of-two form of the lazy passes").
     pub ntt_pow2: bool,
-    /// Whether the lazy radix-32, 8-column kernel runs its lean form (`CUDA_NTT_LEAN`, 1 or 0):
-    /// the same arithmetic, with each tile's global addresses as one running offset and the
-    /// shared-memory exchanges at compile-time offsets: ~11 fewer instructions per butterfly in
-    /// the SASS (BENCHMARKS.md, "instructions per butterfly from the SASS"). Ignored by the other
-    /// kernels, by canonical reduction and when [`Self::ntt_pow2`] is set. On by default: the
+    /// Whether the lazy 8-column kernels (radix 32 and 16) run their lean form (`CUDA_NTT_LEAN`, 1
+    /// or 0): the same arithmetic, with each tile's global addresses as one running offset, the
+    /// shared-memory exchanges at compile-time offsets and the last inverse pass's coset factors
+    /// made per tile in shared memory: ~11 fewer instructions per butterfly in the SASS
+    /// (BENCHMARKS.md, "instructions per butterfly from the SASS"). Ignored by the 4-column
+    /// kernel, by canonical reduction and when [`Self::ntt_pow2`] is set. On by default: the
     /// LDE 2^21 -> 2^22 x 316 took 78.1 ms against 83.1 ms without it on the H200, both with
     /// per-stage twiddle loads (BENCHMARKS.md, "call 2 of 13:37 UTC").
     pub ntt_lean: bool,
@@ -241,17 +244,20 @@ impl CudaOptions {
     /// Every NTT launch configuration of the coset LDE on top of `self`'s other settings: stages
     /// per pass 1, 2, 4 and the most shared memory allows ([`Self::ntt_stages`] `None`), each
     /// register kernel ([`NttKernel::ALL`]), and each form that kernel has: lazy, lazy
-    /// power-of-two, lazy lean and canonical for radix 32 x 8 columns, lazy and canonical for the
-    /// others. Every one gives the same bytes; the backend's device tests and the reliability
-    /// suite run each against a reference.
+    /// power-of-two, lazy lean and canonical for radix 32 x 8 columns, lazy lean and canonical for
+    /// radix 16, canonical for radix 32 x 4 columns. Every one gives the same bytes; the backend's
+    /// device tests and the reliability suite run each against a reference.
     pub fn ntt_variants(&self) -> Vec<CudaOptions> {
         let mut out = Vec::new();
         for ntt_stages in [Some(1), Some(2), Some(4), None] {
             for ntt_kernel in NttKernel::ALL {
-                let forms: &[(bool, bool, bool)] = if ntt_kernel == NttKernel::Radix32Cols8 {
-                    &[(true, false, false), (true, true, false), (true, false, true), (false, false, false)]
-                } else {
-                    &[(true, false, false), (false, false, false)]
+                // (lazy, pow2, lean)
+                let forms: &[(bool, bool, bool)] = match ntt_kernel {
+                    NttKernel::Radix32Cols8 => {
+                        &[(true, false, false), (true, true, false), (true, false, true), (false, false, false)]
+                    }
+                    NttKernel::Radix16Cols8 => &[(true, false, true), (false, false, false)],
+                    NttKernel::Radix32Cols4 => &[(false, false, false)],
                 };
                 for &(ntt_lazy, ntt_pow2, ntt_lean) in forms {
                     out.push(CudaOptions { ntt_stages, ntt_kernel, ntt_lazy, ntt_pow2, ntt_lean, ..self.clone() });
@@ -371,13 +377,16 @@ mod tests {
     fn ntt_variants_are_distinct_keep_the_other_settings_and_include_the_default() {
         let base = CudaOptions { upload_groups: 7, transpose_route: TransposeRoute::Batched, ..CudaOptions::default() };
         let v = base.ntt_variants();
-        // 4 stage settings x (4 forms of radix 32 x 8 + 2 of each other kernel).
-        assert_eq!(v.len(), 4 * (4 + 2 + 2));
+        // 4 stage settings x (4 forms of radix 32 x 8 + 2 of radix 16 + 1 of radix 32 x 4).
+        assert_eq!(v.len(), 4 * (4 + 2 + 1));
         for (i, a) in v.iter().enumerate() {
             assert_eq!((a.upload_groups, a.transpose_route), (7, TransposeRoute::Batched), "{a:?}");
             assert!(v[i + 1..].iter().all(|b| b != a), "twice: {a:?}");
-            // The power-of-two and lean forms are of the lazy radix-32, 8-column kernel only.
-            assert!(!(a.ntt_pow2 || a.ntt_lean) || (a.ntt_lazy && a.ntt_kernel == NttKernel::Radix32Cols8), "{a:?}");
+            // The power-of-two form is of the lazy radix-32, 8-column kernel only, the lean form of
+            // the lazy 8-column kernels; each entry selects a kernel of its own.
+            assert!(!a.ntt_pow2 || (a.ntt_lazy && a.ntt_kernel == NttKernel::Radix32Cols8), "{a:?}");
+            assert!(!a.ntt_lean || (a.ntt_lazy && a.ntt_kernel.cols() == 8), "{a:?}");
+            assert!(a.ntt_kernel == NttKernel::Radix32Cols8 || a.ntt_lazy == a.ntt_lean, "{a:?}");
         }
         let all = CudaOptions::default().ntt_variants();
         assert!(all.contains(&CudaOptions::default()), "the default (lazy, lean, the most stages)");

@@ -235,6 +235,20 @@ __device__ __forceinline__ void gather_twiddles(u64* tws, const NttPass& p, u32 
     }
 }
 
+// The last inverse pass's coset factors of tile (hi, lo), for the lean form's store: position
+// pos = tile_pos(hi, lo, i) takes coset[bitrev_L(pos)] (L = log_size), and bitrev_L(pos) = A_i | C
+// with A_i = bitrev_k(i) << (L - log_h_small - k) and C = bitrev_L(tile_pos(hi, lo, 0)): i's bits,
+// and those of hi and lo, are disjoint in pos and so in its reversal. As coset[x] = s^x / n,
+// coset[A | C] = coset[A] coset[C] n: one table entry of the tile and 2^k entries shared by
+// every tile (the same addresses each time, so they stay cached) make the tile's factors, which
+// go to cf[i] before the stages; every product is canonical, so cf[i] is the table's own word.
+// The store then reads shared memory instead of one scattered global load per element.
+__device__ __forceinline__ void coset_factors(u64* cf, const NttPass& p, u32 k, u64 hi, u64 lo) {
+    const u32 log_n = (u32)p.log_size, shift = log_n - (u32)p.log_h_small - k;
+    const u64 c = gl_mul(p.coset[bitrev32((u32)tile_pos(hi, lo, 0, p), log_n)], 1ull << log_n);
+    for (u32 i = threadIdx.x; i < (1u << k); i += blockDim.x) cf[i] = gl_mul(p.coset[bitrev32(i, k) << shift], c);
+}
+
 // The power-of-two form of a pass (lazy, radix 32). A DIT pass of k stages at half-spans
 // H .. H 2^(k-1) (H = 2^log_h_small) uses at local stage e, for the pair of local index i0, the
 // twiddle w_(2^(e+1) H)^(jH + lo) = w_(2^(e+1))^j * a^(2^(k-e-1)), j = i0 mod 2^e, with the
@@ -375,6 +389,9 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
     // The tile's twiddles (all but the power-of-two form) follow the tile in shared memory; they
     // depend only on `lo`, so consecutive tiles with the same `lo` reuse them.
     u64* const tws = tile + ((1u << k) * COLS + ((1u << k) >> 5));
+    // The lean form's last inverse pass: the tile's coset factors (coset_factors) after them.
+    u64* const cf = tws + (1u << k);
+    const bool finish = !DIT && p.finish_inverse;
     u32 tws_lo = ~0u;
     for (u64 blk = blockIdx.x; blk < tasks * col_groups; blk += gridDim.x) {
         const u64 cg = blk % col_groups, task = blk / col_groups;
@@ -391,6 +408,7 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
                 gather_twiddles(tws, p, k, (u32)lo);
                 tws_lo = (u32)lo;
             }
+            if (LEAN && finish) coset_factors(cf, p, k, hi, lo);
             u64 v[R];
             // The first window, and the stages left.
             u32 w = DIT ? 0 : k - LOGR;
@@ -420,7 +438,7 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
                     v[j] = p.canon_in ? gl_canon(x) : x;
                 }
             }
-            if (gather) __syncthreads();  // the gathered twiddles are visible to every thread
+            if (gather || (LEAN && finish)) __syncthreads();  // the gathered values are visible to every thread
             // Stages e: DIF k-1 down to 0, DIT 0 up to k-1, in groups of at most LOGR per window.
             u32 next = DIT ? 0 : k;  // DIT: the lowest stage left; DIF: one above the highest left
             // The table's view of the stages: the pass's own, or (power-of-two form) half-spans from 1.
@@ -470,7 +488,30 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
                 }
             }
             // Store.
-            if (LEAN && active && !(!DIT && p.finish_inverse)) {
+            if (LEAN && active && finish) {
+                // The coset factors, then the row of each position: B p from spread_from on, else
+                // p. A tile whose positions all lie on one side of spread_from stores through one
+                // running address, as below.
+                const u32 base = reg_index<LOGR>(g, w, 0);
+#pragma unroll
+                for (int j = 0; j < R; ++j) v[j] = gl_mul_lazy(v[j], cf[base + ((u32)j << w)]);
+                if (p.canon_out) {
+#pragma unroll
+                    for (int j = 0; j < R; ++j) v[j] = gl_canon(v[j]);
+                }
+                const u64 pos0 = ((hi << k) + base) * h_small + lo, span = k + p.log_h_small;
+                const bool spread = (hi << span) >= p.spread_from;
+                if (spread || ((hi + 1) << span) <= p.spread_from) {
+                    const u32 shift = spread ? (u32)p.log_blowup : 0;
+                    const u64 step = ((h_small << w) * p.row_pitch) << shift;
+                    u64* a = p.dst + ((pos0 * p.row_pitch) << shift) + col;
+#pragma unroll
+                    for (int j = 0; j < R; ++j, a += step) *a = v[j];
+                } else {
+#pragma unroll
+                    for (int j = 0; j < R; ++j) p.dst[finish_row(pos0 + (((u64)j << w) << p.log_h_small), p) + col] = v[j];
+                }
+            } else if (LEAN && active) {
                 // As the load: one running address; canon_out branches once.
                 const u64 step = (h_small << w) * p.dst_stride;
                 u64* a = p.dst + (((hi << k) + reg_index<LOGR>(g, w, 0)) * h_small + lo) * p.dst_stride + col;
@@ -481,12 +522,12 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
 #pragma unroll
                     for (int j = 0; j < R; ++j, a += step) *a = v[j];
                 }
-            } else if (active) {
+            } else if (!LEAN && active) {
                 const u32 log_n = (u32)p.log_size;
 #pragma unroll
                 for (int j = 0; j < R; ++j) {
                     const u64 pos = ((hi << k) + reg_index<LOGR>(g, w, j)) * h_small + lo;
-                    if (!DIT && p.finish_inverse) {  // inverse passes only
+                    if (finish) {  // inverse passes only
                         u64 x = LAZY ? gl_mul_lazy(v[j], p.coset[bitrev32((u32)pos, log_n)])
                                      : gl_mul(v[j], p.coset[bitrev32((u32)pos, log_n)]);
                         if (LAZY && p.canon_out) x = gl_canon(x);
@@ -542,6 +583,18 @@ extern "C" __global__ void __launch_bounds__(512) ntt_dif_pass_lean(const NttPas
 #if ALL_KERNELS || WANT_ntt_dit_pass_lean
 extern "C" __global__ void __launch_bounds__(512) ntt_dit_pass_lean(const NttPass p) {
     ntt_pass_reg<true, 5, 8, true, false, true>(p);
+}
+#endif
+// The lean form at radix 16 (1024 threads of at most 64 registers per 2^11-row tile): twice the
+// warps of radix 32 to hide latency with, half the independent butterflies per thread.
+#if ALL_KERNELS || WANT_ntt_dif_pass_lean16
+extern "C" __global__ void __launch_bounds__(1024) ntt_dif_pass_lean16(const NttPass p) {
+    ntt_pass_reg<false, 4, 8, true, false, true>(p);
+}
+#endif
+#if ALL_KERNELS || WANT_ntt_dit_pass_lean16
+extern "C" __global__ void __launch_bounds__(1024) ntt_dit_pass_lean16(const NttPass p) {
+    ntt_pass_reg<true, 4, 8, true, false, true>(p);
 }
 #endif
 // The power-of-two form of the lazy passes (see pow2_scale): the same bytes.
