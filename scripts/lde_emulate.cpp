@@ -1,17 +1,18 @@
 // Host emulation of the CUDA NTT register passes of shaders/cuda/lde.cu, without a GPU: every
-// variant of a lazy pass (radix 32 plain, lean and power-of-two; radix 16 lean over 8 and 4
-// columns) must give the plain radix-32 one's values, pass by pass, on random inputs (values >= p
-// included) with the real twiddle tables (powers of the field's 2^log_size-th root of unity, as
-// backend-api's `field::root_of_unity`; the power-of-two form relies on them) and the real coset
-// table (s^x / n; the lean forms' coset factors rely on it). Built and run by
+// variant of a lazy pass (radix 32 plain, lean and power-of-two; radix 16 lean) must give the
+// plain radix-32 one's values,
+// pass by pass, on random inputs (values >= p included) with the real twiddle tables (powers of
+// the field's 2^log_size-th root of unity, as backend-api's `field::root_of_unity`; the
+// power-of-two form relies on them). Built and run by
 // scripts/lde_emulate.sh, which rewrites the two CUDA-only constructs of lde.cu (the
 // `extern __shared__` tile and `extern "C"`) and includes the result here; common.cuh's host
 // arithmetic (its non-__CUDA_ARCH__ branches) stands in for the PTX. A block is `blockDim`
 // threads meeting at a std::barrier for each __syncthreads; blocks run one after another. The
-// lean forms run the plain form's arithmetic (radix 16 groups the same stages into other windows,
-// and the last inverse pass's coset factors are the table's own words), so their words must be
-// equal; the power-of-two form multiplies by other twiddles in another order, so its (lazy,
-// non-canonical) words must be equal mod p.
+// lean forms run the plain form's arithmetic (the radix-16 one groups the same stages into other
+// windows, and the coset factors of the last inverse pass are the table's own words), so their
+// words must be equal; the power-of-two form
+// multiplies by other twiddles in another order, so its (lazy, non-canonical) words must be
+// equal mod p.
 // What it checks is the index arithmetic of the variants (where each thread loads, exchanges
 // and stores), not the PTX arithmetic, which the device's field self-test checks.
 #include <algorithm>
@@ -116,12 +117,10 @@ static void launch(Kernel kernel, unsigned grid, unsigned block, const NttPass& 
 int main() {
     std::mt19937_64 rng(7);
     int runs = 0, bad = 0;
-    const Kernel dif[] = {ntt_dif_pass_lazy, ntt_dif_pass_lean, ntt_dif_pass_pow2, ntt_dif_pass_lean16,
-                          ntt_dif_pass_lean16_c4};
-    const Kernel dit[] = {ntt_dit_pass_lazy, ntt_dit_pass_lean, ntt_dit_pass_pow2, ntt_dit_pass_lean16,
-                          ntt_dit_pass_lean16_c4};
-    const char* names[] = {"lazy", "lean", "pow2", "lean16", "lean16 x 4 columns"};
-    const unsigned radix[] = {32, 32, 32, 16, 16}, cols[] = {8, 8, 8, 8, 4};
+    const Kernel dif[] = {ntt_dif_pass_lazy, ntt_dif_pass_lean, ntt_dif_pass_pow2, ntt_dif_pass_lean16};
+    const Kernel dit[] = {ntt_dit_pass_lazy, ntt_dit_pass_lean, ntt_dit_pass_pow2, ntt_dit_pass_lean16};
+    const char* names[] = {"lazy", "lean", "pow2", "lean16"};
+    const unsigned radix[] = {32, 32, 32, 16};
     // (log size, k, log H, columns, DIT, canon_in, canon_out, finish_inverse, replicated_in)
     for (int log_size : {10, 12})
         for (int k = 5; k <= 11 && k <= log_size; ++k)
@@ -159,10 +158,10 @@ int main() {
                             // the tiles run in); the tiles of a one-pass finish straddle it.
                             p.spread_from = n / 2;
                             std::vector<u64> want;
-                            for (int v = 0; v < 5; ++v) {
+                            for (int v = 0; v < 4; ++v) {
                                 std::vector<u64> out = buf;
                                 p.src = p.dst = out.data();
-                                launch(is_dit ? dit[v] : dif[v], 3, (1u << k) * cols[v] / radix[v], p);
+                                launch(is_dit ? dit[v] : dif[v], 3, (1u << k) * 8 / radix[v], p);
                                 ++runs;
                                 if (v == 0) {
                                     want = out;

@@ -186,7 +186,7 @@ pub(crate) fn variant(options: &CudaOptions) -> (u32, usize, bool, LazyForm) {
     let lazy = options.ntt_lazy
         && match k {
             NttKernel::Radix32Cols8 => true,
-            NttKernel::Radix16Cols8 | NttKernel::Radix16Cols4 => options.ntt_lean && !options.ntt_pow2,
+            NttKernel::Radix16Cols8 => options.ntt_lean && !options.ntt_pow2,
             NttKernel::Radix32Cols4 => false,
         };
     let form = match (lazy, options.ntt_pow2, options.ntt_lean) {
@@ -207,10 +207,6 @@ pub(crate) fn pass_kernel(
     match (dit, reg, radix, reg_cols) {
         (false, false, _, _) => "ntt_dif_pass",
         (true, false, _, _) => "ntt_dit_pass",
-        (false, true, 16, 4) if lazy && form == LazyForm::Lean => "ntt_dif_pass_lean16_c4",
-        (true, true, 16, 4) if lazy && form == LazyForm::Lean => "ntt_dit_pass_lean16_c4",
-        (false, true, 16, 4) => "ntt_dif_pass_reg16_c4",
-        (true, true, 16, 4) => "ntt_dit_pass_reg16_c4",
         (false, true, 16, _) if lazy && form == LazyForm::Lean => "ntt_dif_pass_lean16",
         (true, true, 16, _) if lazy && form == LazyForm::Lean => "ntt_dit_pass_lean16",
         (false, true, _, _) if lazy && form == LazyForm::Pow2 => "ntt_dif_pass_pow2",

@@ -116,21 +116,17 @@ pub enum NttKernel {
     Radix16Cols8,
     /// Radix 32, 4 columns per tile: half the shared memory, two blocks per multiprocessor.
     Radix32Cols4,
-    /// Radix 16, 4 columns per tile (512 threads of at most 64 registers): two blocks per
-    /// multiprocessor at 2^11 rows, each waiting at its own barriers; lazy in the lean form only.
-    Radix16Cols4,
 }
 
 impl NttKernel {
     /// Every variant.
-    pub const ALL: [NttKernel; 4] =
-        [NttKernel::Radix32Cols8, NttKernel::Radix16Cols8, NttKernel::Radix32Cols4, NttKernel::Radix16Cols4];
+    pub const ALL: [NttKernel; 3] = [NttKernel::Radix32Cols8, NttKernel::Radix16Cols8, NttKernel::Radix32Cols4];
 
     /// Elements per thread: 32 or 16.
     pub fn radix(self) -> u32 {
         match self {
             NttKernel::Radix32Cols8 | NttKernel::Radix32Cols4 => 32,
-            NttKernel::Radix16Cols8 | NttKernel::Radix16Cols4 => 16,
+            NttKernel::Radix16Cols8 => 16,
         }
     }
 
@@ -138,18 +134,18 @@ impl NttKernel {
     pub fn cols(self) -> u32 {
         match self {
             NttKernel::Radix32Cols8 | NttKernel::Radix16Cols8 => 8,
-            NttKernel::Radix32Cols4 | NttKernel::Radix16Cols4 => 4,
+            NttKernel::Radix32Cols4 => 4,
         }
     }
 
     /// The variant of a radix (`CUDA_NTT_RADIX`) and a column count (`CUDA_NTT_COLS`).
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for any pair other than 32 x 8, 16 x 8, 32 x 4 and 16 x 4.
+    /// [`Error::InvalidArgument`] for any pair other than 32 x 8, 16 x 8 and 32 x 4.
     pub fn from_radix_cols(radix: u32, cols: u32) -> Result<Self> {
         Self::ALL.into_iter().find(|k| (k.radix(), k.cols()) == (radix, cols)).ok_or_else(|| {
             Error::InvalidArgument(format!(
-                "NTT kernel radix {radix} with {cols} columns per tile: the kernels are 32 x 8, 16 x 8, 32 x 4 and 16 x 4"
+                "NTT kernel radix {radix} with {cols} columns per tile: the kernels are 32 x 8, 16 x 8 and 32 x 4"
             ))
         })
     }
@@ -260,7 +256,7 @@ impl CudaOptions {
                     NttKernel::Radix32Cols8 => {
                         &[(true, false, false), (true, true, false), (true, false, true), (false, false, false)]
                     }
-                    NttKernel::Radix16Cols8 | NttKernel::Radix16Cols4 => &[(true, false, true), (false, false, false)],
+                    NttKernel::Radix16Cols8 => &[(true, false, true), (false, false, false)],
                     NttKernel::Radix32Cols4 => &[(false, false, false)],
                 };
                 for &(ntt_lazy, ntt_pow2, ntt_lean) in forms {

@@ -597,24 +597,6 @@ extern "C" __global__ void __launch_bounds__(1024) ntt_dit_pass_lean16(const Ntt
     ntt_pass_reg<true, 4, 8, true, false, true>(p);
 }
 #endif
-// Radix 16 over 4 columns (512 threads of at most 64 registers per 2^11-row tile, 96 KiB of shared
-// memory): two blocks per multiprocessor, each at its own barriers; lean and canonical.
-#if ALL_KERNELS || WANT_ntt_dif_pass_lean16_c4
-extern "C" __global__ void __launch_bounds__(512, 2) ntt_dif_pass_lean16_c4(const NttPass p) {
-    ntt_pass_reg<false, 4, 4, true, false, true>(p);
-}
-#endif
-#if ALL_KERNELS || WANT_ntt_dit_pass_lean16_c4
-extern "C" __global__ void __launch_bounds__(512, 2) ntt_dit_pass_lean16_c4(const NttPass p) {
-    ntt_pass_reg<true, 4, 4, true, false, true>(p);
-}
-#endif
-#if ALL_KERNELS || WANT_ntt_dif_pass_reg16_c4
-extern "C" __global__ void __launch_bounds__(512, 2) ntt_dif_pass_reg16_c4(const NttPass p) { ntt_pass_reg<false, 4, 4>(p); }
-#endif
-#if ALL_KERNELS || WANT_ntt_dit_pass_reg16_c4
-extern "C" __global__ void __launch_bounds__(512, 2) ntt_dit_pass_reg16_c4(const NttPass p) { ntt_pass_reg<true, 4, 4>(p); }
-#endif
 // The power-of-two form of the lazy passes (see pow2_scale): the same bytes.
 #if ALL_KERNELS || WANT_ntt_dif_pass_pow2
 extern "C" __global__ void __launch_bounds__(512) ntt_dif_pass_pow2(const NttPass p) {
