@@ -1,18 +1,17 @@
 // Host emulation of the CUDA NTT register passes of shaders/cuda/lde.cu, without a GPU: every
 // variant of a lazy pass (radix 32 plain, lean and power-of-two; radix 16 lean) must give the
-// plain radix-32 one's values,
-// pass by pass, on random inputs (values >= p included) with the real twiddle tables (powers of
-// the field's 2^log_size-th root of unity, as backend-api's `field::root_of_unity`; the
-// power-of-two form relies on them). Built and run by
-// scripts/lde_emulate.sh, which rewrites the two CUDA-only constructs of lde.cu (the
-// `extern __shared__` tile and `extern "C"`) and includes the result here; common.cuh's host
-// arithmetic (its non-__CUDA_ARCH__ branches) stands in for the PTX. A block is `blockDim`
-// threads meeting at a std::barrier for each __syncthreads; blocks run one after another. The
-// lean forms run the plain form's arithmetic (the radix-16 one groups the same stages into other
-// windows, and the coset factors of the last inverse pass are the table's own words), so their
-// words must be equal; the power-of-two form
-// multiplies by other twiddles in another order, so its (lazy, non-canonical) words must be
-// equal mod p.
+// plain radix-32 one's values, pass by pass, on random inputs (values >= p included) with the real
+// twiddle tables (powers of the field's 2^log_size-th root of unity, as backend-api's
+// `field::root_of_unity`; the power-of-two form relies on them) and the real coset table (s^x / n;
+// the lean forms' coset factors rely on it). Built and run by scripts/lde_emulate.sh, which
+// rewrites the two CUDA-only constructs of lde.cu (the `extern __shared__` tile and
+// `extern "C"`) and includes the result here; common.cuh's host arithmetic (its non-__CUDA_ARCH__
+// branches) stands in for the PTX. A block is `blockDim` threads meeting at a std::barrier for
+// each __syncthreads; blocks run one after another. The lean forms run the plain form's
+// arithmetic (radix 16 groups the same stages into other windows, and the last inverse pass's
+// coset factors are the table's own words), so their words must be equal; the power-of-two form
+// multiplies by other twiddles in another order, so its (lazy, non-canonical) words must be equal
+// mod p.
 // What it checks is the index arithmetic of the variants (where each thread loads, exchanges
 // and stores), not the PTX arithmetic, which the device's field self-test checks.
 #include <algorithm>
