@@ -339,10 +339,7 @@ fn run(a: &Args) -> std::result::Result<(), Box<dyn std::error::Error>> {
                             // (lazy, pow2, lean) as the backend runs them.
                             let form = match kernel {
                                 NttKernel::Radix32Cols8 => (lazy, lazy && pow2, lazy && !pow2 && lean),
-                                NttKernel::Radix16Cols8 => {
-                                    let l = lazy && lean && !pow2;
-                                    (l, false, l)
-                                }
+                                NttKernel::Radix16Cols8 => (lazy && lean, false, lazy && lean),
                                 NttKernel::Radix32Cols4 => (false, false, false),
                             };
                             if seen.contains(&(stages, kernel, form)) {

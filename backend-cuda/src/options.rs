@@ -107,12 +107,14 @@ impl TransposeRoute {
 /// of its butterfly groups) and columns per shared-memory tile.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum NttKernel {
-    /// Radix 32, 8 columns per 2^11-row tile (512 threads); the default, and the one with every
-    /// lazy-reduction form ([`CudaOptions::ntt_lazy`]).
-    #[default]
+    /// Radix 32, 8 columns per 2^11-row tile (512 threads), the one with every lazy-reduction
+    /// form ([`CudaOptions::ntt_lazy`]).
     Radix32Cols8,
     /// Radix 16, 8 columns per tile (1024 threads of at most 64 registers: twice the warps of
-    /// radix 32); lazy in the lean form only ([`CudaOptions::ntt_lean`]).
+    /// radix 32); lazy in the lean form only ([`CudaOptions::ntt_lean`]). The default: in its lean
+    /// form the LDE 2^21 -> 2^22 x 316 took 63.5 ms on the H200 against 66.2 ms at radix 32
+    /// (BENCHMARKS.md, "radix 16").
+    #[default]
     Radix16Cols8,
     /// Radix 32, 4 columns per tile: half the shared memory, two blocks per multiprocessor.
     Radix32Cols4,
@@ -162,9 +164,10 @@ pub struct CudaOptions {
     /// device's shared memory; `None` is the most the shared memory allows (`CUDA_NTT_STAGES`,
     /// where 0 means `None`).
     pub ntt_stages: Option<u32>,
-    /// The NTT register kernel (`CUDA_NTT_RADIX`, `CUDA_NTT_COLS`).
+    /// The NTT register kernel (`CUDA_NTT_RADIX`, `CUDA_NTT_COLS`; `CUDA_NTT_COLS=4` alone is radix
+    /// 32, the one 4-column kernel).
     pub ntt_kernel: NttKernel,
-    /// Whether the radix-32, 8-column NTT kernel reduces lazily: values inside a transform are any
+    /// Whether the 8-column NTT kernels reduce lazily: values inside a transform are any
     /// u64 congruent mod p, canonicalised by the last pass (the default, `true`), or canonical
     /// after every operation (`CUDA_NTT_LAZY=0`). Radix 16 reduces lazily in the lean form
     /// ([`Self::ntt_lean`]) only; radix 32 x 4 columns always reduces canonically.
@@ -173,8 +176,9 @@ pub struct CudaOptions {
     /// (`CUDA_NTT_POW2`, 1 or 0): each element scaled once by a power of a per-tile twiddle
     /// (before a forward pass, after an inverse one), so that the five stages of the pass's
     /// lowest register window have powers of two as twiddles (shifts, no table loads). Ignored by
-    /// the other kernels and by canonical reduction. Off by default: on the H200 it gives the
-    /// same bytes but ran 1.72x slower (BENCHMARKS.md, "the power-of-two form of the lazy passes").
+    /// the other kernels (radix 16 runs its lean form) and by canonical reduction. Off by
+    /// default: on the H200 it gives the same bytes but ran 1.72x slower (BENCHMARKS.md, "the
+    /// power-of-two form of the lazy passes").
     pub ntt_pow2: bool,
     /// Whether the lazy 8-column kernels (radix 32 and 16) run their lean form (`CUDA_NTT_LEAN`, 1
     /// or 0): the same arithmetic, with each tile's global addresses as one running offset, the
@@ -322,8 +326,10 @@ impl CudaOptions {
                     .ok_or_else(|| bad(name, &v, &format!("{} or {}", allowed[0], allowed[1]))),
             }
         };
-        let radix = number("CUDA_NTT_RADIX", [32, 16], o.ntt_kernel.radix())?;
         let cols = number("CUDA_NTT_COLS", [8, 4], o.ntt_kernel.cols())?;
+        // The radix defaults to the default kernel's, or to 32 for a column count it lacks (4).
+        let radix_default = NttKernel::from_radix_cols(o.ntt_kernel.radix(), cols).map_or(32, |_| o.ntt_kernel.radix());
+        let radix = number("CUDA_NTT_RADIX", [32, 16], radix_default)?;
         o.ntt_kernel = NttKernel::from_radix_cols(radix, cols)?;
         o.ntt_lazy = number("CUDA_NTT_LAZY", [1, 0], 1)? == 1;
         o.ntt_pow2 = number("CUDA_NTT_POW2", [1, 0], u32::from(o.ntt_pow2))? == 1;
@@ -390,7 +396,9 @@ mod tests {
         }
         let all = CudaOptions::default().ntt_variants();
         assert!(all.contains(&CudaOptions::default()), "the default (lazy, lean, the most stages)");
-        assert!(all.contains(&CudaOptions { ntt_lean: false, ..CudaOptions::default() }), "the plain lazy form");
+        let r32 = CudaOptions { ntt_kernel: NttKernel::Radix32Cols8, ..CudaOptions::default() };
+        assert!(all.contains(&r32), "radix 32, lazy, lean");
+        assert!(all.contains(&CudaOptions { ntt_lean: false, ..r32 }), "the plain lazy form");
     }
 
     #[test]
@@ -399,7 +407,7 @@ mod tests {
         assert_eq!(o, CudaOptions::default());
         assert_eq!(o.transpose_route, TransposeRoute::Kernel);
         assert_eq!(o.ntt_stages, None);
-        assert_eq!((o.ntt_kernel.radix(), o.ntt_kernel.cols()), (32, 8));
+        assert_eq!((o.ntt_kernel.radix(), o.ntt_kernel.cols()), (16, 8));
         assert!(o.ntt_lazy);
         assert!(!o.ntt_pow2);
         assert!(o.ntt_lean);
@@ -455,6 +463,10 @@ mod tests {
         assert_eq!(o.ntt_stages, None);
         assert_eq!(o.transpose_route, TransposeRoute::Batched);
         assert_eq!(parse(&[("CUDA_NTT_STAGES", "11")]).unwrap().ntt_stages, Some(11));
+        // 4 columns alone select the one 4-column kernel; either value alone keeps the other's default.
+        assert_eq!(parse(&[("CUDA_NTT_COLS", "4")]).unwrap().ntt_kernel, NttKernel::Radix32Cols4);
+        assert_eq!(parse(&[("CUDA_NTT_RADIX", "32")]).unwrap().ntt_kernel, NttKernel::Radix32Cols8);
+        assert_eq!(parse(&[("CUDA_NTT_COLS", "8")]).unwrap().ntt_kernel, NttKernel::Radix16Cols8);
     }
 
     #[test]
