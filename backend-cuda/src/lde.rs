@@ -144,7 +144,7 @@ struct SpreadArgs {
 unsafe impl KernelParam for SpreadArgs {}
 const _: () = assert!(std::mem::size_of::<SpreadArgs>() == 9 * 8, "SpreadArgs is nine u64, unpadded");
 
-/// Stages per pass from which the register kernel (radix-32 groups) runs a pass.
+/// Stages per pass from which the register kernel (radix-16 or radix-32 groups) runs a pass.
 const REG_MIN_STAGES: u32 = 5;
 
 /// Splits `stages` into passes of at most `max` stages, as even as possible (larger ones first);
@@ -165,7 +165,7 @@ fn stages_per_pass(device: &Device, options: &CudaOptions) -> u32 {
     options.ntt_stages.map_or(fit, |k| k.min(fit))
 }
 
-/// The form of the lazy radix-32 register passes.
+/// The form of the lazy register passes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum LazyForm {
     /// `ntt_d*_pass_lazy` (or no lazy kernel at all).

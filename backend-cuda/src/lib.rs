@@ -27,8 +27,9 @@
 //!   route (`cuMemcpyBatchAsync`, or one copy at a time) and the default kernel route,
 //!   which executes the plan's run batches as one fused gather launch per pair of batches (each
 //!   run moves once), with the host schedule cached per shape.
-//! - **The LDE in place, in four passes** at 2^21 -> 2^22: register-blocked radix-32 NTT passes
-//!   over 2^11-row x 8-column shared-memory tiles; the inverse by decimation in frequency on the
+//! - **The LDE in place, in four passes** at 2^21 -> 2^22: register-blocked radix-16 NTT passes
+//!   (1024 threads) over 2^11-row x 8-column shared-memory tiles, each tile's twiddles and coset
+//!   factors gathered into shared memory first; the inverse by decimation in frequency on the
 //!   trace's own rows `[0, n)` of the LDE buffer, its last pass storing rows `p >= n/B` at row
 //!   `B*p` and about `log2(n/B)` short spread launches moving the rest (`lde`'s module doc proves
 //!   the order race-free); the forward by decimation in time reading rows `B*p` for all `B`

@@ -10,8 +10,8 @@ use crate::{Context as _, Failure, Gen, Outcome};
 /// The CUDA backend's launch configurations give bit-identical commits, equal to the CPU
 /// backend's: every [`backend_cuda::TransposeRoute`] (with the backend's NTT options), and every
 /// combination of the NTT options — stages fused per pass 1, 2, 4 and the most shared memory
-/// allows; every [`backend_cuda::NttKernel`]; lazy and canonical reduction, and for the lazy radix-32,
-/// 8-column kernel the power-of-two passes — (with the backend's
+/// allows; every [`backend_cuda::NttKernel`]; lazy and canonical reduction, and the lazy forms
+/// (lean at radix 16 and 32, power-of-two at radix 32) — (with the backend's
 /// route). The options act on different kernels (transpose vs LDE), so the two groups are varied
 /// separately. Each configuration is a [`backend_cuda::CudaBackend::with_options`] handle on the
 /// backend's own device; the backend itself keeps its options.
