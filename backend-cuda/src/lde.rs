@@ -276,24 +276,17 @@ struct Plan {
 /// simulate exactly this list.
 fn plan(log_n: u32, log_b: u32, m: usize, pitch: usize, max_k: u32, route: Route) -> Plan {
     let n = 1usize << log_n;
-    let stages = split(log_n, max_k);
+    let inverse = split(log_n, max_k);
+    // The forward NTT of size N runs the same stage split (its first log B stages are the
+    // inverse's replication), without the empty pass of a 1-row trace. Both run the larger
+    // passes first. (The inverse's smaller pass first, so that its pass of scattered rows has the
+    // smaller blocks as the forward's has, measured no faster on the H200: BENCHMARKS.md, "the
+    // inverse's pass order".)
+    let forward: Vec<u32> = inverse.iter().copied().filter(|&k| k > 0).collect();
     // The register kernel may skip the B - 1 replicas of each inverse output row (the first
     // forward pass, a register pass too, then reads the shared row for all of them); a
     // shared-memory pass needs them stored. Mixed splits keep the replicas.
-    let all_reg = stages.iter().all(|&k| k >= REG_MIN_STAGES);
-    // The forward NTT of size N runs the same stage split (its first log B stages are the
-    // inverse's replication), larger passes first, without the empty pass of a 1-row trace. With
-    // register passes only, the inverse runs it smaller passes first: either way the pass with the
-    // largest half-spans, whose tiles gather rows far apart (and each its own twiddles), is the
-    // smallest, whose blocks are the smallest, so more of them share a multiprocessor and hide
-    // each other's loads. A mixed split keeps the larger passes first in the inverse too, so that
-    // its last pass, the one that stores the replicas, is a shared-memory pass (only those store
-    // them).
-    let forward: Vec<u32> = stages.iter().copied().filter(|&k| k > 0).collect();
-    let mut inverse = stages;
-    if all_reg {
-        inverse.reverse();
-    }
+    let all_reg = inverse.iter().chain(&forward).all(|&k| k >= REG_MIN_STAGES);
     let replicate = !all_reg;
     let in_place = route == Route::InPlace;
     // The first position the last inverse pass writes to row B*p (module doc): rows p*B >= n lie
@@ -786,29 +779,6 @@ mod tests {
                 assert!(widest - narrowest < 2 * NTT_COLS, "m {m}, G {g}: {groups:?}");
             }
         }
-    }
-
-    #[test]
-    fn the_pass_with_the_largest_half_spans_is_the_smallest() {
-        // 2^21 -> 2^22 rows, B = 2: inverse 10 stages at half-spans 2^11.. then 11 from 1 (the
-        // finish), forward 11 from B then 10 from 2^12.
-        let passes: Vec<(bool, u64, u64, u64)> = plan(21, 1, 316, 316, 11, Route::InPlace)
-            .steps
-            .iter()
-            .filter_map(|s| match s {
-                Step::Ntt { dit, pass, .. } => Some((*dit, pass.k, pass.log_h_small, pass.finish_inverse)),
-                Step::Spread(_) => None,
-            })
-            .collect();
-        assert_eq!(passes, vec![(false, 10, 11, 0), (false, 11, 0, 1), (true, 11, 1, 0), (true, 10, 12, 0)]);
-        let ks = |log_n| -> Vec<u64> {
-            plan(log_n, 2, 8, 8, 11, Route::OutOfPlace)
-                .steps
-                .iter()
-                .filter_map(|s| if let Step::Ntt { pass, .. } = s { Some(pass.k) } else { None })
-                .collect()
-        };
-        assert_eq!(ks(23), vec![7, 8, 8, 8, 8, 7]);
     }
 
     #[test]

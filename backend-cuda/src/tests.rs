@@ -692,8 +692,8 @@ fn naive_lde(trace: &[u64], n: usize, m: usize, blowup: usize, shift: u64) -> Ve
 /// pass, so shared-memory, mixed and all-register splits; every kernel variant; lazy and
 /// canonical reduction; the power-of-two and the lean passes), on edge shapes: n = 1, n < B, n = B, B = 1,
 /// m = 1, odd m (the spread's 8-byte path), tiles crossing the spread threshold, two inverse
-/// register passes (n = 2^12: tiles with lo != 0 in both directions; n = 2^13: passes of 6 and 7
-/// stages, the inverse's smaller first), and a non-canonical shift. The trace holds
+/// register passes (n = 2^12: tiles with lo != 0 in both directions; n = 2^13: passes of 7 and 6
+/// stages), and a non-canonical shift. The trace holds
 /// non-canonical values, rows [n, N) hold garbage, and the bytes must equal the reference's.
 /// Needs a GPU.
 #[test]
