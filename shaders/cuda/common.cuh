@@ -113,29 +113,27 @@ __device__ __forceinline__ void gl_mul_words(u64 a, u64 b, u32& r0, u32& r1, u32
 }
 
 // The 128-bit value r3 r2 r1 r0 (32-bit words) reduced lazily: (r1:r0) - r3 + r2 (2^32 - 1), each
-// wrap corrected once (the reduction of gl_mul and gl_mul_lazy, on any four words). The product
-// r2 (2^32 - 1) and the carry's 2^32 - 1 are added by multiply-adds (mad.lo / madc.hi of a 32-bit
-// value by 0xFFFFFFFF into the 64-bit sum): the same words as adding them with add/addc, with
-// fewer instructions and more of them on the multiply-add pipe, whose neighbour (the integer ALU)
-// the NTT keeps the busier (BENCHMARKS.md, "multiply-add corrections").
+// wrap corrected once (the reduction of gl_mul and gl_mul_lazy, on any four words).
 __device__ __forceinline__ u64 gl_reduce_words_lazy(u32 r0, u32 r1, u32 r2, u32 r3) {
     u32 lo, hi;
     asm("{\n\t"
-        ".reg .u32 bw, c;\n\t"
+        ".reg .u32 bw, m0, m1, c;\n\t"
         // t = (r1:r0) - r3; on a borrow t -= 2^32 - 1 (no second borrow: t >= 2^64 - 2^32 + 1).
         "sub.cc.u32      %0, %2, %5;\n\t"
         "subc.cc.u32     %1, %3, 0;\n\t"
         "subc.u32        bw, 0, 0;\n\t"
         "sub.cc.u32      %0, %0, bw;\n\t"
         "subc.u32        %1, %1, 0;\n\t"
-        // t += r2 (2^32 - 1) (a 64-bit product: its low word into t's low word, its high word and
-        // the carry into t's high word).
-        "mad.lo.cc.u32   %0, %4, 0xFFFFFFFF, %0;\n\t"
-        "madc.hi.cc.u32  %1, %4, 0xFFFFFFFF, %1;\n\t"
-        // On a carry add 2^32 - 1 (no second carry).
+        // m = r2 (2^32 - 1) = (r2 - [r2 != 0]) : (0 - r2).
+        "sub.cc.u32      m0, 0, %4;\n\t"
+        "subc.u32        m1, %4, 0;\n\t"
+        // t += m; on a carry add 2^32 - 1 (no second carry).
+        "add.cc.u32      %0, %0, m0;\n\t"
+        "addc.cc.u32     %1, %1, m1;\n\t"
         "addc.u32        c, 0, 0;\n\t"
-        "mad.lo.cc.u32   %0, c, 0xFFFFFFFF, %0;\n\t"
-        "madc.hi.u32     %1, c, 0xFFFFFFFF, %1;\n\t"
+        "neg.s32         c, c;\n\t"
+        "add.cc.u32      %0, %0, c;\n\t"
+        "addc.u32        %1, %1, 0;\n\t"
         "}"
         : "=&r"(lo), "=&r"(hi)
         : "r"(r0), "r"(r1), "r"(r2), "r"(r3));
@@ -157,8 +155,7 @@ __device__ __forceinline__ u64 gl_mul(u64 a, u64 b) { return gl_reduce128(a * b,
 // Lazy variants for the NTT: inputs and outputs are any u64 congruent to the value mod p (so no
 // canonical correction inside a transform); the last pass canonicalises what it stores.
 #ifdef __CUDA_ARCH__
-// a + b: on a carry add 2^64 mod p = 2^32 - 1, and once more if that carries too (each as a
-// multiply-add of the carry by 0xFFFFFFFF, as in gl_reduce_words_lazy).
+// a + b: on a carry add 2^64 mod p = 2^32 - 1, and once more if that carries too.
 __device__ __forceinline__ u64 gl_add_lazy(u64 a, u64 b) {
     u32 lo, hi;
     asm("{\n\t"
@@ -166,11 +163,13 @@ __device__ __forceinline__ u64 gl_add_lazy(u64 a, u64 b) {
         "add.cc.u32      %0, %2, %4;\n\t"
         "addc.cc.u32     %1, %3, %5;\n\t"
         "addc.u32        c, 0, 0;\n\t"
-        "mad.lo.cc.u32   %0, c, 0xFFFFFFFF, %0;\n\t"
-        "madc.hi.cc.u32  %1, c, 0xFFFFFFFF, %1;\n\t"
+        "neg.s32         c, c;\n\t"
+        "add.cc.u32      %0, %0, c;\n\t"
+        "addc.cc.u32     %1, %1, 0;\n\t"
         "addc.u32        c, 0, 0;\n\t"
-        "mad.lo.cc.u32   %0, c, 0xFFFFFFFF, %0;\n\t"
-        "madc.hi.u32     %1, c, 0xFFFFFFFF, %1;\n\t"
+        "neg.s32         c, c;\n\t"
+        "add.cc.u32      %0, %0, c;\n\t"
+        "addc.u32        %1, %1, 0;\n\t"
         "}"
         : "=&r"(lo), "=&r"(hi)
         : "r"((u32)a), "r"((u32)(a >> 32)), "r"((u32)b), "r"((u32)(b >> 32)));
