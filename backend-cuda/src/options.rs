@@ -113,7 +113,7 @@ pub enum NttKernel {
     /// Radix 16, 8 columns per tile (1024 threads of at most 64 registers: twice the warps of
     /// radix 32); lazy in the lean form only ([`CudaOptions::ntt_lean`]). The default: in its lean
     /// form the LDE 2^21 -> 2^22 x 316 took 63.5 ms on the H200 against 66.2 ms at radix 32
-    /// (BENCHMARKS.md, "radix 16").
+    /// (BENCHMARKS.md, "The lean form at radix 16").
     #[default]
     Radix16Cols8,
     /// Radix 32, 4 columns per tile: half the shared memory, two blocks per multiprocessor.
