@@ -16,9 +16,9 @@
    line (twiddle index, twiddle load, other), and the rest of the kernel by what its lines do.
 
 Prints, per kernel: code size (instructions, bytes: 16 per sm_90 instruction), and for the
-register-window stages (the five `reg_stage<BIT>` bodies = 5 x 16 = 80 butterflies, one
-radix-32 window) the opcode classes per part, per butterfly. KERNEL defaults to the lazy
-radix-32 passes and their power-of-two form. --lines prints the kernel's instructions per
+register-window stages (the five `reg_stage<BIT>` bodies: 5 x 16 = 80 butterflies, one radix-32
+window; 5 x 8 = 40 for the radix-16 kernels) the opcode classes per part, per butterfly. KERNEL
+defaults to the lazy radix-32 passes and their power-of-two form. --lines prints the kernel's instructions per
 source line.
 """
 
@@ -248,9 +248,13 @@ def report(name, insns, fns, show_lines):
             window += tot
         print(f"{key[0]:<15} {key[1]:<17} {tot:>6} " + " ".join(f"{cnt[c]:>7}" for c in used))
     if window:
-        print(f"window (5 stages x 16 butterflies = 80): {window} instructions, {window / 80:.1f} per butterfly")
+        # Five reg_stage bodies (reg_stage_at's cases) of R/2 butterflies each: R = 16 for the
+        # radix-16 kernels (names with "16"), else 32.
+        half = 8 if "16" in name else 16
+        bflies = 5 * half
+        print(f"window (5 stages x {half} butterflies = {bflies}): {window} instructions, {window / bflies:.1f} per butterfly")
         for key in sorted(k for k in by if k[0] == "window"):
-            print(f"  {key[1]:<17} {sum(by[key].values()) / 80:6.2f} per butterfly")
+            print(f"  {key[1]:<17} {sum(by[key].values()) / bflies:6.2f} per butterfly")
     if show_lines:
         per_line = collections.Counter()
         for op, stack in insns:
