@@ -327,33 +327,29 @@ fn run(a: &Args) -> std::result::Result<(), Box<dyn std::error::Error>> {
             );
         }
         let base = b.options();
-        // Every combination asked for, each kernel form once: the flags a kernel ignores (lazy
-        // and the forms on radix 32 x 4, the power-of-two form on radix 16, radix 16's lazy
-        // reduction outside its lean form) would time the same kernels again.
+        // Every combination asked for, each kernel form once: the flags a kernel ignores
+        // (`CudaOptions::ntt_effective`) would time the same kernels again.
         let mut seen = Vec::new();
         for stages in or_base(&a.ntt_stages, base.ntt_stages) {
             for kernel in or_base(&a.ntt_variants, base.ntt_kernel) {
                 for lazy in or_base(&a.ntt_lazy, base.ntt_lazy) {
                     for pow2 in or_base(&a.ntt_pow2, base.ntt_pow2) {
                         for lean in or_base(&a.ntt_lean, base.ntt_lean) {
-                            // (lazy, pow2, lean) as the backend runs them.
-                            let form = match kernel {
-                                NttKernel::Radix32Cols8 => (lazy, lazy && pow2, lazy && !pow2 && lean),
-                                NttKernel::Radix16Cols8 => (lazy && lean, false, lazy && lean),
-                                NttKernel::Radix32Cols4 => (false, false, false),
-                            };
-                            if seen.contains(&(stages, kernel, form)) {
-                                continue;
-                            }
-                            seen.push((stages, kernel, form));
-                            let bl = b.with_options(CudaOptions {
+                            let options = CudaOptions {
                                 ntt_stages: stages,
                                 ntt_kernel: kernel,
                                 ntt_lazy: lazy,
                                 ntt_pow2: pow2,
                                 ntt_lean: lean,
                                 ..b.options()
-                            })?;
+                            }
+                            .ntt_effective();
+                            if seen.contains(&options) {
+                                continue;
+                            }
+                            seen.push(options.clone());
+                            let form = (options.ntt_lazy, options.ntt_pow2, options.ntt_lean);
+                            let bl = b.with_options(options)?;
                             let (radix, cols) = (kernel.radix(), kernel.cols());
                             let lazy_label = match form {
                                 (true, true, _) => ", lazy, pow2",

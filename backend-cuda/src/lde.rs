@@ -82,7 +82,7 @@ use crate::host;
 use crate::launch::{KernelParam, LaunchArgs, LaunchConfig};
 use crate::memory::{self, CudaBuffer};
 use crate::module::Source;
-use crate::options::{CudaOptions, MAX_NTT_STAGES, NttKernel};
+use crate::options::{CudaOptions, MAX_NTT_STAGES};
 
 /// Columns per tile (`NTT_COLS` in lde.cu).
 const NTT_COLS: usize = 8;
@@ -183,20 +183,15 @@ pub(crate) enum LazyForm {
 /// over the lean one when both are asked for; radix 16 has no power-of-two form.
 pub(crate) fn variant(options: &CudaOptions) -> (u32, usize, bool, LazyForm) {
     let k = options.ntt_kernel;
-    let (lazy, form) = match k {
-        NttKernel::Radix32Cols8 => (
-            options.ntt_lazy,
-            match (options.ntt_lazy, options.ntt_pow2, options.ntt_lean) {
-                (true, true, _) => LazyForm::Pow2,
-                (true, false, true) => LazyForm::Lean,
-                _ => LazyForm::Plain,
-            },
-        ),
-        // Lazy in the lean form only; no power-of-two form.
-        NttKernel::Radix16Cols8 if options.ntt_lazy && options.ntt_lean => (true, LazyForm::Lean),
-        NttKernel::Radix16Cols8 | NttKernel::Radix32Cols4 => (false, LazyForm::Plain),
+    let e = options.ntt_effective();
+    let form = if e.ntt_pow2 {
+        LazyForm::Pow2
+    } else if e.ntt_lean {
+        LazyForm::Lean
+    } else {
+        LazyForm::Plain
     };
-    (k.radix(), k.cols() as usize, lazy, form)
+    (k.radix(), k.cols() as usize, e.ntt_lazy, form)
 }
 
 /// The kernel of one NTT pass: inverse (`dit` false) or forward, register kernel or shared-memory
@@ -209,12 +204,12 @@ pub(crate) fn pass_kernel(
     match (dit, reg, radix, reg_cols) {
         (false, false, _, _) => "ntt_dif_pass",
         (true, false, _, _) => "ntt_dit_pass",
-        (false, true, 16, _) if lazy && form == LazyForm::Lean => "ntt_dif_pass_lean16",
-        (true, true, 16, _) if lazy && form == LazyForm::Lean => "ntt_dit_pass_lean16",
-        (false, true, _, _) if lazy && form == LazyForm::Pow2 => "ntt_dif_pass_pow2",
-        (true, true, _, _) if lazy && form == LazyForm::Pow2 => "ntt_dit_pass_pow2",
-        (false, true, _, _) if lazy && form == LazyForm::Lean => "ntt_dif_pass_lean",
-        (true, true, _, _) if lazy && form == LazyForm::Lean => "ntt_dit_pass_lean",
+        (false, true, 16, _) if form == LazyForm::Lean => "ntt_dif_pass_lean16",
+        (true, true, 16, _) if form == LazyForm::Lean => "ntt_dit_pass_lean16",
+        (false, true, _, _) if form == LazyForm::Pow2 => "ntt_dif_pass_pow2",
+        (true, true, _, _) if form == LazyForm::Pow2 => "ntt_dit_pass_pow2",
+        (false, true, _, _) if form == LazyForm::Lean => "ntt_dif_pass_lean",
+        (true, true, _, _) if form == LazyForm::Lean => "ntt_dit_pass_lean",
         (false, true, _, _) if lazy => "ntt_dif_pass_lazy",
         (true, true, _, _) if lazy => "ntt_dit_pass_lazy",
         (false, true, 16, _) => "ntt_dif_pass_reg16",

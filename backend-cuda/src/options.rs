@@ -245,6 +245,24 @@ const ENV_VARS: [&str; 9] = [
 pub(crate) const MAX_NTT_STAGES: u32 = 11;
 
 impl CudaOptions {
+    /// These options with the NTT flags that [`Self::ntt_kernel`] ignores cleared, so that two
+    /// options run the same NTT kernels exactly when their `ntt_effective()` are equal: radix 32 x
+    /// 8 honours all three (the power-of-two form over the lean one, both lazy only); radix 16 is
+    /// lazy only in its lean form and has no power-of-two form; radix 32 x 4 reduces canonically.
+    pub fn ntt_effective(&self) -> CudaOptions {
+        let (ntt_lazy, ntt_pow2, ntt_lean) = match self.ntt_kernel {
+            NttKernel::Radix32Cols8 => {
+                (self.ntt_lazy, self.ntt_lazy && self.ntt_pow2, self.ntt_lazy && !self.ntt_pow2 && self.ntt_lean)
+            }
+            NttKernel::Radix16Cols8 => {
+                let lean = self.ntt_lazy && self.ntt_lean;
+                (lean, false, lean)
+            }
+            NttKernel::Radix32Cols4 => (false, false, false),
+        };
+        CudaOptions { ntt_lazy, ntt_pow2, ntt_lean, ..self.clone() }
+    }
+
     /// Every NTT launch configuration of the coset LDE on top of `self`'s other settings: stages
     /// per pass 1, 2, 4 and the most shared memory allows ([`Self::ntt_stages`] `None`), each
     /// register kernel ([`NttKernel::ALL`]), and each form that kernel has: lazy, lazy
@@ -393,12 +411,37 @@ mod tests {
             assert!(!a.ntt_pow2 || (a.ntt_lazy && a.ntt_kernel == NttKernel::Radix32Cols8), "{a:?}");
             assert!(!a.ntt_lean || (a.ntt_lazy && a.ntt_kernel.cols() == 8), "{a:?}");
             assert!(a.ntt_kernel == NttKernel::Radix32Cols8 || a.ntt_lazy == a.ntt_lean, "{a:?}");
+            assert_eq!(&a.ntt_effective(), a, "an entry with a flag its kernel ignores");
         }
         let all = CudaOptions::default().ntt_variants();
         assert!(all.contains(&CudaOptions::default()), "the default (lazy, lean, the most stages)");
         let r32 = CudaOptions { ntt_kernel: NttKernel::Radix32Cols8, ..CudaOptions::default() };
         assert!(all.contains(&r32), "radix 32, lazy, lean");
         assert!(all.contains(&CudaOptions { ntt_lean: false, ..r32 }), "the plain lazy form");
+    }
+
+    #[test]
+    fn ntt_effective_clears_only_the_flags_the_kernel_ignores() {
+        let d = CudaOptions::default();
+        assert_eq!(d.ntt_effective(), d, "the default honours its flags");
+        let k = |ntt_kernel, ntt_lazy, ntt_pow2, ntt_lean| CudaOptions {
+            ntt_kernel,
+            ntt_lazy,
+            ntt_pow2,
+            ntt_lean,
+            ..d.clone()
+        };
+        let eff = |o: CudaOptions| {
+            let e = o.ntt_effective();
+            (e.ntt_lazy, e.ntt_pow2, e.ntt_lean)
+        };
+        assert_eq!(eff(k(NttKernel::Radix32Cols8, true, true, true)), (true, true, false), "pow2 over lean");
+        assert_eq!(eff(k(NttKernel::Radix32Cols8, false, true, true)), (false, false, false), "forms are lazy");
+        assert_eq!(eff(k(NttKernel::Radix16Cols8, true, true, true)), (true, false, true), "no pow2 at radix 16");
+        assert_eq!(eff(k(NttKernel::Radix16Cols8, true, false, false)), (false, false, false), "lazy only lean");
+        assert_eq!(eff(k(NttKernel::Radix32Cols4, true, true, true)), (false, false, false));
+        let o = CudaOptions { upload_groups: 3, ..k(NttKernel::Radix32Cols4, true, false, false) };
+        assert_eq!(o.ntt_effective().upload_groups, 3, "the other settings stay");
     }
 
     #[test]
