@@ -111,6 +111,50 @@ impl WgpuBuffer {
         }
         out
     }
+
+    /// Queues on `encoder` the copy of elements `[start, start + len)` into `staging` from its
+    /// first byte on, one `copy_buffer_to_buffer` per segment the range covers.
+    pub(crate) fn copy_to_staging(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        start: usize,
+        len: usize,
+        staging: &wgpu::Buffer,
+    ) {
+        let mut at = 0;
+        for (s, o, m) in self.pieces(start, len) {
+            encoder.copy_buffer_to_buffer(
+                &self.segs[s],
+                (o * 8) as u64,
+                staging,
+                (at * 8) as u64,
+                Some((m * 8) as u64),
+            );
+            at += m;
+        }
+    }
+
+    /// Queues on `encoder` the copy of `staging`'s first `len` elements into elements
+    /// `[start, start + len)`, one `copy_buffer_to_buffer` per segment the range covers.
+    pub(crate) fn copy_from_staging(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        staging: &wgpu::Buffer,
+        start: usize,
+        len: usize,
+    ) {
+        let mut at = 0;
+        for (s, o, m) in self.pieces(start, len) {
+            encoder.copy_buffer_to_buffer(
+                staging,
+                (at * 8) as u64,
+                &self.segs[s],
+                (o * 8) as u64,
+                Some((m * 8) as u64),
+            );
+            at += m;
+        }
+    }
 }
 
 /// Allocates `len` elements (contents unspecified).
@@ -251,11 +295,7 @@ pub(crate) fn download(gpu: &Gpu, buf: &WgpuBuffer, offset: usize, out: &mut [u6
         wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
     )?;
     let mut encoder = gpu.hw.device.create_command_encoder(&Default::default());
-    let mut at = 0;
-    for (s, o, m) in buf.pieces(offset, out.len()) {
-        encoder.copy_buffer_to_buffer(&buf.segs[s], (o * 8) as u64, &staging, (at * 8) as u64, Some((m * 8) as u64));
-        at += m;
-    }
+    buf.copy_to_staging(&mut encoder, offset, out.len(), &staging);
     let index = gpu.hw.queue.submit([encoder.finish()]);
     staging::read_mapped(gpu, &staging, Some(index), out)
 }
@@ -289,17 +329,7 @@ pub(crate) fn queue_download(gpu: &Arc<Gpu>, buf: &WgpuBuffer) -> Result<WgpuDow
             (n * 8) as u64,
             wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
         )?;
-        let mut at = 0;
-        for (s, o, m) in buf.pieces(done, n) {
-            encoder.copy_buffer_to_buffer(
-                &buf.segs[s],
-                (o * 8) as u64,
-                &staging,
-                (at * 8) as u64,
-                Some((m * 8) as u64),
-            );
-            at += m;
-        }
+        buf.copy_to_staging(&mut encoder, done, n, &staging);
         parts.push((staging, n));
         done += n;
     }

@@ -271,17 +271,7 @@ pub(crate) fn upload(
             slot.mapped = false;
             let mut encoder = gpu.hw.device.create_command_encoder(&Default::default());
             gpu.stamp(&mut encoder);
-            let mut at = 0;
-            for (s, o, m) in buf.pieces(offset + j * chunk, src.len()) {
-                encoder.copy_buffer_to_buffer(
-                    &slot.buf,
-                    (at * 8) as u64,
-                    &buf.segs[s],
-                    (o * 8) as u64,
-                    Some((m * 8) as u64),
-                );
-                at += m;
-            }
+            buf.copy_from_staging(&mut encoder, &slot.buf, offset + j * chunk, src.len());
             gpu.stamp(&mut encoder);
             slot.last = Some(gpu.hw.queue.submit([encoder.finish()]));
             after_chunk(j);
@@ -304,17 +294,7 @@ pub(crate) fn download(gpu: &Gpu, buf: &WgpuBuffer, offset: usize, out: &mut [u6
             let n = chunk.min(total - j * chunk);
             let mut encoder = gpu.hw.device.create_command_encoder(&Default::default());
             gpu.stamp(&mut encoder);
-            let mut at = 0;
-            for (s, o, m) in buf.pieces(offset + j * chunk, n) {
-                encoder.copy_buffer_to_buffer(
-                    &buf.segs[s],
-                    (o * 8) as u64,
-                    &slot.buf,
-                    (at * 8) as u64,
-                    Some((m * 8) as u64),
-                );
-                at += m;
-            }
+            buf.copy_to_staging(&mut encoder, offset + j * chunk, n, &slot.buf);
             gpu.stamp(&mut encoder);
             let index = gpu.hw.queue.submit([encoder.finish()]);
             slot.last = Some(index.clone());
