@@ -52,8 +52,9 @@ using std::min;
 struct ulonglong2 {
     unsigned long long x, y;
 };
-// The largest register tile, its gathered twiddles and its coset factors (lde.rs's reg_tile_bytes).
-unsigned long long tile_mem[(1 << 11) * 8 + (1 << 11) / 32 + 2 * (1 << 11)];
+// The largest register tile, its gathered twiddles and its coset factors (lde.rs's reg_tile_bytes):
+// at most 31 x (1 + 32 + 64) twiddle slots, the lean radix-32 forward pass of 11 stages.
+unsigned long long tile_mem[(1 << 11) * 8 + (1 << 11) / 32 + 31 * 97 + (1 << 11)];
 
 #include LDE_HOST_SOURCE
 

@@ -161,7 +161,8 @@ fn split(stages: u32, max: u32) -> Vec<u32> {
 /// most the device's shared memory allows (a register kernel's tile and twiddles), up to
 /// [`MAX_NTT_STAGES`], and at least 1.
 fn stages_per_pass(device: &Device, options: &CudaOptions) -> u32 {
-    let fit = (2..=MAX_NTT_STAGES).rev().find(|&k| reg_tile_bytes(k, NTT_COLS) <= device.max_shared_optin).unwrap_or(1);
+    let v = variant(options);
+    let fit = (2..=MAX_NTT_STAGES).rev().find(|&k| reg_block_bytes(k, v) <= device.max_shared_optin).unwrap_or(1);
     options.ntt_stages.map_or(fit, |k| k.min(fit))
 }
 
@@ -222,11 +223,38 @@ pub(crate) fn pass_kernel(
 }
 
 /// Shared memory of a register kernel's block for a pass of `k` stages over `cols` columns: the
-/// tile (`2^k x cols`, padded by one element per 32 rows), the tile's gathered twiddles (`2^k - 1`
-/// of them, lde.cu's `gather_twiddles`; the power-of-two form leaves them unused) and the last
-/// inverse pass's `2^k` coset factors (lde.cu's `coset_factors`, the lean form's).
-fn reg_tile_bytes(k: u32, cols: usize) -> usize {
-    ((1usize << k) * cols + (1usize << k) / 32 + 2 * (1usize << k)) * ELEM_BYTES
+/// tile (`2^k x cols`, padded by one element per 32 rows), the tile's gathered twiddles
+/// ([`twiddle_slots`]) and the last inverse pass's `2^k` coset factors (lde.cu's `coset_factors`,
+/// the lean form's).
+fn reg_tile_bytes(k: u32, cols: usize, twiddle_slots: usize) -> usize {
+    ((1usize << k) * cols + (1usize << k) / 32 + twiddle_slots + (1usize << k)) * ELEM_BYTES
+}
+
+/// The slots of a register kernel's gathered twiddles for a pass of `k >= log2(radix)` stages.
+/// The lean form gathers them by window (lde.cu's `gather_twiddle_rows`): the window at local bit
+/// `w` has `2^w` rows of `radix - 1`, and the windows are, for DIT, at `w = min(n log2(radix), k -
+/// log2(radix))` and, for DIF, at `w = max(k - (n + 1) log2(radix), 0)`, `n < ceil(k /
+/// log2(radix))`. The other forms gather `2^k - 1` by stage (`gather_twiddles`; the power-of-two
+/// form leaves them unused), counted as `2^k`.
+fn twiddle_slots(k: u32, radix: u32, lean: bool, dit: bool) -> usize {
+    let log_r = radix.trailing_zeros();
+    if !lean || k < log_r {
+        return 1 << k;
+    }
+    (0..k.div_ceil(log_r))
+        .map(|n| {
+            let w = if dit { (n * log_r).min(k - log_r) } else { k.saturating_sub((n + 1) * log_r) };
+            (1usize << w) * (radix as usize - 1)
+        })
+        .sum()
+}
+
+/// The most shared memory a register kernel of the variant `v` needs for a pass of `k` stages,
+/// forward or inverse.
+fn reg_block_bytes(k: u32, (radix, cols, _, form): (u32, usize, bool, LazyForm)) -> usize {
+    let lean = form == LazyForm::Lean;
+    let slots = twiddle_slots(k, radix, lean, false).max(twiddle_slots(k, radix, lean, true));
+    reg_tile_bytes(k, cols.max(NTT_COLS), slots)
 }
 
 /// Which buffer an NTT pass reads or writes.
@@ -580,14 +608,18 @@ fn queue(
     }
     debug_assert!(cols.end <= pitch && (trace.is_none() || m == pitch));
     let max_k = stages_per_pass(device, options);
-    let shared_max = reg_tile_bytes(max_k, NTT_COLS);
-    let v @ (radix, reg_cols, _, _) = variant(options);
+    let v @ (radix, reg_cols, _, form) = variant(options);
+    let shared_max = reg_block_bytes(max_k, v);
     let kernels = |dit: bool, k: u32| {
         let reg = k >= REG_MIN_STAGES;
         let name = pass_kernel(dit, reg, v);
         let cols = if reg { reg_cols } else { NTT_COLS };
         let threads = if reg { ((1usize << k) * cols / radix as usize) as u32 } else { BLOCK };
-        let smem = if reg { reg_tile_bytes(k, cols) } else { (1usize << k) * cols * ELEM_BYTES };
+        let smem = if reg {
+            reg_tile_bytes(k, cols, twiddle_slots(k, radix, form == LazyForm::Lean, dit))
+        } else {
+            (1usize << k) * cols * ELEM_BYTES
+        };
         device.kernel(Source::Lde, name, shared_max).map(|kernel| (kernel, threads, smem as u32, cols))
     };
     let max_grid = device.sm_count as usize * 8;
@@ -773,6 +805,46 @@ mod tests {
                 let (widest, narrowest) = (groups[0].len(), groups.last().unwrap().len());
                 assert!(widest - narrowest < 2 * NTT_COLS, "m {m}, G {g}: {groups:?}");
             }
+        }
+    }
+
+    /// The lean form's twiddle rows: the windows ntt_pass_reg runs (its loop, step by step) hold
+    /// each stage once, and [`twiddle_slots`] counts `2^w` rows of `radix - 1` for each; every
+    /// variant's block fits an H200's shared memory (227 KiB) at 11 stages.
+    #[test]
+    fn lean_twiddle_rows_cover_the_windows_the_kernel_runs() {
+        for log_r in [4u32, 5] {
+            let radix = 1u32 << log_r;
+            for k in log_r..=MAX_NTT_STAGES {
+                for dit in [false, true] {
+                    // lde.cu's window loop: DIT from stage 0 up, DIF from k down.
+                    let (mut windows, mut seen) = (Vec::new(), vec![0; k as usize]);
+                    let (mut w, mut next) = (if dit { 0 } else { k - log_r }, if dit { 0 } else { k });
+                    loop {
+                        let stages = if dit { next..(next + log_r).min(k) } else { next.saturating_sub(log_r)..next };
+                        for e in stages.clone() {
+                            assert!(e >= w && e - w < log_r, "k {k}, radix {radix}, dit {dit}: stage {e} at w {w}");
+                            seen[e as usize] += 1;
+                        }
+                        windows.push(w);
+                        next = if dit { stages.end } else { stages.start };
+                        if (dit && next >= k) || (!dit && next == 0) {
+                            break;
+                        }
+                        w = if dit { next.min(k - log_r) } else { next.saturating_sub(log_r) };
+                    }
+                    assert!(seen.iter().all(|&c| c == 1), "k {k}, radix {radix}, dit {dit}: {seen:?}");
+                    let rows: usize = windows.iter().map(|&w| (1usize << w) * (radix as usize - 1)).sum();
+                    assert_eq!(twiddle_slots(k, radix, true, dit), rows, "k {k}, radix {radix}, dit {dit}");
+                    assert!(rows >= (1 << k) - 1, "k {k}: {rows} slots for {} twiddles", (1 << k) - 1);
+                }
+                assert_eq!(twiddle_slots(k, radix, false, true), 1 << k);
+            }
+        }
+        assert_eq!(twiddle_slots(11, 16, true, false), 15 * (128 + 8 + 1));
+        assert_eq!(twiddle_slots(11, 32, true, true), 31 * (1 + 32 + 64));
+        for v in [(16, 8, true, LazyForm::Lean), (32, 8, true, LazyForm::Lean), (32, 4, false, LazyForm::Plain)] {
+            assert!(reg_block_bytes(11, v) <= 227 * 1024, "{v:?}: {} bytes", reg_block_bytes(11, v));
         }
     }
 

@@ -169,12 +169,19 @@ __device__ __forceinline__ u32 reg_index(u32 g, u32 w, u32 j) {
     return low | (j << w) | high;
 }
 
+// Where a register stage reads its twiddles.
+enum TwSource {
+    TW_TABLE,     // the pass's table (the power-of-two form's later windows)
+    TW_GATHERED,  // the tile's gathered table, by stage (gather_twiddles)
+    TW_ROWS,      // the thread's row of the tile's gathered table, by window (gather_twiddle_rows)
+};
+
 // One radix-2 stage at register bit BIT over the R registers. For the pair's first index i0 the
 // twiddle is w^(t << tw_shift) with t = (i0 mod 2^e) * H_small + lo, e = w + BIT: read from the
-// tile's gathered table `tws` (TWS, see gather_twiddles) or from the pass's table.
+// pass's table, from the tile's gathered table `tws` or from the thread's row `tws` of it (TW).
 // (The power-of-two form passes log_h_small = 0 and lo = 0: after its pre-scaling the pass is the
 // 2^k-point transform of half-spans 1 .. 2^(k-1).)
-template <bool DIT, bool LAZY, int LOGR, int BIT, bool TWS>
+template <bool DIT, bool LAZY, int LOGR, int BIT, TwSource TW>
 __device__ __forceinline__ void reg_stage(u64 v[1 << LOGR], const NttPass& p, const u64* tws, u32 g, u32 w, u32 lo,
                                           u32 log_h_small) {
     constexpr int R = 1 << LOGR;
@@ -187,7 +194,9 @@ __device__ __forceinline__ void reg_stage(u64 v[1 << LOGR], const NttPass& p, co
         const int j0 = ((q >> BIT) << (BIT + 1)) | (q & ((1 << BIT) - 1));
         const int j1 = j0 | (1 << BIT);
         const u32 i0 = low | ((u32)(q & ((1 << BIT) - 1)) << w);  // i0 mod 2^e
-        const u64 tw = TWS ? tws[(1u << e) - 1 + i0] : p.tw[((i0 << log_h_small) + lo) << tw_shift];
+        const u64 tw = TW == TW_ROWS       ? tws[(1 << BIT) - 1 + (q & ((1 << BIT) - 1))]
+                       : TW == TW_GATHERED ? tws[(1u << e) - 1 + i0]
+                                           : p.tw[((i0 << log_h_small) + lo) << tw_shift];
         const u64 x = v[j0], y = v[j1];
         if (LAZY) {
             if (DIT) {
@@ -209,15 +218,15 @@ __device__ __forceinline__ void reg_stage(u64 v[1 << LOGR], const NttPass& p, co
     }
 }
 
-template <bool DIT, bool LAZY, int LOGR, bool TWS>
+template <bool DIT, bool LAZY, int LOGR, TwSource TW>
 __device__ __forceinline__ void reg_stage_at(u32 b, u64 v[1 << LOGR], const NttPass& p, const u64* tws, u32 g, u32 w,
                                              u32 lo, u32 log_h_small) {
     switch (b) {
-        case 0: reg_stage<DIT, LAZY, LOGR, 0, TWS>(v, p, tws, g, w, lo, log_h_small); break;
-        case 1: reg_stage<DIT, LAZY, LOGR, 1, TWS>(v, p, tws, g, w, lo, log_h_small); break;
-        case 2: reg_stage<DIT, LAZY, LOGR, 2, TWS>(v, p, tws, g, w, lo, log_h_small); break;
-        case 3: reg_stage<DIT, LAZY, LOGR, 3, TWS>(v, p, tws, g, w, lo, log_h_small); break;
-        default: reg_stage<DIT, LAZY, LOGR, (LOGR > 4 ? 4 : 3), TWS>(v, p, tws, g, w, lo, log_h_small); break;
+        case 0: reg_stage<DIT, LAZY, LOGR, 0, TW>(v, p, tws, g, w, lo, log_h_small); break;
+        case 1: reg_stage<DIT, LAZY, LOGR, 1, TW>(v, p, tws, g, w, lo, log_h_small); break;
+        case 2: reg_stage<DIT, LAZY, LOGR, 2, TW>(v, p, tws, g, w, lo, log_h_small); break;
+        case 3: reg_stage<DIT, LAZY, LOGR, 3, TW>(v, p, tws, g, w, lo, log_h_small); break;
+        default: reg_stage<DIT, LAZY, LOGR, (LOGR > 4 ? 4 : 3), TW>(v, p, tws, g, w, lo, log_h_small); break;
     }
 }
 
@@ -232,6 +241,38 @@ __device__ __forceinline__ void gather_twiddles(u64* tws, const NttPass& p, u32 
     for (u32 x = threadIdx.x; x + 1 < (1u << k); x += blockDim.x) {
         const u32 e = 31 - __clz(x + 1), i0 = x + 1 - (1u << e);
         tws[x] = p.tw[((i0 << log_h) + lo) << ((u32)p.log_size - 1 - (log_h + e))];
+    }
+}
+
+// The lean form's twiddles, gathered by window: window n of a pass holds the stages [w_n, w_n +
+// LOGR) or fewer (register bits BIT = e - w_n); a thread with low = i mod 2^w_n needs, for stage
+// BIT, the 2^BIT twiddles of i0 = low | (qb << w_n), qb < 2^BIT, and reads them from its row of
+// the window's table: row low (2^LOGR - 1 entries, an odd stride, so the four rows a warp reads are
+// in different banks) at 2^BIT - 1 + qb. Every address of a stage is then the row's plus a
+// compile-time offset: no per-stage index arithmetic, and no table of addresses held across the
+// stages (which spilled in the inverse kernel at 64 registers).
+// DIT runs window n at w_n = min(n LOGR, k - LOGR) for the stages [n LOGR, min((n+1) LOGR, k));
+// DIF at w_n = max(k - (n+1) LOGR, 0) for [w_n, k - n LOGR). Window n's table has 2^w_n rows.
+template <bool DIT, int LOGR>
+__device__ __forceinline__ u32 lean_window_w(u32 n, u32 k) {
+    return DIT ? min(n * LOGR, k - LOGR) : (k >= (n + 1) * LOGR ? k - (n + 1) * LOGR : 0);
+}
+// The offset of window n's table: the rows of the windows before it.
+template <bool DIT, int LOGR>
+__device__ __forceinline__ u32 lean_window_base(u32 n, u32 k) {
+    u32 base = 0;
+    for (u32 m = 0; m < n; ++m) base += (1u << lean_window_w<DIT, LOGR>(m, k)) * ((1u << LOGR) - 1);
+    return base;
+}
+template <bool DIT, int LOGR>
+__device__ __forceinline__ void gather_twiddle_rows(u64* tws, const NttPass& p, u32 k, u32 lo) {
+    const u32 log_h = (u32)p.log_h_small;
+    for (u32 x = threadIdx.x; x + 1 < (1u << k); x += blockDim.x) {
+        const u32 e = 31 - __clz(x + 1), i0 = x + 1 - (1u << e);
+        const u32 n = DIT ? e / LOGR : (k - 1 - e) / LOGR, w = lean_window_w<DIT, LOGR>(n, k);
+        const u32 row = i0 & ((1u << w) - 1), qb = i0 >> w, bit = e - w;
+        tws[lean_window_base<DIT, LOGR>(n, k) + row * ((1u << LOGR) - 1) + (1u << bit) - 1 + qb] =
+            p.tw[((i0 << log_h) + lo) << ((u32)p.log_size - 1 - (log_h + e))];
     }
 }
 
@@ -390,7 +431,7 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
     // depend only on `lo`, so consecutive tiles with the same `lo` reuse them.
     u64* const tws = tile + ((1u << k) * COLS + ((1u << k) >> 5));
     // The lean form's last inverse pass: the tile's coset factors (coset_factors) after them.
-    u64* const cf = tws + (1u << k);
+    u64* const cf = tws + (LEAN ? lean_window_base<DIT, LOGR>((k + LOGR - 1) / LOGR, k) : (1u << k));
     const bool finish = !DIT && p.finish_inverse;
     u32 tws_lo = ~0u;
     for (u64 blk = blockIdx.x; blk < tasks * col_groups; blk += gridDim.x) {
@@ -405,7 +446,11 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
             // previous tile's reads of `tws` ended at its closing barrier.)
             const bool gather = !POW2 && (u32)lo != tws_lo;
             if (gather) {
-                gather_twiddles(tws, p, k, (u32)lo);
+                if (LEAN) {
+                    gather_twiddle_rows<DIT, LOGR>(tws, p, k, (u32)lo);
+                } else {
+                    gather_twiddles(tws, p, k, (u32)lo);
+                }
                 tws_lo = (u32)lo;
             }
             if (LEAN && finish) coset_factors(cf, p, k, hi, lo);
@@ -443,6 +488,10 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
             u32 next = DIT ? 0 : k;  // DIT: the lowest stage left; DIF: one above the highest left
             // The table's view of the stages: the pass's own, or (power-of-two form) half-spans from 1.
             const u32 tw_lo = POW2 ? 0 : (u32)lo, tw_log_h = POW2 ? 0 : (u32)p.log_h_small;
+            constexpr TwSource TW = POW2 ? TW_TABLE : LEAN ? TW_ROWS : TW_GATHERED;
+            // The lean form: the window's index, and the thread's row of its twiddles.
+            u32 window = 0;
+            const u64* tw_row = tws;
             if (POW2 && DIT) {
                 if (lo != 0) pow2_scale<LOGR>(v, p, g, (u32)lo);
                 dit_first_window_pow2<LOGR>(v);  // k >= LOGR: the register kernels run k >= 5
@@ -453,8 +502,9 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
                     // (The power-of-two form ran the stages of window 0 above; later windows have w > 0.)
                     if (!POW2 || w != 0) {
                         const u32 top = min(next + LOGR, k);
+                        if (LEAN) tw_row = tws + lean_window_base<DIT, LOGR>(window, k) + (g & ((1u << w) - 1)) * (R - 1);
                         for (u32 e = next; e < top; ++e)
-                            reg_stage_at<DIT, LAZY, LOGR, !POW2>(e - w, v, p, tws, g, w, tw_lo, tw_log_h);
+                            reg_stage_at<DIT, LAZY, LOGR, TW>(e - w, v, p, tw_row, g, w, tw_lo, tw_log_h);
                         next = top;
                     }
                     if (next >= k) break;
@@ -466,7 +516,8 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
                     }
                     // (Power-of-two form: stop at stage LOGR, so that the last window is [0, LOGR).)
                     const u32 bot = POW2 ? (next >= 2 * LOGR ? next - LOGR : LOGR) : (next >= LOGR ? next - LOGR : 0);
-                    for (u32 e = next; e-- > bot;) reg_stage_at<DIT, LAZY, LOGR, !POW2>(e - w, v, p, tws, g, w, tw_lo, tw_log_h);
+                    if (LEAN) tw_row = tws + lean_window_base<DIT, LOGR>(window, k) + (g & ((1u << w) - 1)) * (R - 1);
+                    for (u32 e = next; e-- > bot;) reg_stage_at<DIT, LAZY, LOGR, TW>(e - w, v, p, tw_row, g, w, tw_lo, tw_log_h);
                     next = bot;
                     if (next == 0) break;
                 }
@@ -480,6 +531,7 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
                 }
                 __syncthreads();
                 w = DIT ? min(next, k - LOGR) : (next >= LOGR ? next - LOGR : 0);
+                ++window;
                 if (LEAN) {
                     tile_exchange<false, LOGR, COLS>(tile, v, g, c, w);
                 } else {
