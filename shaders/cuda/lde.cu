@@ -412,7 +412,7 @@ __device__ __forceinline__ void tile_exchange(u64* tile, u64 v[1 << LOGR], u32 g
 #undef TILE_CASE
 }
 
-template <bool DIT, int LOGR, int COLS, bool LAZY = false, bool POW2 = false, bool LEAN = false>
+template <bool DIT, int LOGR, int COLS, bool LAZY = false, bool POW2 = false, bool LEAN = false, int FINISH = -1>
 __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
     static_assert(!POW2 || (LAZY && LOGR == 5), "the power-of-two form is a lazy radix-32 pass");
     static_assert(!LEAN || !POW2, "the lean form is of the general passes");
@@ -432,7 +432,9 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
     u64* const tws = tile + ((1u << k) * COLS + ((1u << k) >> 5));
     // The lean form's last inverse pass: the tile's coset factors (coset_factors) after them.
     u64* const cf = tws + (LEAN ? lean_window_base<DIT, LOGR>((k + LOGR - 1) / LOGR, k) : (1u << k));
-    const bool finish = !DIT && p.finish_inverse;
+    // FINISH: 0 or 1 where the kernel has a copy for each (the finish's state then leaves the other
+    // copy's registers), -1 to read the flag.
+    const bool finish = !DIT && (FINISH < 0 ? p.finish_inverse != 0 : FINISH == 1);
     u32 tws_lo = ~0u;
     for (u64 blk = blockIdx.x; blk < tasks * col_groups; blk += gridDim.x) {
         const u64 cg = blk % col_groups, task = blk / col_groups;
@@ -638,10 +640,16 @@ extern "C" __global__ void __launch_bounds__(512) ntt_dit_pass_lean(const NttPas
 }
 #endif
 // The lean form at radix 16 (1024 threads of at most 64 registers per 2^11-row tile): twice the
-// warps of radix 32 to hide latency with, half the independent butterflies per thread.
+// warps of radix 32 to hide latency with, half the independent butterflies per thread. The
+// inverse kernel has a copy for the last pass and one for the others: at 64 registers, one copy
+// for both spilled the finish's state in the tile loop (radix 32, at 128, spills more when split).
 #if ALL_KERNELS || WANT_ntt_dif_pass_lean16
 extern "C" __global__ void __launch_bounds__(1024) ntt_dif_pass_lean16(const NttPass p) {
-    ntt_pass_reg<false, 4, 8, true, false, true>(p);
+    if (p.finish_inverse) {
+        ntt_pass_reg<false, 4, 8, true, false, true, 1>(p);
+    } else {
+        ntt_pass_reg<false, 4, 8, true, false, true, 0>(p);
+    }
 }
 #endif
 #if ALL_KERNELS || WANT_ntt_dit_pass_lean16
