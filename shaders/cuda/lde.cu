@@ -343,6 +343,31 @@ __device__ __forceinline__ void dit_first_window_pow2(u64 v[1 << LOGR]) {
     }
 }
 
+// The lean form's first DIT window (w = 0, stages 0 .. LOGR-1) of a pass at half-spans from H = 2,
+// the first forward pass at blowup 2, without a table: stage b's twiddle for the pair whose first
+// local index j0 has j0 mod 2^b = jb is w_(2^(b+1) H)^(jb H + lo) = w_(2^(b+2))^(2 jb + lo) =
+// 2^((2 jb + lo) E_(b+2) mod 192) (gl_root_exp), a compile-time power of two for each of the two
+// values of the tile's lo (LO): a shift and a short reduction, none at all for the exponents 0 and
+// 96 (a sign: 2^e = -2^(e - 96) for e >= 96 swaps the outputs). LOGR <= 4 keeps b + 2 <= 6.
+template <int LOGR, int LO>
+__device__ __forceinline__ void dit_first_window_h2(u64 v[1 << LOGR]) {
+    static_assert(LOGR <= 4 && (LO == 0 || LO == 1), "w_64 is the largest root with a power-of-two form");
+    constexpr int R = 1 << LOGR;
+#pragma unroll
+    for (int b = 0; b < LOGR; ++b) {
+#pragma unroll
+        for (int q = 0; q < R / 2; ++q) {
+            const int j0 = ((q >> b) << (b + 1)) | (q & ((1 << b) - 1)), j1 = j0 | (1 << b);
+            const int e = ((2 * (q & ((1 << b) - 1)) + LO) * gl_root_exp(b + 2)) % 192;
+            const u64 x = v[j0], y = v[j1];
+            const u64 yw = e % 96 == 0 ? y : gl_mul_pow2_lazy(y, e % 96);
+            const u64 sum = gl_add_lazy(x, yw), diff = gl_sub_lazy(x, yw);
+            v[j0] = e >= 96 ? diff : sum;
+            v[j1] = e >= 96 ? sum : diff;
+        }
+    }
+}
+
 // Stages LOGR-1 .. 0 of the DIF pass in power-of-two form, on the window at w = 0; the twiddle
 // w_(2^(b+1))^-j = 2^((-j E_(b+1)) mod 192), and (x - y) (-2^f) = (y - x) 2^f.
 template <int LOGR>
@@ -499,10 +524,20 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
                 dit_first_window_pow2<LOGR>(v);  // k >= LOGR: the register kernels run k >= 5
                 next = LOGR;
             }
+            // The lean radix-16 form's first window at half-spans from 2 (dit_first_window_h2).
+            const bool h2_first = LEAN && DIT && LOGR <= 4 && p.log_h_small == 1;
+            if (h2_first) {
+                if (lo == 0) {
+                    dit_first_window_h2<(LOGR <= 4 ? LOGR : 4), 0>(v);
+                } else {
+                    dit_first_window_h2<(LOGR <= 4 ? LOGR : 4), 1>(v);
+                }
+                next = LOGR;
+            }
             for (;;) {
                 if (DIT) {
-                    // (The power-of-two form ran the stages of window 0 above; later windows have w > 0.)
-                    if (!POW2 || w != 0) {
+                    // (The power-of-two forms ran the stages of window 0 above; later windows have w > 0.)
+                    if (!(POW2 || h2_first) || w != 0) {
                         const u32 top = min(next + LOGR, k);
                         if (LEAN) tw_row = tws + lean_window_base<DIT, LOGR>(window, k) + (g & ((1u << w) - 1)) * (R - 1);
                         for (u32 e = next; e < top; ++e)
