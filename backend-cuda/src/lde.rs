@@ -641,7 +641,11 @@ fn queue(
                 pass.coset = if dit { 0 } else { tw.buf.ptr_at(inv + fwd) };
                 let (kernel, threads, smem, tile_cols) = kernels(dit, pass.k as u32)?;
                 let reps = if pass.replicated_in != 0 { 1usize << log_b } else { 1 };
-                let grid = ((1usize << pass.log_size >> pass.k) / reps * m.div_ceil(tile_cols)).clamp(1, max_grid);
+                let tiles = (1usize << pass.log_size >> pass.k) / reps * m.div_ceil(tile_cols);
+                // The register kernels count their tiles in 32 bits (lde.cu's loop control): 2^31
+                // tiles of at least 2^5 rows x 4 columns would be an LDE buffer of 2^41 bytes.
+                debug_assert!(tiles < 1 << 31, "{tiles} tiles");
+                let grid = tiles.clamp(1, max_grid);
                 let args = LaunchArgs::new().arg(&pass);
                 // SAFETY: one NttPass as declared; its tiles address columns [cols.start, cols.end)
                 // (the base address plus columns below `cols`, rows `pitch` apart) of rows < n of

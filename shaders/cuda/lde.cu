@@ -461,13 +461,16 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
     // copy's registers), -1 to read the flag.
     const bool finish = !DIT && (FINISH < 0 ? p.finish_inverse != 0 : FINISH == 1);
     u32 tws_lo = ~0u;
-    for (u64 blk = blockIdx.x; blk < tasks * col_groups; blk += gridDim.x) {
-        const u64 cg = blk % col_groups, task = blk / col_groups;
+    // 32-bit loop control (lde.rs launches fewer than 2^31 tiles): at 64 registers its 64-bit form
+    // spilled in the inverse kernel.
+    const u32 n_blk = (u32)(tasks * col_groups), n_cg = (u32)col_groups;
+    for (u32 blk = blockIdx.x; blk < n_blk; blk += gridDim.x) {
+        const u32 cg = blk % n_cg, task = blk / n_cg;
         const u64 col = cg * COLS + c;
         const bool active = col < p.cols;
-        for (u64 rep = reps; rep-- > 0;) {  // the lo == 0 tile, which overwrites the shared rows, last
-            const u64 tile_id = task * reps + rep;
-            const u64 lo = tile_id & (h_small - 1);
+        for (u32 rep = (u32)reps; rep-- > 0;) {  // the lo == 0 tile, which overwrites the shared rows, last
+            const u32 tile_id = task * (u32)reps + rep;
+            const u64 lo = tile_id & (u32)(h_small - 1);
             const u64 hi = tile_id >> p.log_h_small;
             // (`lo` is the same for the whole block: the gather and its barrier are uniform. The
             // previous tile's reads of `tws` ended at its closing barrier.)
