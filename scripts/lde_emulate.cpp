@@ -122,7 +122,7 @@ int main() {
     const char* names[] = {"lazy", "lean", "pow2", "lean16"};
     const unsigned radix[] = {32, 32, 32, 16};
     // (log size, k, log H, columns, DIT, canon_in, canon_out, finish_inverse, replicated_in)
-    for (int log_size : {10, 12})
+    for (int log_size : {10, 11, 12})
         for (int k = 5; k <= 11 && k <= log_size; ++k)
             for (int log_h : {0, 1, log_size - k})
                 for (int m : {3, 8, 13})

@@ -527,6 +527,11 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
                 dit_first_window_pow2<LOGR>(v);  // k >= LOGR: the register kernels run k >= 5
                 next = LOGR;
             }
+            // The lean form's last inverse window at half-spans from 1, where lo = 0: its twiddles
+            // w_(2^(b+1))^-jb are those of the power-of-two form's (dif_last_window_pow2), with no
+            // scaling. The windows above it then end at stage LOGR (the gathered table still has
+            // the stages below, unread). Only the finish's copy of the radix-16 kernel has it.
+            const bool h1_last = LEAN && !DIT && FINISH == 1 && p.log_h_small == 0;
             // The lean radix-16 form's first window at half-spans from 2 (dit_first_window_h2).
             const bool h2_first = LEAN && DIT && LOGR <= 4 && p.log_h_small == 1;
             if (h2_first) {
@@ -549,13 +554,13 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
                     }
                     if (next >= k) break;
                 } else {
-                    if (POW2 && w == 0) {  // next == LOGR: the last window, stages LOGR-1 .. 0
+                    if ((POW2 || h1_last) && w == 0) {  // next == LOGR: the last window, stages LOGR-1 .. 0
                         dif_last_window_pow2<LOGR>(v);
-                        if (lo != 0) pow2_scale<LOGR>(v, p, g, (u32)lo);
+                        if (POW2 && lo != 0) pow2_scale<LOGR>(v, p, g, (u32)lo);
                         break;
                     }
-                    // (Power-of-two form: stop at stage LOGR, so that the last window is [0, LOGR).)
-                    const u32 bot = POW2 ? (next >= 2 * LOGR ? next - LOGR : LOGR) : (next >= LOGR ? next - LOGR : 0);
+                    // (Power-of-two forms: stop at stage LOGR, so that the last window is [0, LOGR).)
+                    const u32 bot = POW2 || h1_last ? (next >= 2 * LOGR ? next - LOGR : LOGR) : (next >= LOGR ? next - LOGR : 0);
                     if (LEAN) tw_row = tws + lean_window_base<DIT, LOGR>(window, k) + (g & ((1u << w) - 1)) * (R - 1);
                     for (u32 e = next; e-- > bot;) reg_stage_at<DIT, LAZY, LOGR, TW>(e - w, v, p, tw_row, g, w, tw_lo, tw_log_h);
                     next = bot;
