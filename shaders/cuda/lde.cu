@@ -567,7 +567,9 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
                     if (next == 0) break;
                 }
                 // Exchange through shared memory into the next window.
-                __syncthreads();  // everyone has read the previous exchange
+                // Everyone has read the previous exchange (in the tile's first, the closing barrier
+                // of the previous tile saw to it).
+                if (window != 0) __syncthreads();
                 if (LEAN) {
                     tile_exchange<true, LOGR, COLS>(tile, v, g, c, w);
                 } else {
