@@ -182,9 +182,13 @@ pub struct CudaOptions {
     pub ntt_pow2: bool,
     /// Whether the lazy 8-column kernels (radix 32 and 16) run their lean form (`CUDA_NTT_LEAN`, 1
     /// or 0): the same arithmetic, with each tile's global addresses as one running offset, the
-    /// shared-memory exchanges at compile-time offsets and the last inverse pass's coset factors
+    /// shared-memory exchanges at compile-time offsets, each twiddle at a compile-time offset from
+    /// the thread's row of a table gathered by window, and the last inverse pass's coset factors
     /// made per tile in shared memory: ~11 fewer instructions per butterfly in the SASS
-    /// (BENCHMARKS.md, "instructions per butterfly from the SASS"). Ignored by the 4-column
+    /// (BENCHMARKS.md, "instructions per butterfly from the SASS"). At radix 16 it also runs the
+    /// first forward pass's first window and the last inverse pass's last window with
+    /// compile-time power-of-two twiddles (BENCHMARKS.md, "the inverse kernel's spills,
+    /// power-of-two first window"). Ignored by the 4-column
     /// kernel, by canonical reduction and when [`Self::ntt_pow2`] is set. On by default: the
     /// LDE 2^21 -> 2^22 x 316 took 78.1 ms against 83.1 ms without it on the H200, both with
     /// per-stage twiddle loads (BENCHMARKS.md, "call 2 of 13:37 UTC").
