@@ -673,7 +673,8 @@ extern "C" __global__ void __launch_bounds__(512) ntt_dit_pass_lazy(const NttPas
 #endif
 // The lean form of the lazy passes: the same arithmetic, with the tile's global addresses as one
 // running offset, the shared-memory exchanges at compile-time offsets (tile_exchange) and each
-// twiddle's address one multiply-add from a per-stage base (reg_stage).
+// twiddle at a compile-time offset from the thread's row of the window's table
+// (gather_twiddle_rows).
 #if ALL_KERNELS || WANT_ntt_dif_pass_lean
 extern "C" __global__ void __launch_bounds__(512) ntt_dif_pass_lean(const NttPass p) {
     ntt_pass_reg<false, 5, 8, true, false, true>(p);
