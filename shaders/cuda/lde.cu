@@ -226,7 +226,13 @@ __device__ __forceinline__ void reg_stage_at(u32 b, u64 v[1 << LOGR], const NttP
         case 1: reg_stage<DIT, LAZY, LOGR, 1, TW>(v, p, tws, g, w, lo, log_h_small); break;
         case 2: reg_stage<DIT, LAZY, LOGR, 2, TW>(v, p, tws, g, w, lo, log_h_small); break;
         case 3: reg_stage<DIT, LAZY, LOGR, 3, TW>(v, p, tws, g, w, lo, log_h_small); break;
-        default: reg_stage<DIT, LAZY, LOGR, (LOGR > 4 ? 4 : 3), TW>(v, p, tws, g, w, lo, log_h_small); break;
+        default:  // b = 4 at radix 32; radix 16 has no fifth bit (no copy of the stage for it)
+            if (LOGR > 4) {
+                reg_stage<DIT, LAZY, LOGR, (LOGR > 4 ? 4 : 3), TW>(v, p, tws, g, w, lo, log_h_small);
+            } else {
+                __builtin_unreachable();
+            }
+            break;
     }
 }
 
