@@ -813,8 +813,9 @@ mod tests {
     }
 
     /// The lean form's twiddle rows: the windows ntt_pass_reg runs (its loop, step by step) hold
-    /// each stage once, and [`twiddle_slots`] counts `2^w` rows of `radix - 1` for each; every
-    /// variant's block fits an H200's shared memory (227 KiB) at 11 stages.
+    /// each stage once, and [`twiddle_slots`] counts `2^w` rows of `radix - 1` for each; the
+    /// radix-16 finish's other placement reads the same tables; every variant's block fits an
+    /// H200's shared memory (227 KiB) at 11 stages.
     #[test]
     fn lean_twiddle_rows_cover_the_windows_the_kernel_runs() {
         for log_r in [4u32, 5] {
@@ -844,6 +845,26 @@ mod tests {
                 }
                 assert_eq!(twiddle_slots(k, radix, false, true), 1 << k);
             }
+        }
+        // The radix-16 finish's placement (lde.cu's h1_last): windows end at stage LOGR, and the
+        // last, [0, LOGR), needs no table. Every stage above it must find its window's table at
+        // the window's own index and bit, as the kernel computes its row from both.
+        let log_r = 4u32;
+        for k in log_r + 1..=MAX_NTT_STAGES {
+            let table_w = |n: u32| k.saturating_sub((n + 1) * log_r);
+            let (mut w, mut next, mut window) = (k - log_r, k, 0);
+            while w != 0 {
+                let bot = if next >= 2 * log_r { next - log_r } else { log_r };
+                for e in bot..next {
+                    assert_eq!((k - 1 - e) / log_r, window, "k {k}: stage {e}");
+                    assert_eq!(table_w(window), w, "k {k}: stage {e} in window {window}");
+                    assert!(e - w < log_r, "k {k}: stage {e} at w {w}");
+                }
+                next = bot;
+                w = next.saturating_sub(log_r);
+                window += 1;
+            }
+            assert_eq!(next, log_r, "k {k}: the last window is [0, {log_r})");
         }
         assert_eq!(twiddle_slots(11, 16, true, false), 15 * (128 + 8 + 1));
         assert_eq!(twiddle_slots(11, 32, true, true), 31 * (1 + 32 + 64));

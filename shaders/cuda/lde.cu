@@ -538,7 +538,8 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
             // scaling. The windows above it then end at stage LOGR (the gathered table still has
             // the stages below, unread). Only the finish's copy of the radix-16 kernel has it.
             const bool h1_last = LEAN && !DIT && FINISH == 1 && p.log_h_small == 0;
-            // The lean radix-16 form's first window at half-spans from 2 (dit_first_window_h2).
+            // The lean radix-16 form's first window at half-spans from 2 (dit_first_window_h2; the
+            // clamped template argument only lets the radix-32 kernels compile the dead call).
             const bool h2_first = LEAN && DIT && LOGR <= 4 && p.log_h_small == 1;
             if (h2_first) {
                 if (lo == 0) {
