@@ -328,6 +328,16 @@ __device__ __forceinline__ void pow2_scale(u64 v[1 << LOGR], const NttPass& p, u
     }
 }
 
+// A DIT butterfly (x, y) -> (x + y 2^e, x - y 2^e) with a compile-time exponent 0 <= e < 192 once
+// its callers are unrolled: a shift and a short reduction, none for e = 0 or 96; 2^e = -2^(e - 96)
+// for e >= 96 swaps the outputs.
+__device__ __forceinline__ void dit_butterfly_pow2(u64& x, u64& y, int e) {
+    const u64 yw = e % 96 == 0 ? y : gl_mul_pow2_lazy(y, e % 96);
+    const u64 sum = gl_add_lazy(x, yw), diff = gl_sub_lazy(x, yw);
+    x = e >= 96 ? diff : sum;
+    y = e >= 96 ? sum : diff;
+}
+
 // Stages 0 .. LOGR-1 of the pre-scaled pass on the first DIT window (w = 0: register j holds
 // local index j | (g << LOGR), so j0 mod 2^e is a compile-time constant).
 template <int LOGR>
@@ -338,13 +348,8 @@ __device__ __forceinline__ void dit_first_window_pow2(u64 v[1 << LOGR]) {
 #pragma unroll
         for (int q = 0; q < R / 2; ++q) {
             const int j0 = ((q >> b) << (b + 1)) | (q & ((1 << b) - 1)), j1 = j0 | (1 << b);
-            // w_(2^(b+1))^(j0 mod 2^b) = 2^e; 2^e = -2^(e - 96) for e >= 96 swaps the outputs.
-            const int e = ((q & ((1 << b) - 1)) * gl_root_exp(b + 1)) % 192;
-            const u64 x = v[j0], y = v[j1];
-            const u64 yw = e % 96 == 0 ? y : gl_mul_pow2_lazy(y, e % 96);
-            const u64 sum = gl_add_lazy(x, yw), diff = gl_sub_lazy(x, yw);
-            v[j0] = e >= 96 ? diff : sum;
-            v[j1] = e >= 96 ? sum : diff;
+            // w_(2^(b+1))^(j0 mod 2^b) = 2^e.
+            dit_butterfly_pow2(v[j0], v[j1], ((q & ((1 << b) - 1)) * gl_root_exp(b + 1)) % 192);
         }
     }
 }
@@ -353,8 +358,7 @@ __device__ __forceinline__ void dit_first_window_pow2(u64 v[1 << LOGR]) {
 // the first forward pass at blowup 2, without a table: stage b's twiddle for the pair whose first
 // local index j0 has j0 mod 2^b = jb is w_(2^(b+1) H)^(jb H + lo) = w_(2^(b+2))^(2 jb + lo) =
 // 2^((2 jb + lo) E_(b+2) mod 192) (gl_root_exp), a compile-time power of two for each of the two
-// values of the tile's lo (LO): a shift and a short reduction, none at all for the exponents 0 and
-// 96 (a sign: 2^e = -2^(e - 96) for e >= 96 swaps the outputs). LOGR <= 4 keeps b + 2 <= 6.
+// values of the tile's lo (LO), as dit_butterfly_pow2 takes them. LOGR <= 4 keeps b + 2 <= 6.
 template <int LOGR, int LO>
 __device__ __forceinline__ void dit_first_window_h2(u64 v[1 << LOGR]) {
     static_assert(LOGR <= 4 && (LO == 0 || LO == 1), "w_64 is the largest root with a power-of-two form");
@@ -364,12 +368,7 @@ __device__ __forceinline__ void dit_first_window_h2(u64 v[1 << LOGR]) {
 #pragma unroll
         for (int q = 0; q < R / 2; ++q) {
             const int j0 = ((q >> b) << (b + 1)) | (q & ((1 << b) - 1)), j1 = j0 | (1 << b);
-            const int e = ((2 * (q & ((1 << b) - 1)) + LO) * gl_root_exp(b + 2)) % 192;
-            const u64 x = v[j0], y = v[j1];
-            const u64 yw = e % 96 == 0 ? y : gl_mul_pow2_lazy(y, e % 96);
-            const u64 sum = gl_add_lazy(x, yw), diff = gl_sub_lazy(x, yw);
-            v[j0] = e >= 96 ? diff : sum;
-            v[j1] = e >= 96 ? sum : diff;
+            dit_butterfly_pow2(v[j0], v[j1], ((2 * (q & ((1 << b) - 1)) + LO) * gl_root_exp(b + 2)) % 192);
         }
     }
 }
