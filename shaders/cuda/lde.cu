@@ -338,37 +338,23 @@ __device__ __forceinline__ void dit_butterfly_pow2(u64& x, u64& y, int e) {
     y = e >= 96 ? sum : diff;
 }
 
-// Stages 0 .. LOGR-1 of the pre-scaled pass on the first DIT window (w = 0: register j holds
-// local index j | (g << LOGR), so j0 mod 2^e is a compile-time constant).
-template <int LOGR>
+// Stages 0 .. LOGR-1 of a DIT pass at half-spans from H = 2^LOG_H on its first window (w = 0:
+// register j holds local index j | (g << LOGR), so j0 mod 2^b = jb is a compile-time constant),
+// with the twiddles of tiles whose lo is LO: w_(2^(b+1) H)^(jb H + LO) = 2^((jb H + LO)
+// E_(b+1+LOG_H) mod 192) (gl_root_exp), compile-time powers of two while 2^(LOGR+LOG_H) <= 64.
+// The power-of-two form runs it with H = 1 and LO = 0 after its pre-scaling; the lean radix-16
+// form runs the first forward pass at blowup 2 with H = 2 and one copy for each LO, no table.
+template <int LOGR, int LOG_H = 0, int LO = 0>
 __device__ __forceinline__ void dit_first_window_pow2(u64 v[1 << LOGR]) {
+    static_assert(LOGR + LOG_H <= 6 && LO < (1 << LOG_H), "w_64 is the largest root with a power-of-two form");
     constexpr int R = 1 << LOGR;
 #pragma unroll
     for (int b = 0; b < LOGR; ++b) {
 #pragma unroll
         for (int q = 0; q < R / 2; ++q) {
             const int j0 = ((q >> b) << (b + 1)) | (q & ((1 << b) - 1)), j1 = j0 | (1 << b);
-            // w_(2^(b+1))^(j0 mod 2^b) = 2^e.
-            dit_butterfly_pow2(v[j0], v[j1], ((q & ((1 << b) - 1)) * gl_root_exp(b + 1)) % 192);
-        }
-    }
-}
-
-// The lean form's first DIT window (w = 0, stages 0 .. LOGR-1) of a pass at half-spans from H = 2,
-// the first forward pass at blowup 2, without a table: stage b's twiddle for the pair whose first
-// local index j0 has j0 mod 2^b = jb is w_(2^(b+1) H)^(jb H + lo) = w_(2^(b+2))^(2 jb + lo) =
-// 2^((2 jb + lo) E_(b+2) mod 192) (gl_root_exp), a compile-time power of two for each of the two
-// values of the tile's lo (LO), as dit_butterfly_pow2 takes them. LOGR <= 4 keeps b + 2 <= 6.
-template <int LOGR, int LO>
-__device__ __forceinline__ void dit_first_window_h2(u64 v[1 << LOGR]) {
-    static_assert(LOGR <= 4 && (LO == 0 || LO == 1), "w_64 is the largest root with a power-of-two form");
-    constexpr int R = 1 << LOGR;
-#pragma unroll
-    for (int b = 0; b < LOGR; ++b) {
-#pragma unroll
-        for (int q = 0; q < R / 2; ++q) {
-            const int j0 = ((q >> b) << (b + 1)) | (q & ((1 << b) - 1)), j1 = j0 | (1 << b);
-            dit_butterfly_pow2(v[j0], v[j1], ((2 * (q & ((1 << b) - 1)) + LO) * gl_root_exp(b + 2)) % 192);
+            const int jb = q & ((1 << b) - 1);
+            dit_butterfly_pow2(v[j0], v[j1], (((jb << LOG_H) + LO) * gl_root_exp(b + 1 + LOG_H)) % 192);
         }
     }
 }
@@ -537,14 +523,14 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
             // scaling. The windows above it then end at stage LOGR (the gathered table still has
             // the stages below, unread). Only the finish's copy of the radix-16 kernel has it.
             const bool h1_last = LEAN && !DIT && FINISH == 1 && p.log_h_small == 0;
-            // The lean radix-16 form's first window at half-spans from 2 (dit_first_window_h2; the
+            // The lean radix-16 form's first window at half-spans from 2 (dit_first_window_pow2; the
             // clamped template argument only lets the radix-32 kernels compile the dead call).
             const bool h2_first = LEAN && DIT && LOGR <= 4 && p.log_h_small == 1;
             if (h2_first) {
                 if (lo == 0) {
-                    dit_first_window_h2<(LOGR <= 4 ? LOGR : 4), 0>(v);
+                    dit_first_window_pow2<(LOGR <= 4 ? LOGR : 4), 1, 0>(v);
                 } else {
-                    dit_first_window_h2<(LOGR <= 4 ? LOGR : 4), 1>(v);
+                    dit_first_window_pow2<(LOGR <= 4 ? LOGR : 4), 1, 1>(v);
                 }
                 next = LOGR;
             }
