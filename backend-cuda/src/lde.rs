@@ -249,12 +249,17 @@ fn twiddle_slots(k: u32, radix: u32, lean: bool, dit: bool) -> usize {
         .sum()
 }
 
+/// Shared memory of a block of the variant `v`'s register kernel for a pass of `k` stages over
+/// `cols` columns, forward (`dit`) or inverse.
+fn reg_pass_bytes(k: u32, cols: usize, (radix, _, _, form): (u32, usize, bool, LazyForm), dit: bool) -> usize {
+    reg_tile_bytes(k, cols, twiddle_slots(k, radix, form == LazyForm::Lean, dit))
+}
+
 /// The most shared memory a register kernel of the variant `v` needs for a pass of `k` stages,
-/// forward or inverse.
-fn reg_block_bytes(k: u32, (radix, cols, _, form): (u32, usize, bool, LazyForm)) -> usize {
-    let lean = form == LazyForm::Lean;
-    let slots = twiddle_slots(k, radix, lean, false).max(twiddle_slots(k, radix, lean, true));
-    reg_tile_bytes(k, cols.max(NTT_COLS), slots)
+/// forward or inverse (at 8 columns for the 4-column kernel too, as its stage split assumes).
+fn reg_block_bytes(k: u32, v: (u32, usize, bool, LazyForm)) -> usize {
+    let cols = v.1.max(NTT_COLS);
+    reg_pass_bytes(k, cols, v, false).max(reg_pass_bytes(k, cols, v, true))
 }
 
 /// Which buffer an NTT pass reads or writes.
@@ -608,18 +613,14 @@ fn queue(
     }
     debug_assert!(cols.end <= pitch && (trace.is_none() || m == pitch));
     let max_k = stages_per_pass(device, options);
-    let v @ (radix, reg_cols, _, form) = variant(options);
+    let v @ (radix, reg_cols, _, _) = variant(options);
     let shared_max = reg_block_bytes(max_k, v);
     let kernels = |dit: bool, k: u32| {
         let reg = k >= REG_MIN_STAGES;
         let name = pass_kernel(dit, reg, v);
         let cols = if reg { reg_cols } else { NTT_COLS };
         let threads = if reg { ((1usize << k) * cols / radix as usize) as u32 } else { BLOCK };
-        let smem = if reg {
-            reg_tile_bytes(k, cols, twiddle_slots(k, radix, form == LazyForm::Lean, dit))
-        } else {
-            (1usize << k) * cols * ELEM_BYTES
-        };
+        let smem = if reg { reg_pass_bytes(k, cols, v, dit) } else { (1usize << k) * cols * ELEM_BYTES };
         device.kernel(Source::Lde, name, shared_max).map(|kernel| (kernel, threads, smem as u32, cols))
     };
     let max_grid = device.sm_count as usize * 8;

@@ -274,19 +274,18 @@ impl CudaOptions {
     /// radix 16, canonical for radix 32 x 4 columns. Every one gives the same bytes; the backend's
     /// device tests and the reliability suite run each against a reference.
     pub fn ntt_variants(&self) -> Vec<CudaOptions> {
-        let mut out = Vec::new();
+        // Every (lazy, pow2, lean) of every kernel, as the kernel runs it (ntt_effective), once.
+        let mut out: Vec<CudaOptions> = Vec::new();
         for ntt_stages in [Some(1), Some(2), Some(4), None] {
             for ntt_kernel in NttKernel::ALL {
-                // (lazy, pow2, lean)
-                let forms: &[(bool, bool, bool)] = match ntt_kernel {
-                    NttKernel::Radix32Cols8 => {
-                        &[(true, false, false), (true, true, false), (true, false, true), (false, false, false)]
+                for ntt_lazy in [true, false] {
+                    for (ntt_pow2, ntt_lean) in [(false, false), (true, false), (false, true)] {
+                        let o = CudaOptions { ntt_stages, ntt_kernel, ntt_lazy, ntt_pow2, ntt_lean, ..self.clone() }
+                            .ntt_effective();
+                        if !out.contains(&o) {
+                            out.push(o);
+                        }
                     }
-                    NttKernel::Radix16Cols8 => &[(true, false, true), (false, false, false)],
-                    NttKernel::Radix32Cols4 => &[(false, false, false)],
-                };
-                for &(ntt_lazy, ntt_pow2, ntt_lean) in forms {
-                    out.push(CudaOptions { ntt_stages, ntt_kernel, ntt_lazy, ntt_pow2, ntt_lean, ..self.clone() });
                 }
             }
         }
