@@ -231,7 +231,7 @@ fn reg_tile_bytes(k: u32, cols: usize, twiddle_slots: usize) -> usize {
 }
 
 /// The slots of a register kernel's gathered twiddles for a pass of `k >= log2(radix)` stages.
-/// The lean form gathers them by window (lde.cu's `gather_twiddle_rows`): the window at local bit
+/// The lean form gathers them by window (lde.cu's `gather_twiddles` with `ROWS`): the window at local bit
 /// `w` has `2^w` rows of `radix - 1`, and the windows are, for DIT, at `w = min(n log2(radix), k -
 /// log2(radix))` and, for DIF, at `w = max(k - (n + 1) log2(radix), 0)`, `n < ceil(k /
 /// log2(radix))`. The other forms gather `2^k - 1` by stage (`gather_twiddles`; the power-of-two
@@ -847,7 +847,7 @@ mod tests {
                 assert_eq!(twiddle_slots(k, radix, false, true), 1 << k);
             }
         }
-        // The radix-16 finish's placement (lde.cu's h1_last): windows end at stage LOGR, and the
+        // The radix-16 finish's placement (lde.cu's pow2_last): windows end at stage LOGR, and the
         // last, [0, LOGR), needs no table. Every stage above it must find its window's table at
         // the window's own index and bit, as the kernel computes its row from both.
         let log_r = 4u32;

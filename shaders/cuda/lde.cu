@@ -173,7 +173,7 @@ __device__ __forceinline__ u32 reg_index(u32 g, u32 w, u32 j) {
 enum TwSource {
     TW_TABLE,     // the pass's table (the power-of-two form's later windows)
     TW_GATHERED,  // the tile's gathered table, by stage (gather_twiddles)
-    TW_ROWS,      // the thread's row of the tile's gathered table, by window (gather_twiddle_rows)
+    TW_ROWS,      // the thread's row of the tile's gathered table, by window (gather_twiddles with ROWS)
 };
 
 // One radix-2 stage at register bit BIT over the R registers. For the pair's first index i0 the
@@ -236,25 +236,11 @@ __device__ __forceinline__ void reg_stage_at(u32 b, u64 v[1 << LOGR], const NttP
     }
 }
 
-// The twiddles of one tile of a pass, gathered into shared memory before its stages run: stage e
-// (local, e < k) of the tile with low index `lo` uses, for the pair whose first local index is
-// i0, the table entry ((i0 mod 2^e) << log_h_small) + lo, shifted by log_size - 1 -
-// (log_h_small + e); those 2^e values go to tws[2^e - 1 + (i0 mod 2^e)], 2^k - 1 in all. The
-// gathers are independent loads issued together (beside the tile's own loads), so each stage
-// then reads shared memory instead of waiting for a global load of its own.
-__device__ __forceinline__ void gather_twiddles(u64* tws, const NttPass& p, u32 k, u32 lo) {
-    const u32 log_h = (u32)p.log_h_small;
-    for (u32 x = threadIdx.x; x + 1 < (1u << k); x += blockDim.x) {
-        const u32 e = 31 - __clz(x + 1), i0 = x + 1 - (1u << e);
-        tws[x] = p.tw[((i0 << log_h) + lo) << ((u32)p.log_size - 1 - (log_h + e))];
-    }
-}
-
-// The lean form's twiddles, gathered by window: window n of a pass holds the stages [w_n, w_n +
-// LOGR) or fewer (register bits BIT = e - w_n); a thread with low = i mod 2^w_n needs, for stage
-// BIT, the 2^BIT twiddles of i0 = low | (qb << w_n), qb < 2^BIT, and reads them from its row of
-// the window's table: row low (2^LOGR - 1 entries, an odd stride, so the four rows a warp reads are
-// in different banks) at 2^BIT - 1 + qb. Every address of a stage is then the row's plus a
+// The lean form's twiddle layout, by window: window n of a pass holds the stages [w_n, w_n + LOGR)
+// or fewer (register bits BIT = e - w_n); a thread with low = i mod 2^w_n needs, for stage BIT,
+// the 2^BIT twiddles of i0 = low | (qb << w_n), qb < 2^BIT, and reads them from its row of the
+// window's table: row low (2^LOGR - 1 entries, an odd stride, so the four rows a warp reads are in
+// different banks) at 2^BIT - 1 + qb. Every address of a stage is then the row's plus a
 // compile-time offset: no per-stage index arithmetic, and no table of addresses held across the
 // stages (which spilled in the inverse kernel at 64 registers).
 // DIT runs window n at w_n = min(n LOGR, k - LOGR) for the stages [n LOGR, min((n+1) LOGR, k));
@@ -270,15 +256,27 @@ __device__ __forceinline__ u32 lean_window_base(u32 n, u32 k) {
     for (u32 m = 0; m < n; ++m) base += (1u << lean_window_w<DIT, LOGR>(m, k)) * ((1u << LOGR) - 1);
     return base;
 }
-template <bool DIT, int LOGR>
-__device__ __forceinline__ void gather_twiddle_rows(u64* tws, const NttPass& p, u32 k, u32 lo) {
+
+// The twiddles of one tile of a pass, gathered into shared memory before its stages run: stage e
+// (local, e < k) of the tile with low index `lo` uses, for the pair whose first local index is
+// i0, the table entry ((i0 mod 2^e) << log_h_small) + lo, shifted by log_size - 1 -
+// (log_h_small + e); 2^k - 1 values in all, at tws[2^e - 1 + (i0 mod 2^e)] by stage or (ROWS, the
+// lean form) in the layout by window above. The gathers are independent loads issued together
+// (beside the tile's own loads), so each stage then reads shared memory instead of waiting for a
+// global load of its own.
+template <bool ROWS, bool DIT, int LOGR>
+__device__ __forceinline__ void gather_twiddles(u64* tws, const NttPass& p, u32 k, u32 lo) {
     const u32 log_h = (u32)p.log_h_small;
     for (u32 x = threadIdx.x; x + 1 < (1u << k); x += blockDim.x) {
         const u32 e = 31 - __clz(x + 1), i0 = x + 1 - (1u << e);
-        const u32 n = DIT ? e / LOGR : (k - 1 - e) / LOGR, w = lean_window_w<DIT, LOGR>(n, k);
-        const u32 row = i0 & ((1u << w) - 1), qb = i0 >> w, bit = e - w;
-        tws[lean_window_base<DIT, LOGR>(n, k) + row * ((1u << LOGR) - 1) + (1u << bit) - 1 + qb] =
-            p.tw[((i0 << log_h) + lo) << ((u32)p.log_size - 1 - (log_h + e))];
+        const u64 t = p.tw[((i0 << log_h) + lo) << ((u32)p.log_size - 1 - (log_h + e))];
+        if (ROWS) {
+            const u32 n = DIT ? e / LOGR : (k - 1 - e) / LOGR, w = lean_window_w<DIT, LOGR>(n, k);
+            const u32 row = i0 & ((1u << w) - 1), qb = i0 >> w, bit = e - w;
+            tws[lean_window_base<DIT, LOGR>(n, k) + row * ((1u << LOGR) - 1) + (1u << bit) - 1 + qb] = t;
+        } else {
+            tws[x] = t;
+        }
     }
 }
 
@@ -467,11 +465,7 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
             // previous tile's reads of `tws` ended at its closing barrier.)
             const bool gather = !POW2 && (u32)lo != tws_lo;
             if (gather) {
-                if (LEAN) {
-                    gather_twiddle_rows<DIT, LOGR>(tws, p, k, (u32)lo);
-                } else {
-                    gather_twiddles(tws, p, k, (u32)lo);
-                }
+                gather_twiddles<LEAN, DIT, LOGR>(tws, p, k, (u32)lo);
                 tws_lo = (u32)lo;
             }
             if (LEAN && finish) coset_factors(cf, p, k, hi, lo);
@@ -513,31 +507,33 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
             // The lean form: the window's index, and the thread's row of its twiddles.
             u32 window = 0;
             const u64* tw_row = tws;
+            // The windows with compile-time power-of-two twiddles and no table: the power-of-two
+            // form's first (DIT) and last (DIF) windows; and in the lean radix-16 form, the first
+            // window of a forward pass at half-spans from 2 (the first at blowup 2; one copy for
+            // each parity of lo) and the last window of the finish's copy at half-spans from 1
+            // (lo = 0: no scaling; the windows above it then end at stage LOGR, and the gathered
+            // table's rows for the stages below go unread).
+            const bool pow2_first = DIT && (POW2 || (LEAN && LOGR <= 4 && p.log_h_small == 1));
+            const bool pow2_last = !DIT && (POW2 || (LEAN && FINISH == 1 && p.log_h_small == 0));
             if (POW2 && DIT) {
                 if (lo != 0) pow2_scale<LOGR>(v, p, g, (u32)lo);
                 dit_first_window_pow2<LOGR>(v);  // k >= LOGR: the register kernels run k >= 5
                 next = LOGR;
             }
-            // The lean form's last inverse window at half-spans from 1, where lo = 0: its twiddles
-            // w_(2^(b+1))^-jb are those of the power-of-two form's (dif_last_window_pow2), with no
-            // scaling. The windows above it then end at stage LOGR (the gathered table still has
-            // the stages below, unread). Only the finish's copy of the radix-16 kernel has it.
-            const bool h1_last = LEAN && !DIT && FINISH == 1 && p.log_h_small == 0;
-            // The lean radix-16 form's first window at half-spans from 2 (dit_first_window_pow2; the
-            // clamped template argument only lets the radix-32 kernels compile the dead call).
-            const bool h2_first = LEAN && DIT && LOGR <= 4 && p.log_h_small == 1;
-            if (h2_first) {
-                if (lo == 0) {
-                    dit_first_window_pow2<(LOGR <= 4 ? LOGR : 4), 1, 0>(v);
-                } else {
-                    dit_first_window_pow2<(LOGR <= 4 ? LOGR : 4), 1, 1>(v);
+            if constexpr (LEAN && DIT && LOGR <= 4) {
+                if (pow2_first) {
+                    if (lo == 0) {
+                        dit_first_window_pow2<LOGR, 1, 0>(v);
+                    } else {
+                        dit_first_window_pow2<LOGR, 1, 1>(v);
+                    }
+                    next = LOGR;
                 }
-                next = LOGR;
             }
             for (;;) {
                 if (DIT) {
-                    // (The power-of-two forms ran the stages of window 0 above; later windows have w > 0.)
-                    if (!(POW2 || h2_first) || w != 0) {
+                    // (The power-of-two windows ran the stages of window 0 above; later windows have w > 0.)
+                    if (!pow2_first || w != 0) {
                         const u32 top = min(next + LOGR, k);
                         if (LEAN) tw_row = tws + lean_window_base<DIT, LOGR>(window, k) + (g & ((1u << w) - 1)) * (R - 1);
                         for (u32 e = next; e < top; ++e)
@@ -546,13 +542,13 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
                     }
                     if (next >= k) break;
                 } else {
-                    if ((POW2 || h1_last) && w == 0) {  // next == LOGR: the last window, stages LOGR-1 .. 0
+                    if (pow2_last && w == 0) {  // next == LOGR: the last window, stages LOGR-1 .. 0
                         dif_last_window_pow2<LOGR>(v);
                         if (POW2 && lo != 0) pow2_scale<LOGR>(v, p, g, (u32)lo);
                         break;
                     }
-                    // (Power-of-two forms: stop at stage LOGR, so that the last window is [0, LOGR).)
-                    const u32 bot = POW2 || h1_last ? (next >= 2 * LOGR ? next - LOGR : LOGR) : (next >= LOGR ? next - LOGR : 0);
+                    // (Power-of-two last window: stop at stage LOGR, so that it is [0, LOGR).)
+                    const u32 bot = pow2_last ? (next >= 2 * LOGR ? next - LOGR : LOGR) : (next >= LOGR ? next - LOGR : 0);
                     if (LEAN) tw_row = tws + lean_window_base<DIT, LOGR>(window, k) + (g & ((1u << w) - 1)) * (R - 1);
                     for (u32 e = next; e-- > bot;) reg_stage_at<DIT, LAZY, LOGR, TW>(e - w, v, p, tw_row, g, w, tw_lo, tw_log_h);
                     next = bot;
@@ -666,7 +662,7 @@ extern "C" __global__ void __launch_bounds__(512) ntt_dit_pass_lazy(const NttPas
 // The lean form of the lazy passes: the same arithmetic, with the tile's global addresses as one
 // running offset, the shared-memory exchanges at compile-time offsets (tile_exchange) and each
 // twiddle at a compile-time offset from the thread's row of the window's table
-// (gather_twiddle_rows).
+// (gather_twiddles with ROWS).
 #if ALL_KERNELS || WANT_ntt_dif_pass_lean
 extern "C" __global__ void __launch_bounds__(512) ntt_dif_pass_lean(const NttPass p) {
     ntt_pass_reg<false, 5, 8, true, false, true>(p);
