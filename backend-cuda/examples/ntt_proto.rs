@@ -1,6 +1,7 @@
 //! Throughput prototypes for the coset LDE's arithmetic on one GPU: Goldilocks multiplies and
-//! radix-2 butterflies on the integer pipe, on the FP64 pipe and on both, and radix-8 / radix-32
-//! blocks with power-of-two inner twiddles against general twiddles
+//! radix-2 butterflies on the integer pipe, on the FP64 pipe and on both; radix-8 / radix-32
+//! blocks with power-of-two inner twiddles against general twiddles; and radix-16 blocks on the
+//! integer pipe against the same blocks as byte-matrix products on the tensor cores
 //! (kernels: `shaders/cuda/proto/pipes.cu`, compiled to CUBIN by NVRTC at run time).
 //!
 //! ```text
@@ -69,7 +70,18 @@ impl Family {
             Family::Mul => 8192,
             Family::Bfly => 1024,
             Family::Radix { log: 3, .. } => 1024,
+            Family::Radix { log: 4, blocks, .. } => 1024 / blocks as u32,
             Family::Radix { .. } => 384,
+        }
+    }
+
+    /// Kernels with the same key compute the same thing per butterfly; the first one run is
+    /// the others' baseline.
+    fn key(self) -> (u8, u32) {
+        match self {
+            Family::Mul => (0, 0),
+            Family::Bfly => (1, 0),
+            Family::Radix { log, .. } => (2, log),
         }
     }
 
@@ -80,6 +92,10 @@ impl Family {
 
 const R8: Family = Family::Radix { log: 3, blocks: 2, pow2: false };
 const R8P: Family = Family::Radix { log: 3, blocks: 2, pow2: true };
+const R16P: Family = Family::Radix { log: 4, blocks: 2, pow2: true };
+/// The tensor-core kernels: one radix-16 block (the `pow2` kind) per thread and iteration, a
+/// warp's 32 blocks computed together.
+const R16TC: Family = Family::Radix { log: 4, blocks: 1, pow2: true };
 const R32: Family = Family::Radix { log: 5, blocks: 1, pow2: false };
 const R32P: Family = Family::Radix { log: 5, blocks: 1, pow2: true };
 
@@ -96,6 +112,16 @@ const KERNELS: &[(&str, Family)] = &[
     ("proto_bfly_warp", Family::Bfly),
     ("proto_r8_general", R8),
     ("proto_r8_pow2", R8P),
+    ("proto_r16_pow2", R16P),
+    ("proto_r16_tc2", R16TC),
+    ("proto_r16_tc4", R16TC),
+    ("proto_r16_tc1s", R16TC),
+    ("proto_r16_tc2s", R16TC),
+    ("proto_r16_wg", R16TC),
+    ("proto_r16_wgs64", R16TC),
+    ("proto_r16_wgs32", R16TC),
+    ("proto_r16_wgs32o3", R16TC),
+    ("proto_r16_wgx64", R16TC),
     ("proto_r32_general", R32),
     ("proto_r32_pow2", R32P),
 ];
@@ -138,8 +164,11 @@ fn parse_args() -> Result<Args, String> {
     Ok(a)
 }
 
-/// Compiles `pipes.cu` (with `common.cuh` inlined) to CUBIN for `sm_XX`.
+/// Compiles `pipes.cu` (with `common.cuh` inlined) to CUBIN for `sm_XX`, or for `sm_90a` on
+/// sm_90 so that the warpgroup-MMA kernel (`proto_r16_wg`, which needs the architecture-specific
+/// features) is built too.
 fn compile(arch: i32) -> Result<Vec<u8>, String> {
+    let arch = if arch == 90 { "90a".to_string() } else { arch.to_string() };
     let src = shaders::cuda::PROTO_PIPES.replace("#include \"common.cuh\"", shaders::cuda::COMMON);
     let src = CString::new(src).map_err(|e| format!("kernel source: {e}"))?;
     let name = CString::new("pipes.cu").expect("no NUL");
@@ -286,7 +315,14 @@ fn run() -> Result<bool, String> {
         if args.only.as_ref().is_some_and(|o| !o.iter().any(|n| name.contains(n.as_str()))) {
             continue;
         }
-        let f = module.load_function(name).map_err(de)?;
+        let f = match module.load_function(name) {
+            Ok(f) => f,
+            Err(_) if name.starts_with("proto_r16_wg") => {
+                println!("{name:<18} skipped: warpgroup MMA needs sm_90a, this device is sm_{major}{minor}");
+                continue;
+            }
+            Err(e) => return Err(de(e)),
+        };
         let regs = f.get_attribute(cu_sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_NUM_REGS).map_err(de)?;
         let per_sm = f.occupancy_max_active_blocks_per_multiprocessor(BLOCK, 0, None).map_err(de)?.max(1);
         let grid = sms * per_sm;
@@ -315,11 +351,19 @@ fn run() -> Result<bool, String> {
             let want = reference(family, &input[t * n..(t + 1) * n], &consts, iters);
             if out[t * n..(t + 1) * n] != want[..] {
                 bad += 1;
+                if bad <= 2 {
+                    let wrong: Vec<usize> = (0..n).filter(|&e| out[t * n + e] != want[e]).collect();
+                    eprintln!(
+                        "{name}: thread {t} (block {}, lane {}): values {wrong:?} differ",
+                        t / BLOCK as usize,
+                        t % 32
+                    );
+                }
             }
         }
         let ops = threads as f64 * iters as f64 * family.ops_per_iter() as f64 / (ms * 1e-3);
         let ratio = match base {
-            Some((bf, b)) if std::mem::discriminant(&bf) == std::mem::discriminant(&family) => ops / b,
+            Some((bf, b)) if bf.key() == family.key() => ops / b,
             _ => {
                 base = Some((family, ops));
                 1.0

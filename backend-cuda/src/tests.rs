@@ -58,21 +58,31 @@ fn every_kernel_file_compiles_for_sm_90() {
 }
 
 #[test]
-fn every_prototype_file_compiles_for_sm_90() {
+fn every_prototype_file_compiles_for_sm_90_and_sm_90a() {
     // The throughput prototypes timed by `examples/ntt_proto.rs`, compiled as that example does
-    // (whole file, CUBIN for sm_90), so a broken prototype fails here rather than on the GPU.
-    if !nvrtc_or_skip("every_prototype_file_compiles_for_sm_90") {
+    // (whole file, CUBIN; sm_90a on an H100/H200, which adds the warpgroup-MMA kernels), so a
+    // broken prototype fails here rather than on the GPU.
+    if !nvrtc_or_skip("every_prototype_file_compiles_for_sm_90_and_sm_90a") {
         return;
     }
     assert!(!shaders::cuda::PROTOTYPES.is_empty());
     for &(name, text) in shaders::cuda::PROTOTYPES {
-        match driver::nvrtc_compile(name, text, shaders::cuda::HEADERS, &module::compile_options("sm_90")) {
-            Ok((cubin, log)) => {
-                assert_eq!(&cubin[..4], b"\x7fELF", "{name}: NVRTC did not return a CUBIN");
-                assert!(!log.contains("warning"), "{name} compiled with warnings:\n{log}");
+        for arch in ["sm_90", "sm_90a"] {
+            match driver::nvrtc_compile(name, text, shaders::cuda::HEADERS, &module::compile_options(arch)) {
+                Ok((cubin, log)) => {
+                    assert_eq!(&cubin[..4], b"\x7fELF", "{name}, {arch}: NVRTC did not return a CUBIN");
+                    assert!(!log.contains("warning"), "{name} compiled for {arch} with warnings:\n{log}");
+                    // The warpgroup-MMA kernels exist exactly in the sm_90a image.
+                    let has_wgmma = cubin.windows(13).any(|w| w == b"proto_r16_wgs");
+                    assert_eq!(
+                        has_wgmma,
+                        arch == "sm_90a",
+                        "{name}, {arch}: warpgroup-MMA kernels present: {has_wgmma}"
+                    );
+                }
+                Err(Error::KernelCompile { log, .. }) => panic!("{name} does not compile for {arch}:\n{log}"),
+                Err(e) => panic!("{name}, {arch}: {e}"),
             }
-            Err(Error::KernelCompile { log, .. }) => panic!("{name} does not compile for sm_90:\n{log}"),
-            Err(e) => panic!("{name}: {e}"),
         }
     }
 }

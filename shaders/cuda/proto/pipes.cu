@@ -324,3 +324,451 @@ extern "C" __global__ void proto_r32_general(const u64* in, const u64* tw, u64* 
 extern "C" __global__ void proto_r32_pow2(const u64* in, const u64* tw, u64* out, u32 iters) {
     radix_kernel<5, true, 1>(in, tw, out, iters);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Radix-16 blocks on the tensor cores: integer MMA (mma.sync m16n8k32, u8 x u8 -> s32).
+//
+// The radix-16 block above (15 general outer multiplies, then the 16-point DFT with power-of-two
+// inner twiddles) is a linear map Y = W X over the field, where column i of W is the block applied
+// to the unit vector e_i. Split every input into bytes, X_i = sum_b 2^(8b) x_ib (any u64: the
+// split is exact, so lazy inputs need no canonicalisation), and fold the byte weight into the
+// matrix: W'[k][(i, b)] = W[k][i] 2^(8b) mod p, canonical, itself split into bytes W'_a. Then
+//
+//   Y_k = sum_a 2^(8a) S_ak,   S_ak = sum_(i, b) W'_a[k][(i, b)] x_ib  <=  128 * 255^2  <  2^23,
+//
+// a product of a (8 x 16) x 128 byte matrix by a 128 x (vectors) byte matrix: 8 M-tiles (a) of 16
+// rows (k) and 4 k-steps of 32 (four inputs of eight bytes each), which is mma.m16n8k32 with u8
+// operands and exact s32 sums. The sums recombine as L = sum_(a<4) S_a 2^(8a) and
+// T = sum_(a>=4) S_a 2^(8(a-4)), both < 2^48, and Y = L + T 2^32 reduces to a lazy u64 in a few
+// integer instructions (tc_reduce). In an NTT the outer twiddles of a block depend only on its
+// position, shared by every column, so W' would be built once per position and serve all columns;
+// here it is built once per thread block, in the prologue.
+//
+// Within k-step s the 32 k values are ordered so that a thread's two B registers are the low and
+// the high word of one input: k = 4t + j is byte j and k = 16 + 4t + j byte 4 + j of input 4s + t
+// (t = lane % 4), one 64-bit shared load. A warp holds 32 vectors (one per lane: a thread's 16
+// values of the harness) in shared memory, element-major, each row of 32 vectors XOR-swizzled
+// (tc_swz) so that the B loads (8 vectors x 4 inputs per half-warp) and the 16-byte stores of the
+// outputs (2 vectors x 8 outputs per quarter-warp) are both free of bank conflicts. NT n-tiles of
+// 8 vectors share each A fragment (one 16-byte shared load per NT MMAs).
+
+#define TC_WARPS 8  // the harness's 256-thread blocks
+
+__device__ __forceinline__ void mma_u8(int (&c)[4], const uint4& a, u32 b0, u32 b1) {
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.u8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+        : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
+}
+
+// L + T 2^32 as a lazy u64, for L, T < 2^48. In words, L = (l0, l1) and T = (t0, t1) with l1, t1
+// < 2^16: the sum is (l0, l1 + t0) + hi 2^64 with hi = t1 + carry < 2^17, and 2^64 = 2^32 - 1, so
+// y = (l0, l1 + t0) + hi 2^32 - hi, whose carry out (c, never a borrow: hi 2^32 >= hi) is worth
+// 2^32 - 1 again; after it y < 2^49, so that last addition cannot carry.
+__device__ __forceinline__ u64 tc_reduce(u64 L, u64 T) {
+    u32 y0, y1;
+    asm("{\n\t"
+        ".reg .u32 w1, hi, c, m;\n\t"
+        "add.cc.u32      w1, %3, %4;\n\t"
+        "addc.u32        hi, %5, 0;\n\t"
+        "add.cc.u32      %1, w1, hi;\n\t"
+        "addc.u32        c, 0, 0;\n\t"
+        "sub.cc.u32      %0, %2, hi;\n\t"
+        "subc.cc.u32     %1, %1, 0;\n\t"
+        "subc.u32        c, c, 0;\n\t"
+        "neg.s32         m, c;\n\t"
+        "add.cc.u32      %0, %0, m;\n\t"
+        "addc.u32        %1, %1, 0;\n\t"
+        "}"
+        : "=&r"(y0), "=&r"(y1)
+        : "r"((u32)L), "r"((u32)(L >> 32)), "r"((u32)T), "r"((u32)(T >> 32)));
+    return ((u64)y1 << 32) | y0;
+}
+
+// Column of vector v in row e of a warp's element-major tile.
+__device__ __forceinline__ int tc_swz(int e, int v) { return v ^ (((e & 1) << 3) | ((e & 2) << 1)); }
+
+template <int NT, bool S_OUTER>
+__device__ __forceinline__ void tc_kernel(const u64* in, const u64* tw, u64* out, u32 iters) {
+    __shared__ uint4 afrag[8 * 4 * 32];       // [a][s][lane]: 16 KB
+    __shared__ u64 xs[TC_WARPS][16 * 32];     // [warp][element][vector, swizzled]: 32 KB
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const u64 gt = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+
+    // Prologue: W by columns (16 threads run the block on e_i), W 2^(8b), then the A fragments;
+    // xs is the scratch.
+    u64* wcol = &xs[0][0];         // W[k][i], 256 values
+    u64* wb = &xs[0][0] + 256;     // W[k][i] 2^(8b) at (k 16 + i) 8 + b, 2048 values
+    if (threadIdx.x < 16) {
+        u64 v[16];
+#pragma unroll
+        for (int j = 0; j < 16; ++j) v[j] = j == (int)threadIdx.x ? 1 : 0;
+        radix_block<4, true>(v, tw);
+#pragma unroll
+        for (int k = 0; k < 16; ++k) wcol[k * 16 + threadIdx.x] = gl_canon(v[k]);
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < 2048; e += blockDim.x) {
+        const int b = e & 7;
+        wb[e] = gl_canon(gl_mul(wcol[e >> 3], 1ull << (8 * b)));
+    }
+    __syncthreads();
+    u32* aw = reinterpret_cast<u32*>(afrag);
+    for (int w = threadIdx.x; w < 8 * 4 * 32 * 4; w += blockDim.x) {
+        // Register r of lane (g, t) in M-tile a, k-step s: row g + 8 (r & 1), input 4s + t,
+        // bytes 4 (r >> 1) .. + 3 of that input.
+        const int r = w & 3, l = (w >> 2) & 31, s = (w >> 7) & 3, a = w >> 9;
+        const int row = (l >> 2) + 8 * (r & 1), i = 4 * s + (l & 3), b0 = 4 * (r >> 1);
+        u32 word = 0;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) word |= (u32)((wb[(row * 16 + i) * 8 + b0 + j] >> (8 * a)) & 0xFF) << (8 * j);
+        aw[w] = word;
+    }
+    __syncthreads();
+
+    u64* x = xs[warp];
+#pragma unroll
+    for (int e = 0; e < 16; ++e) x[e * 32 + tc_swz(e, lane)] = in[gt * 16 + e];
+    __syncwarp();
+    const int g = lane >> 2, t = lane & 3;
+    for (u32 it = 0; it < iters; ++it) {
+#pragma unroll
+        for (int round = 0; round < 4 / NT; ++round) {
+            const int v0 = round * NT * 8;
+            u32 bf[NT][4][2];
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                for (int s = 0; s < 4; ++s) {
+                    const int e = 4 * s + t;
+                    const u64 val = x[e * 32 + tc_swz(e, v0 + 8 * nt + g)];
+                    bf[nt][s][0] = (u32)val;
+                    bf[nt][s][1] = (u32)(val >> 32);
+                }
+            __syncwarp();
+            u64 L[NT][4], T[NT][4];
+            if (S_OUTER) {
+                // Every (a, n-tile) sum its own chain over the four k-steps: 8 NT independent
+                // chains, recombined once at the end (two 32-bit multiply-adds and one wide one
+                // per half, c < 2^23 so c_a + c_(a+1) 2^8 < 2^32).
+                int c[8][NT][4];
+#pragma unroll
+                for (int a = 0; a < 8; ++a)
+#pragma unroll
+                    for (int nt = 0; nt < NT; ++nt) c[a][nt][0] = c[a][nt][1] = c[a][nt][2] = c[a][nt][3] = 0;
+#pragma unroll
+                for (int s = 0; s < 4; ++s)
+#pragma unroll
+                    for (int a = 0; a < 8; ++a) {
+                        const uint4 af = afrag[(a * 4 + s) * 32 + lane];
+#pragma unroll
+                        for (int nt = 0; nt < NT; ++nt) mma_u8(c[a][nt], af, bf[nt][s][0], bf[nt][s][1]);
+                    }
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                    for (int q = 0; q < 4; ++q) {
+                        const u32 p01 = (u32)c[0][nt][q] + ((u32)c[1][nt][q] << 8);
+                        const u32 p23 = (u32)c[2][nt][q] + ((u32)c[3][nt][q] << 8);
+                        const u32 p45 = (u32)c[4][nt][q] + ((u32)c[5][nt][q] << 8);
+                        const u32 p67 = (u32)c[6][nt][q] + ((u32)c[7][nt][q] << 8);
+                        L[nt][q] = (u64)p01 + (u64)p23 * 65536u;
+                        T[nt][q] = (u64)p45 + (u64)p67 * 65536u;
+                    }
+            } else {
+#pragma unroll
+            for (int a = 0; a < 8; ++a) {
+                int c[NT][4];
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt) c[nt][0] = c[nt][1] = c[nt][2] = c[nt][3] = 0;
+#pragma unroll
+                for (int s = 0; s < 4; ++s) {
+                    const uint4 af = afrag[(a * 4 + s) * 32 + lane];
+#pragma unroll
+                    for (int nt = 0; nt < NT; ++nt) mma_u8(c[nt], af, bf[nt][s][0], bf[nt][s][1]);
+                }
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                    for (int q = 0; q < 4; ++q) {
+                        const u64 term = (u64)(u32)c[nt][q] << (8 * (a & 3));
+                        if (a == 0) L[nt][q] = term;
+                        else if (a < 4) L[nt][q] += term;
+                        else if (a == 4) T[nt][q] = term;
+                        else T[nt][q] += term;
+                    }
+            }
+            }
+            // c[q]: output g + 8 (q >> 1) of vector 2t + (q & 1) of the n-tile.
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                for (int hf = 0; hf < 2; ++hf) {
+                    const int e = g + 8 * hf;
+                    ulonglong2 y;
+                    y.x = tc_reduce(L[nt][2 * hf], T[nt][2 * hf]);
+                    y.y = tc_reduce(L[nt][2 * hf + 1], T[nt][2 * hf + 1]);
+                    *reinterpret_cast<ulonglong2*>(&x[e * 32 + tc_swz(e, v0 + 8 * nt + 2 * t)]) = y;
+                }
+            __syncwarp();
+        }
+    }
+#pragma unroll
+    for (int e = 0; e < 16; ++e) out[gt * 16 + e] = gl_canon(x[e * 32 + tc_swz(e, lane)]);
+}
+
+extern "C" __global__ void proto_r16_pow2(const u64* in, const u64* tw, u64* out, u32 iters) {
+    radix_kernel<4, true, 2>(in, tw, out, iters);
+}
+extern "C" __global__ void proto_r16_tc2(const u64* in, const u64* tw, u64* out, u32 iters) {
+    tc_kernel<2, false>(in, tw, out, iters);
+}
+extern "C" __global__ void proto_r16_tc4(const u64* in, const u64* tw, u64* out, u32 iters) {
+    tc_kernel<4, false>(in, tw, out, iters);
+}
+extern "C" __global__ void proto_r16_tc1s(const u64* in, const u64* tw, u64* out, u32 iters) {
+    tc_kernel<1, true>(in, tw, out, iters);
+}
+extern "C" __global__ void proto_r16_tc2s(const u64* in, const u64* tw, u64* out, u32 iters) {
+    tc_kernel<2, true>(in, tw, out, iters);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The same radix-16 blocks through warpgroup MMA (wgmma, sm_90a only): D = W' X with W' (M = 128
+// rows (a, k), K = 128) in registers across the warpgroup (proto_r16_wg) or in shared memory
+// (the others), and X (K x N vectors) read by the tensor cores straight from shared memory, N = 64
+// or 32 vectors per instruction. The example compiles this file for sm_90a on an sm_90 device.
+//
+// A warpgroup (128 threads) owns 128 vectors (its threads' harness values), stored as the K-major,
+// unswizzled canonical layout: core matrices of 8 vectors x 16 bytes (two field elements), the
+// eight 16-byte chunks of a vector 128 bytes apart (leading byte offset) and groups of 8 vectors
+// 1 KB apart (stride byte offset); K runs over the vector's 128 bytes in order, so k-step s reads
+// elements 4s .. 4s + 3. Row R = 64h + 16w + r of W' (M-half h, warp w, row r in the warp's
+// sixteen) is output k = 4w + (r & 7) / 2 and byte a = 4 ((r & 7) % 2) + 2h + r / 8, so that a
+// thread's four accumulator rows per column are a-values 0..3 (even groupID) or 4..7 (odd): L or
+// T of tc_reduce, swapped with the neighbour lane (lane ^ 4) so that each reduces half the
+// columns. Each element of the result goes back to the tile for the next iteration, after a
+// warpgroup barrier (each warp's tensor core reads the whole chunk for its own rows, so a warp
+// whose part is done must wait for the others before overwriting it), and a fence makes those
+// generic-proxy stores visible to the tensor cores' async proxy.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+__device__ __forceinline__ u64 wg_desc(u32 smem_addr) {
+    // Start address, leading byte offset 128, stride byte offset 1024, each >> 4; no swizzle.
+    return (u64)((smem_addr & 0x3FFFF) >> 4) | ((u64)(128 >> 4) << 16) | ((u64)(1024 >> 4) << 32);
+}
+
+__device__ __forceinline__ void wg_mma(int (&d)[32], const u32 (&a)[4], u64 desc, int accumulate) {
+    asm volatile(
+        "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %36, 0;\n\t"
+        "wgmma.mma_async.sync.aligned.m64n64k32.s32.u8.u8 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+        "{%32, %33, %34, %35}, %37, p;\n\t}"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]),
+          "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]),
+          "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]),
+          "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(accumulate), "l"(desc));
+}
+
+// The same with W' in shared memory too (descriptor `adesc`, the tile layout), for N = 64 and 32.
+// `accumulate` (scale-d) is an immediate: a register holding it could be merged with accumulator
+// registers that hold the same value, and ptxas then serialises every wgmma of the kernel.
+template <int ACC>
+__device__ __forceinline__ void wg_mma_ss(int (&d)[32], u64 adesc, u64 bdesc) {
+    asm volatile("wgmma.mma_async.sync.aligned.m64n64k32.s32.u8.u8 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, %34;"
+                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31])
+                 : "l"(adesc), "l"(bdesc), "n"(ACC));
+}
+
+template <int ACC>
+__device__ __forceinline__ void wg_mma_ss(int (&d)[16], u64 adesc, u64 bdesc) {
+    asm volatile("wgmma.mma_async.sync.aligned.m64n32k32.s32.u8.u8 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, %18;"
+                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15])
+                 : "l"(adesc), "l"(bdesc), "n"(ACC));
+}
+
+// Byte offset of element e of vector v in a warpgroup's tile.
+__device__ __forceinline__ u32 wg_at(int v, int e) { return (v >> 3) * 1024 + (e >> 1) * 128 + (v & 7) * 16 + (e & 1) * 8; }
+
+// This thread's partial sum (L for even warps, T for odd ones, over the four a-values its rows hold)
+// of column 8j + 2t + cq of the chunk.
+template <int N>
+__device__ __forceinline__ u64 wg_partial(const int (&d)[2][N / 2], int j, int cq) {
+    const u32 p0 = (u32)d[0][4 * j + cq] + ((u32)d[0][4 * j + 2 + cq] << 8);
+    const u32 p1 = (u32)d[1][4 * j + cq] + ((u32)d[1][4 * j + 2 + cq] << 8);
+    return (u64)p0 + (u64)p1 * 65536u;
+}
+
+// The epilogue of chunk c with the a-values split by lane: a thread's partial sums over its four
+// a-values (L for even groupIDs, T for odd ones); lanes g and g ^ 1 swap the halves they do not
+// reduce, so that each reduces half the columns, and store the results to the tile.
+template <int N>
+__device__ __forceinline__ void wg_epilogue_lane(const int (&d)[2][N / 2], unsigned char* tile, int c, int k_out, int t, int hi) {
+#pragma unroll
+    for (int jj = 0; jj < N / 16; ++jj)
+#pragma unroll
+        for (int cq = 0; cq < 2; ++cq) {
+            const u64 part0 = wg_partial<N>(d, jj, cq), part1 = wg_partial<N>(d, jj + N / 16, cq);
+            // Even lanes reduce the columns of the first half, odd ones the second.
+            const u64 send = hi ? part0 : part1;
+            const u64 mine = hi ? part1 : part0;
+            const u64 got = __shfl_xor_sync(0xFFFFFFFFu, send, 4);
+            const u64 y = tc_reduce(hi ? got : mine, hi ? mine : got);
+            const int col = 8 * (jj + hi * (N / 16)) + 2 * t + cq;
+            *reinterpret_cast<u64*>(tile + wg_at(c * N + col, k_out)) = y;
+        }
+}
+
+// The XCHG epilogue of chunk c for a warp holding T (ODD) or L: the partials of the columns the
+// partner warp (warp ^ 1) reduces go to their outputs' slots in the tile; after a warpgroup
+// barrier, this warp reads the partner's partials of its own columns (the first half of the
+// n-blocks for L, the second for T), reduces and overwrites the same slots.
+template <int N, bool ODD>
+__device__ __forceinline__ void wg_epilogue_x(const int (&d)[2][N / 2], unsigned char* tile, int c, int k_out, int t, int wg) {
+    constexpr int HALF = N / 16;
+    u64 mine[HALF][2];
+#pragma unroll
+    for (int jj = 0; jj < HALF; ++jj)
+#pragma unroll
+        for (int cq = 0; cq < 2; ++cq) {
+            const int j_own = jj + (ODD ? HALF : 0), j_other = jj + (ODD ? 0 : HALF);
+            mine[jj][cq] = wg_partial<N>(d, j_own, cq);
+            *reinterpret_cast<u64*>(tile + wg_at(c * N + 8 * j_other + 2 * t + cq, k_out)) = wg_partial<N>(d, j_other, cq);
+        }
+    asm volatile("bar.sync %0, 128;" ::"r"(wg + 1) : "memory");
+#pragma unroll
+    for (int jj = 0; jj < HALF; ++jj)
+#pragma unroll
+        for (int cq = 0; cq < 2; ++cq) {
+            u64* slot = reinterpret_cast<u64*>(tile + wg_at(c * N + 8 * (jj + (ODD ? HALF : 0)) + 2 * t + cq, k_out));
+            const u64 other = *slot;
+            *slot = ODD ? tc_reduce(other, mine[jj][cq]) : tc_reduce(mine[jj][cq], other);
+        }
+}
+
+// N: vectors per instruction (64 or 32); A_SMEM: W' read by the tensor cores from shared memory (in
+// the tile layout, rows for vectors) instead of from 32 registers per thread.
+// XCHG: the a-values split by warp (even warps L, odd warps T) instead of by lane, the partial
+// sums swapped through the chunk's own slots in the tile (wg_epilogue_x) instead of by shuffles,
+// so that no lane selects between two roles.
+template <int N, bool A_SMEM, bool XCHG>
+__device__ __forceinline__ void wg_kernel(const u64* in, const u64* tw, u64* out, u32 iters) {
+    static_assert(A_SMEM || (N == 64 && !XCHG), "W' in registers is written for N = 64, a split by lane");
+    __shared__ __align__(1024) unsigned char tiles[2][128 * 128];  // 32 KB: one tile per warpgroup
+    __shared__ __align__(1024) unsigned char atile[A_SMEM ? 128 * 128 : 16];  // W', 16 KB
+    const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, wg = threadIdx.x >> 7;
+    const int g = lane >> 2, t = lane & 3;
+    const u64 gt = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+
+    // Prologue: W by columns, then W 2^(8b), in the tiles as scratch; then this thread's A
+    // registers.
+    u64* wcol = reinterpret_cast<u64*>(&tiles[0][0]);
+    u64* wb = wcol + 256;
+    if (threadIdx.x < 16) {
+        u64 v[16];
+#pragma unroll
+        for (int j = 0; j < 16; ++j) v[j] = j == (int)threadIdx.x ? 1 : 0;
+        radix_block<4, true>(v, tw);
+#pragma unroll
+        for (int k = 0; k < 16; ++k) wcol[k * 16 + threadIdx.x] = gl_canon(v[k]);
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < 2048; e += blockDim.x) wb[e] = gl_canon(gl_mul(wcol[e >> 3], 1ull << (8 * (e & 7))));
+    __syncthreads();
+    // Register r of M-half h, k-step s: row 16w + g + 8 (r & 1), bytes 4t + 16 (r >> 1) .. + 3 of the
+    // step's 32.
+    u32 afr[2][4][4];
+    const int k_out = XCHG ? 8 * (warp >> 1) + g : 4 * warp + (g >> 1);
+    if (A_SMEM) {
+        // Row R = 64h + m, m = 16w' + g' + 8 r8 (the accumulator row layout): output 4w' + g'/2 and
+        // byte a = 4 (g' & 1) + 2h + r8, or with XCHG output 8 (w' >> 1) + g' and byte
+        // a = 4 (w' & 1) + 2h + r8; column K: byte K % 8 of input K / 8.
+        for (int x = threadIdx.x; x < 128 * 128; x += blockDim.x) {
+            const int R = x >> 7, K = x & 127, m = R & 63, w4 = m >> 4, gg = m & 7;
+            const int ko = XCHG ? 8 * (w4 >> 1) + gg : 4 * w4 + (gg >> 1);
+            const int a = 4 * (XCHG ? w4 & 1 : gg & 1) + 2 * (R >> 6) + ((m >> 3) & 1);
+            atile[wg_at(R, K >> 3) + (K & 7)] = (unsigned char)(wb[(ko * 16 + (K >> 3)) * 8 + (K & 7)] >> (8 * a));
+        }
+    } else {
+    #pragma unroll
+        for (int h = 0; h < 2; ++h)
+    #pragma unroll
+            for (int s = 0; s < 4; ++s)
+    #pragma unroll
+                for (int r = 0; r < 4; ++r) {
+                    const int a = 4 * (g & 1) + 2 * h + (r & 1);
+                    const int kk = 4 * t + 16 * (r >> 1);
+                    u32 word = 0;
+    #pragma unroll
+                    for (int j = 0; j < 4; ++j) {
+                        const int k = 32 * s + kk + j, i = k >> 3, b = k & 7;
+                        word |= (u32)((wb[(k_out * 16 + i) * 8 + b] >> (8 * a)) & 0xFF) << (8 * j);
+                    }
+                    afr[h][s][r] = word;
+                }
+    }
+    // Every thread is done with wb (in the tiles) before the tiles take the inputs.
+    __syncthreads();
+    unsigned char* tile = tiles[wg];
+    const int v_own = threadIdx.x & 127;
+#pragma unroll
+    for (int e = 0; e < 16; ++e) *reinterpret_cast<u64*>(tile + wg_at(v_own, e)) = in[gt * 16 + e];
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    __syncthreads();
+    const u32 tile_addr = (u32)__cvta_generic_to_shared(tile);
+    const u32 a_addr = (u32)__cvta_generic_to_shared(atile);
+    const int hi = g & 1;  // this thread's rows are T (a 4..7) rather than L
+    for (u32 it = 0; it < iters; ++it) {
+#pragma unroll
+        for (int c = 0; c < 128 / N; ++c) {
+            int d[2][N / 2];
+            asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+            for (int s = 0; s < 4; ++s)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const u64 bdesc = wg_desc(tile_addr + c * (N / 8) * 1024 + s * 256);
+                    if constexpr (A_SMEM) {
+                        const u64 adesc = wg_desc(a_addr + h * 8 * 1024 + s * 256);
+                        if (s == 0) wg_mma_ss<0>(d[h], adesc, bdesc);
+                        else wg_mma_ss<1>(d[h], adesc, bdesc);
+                    }
+                    else wg_mma(d[h], afr[h][s], bdesc, s);
+                }
+            asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+            asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+            // Each warp's tensor core reads the whole chunk of the tile for its sixteen rows; the
+            // first warp through must not overwrite the chunk while another still reads it.
+            asm volatile("bar.sync %0, 128;" ::"r"(wg + 1) : "memory");
+            if constexpr (XCHG) {
+                if (warp & 1) wg_epilogue_x<N, true>(d, tile, c, k_out, t, wg);
+                else wg_epilogue_x<N, false>(d, tile, c, k_out, t, wg);
+                continue;
+            }
+            wg_epilogue_lane<N>(d, tile, c, k_out, t, hi);
+        }
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        asm volatile("bar.sync %0, 128;" ::"r"(wg + 1) : "memory");
+    }
+#pragma unroll
+    for (int e = 0; e < 16; ++e) out[gt * 16 + e] = gl_canon(*reinterpret_cast<u64*>(tile + wg_at(v_own, e)));
+}
+
+extern "C" __global__ void proto_r16_wg(const u64* in, const u64* tw, u64* out, u32 iters) {
+    wg_kernel<64, false, false>(in, tw, out, iters);
+}
+extern "C" __global__ void proto_r16_wgs64(const u64* in, const u64* tw, u64* out, u32 iters) {
+    wg_kernel<64, true, false>(in, tw, out, iters);
+}
+extern "C" __global__ void proto_r16_wgs32(const u64* in, const u64* tw, u64* out, u32 iters) {
+    wg_kernel<32, true, false>(in, tw, out, iters);
+}
+extern "C" __global__ void __launch_bounds__(256, 3) proto_r16_wgs32o3(const u64* in, const u64* tw, u64* out, u32 iters) {
+    wg_kernel<32, true, false>(in, tw, out, iters);
+}
+extern "C" __global__ void proto_r16_wgx64(const u64* in, const u64* tw, u64* out, u32 iters) {
+    wg_kernel<64, true, true>(in, tw, out, iters);
+}
+
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
