@@ -387,17 +387,13 @@ __device__ __forceinline__ u64 tc_reduce(u64 L, u64 T) {
 // Column of vector v in row e of a warp's element-major tile.
 __device__ __forceinline__ int tc_swz(int e, int v) { return v ^ (((e & 1) << 3) | ((e & 2) << 1)); }
 
-template <int NT, bool S_OUTER>
-__device__ __forceinline__ void tc_kernel(const u64* in, const u64* tw, u64* out, u32 iters) {
-    __shared__ uint4 afrag[8 * 4 * 32];       // [a][s][lane]: 16 KB
-    __shared__ u64 xs[TC_WARPS][16 * 32];     // [warp][element][vector, swizzled]: 32 KB
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const u64 gt = (u64)blockIdx.x * blockDim.x + threadIdx.x;
-
-    // Prologue: W by columns (16 threads run the block on e_i), W 2^(8b), then the A fragments;
-    // xs is the scratch.
-    u64* wcol = &xs[0][0];         // W[k][i], 256 values
-    u64* wb = &xs[0][0] + 256;     // W[k][i] 2^(8b) at (k 16 + i) 8 + b, 2048 values
+// The block's matrix with the byte weights folded in, W[k][i] 2^(8b) mod p (canonical), at
+// scratch + 256 + (16k + i) 8 + b; column i of W (the block applied to e_i, by 16 threads) goes
+// to scratch[16k + i] first. 2,304 u64 of block-shared scratch; every thread may read the result
+// when this returns.
+__device__ __forceinline__ const u64* tc_build_wb(u64* scratch, const u64* tw) {
+    u64* wcol = scratch;
+    u64* wb = scratch + 256;
     if (threadIdx.x < 16) {
         u64 v[16];
 #pragma unroll
@@ -407,11 +403,20 @@ __device__ __forceinline__ void tc_kernel(const u64* in, const u64* tw, u64* out
         for (int k = 0; k < 16; ++k) wcol[k * 16 + threadIdx.x] = gl_canon(v[k]);
     }
     __syncthreads();
-    for (int e = threadIdx.x; e < 2048; e += blockDim.x) {
-        const int b = e & 7;
-        wb[e] = gl_canon(gl_mul(wcol[e >> 3], 1ull << (8 * b)));
-    }
+    for (int e = threadIdx.x; e < 2048; e += blockDim.x) wb[e] = gl_canon(gl_mul(wcol[e >> 3], 1ull << (8 * (e & 7))));
     __syncthreads();
+    return wb;
+}
+
+template <int NT, bool S_OUTER>
+__device__ __forceinline__ void tc_kernel(const u64* in, const u64* tw, u64* out, u32 iters) {
+    __shared__ uint4 afrag[8 * 4 * 32];       // [a][s][lane]: 16 KB
+    __shared__ u64 xs[TC_WARPS][16 * 32];     // [warp][element][vector, swizzled]: 32 KB
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const u64 gt = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+
+    // Prologue: W 2^(8b) (xs as the scratch), then the A fragments.
+    const u64* wb = tc_build_wb(&xs[0][0], tw);
     u32* aw = reinterpret_cast<u32*>(afrag);
     for (int w = threadIdx.x; w < 8 * 4 * 32 * 4; w += blockDim.x) {
         // Register r of lane (g, t) in M-tile a, k-step s: row g + 8 (r & 1), input 4s + t,
@@ -661,21 +666,9 @@ __device__ __forceinline__ void wg_kernel(const u64* in, const u64* tw, u64* out
     const int g = lane >> 2, t = lane & 3;
     const u64 gt = (u64)blockIdx.x * blockDim.x + threadIdx.x;
 
-    // Prologue: W by columns, then W 2^(8b), in the tiles as scratch; then this thread's A
-    // registers.
-    u64* wcol = reinterpret_cast<u64*>(&tiles[0][0]);
-    u64* wb = wcol + 256;
-    if (threadIdx.x < 16) {
-        u64 v[16];
-#pragma unroll
-        for (int j = 0; j < 16; ++j) v[j] = j == (int)threadIdx.x ? 1 : 0;
-        radix_block<4, true>(v, tw);
-#pragma unroll
-        for (int k = 0; k < 16; ++k) wcol[k * 16 + threadIdx.x] = gl_canon(v[k]);
-    }
-    __syncthreads();
-    for (int e = threadIdx.x; e < 2048; e += blockDim.x) wb[e] = gl_canon(gl_mul(wcol[e >> 3], 1ull << (8 * (e & 7))));
-    __syncthreads();
+    // Prologue: W 2^(8b) (the tiles as the scratch), then W' in this thread's A registers or in
+    // the A tile.
+    const u64* wb = tc_build_wb(reinterpret_cast<u64*>(&tiles[0][0]), tw);
     // Register r of M-half h, k-step s: row 16w + g + 8 (r & 1), bytes 4t + 16 (r >> 1) .. + 3 of the
     // step's 32.
     u32 afr[2][4][4];
