@@ -75,8 +75,8 @@ impl Family {
         }
     }
 
-    /// Kernels with the same key compute the same thing per butterfly; the first one run is
-    /// the others' baseline.
+    /// Kernels with the same key are compared: the first one run is the baseline of the others
+    /// (the radix blocks grouped by radix).
     fn key(self) -> (u8, u32) {
         match self {
             Family::Mul => (0, 0),
@@ -165,8 +165,8 @@ fn parse_args() -> Result<Args, String> {
 }
 
 /// Compiles `pipes.cu` (with `common.cuh` inlined) to CUBIN for `sm_XX`, or for `sm_90a` on
-/// sm_90 so that the warpgroup-MMA kernel (`proto_r16_wg`, which needs the architecture-specific
-/// features) is built too.
+/// sm_90 so that the warpgroup-MMA kernels (`proto_r16_wg*`, which need the architecture-specific
+/// features) are built too.
 fn compile(arch: i32) -> Result<Vec<u8>, String> {
     let arch = if arch == 90 { "90a".to_string() } else { arch.to_string() };
     let src = shaders::cuda::PROTO_PIPES.replace("#include \"common.cuh\"", shaders::cuda::COMMON);
