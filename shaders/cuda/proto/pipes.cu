@@ -1,8 +1,8 @@
 // Throughput prototypes for the coset LDE's arithmetic (not used by the backend): which pipe a
 // Goldilocks multiply and a radix-2 butterfly can use on sm_90, what power-of-two inner twiddles
 // save, and how fast the tensor cores run radix-16 blocks as byte-matrix products (the last two
-// sections: mma.sync, and warpgroup MMA on sm_90a). Timed by backend-cuda/examples/ntt_proto.rs, which checks every kernel's output
-// against host arithmetic on a sample of threads.
+// sections: mma.sync, and warpgroup MMA on sm_90a). Timed by backend-cuda/examples/ntt_proto.rs,
+// which checks every kernel's output against host arithmetic on a sample of threads.
 //
 // Three ways to multiply, selected per kernel by MODE:
 // - INT: the production lazy multiply (gl_mul_lazy: 32-bit multiply-adds, then the reduction on
