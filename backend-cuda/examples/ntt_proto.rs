@@ -23,6 +23,9 @@ use cudarc::nvrtc::{Ptx, result as nvrtc_result, sys as nvrtc_sys};
 
 /// Threads per block of every prototype launch.
 const BLOCK: u32 = 256;
+/// Dynamic shared memory of `proto_r16_wgd64` (two tiles per warpgroup and W', 16 KB each).
+const PROTO_WGD_SMEM: u32 = 5 * 16 * 1024;
+
 /// Threads whose outputs are recomputed on the host.
 const SAMPLE_THREADS: usize = 48;
 
@@ -122,6 +125,7 @@ const KERNELS: &[(&str, Family)] = &[
     ("proto_r16_wgs32", R16TC),
     ("proto_r16_wgs32o3", R16TC),
     ("proto_r16_wgx64", R16TC),
+    ("proto_r16_wgd64", R16TC),
     ("proto_r32_general", R32),
     ("proto_r32_pow2", R32P),
 ];
@@ -324,7 +328,12 @@ fn run() -> Result<bool, String> {
             Err(e) => return Err(de(e)),
         };
         let regs = f.get_attribute(cu_sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_NUM_REGS).map_err(de)?;
-        let per_sm = f.occupancy_max_active_blocks_per_multiprocessor(BLOCK, 0, None).map_err(de)?.max(1);
+        let smem = if name == "proto_r16_wgd64" { PROTO_WGD_SMEM } else { 0 };
+        if smem > 0 {
+            let attr = cu_sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
+            f.set_attribute(attr, smem as i32).map_err(de)?;
+        }
+        let per_sm = f.occupancy_max_active_blocks_per_multiprocessor(BLOCK, smem as usize, None).map_err(de)?.max(1);
         let grid = sms * per_sm;
         let threads = (grid * BLOCK) as usize;
         let iters = ((f64::from(family.iters()) * args.scale).round() as u32).max(1);
@@ -333,7 +342,7 @@ fn run() -> Result<bool, String> {
         let d_in = stream.clone_htod(&input).map_err(de)?;
         let d_consts = stream.clone_htod(&consts).map_err(de)?;
         let mut d_out: CudaSlice<u64> = stream.alloc_zeros(input.len()).map_err(de)?;
-        let cfg = LaunchConfig { grid_dim: (grid, 1, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: 0 };
+        let cfg = LaunchConfig { grid_dim: (grid, 1, 1), block_dim: (BLOCK, 1, 1), shared_mem_bytes: smem };
         let mut launch = || -> Result<(), String> {
             let mut b = stream.launch_builder(&f);
             b.arg(&d_in).arg(&d_consts).arg(&mut d_out).arg(&iters);

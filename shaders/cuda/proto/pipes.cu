@@ -658,18 +658,33 @@ __device__ __forceinline__ void wg_epilogue_x(const int (&d)[2][N / 2], unsigned
 // XCHG: the a-values split by warp (even warps L, odd warps T) instead of by lane, the partial
 // sums swapped through the chunk's own slots in the tile (wg_epilogue_x) instead of by shuffles,
 // so that no lane selects between two roles.
-template <int N, bool A_SMEM, bool XCHG>
+// DBUF: two tiles per warpgroup in dynamic shared memory (80 KB a block with W'), read and written
+// in turn by the iterations, so that no epilogue overwrites a chunk that a tensor core may still
+// read: one barrier per iteration instead of one per chunk as well.
+template <int N, bool A_SMEM, bool XCHG, bool DBUF = false>
 __device__ __forceinline__ void wg_kernel(const u64* in, const u64* tw, u64* out, u32 iters) {
     static_assert(A_SMEM || (N == 64 && !XCHG), "W' in registers is written for N = 64, a split by lane");
-    __shared__ __align__(1024) unsigned char tiles[2][128 * 128];  // 32 KB: one tile per warpgroup
-    __shared__ __align__(1024) unsigned char atile[A_SMEM ? 128 * 128 : 16];  // W', 16 KB
+    static_assert(!DBUF || (A_SMEM && !XCHG), "the double-buffered form keeps W' in shared memory");
+    constexpr int TILE = 128 * 128;  // one warpgroup's 128 vectors
+    unsigned char* tiles;            // the warpgroups' tiles, DBUF ? 2 : 1 each
+    unsigned char* atile;            // W' (A_SMEM), 16 KB
+    if constexpr (DBUF) {
+        extern __shared__ __align__(1024) unsigned char wg_dynamic[];
+        atile = wg_dynamic;
+        tiles = wg_dynamic + TILE;
+    } else {
+        __shared__ __align__(1024) unsigned char tiles_s[2][TILE];
+        __shared__ __align__(1024) unsigned char atile_s[A_SMEM ? TILE : 16];
+        atile = atile_s;
+        tiles = &tiles_s[0][0];
+    }
     const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3, wg = threadIdx.x >> 7;
     const int g = lane >> 2, t = lane & 3;
     const u64 gt = (u64)blockIdx.x * blockDim.x + threadIdx.x;
 
     // Prologue: W 2^(8b) (the tiles as the scratch), then W' in this thread's A registers or in
     // the A tile.
-    const u64* wb = tc_build_wb(reinterpret_cast<u64*>(&tiles[0][0]), tw);
+    const u64* wb = tc_build_wb(reinterpret_cast<u64*>(tiles), tw);
     // Register r of M-half h, k-step s: row 16w + g + 8 (r & 1), bytes 4t + 16 (r >> 1) .. + 3 of the
     // step's 32.
     u32 afr[2][4][4];
@@ -704,7 +719,7 @@ __device__ __forceinline__ void wg_kernel(const u64* in, const u64* tw, u64* out
     }
     // Every thread is done with wb (in the tiles) before the tiles take the inputs.
     __syncthreads();
-    unsigned char* tile = tiles[wg];
+    unsigned char* tile = tiles + wg * (DBUF ? 2 : 1) * TILE;
     const int v_own = threadIdx.x & 127;
 #pragma unroll
     for (int e = 0; e < 16; ++e) *reinterpret_cast<u64*>(tile + wg_at(v_own, e)) = in[gt * 16 + e];
@@ -714,6 +729,9 @@ __device__ __forceinline__ void wg_kernel(const u64* in, const u64* tw, u64* out
     const u32 a_addr = (u32)__cvta_generic_to_shared(atile);
     const int hi = g & 1;  // this thread's rows are T (a 4..7) rather than L
     for (u32 it = 0; it < iters; ++it) {
+        // DBUF: iteration it reads tile (it & 1) and writes the other.
+        unsigned char* dst = DBUF ? tile + ((it + 1) & 1) * TILE : tile;
+        const u32 src_addr = DBUF ? tile_addr + (it & 1) * TILE : tile_addr;
 #pragma unroll
         for (int c = 0; c < 128 / N; ++c) {
             int d[2][N / 2];
@@ -722,7 +740,7 @@ __device__ __forceinline__ void wg_kernel(const u64* in, const u64* tw, u64* out
             for (int s = 0; s < 4; ++s)
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
-                    const u64 bdesc = wg_desc(tile_addr + c * (N / 8) * 1024 + s * 256);
+                    const u64 bdesc = wg_desc(src_addr + c * (N / 8) * 1024 + s * 256);
                     if constexpr (A_SMEM) {
                         const u64 adesc = wg_desc(a_addr + h * 8 * 1024 + s * 256);
                         if (s == 0) wg_mma_ss<0>(d[h], adesc, bdesc);
@@ -733,20 +751,22 @@ __device__ __forceinline__ void wg_kernel(const u64* in, const u64* tw, u64* out
             asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
             asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
             // Each warp's tensor core reads the whole chunk of the tile for its sixteen rows; the
-            // first warp through must not overwrite the chunk while another still reads it.
-            asm volatile("bar.sync %0, 128;" ::"r"(wg + 1) : "memory");
+            // first warp through must not overwrite the chunk while another still reads it (with
+            // DBUF the epilogue writes the other tile).
+            if constexpr (!DBUF) asm volatile("bar.sync %0, 128;" ::"r"(wg + 1) : "memory");
             if constexpr (XCHG) {
                 if (warp & 1) wg_epilogue_x<N, true>(d, tile, c, k_out, t, wg);
                 else wg_epilogue_x<N, false>(d, tile, c, k_out, t, wg);
                 continue;
             }
-            wg_epilogue_lane<N>(d, tile, c, k_out, t, hi);
+            wg_epilogue_lane<N>(d, dst, c, k_out, t, hi);
         }
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         asm volatile("bar.sync %0, 128;" ::"r"(wg + 1) : "memory");
     }
+    const unsigned char* last = DBUF ? tile + (iters & 1) * TILE : tile;
 #pragma unroll
-    for (int e = 0; e < 16; ++e) out[gt * 16 + e] = gl_canon(*reinterpret_cast<u64*>(tile + wg_at(v_own, e)));
+    for (int e = 0; e < 16; ++e) out[gt * 16 + e] = gl_canon(*reinterpret_cast<const u64*>(last + wg_at(v_own, e)));
 }
 
 extern "C" __global__ void proto_r16_wg(const u64* in, const u64* tw, u64* out, u32 iters) {
@@ -760,6 +780,10 @@ extern "C" __global__ void proto_r16_wgs32(const u64* in, const u64* tw, u64* ou
 }
 extern "C" __global__ void __launch_bounds__(256, 3) proto_r16_wgs32o3(const u64* in, const u64* tw, u64* out, u32 iters) {
     wg_kernel<32, true, false>(in, tw, out, iters);
+}
+// Dynamic shared memory: 5 x 16 KB (PROTO_WGD_SMEM in the example).
+extern "C" __global__ void proto_r16_wgd64(const u64* in, const u64* tw, u64* out, u32 iters) {
+    wg_kernel<64, true, false, true>(in, tw, out, iters);
 }
 extern "C" __global__ void proto_r16_wgx64(const u64* in, const u64* tw, u64* out, u32 iters) {
     wg_kernel<64, true, true>(in, tw, out, iters);
