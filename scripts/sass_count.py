@@ -16,9 +16,10 @@
    line (twiddle index, twiddle load, other), and the rest of the kernel by what its lines do.
 
 Prints, per kernel: code size (instructions, bytes: 16 per sm_90 instruction), and for the
-register-window stages (the five `reg_stage<BIT>` bodies: 5 x 16 = 80 butterflies, one radix-32
-window; 5 x 8 = 40 for the radix-16 kernels, twice that for the radix-16 inverse kernel's two
-copies) the opcode classes per part, per butterfly. KERNEL
+register-window stages (one `reg_stage<BIT>` body per bit of the radix, as `reg_stage_at` has
+them: 5 x 16 = 80 butterflies, one radix-32 window; 4 x 8 = 32 for the radix-16 kernels, twice
+that for the radix-16 inverse kernel's two copies) the opcode classes per part, per butterfly.
+KERNEL
 defaults to the lazy radix-32 passes and their power-of-two form. --lines prints the kernel's instructions per
 source line.
 """
@@ -249,13 +250,14 @@ def report(name, insns, fns, show_lines):
             window += tot
         print(f"{key[0]:<15} {key[1]:<17} {tot:>6} " + " ".join(f"{cnt[c]:>7}" for c in used))
     if window:
-        # Five reg_stage bodies (reg_stage_at's cases) of R/2 butterflies each: R = 16 for the
-        # radix-16 kernels (names with "16"), else 32; the radix-16 inverse kernel has two copies
-        # of the pass (the last inverse pass's and the others', lde.cu's FINISH).
-        half = 8 if "16" in name else 16
+        # log2(R) reg_stage bodies (reg_stage_at's cases, one per bit) of R/2 butterflies each:
+        # R = 16 for the radix-16 kernels (names with "16"), else 32; the radix-16 inverse kernel
+        # has two copies of the pass (the last inverse pass's and the others', lde.cu's FINISH).
+        log_r = 4 if "16" in name else 5
+        half = 1 << (log_r - 1)
         copies = 2 if name == "ntt_dif_pass_lean16" else 1
-        bflies = 5 * half * copies
-        print(f"window ({copies} x 5 stages x {half} butterflies = {bflies}): {window} instructions, {window / bflies:.1f} per butterfly")
+        bflies = log_r * half * copies
+        print(f"window ({copies} x {log_r} stages x {half} butterflies = {bflies}): {window} instructions, {window / bflies:.1f} per butterfly")
         for key in sorted(k for k in by if k[0] == "window"):
             print(f"  {key[1]:<17} {sum(by[key].values()) / bflies:6.2f} per butterfly")
     if show_lines:
