@@ -102,32 +102,33 @@ const R16TC: Family = Family::Radix { log: 4, blocks: 1, pow2: true };
 const R32: Family = Family::Radix { log: 5, blocks: 1, pow2: false };
 const R32P: Family = Family::Radix { log: 5, blocks: 1, pow2: true };
 
-/// Every prototype kernel, in the order run; the first of each family is its baseline.
-const KERNELS: &[(&str, Family)] = &[
-    ("proto_mul_int", Family::Mul),
-    ("proto_mul_fp", Family::Mul),
-    ("proto_mul_mix", Family::Mul),
-    ("proto_mul_warp", Family::Mul),
-    ("proto_bfly_int", Family::Bfly),
-    ("proto_bfly_int1", Family::Bfly),
-    ("proto_bfly_fp", Family::Bfly),
-    ("proto_bfly_mix", Family::Bfly),
-    ("proto_bfly_warp", Family::Bfly),
-    ("proto_r8_general", R8),
-    ("proto_r8_pow2", R8P),
-    ("proto_r16_pow2", R16P),
-    ("proto_r16_tc2", R16TC),
-    ("proto_r16_tc4", R16TC),
-    ("proto_r16_tc1s", R16TC),
-    ("proto_r16_tc2s", R16TC),
-    ("proto_r16_wg", R16TC),
-    ("proto_r16_wgs64", R16TC),
-    ("proto_r16_wgs32", R16TC),
-    ("proto_r16_wgs32o3", R16TC),
-    ("proto_r16_wgx64", R16TC),
-    ("proto_r16_wgd64", R16TC),
-    ("proto_r32_general", R32),
-    ("proto_r32_pow2", R32P),
+/// Every prototype kernel, in the order run, with the dynamic shared memory it is launched with;
+/// the first of each family is its baseline.
+const KERNELS: &[(&str, Family, u32)] = &[
+    ("proto_mul_int", Family::Mul, 0),
+    ("proto_mul_fp", Family::Mul, 0),
+    ("proto_mul_mix", Family::Mul, 0),
+    ("proto_mul_warp", Family::Mul, 0),
+    ("proto_bfly_int", Family::Bfly, 0),
+    ("proto_bfly_int1", Family::Bfly, 0),
+    ("proto_bfly_fp", Family::Bfly, 0),
+    ("proto_bfly_mix", Family::Bfly, 0),
+    ("proto_bfly_warp", Family::Bfly, 0),
+    ("proto_r8_general", R8, 0),
+    ("proto_r8_pow2", R8P, 0),
+    ("proto_r16_pow2", R16P, 0),
+    ("proto_r16_tc2", R16TC, 0),
+    ("proto_r16_tc4", R16TC, 0),
+    ("proto_r16_tc1s", R16TC, 0),
+    ("proto_r16_tc2s", R16TC, 0),
+    ("proto_r16_wg", R16TC, 0),
+    ("proto_r16_wgs64", R16TC, 0),
+    ("proto_r16_wgs32", R16TC, 0),
+    ("proto_r16_wgs32o3", R16TC, 0),
+    ("proto_r16_wgx64", R16TC, 0),
+    ("proto_r16_wgd64", R16TC, PROTO_WGD_SMEM),
+    ("proto_r32_general", R32, 0),
+    ("proto_r32_pow2", R32P, 0),
 ];
 
 /// `E_m` of the kernels' `root_exp`: 2^(E_m) is this field's primitive 2^m-th root of unity.
@@ -315,7 +316,7 @@ fn run() -> Result<bool, String> {
     );
     let mut ok = true;
     let mut base: Option<(Family, f64)> = None;
-    for &(name, family) in KERNELS {
+    for &(name, family, smem) in KERNELS {
         if args.only.as_ref().is_some_and(|o| !o.iter().any(|n| name.contains(n.as_str()))) {
             continue;
         }
@@ -328,7 +329,6 @@ fn run() -> Result<bool, String> {
             Err(e) => return Err(de(e)),
         };
         let regs = f.get_attribute(cu_sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_NUM_REGS).map_err(de)?;
-        let smem = if name == "proto_r16_wgd64" { PROTO_WGD_SMEM } else { 0 };
         if smem > 0 {
             let attr = cu_sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
             f.set_attribute(attr, smem as i32).map_err(de)?;
