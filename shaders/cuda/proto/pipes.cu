@@ -700,16 +700,16 @@ __device__ __forceinline__ void wg_kernel(const u64* in, const u64* tw, u64* out
             atile[wg_at(R, K >> 3) + (K & 7)] = (unsigned char)(wb[(ko * 16 + (K >> 3)) * 8 + (K & 7)] >> (8 * a));
         }
     } else {
-    #pragma unroll
+#pragma unroll
         for (int h = 0; h < 2; ++h)
-    #pragma unroll
+#pragma unroll
             for (int s = 0; s < 4; ++s)
-    #pragma unroll
+#pragma unroll
                 for (int r = 0; r < 4; ++r) {
                     const int a = 4 * (g & 1) + 2 * h + (r & 1);
                     const int kk = 4 * t + 16 * (r >> 1);
                     u32 word = 0;
-    #pragma unroll
+#pragma unroll
                     for (int j = 0; j < 4; ++j) {
                         const int k = 32 * s + kk + j, i = k >> 3, b = k & 7;
                         word |= (u32)((wb[(k_out * 16 + i) * 8 + b] >> (8 * a)) & 0xFF) << (8 * j);
