@@ -123,6 +123,7 @@ const KERNELS: &[(&str, Family, u32)] = &[
     ("proto_r16_tc2s", R16TC, 0),
     ("proto_r16_wg", R16TC, 0),
     ("proto_r16_wgs64", R16TC, 0),
+    ("proto_r16_wgt64", R16TC, 0),
     ("proto_r16_wgs32", R16TC, 0),
     ("proto_r16_wgs32o3", R16TC, 0),
     ("proto_r16_wgx64", R16TC, 0),

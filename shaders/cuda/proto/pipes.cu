@@ -264,10 +264,11 @@ extern "C" __global__ void proto_bfly_warp(const u64* in, const u64* consts, u64
 // Each thread runs RB_BLOCKS independent blocks per iteration (instruction-level parallelism):
 // two radix-8 blocks, one radix-32 block.
 
-template <int L, bool POW2>
+// OUTER = false (POW2 only): the R-point DFT alone, without the outer multiplies.
+template <int L, bool POW2, bool OUTER = true>
 __device__ __forceinline__ void radix_block(u64 (&v)[1 << L], const u64* __restrict__ tw) {
     constexpr int R = 1 << L;
-    if (POW2) {
+    if (POW2 && OUTER) {
 #pragma unroll
         for (int j = 1; j < R; ++j) v[j] = gl_mul_lazy(v[j], __ldg(tw + j));
     }
@@ -391,7 +392,9 @@ __device__ __forceinline__ int tc_swz(int e, int v) { return v ^ (((e & 1) << 3)
 // The block's matrix with the byte weights folded in, W[k][i] 2^(8b) mod p (canonical), at
 // scratch + 256 + (16k + i) 8 + b; column i of W (the block applied to e_i, by 16 threads) goes
 // to scratch[16k + i] first. 2,304 u64 of block-shared scratch; every thread may read the result
-// when this returns.
+// when this returns. OUTER = false: W is the 16-point DFT alone (the outer multiplies are left to
+// the integer pipe).
+template <bool OUTER = true>
 __device__ __forceinline__ const u64* tc_build_wb(u64* scratch, const u64* tw) {
     u64* wcol = scratch;
     u64* wb = scratch + 256;
@@ -399,7 +402,7 @@ __device__ __forceinline__ const u64* tc_build_wb(u64* scratch, const u64* tw) {
         u64 v[16];
 #pragma unroll
         for (int j = 0; j < 16; ++j) v[j] = j == (int)threadIdx.x ? 1 : 0;
-        radix_block<4, true>(v, tw);
+        radix_block<4, true, OUTER>(v, tw);
 #pragma unroll
         for (int k = 0; k < 16; ++k) wcol[k * 16 + threadIdx.x] = gl_canon(v[k]);
     }
@@ -609,8 +612,13 @@ __device__ __forceinline__ u64 wg_partial(const int (&d)[2][N / 2], int j, int c
 // The epilogue of chunk c with the a-values split by lane: a thread's partial sums over its four
 // a-values (L for even groupIDs, T for odd ones); lanes g and g ^ 1 swap the halves they do not
 // reduce, so that each reduces half the columns, and store the results to the tile.
-template <int N>
-__device__ __forceinline__ void wg_epilogue_lane(const int (&d)[2][N / 2], unsigned char* tile, int c, int k_out, int t, int hi) {
+// TWI: this thread's output k_out is multiplied on the integer pipe by the next block's outer
+// twiddle, twk[18 (v % 16)] for vector v (one shared load and one lazy multiply per output, as an
+// NTT pass would apply the next window's twiddles per position), and kept when `mul` holds (all
+// but the last iteration: a select, so that the epilogue has no branch).
+template <int N, bool TWI = false>
+__device__ __forceinline__ void wg_epilogue_lane(const int (&d)[2][N / 2], unsigned char* tile, int c, int k_out, int t, int hi,
+                                                 const u64* twk = nullptr, bool mul = false) {
 #pragma unroll
     for (int jj = 0; jj < N / 16; ++jj)
 #pragma unroll
@@ -620,8 +628,12 @@ __device__ __forceinline__ void wg_epilogue_lane(const int (&d)[2][N / 2], unsig
             const u64 send = hi ? part0 : part1;
             const u64 mine = hi ? part1 : part0;
             const u64 got = __shfl_xor_sync(0xFFFFFFFFu, send, 4);
-            const u64 y = tc_reduce(hi ? got : mine, hi ? mine : got);
+            u64 y = tc_reduce(hi ? got : mine, hi ? mine : got);
             const int col = 8 * (jj + hi * (N / 16)) + 2 * t + cq;
+            if constexpr (TWI) {
+                const u64 yt = gl_mul_lazy(y, twk[18 * ((c * N + col) & 15)]);
+                y = mul ? yt : y;
+            }
             *reinterpret_cast<u64*>(tile + wg_at(c * N + col, k_out)) = y;
         }
 }
@@ -661,10 +673,17 @@ __device__ __forceinline__ void wg_epilogue_x(const int (&d)[2][N / 2], unsigned
 // DBUF: two tiles per warpgroup in dynamic shared memory (80 KB a block with W'), read and written
 // in turn by the iterations, so that no epilogue overwrites a chunk that a tensor core may still
 // read: one barrier per iteration instead of one per chunk as well.
-template <int N, bool A_SMEM, bool XCHG, bool DBUF = false>
+// TWI: W' is the 16-point DFT alone and the outer multiplies run on the integer pipe, as an NTT
+// pass whose twiddles change with the block's position would run them: on load for the first
+// iteration, then in each epilogue for the next one, each output multiplied by a twiddle read from
+// a shared table by its vector (rows of 18 words, so that the 16 addresses of a load fall in
+// distinct banks; every row holds the same 16 twiddles, so the map is the other kernels').
+template <int N, bool A_SMEM, bool XCHG, bool DBUF = false, bool TWI = false>
 __device__ __forceinline__ void wg_kernel(const u64* in, const u64* tw, u64* out, u32 iters) {
     static_assert(A_SMEM || (N == 64 && !XCHG), "W' in registers is written for N = 64, a split by lane");
     static_assert(!DBUF || (A_SMEM && !XCHG), "the double-buffered form keeps W' in shared memory");
+    static_assert(!TWI || (A_SMEM && !XCHG && !DBUF), "the integer twiddles are written for the lane-split form");
+    __shared__ u64 twt[TWI ? 16 * 18 : 1];
     constexpr int TILE = 128 * 128;  // one warpgroup's 128 vectors
     unsigned char* tiles;            // the warpgroups' tiles, DBUF ? 2 : 1 each
     unsigned char* atile;            // W' (A_SMEM), 16 KB
@@ -684,7 +703,13 @@ __device__ __forceinline__ void wg_kernel(const u64* in, const u64* tw, u64* out
 
     // Prologue: W 2^(8b) (the tiles as the scratch), then W' in this thread's A registers or in
     // the A tile.
-    const u64* wb = tc_build_wb(reinterpret_cast<u64*>(tiles), tw);
+    const u64* wb = tc_build_wb<!TWI>(reinterpret_cast<u64*>(tiles), tw);
+    if constexpr (TWI) {
+        for (int x = threadIdx.x; x < 16 * 18; x += blockDim.x) {
+            const int k = x % 18;
+            twt[x] = k == 0 || k >= 16 ? 1 : tw[k];
+        }
+    }
     // Register r of M-half h, k-step s: row 16w + g + 8 (r & 1), bytes 4t + 16 (r >> 1) .. + 3 of the
     // step's 32.
     u32 afr[2][4][4];
@@ -722,7 +747,10 @@ __device__ __forceinline__ void wg_kernel(const u64* in, const u64* tw, u64* out
     unsigned char* tile = tiles + wg * (DBUF ? 2 : 1) * TILE;
     const int v_own = threadIdx.x & 127;
 #pragma unroll
-    for (int e = 0; e < 16; ++e) *reinterpret_cast<u64*>(tile + wg_at(v_own, e)) = in[gt * 16 + e];
+    for (int e = 0; e < 16; ++e) {
+        const u64 x = in[gt * 16 + e];
+        *reinterpret_cast<u64*>(tile + wg_at(v_own, e)) = TWI && e > 0 ? gl_mul_lazy(x, tw[e]) : x;
+    }
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     __syncthreads();
     const u32 tile_addr = (u32)__cvta_generic_to_shared(tile);
@@ -759,7 +787,7 @@ __device__ __forceinline__ void wg_kernel(const u64* in, const u64* tw, u64* out
                 else wg_epilogue_x<N, false>(d, tile, c, k_out, t, wg);
                 continue;
             }
-            wg_epilogue_lane<N>(d, dst, c, k_out, t, hi);
+            wg_epilogue_lane<N, TWI>(d, dst, c, k_out, t, hi, twt + k_out, it + 1 < iters);
         }
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         asm volatile("bar.sync %0, 128;" ::"r"(wg + 1) : "memory");
@@ -784,6 +812,9 @@ extern "C" __global__ void __launch_bounds__(256, 3) proto_r16_wgs32o3(const u64
 // Dynamic shared memory: 5 x 16 KB (PROTO_WGD_SMEM in the example).
 extern "C" __global__ void proto_r16_wgd64(const u64* in, const u64* tw, u64* out, u32 iters) {
     wg_kernel<64, true, false, true>(in, tw, out, iters);
+}
+extern "C" __global__ void proto_r16_wgt64(const u64* in, const u64* tw, u64* out, u32 iters) {
+    wg_kernel<64, true, false, false, true>(in, tw, out, iters);
 }
 extern "C" __global__ void proto_r16_wgx64(const u64* in, const u64* tw, u64* out, u32 iters) {
     wg_kernel<64, true, true>(in, tw, out, iters);
