@@ -1,7 +1,9 @@
 //! Throughput prototypes for the coset LDE's arithmetic on one GPU: Goldilocks multiplies and
 //! radix-2 butterflies on the integer pipe, on the FP64 pipe and on both; radix-8 / radix-32
-//! blocks with power-of-two inner twiddles against general twiddles; and radix-16 blocks on the
-//! integer pipe against the same blocks as byte-matrix products on the tensor cores
+//! blocks with power-of-two inner twiddles against general twiddles; radix-16 / radix-32 blocks
+//! in a redundant representation (four signed limbs of 24 bits, no modular corrections); and
+//! radix-16 blocks on the integer pipe against the same blocks as byte-matrix products on the
+//! tensor cores
 //! (kernels: `shaders/cuda/proto/pipes.cu`, compiled to CUBIN by NVRTC at run time).
 //!
 //! ```text
@@ -99,6 +101,8 @@ const R16P: Family = Family::Radix { log: 4, blocks: 2, pow2: true };
 /// The tensor-core kernels: one radix-16 block (the `pow2` kind) per thread and iteration, a
 /// warp's 32 blocks computed together.
 const R16TC: Family = Family::Radix { log: 4, blocks: 1, pow2: true };
+/// The redundant-limb radix-16 kernel: one block per thread (its 16 values take 64 registers).
+const R16S: Family = Family::Radix { log: 4, blocks: 1, pow2: true };
 const R32: Family = Family::Radix { log: 5, blocks: 1, pow2: false };
 const R32P: Family = Family::Radix { log: 5, blocks: 1, pow2: true };
 
@@ -117,6 +121,7 @@ const KERNELS: &[(&str, Family, u32)] = &[
     ("proto_r8_general", R8, 0),
     ("proto_r8_pow2", R8P, 0),
     ("proto_r16_pow2", R16P, 0),
+    ("proto_r16_s96", R16S, 0),
     ("proto_r16_tc2", R16TC, 0),
     ("proto_r16_tc4", R16TC, 0),
     ("proto_r16_tc1s", R16TC, 0),
@@ -130,6 +135,7 @@ const KERNELS: &[(&str, Family, u32)] = &[
     ("proto_r16_wgd64", R16TC, PROTO_WGD_SMEM),
     ("proto_r32_general", R32, 0),
     ("proto_r32_pow2", R32P, 0),
+    ("proto_r32_s96", R32P, 0),
 ];
 
 /// `E_m` of the kernels' `root_exp`: 2^(E_m) is this field's primitive 2^m-th root of unity.

@@ -1,7 +1,8 @@
 // Throughput prototypes for the coset LDE's arithmetic (not used by the backend): which pipe a
 // Goldilocks multiply and a radix-2 butterfly can use on sm_90, what power-of-two inner twiddles
-// save, and how fast the tensor cores run radix-16 blocks as byte-matrix products (the last two
-// sections: mma.sync, and warpgroup MMA on sm_90a). Timed by backend-cuda/examples/ntt_proto.rs,
+// save, what a redundant representation of four 24-bit limbs saves, and how fast the tensor cores
+// run radix-16 blocks as byte-matrix products (the last two sections: mma.sync, and warpgroup MMA
+// on sm_90a). Timed by backend-cuda/examples/ntt_proto.rs,
 // which checks every kernel's output against host arithmetic on a sample of threads.
 //
 // Three ways to multiply, selected per kernel by MODE:
@@ -325,6 +326,142 @@ extern "C" __global__ void proto_r32_general(const u64* in, const u64* tw, u64* 
 }
 extern "C" __global__ void proto_r32_pow2(const u64* in, const u64* tw, u64* out, u32 iters) {
     radix_kernel<5, true, 1>(in, tw, out, iters);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The same radix-2^L blocks (the pow2 kind) in a redundant representation: four signed 32-bit
+// limbs of 24 bits each with 8 bits of headroom, x = x0 + x1 2^24 + x2 2^48 + x3 2^72 mod p. As p
+// divides 2^96 + 1, 2^96 = -1 mod p, so a power-of-two inner twiddle 2^e is a rotation of the
+// limbs by e / 24 places (those passing 2^96 negated) and a shift by e % 24 inside the limbs (the
+// bits that leave a limb added to the next one, the top limb's to the bottom negated), and an
+// addition or subtraction is four independent 32-bit ones with no modular correction: the limbs
+// grow by a bit a stage and stay below 2^30 through five stages. This is the form of Emmart's
+// Goldilocks NTT (yrrid/GoldilocksNTT); the arithmetic here is written from that fact alone.
+// An outer (general) twiddle w multiplies the limbs directly: w as limbs of 24, 24 and 16 bits,
+// twelve signed 32 x 32 -> 64-bit products summed into four columns (the columns at 2^96 and
+// 2^120 folded back negated), then the columns' carries (s96_carry). The element of twiddle 1 is
+// only settled (its limbs' carries moved on, s96_settle) so that it stays in range.
+
+struct S96 {
+    int x0, x1, x2, x3;
+};
+
+#define S96_M 0xFFFFFF
+
+__device__ __forceinline__ S96 s96_from_u64(u64 v) {
+    const u32 lo = (u32)v, hi = (u32)(v >> 32);
+    return {(int)(lo & S96_M), (int)(__funnelshift_r(lo, hi, 24) & S96_M), (int)(hi >> 16), 0};
+}
+
+// Columns c_k (weights 2^(24k), |c_k| < 2^56) as limbs: x0, x2, x3 in [0, 2^24), x1 within 2^10
+// of that range.
+__device__ __forceinline__ S96 s96_carry(long long c0, long long c1, long long c2, long long c3) {
+    S96 r;
+    c1 += c0 >> 24;
+    c2 += c1 >> 24;
+    c3 += c2 >> 24;
+    r.x2 = (int)(c2 & S96_M);
+    r.x3 = (int)(c3 & S96_M);
+    const long long e = (c0 & S96_M) - (c3 >> 24);  // c3 >> 24 at 2^96 is -(c3 >> 24) at 2^0
+    r.x0 = (int)(e & S96_M);
+    r.x1 = (int)(c1 & S96_M) + (int)(e >> 24);
+    return r;
+}
+
+// x w for limbs |x_i| < 2^30 and any u64 w.
+__device__ __forceinline__ S96 s96_mul(const S96& x, u64 w) {
+    const S96 b = s96_from_u64(w);
+    const long long c0 = (long long)x.x0 * b.x0 - (long long)x.x2 * b.x2 - (long long)x.x3 * b.x1;
+    const long long c1 = (long long)x.x0 * b.x1 + (long long)x.x1 * b.x0 - (long long)x.x3 * b.x2;
+    const long long c2 = (long long)x.x0 * b.x2 + (long long)x.x1 * b.x1 + (long long)x.x2 * b.x0;
+    const long long c3 = (long long)x.x1 * b.x2 + (long long)x.x2 * b.x1 + (long long)x.x3 * b.x0;
+    return s96_carry(c0, c1, c2, c3);
+}
+
+// The limbs' carries moved one place up, the top one's to the bottom negated: x1 .. x3 in
+// [0, 2^24) and x0 within 2^8 of it, for limbs below 2^31.
+__device__ __forceinline__ S96 s96_settle(S96 a) {
+    a.x1 += a.x0 >> 24;
+    a.x0 &= S96_M;
+    a.x2 += a.x1 >> 24;
+    a.x1 &= S96_M;
+    a.x3 += a.x2 >> 24;
+    a.x2 &= S96_M;
+    a.x0 -= a.x3 >> 24;
+    a.x3 &= S96_M;
+    return a;
+}
+
+// 2^e a for 0 <= e < 192 (a compile-time constant once the callers are unrolled).
+__device__ __forceinline__ S96 s96_pow2(const S96& a, int e) {
+    const int q = e / 24, r = e % 24;
+    const int in[4] = {a.x0, a.x1, a.x2, a.x3};
+    int z[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        const int i = (k - q + 8) % 4;
+        z[k] = ((i + q) / 4) % 2 ? -in[i] : in[i];
+    }
+    if (r == 0) return {z[0], z[1], z[2], z[3]};
+    S96 o;
+    o.x0 = ((z[0] << r) & S96_M) - (z[3] >> (24 - r));
+    o.x1 = ((z[1] << r) & S96_M) + (z[0] >> (24 - r));
+    o.x2 = ((z[2] << r) & S96_M) + (z[1] >> (24 - r));
+    o.x3 = ((z[3] << r) & S96_M) + (z[2] >> (24 - r));
+    return o;
+}
+
+// The canonical field element (once per value, for the store).
+__device__ __forceinline__ u64 s96_canon(S96 a) {
+    a = s96_settle(s96_settle(a));
+    const int l[4] = {a.x0, a.x1, a.x2, a.x3};
+    u64 acc = 0, pw = 1;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        const u64 limb = l[k] >= 0 ? (u64)l[k] : GL_P - (u64)(-(long long)l[k]);
+        acc = gl_add(acc, gl_mul(limb, pw));
+        pw = gl_mul(pw, 1ull << 24);
+    }
+    return acc;
+}
+
+template <int L>
+__device__ __forceinline__ void s96_block(S96 (&v)[1 << L], const u64* __restrict__ tw) {
+    constexpr int R = 1 << L;
+    v[0] = s96_settle(v[0]);
+#pragma unroll
+    for (int j = 1; j < R; ++j) v[j] = s96_mul(v[j], __ldg(tw + j));
+#pragma unroll
+    for (int s = 0; s < L; ++s) {
+        const int half = 1 << s;
+#pragma unroll
+        for (int q = 0; q < R / 2; ++q) {
+            const int j0 = ((q >> s) << (s + 1)) | (q & (half - 1)), j1 = j0 + half;
+            const int e = ((q & (half - 1)) * gl_root_exp(s + 1)) % 192;
+            const S96 x = v[j0], y = s96_pow2(v[j1], e);
+            v[j0] = {x.x0 + y.x0, x.x1 + y.x1, x.x2 + y.x2, x.x3 + y.x3};
+            v[j1] = {x.x0 - y.x0, x.x1 - y.x1, x.x2 - y.x2, x.x3 - y.x3};
+        }
+    }
+}
+
+template <int L>
+__device__ __forceinline__ void s96_kernel(const u64* in, const u64* tw, u64* out, u32 iters) {
+    constexpr int R = 1 << L;
+    const u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    S96 v[R];
+#pragma unroll
+    for (int j = 0; j < R; ++j) v[j] = s96_from_u64(in[t * R + j]);
+    for (u32 i = 0; i < iters; ++i) s96_block<L>(v, tw);
+#pragma unroll
+    for (int j = 0; j < R; ++j) out[t * R + j] = s96_canon(v[j]);
+}
+
+extern "C" __global__ void proto_r16_s96(const u64* in, const u64* tw, u64* out, u32 iters) {
+    s96_kernel<4>(in, tw, out, iters);
+}
+extern "C" __global__ void proto_r32_s96(const u64* in, const u64* tw, u64* out, u32 iters) {
+    s96_kernel<5>(in, tw, out, iters);
 }
 
 // ---------------------------------------------------------------------------------------------
