@@ -157,17 +157,19 @@ fn lde_in_place_and_out_of_place_match_naive_dft() {
     });
 }
 
-/// Every pass size (1, 2, 3 stages per pass; 4 is the default the other tests use), on 8 KiB
-/// segments so that the passes also cut at segment bounds, against the naive DFT.
+/// Every pass size (1, 2, 3 stages per pass in shared-memory tiles; 4 stages in registers is
+/// the default the other tests use) and 4 stages in shared-memory tiles, on 8 KiB segments so
+/// that the passes also cut at segment bounds, against the naive DFT.
 #[test]
 fn lde_every_pass_size_matches_naive_dft() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut r = rng("lde-pass-sizes");
-    for stages in 1..=3 {
+    for (stages, shared) in [(1, false), (2, false), (3, false), (4, true)] {
         let options = WgpuOptions {
             allow_software: true,
             max_segment_bytes: Some(SMALL_SEGMENT),
             lde_pass_stages: Some(stages),
+            lde_shared_memory_passes: shared,
             ..Default::default()
         };
         let Some(b) = or_skip(WgpuBackend::new(options), "lde_every_pass_size_matches_naive_dft", "REQUIRE_WGPU")
@@ -183,7 +185,7 @@ fn lde_every_pass_size_matches_naive_dft() {
             assert_eq!(
                 got,
                 reference::coset_lde(&trace, n, m, blowup, 7),
-                "LDE 2^{log_n} x {m}, blowup {blowup}, {stages} stages/pass"
+                "LDE 2^{log_n} x {m}, blowup {blowup}, {stages} stages/pass, shared-memory passes: {shared}"
             );
         }
     }
