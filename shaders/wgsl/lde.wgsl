@@ -22,8 +22,8 @@
 //
 // ntt_pass runs up to PASS_LOG consecutive radix-2 stages per dispatch over workgroup tiles of
 // the 2^r rows of a column that those stages combine, so that an element is read and written once
-// per pass instead of once per stage; ntt_pass_reg runs a pass of PASS_LOG stages with each
-// invocation's 16 rows in registers. The host (lde.rs) picks r per pass so that a pass's rows
+// per pass instead of once per stage; ntt_pass_reg (generated, appended) runs a pass of PASS_LOG
+// stages with each invocation's 16 rows in registers. The host (lde.rs) picks r per pass so that a pass's rows
 // fit the bound segments, and the kernel.
 
 @group(0) @binding(7) var<storage, read> tw: array<vec2<u32>>;
@@ -218,77 +218,9 @@ fn ntt_pass(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_ind
     }
 }
 
-// The register form of a pass of PASS_LOG stages (every pass but the few the segments cut
-// short): one invocation per (group, column) item holds the group's 16 rows of its column in
-// registers and runs the four stages there, so that the pass needs no workgroup memory and no
-// barrier, and loads each twiddle of its group once (15 of them, shared by the m items of a group,
-// so cached). Arguments and flags as ntt_pass with r = 4; count = groups * m. Consecutive
-// invocations take consecutive columns of a group's rows, so every load and store is coalesced.
-@compute @workgroup_size(256)
-fn ntt_pass_reg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let t = group_index(wid) * 256u + lid;
-    if t >= P.count {
-        return;
-    }
-    let m = arg(2);
-    let lh = arg(3);
-    let tw_off = arg(5);
-    let lstep = arg(6);
-    let flags = arg(9);
-    let g = arg(7) + t / m;
-    let col = t % m;
-    let lo = g & ((1u << lh) - 1u);
-    let first = ((g >> lh) << (lh + PASS_LOG)) + lo;
-    let at = arg(0) + first * arg(1) + col;
-    // Elements between rows j and j + 1 of the group (h rows apart).
-    let step = arg(1) << lh;
-
-    var v: array<vec2<u32>, 16>;
-    for (var j = 0u; j < 16u; j++) {
-        v[j] = ld_a(at + j * step);
-    }
-    if (flags & PASS_CANON) != 0u {
-        for (var j = 0u; j < 16u; j++) {
-            v[j] = gl_canon(v[j]);
-        }
-    }
-    // Stage s (half-size h 2^s): the pair (j, j + 2^s), bit s of j clear, takes the twiddle
-    // tw[tw_off + ((lo + (j mod 2^s) h) << (lstep - s))], one of 2^s per stage, loaded first.
-    var w: array<vec2<u32>, 8>;
-    if arg(8) == 1u {
-        for (var u = 0u; u < PASS_LOG; u++) {
-            let s = PASS_LOG - 1u - u;
-            let half = 1u << s;
-            for (var k = 0u; k < half; k++) {
-                w[k] = tw[tw_off + ((lo + (k << lh)) << (lstep - s))];
-            }
-            for (var q = 0u; q < 8u; q++) {
-                let j0 = ((q >> s) << (s + 1u)) | (q & (half - 1u));
-                let x = v[j0];
-                let y = v[j0 + half];
-                v[j0] = gl_add_c(x, y);
-                v[j0 + half] = gl_mul(gl_sub_c(x, y), w[q & (half - 1u)]);
-            }
-        }
-    } else {
-        for (var s = 0u; s < PASS_LOG; s++) {
-            let half = 1u << s;
-            for (var k = 0u; k < half; k++) {
-                w[k] = tw[tw_off + ((lo + (k << lh)) << (lstep - s))];
-            }
-            for (var q = 0u; q < 8u; q++) {
-                let j0 = ((q >> s) << (s + 1u)) | (q & (half - 1u));
-                let x = v[j0];
-                let yw = gl_mul(v[j0 + half], w[q & (half - 1u)]);
-                v[j0] = gl_add_c(x, yw);
-                v[j0 + half] = gl_sub_c(x, yw);
-            }
-        }
-    }
-    for (var j = 0u; j < 16u; j++) {
-        ntt_store(flags, at + j * step, first + (j << lh), col, v[j]);
-    }
-}
+// The register form of a pass of PASS_LOG stages, `ntt_pass_reg`, follows this file: the backend
+// appends it as shaders::wgsl::ntt_pass_reg writes it out (every register by its own name, so that
+// the driver keeps the 16 values of an invocation in registers).
 
 // ntt_pass's store of output row `row`, column `col` (element `at`), under `flags`.
 fn ntt_store(flags: u32, at: u32, row: u32, col: u32, v: vec2<u32>) {
