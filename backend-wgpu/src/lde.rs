@@ -20,7 +20,7 @@
 //!
 //! The transforms run as passes of up to [`PASS_LOG`] radix-2 stages each, so that an element
 //! is read and written once per pass instead of once per stage. A pass of the full four stages
-//! runs in registers (`ntt_pass_reg`): an invocation loads the 16 rows of one column that the
+//! runs in registers (`ntt_pass_reg_dif` / `_dit`): an invocation loads the 16 rows of one column that the
 //! four stages combine, runs them and stores once, with no workgroup memory and no barrier. A
 //! shorter pass (or every pass, with [`crate::WgpuOptions::lde_shared_memory_passes`]) runs in a
 //! shared-memory tile (`ntt_pass`): a workgroup loads the 2^r rows of 512 / 2^r columns into it
@@ -40,11 +40,13 @@ use crate::memory::{self, WgpuBuffer};
 
 const SPREAD: Kernel = Kernel { module: Module::Lde, entry: "lde_spread", items_per_group: 256 };
 const PASS: Kernel = Kernel { module: Module::Lde, entry: "ntt_pass", items_per_group: 256 };
-/// A pass of [`PASS_LOG`] stages in registers: one invocation per (group, column) item.
-const PASS_REG: Kernel = Kernel { module: Module::Lde, entry: "ntt_pass_reg", items_per_group: 256 };
+/// A pass of [`PASS_LOG`] stages in registers: one invocation per (group, column) item; the
+/// inverse (DIF) and forward (DIT) directions.
+const PASS_REG_DIF: Kernel = Kernel { module: Module::Lde, entry: "ntt_pass_reg_dif", items_per_group: 256 };
+const PASS_REG_DIT: Kernel = Kernel { module: Module::Lde, entry: "ntt_pass_reg_dit", items_per_group: 256 };
 const SCALE: Kernel = Kernel { module: Module::Lde, entry: "lde_scale", items_per_group: 256 };
 /// The kernels the coset LDE launches (in place; the out-of-place route adds `lde_spread`).
-pub(crate) const KERNELS: [Kernel; 3] = [PASS, PASS_REG, SCALE];
+pub(crate) const KERNELS: [Kernel; 4] = [PASS, PASS_REG_DIF, PASS_REG_DIT, SCALE];
 
 /// Most radix-2 stages one `ntt_pass` runs (`PASS_LOG` in lde.wgsl).
 pub(crate) const PASS_LOG: u32 = 4;
@@ -281,7 +283,7 @@ struct Transform {
     tw_off: u64,
     /// DIF with inverse twiddles (`true`) or DIT with forward twiddles.
     inverse: bool,
-    /// Run the passes of [`PASS_LOG`] stages in registers (`ntt_pass_reg`).
+    /// Run the passes of [`PASS_LOG`] stages in registers (`ntt_pass_reg_dif` / `_dit`).
     registers: bool,
 }
 
@@ -345,7 +347,11 @@ fn pass(
     let groups = 1u64 << (tf.log_rows - r);
     // One invocation per butterfly (shared-memory tiles) or per group and column (registers),
     // and dispatch items are u32.
-    let (kernel, per_group) = if tf.registers && r == PASS_LOG { (PASS_REG, tf.m) } else { (PASS, tf.m << (r - 1)) };
+    let (kernel, per_group) = match (tf.registers && r == PASS_LOG, tf.inverse) {
+        (true, true) => (PASS_REG_DIF, tf.m),
+        (true, false) => (PASS_REG_DIT, tf.m),
+        (false, _) => (PASS, tf.m << (r - 1)),
+    };
     let max_groups = (u64::from(u32::MAX) / per_group).max(1);
     let span = |row: u64, count: u64| (tf.base + row * tf.stride, tf.base + (row + count - 1) * tf.stride + tf.m);
     let wide = store.flags & PASS_WIDE != 0;

@@ -73,7 +73,7 @@ pub struct WgpuOptions {
     pub lde_pass_stages: Option<u32>,
     /// Run every LDE pass in a shared-memory tile (one butterfly per invocation per stage, a
     /// barrier between stages). `false` (the default) runs each pass of four stages, all but the
-    /// few that the segments cut short, in registers instead (`ntt_pass_reg`: an invocation holds
+    /// few that the segments cut short, in registers instead (`ntt_pass_reg_*`: an invocation holds
     /// 16 rows of one column), which measured faster on the H200 (BENCHMARKS.md). Both give the
     /// same bytes; the suites run both.
     pub lde_shared_memory_passes: bool,

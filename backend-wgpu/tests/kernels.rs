@@ -412,7 +412,8 @@ fn prepare_kernels_creates_each_commit_pipeline_once() {
             "merkle_keccak",
             "merkle_pad",
             "ntt_pass",
-            "ntt_pass_reg",
+            "ntt_pass_reg_dif",
+            "ntt_pass_reg_dit",
             "transpose_block"
         ]
     );
