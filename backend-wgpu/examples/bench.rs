@@ -15,8 +15,7 @@
 //! alone (`host`, before the wait). `--software` accepts a CPU adapter (llvmpipe);
 //! `--max-segment-bytes` caps the segment size; `--scratch-cap` sets the transpose's scratch cap
 //! in bytes (default 256 MiB); `--portable` keeps u32-pair arithmetic where the adapter has
-//! `SHADER_INT64`; `--fused-transpose` fuses the transpose's run pass; `--lde-pass-stages K` caps the LDE's stages per pass (1..=4);
-//! `--lde-shared-passes` runs every LDE pass in shared-memory tiles (none in registers); `--only NAME`
+//! `SHADER_INT64`; `--fused-transpose` fuses the transpose's run pass; `--lde-pass-stages K` caps the LDE's stages per pass (1..=4); `--only NAME`
 //! runs the operations whose name contains NAME (`--only coset_lde`: the LDE in place, through
 //! `coset_lde`, and by the previous out-of-place route; `--only host`: the trace written from
 //! and read back into host memory).
@@ -41,7 +40,6 @@ struct Args {
     portable: bool,
     fused_transpose: bool,
     lde_pass_stages: Option<u32>,
-    lde_shared_passes: bool,
 }
 
 fn parse() -> Result<Args, String> {
@@ -57,7 +55,6 @@ fn parse() -> Result<Args, String> {
         portable: false,
         fused_transpose: false,
         lde_pass_stages: None,
-        lde_shared_passes: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -75,7 +72,6 @@ fn parse() -> Result<Args, String> {
             "--software" => a.software = true,
             "--portable" => a.portable = true,
             "--fused-transpose" => a.fused_transpose = true,
-            "--lde-shared-passes" => a.lde_shared_passes = true,
             "--lde-pass-stages" => {
                 a.lde_pass_stages = Some(val()?.parse().map_err(|e| format!("--lde-pass-stages: {e}"))?)
             }
@@ -165,7 +161,6 @@ fn main() {
         max_segment_bytes: args.max_segment_bytes,
         portable_arithmetic: args.portable,
         lde_pass_stages: args.lde_pass_stages,
-        lde_shared_memory_passes: args.lde_shared_passes,
         fused_transpose: args.fused_transpose,
         transfer_chunk_bytes: None,
     }) {

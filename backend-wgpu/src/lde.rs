@@ -18,17 +18,13 @@
 //! the rows `pB` of a new buffer, inverse over them, scale, forward) stays for the benchmark that
 //! compares the two.
 //!
-//! The transforms run as passes of up to [`PASS_LOG`] radix-2 stages each, so that an element
-//! is read and written once per pass instead of once per stage. A pass of the full four stages
-//! runs in registers (`ntt_pass_reg_dif` / `_dit`): an invocation loads the 16 rows of one column that the
-//! four stages combine, runs them and stores once, with no workgroup memory and no barrier. A
-//! shorter pass (or every pass, with [`crate::WgpuOptions::lde_shared_memory_passes`]) runs in a
-//! shared-memory tile (`ntt_pass`): a workgroup loads the 2^r rows of 512 / 2^r columns into it
-//! and runs one butterfly per invocation per stage, with a barrier between stages. A pass's r is
-//! the largest that keeps one group's rows within one segment's span, so that a dispatch binds
-//! at most four segments; at the production shape (2^21 -> 2^22 rows x 316 columns, 2 GiB
-//! segments) that is 7 passes for the inverse transform (4 in registers) and 8 for the forward
-//! one (4 in registers) instead of 21 and 21 stage sweeps.
+//! The transforms run as passes of up to [`PASS_LOG`] radix-2 stages each (`ntt_pass`): a
+//! workgroup loads the 2^r rows of 512 / 2^r columns that r consecutive stages combine into a
+//! shared-memory tile, runs those stages there (one butterfly per invocation per stage) and
+//! stores once. A pass's r is the largest that keeps one group's rows
+//! within one segment's span, so that a dispatch binds at most four segments; at the production
+//! shape that is 8 passes for the inverse and 9 for the forward transform instead of 21 and 22
+//! stage sweeps.
 
 use std::sync::Arc;
 
@@ -40,13 +36,9 @@ use crate::memory::{self, WgpuBuffer};
 
 const SPREAD: Kernel = Kernel { module: Module::Lde, entry: "lde_spread", items_per_group: 256 };
 const PASS: Kernel = Kernel { module: Module::Lde, entry: "ntt_pass", items_per_group: 256 };
-/// A pass of [`PASS_LOG`] stages in registers: one invocation per (group, column) item; the
-/// inverse (DIF) and forward (DIT) directions.
-const PASS_REG_DIF: Kernel = Kernel { module: Module::Lde, entry: "ntt_pass_reg_dif", items_per_group: 256 };
-const PASS_REG_DIT: Kernel = Kernel { module: Module::Lde, entry: "ntt_pass_reg_dit", items_per_group: 256 };
 const SCALE: Kernel = Kernel { module: Module::Lde, entry: "lde_scale", items_per_group: 256 };
 /// The kernels the coset LDE launches (in place; the out-of-place route adds `lde_spread`).
-pub(crate) const KERNELS: [Kernel; 4] = [PASS, PASS_REG_DIF, PASS_REG_DIT, SCALE];
+pub(crate) const KERNELS: [Kernel; 2] = [PASS, SCALE];
 
 /// Most radix-2 stages one `ntt_pass` runs (`PASS_LOG` in lde.wgsl).
 pub(crate) const PASS_LOG: u32 = 4;
@@ -206,11 +198,9 @@ pub(crate) fn coset_lde_in_place(gpu: &Arc<Gpu>, buf: &mut WgpuBuffer, params: &
     let base = bases[0] as u64;
     let tab = &set.tables.segs[0];
     let mut rec = gpu.recorder(op);
-    let registers = !gpu.lde_shared_memory_passes;
-    let inverse = Transform { base, stride: set.m, m: set.m, log_rows: set.log_n, tw_off: 0, inverse: true, registers };
+    let inverse = Transform { base, stride: set.m, m: set.m, log_rows: set.log_n, tw_off: 0, inverse: true };
     let log_big_n = set.log_n + set.log_b;
-    let forward =
-        Transform { base, stride: set.m, m: set.m, log_rows: log_big_n, tw_off: set.n / 2, inverse: false, registers };
+    let forward = Transform { base, stride: set.m, m: set.m, log_rows: log_big_n, tw_off: set.n / 2, inverse: false };
     let store =
         |flags| Store { flags, log_b: set.log_b, coset_off: set.coset_offset(), wide_from: set.n.div_ceil(set.b) };
     for step in in_place_steps(set.log_n, set.log_b, set.m, set.seg, gpu.lde_pass_stages) {
@@ -254,8 +244,7 @@ pub(crate) fn coset_lde_out_of_place(gpu: &Arc<Gpu>, trace: &WgpuBuffer, params:
         p += k;
     }
     // 2. Inverse NTT (DIF) over rows pB, half-sizes n/2 down to 1: inverse twiddles at offset 0.
-    let registers = !gpu.lde_shared_memory_passes;
-    let inverse = Transform { base: ob, stride: b * m, m, log_rows: set.log_n, tw_off: 0, inverse: true, registers };
+    let inverse = Transform { base: ob, stride: b * m, m, log_rows: set.log_n, tw_off: 0, inverse: true };
     for (lh, r) in passes(0, set.log_n, b * m, m, s, most).into_iter().rev() {
         pass(&mut rec, &space, tab, &inverse, lh, r, Store::PLAIN)?;
     }
@@ -263,7 +252,7 @@ pub(crate) fn coset_lde_out_of_place(gpu: &Arc<Gpu>, trace: &WgpuBuffer, params:
     set.scale_rows(&mut rec, &space, ob, (0, n), b, true, op)?;
     // 4. Forward NTT (DIT) with half-sizes B .. N/2: forward twiddles after the inverse ones.
     let log_big_n = set.log_n + set.log_b;
-    let forward = Transform { base: ob, stride: m, m, log_rows: log_big_n, tw_off: n / 2, inverse: false, registers };
+    let forward = Transform { base: ob, stride: m, m, log_rows: log_big_n, tw_off: n / 2, inverse: false };
     for (lh, r) in passes(set.log_b, log_big_n, m, m, s, most) {
         pass(&mut rec, &space, tab, &forward, lh, r, Store::PLAIN)?;
     }
@@ -283,8 +272,6 @@ struct Transform {
     tw_off: u64,
     /// DIF with inverse twiddles (`true`) or DIT with forward twiddles.
     inverse: bool,
-    /// Run the passes of [`PASS_LOG`] stages in registers (`ntt_pass_reg_dif` / `_dit`).
-    registers: bool,
 }
 
 /// How a pass stores its output (`ntt_store` in lde.wgsl).
@@ -345,14 +332,8 @@ fn pass(
     let op = "coset_lde pass";
     let h = 1u64 << lh;
     let groups = 1u64 << (tf.log_rows - r);
-    // One invocation per butterfly (shared-memory tiles) or per group and column (registers),
-    // and dispatch items are u32.
-    let (kernel, per_group) = match (tf.registers && r == PASS_LOG, tf.inverse) {
-        (true, true) => (PASS_REG_DIF, tf.m),
-        (true, false) => (PASS_REG_DIT, tf.m),
-        (false, _) => (PASS, tf.m << (r - 1)),
-    };
-    let max_groups = (u64::from(u32::MAX) / per_group).max(1);
+    // One invocation per butterfly, and dispatch items are u32.
+    let max_groups = (u64::from(u32::MAX) / (tf.m << (r - 1))).max(1);
     let span = |row: u64, count: u64| (tf.base + row * tf.stride, tf.base + (row + count - 1) * tf.stride + tf.m);
     let wide = store.flags & PASS_WIDE != 0;
     // Wide stores assume consecutive rows per group (h = 1) and rows m apart.
@@ -395,7 +376,7 @@ fn pass(
             store.log_b,
             store.coset_off as u32,
         ];
-        rec.dispatch(kernel, (k * per_group) as u32, &args, window, Window::empty(), Table::Buffer(tab))?;
+        rec.dispatch(PASS, ((k * tf.m) << (r - 1)) as u32, &args, window, Window::empty(), Table::Buffer(tab))?;
         g0 += k;
     }
     Ok(())

@@ -71,12 +71,6 @@ pub struct WgpuOptions {
     /// fastest.
     /// Smaller values exist to measure and test the pass structure (1 is one dispatch per stage).
     pub lde_pass_stages: Option<u32>,
-    /// Run every LDE pass in a shared-memory tile (one butterfly per invocation per stage, a
-    /// barrier between stages). `false` (the default) runs each pass of four stages, all but the
-    /// few that the segments cut short, in registers instead (`ntt_pass_reg_*`: an invocation holds
-    /// 16 rows of one column), which measured faster on the H200 (BENCHMARKS.md). Both give the
-    /// same bytes; the suites run both.
-    pub lde_shared_memory_passes: bool,
     /// Run the in-place transpose's run pass as fused launches (`transpose_fused.wgsl`: each run
     /// moves once) where the adapter can bind the wide layout. `false` (the default) runs every
     /// batch through the copy shader (each run moves twice, into scratch and out), which measured
@@ -132,7 +126,6 @@ impl WgpuBackend {
             max_segment_bytes: options.max_segment_bytes,
             portable_arithmetic: options.portable_arithmetic,
             lde_pass_stages,
-            lde_shared_memory_passes: options.lde_shared_memory_passes,
             fused_transpose: options.fused_transpose,
             transfer_chunk,
         })?;

@@ -61,8 +61,4 @@ pub mod wgsl {
     pub const MERKLE: &str = include_str!("../wgsl/merkle.wgsl");
     /// Coset LDE: spread, multi-stage NTT passes, coset scaling.
     pub const LDE: &str = include_str!("../wgsl/lde.wgsl");
-
-    pub use crate::ntt_reg::ntt_pass_reg;
 }
-
-mod ntt_reg;

@@ -22,9 +22,8 @@
 //
 // ntt_pass runs up to PASS_LOG consecutive radix-2 stages per dispatch over workgroup tiles of
 // the 2^r rows of a column that those stages combine, so that an element is read and written once
-// per pass instead of once per stage; ntt_pass_reg (generated, appended) runs a pass of PASS_LOG
-// stages with each invocation's 16 rows in registers. The host (lde.rs) picks r per pass so that a pass's rows
-// fit the bound segments, and the kernel.
+// per pass instead of once per stage. The host (lde.rs) picks r per pass so that a pass's rows
+// fit the bound segments.
 
 @group(0) @binding(7) var<storage, read> tw: array<vec2<u32>>;
 
@@ -217,10 +216,6 @@ fn ntt_pass(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_ind
         ntt_store(flags, at1, row1, item1 % m, o1);
     }
 }
-
-// The register form of a pass of PASS_LOG stages, `ntt_pass_reg`, follows this file: the backend
-// appends it as shaders::wgsl::ntt_pass_reg writes it out (every register by its own name, so that
-// the driver keeps the 16 values of an invocation in registers).
 
 // ntt_pass's store of output row `row`, column `col` (element `at`), under `flags`.
 fn ntt_store(flags: u32, at: u32, row: u32, col: u32, v: vec2<u32>) {

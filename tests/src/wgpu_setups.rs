@@ -12,10 +12,9 @@ pub fn adapter_segments() -> backend_api::Result<WgpuBackend> {
     WgpuBackend::new(WgpuOptions { allow_software: true, ..Default::default() })
 }
 
-/// 8 KiB segments (1024 elements) with the portable u32-pair arithmetic, the fused transpose
-/// run pass and the LDE's shared-memory passes: every buffer of more than 1024 elements is
-/// several wgpu buffers, so every kernel runs its multi-segment windows (the first setup keeps
-/// the default, unfused run pass and the LDE's register passes).
+/// 8 KiB segments (1024 elements) with the portable u32-pair arithmetic and the fused transpose
+/// run pass: every buffer of more than 1024 elements is several wgpu buffers, so every kernel
+/// runs its multi-segment windows (the first setup keeps the default, unfused run pass).
 ///
 /// # Errors
 /// When no adapter is usable.
@@ -25,7 +24,6 @@ pub fn small_segments() -> backend_api::Result<WgpuBackend> {
         max_segment_bytes: Some(8 << 10),
         portable_arithmetic: true,
         fused_transpose: true,
-        lde_shared_memory_passes: true,
         ..Default::default()
     })
 }

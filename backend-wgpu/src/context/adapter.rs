@@ -13,8 +13,6 @@ pub(crate) struct Setup {
     pub portable_arithmetic: bool,
     /// Most radix-2 stages per LDE pass, already validated.
     pub lde_pass_stages: u32,
-    /// Run every LDE pass in a shared-memory tile ([`crate::WgpuOptions::lde_shared_memory_passes`]).
-    pub lde_shared_memory_passes: bool,
     /// Fuse the transpose's run pass where the adapter allows ([`crate::WgpuOptions::fused_transpose`]).
     pub fused_transpose: bool,
     /// Bytes per staging chunk of host transfers, validated: a multiple of 8, at least 8.

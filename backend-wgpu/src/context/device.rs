@@ -20,9 +20,6 @@ pub(crate) struct Gpu {
     pub hw: Opened,
     /// Most radix-2 stages per LDE pass (1..=`lde::PASS_LOG`).
     pub lde_pass_stages: u32,
-    /// Run every LDE pass in a shared-memory tile, none in registers
-    /// ([`crate::WgpuOptions::lde_shared_memory_passes`]).
-    pub lde_shared_memory_passes: bool,
     /// Fuse the transpose's run pass where the adapter allows ([`crate::WgpuOptions::fused_transpose`]).
     pub fused_transpose: bool,
     /// Freed segments kept for reuse (see `memory::alloc`).
@@ -50,7 +47,6 @@ impl Gpu {
         let gpu = Gpu {
             hw: o,
             lde_pass_stages: setup.lde_pass_stages,
-            lde_shared_memory_passes: setup.lde_shared_memory_passes,
             fused_transpose: setup.fused_transpose,
             pool: Mutex::new(crate::memory::Pool::default()),
             staging: Mutex::new(crate::staging::Rings::default()),

@@ -35,7 +35,7 @@ impl Module {
             Module::Transpose => &[WINDOW, TRANSPOSE],
             Module::Hash => &[WINDOW, field, KECCAK, BLAKE3, HASH],
             Module::Merkle => &[WINDOW, KECCAK, BLAKE3, MERKLE],
-            Module::Lde => return [WINDOW, field, LDE, &ntt_pass_reg()].join("\n"),
+            Module::Lde => &[WINDOW, field, LDE],
             Module::TransposeFused => &[],
         };
         parts.join("\n")
