@@ -22,9 +22,11 @@
 //! workgroup loads the 2^r rows of 512 / 2^r columns that r consecutive stages combine into a
 //! shared-memory tile, runs those stages there (one butterfly per invocation per stage) and
 //! stores once. A pass's r is the largest that keeps one group's rows
-//! within one segment's span, so that a dispatch binds at most four segments; at the production
-//! shape that is 8 passes for the inverse and 9 for the forward transform instead of 21 and 22
-//! stage sweeps.
+//! within one segment's span, or 2 where that is less: a dispatch binds at most four segments,
+//! one for each of a two-stage group's four row ranges, and a group whose rows straddle segment
+//! boundaries runs one stage at a time ([`pass`]). At the production shape (2^21 -> 2^22 rows x
+//! 316 columns, the H200 Vulkan driver's 1 GiB segments) that is 7 passes for each transform
+//! instead of 21 stage sweeps each (8 and 9 when the top stages ran one per pass).
 
 use std::sync::Arc;
 
@@ -290,18 +292,24 @@ impl Store {
     const PLAIN: Self = Self { flags: 0, log_b: 0, coset_off: 0, wide_from: 0 };
 }
 
+/// Stages a pass may always take, whatever the segments: its `2^r` row ranges are bound one by one
+/// (four slots), and [`pass`] runs a group whose rows touch more segments than that one stage at
+/// a time.
+const SPREAD_STAGES: u32 = 2;
+
 /// The passes `(log2 h, r)` that cover the stages with half-sizes `2^lo .. 2^(hi - 1)`, in
-/// ascending order: each takes up to `most` (1..=[`PASS_LOG`], validated by
-/// `WgpuBackend::new`) stages, fewer where one
-/// group's rows (`2^r h` rows of `stride` elements) would exceed a segment of `seg` elements. A
-/// one-stage pass always fits: its two rows, `m <= seg` elements each, touch at most four
-/// segments.
+/// ascending order: each takes up to `most` (1..=[`PASS_LOG`], validated by `WgpuBackend::new`)
+/// stages, fewer where one group's rows (`2^r h` rows of `stride` elements) would exceed a
+/// segment of `seg` elements, but not fewer than [`SPREAD_STAGES`] (or `most`): a group of
+/// `2^r` rows spread over the buffer needs one segment per row, or two where a row straddles a
+/// segment boundary, and a dispatch binds four.
 fn passes(lo: u32, hi: u32, stride: u64, m: u64, seg: u64, most: u32) -> Vec<(u32, u32)> {
     let mut out = Vec::new();
     let mut lh = lo;
     while lh < hi {
         let mut r = most.min(hi - lh);
-        while r > 1 && ((stride << (lh + r)) - stride + m) > seg {
+        let floor = SPREAD_STAGES.min(r);
+        while r > floor && ((stride << (lh + r)) - stride + m) > seg {
             r -= 1;
         }
         out.push((lh, r));
@@ -316,10 +324,17 @@ fn group_first(g: u64, lh: u32, r: u32) -> u64 {
     ((g >> lh) << (lh + r)) + (g & ((1 << lh) - 1))
 }
 
+/// The group of a one-stage pass at half-size `2^l` whose first row is `row` (bit `l` of `row`
+/// clear): the inverse of [`group_first`] for `r = 1`.
+fn one_stage_group(row: u64, l: u32) -> u64 {
+    ((row >> (l + 1)) << l) | (row & ((1 << l) - 1))
+}
+
 /// Records one pass of `r` stages from half-size `2^lh`, cut into dispatches of aligned,
 /// power-of-two group ranges whose rows (and, under [`PASS_WIDE`], target rows) touch at most
-/// four segments.
-#[allow(clippy::too_many_arguments)]
+/// four segments. A two-stage group whose four rows alone touch more (rows that straddle segment
+/// boundaries) runs as four one-stage dispatches, each of two rows: the same butterflies in the
+/// same stage order.
 fn pass(
     rec: &mut Recorder<'_>,
     space: &Space<'_>,
@@ -329,57 +344,99 @@ fn pass(
     r: u32,
     store: Store,
 ) -> Result<()> {
-    let op = "coset_lde pass";
-    let h = 1u64 << lh;
     let groups = 1u64 << (tf.log_rows - r);
     // One invocation per butterfly, and dispatch items are u32.
     let max_groups = (u64::from(u32::MAX) / (tf.m << (r - 1))).max(1);
-    let span = |row: u64, count: u64| (tf.base + row * tf.stride, tf.base + (row + count - 1) * tf.stride + tf.m);
-    let wide = store.flags & PASS_WIDE != 0;
-    // Wide stores assume consecutive rows per group (h = 1) and rows m apart.
-    debug_assert!(!wide || (lh == 0 && tf.stride == tf.m));
     let mut g0 = 0u64;
     while g0 < groups {
         let align = if g0 == 0 { groups } else { 1 << g0.trailing_zeros() };
         let mut k = align.min(groups - g0).min(max_groups);
         k = 1 << k.ilog2();
-        let (window, k) = loop {
-            let first = group_first(g0, lh, r);
-            let mut spans: Vec<(u64, u64)> = if k <= h {
-                (0..1u64 << r).map(|j| span(first + j * h, k)).collect()
-            } else {
-                vec![span(first, k << r)]
-            };
-            if wide {
-                let (lo, hi) = (first.max(store.wide_from), first + (k << r));
-                if lo < hi {
-                    spans.push((tf.base + (lo << store.log_b) * tf.m, tf.base + (hi << store.log_b) * tf.m));
+        loop {
+            match groups_window(space, tf, lh, r, store, g0, k) {
+                Ok(window) => {
+                    dispatch_groups(rec, tab, tf, lh, r, store, g0, k, window)?;
+                    break;
                 }
+                Err(_) if k > 1 => k /= 2,
+                Err(_) if r == 2 && store.flags & (PASS_SCALE | PASS_WIDE) == 0 => {
+                    let first = group_first(g0, lh, 2);
+                    let order = if tf.inverse { [lh + 1, lh] } else { [lh, lh + 1] };
+                    for l in order {
+                        let half = 1u64 << (l - lh);
+                        for j in (0..4u64).filter(|j| j & half == 0) {
+                            let g = one_stage_group(first + (j << lh), l);
+                            debug_assert_eq!(group_first(g, l, 1), first + (j << lh));
+                            let window = groups_window(space, tf, l, 1, store, g, 1)?;
+                            dispatch_groups(rec, tab, tf, l, 1, store, g, 1, window)?;
+                        }
+                    }
+                    break;
+                }
+                Err(e) => return Err(e),
             }
-            match space.window::<4>(&spans, op) {
-                Ok(w) => break (w, k),
-                Err(e) if k == 1 => return Err(e),
-                Err(_) => k /= 2,
-            }
-        };
-        let args = [
-            tf.base as u32,
-            tf.stride as u32,
-            tf.m as u32,
-            lh,
-            r,
-            tf.tw_off as u32,
-            tf.log_rows - 1 - lh,
-            g0 as u32,
-            u32::from(tf.inverse),
-            store.flags,
-            store.log_b,
-            store.coset_off as u32,
-        ];
-        rec.dispatch(PASS, ((k * tf.m) << (r - 1)) as u32, &args, window, Window::empty(), Table::Buffer(tab))?;
+        }
         g0 += k;
     }
     Ok(())
+}
+
+/// The segments that groups `[g0, g0 + k)` of the pass `(lh, r)` touch, as a window (`k <= 2^lh`
+/// keeps every one of the `2^r` row ranges contiguous).
+fn groups_window<'b>(
+    space: &Space<'b>,
+    tf: &Transform,
+    lh: u32,
+    r: u32,
+    store: Store,
+    g0: u64,
+    k: u64,
+) -> Result<Window<'b, 4>> {
+    let h = 1u64 << lh;
+    let span = |row: u64, count: u64| (tf.base + row * tf.stride, tf.base + (row + count - 1) * tf.stride + tf.m);
+    let wide = store.flags & PASS_WIDE != 0;
+    // Wide stores assume consecutive rows per group (h = 1) and rows m apart.
+    debug_assert!(!wide || (lh == 0 && tf.stride == tf.m));
+    let first = group_first(g0, lh, r);
+    let mut spans: Vec<(u64, u64)> =
+        if k <= h { (0..1u64 << r).map(|j| span(first + j * h, k)).collect() } else { vec![span(first, k << r)] };
+    if wide {
+        let (lo, hi) = (first.max(store.wide_from), first + (k << r));
+        if lo < hi {
+            spans.push((tf.base + (lo << store.log_b) * tf.m, tf.base + (hi << store.log_b) * tf.m));
+        }
+    }
+    space.window::<4>(&spans, "coset_lde pass")
+}
+
+/// One dispatch of `ntt_pass` over groups `[g0, g0 + k)` of the pass `(lh, r)`.
+#[allow(clippy::too_many_arguments)]
+fn dispatch_groups(
+    rec: &mut Recorder<'_>,
+    tab: &wgpu::Buffer,
+    tf: &Transform,
+    lh: u32,
+    r: u32,
+    store: Store,
+    g0: u64,
+    k: u64,
+    window: Window<'_, 4>,
+) -> Result<()> {
+    let args = [
+        tf.base as u32,
+        tf.stride as u32,
+        tf.m as u32,
+        lh,
+        r,
+        tf.tw_off as u32,
+        tf.log_rows - 1 - lh,
+        g0 as u32,
+        u32::from(tf.inverse),
+        store.flags,
+        store.log_b,
+        store.coset_off as u32,
+    ];
+    rec.dispatch(PASS, ((k * tf.m) << (r - 1)) as u32, &args, window, Window::empty(), Table::Buffer(tab))
 }
 
 #[cfg(test)]
@@ -524,6 +581,36 @@ mod order {
             }
         }
         assert!(wide > 100 && narrow > 20, "both kinds of last pass replayed: {wide} wide, {narrow} not");
+    }
+
+    /// Each pass takes `most` stages where a group's rows fit one segment, otherwise as many as
+    /// fit but never fewer than two (or `most`), and the passes cover the stages in order; a
+    /// one-stage group found by [`one_stage_group`] starts at the row it was asked for.
+    #[test]
+    fn passes_take_two_stages_where_rows_spread_over_segments() {
+        for (stride, m, seg) in [(316, 316, 1u64 << 27), (3, 3, 1024), (200, 100, 1024)] {
+            for most in 1..=PASS_LOG {
+                for (lo, hi) in [(0, 21), (1, 22), (0, 12), (3, 9)] {
+                    let p = passes(lo, hi, stride, m, seg, most);
+                    let mut next = lo;
+                    for &(lh, r) in &p {
+                        assert_eq!(lh, next, "{p:?}");
+                        let fits = |r: u32| (stride << (lh + r)) - stride + m <= seg;
+                        let full = most.min(hi - lh);
+                        let want = (1..=full).rev().find(|&r| fits(r)).unwrap_or(1).max(SPREAD_STAGES.min(full));
+                        assert_eq!(r, want, "pass at 2^{lh} of {p:?} (stride {stride}, segment {seg}, most {most})");
+                        next += r;
+                    }
+                    assert_eq!(next, hi, "{p:?}");
+                }
+            }
+        }
+        assert_eq!(passes(1, 22, 316, 316, 1 << 27, 4), [(1, 4), (5, 4), (9, 4), (13, 4), (17, 2), (19, 2), (21, 1)]);
+        for l in 0..8 {
+            for row in (0..1u64 << 10).filter(|row| row & (1 << l) == 0) {
+                assert_eq!(group_first(one_stage_group(row, l), l, 1), row, "row {row}, half-size 2^{l}");
+            }
+        }
     }
 
     #[test]
