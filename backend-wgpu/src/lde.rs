@@ -21,12 +21,13 @@
 //! The transforms run as passes of up to [`PASS_LOG`] radix-2 stages each (`ntt_pass`): a
 //! workgroup loads the 2^r rows of 512 / 2^r columns that r consecutive stages combine into a
 //! shared-memory tile, runs those stages there (one butterfly per invocation per stage) and
-//! stores once. A pass's r is the largest that keeps one group's rows
-//! within one segment's span, or 2 where that is less: a dispatch binds at most four segments,
-//! one for each of a two-stage group's four row ranges, and a group whose rows straddle segment
-//! boundaries runs one stage at a time ([`pass`]). At the production shape (2^21 -> 2^22 rows x
-//! 316 columns, the H200 Vulkan driver's 1 GiB segments) that is 7 passes for each transform
-//! instead of 21 stage sweeps each (8 and 9 when the top stages ran one per pass).
+//! stores once. A pass's r is the largest whose group rows span at most three segments' worth
+//! of elements (so that they touch at most the four segments a dispatch binds), or 2 where that
+//! is less: one segment for each of a two-stage group's four row ranges, a group whose rows
+//! straddle segment boundaries running one stage at a time ([`pass`]). At the production shape
+//! (2^21 -> 2^22 rows x 316 columns, the H200 Vulkan driver's 1 GiB segments) that is 6 passes
+//! for each transform instead of 21 stage sweeps each (8 and 9 when a group's rows had to fit
+//! one segment's span).
 
 use std::sync::Arc;
 
@@ -299,17 +300,19 @@ const SPREAD_STAGES: u32 = 2;
 
 /// The passes `(log2 h, r)` that cover the stages with half-sizes `2^lo .. 2^(hi - 1)`, in
 /// ascending order: each takes up to `most` (1..=[`PASS_LOG`], validated by `WgpuBackend::new`)
-/// stages, fewer where one group's rows (`2^r h` rows of `stride` elements) would exceed a
-/// segment of `seg` elements, but not fewer than [`SPREAD_STAGES`] (or `most`): a group of
-/// `2^r` rows spread over the buffer needs one segment per row, or two where a row straddles a
-/// segment boundary, and a dispatch binds four.
+/// stages, fewer where one group's rows (`2^r h` rows of `stride` elements, a span of
+/// `(2^r - 1) h stride + m` elements) could touch more than the four segments a dispatch binds,
+/// which a span of at most `3 seg + 1` elements never does, but not fewer than
+/// [`SPREAD_STAGES`] (or `most`): a group of four rows spread over the buffer needs one segment
+/// per row, or two where a row straddles a segment boundary ([`pass`] runs such a group one
+/// stage at a time).
 fn passes(lo: u32, hi: u32, stride: u64, m: u64, seg: u64, most: u32) -> Vec<(u32, u32)> {
     let mut out = Vec::new();
     let mut lh = lo;
     while lh < hi {
         let mut r = most.min(hi - lh);
         let floor = SPREAD_STAGES.min(r);
-        while r > floor && ((stride << (lh + r)) - stride + m) > seg {
+        while r > floor && (stride << lh) * ((1 << r) - 1) + m > 3 * seg + 1 {
             r -= 1;
         }
         out.push((lh, r));
@@ -595,7 +598,8 @@ mod order {
                     let mut next = lo;
                     for &(lh, r) in &p {
                         assert_eq!(lh, next, "{p:?}");
-                        let fits = |r: u32| (stride << (lh + r)) - stride + m <= seg;
+                        // A span of L elements touches at most (L - 2) / seg + 2 segments.
+                        let fits = |r: u32| ((stride << lh) * ((1 << r) - 1) + m - 2) / seg + 2 <= 4;
                         let full = most.min(hi - lh);
                         let want = (1..=full).rev().find(|&r| fits(r)).unwrap_or(1).max(SPREAD_STAGES.min(full));
                         assert_eq!(r, want, "pass at 2^{lh} of {p:?} (stride {stride}, segment {seg}, most {most})");
@@ -605,7 +609,8 @@ mod order {
                 }
             }
         }
-        assert_eq!(passes(1, 22, 316, 316, 1 << 27, 4), [(1, 4), (5, 4), (9, 4), (13, 4), (17, 2), (19, 2), (21, 1)]);
+        assert_eq!(passes(1, 22, 316, 316, 1 << 27, 4), [(1, 4), (5, 4), (9, 4), (13, 4), (17, 3), (20, 2)]);
+        assert_eq!(passes(0, 21, 316, 316, 1 << 27, 4), [(0, 4), (4, 4), (8, 4), (12, 4), (16, 4), (20, 1)]);
         for l in 0..8 {
             for row in (0..1u64 << 10).filter(|row| row & (1 << l) == 0) {
                 assert_eq!(group_first(one_stage_group(row, l), l, 1), row, "row {row}, half-size 2^{l}");
