@@ -377,6 +377,8 @@ pub struct Preparation {
 
 impl Preparation {
     /// Builds the LDE's host tables now (see [`Preparation::lde`]); their bytes, 0 without an LDE.
+    /// Only the GPU backends prepare (the CPU backend has nothing to do ahead).
+    #[cfg(any(feature = "cuda", feature = "wgpu"))]
     fn prepare_lde_tables(&self) -> usize {
         use backend_api::field::LdeTwiddles;
         let Some(lde) = &self.lde else { return 0 };
