@@ -76,7 +76,7 @@ fn coefficient(p: u32, bits: u32) -> u32 {
 }
 
 // Most stages one ntt_pass runs: a group of 2^PASS_LOG rows per column.
-const PASS_LOG: u32 = 5u;
+const PASS_LOG: u32 = 4u;
 
 // One workgroup's tile: (512 >> r) (group, column) items x 2^r rows, item-fastest, so that a
 // row's consecutive columns are consecutive invocations (coalesced loads and stores). Each of the
@@ -84,7 +84,7 @@ const PASS_LOG: u32 = 5u;
 const TILE: u32 = 512u;
 var<workgroup> ntt_tile: array<vec2<u32>, TILE>;
 // Each invocation's butterfly twiddle for stage s at [256 s + invocation], s < PASS_LOG.
-var<workgroup> ntt_tw: array<vec2<u32>, 1280>;
+var<workgroup> ntt_tw: array<vec2<u32>, 1024>;
 
 // args: 0 base, 1 row stride (elements), 2 m, 3 log2 h (the pass's smallest half-size),
 //       4 r (stages, 1..PASS_LOG), 5 twiddle offset, 6 log2 of the smallest stage's twiddle step,
@@ -161,7 +161,6 @@ fn ntt_pass(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_ind
     var w1 = vec2<u32>(0u, 0u);
     var w2 = vec2<u32>(0u, 0u);
     var w3 = vec2<u32>(0u, 0u);
-    var w4 = vec2<u32>(0u, 0u);
     if blive {
         w0 = tw[tw_off + (blo << lstep)];
         if r > 1u {
@@ -173,9 +172,6 @@ fn ntt_pass(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_ind
         if r > 3u {
             w3 = tw[tw_off + ((blo + ((q & 7u) << lh)) << (lstep - 3u))];
         }
-        if r > 4u {
-            w4 = tw[tw_off + ((blo + ((q & 15u) << lh)) << (lstep - 4u))];
-        }
     }
     ntt_tile[lid] = v0;
     ntt_tile[e1] = v1;
@@ -183,7 +179,6 @@ fn ntt_pass(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_ind
     ntt_tw[256u + lid] = w1;
     ntt_tw[512u + lid] = w2;
     ntt_tw[768u + lid] = w3;
-    ntt_tw[1024u + lid] = w4;
     workgroupBarrier();
 
     let inverse = arg(8) == 1u;
