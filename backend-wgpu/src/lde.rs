@@ -586,9 +586,10 @@ mod order {
         assert!(wide > 100 && narrow > 20, "both kinds of last pass replayed: {wide} wide, {narrow} not");
     }
 
-    /// Each pass takes `most` stages where a group's rows fit one segment, otherwise as many as
-    /// fit but never fewer than two (or `most`), and the passes cover the stages in order; a
-    /// one-stage group found by [`one_stage_group`] starts at the row it was asked for.
+    /// Each pass takes `most` stages where a group's rows can touch at most the four segments a
+    /// dispatch binds (a span of at most three segments' worth plus one element), otherwise as
+    /// many as can but never fewer than two (or `most`), and the passes cover the stages in
+    /// order; a one-stage group found by [`one_stage_group`] starts at the row it was asked for.
     #[test]
     fn passes_take_two_stages_where_rows_spread_over_segments() {
         for (stride, m, seg) in [(316, 316, 1u64 << 27), (3, 3, 1024), (200, 100, 1024)] {
