@@ -347,6 +347,7 @@ fn pass(
     r: u32,
     store: Store,
 ) -> Result<()> {
+    let this = Pass { tf, lh, r, store };
     let groups = 1u64 << (tf.log_rows - r);
     // One invocation per butterfly, and dispatch items are u32.
     let max_groups = (u64::from(u32::MAX) / (tf.m << (r - 1))).max(1);
@@ -356,9 +357,9 @@ fn pass(
         let mut k = align.min(groups - g0).min(max_groups);
         k = 1 << k.ilog2();
         loop {
-            match groups_window(space, tf, lh, r, store, g0, k) {
+            match this.window(space, g0, k) {
                 Ok(window) => {
-                    dispatch_groups(rec, tab, tf, lh, r, store, g0, k, window)?;
+                    this.dispatch(rec, tab, g0, k, window)?;
                     break;
                 }
                 Err(_) if k > 1 => k /= 2,
@@ -366,12 +367,13 @@ fn pass(
                     let first = group_first(g0, lh, 2);
                     let order = if tf.inverse { [lh + 1, lh] } else { [lh, lh + 1] };
                     for l in order {
+                        let one = Pass { tf, lh: l, r: 1, store };
                         let half = 1u64 << (l - lh);
                         for j in (0..4u64).filter(|j| j & half == 0) {
                             let g = one_stage_group(first + (j << lh), l);
                             debug_assert_eq!(group_first(g, l, 1), first + (j << lh));
-                            let window = groups_window(space, tf, l, 1, store, g, 1)?;
-                            dispatch_groups(rec, tab, tf, l, 1, store, g, 1, window)?;
+                            let window = one.window(space, g, 1)?;
+                            one.dispatch(rec, tab, g, 1, window)?;
                         }
                     }
                     break;
@@ -384,62 +386,65 @@ fn pass(
     Ok(())
 }
 
-/// The segments that groups `[g0, g0 + k)` of the pass `(lh, r)` touch, as a window (`k <= 2^lh`
-/// keeps every one of the `2^r` row ranges contiguous).
-fn groups_window<'b>(
-    space: &Space<'b>,
-    tf: &Transform,
+/// One pass of `r` stages from half-size `2^lh` of a transform, stored per `store`.
+struct Pass<'a> {
+    tf: &'a Transform,
     lh: u32,
     r: u32,
     store: Store,
-    g0: u64,
-    k: u64,
-) -> Result<Window<'b, 4>> {
-    let h = 1u64 << lh;
-    let span = |row: u64, count: u64| (tf.base + row * tf.stride, tf.base + (row + count - 1) * tf.stride + tf.m);
-    let wide = store.flags & PASS_WIDE != 0;
-    // Wide stores assume consecutive rows per group (h = 1) and rows m apart.
-    debug_assert!(!wide || (lh == 0 && tf.stride == tf.m));
-    let first = group_first(g0, lh, r);
-    let mut spans: Vec<(u64, u64)> =
-        if k <= h { (0..1u64 << r).map(|j| span(first + j * h, k)).collect() } else { vec![span(first, k << r)] };
-    if wide {
-        let (lo, hi) = (first.max(store.wide_from), first + (k << r));
-        if lo < hi {
-            spans.push((tf.base + (lo << store.log_b) * tf.m, tf.base + (hi << store.log_b) * tf.m));
-        }
-    }
-    space.window::<4>(&spans, "coset_lde pass")
 }
 
-/// One dispatch of `ntt_pass` over groups `[g0, g0 + k)` of the pass `(lh, r)`.
-#[allow(clippy::too_many_arguments)]
-fn dispatch_groups(
-    rec: &mut Recorder<'_>,
-    tab: &wgpu::Buffer,
-    tf: &Transform,
-    lh: u32,
-    r: u32,
-    store: Store,
-    g0: u64,
-    k: u64,
-    window: Window<'_, 4>,
-) -> Result<()> {
-    let args = [
-        tf.base as u32,
-        tf.stride as u32,
-        tf.m as u32,
-        lh,
-        r,
-        tf.tw_off as u32,
-        tf.log_rows - 1 - lh,
-        g0 as u32,
-        u32::from(tf.inverse),
-        store.flags,
-        store.log_b,
-        store.coset_off as u32,
-    ];
-    rec.dispatch(PASS, ((k * tf.m) << (r - 1)) as u32, &args, window, Window::empty(), Table::Buffer(tab))
+impl Pass<'_> {
+    /// The segments that groups `[g0, g0 + k)` touch, as a window (`k <= 2^lh` keeps every one of
+    /// the `2^r` row ranges contiguous).
+    fn window<'b>(&self, space: &Space<'b>, g0: u64, k: u64) -> Result<Window<'b, 4>> {
+        let (tf, store) = (self.tf, self.store);
+        let h = 1u64 << self.lh;
+        let span = |row: u64, count: u64| (tf.base + row * tf.stride, tf.base + (row + count - 1) * tf.stride + tf.m);
+        let wide = store.flags & PASS_WIDE != 0;
+        // Wide stores assume consecutive rows per group (h = 1) and rows m apart.
+        debug_assert!(!wide || (self.lh == 0 && tf.stride == tf.m));
+        let first = group_first(g0, self.lh, self.r);
+        let mut spans: Vec<(u64, u64)> = if k <= h {
+            (0..1u64 << self.r).map(|j| span(first + j * h, k)).collect()
+        } else {
+            vec![span(first, k << self.r)]
+        };
+        if wide {
+            let (lo, hi) = (first.max(store.wide_from), first + (k << self.r));
+            if lo < hi {
+                spans.push((tf.base + (lo << store.log_b) * tf.m, tf.base + (hi << store.log_b) * tf.m));
+            }
+        }
+        space.window::<4>(&spans, "coset_lde pass")
+    }
+
+    /// One dispatch of `ntt_pass` over groups `[g0, g0 + k)`.
+    fn dispatch(
+        &self,
+        rec: &mut Recorder<'_>,
+        tab: &wgpu::Buffer,
+        g0: u64,
+        k: u64,
+        window: Window<'_, 4>,
+    ) -> Result<()> {
+        let (tf, store, lh, r) = (self.tf, self.store, self.lh, self.r);
+        let args = [
+            tf.base as u32,
+            tf.stride as u32,
+            tf.m as u32,
+            lh,
+            r,
+            tf.tw_off as u32,
+            tf.log_rows - 1 - lh,
+            g0 as u32,
+            u32::from(tf.inverse),
+            store.flags,
+            store.log_b,
+            store.coset_off as u32,
+        ];
+        rec.dispatch(PASS, ((k * tf.m) << (r - 1)) as u32, &args, window, Window::empty(), Table::Buffer(tab))
+    }
 }
 
 #[cfg(test)]
