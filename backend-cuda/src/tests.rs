@@ -66,9 +66,20 @@ fn every_prototype_file_compiles_for_sm_90_and_sm_90a() {
         return;
     }
     assert!(!shaders::cuda::PROTOTYPES.is_empty());
+    // NVRTC compiles on the calling thread, and its optimiser recurses deeply over the
+    // prototypes' fully unrolled radix-32 blocks: more than a test thread's 2 MiB of stack (the
+    // example compiles on its main thread's 8 MiB). A thread of its own with room to spare.
+    let compile = |name: &'static str, text: &'static str, arch: &'static str| {
+        std::thread::Builder::new()
+            .stack_size(64 << 20)
+            .spawn(move || driver::nvrtc_compile(name, text, shaders::cuda::HEADERS, &module::compile_options(arch)))
+            .expect("a compile thread")
+            .join()
+            .expect("the compile thread did not panic")
+    };
     for &(name, text) in shaders::cuda::PROTOTYPES {
         for arch in ["sm_90", "sm_90a"] {
-            match driver::nvrtc_compile(name, text, shaders::cuda::HEADERS, &module::compile_options(arch)) {
+            match compile(name, text, arch) {
                 Ok((cubin, log)) => {
                     assert_eq!(&cubin[..4], b"\x7fELF", "{name}, {arch}: NVRTC did not return a CUBIN");
                     assert!(!log.contains("warning"), "{name} compiled for {arch} with warnings:\n{log}");
