@@ -192,6 +192,46 @@ fn lde_every_pass_size_matches_naive_dft() {
     assert!(matches!(err, Error::InvalidArgument(ref s) if s.contains("lde_pass_stages")), "{err}");
 }
 
+/// The top passes of a transform whose rows lie many segments apart take two stages, and a group
+/// whose four rows touch more than the four segments one dispatch binds (a row that straddles a
+/// segment boundary) runs one stage at a time. 100 columns on 8 KiB (1024-element) segments: the
+/// forward transform's pass at half-size 2^6 has groups of rows 6,400 elements apart, and the
+/// test first checks that some of them touch five segments, then the LDE against the naive DFT.
+#[test]
+fn lde_groups_across_more_than_four_segments_match_naive_dft() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (log_n, blowup, m) = (8u32, 2usize, 100usize);
+    let big_n = (1usize << log_n) * blowup;
+    let seg = (SMALL_SEGMENT / 8) as usize;
+    // Groups of the two-stage pass at half-size h = 2^6: rows x + j h, j < 4, x mod 4h < h.
+    let h = 1usize << 6;
+    let most_segments = (0..big_n)
+        .filter(|x| x % (4 * h) < h)
+        .map(|x| {
+            let mut segs: Vec<usize> =
+                (0..4).flat_map(|j| [(x + j * h) * m / seg, ((x + j * h) * m + m - 1) / seg]).collect();
+            segs.sort_unstable();
+            segs.dedup();
+            segs.len()
+        })
+        .max()
+        .unwrap();
+    assert!(most_segments > 4, "the shape no longer has a group over more than four segments");
+
+    let options = WgpuOptions { allow_software: true, max_segment_bytes: Some(SMALL_SEGMENT), ..Default::default() };
+    let Some(b) =
+        or_skip(WgpuBackend::new(options), "lde_groups_across_more_than_four_segments_match_naive_dft", "REQUIRE_WGPU")
+    else {
+        return;
+    };
+    let mut r = rng("lde-spread-groups");
+    let n = 1usize << log_n;
+    let trace = matrix(&mut r, n * m);
+    let params = LdeParams::new(MatrixShape::new(n, m).unwrap(), blowup, 7).unwrap();
+    let got = b.download_vec(&b.coset_lde(&b.upload(&trace).unwrap(), &params).unwrap()).unwrap();
+    assert_eq!(got, reference::coset_lde(&trace, n, m, blowup, 7), "LDE 2^{log_n} x {m}, blowup {blowup}");
+}
+
 /// Freed segments are pooled and reused (never shared between live buffers), counted apart from
 /// live bytes, and released by `trim_pool`; a reused segment carries old contents, which every
 /// operation overwrites.
