@@ -17,6 +17,17 @@ pub struct DeviceInfo {
     pub free_memory: usize,
 }
 
+/// One tree's leaves for [`Backend::hash_leaves_then_transpose`]: hashed per `spec` into `out`
+/// from digest index `out_digest` on, as [`Backend::hash_leaves_into`] would.
+pub struct LeafJob<'a, B> {
+    /// Which hash, layout and columns.
+    pub spec: &'a LeafSpec,
+    /// The digest buffer (a tree's node array, for a commit).
+    pub out: &'a mut B,
+    /// The digest index of the first leaf in `out`.
+    pub out_digest: usize,
+}
+
 /// An owned device buffer of `u64` elements, freed on drop.
 ///
 /// Digests live in buffers too: one 32-byte digest is [`DIGEST_WORDS`] elements whose
@@ -194,6 +205,37 @@ pub trait Backend: Send + Sync {
         out: &mut Self::Buffer,
         out_digest: usize,
     ) -> Result<()>;
+
+    /// Hashes the leaves of every job from the row-major `shape` matrix in `buf`, then turns
+    /// `buf` column-major in place: the bytes of [`Backend::hash_leaves_into`] for each job, in
+    /// order, followed by [`Backend::transpose_in_place`] under `scratch_cap`. It is the commit's
+    /// step from the row-major LDE to its leaves and its column-major copy.
+    ///
+    /// The default makes those calls one after the other. A backend may interleave them: the
+    /// transpose's block pass (see [`crate::plan`]) reads each block of rows once, and the leaves
+    /// of a `rows`-layout job read the same rows, so the leaves of a block can be hashed beside
+    /// the block pass, before the block moves (the CUDA backend hashes block `k` in the launch
+    /// that moves block `k - 1`).
+    ///
+    /// # Errors
+    /// Every job and the transpose are validated before anything is written
+    /// ([`crate::validate::leaves_then_transpose`]): a refused call leaves `buf` and every output
+    /// as they were. Then out of memory for the scratch, which leaves `buf` as it was (the outputs
+    /// may hold digests already).
+    fn hash_leaves_then_transpose(
+        &self,
+        buf: &mut Self::Buffer,
+        shape: MatrixShape,
+        jobs: &mut [LeafJob<'_, Self::Buffer>],
+        scratch_cap: usize,
+    ) -> Result<()> {
+        let specs: Vec<_> = jobs.iter().map(|j| (j.spec, j.out.len(), j.out_digest)).collect();
+        crate::validate::leaves_then_transpose(shape, buf.len(), &specs, scratch_cap)?;
+        for job in jobs.iter_mut() {
+            self.hash_leaves_into(buf, shape, job.spec, job.out, job.out_digest)?;
+        }
+        self.transpose_in_place(buf, shape, scratch_cap)
+    }
 
     /// Completes a Merkle tree whose `tree.leaves` leaf digests are already at node indices
     /// `[L-1, L-1+leaves)` of `nodes` (`2L - 1` digests): pads the leaves to `L` by repeating the

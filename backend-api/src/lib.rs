@@ -24,7 +24,8 @@ mod shape;
 pub mod validate;
 
 pub use backend::{
-    Backend, DeviceBuffer, DeviceInfo, HostBuffer, PendingDownload, digest_to_words, digests_from_words, hex, host_vec,
+    Backend, DeviceBuffer, DeviceInfo, HostBuffer, LeafJob, PendingDownload, digest_to_words, digests_from_words, hex,
+    host_vec,
 };
 pub use error::{DriverError, Error, Result};
 pub use fault::{AllocTracker, FaultSite, MemoryCounters, Reservation};

@@ -76,6 +76,26 @@ pub fn hash_leaves(
     Ok(LeafOutput { leaves, start })
 }
 
+/// The calls of [`Backend::hash_leaves_then_transpose`](crate::Backend::hash_leaves_then_transpose)
+/// on a `shape` matrix held in `buf_len` elements: each job as `(spec, out_len, out_digest)`, as
+/// [`hash_leaves`] checks it, then the transpose under `scratch_cap`, as [`transpose`] checks it.
+/// Returns each job's output and the transpose's geometry.
+///
+/// # Errors
+/// The first job's error that [`hash_leaves`] reports, then [`transpose`]'s.
+pub fn leaves_then_transpose(
+    shape: MatrixShape,
+    buf_len: usize,
+    jobs: &[(&LeafSpec, usize, usize)],
+    scratch_cap: usize,
+) -> Result<(Vec<LeafOutput>, TransposeGeometry)> {
+    let outputs = jobs
+        .iter()
+        .map(|&(spec, out_len, out_digest)| hash_leaves(shape, spec, buf_len, out_len, out_digest))
+        .collect::<Result<Vec<_>>>()?;
+    Ok((outputs, transpose(shape, buf_len, scratch_cap)?))
+}
+
 /// A Merkle tree `tree` over a node buffer of `nodes_len` elements
 /// ([`Backend::merkle_tree_in_place`](crate::Backend::merkle_tree_in_place)).
 ///

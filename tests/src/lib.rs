@@ -412,6 +412,8 @@ macro_rules! __conformance_checks {
             transpose::transpose_default_cap,
             transpose::transpose_scratch_within_cap,
             transpose::transpose_errors,
+            transpose::leaves_then_transpose,
+            transpose::leaves_then_transpose_errors,
             copy::batched_copy_random,
             copy::batched_copy_within_random,
             copy::batched_copy_rejects_overlap,

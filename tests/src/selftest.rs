@@ -12,7 +12,7 @@ use backend_api::field;
 use backend_api::plan::TransposePlan;
 use backend_api::validate::{self, LeafOutput};
 use backend_api::{
-    AllocTracker, Backend, CopyRange, DIGEST_WORDS, DeviceBuffer, DeviceInfo, HashKind, LdeParams, LeafLayout,
+    AllocTracker, Backend, CopyRange, DIGEST_WORDS, DeviceBuffer, DeviceInfo, HashKind, LdeParams, LeafJob, LeafLayout,
     LeafSpec, MatrixShape, PendingDownload, Result, TreeShape,
 };
 use sha3::Digest as _;
@@ -71,6 +71,11 @@ pub enum Bug {
     /// multiple of 8 keep what the upload left (the trace in rows `[0, n)`, the buffer's old
     /// contents below), as a grouped upload that dropped its narrow last group would.
     FromHostSkipsTailColumns,
+    /// `hash_leaves_then_transpose` transposes first and hashes the column-major bytes.
+    LeavesAfterTranspose,
+    /// `hash_leaves_then_transpose` hashes each tree before it validates the next tree and the
+    /// transpose: a refused call has written digests.
+    LeavesBeforeValidation,
 }
 
 pub struct HostBuffer {
@@ -278,6 +283,26 @@ impl Backend for HostBackend {
         Ok(())
     }
 
+    fn hash_leaves_then_transpose(
+        &self,
+        buf: &mut HostBuffer,
+        shape: MatrixShape,
+        jobs: &mut [LeafJob<'_, HostBuffer>],
+        scratch_cap: usize,
+    ) -> Result<()> {
+        if self.bug != Bug::LeavesBeforeValidation {
+            let specs: Vec<_> = jobs.iter().map(|j| (j.spec, j.out.data.len(), j.out_digest)).collect();
+            validate::leaves_then_transpose(shape, buf.data.len(), &specs, scratch_cap)?;
+        }
+        if self.bug == Bug::LeavesAfterTranspose {
+            self.transpose_in_place(buf, shape, scratch_cap)?;
+        }
+        for job in jobs.iter_mut() {
+            self.hash_leaves_into(buf, shape, job.spec, job.out, job.out_digest)?;
+        }
+        if self.bug == Bug::LeavesAfterTranspose { Ok(()) } else { self.transpose_in_place(buf, shape, scratch_cap) }
+    }
+
     fn merkle_tree_in_place(&self, nodes: &mut HostBuffer, tree: TreeShape, hash: HashKind) -> Result<()> {
         self.check(|| validate::merkle_tree(tree, nodes.data.len()))?;
         let digest = |n: &[u64], i: usize| -> [u8; 32] {
@@ -421,6 +446,10 @@ const CAUGHT_BY: &[(Bug, &[&str])] = &[
     (Bug::LeakOnError, &["memory_fault_injection"]),
     (Bug::Untracked, &["memory_counters"]),
     (Bug::FromHostSkipsTailColumns, &["coset_lde_from_host"]),
+    (Bug::LeavesAfterTranspose, &["leaves_then_transpose"]),
+    (Bug::LeavesBeforeValidation, &["leaves_then_transpose_errors"]),
+    (Bug::SwapRuns, &["leaves_then_transpose"]),
+    (Bug::HashRawBytes, &["leaves_then_transpose"]),
     (
         Bug::TrustsParameters,
         &[

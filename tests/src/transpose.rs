@@ -3,7 +3,11 @@
 //! Small scratch caps of `(cols + 1) * 8 * k` bytes force many blocks of `R = 2^floor(log2 k)`
 //! rows, tails (`rows` not a multiple of `R`), long run cycles and the chunked paths of the plan.
 
-use backend_api::{Backend, DEFAULT_SCRATCH_CAP, Error, MatrixShape};
+use std::ops::Range;
+
+use backend_api::{
+    Backend, DEFAULT_SCRATCH_CAP, DIGEST_WORDS, Error, HashKind, LeafJob, LeafLayout, LeafSpec, MatrixShape,
+};
 
 use crate::{Context as _, Gen, Outcome, ensure, ensure_live, ensure_words_eq, expect_error, reference};
 
@@ -176,4 +180,182 @@ pub fn transpose_errors<B: Backend>(backend: &B) -> Outcome {
     }
     let got = backend.download_vec(&buf).ctx("download")?;
     ensure_words_eq("buffer after rejected transposes", &host, &got)
+}
+
+/// One tree of a [`check_leaves_then_transpose`] call: hash, layout, columns, and the digest index
+/// its first leaf goes to in its output.
+pub type TreeCase = (HashKind, LeafLayout, Range<usize>, usize);
+
+/// Digests a [`check_leaves_then_transpose`] output keeps past the leaves, to see that nothing is
+/// written beyond them.
+const GUARD_DIGESTS: usize = 2;
+
+/// Uploads a random `rows x cols` matrix and runs [`Backend::hash_leaves_then_transpose`] under
+/// `cap` with one output per tree, each pre-filled with a pattern. Then checks every tree's digests
+/// against the reference hashed from the row-major matrix, the digests before and after them
+/// against the pattern, the buffer against the index-by-index transpose, and the scratch against
+/// the cap.
+///
+/// # Errors
+/// A [`crate::Failure`] naming the shape, the cap and the tree.
+pub fn check_leaves_then_transpose<B: Backend>(
+    backend: &B,
+    g: &mut Gen,
+    rows: usize,
+    cols: usize,
+    cap: usize,
+    trees: &[TreeCase],
+) -> Outcome {
+    let what = format!("hash_leaves_then_transpose {rows} x {cols} under a {cap} B cap, trees {trees:?}");
+    let shape = MatrixShape::new(rows, cols).ctx(&what)?;
+    let host = g.matrix(rows * cols);
+    let mut buf = backend.upload(&host).ctx(format_args!("{what}: upload"))?;
+    let mut specs = Vec::new();
+    let mut outs = Vec::new();
+    let mut patterns = Vec::new();
+    for (kind, layout, range, first) in trees {
+        let spec = LeafSpec::new(*kind, *layout, range.clone()).ctx("leaf spec")?;
+        let leaves = layout.leaf_count(rows);
+        let pattern: Vec<u64> = (0..(first + leaves + GUARD_DIGESTS) * DIGEST_WORDS).map(|_| g.u64()).collect();
+        outs.push(backend.upload(&pattern).ctx(format_args!("{what}: upload an output"))?);
+        patterns.push(pattern);
+        specs.push(spec);
+    }
+    let baseline = backend.memory().live;
+    backend.tracker().reset_peak();
+    let mut jobs: Vec<LeafJob<'_, B::Buffer>> = specs
+        .iter()
+        .zip(outs.iter_mut())
+        .zip(trees)
+        .map(|((spec, out), t)| LeafJob { spec, out, out_digest: t.3 })
+        .collect();
+    backend.hash_leaves_then_transpose(&mut buf, shape, &mut jobs, cap).ctx(&what)?;
+    backend.synchronize().ctx(format_args!("{what}: synchronize"))?;
+    let extra = backend.memory().peak.saturating_sub(baseline);
+    ensure!(
+        extra <= cap + METADATA_SLACK_BYTES,
+        "{what}: {extra} B allocated at peak beyond the matrix and outputs, over the cap (+{METADATA_SLACK_BYTES} B metadata slack)"
+    );
+    ensure_live(backend, baseline, format_args!("{what}: scratch not freed"))?;
+    for (t, ((kind, layout, range, first), (out, pattern))) in trees.iter().zip(outs.iter().zip(&patterns)).enumerate()
+    {
+        let words = backend.download_vec(out).ctx(format_args!("{what}: download tree {t}"))?;
+        let digests = reference::leaf_digests(&host, cols, *kind, *layout, range.clone());
+        let mut expected = pattern.clone();
+        let start = first * DIGEST_WORDS;
+        expected[start..start + digests.len() * DIGEST_WORDS].copy_from_slice(&reference::digests_to_words(&digests));
+        ensure_words_eq(
+            format_args!("{what}: tree {t} ({kind} {layout} {range:?} from digest {first})"),
+            &expected,
+            &words,
+        )?;
+    }
+    let got = backend.download_vec(&buf).ctx(format_args!("{what}: download"))?;
+    ensure_words_eq(format_args!("{what}: the matrix"), &reference::transpose(&host, rows, cols), &got)
+}
+
+/// [`Backend::hash_leaves_then_transpose`] against the references: many blocks of rows (small caps,
+/// where a backend may hash each block beside the transpose's block pass), one block (the default
+/// cap), tails, one row and one column, one to three trees of either hash (whole rows and a split
+/// at `cols / 2`, at digest offsets), rows long enough for several Keccak blocks and BLAKE3
+/// chunks; and the calls a fused pass cannot take whole: a `lambda-vm-pairs` tree, two hashes at
+/// once, and no tree at all.
+///
+/// # Errors
+/// The first case that differs from the references.
+pub fn leaves_then_transpose<B: Backend>(backend: &B) -> Outcome {
+    use HashKind::{Blake3, Keccak256};
+    use LeafLayout::{LambdaVmPairs, Rows};
+    let mut g = Gen::new("leaves_then_transpose");
+    for kind in [Keccak256, Blake3] {
+        // (rows, cols, rows per block or 0 for the default cap)
+        for (rows, cols, k) in
+            [(64, 5, 8), (256, 35, 32), (96, 18, 16), (64, 316, 16), (33, 9, 8), (1, 7, 1), (9, 1, 2), (40, 3, 0)]
+        {
+            let cap = if k == 0 { DEFAULT_SCRATCH_CAP } else { cap_for(cols, k) };
+            let half = cols.div_ceil(2);
+            check_leaves_then_transpose(backend, &mut g, rows, cols, cap, &[(kind, Rows, 0..cols, 0)])?;
+            if cols >= 2 {
+                let split = [(kind, Rows, 0..half, 1), (kind, Rows, half..cols, 0), (kind, Rows, 0..cols, 3)];
+                check_leaves_then_transpose(backend, &mut g, rows, cols, cap, &split)?;
+            }
+        }
+    }
+    let (rows, cols, cap) = (64, 9, cap_for(9, 8));
+    check_leaves_then_transpose(backend, &mut g, rows, cols, cap, &[(Keccak256, LambdaVmPairs, 0..cols, 0)])?;
+    let pairs_and_rows = [(Blake3, Rows, 0..cols, 0), (Keccak256, LambdaVmPairs, 2..cols, 1)];
+    check_leaves_then_transpose(backend, &mut g, rows, cols, cap, &pairs_and_rows)?;
+    check_leaves_then_transpose(
+        backend,
+        &mut g,
+        rows,
+        cols,
+        cap,
+        &[(Keccak256, Rows, 0..cols, 0), (Blake3, Rows, 0..4, 0)],
+    )?;
+    check_leaves_then_transpose(backend, &mut g, rows, cols, cap, &[])
+}
+
+/// A refused [`Backend::hash_leaves_then_transpose`] changes nothing: a cap below one run, an
+/// output too short for its tree (the second of two), a column range past the matrix and a buffer
+/// that does not hold the shape leave the matrix and every output as they were, and nothing
+/// allocated.
+///
+/// # Errors
+/// A call that succeeds or fails with another error, or bytes that changed.
+pub fn leaves_then_transpose_errors<B: Backend>(backend: &B) -> Outcome {
+    let mut g = Gen::new("leaves_then_transpose_errors");
+    let (rows, cols) = (32, 6);
+    let shape = MatrixShape::new(rows, cols).ctx("shape")?;
+    let host = g.matrix(rows * cols);
+    let mut buf = backend.upload(&host).ctx("upload")?;
+    let whole = LeafSpec::new(HashKind::Keccak256, LeafLayout::Rows, 0..cols).ctx("spec")?;
+    let past = LeafSpec::new(HashKind::Blake3, LeafLayout::Rows, 2..cols + 1).ctx("spec")?;
+    let full = g.matrix(rows * DIGEST_WORDS);
+    let short = g.matrix((rows - 1) * DIGEST_WORDS);
+    let mut out_a = backend.upload(&full).ctx("upload")?;
+    let mut out_b = backend.upload(&short).ctx("upload")?;
+    let full_b = g.matrix(rows * DIGEST_WORDS);
+    let mut out_c = backend.upload(&full_b).ctx("upload")?;
+    let mut short_buf = backend.upload(&host[..rows * cols - 1]).ctx("upload")?;
+    let baseline = backend.memory().live;
+    type Case<'a> = (&'a str, &'a LeafSpec, bool, usize, fn(&Error) -> bool);
+    let cases: [Case<'_>; 3] = [
+        ("a cap below one run", &whole, false, cap_for(cols, 1) - 1, |e| matches!(e, Error::ScratchTooSmall { .. })),
+        ("a second output one digest short", &whole, true, DEFAULT_SCRATCH_CAP, |e| {
+            matches!(e, Error::OutOfBounds { .. })
+        }),
+        ("a column range past the matrix", &past, false, DEFAULT_SCRATCH_CAP, |e| {
+            matches!(e, Error::InvalidArgument(_))
+        }),
+    ];
+    for (what, second, short_second, cap, pred) in cases {
+        let what = format!("hash_leaves_then_transpose {shape} with {what}");
+        let (out, before) = if short_second { (&mut out_b, &short) } else { (&mut out_c, &full_b) };
+        let mut jobs =
+            [LeafJob { spec: &whole, out: &mut out_a, out_digest: 0 }, LeafJob { spec: second, out, out_digest: 0 }];
+        expect_error(backend.hash_leaves_then_transpose(&mut buf, shape, &mut jobs, cap), &what, pred)?;
+        ensure_live(backend, baseline, format_args!("{what}: memory left allocated"))?;
+        ensure_words_eq(format_args!("{what}: the matrix"), &host, &backend.download_vec(&buf).ctx("download")?)?;
+        let [first, second] = &jobs;
+        ensure_words_eq(
+            format_args!("{what}: the first output"),
+            &full,
+            &backend.download_vec(first.out).ctx("download")?,
+        )?;
+        ensure_words_eq(
+            format_args!("{what}: the second output"),
+            before,
+            &backend.download_vec(second.out).ctx("download")?,
+        )?;
+    }
+    let what = format!("hash_leaves_then_transpose {shape} on a buffer one element short");
+    let mut jobs = [LeafJob { spec: &whole, out: &mut out_a, out_digest: 0 }];
+    expect_error(
+        backend.hash_leaves_then_transpose(&mut short_buf, shape, &mut jobs, DEFAULT_SCRATCH_CAP),
+        &what,
+        |e| matches!(e, Error::LengthMismatch { .. }),
+    )?;
+    ensure_words_eq(format_args!("{what}: the output"), &full, &backend.download_vec(&out_a).ctx("download")?)?;
+    ensure_live(backend, baseline, format_args!("{what}: memory left allocated"))
 }
