@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! cargo bench -p backend-cuda --bench cuda_ops -- --log-rows 22 --cols 316 --blowup 2 --reps 5
-//!     [--ops copy,transpose,leaves,merkle,lde,host-lde] [--routes kernel,batched,unbatched]
+//!     [--ops copy,transpose,leaves,leaves+transpose,merkle,lde,host-lde] [--routes kernel,batched,unbatched]
 //!     [--route-reps 2] [--ntt-stages 0,1] [--ntt-variants 32x8,16x8,32x4] [--ntt-lazy 1,0] [--ntt-pow2 1,0]
 //!     [--upload-groups 1,2,4,8]
 //!     [--ntt-lean 1,0]
@@ -24,14 +24,17 @@
 //! the bare host-to-device write of its bytes, the write followed by the in-place LDE, and
 //! `coset_lde_from_host` for each `--upload-groups` count (1 is the write then the LDE; more
 //! overlap the column groups' copies with the LDE); events on the compute stream, which waits for
-//! the copy stream, bracket each. Whole commits are timed with the pipeline,
+//! the copy stream, bracket each. `leaves+transpose` times `hash_leaves_then_transpose` (one tree
+//! over every column) with the leaves fused into the transpose's block pass and without, back to
+//! back, for each hash. Whole commits are timed with the pipeline,
 //! by prover's `commit` bench (`cargo bench -p prover --features cuda --bench commit`). Inputs
 //! are random (never zeros: zeros hide unwritten outputs and can run faster than real data).
 
 use std::time::Instant;
 
 use backend_api::{
-    Backend, CopyRange, DEFAULT_SCRATCH_CAP, HashKind, LdeParams, LeafLayout, LeafSpec, MatrixShape, Result, TreeShape,
+    Backend, CopyRange, DEFAULT_SCRATCH_CAP, HashKind, LdeParams, LeafJob, LeafLayout, LeafSpec, MatrixShape, Result,
+    TreeShape,
 };
 use backend_cuda::{CudaBackend, CudaBuffer, CudaOptions, NttKernel, TransposeRoute};
 
@@ -58,7 +61,9 @@ fn parse_args() -> std::result::Result<Args, String> {
         blowup: 2,
         reps: 5,
         route_reps: 2,
-        ops: ["copy", "transpose", "leaves", "merkle", "lde", "host-lde"].map(String::from).to_vec(),
+        ops: ["copy", "transpose", "leaves", "leaves+transpose", "merkle", "lde", "host-lde"]
+            .map(String::from)
+            .to_vec(),
         routes: TransposeRoute::ALL.to_vec(),
         // Empty: the value of the backend's options (CudaOptions::from_env).
         ntt_stages: Vec::new(),
@@ -283,6 +288,28 @@ fn run(a: &Args) -> std::result::Result<(), Box<dyn std::error::Error>> {
                 let first = if layout == LeafLayout::Rows { tree.first_leaf() } else { 0 };
                 let t = time(&b, a.reps, || b.hash_leaves_into(&matrix, shape, &spec, &mut out, first))?;
                 r.line(&format!("leaves {hash} {layout}"), &shape.to_string(), shape.bytes(), t);
+            }
+        }
+        nodes = Some(out);
+    }
+    if want("leaves+transpose") {
+        // The commit's step from the row-major LDE to its leaves and its column-major copy, with
+        // the leaves hashed beside the transpose's block pass (the default) and without (the
+        // leaves, then the transpose), back to back.
+        let mut out = match nodes.take() {
+            Some(n) => n,
+            None => b.alloc(tree.words())?,
+        };
+        for hash in HashKind::ALL {
+            let spec = LeafSpec::new(hash, LeafLayout::Rows, 0..a.cols)?;
+            for fused_leaves in [true, false] {
+                let bf = b.with_options(CudaOptions { fused_leaves, ..b.options() })?;
+                let t = time(&bf, a.reps, || {
+                    let mut jobs = [LeafJob { spec: &spec, out: &mut out, out_digest: tree.first_leaf() }];
+                    bf.hash_leaves_then_transpose(&mut matrix, shape, &mut jobs, DEFAULT_SCRATCH_CAP)
+                })?;
+                let how = if fused_leaves { "fused" } else { "unfused" };
+                r.line(&format!("leaves {hash} + transpose, {how}"), &shape.to_string(), shape.bytes(), t);
             }
         }
         nodes = Some(out);

@@ -210,6 +210,65 @@ impl Device {
             )
         })
     }
+
+    /// Whether the device runs programmatic dependent launches ([`Device::launch_overlapping`]):
+    /// compute capability 9.0 and later, with a driver that has `cuLaunchKernelEx`.
+    pub(crate) fn overlaps_launches(&self) -> bool {
+        self.capability.0 >= 9 && driver::has_symbol("cuLaunchKernelEx")
+    }
+
+    /// [`Device::launch`] with programmatic stream serialization allowed: the launch's thread
+    /// blocks may start once every block of the kernel queued before it has started and executed
+    /// `griddepcontrol.launch_dependents` (or exited), instead of after that kernel completes. A
+    /// kernel launched so must itself execute `griddepcontrol.wait` before it touches anything
+    /// the kernel before it writes, or reads what it writes. On a device without the feature
+    /// ([`Device::overlaps_launches`]) this is a plain launch.
+    ///
+    /// # Safety
+    /// As [`Device::launch`], and the kernel orders its accesses against the kernel before it as
+    /// above.
+    pub(crate) unsafe fn launch_overlapping(
+        &self,
+        kernel: &Kernel,
+        config: LaunchConfig,
+        mut args: LaunchArgs<'_>,
+    ) -> Result<()> {
+        if !self.overlaps_launches() {
+            // SAFETY: the caller's contract; serialised launches need no more.
+            return unsafe { self.launch(kernel, config, args) };
+        }
+        let LaunchConfig { grid, block, shared } = config;
+        let mut attr = sys::CUlaunchAttribute {
+            id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+            pad: [0; 4],
+            // SAFETY: the value is a plain-data union; zero is a valid bit pattern of each member.
+            value: unsafe { std::mem::zeroed() },
+        };
+        attr.value.programmaticStreamSerializationAllowed = 1;
+        let launch = sys::CUlaunchConfig {
+            gridDimX: grid.0,
+            gridDimY: grid.1,
+            gridDimZ: grid.2,
+            blockDimX: block.0,
+            blockDimY: block.1,
+            blockDimZ: block.2,
+            sharedMemBytes: shared,
+            hStream: self.stream,
+            attrs: &mut attr,
+            numAttrs: 1,
+        };
+        // SAFETY: as in `launch`; the configuration and its one attribute live across the call,
+        // and the driver copies them.
+        let code =
+            unsafe { sys::cuLaunchKernelEx(&launch, kernel.raw, args.as_params().as_mut_ptr(), std::ptr::null_mut()) };
+        driver::check(
+            &format!(
+                "cuLaunchKernelEx({}, grid {grid:?}, block {block:?}, {shared} B shared, programmatic serialization)",
+                kernel.name
+            ),
+            code,
+        )
+    }
 }
 
 impl Drop for Device {

@@ -2,7 +2,7 @@
 //! tree for leaves over 1 KiB), both leaf layouts, any column range.
 
 use backend_api::DeviceBuffer as _;
-use backend_api::{ELEM_BYTES, Error, HashKind, LeafLayout, LeafSpec, MatrixShape, Result, validate};
+use backend_api::{DIGEST_WORDS, ELEM_BYTES, Error, HashKind, LeafLayout, LeafSpec, MatrixShape, Result, validate};
 
 use crate::context::Device;
 use crate::launch::{KernelParam, LaunchArgs, LaunchConfig};
@@ -78,4 +78,157 @@ pub(crate) fn hash_leaves_into(
     // SAFETY: one LeafParams as the kernel declares; every row a leaf reads is inside `matrix`
     // (shape and column range validated), every digest it writes is inside `out` (checked above).
     unsafe { device.launch(&kernel, LaunchConfig::linear(grid, BLOCK, 0), args) }
+}
+
+/// The most trees one fused launch hashes (`FUSED_TREES` in hash.cu).
+pub(crate) const FUSED_TREES: usize = 8;
+
+/// The parameter of `leaves_block_*`; layout identical to `BlockLeaves` in hash.cu.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct BlockLeaves {
+    hash_src: u64,
+    hash_rows: u64,
+    trees: u64,
+    out: [u64; FUSED_TREES],
+    c0: [u64; FUSED_TREES],
+    width: [u64; FUSED_TREES],
+    move_src: u64,
+    move_dst: u64,
+    move_rows: u64,
+    cols: u64,
+    movers: u64,
+}
+
+// SAFETY: `#[repr(C)]` u64 fields and arrays, the layout of hash.cu's `BlockLeaves` (hash_src,
+// hash_rows, trees, out[8], c0[8], width[8], move_src, move_dst, move_rows, cols, movers); no
+// padding.
+unsafe impl KernelParam for BlockLeaves {}
+const _: () = assert!(std::mem::size_of::<BlockLeaves>() == (8 + 3 * FUSED_TREES) * 8, "BlockLeaves is unpadded u64s");
+
+/// Rows of a `cols`-column row-major matrix for [`BlockPassLeaves::launch`]: the address of the
+/// first and how many.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Rows {
+    /// Device address of the first row.
+    pub(crate) src: u64,
+    /// The index of the first row in the matrix (for the digests' places).
+    pub(crate) first: usize,
+    /// Rows.
+    pub(crate) count: usize,
+}
+
+/// `rows`-layout leaves that the in-place transpose's block pass hashes on its way
+/// ([`backend_api::Backend::hash_leaves_then_transpose`]): one kernel, and each tree's first
+/// digest address and columns.
+pub(crate) struct BlockPassLeaves {
+    kernel: &'static str,
+    /// Thread blocks per multiprocessor that move a block, beside the hashing ones.
+    movers_per_sm: usize,
+    /// `(address of the digest of row 0, first column, columns)` per tree.
+    trees: Vec<(u64, u64, u64)>,
+}
+
+impl BlockPassLeaves {
+    /// The fused form of `jobs` (each `(spec, output, first digest)`, validated), or `None` when
+    /// they cannot ride the block pass: a `lambda-vm-pairs` job (its leaves pair rows of
+    /// different blocks), hashes of both kinds, more than [`FUSED_TREES`] trees, or BLAKE3 leaves
+    /// too long for the kernels whose chunk stack stays in registers.
+    pub(crate) fn new(jobs: &[(&LeafSpec, &CudaBuffer, usize)]) -> Option<Self> {
+        let (first, ..) = jobs.first()?;
+        let hash = first.hash();
+        let fits = jobs.len() <= FUSED_TREES
+            && jobs.iter().all(|(s, ..)| {
+                s.layout() == LeafLayout::Rows
+                    && s.hash() == hash
+                    && kernel_name(hash, LeafLayout::Rows, s.leaf_bytes()) == kernel_name(hash, LeafLayout::Rows, 0)
+            });
+        // Movers per multiprocessor, the best of 1, 2, 4 and 8 on the H200 at 2^22 x 316
+        // (BENCHMARKS.md, "The leaves beside the transpose's block pass"). A multiprocessor holds
+        // five blocks of either kernel, so every mover takes a hashing block's place. Keccak-256
+        // leaves (0.36 ms a 2^16-row block) hide one mover's block; BLAKE3 leaves (0.12 ms) are
+        // shorter than one mover takes to move a block, so the chain of moves sets the pace and
+        // two movers shorten it.
+        let (kernel, movers_per_sm) = match hash {
+            HashKind::Keccak256 => ("leaves_block_keccak", 1),
+            HashKind::Blake3 => ("leaves_block_blake3", 2),
+        };
+        fits.then(|| Self {
+            kernel,
+            movers_per_sm,
+            trees: jobs
+                .iter()
+                .map(|(s, out, digest)| {
+                    let cols = s.cols();
+                    (out.ptr() + (digest * DIGEST_WORDS * ELEM_BYTES) as u64, cols.start as u64, cols.len() as u64)
+                })
+                .collect(),
+        })
+    }
+
+    /// Queues one launch of a fused block pass: the leaves of `hash` (if any) and the move of
+    /// the block `mv` (if any) into the `cols` runs of its rows at `dst`, beside each other. A
+    /// launch with neither queues nothing.
+    ///
+    /// # Safety
+    /// Both row ranges lie in the matrix; `dst` holds `mv.count * cols` elements and overlaps
+    /// neither row range nor anything else read or written until the launch completes; every
+    /// tree's output holds the digests of rows `[0, hash.first + hash.count)` (the jobs were
+    /// validated against the whole matrix).
+    pub(crate) unsafe fn launch(
+        &self,
+        device: &Device,
+        hash: Option<Rows>,
+        mv: Option<(Rows, u64)>,
+        cols: usize,
+    ) -> Result<()> {
+        let hash = hash.filter(|h| h.count > 0);
+        let mv = mv.filter(|(m, _)| m.count > 0);
+        if hash.is_none() && mv.is_none() {
+            return Ok(());
+        }
+        let kernel = device.kernel(Source::Hash, self.kernel, 0)?;
+        let mut params = BlockLeaves {
+            hash_src: 0,
+            hash_rows: 0,
+            trees: self.trees.len() as u64,
+            out: [0; FUSED_TREES],
+            c0: [0; FUSED_TREES],
+            width: [0; FUSED_TREES],
+            move_src: 0,
+            move_dst: 0,
+            move_rows: 0,
+            cols: cols as u64,
+            movers: 0,
+        };
+        let mut hashers = 0;
+        if let Some(h) = hash {
+            (params.hash_src, params.hash_rows) = (h.src, h.count as u64);
+            for (t, &(out, c0, width)) in self.trees.iter().enumerate() {
+                params.out[t] = out + (h.first * DIGEST_WORDS * ELEM_BYTES) as u64;
+                params.c0[t] = c0;
+                params.width[t] = width;
+            }
+            hashers = h.count.div_ceil(BLOCK as usize).min(1 << 20);
+        }
+        if let Some((m, dst)) = mv {
+            (params.move_src, params.move_dst, params.move_rows) = (m.src, dst, m.count as u64);
+            // Movers per multiprocessor, each keeping a 32 KiB tile of loads in flight.
+            let tiles = m.count.div_ceil(64) * cols.div_ceil(64);
+            params.movers = tiles.min(self.movers_per_sm * device.sm_count as usize).max(1) as u64;
+        }
+        let grid = (params.movers as usize + hashers) as u32;
+        let args = LaunchArgs::new().arg(&params);
+        let config = LaunchConfig::linear(grid, BLOCK, 0);
+        if mv.is_some() {
+            // SAFETY: one BlockLeaves as the kernel declares; the ranges are the caller's
+            // contract. The movers wait for the kernel before (`griddepcontrol.wait`); the
+            // hashing blocks read rows that no kernel of the block pass writes before the launch
+            // after next, whose movers wait for this launch to complete.
+            unsafe { device.launch_overlapping(&kernel, config, args) }
+        } else {
+            // SAFETY: one BlockLeaves as the kernel declares; the ranges are the caller's contract.
+            unsafe { device.launch(&kernel, config, args) }
+        }
+    }
 }

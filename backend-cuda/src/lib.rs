@@ -61,7 +61,8 @@ use std::sync::Arc;
 
 use backend_api::DeviceBuffer as _;
 use backend_api::{
-    AllocTracker, Backend, CopyRange, DeviceInfo, Error, HashKind, LdeParams, LeafSpec, MatrixShape, Result, TreeShape,
+    AllocTracker, Backend, CopyRange, DeviceInfo, Error, HashKind, LdeParams, LeafJob, LeafSpec, MatrixShape, Result,
+    TreeShape, validate,
 };
 
 pub use host::PinnedHost;
@@ -539,6 +540,38 @@ impl Backend for CudaBackend {
         self.check_owned(matrix)?;
         self.check_owned(out)?;
         hash::hash_leaves_into(&self.device, matrix, shape, spec, out, out_digest)
+    }
+
+    fn hash_leaves_then_transpose(
+        &self,
+        buf: &mut CudaBuffer,
+        shape: MatrixShape,
+        jobs: &mut [LeafJob<'_, CudaBuffer>],
+        scratch_cap: usize,
+    ) -> Result<()> {
+        self.check_owned(buf)?;
+        for job in jobs.iter() {
+            self.check_owned(job.out)?;
+        }
+        let specs: Vec<_> = jobs.iter().map(|j| (j.spec, j.out.len(), j.out_digest)).collect();
+        validate::leaves_then_transpose(shape, buf.len(), &specs, scratch_cap)?;
+        let route = self.options.transpose_route;
+        let fused = self
+            .options
+            .fused_leaves
+            .then(|| {
+                hash::BlockPassLeaves::new(&jobs.iter().map(|j| (j.spec, &*j.out, j.out_digest)).collect::<Vec<_>>())
+            })
+            .flatten();
+        match fused {
+            Some(leaves) => transpose::transpose_hashing(&self.device, buf, shape, scratch_cap, route, Some(&leaves)),
+            None => {
+                for job in jobs.iter_mut() {
+                    hash::hash_leaves_into(&self.device, buf, shape, job.spec, job.out, job.out_digest)?;
+                }
+                transpose::transpose_in_place(&self.device, buf, shape, scratch_cap, route)
+            }
+        }
     }
 
     fn merkle_tree_in_place(&self, nodes: &mut CudaBuffer, tree: TreeShape, hash: HashKind) -> Result<()> {

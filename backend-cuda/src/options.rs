@@ -208,6 +208,17 @@ pub struct CudaOptions {
     /// since a few launches more cost more than a short copy hides. Tests set 0 to run the
     /// grouped path on small shapes.
     pub upload_overlap_min_bytes: usize,
+    /// Whether [`backend_api::Backend::hash_leaves_then_transpose`] hashes the leaves beside the
+    /// transpose's block pass (`CUDA_FUSED_LEAVES`, 1 or 0; default on): each launch of the block
+    /// pass moves one block of rows and hashes the next, and consecutive launches overlap
+    /// (programmatic dependent launch, compute capability 9.0+), so the copies run beside the
+    /// hashing instead of after it. Off is the leaves, then the transpose. Only `rows`-layout
+    /// leaves of one hash (at most eight trees, BLAKE3 leaves of at most 16 KiB) over a row count
+    /// that the transpose's blocks divide are fused; other calls run unfused either way. On the
+    /// H200 at 2^22 x 316 the keccak256 leaves and transpose took 33.1 ms against 35.6 ms
+    /// unfused, BLAKE3 19.3 against 19.8 ms (BENCHMARKS.md, "The leaves beside the transpose's
+    /// block pass").
+    pub fused_leaves: bool,
 }
 
 /// The most column groups [`CudaOptions::upload_groups`] accepts.
@@ -228,12 +239,13 @@ impl Default for CudaOptions {
             kernel_cache: KernelCacheSetting::Default,
             upload_groups: 4,
             upload_overlap_min_bytes: UPLOAD_OVERLAP_MIN_BYTES,
+            fused_leaves: true,
         }
     }
 }
 
 /// Every variable [`CudaOptions::from_env`] reads.
-const ENV_VARS: [&str; 9] = [
+const ENV_VARS: [&str; 10] = [
     "CUDA_TRANSPOSE_ROUTE",
     "CUDA_NTT_STAGES",
     "CUDA_NTT_RADIX",
@@ -242,6 +254,7 @@ const ENV_VARS: [&str; 9] = [
     "CUDA_NTT_POW2",
     "CUDA_NTT_LEAN",
     "CUDA_UPLOAD_GROUPS",
+    "CUDA_FUSED_LEAVES",
     KERNEL_CACHE_ENV,
 ];
 
@@ -296,7 +309,8 @@ impl CudaOptions {
     /// is set and not empty: `CUDA_TRANSPOSE_ROUTE` (`kernel`, `batched`, `unbatched`),
     /// `CUDA_NTT_STAGES` (0 to 11, 0 = the most shared memory allows), `CUDA_NTT_RADIX` (32, 16),
     /// `CUDA_NTT_COLS` (8, 4), `CUDA_NTT_LAZY` (1, 0), `CUDA_NTT_POW2` (1, 0), `CUDA_NTT_LEAN` (1, 0),
-    /// `CUDA_UPLOAD_GROUPS` (1 to [`MAX_UPLOAD_GROUPS`]), `STARK_COMMIT_KERNEL_CACHE` (an absolute
+    /// `CUDA_UPLOAD_GROUPS` (1 to [`MAX_UPLOAD_GROUPS`]), `CUDA_FUSED_LEAVES` (1, 0),
+    /// `STARK_COMMIT_KERNEL_CACHE` (an absolute
     /// directory, or `off`: [`KernelCacheSetting::parse_env`]).
     ///
     /// # Errors
@@ -363,6 +377,7 @@ impl CudaOptions {
                 .ok_or_else(|| bad("CUDA_UPLOAD_GROUPS", &v, &expected))?;
         }
         o.ntt_lean = number("CUDA_NTT_LEAN", [1, 0], u32::from(o.ntt_lean))? == 1;
+        o.fused_leaves = number("CUDA_FUSED_LEAVES", [1, 0], u32::from(o.fused_leaves))? == 1;
         o.validate()?;
         Ok(o)
     }
@@ -459,6 +474,7 @@ mod tests {
         assert!(o.ntt_lean);
         assert_eq!(o.kernel_cache, KernelCacheSetting::Default);
         assert_eq!((o.upload_groups, o.upload_overlap_min_bytes), (4, UPLOAD_OVERLAP_MIN_BYTES));
+        assert!(o.fused_leaves);
     }
 
     #[test]
@@ -472,6 +488,7 @@ mod tests {
             ("CUDA_NTT_POW2", "1"),
             ("CUDA_UPLOAD_GROUPS", "7"),
             ("CUDA_NTT_LEAN", "0"),
+            ("CUDA_FUSED_LEAVES", "0"),
             ("STARK_COMMIT_KERNEL_CACHE", "/var/cache/kernels"),
         ])
         .unwrap();
@@ -487,6 +504,7 @@ mod tests {
                 kernel_cache: KernelCacheSetting::Dir(PathBuf::from("/var/cache/kernels")),
                 upload_groups: 7,
                 upload_overlap_min_bytes: UPLOAD_OVERLAP_MIN_BYTES,
+                fused_leaves: false,
             }
         );
         // from_env collects exactly the variables from_vars asks for (CUDA_NTT_POW2 was once

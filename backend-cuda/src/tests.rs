@@ -129,6 +129,8 @@ fn kernels_named_by_the_host_code_exist() {
                 "leaves_blake3_pairs",
                 "leaves_blake3_rows_long",
                 "leaves_blake3_pairs_long",
+                "leaves_block_keccak",
+                "leaves_block_blake3",
             ],
         ),
         (

@@ -26,6 +26,7 @@ use crate::TransposeRoute;
 use crate::context::Device;
 use crate::copy::{Gather, LOC_B1, gather};
 use crate::driver;
+use crate::hash::{BlockPassLeaves, Rows};
 use crate::launch::{KernelParam, LaunchArgs, LaunchConfig};
 use crate::memory::CudaBuffer;
 use crate::module::Source;
@@ -65,21 +66,48 @@ pub(crate) fn transpose_in_place(
     cap: usize,
     route: TransposeRoute,
 ) -> Result<()> {
+    transpose_hashing(device, buf, shape, cap, route, None)
+}
+
+/// [`transpose_in_place`] whose block pass also hashes `leaves` (when given), each block's rows
+/// in the launch that moves them ([`BlockPassLeaves`]); the caller validated the leaves against
+/// `shape`. The plan of a row count that blocks do not divide transposes a tail of rows through
+/// scratch first; there, and wherever the block steps do not cover the rows in order before any
+/// other step, the leaves are hashed in one pass first and the transpose runs as usual.
+pub(crate) fn transpose_hashing(
+    device: &Device,
+    buf: &mut CudaBuffer,
+    shape: MatrixShape,
+    cap: usize,
+    route: TransposeRoute,
+    leaves: Option<&BlockPassLeaves>,
+) -> Result<()> {
     let geometry = validate::transpose(shape, buf.len(), cap)?;
     if shape.rows() == 1 || shape.cols() == 1 {
         // One row or one column: row-major and column-major are the same bytes (an empty plan).
-        return Ok(());
+        // The leaves are hashed in one launch that moves nothing.
+        return match leaves {
+            // SAFETY: the matrix holds `shape` (validated); the caller validated the leaves.
+            Some(l) => unsafe {
+                l.launch(device, Some(Rows { src: buf.ptr(), first: 0, count: shape.rows() }), None, shape.cols())
+            },
+            None => Ok(()),
+        };
     }
     // First: an out-of-memory here leaves the matrix as it was.
     let scratch = CudaBuffer::alloc(buf.device(), geometry.scratch_elems)?;
-    let bases = Bases { buf, scratch: &scratch, cols: shape.cols() };
+    let buf = &*buf;
     match route {
         TransposeRoute::Kernel => {
             let key = ScheduleKey::new(&geometry, LIMITS);
             match SCHEDULES.get(&key) {
-                Some(launches) => launches.iter().try_for_each(|l| bases.run(device, l))?,
+                Some(launches) => {
+                    let bases = Bases::new(device, buf, &scratch, shape, leaves, launches.iter().map(launch_block))?;
+                    launches.iter().try_for_each(|l| bases.run(device, l))?
+                }
                 None => {
                     let plan = TransposePlan::new(shape, cap)?;
+                    let bases = Bases::new(device, buf, &scratch, shape, leaves, plan.steps.iter().map(step_block))?;
                     // Launch each piece as soon as it is scheduled: the block pass runs on the
                     // device while the host composes the run pass.
                     let mut launches = Vec::new();
@@ -93,7 +121,9 @@ pub(crate) fn transpose_in_place(
             }
         }
         TransposeRoute::Batched | TransposeRoute::Unbatched => {
-            for step in &TransposePlan::new(shape, cap)?.steps {
+            let plan = TransposePlan::new(shape, cap)?;
+            let bases = Bases::new(device, buf, &scratch, shape, leaves, plan.steps.iter().map(step_block))?;
+            for step in &plan.steps {
                 match step {
                     Step::TransposeBlock { src, dst, rows } => {
                         bases.run(device, &Launch::Block { src: *src, dst: *dst, rows: *rows })?
@@ -111,7 +141,7 @@ pub(crate) fn transpose_in_place(
 /// The block-pass kernel over a whole matrix, out of place (a benchmark ceiling). The caller
 /// checked that `src` and `dst` (two distinct allocations) hold `shape`.
 pub(crate) fn out_of_place(device: &Device, src: &CudaBuffer, dst: &mut CudaBuffer, shape: MatrixShape) -> Result<()> {
-    let bases = Bases { buf: src, scratch: dst, cols: shape.cols() };
+    let bases = Bases { buf: src, scratch: dst, cols: shape.cols(), leaves: None };
     bases.run(device, &Launch::Block { src: Loc::Buf(0), dst: Loc::Scratch(0), rows: shape.rows() })
 }
 
@@ -122,9 +152,76 @@ struct Bases<'a> {
     buf: &'a CudaBuffer,
     scratch: &'a CudaBuffer,
     cols: usize,
+    /// Leaves the block pass hashes, if any, and the blocks `(first row, rows)` in order: the
+    /// launch that moves block `j` hashes block `j + 1`.
+    leaves: Option<(&'a BlockPassLeaves, Vec<(usize, usize)>)>,
 }
 
-impl Bases<'_> {
+/// A plan step's block, `(source, rows)`, if it is a block transpose.
+fn step_block(step: &Step) -> Option<(Loc, usize)> {
+    match step {
+        Step::TransposeBlock { src, rows, .. } => Some((*src, *rows)),
+        Step::Copies(_) => None,
+    }
+}
+
+/// A launch's block, `(source, rows)`, if it is a block transpose.
+fn launch_block(launch: &Launch) -> Option<(Loc, usize)> {
+    match launch {
+        Launch::Block { src, rows, .. } => Some((*src, *rows)),
+        Launch::Copies(_) | Launch::Fused { .. } => None,
+    }
+}
+
+/// The blocks `(first row, rows)` of a plan whose block transposes, in order (`None` for any other
+/// step), read the rows of a `rows x cols` matrix from the matrix itself, each row once, in order,
+/// before any other step moves a byte; `None` for any other plan. Then each block's leaves can be
+/// hashed beside the launch that moves the block before it. The plans of row counts that the
+/// blocks divide have this form; a plan with a tail does not.
+fn blocks_in_row_order(
+    steps: impl Iterator<Item = Option<(Loc, usize)>>,
+    rows: usize,
+    cols: usize,
+) -> Option<Vec<(usize, usize)>> {
+    let mut blocks = Vec::new();
+    let mut covered = 0;
+    let mut other_step_seen = false;
+    for step in steps {
+        match step {
+            Some((Loc::Buf(offset), n)) if !other_step_seen && offset == covered * cols && n > 0 => {
+                blocks.push((covered, n));
+                covered += n;
+            }
+            Some(_) => return None,
+            None => other_step_seen = true,
+        }
+    }
+    (covered == rows).then_some(blocks)
+}
+
+impl<'a> Bases<'a> {
+    /// Bases for a plan whose block steps are `steps`, hashing `leaves` (if any) beside its block
+    /// pass when the blocks allow it ([`blocks_in_row_order`]): then the first block's leaves are
+    /// queued now, and each block launch hashes the next block. Otherwise the leaves are hashed
+    /// now, in one launch that moves nothing, and the transpose runs without them.
+    fn new(
+        device: &Device,
+        buf: &'a CudaBuffer,
+        scratch: &'a CudaBuffer,
+        shape: MatrixShape,
+        leaves: Option<&'a BlockPassLeaves>,
+        steps: impl Iterator<Item = Option<(Loc, usize)>>,
+    ) -> Result<Self> {
+        let cols = shape.cols();
+        let Some(l) = leaves else { return Ok(Self { buf, scratch, cols, leaves: None }) };
+        let blocks = blocks_in_row_order(steps, shape.rows(), cols);
+        let (first, count) = blocks.as_ref().and_then(|b| b.first().copied()).unwrap_or((0, shape.rows()));
+        // SAFETY: the rows lie in the matrix (validated against `shape`); nothing moves in this
+        // launch; the caller validated the leaves against `shape`.
+        unsafe { l.launch(device, Some(Rows { src: buf.ptr_at(first * cols), first, count }), None, cols) }?;
+        Ok(Self { buf, scratch, cols, leaves: blocks.map(|b| (l, b)) })
+    }
+
     fn addr(&self, loc: Loc) -> sys::CUdeviceptr {
         match loc {
             Loc::Buf(o) => self.buf.ptr_at(o),
@@ -136,6 +233,27 @@ impl Bases<'_> {
     /// (the plan's own tests check it against its host model).
     fn run(&self, device: &Device, launch: &Launch) -> Result<()> {
         match launch {
+            Launch::Block { src: Loc::Buf(offset), dst, rows } if self.leaves.is_some() => {
+                let (leaves, blocks) = self.leaves.as_ref().expect("checked by the guard");
+                let first = offset / self.cols;
+                let j = blocks.binary_search_by_key(&first, |b| b.0).map_err(|_| backend_api::Error::Device {
+                    backend: driver::BACKEND,
+                    op: "hash_leaves_then_transpose".into(),
+                    source: format!("the transpose schedule moves a block at row {first} that its plan does not have")
+                        .into(),
+                })?;
+                let next = blocks.get(j + 1).map(|&(first, count)| Rows {
+                    src: self.buf.ptr_at(first * self.cols),
+                    first,
+                    count,
+                });
+                let block = Rows { src: self.buf.ptr_at(*offset), first, count: *rows };
+                // SAFETY: this block and the next are rows of the matrix that no earlier launch
+                // moved ([`blocks_in_row_order`]: blocks move in row order, each one's destination
+                // being scratch or an earlier block); the destination is disjoint from both and
+                // from every other range of this launch (plan invariant).
+                unsafe { leaves.launch(device, next, Some((block, self.addr(*dst))), self.cols) }
+            }
             Launch::Block { src, dst, rows } => {
                 let kernel = device.kernel(Source::Transpose, "transpose_tile", 0)?;
                 let (s, d, r, c) = (self.addr(*src), self.addr(*dst), *rows as u64, self.cols as u64);
@@ -249,5 +367,45 @@ mod tests {
             }
         }
         assert_eq!((fuse_window(384), fuse_window(1)), (16, 4096));
+    }
+
+    /// The plans whose blocks divide the rows move their blocks first, in row order, from the
+    /// matrix itself: the fused block pass can hash each block beside the move of the one before.
+    /// A plan with a tail cannot, nor can any sequence out of order, with a gap, with a block read
+    /// from scratch or with a block after another step.
+    #[test]
+    fn fused_leaves_ride_only_plans_that_move_blocks_first_in_row_order() {
+        let blocks = |rows: usize, cols: usize, k: usize| {
+            let shape = MatrixShape::new(rows, cols).unwrap();
+            let plan = TransposePlan::new(shape, (cols + 1) * ELEM_BYTES * k).unwrap();
+            blocks_in_row_order(plan.steps.iter().map(step_block), rows, cols)
+        };
+        assert_eq!(blocks(64, 5, 8), Some((0..8).map(|j| (8 * j, 8)).collect()));
+        assert_eq!(blocks(1 << 12, 316, 1 << 9), Some((0..8).map(|j| (512 * j, 512)).collect()));
+        assert_eq!(blocks(64, 5, 64), Some(vec![(0, 64)]), "one block");
+        assert_eq!(blocks(33, 9, 8), None, "a tail");
+        // The schedule's launches carry the plan's blocks unchanged.
+        let shape = MatrixShape::new(256, 35).unwrap();
+        let plan = TransposePlan::new(shape, 36 * ELEM_BYTES * 32).unwrap();
+        let mut launches = Vec::new();
+        schedule_each(&plan, &LIMITS, &mut |l| {
+            launches.push(l);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(
+            blocks_in_row_order(launches.iter().map(launch_block), 256, 35),
+            Some((0..8).map(|j| (32 * j, 32)).collect())
+        );
+
+        let b = |row: usize, n: usize| Some((Loc::Buf(row * 3), n));
+        let run = |steps: Vec<Option<(Loc, usize)>>| blocks_in_row_order(steps.into_iter(), 8, 3);
+        assert_eq!(run(vec![b(0, 4), b(4, 4), None]), Some(vec![(0, 4), (4, 4)]));
+        assert_eq!(run(vec![b(4, 4), b(0, 4), None]), None, "out of order");
+        assert_eq!(run(vec![b(0, 4), b(5, 3), None]), None, "a gap");
+        assert_eq!(run(vec![b(0, 4), None, b(4, 4)]), None, "a block after another step");
+        assert_eq!(run(vec![b(0, 4), Some((Loc::Scratch(12), 4))]), None, "a block read from scratch");
+        assert_eq!(run(vec![b(0, 4), None]), None, "rows left over");
+        assert_eq!(run(vec![b(0, 4), b(4, 0), b(4, 4)]), None, "an empty block");
     }
 }

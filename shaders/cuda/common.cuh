@@ -277,3 +277,38 @@ __device__ __forceinline__ u64 bswap64(u64 x) {
     u32 slo = __byte_perm(lo, 0, 0x0123), shi = __byte_perm(hi, 0, 0x0123);
     return ((u64)slo << 32) | shi;
 }
+
+// Global -> shared copy of one V without a register round trip (cp.async), so a thread keeps
+// many loads in flight; completed by cp_async_wait_all.
+template <typename V>
+__device__ __forceinline__ void cp_async(V* dst_shared, const V* src_global) {
+#ifdef __CUDA_ARCH__
+    u32 saddr;
+    asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(saddr) : "l"(dst_shared));
+    if (sizeof(V) == 16) asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(saddr), "l"(src_global));
+    else asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(saddr), "l"(src_global));
+#else
+    *dst_shared = *src_global;
+#endif
+}
+
+__device__ __forceinline__ void cp_async_wait_all() {
+#ifdef __CUDA_ARCH__
+    asm volatile("cp.async.commit_group;\n\tcp.async.wait_group 0;" ::: "memory");
+#endif
+}
+
+// Programmatic dependent launch (sm_90+): let the next kernel of the stream start its blocks, and
+// wait for the kernel before to complete with its memory visible. No-ops below sm_90, where
+// launches are serialised anyway.
+__device__ __forceinline__ void griddep_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void griddep_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}

@@ -192,3 +192,85 @@ LEAF_KERNEL(leaves_blake3_rows_long, (blake3_leaf<false, 32>(p, leaf)))
 #if ALL_KERNELS || WANT_leaves_blake3_pairs_long
 LEAF_KERNEL(leaves_blake3_pairs_long, (blake3_leaf<true, 32>(p, leaf)))
 #endif
+
+// The leaves of the in-place transpose's blocks, hashed beside its block pass
+// (`Backend::hash_leaves_then_transpose`). The block pass moves one block of rows per launch
+// (`transpose_tile` in transpose.cu), a memory-bound copy; the `rows`-layout leaves are bound by
+// the integer pipes and read the same rows. So launch k of a fused block pass has two kinds of
+// thread blocks: the first `movers` copy block k - 1 into its runs, and the others hash the rows
+// of block k, one thread per row and tree. Nothing one kind writes is read in the launch: block
+// k - 1's destination is a block hashed and moved by earlier launches (plan invariant), and the
+// digests go to the trees' node arrays. One block of rows (2^16 rows under the default scratch
+// cap) is fewer hashing threads than the device holds, so the launches are queued with
+// programmatic stream serialization and overlap (see `leaves_block`).
+#define FUSED_TREES 8
+struct BlockLeaves {
+    const u64* hash_src;   // the rows to hash, row-major, `cols` columns
+    u64 hash_rows;         // 0: none
+    u64 trees;             // 1 ..= FUSED_TREES
+    u64* out[FUSED_TREES]; // tree t's digest of hash_src's row r goes to out[t][4 * r ..]
+    u64 c0[FUSED_TREES];
+    u64 width[FUSED_TREES];
+    const u64* move_src;   // the block to move: `move_rows` rows, row-major
+    u64* move_dst;         // its runs: element (r, c) goes to move_dst[c * move_rows + r]
+    u64 move_rows;         // 0: none
+    u64 cols;
+    u64 movers;            // thread blocks [0, movers) move; the rest hash
+};
+
+template <int HASH>  // 0: Keccak-256, 1: BLAKE3 (leaves of at most 16 chunks)
+__device__ __forceinline__ void leaves_block(const BlockLeaves& p) {
+    const u32 tid = threadIdx.x, nthreads = blockDim.x;
+    // A launch with movers is queued with programmatic stream serialization: the next launch's
+    // blocks may start as soon as all of this launch's have, so the hashing of consecutive
+    // launches overlaps and fills the device (one block of rows is fewer threads than it holds).
+    // Only the movers wait for the launch before: they write where its movers read.
+    griddep_launch_dependents();
+    if (blockIdx.x >= p.movers) {
+        const u64 hashers = gridDim.x - p.movers;
+        for (u64 row = (blockIdx.x - p.movers) * nthreads + tid; row < p.hash_rows; row += hashers * nthreads) {
+            for (u64 t = 0; t < p.trees; ++t) {
+                const LeafParams lp = {p.hash_src, p.out[t], p.cols, p.c0[t], p.width[t], p.hash_rows, 0};
+                if (HASH == 0) keccak_leaf<false>(lp, row);
+                else blake3_leaf<false, 4>(lp, row);
+            }
+        }
+        return;
+    }
+    // The movers: few threads (one block per multiprocessor), so each keeps many loads in
+    // flight. A tile is 64 rows x 64 columns (32 KiB), fetched by cp.async, 32 8-byte loads per
+    // thread, each warp one 256-byte stretch of a row; stored as 64 runs of 64 rows, each warp
+    // one 256-byte stretch of a run. The shared rows are 65 words apart, so a warp's reads down
+    // a column of the tile hit distinct banks.
+    constexpr u32 TR = 64, TC = 64;
+    __shared__ u64 tile[TR][TC + 1];
+    griddep_wait();
+    const u64 row_tiles = (p.move_rows + TR - 1) / TR, col_tiles = (p.cols + TC - 1) / TC;
+    for (u64 t = blockIdx.x; t < row_tiles * col_tiles; t += p.movers) {
+        const u64 r0 = (t / col_tiles) * TR, c0 = (t % col_tiles) * TC;
+        for (u32 i = tid; i < TR * TC; i += nthreads) {
+            const u32 y = i / TC, x = i % TC;  // row y, column x of the tile
+            const u64 r = r0 + y, c = c0 + x;
+            if (r < p.move_rows && c < p.cols) cp_async(&tile[y][x], &p.move_src[r * p.cols + c]);
+        }
+        cp_async_wait_all();
+        __syncthreads();
+        for (u32 i = tid; i < TR * TC; i += nthreads) {
+            const u32 y = i / TR, x = i % TR;  // column y, row x of the tile
+            const u64 c = c0 + y, r = r0 + x;
+            if (r < p.move_rows && c < p.cols) p.move_dst[c * p.move_rows + r] = tile[x][y];
+        }
+        __syncthreads();
+    }
+}
+
+#if ALL_KERNELS || WANT_leaves_block_keccak
+extern "C" __global__ void __launch_bounds__(128) leaves_block_keccak(const __grid_constant__ BlockLeaves p) {
+    leaves_block<0>(p);
+}
+#endif
+#if ALL_KERNELS || WANT_leaves_block_blake3
+extern "C" __global__ void __launch_bounds__(128) leaves_block_blake3(const __grid_constant__ BlockLeaves p) {
+    leaves_block<1>(p);
+}
+#endif

@@ -43,26 +43,6 @@ struct FusedRuns {
     u64 dst[FUSE_MAX];
 };
 
-// Global -> shared copy of one V without a register round trip (cp.async), so a thread keeps
-// many loads in flight; completed by cp_async_wait_all.
-template <typename V>
-__device__ __forceinline__ void cp_async(V* dst_shared, const V* src_global) {
-#ifdef __CUDA_ARCH__
-    u32 saddr;
-    asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(saddr) : "l"(dst_shared));
-    if (sizeof(V) == 16) asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(saddr), "l"(src_global));
-    else asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(saddr), "l"(src_global));
-#else
-    *dst_shared = *src_global;
-#endif
-}
-
-__device__ __forceinline__ void cp_async_wait_all() {
-#ifdef __CUDA_ARCH__
-    asm volatile("cp.async.commit_group;\n\tcp.async.wait_group 0;" ::: "memory");
-#endif
-}
-
 template <typename V>  // u64, or ulonglong2 when the unit is even
 __device__ __forceinline__ void fused_runs(u64* buf, u64* scratch, const FusedRuns& mv) {
     extern __shared__ u64 smem[];  // [n][win]

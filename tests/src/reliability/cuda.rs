@@ -1,5 +1,7 @@
-//! The CUDA backend's launch configurations (transpose routes, NTT options) give identical commits.
+//! The CUDA backend's launch configurations (transpose routes, fused leaves, NTT options) give
+//! identical commits.
 
+use backend_api::HashKind;
 use prover::{Admission, CommitParams};
 
 use backend_cpu::CpuBackend;
@@ -8,7 +10,8 @@ use super::table::{Table, commit_table, read_back};
 use crate::{Context as _, Failure, Gen, Outcome};
 
 /// The CUDA backend's launch configurations give bit-identical commits, equal to the CPU
-/// backend's: every [`backend_cuda::TransposeRoute`] (with the backend's NTT options), and every
+/// backend's: every [`backend_cuda::TransposeRoute`] with the leaves hashed beside its block pass
+/// and not ([`backend_cuda::CudaOptions::fused_leaves`], for both hashes), and every
 /// combination of the NTT options — stages fused per pass 1, 2, 4 and the most shared memory
 /// allows; every [`backend_cuda::NttKernel`]; lazy and canonical reduction, and the lazy forms
 /// (lean at radix 16 and 32, power-of-two at radix 32) — (with the backend's
@@ -50,10 +53,30 @@ pub fn cuda_launch_configurations(backend: &backend_cuda::CudaBackend) -> Outcom
         read_back(&b, c).ctx(&what)?.ensure_eq(&expected, &what)
     };
     for route in TransposeRoute::ALL {
-        run(
-            CudaOptions { transpose_route: route, ..base.clone() },
-            format!("{table}, transpose route {}", route.name()),
-        )?;
+        for fused_leaves in [true, false] {
+            run(
+                CudaOptions { transpose_route: route, fused_leaves, ..base.clone() },
+                format!("{table}, transpose route {}, leaves fused into its block pass {fused_leaves}", route.name()),
+            )?;
+        }
+    }
+    // The other hash's fused kernel, against the CPU's commit with that hash.
+    let blake3 = Table::new(
+        &mut g,
+        "launch configurations, blake3",
+        4096,
+        16,
+        CommitParams { hash: HashKind::Blake3, ..table.params.clone() },
+    );
+    let c = commit_table(&cpu, &blake3, &Admission::new(usize::MAX)).map_err(|e| Failure(format!("CPU: {e}")))?;
+    let expected_blake3 = read_back(&cpu, c).ctx("CPU: read back")?;
+    for fused_leaves in [true, false] {
+        let what = format!("{blake3}, leaves fused into the transpose's block pass {fused_leaves}");
+        let b = backend
+            .with_options(CudaOptions { fused_leaves, ..base.clone() })
+            .map_err(|e| Failure(format!("{what}: {e}")))?;
+        let c = commit_table(&b, &blake3, &Admission::new(usize::MAX)).map_err(|e| Failure(format!("{what}: {e}")))?;
+        read_back(&b, c).ctx(&what)?.ensure_eq(&expected_blake3, &what)?;
     }
     for options in base.ntt_variants() {
         let (stages, kernel) = (options.ntt_stages, options.ntt_kernel);
