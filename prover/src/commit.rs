@@ -1,10 +1,10 @@
-//! The fused commit: admission, upload, coset LDE, leaves, Merkle trees, in-place transpose.
+//! The fused commit: admission, upload, coset LDE, leaves with the in-place transpose, Merkle trees.
 
 use std::time::Instant;
 
 use backend_api::memory::{CommitShape, MemoryModel, default_budget};
 use backend_api::{
-    Backend, CopyRange, DEFAULT_SCRATCH_CAP, DIGEST_WORDS, Error, HashKind, LdeParams, LeafLayout, LeafSpec,
+    Backend, CopyRange, DEFAULT_SCRATCH_CAP, DIGEST_WORDS, Error, HashKind, LdeParams, LeafJob, LeafLayout, LeafSpec,
     MatrixShape, TreeShape, digests_from_words, field::DEFAULT_SHIFT,
 };
 
@@ -187,9 +187,10 @@ pub struct Commitment<B: Backend> {
 /// [`Backend::coset_lde_in_place`]; a host input without a snapshot takes both in one call,
 /// [`Backend::coset_lde_from_host`], which a backend may overlap, timed as one `upload+lde`
 /// phase), the optional snapshot (the trace rows copied out before the
-/// LDE, or the device input itself, transposed in place), the optional queued host copy, leaves
-/// hashed straight into each tree's node array, the trees completed in place, the LDE transposed
-/// in place, the roots downloaded. No phase waits for the device unless `params.phase_timing` is
+/// LDE, or the device input itself, transposed in place), the optional queued host copy, the
+/// leaves hashed straight into each tree's node array and the LDE transposed in place (one call,
+/// [`Backend::hash_leaves_then_transpose`], timed as one `leaves+transpose` phase), the trees
+/// completed in place, the roots downloaded. No phase waits for the device unless `params.phase_timing` is
 /// set.
 ///
 /// A [`TraceInput::Device`] buffer is the caller's and live before the commit, so it is not a
@@ -278,8 +279,8 @@ pub fn commit_admitted<B: Backend>(
     finish(backend, plan, params, clock, lde, snapshot, ticket).map(|c| c.admitted_after(admission_seconds))
 }
 
-/// The phases after the LDE: the snapshot's transpose, the host copy, leaves, trees, the LDE's
-/// transpose and the roots; then the commitment, its ticket shrunk to the resident buffers.
+/// The phases after the LDE: the snapshot's transpose, the host copy, the leaves with the LDE's
+/// transpose, the trees and the roots; then the commitment, its ticket shrunk to the resident buffers.
 fn finish<B: Backend>(
     backend: &B,
     plan: CommitPlan,
@@ -300,15 +301,17 @@ fn finish<B: Backend>(
     };
     let host_copy =
         if params.host_copy { Some(clock.phase(Phase::HostCopy, || backend.queue_download(&lde))?) } else { None };
-    let mut trees = clock.phase(Phase::Leaves, || {
-        plan.trees
+    let mut trees = clock.phase(Phase::LeavesTranspose, || {
+        let mut trees =
+            plan.trees.iter().map(|t| backend.alloc(t.shape.words())).collect::<backend_api::Result<Vec<_>>>()?;
+        let mut jobs: Vec<_> = plan
+            .trees
             .iter()
-            .map(|t| {
-                let mut nodes = backend.alloc(t.shape.words())?;
-                backend.hash_leaves_into(&lde, lde_shape, &t.spec, &mut nodes, t.shape.first_leaf())?;
-                Ok(nodes)
-            })
-            .collect::<backend_api::Result<Vec<_>>>()
+            .zip(trees.iter_mut())
+            .map(|(t, out)| LeafJob { spec: &t.spec, out, out_digest: t.shape.first_leaf() })
+            .collect();
+        backend.hash_leaves_then_transpose(&mut lde, lde_shape, &mut jobs, params.scratch_cap)?;
+        Ok(trees)
     })?;
     clock.phase(Phase::Merkle, || {
         trees
@@ -316,7 +319,6 @@ fn finish<B: Backend>(
             .zip(&plan.trees)
             .try_for_each(|(nodes, t)| backend.merkle_tree_in_place(nodes, t.shape, params.hash))
     })?;
-    clock.phase(Phase::Transpose, || backend.transpose_in_place(&mut lde, lde_shape, params.scratch_cap))?;
     let roots = clock.phase(Phase::Roots, || {
         trees
             .iter()

@@ -20,12 +20,14 @@ pub enum Phase {
     Snapshot,
     /// Queueing the row-major host copy of the LDE (when asked for).
     HostCopy,
-    /// Hashing the leaves into each tree's node array.
-    Leaves,
+    /// Hashing the LDE's leaves into each tree's node array and transposing the LDE in place to
+    /// column-major, in one call ([`backend_api::Backend::hash_leaves_then_transpose`]), which a
+    /// backend may interleave (CUDA hashes each block of rows beside the transpose's move of the
+    /// block before it).
+    #[serde(rename = "leaves+transpose")]
+    LeavesTranspose,
     /// Completing the Merkle trees.
     Merkle,
-    /// Transposing the LDE in place to column-major.
-    Transpose,
     /// Downloading the roots (waits for all queued work).
     Roots,
 }
@@ -39,9 +41,8 @@ impl Phase {
             Phase::Lde => "lde",
             Phase::Snapshot => "snapshot",
             Phase::HostCopy => "host_copy",
-            Phase::Leaves => "leaves",
+            Phase::LeavesTranspose => "leaves+transpose",
             Phase::Merkle => "merkle",
-            Phase::Transpose => "transpose",
             Phase::Roots => "roots",
         }
     }

@@ -409,13 +409,13 @@ impl fmt::Display for CommitReport {
         }
         let how = if self.phase_timing_synchronized { "synchronized after each phase" } else { "issue times" };
         writeln!(f, "phases ({how}):")?;
-        let order = ["upload", "upload+lde", "lde", "snapshot", "host_copy", "leaves", "merkle", "transpose", "roots"];
+        let order = ["upload", "upload+lde", "lde", "snapshot", "host_copy", "leaves+transpose", "merkle", "roots"];
         for name in order {
             if let Some(s) = self.phase_seconds.get(name) {
-                writeln!(f, "  {name:<10} {s:>9.4} s")?;
+                writeln!(f, "  {name:<16} {s:>9.4} s")?;
             }
         }
-        writeln!(f, "  {:<10} {:>9.4} s", "total", self.total_seconds)?;
+        writeln!(f, "  {:<16} {:>9.4} s", "total", self.total_seconds)?;
         // Outside the commit's total: the host copy's page-locked block made before the upload,
         // and the wait for the copy after the roots.
         for (name, when) in [("host_copy_alloc", "before the commit"), ("host_copy_wait", "after the roots")] {

@@ -233,7 +233,7 @@ fn json_report_has_the_required_keys_and_the_reference_roots() {
         assert!(v["modelled_device_bytes"][term].as_u64().is_some(), "{term} missing: {v}");
     }
     assert_eq!(v["modelled_device_bytes"]["lde"].as_u64(), Some(32 * 5 * 8));
-    for phase in ["upload", "lde", "snapshot", "leaves", "merkle", "transpose", "roots"] {
+    for phase in ["upload", "lde", "snapshot", "leaves+transpose", "merkle", "roots"] {
         assert!(v["phase_seconds"][phase].as_f64().is_some(), "{phase} missing: {v}");
     }
     // Roots, recomputed from the naive LDE with the hash crates.
@@ -374,7 +374,7 @@ fn bench_on_cpu_reports_every_phase_and_the_commit_roots() {
     assert_eq!(bench["runs"], 3);
     assert_eq!((bench["trace_rows"].as_u64(), bench["cols"].as_u64()), (Some(512), Some(6)));
     // A host table without a snapshot is uploaded and extended in one phase.
-    for phase in ["upload+lde", "leaves", "merkle", "transpose", "roots"] {
+    for phase in ["upload+lde", "leaves+transpose", "merkle", "roots"] {
         for summary in ["one_shot", "warm_median"] {
             let s = bench[summary]["phases"][phase].as_f64();
             assert!(s.is_some_and(|s| s >= 0.0), "{summary}.{phase}: {s:?}\n{stdout}");

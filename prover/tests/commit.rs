@@ -100,7 +100,7 @@ fn device_input_gives_the_same_commitment_as_host_input<B: Backend>(backend: &B)
     assert!(t.synchronized);
     let phases: Vec<Phase> = t.phases.iter().map(|p| p.0).collect();
     use Phase::*;
-    assert_eq!(phases, [Upload, Lde, Snapshot, Leaves, Merkle, Transpose, Roots]);
+    assert_eq!(phases, [Upload, Lde, Snapshot, LeavesTranspose, Merkle, Roots]);
     assert!(t.total_seconds >= t.phases.iter().map(|p| p.1).sum::<f64>() * 0.999);
 }
 
