@@ -33,15 +33,25 @@ pub fn check_transpose<B: Backend>(backend: &B, g: &mut Gen, rows: usize, cols: 
     let baseline = backend.memory().live;
     backend.tracker().reset_peak();
     backend.transpose_in_place(&mut buf, shape, cap).ctx(&what)?;
+    ensure_scratch_within_cap(backend, baseline, cap, &what)?;
+    let got = backend.download_vec(&buf).ctx(format_args!("{what}: download"))?;
+    ensure_words_eq(&what, &reference::transpose(&host, rows, cols), &got)
+}
+
+/// After a transpose under `cap` that started with `baseline` bytes live and the peak reset:
+/// waits for the device, then checks that the peak beyond the baseline stayed within the cap (plus
+/// [`METADATA_SLACK_BYTES`]) and that the scratch was freed.
+///
+/// # Errors
+/// A [`crate::Failure`] naming `what` and the bytes.
+fn ensure_scratch_within_cap<B: Backend>(backend: &B, baseline: usize, cap: usize, what: &str) -> Outcome {
     backend.synchronize().ctx(format_args!("{what}: synchronize"))?;
     let extra = backend.memory().peak.saturating_sub(baseline);
     ensure!(
         extra <= cap + METADATA_SLACK_BYTES,
-        "{what}: {extra} B allocated at peak beyond the matrix, over the cap (+{METADATA_SLACK_BYTES} B metadata slack)"
+        "{what}: {extra} B allocated at peak beyond what was live before, over the cap (+{METADATA_SLACK_BYTES} B metadata slack)"
     );
-    ensure_live(backend, baseline, format_args!("{what}: scratch not freed"))?;
-    let got = backend.download_vec(&buf).ctx(format_args!("{what}: download"))?;
-    ensure_words_eq(&what, &reference::transpose(&host, rows, cols), &got)
+    ensure_live(backend, baseline, format_args!("{what}: scratch not freed"))
 }
 
 /// One row, one column, and tiny matrices, under tiny and default caps.
@@ -230,13 +240,7 @@ pub fn check_leaves_then_transpose<B: Backend>(
         .map(|((spec, out), t)| LeafJob { spec, out, out_digest: t.3 })
         .collect();
     backend.hash_leaves_then_transpose(&mut buf, shape, &mut jobs, cap).ctx(&what)?;
-    backend.synchronize().ctx(format_args!("{what}: synchronize"))?;
-    let extra = backend.memory().peak.saturating_sub(baseline);
-    ensure!(
-        extra <= cap + METADATA_SLACK_BYTES,
-        "{what}: {extra} B allocated at peak beyond the matrix and outputs, over the cap (+{METADATA_SLACK_BYTES} B metadata slack)"
-    );
-    ensure_live(backend, baseline, format_args!("{what}: scratch not freed"))?;
+    ensure_scratch_within_cap(backend, baseline, cap, &what)?;
     for (t, ((kind, layout, range, first), (out, pattern))) in trees.iter().zip(outs.iter().zip(&patterns)).enumerate()
     {
         let words = backend.download_vec(out).ctx(format_args!("{what}: download tree {t}"))?;
