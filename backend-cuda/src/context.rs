@@ -42,7 +42,8 @@ pub(crate) struct Device {
     pub(crate) sm_count: u32,
     /// The most dynamic shared memory one block may opt into, in bytes.
     pub(crate) max_shared_optin: usize,
-    modules: Modules,
+    /// The kernel modules loaded in this context.
+    pub(crate) modules: Modules,
     /// Where this device's kernel images are read from and stored (fixed at open).
     pub(crate) kernel_cache: KernelCache,
     /// The page-locked blocks large host transfers go through.

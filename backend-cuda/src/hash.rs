@@ -118,11 +118,29 @@ pub(crate) struct Rows {
     pub(crate) count: usize,
 }
 
+/// Movers per multiprocessor in a block-pass launch that hashes nothing (its block's leaves were
+/// queued before the block pass): as many as a multiprocessor holds at the kernels' registers.
+const ONLY_MOVERS_PER_SM: usize = 5;
+
+/// The fused block-pass kernel of `hash` and its movers per multiprocessor: the best of 1, 2, 4
+/// and 8 on the H200 at 2^22 x 316 (BENCHMARKS.md, "The leaves beside the transpose's block
+/// pass"). A multiprocessor holds five blocks of either kernel, so every mover takes a hashing
+/// block's place. Keccak-256 leaves (0.36 ms a 2^16-row block) hide one mover's block; BLAKE3
+/// leaves (0.12 ms) are shorter than one mover takes to move a block, so the chain of moves sets
+/// the pace and two movers shorten it.
+pub(crate) fn block_pass_kernel(hash: HashKind) -> (&'static str, usize) {
+    match hash {
+        HashKind::Keccak256 => ("leaves_block_keccak", 1),
+        HashKind::Blake3 => ("leaves_block_blake3", 2),
+    }
+}
+
 /// `rows`-layout leaves that the in-place transpose's block pass hashes on its way
 /// ([`backend_api::Backend::hash_leaves_then_transpose`]): one kernel, and each tree's first
 /// digest address and columns.
 pub(crate) struct BlockPassLeaves {
     kernel: &'static str,
+    hash: HashKind,
     /// Thread blocks per multiprocessor that move a block, beside the hashing ones.
     movers_per_sm: usize,
     /// `(address of the digest of row 0, first column, columns)` per tree.
@@ -143,18 +161,10 @@ impl BlockPassLeaves {
                     && s.hash() == hash
                     && kernel_name(hash, LeafLayout::Rows, s.leaf_bytes()) == kernel_name(hash, LeafLayout::Rows, 0)
             });
-        // Movers per multiprocessor, the best of 1, 2, 4 and 8 on the H200 at 2^22 x 316
-        // (BENCHMARKS.md, "The leaves beside the transpose's block pass"). A multiprocessor holds
-        // five blocks of either kernel, so every mover takes a hashing block's place. Keccak-256
-        // leaves (0.36 ms a 2^16-row block) hide one mover's block; BLAKE3 leaves (0.12 ms) are
-        // shorter than one mover takes to move a block, so the chain of moves sets the pace and
-        // two movers shorten it.
-        let (kernel, movers_per_sm) = match hash {
-            HashKind::Keccak256 => ("leaves_block_keccak", 1),
-            HashKind::Blake3 => ("leaves_block_blake3", 2),
-        };
+        let (kernel, movers_per_sm) = block_pass_kernel(hash);
         fits.then(|| Self {
             kernel,
+            hash,
             movers_per_sm,
             trees: jobs
                 .iter()
@@ -164,6 +174,18 @@ impl BlockPassLeaves {
                 })
                 .collect(),
         })
+    }
+
+    /// Blocks of a plan of `full_blocks` whose leaves go first, in one launch, when the host has
+    /// yet to build the plan (~2 ms at 2^22 x 316, during which the device would otherwise wait):
+    /// an eighth of them for Keccak-256 (about 3 ms of hashing); all of them for BLAKE3, whose
+    /// leaves take less time than the plan, so that a fresh process hashes them as the unfused
+    /// path does (BENCHMARKS.md, "The fresh process").
+    pub(crate) fn cold_prefix_blocks(&self, full_blocks: usize) -> usize {
+        match self.hash {
+            HashKind::Keccak256 => (full_blocks / 8).max(1),
+            HashKind::Blake3 => full_blocks,
+        }
     }
 
     /// Queues one launch of a fused block pass: the leaves of `hash` (if any) and the move of
@@ -213,9 +235,11 @@ impl BlockPassLeaves {
         }
         if let Some((m, dst)) = mv {
             (params.move_src, params.move_dst, params.move_rows) = (m.src, dst, m.count as u64);
-            // Movers per multiprocessor, each keeping a 32 KiB tile of loads in flight.
+            // Movers per multiprocessor, each keeping a 32 KiB tile of loads in flight; a launch
+            // that hashes nothing moves with more.
+            let per_sm = if hashers > 0 { self.movers_per_sm } else { ONLY_MOVERS_PER_SM };
             let tiles = m.count.div_ceil(64) * cols.div_ceil(64);
-            params.movers = tiles.min(self.movers_per_sm * device.sm_count as usize).max(1) as u64;
+            params.movers = tiles.min(per_sm * device.sm_count as usize).max(1) as u64;
         }
         let grid = (params.movers as usize + hashers) as u32;
         let args = LaunchArgs::new().arg(&params);

@@ -211,6 +211,10 @@ impl CudaBackend {
         for layout in [backend_api::LeafLayout::Rows, backend_api::LeafLayout::LambdaVmPairs] {
             units.push(Unit::of(Source::Hash, hash::kernel_name(hash, layout, 0)));
         }
+        if self.options.fused_leaves {
+            // The commit hashes `rows` leaves beside the transpose's block pass.
+            units.push(Unit::of(Source::Hash, hash::block_pass_kernel(hash).0));
+        }
         units.extend([Source::Merkle, Source::Transpose, Source::Copy].map(|s| Unit { source: s, kernel: None }));
         let threads = std::thread::available_parallelism().map_or(4, |n| n.get());
         self.device.bind()?;

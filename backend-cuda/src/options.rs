@@ -214,10 +214,12 @@ pub struct CudaOptions {
     /// (programmatic dependent launch, compute capability 9.0+), so the copies run beside the
     /// hashing instead of after it. Off is the leaves, then the transpose. Only `rows`-layout
     /// leaves of one hash (at most eight trees, BLAKE3 leaves of at most 16 KiB) over a row count
-    /// that the transpose's blocks divide are fused; other calls run unfused either way. On the
-    /// H200 at 2^22 x 316 the keccak256 leaves and transpose took 33.1 ms against 35.6 ms
-    /// unfused, BLAKE3 19.3 against 19.8 ms (BENCHMARKS.md, "The leaves beside the transpose's
-    /// block pass").
+    /// that the transpose's blocks divide are fused; other calls run unfused either way. While
+    /// the host builds a shape's transpose plan for the first time in a process, the leaves of
+    /// the first blocks (Keccak-256) or all leaves (BLAKE3) are hashed first. On the H200 at
+    /// 2^22 x 316 the keccak256 leaves and transpose took 32.9 ms against 35.6 ms unfused (33.5
+    /// against 35.7 ms in a fresh process), BLAKE3 19.2 against 19.8 ms (BENCHMARKS.md, "The
+    /// leaves beside the transpose's block pass").
     pub fused_leaves: bool,
 }
 

@@ -371,6 +371,42 @@ fn cuda_or_skip(test: &str) -> Option<crate::CudaBackend> {
     }
 }
 
+/// `prepare_kernels(hash)` loads every leaf kernel a commit with that hash launches, the fused
+/// block-pass kernel of `hash_leaves_then_transpose` included: afterwards the leaves and the
+/// transpose of a table whose plan has several blocks load no further `hash.cu` unit (a unit
+/// loaded at first use would be compiled or read from disk inside a one-shot commit's timed
+/// phases). Needs a GPU: skipped visibly without one, a failure under `REQUIRE_CUDA=1`.
+#[test]
+fn prepare_kernels_loads_the_fused_leaf_kernels_a_commit_launches() {
+    use backend_api::{Backend, HashKind, LeafJob, LeafLayout, LeafSpec, MatrixShape, TreeShape};
+    let Some(backend) = cuda_or_skip("prepare_kernels_loads_the_fused_leaf_kernels_a_commit_launches") else {
+        return;
+    };
+    let hash_units = || -> std::collections::BTreeSet<String> {
+        backend.device.modules.loaded_labels().into_iter().filter(|l| l.starts_with("hash.cu:")).collect()
+    };
+    let (rows, cols) = (256, 20);
+    let shape = MatrixShape::new(rows, cols).unwrap();
+    let tree = TreeShape::new(rows).unwrap();
+    let host: Vec<u64> = (0..(rows * cols) as u64).map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15)).collect();
+    for hash in HashKind::ALL {
+        backend.prepare_kernels(hash).unwrap();
+        let prepared = hash_units();
+        assert!(
+            prepared.contains(&format!("hash.cu:{}", crate::hash::block_pass_kernel(hash).0)),
+            "{hash}: {prepared:?}"
+        );
+        let mut buf = backend.upload(&host).unwrap();
+        let mut nodes = backend.alloc(tree.words()).unwrap();
+        let spec = LeafSpec::new(hash, LeafLayout::Rows, 0..cols).unwrap();
+        let mut jobs = [LeafJob { spec: &spec, out: &mut nodes, out_digest: tree.first_leaf() }];
+        // Blocks of 32 rows: eight blocks, so the fused block pass runs.
+        backend.hash_leaves_then_transpose(&mut buf, shape, &mut jobs, (cols + 1) * 8 * 32).unwrap();
+        backend.synchronize().unwrap();
+        assert_eq!(hash_units(), prepared, "{hash}: a leaf kernel was loaded after prepare_kernels");
+    }
+}
+
 /// `queue_download` failing after its copy is queued (the completion event's recording, made to
 /// fail through [`FaultSite::DownloadQueued`]) returns its error only once no copy into the host
 /// memory it is about to free is pending: the stream is idle when the error arrives. A 256 MiB

@@ -70,10 +70,11 @@ pub(crate) fn transpose_in_place(
 }
 
 /// [`transpose_in_place`] whose block pass also hashes `leaves` (when given), each block's rows
-/// in the launch that moves them ([`BlockPassLeaves`]); the caller validated the leaves against
-/// `shape`. The plan of a row count that blocks do not divide transposes a tail of rows through
-/// scratch first; there, and wherever the block steps do not cover the rows in order before any
-/// other step, the leaves are hashed in one pass first and the transpose runs as usual.
+/// in the launch that moves the block before it ([`BlockPassLeaves`]), after the first blocks'
+/// rows hashed up front; the caller validated the leaves against `shape`. The plan of a row count
+/// that blocks do not divide transposes a tail of rows through scratch first; there, and wherever
+/// the block steps do not cover the rows in order before any other step, the leaves are hashed
+/// in one pass first and the transpose runs as usual.
 pub(crate) fn transpose_hashing(
     device: &Device,
     buf: &mut CudaBuffer,
@@ -97,17 +98,35 @@ pub(crate) fn transpose_hashing(
     // First: an out-of-memory here leaves the matrix as it was.
     let scratch = CudaBuffer::alloc(buf.device(), geometry.scratch_elems)?;
     let buf = &*buf;
+    let key = ScheduleKey::new(&geometry, LIMITS);
+    let cached = if route == TransposeRoute::Kernel { SCHEDULES.get(&key) } else { None };
+    // The leaves of the first blocks go first, before the host builds or looks up the plan: one
+    // block when the schedule is cached; more when the host still has to build the plan
+    // ([`BlockPassLeaves::cold_prefix_blocks`]), so that the device hashes meanwhile instead of
+    // waiting for the first launch of the block pass.
+    let hashed = match leaves {
+        Some(l) if geometry.tail_rows == 0 => {
+            let blocks = if cached.is_some() { 1 } else { l.cold_prefix_blocks(geometry.full_blocks) };
+            let count = blocks * geometry.run_rows;
+            // SAFETY: the rows lie in the matrix (validated against `shape`); nothing moves in
+            // this launch; the caller validated the leaves against `shape`.
+            unsafe { l.launch(device, Some(Rows { src: buf.ptr(), first: 0, count }), None, shape.cols()) }?;
+            count
+        }
+        _ => 0,
+    };
     match route {
         TransposeRoute::Kernel => {
-            let key = ScheduleKey::new(&geometry, LIMITS);
-            match SCHEDULES.get(&key) {
+            match cached {
                 Some(launches) => {
-                    let bases = Bases::new(device, buf, &scratch, shape, leaves, launches.iter().map(launch_block))?;
+                    let steps = launches.iter().map(launch_block);
+                    let bases = Bases::new(device, buf, &scratch, shape, leaves, hashed, steps)?;
                     launches.iter().try_for_each(|l| bases.run(device, l))?
                 }
                 None => {
                     let plan = TransposePlan::new(shape, cap)?;
-                    let bases = Bases::new(device, buf, &scratch, shape, leaves, plan.steps.iter().map(step_block))?;
+                    let steps = plan.steps.iter().map(step_block);
+                    let bases = Bases::new(device, buf, &scratch, shape, leaves, hashed, steps)?;
                     // Launch each piece as soon as it is scheduled: the block pass runs on the
                     // device while the host composes the run pass.
                     let mut launches = Vec::new();
@@ -122,7 +141,7 @@ pub(crate) fn transpose_hashing(
         }
         TransposeRoute::Batched | TransposeRoute::Unbatched => {
             let plan = TransposePlan::new(shape, cap)?;
-            let bases = Bases::new(device, buf, &scratch, shape, leaves, plan.steps.iter().map(step_block))?;
+            let bases = Bases::new(device, buf, &scratch, shape, leaves, hashed, plan.steps.iter().map(step_block))?;
             for step in &plan.steps {
                 match step {
                     Step::TransposeBlock { src, dst, rows } => {
@@ -152,9 +171,18 @@ struct Bases<'a> {
     buf: &'a CudaBuffer,
     scratch: &'a CudaBuffer,
     cols: usize,
-    /// Leaves the block pass hashes, if any, and the blocks `(first row, rows)` in order: the
-    /// launch that moves block `j` hashes block `j + 1`.
-    leaves: Option<(&'a BlockPassLeaves, Vec<(usize, usize)>)>,
+    /// Leaves the block pass hashes, if any.
+    leaves: Option<HashingBlocks<'a>>,
+}
+
+/// The leaves a block pass hashes: the launch that moves block `j` hashes block `j + 1` when
+/// that block starts at or after `hashed`.
+struct HashingBlocks<'a> {
+    leaves: &'a BlockPassLeaves,
+    /// The plan's blocks, `(first row, rows)`, in row order.
+    blocks: Vec<(usize, usize)>,
+    /// Rows `[0, hashed)` had their leaves queued before the block pass.
+    hashed: usize,
 }
 
 /// A plan step's block, `(source, rows)`, if it is a block transpose.
@@ -200,26 +228,38 @@ fn blocks_in_row_order(
 }
 
 impl<'a> Bases<'a> {
-    /// Bases for a plan whose block steps are `steps`, hashing `leaves` (if any) beside its block
-    /// pass when the blocks allow it ([`blocks_in_row_order`]): then the first block's leaves are
-    /// queued now, and each block launch hashes the next block. Otherwise the leaves are hashed
-    /// now, in one launch that moves nothing, and the transpose runs without them.
+    /// Bases for a plan whose block steps are `steps`, with the leaves of rows `[0, hashed)`
+    /// already queued, hashing the rest of `leaves` (if any) beside its block pass when the
+    /// blocks allow it ([`blocks_in_row_order`]): each block launch hashes the next block, unless
+    /// that block's rows were hashed already. Otherwise the remaining leaves are hashed now, in
+    /// one launch that moves nothing, and the transpose runs without them.
     fn new(
         device: &Device,
         buf: &'a CudaBuffer,
         scratch: &'a CudaBuffer,
         shape: MatrixShape,
         leaves: Option<&'a BlockPassLeaves>,
+        hashed: usize,
         steps: impl Iterator<Item = Option<(Loc, usize)>>,
     ) -> Result<Self> {
         let cols = shape.cols();
-        let Some(l) = leaves else { return Ok(Self { buf, scratch, cols, leaves: None }) };
-        let blocks = blocks_in_row_order(steps, shape.rows(), cols);
-        let (first, count) = blocks.as_ref().and_then(|b| b.first().copied()).unwrap_or((0, shape.rows()));
-        // SAFETY: the rows lie in the matrix (validated against `shape`); nothing moves in this
-        // launch; the caller validated the leaves against `shape`.
-        unsafe { l.launch(device, Some(Rows { src: buf.ptr_at(first * cols), first, count }), None, cols) }?;
-        Ok(Self { buf, scratch, cols, leaves: blocks.map(|b| (l, b)) })
+        let Some(l) = leaves.filter(|_| hashed < shape.rows()) else {
+            // No leaves, or all of them queued already: the plain block pass.
+            return Ok(Self { buf, scratch, cols, leaves: None });
+        };
+        // Fused only when the rows hashed so far are the plan's first whole blocks (at least the
+        // first: a block launch hashes only blocks after the one it moves).
+        let whole_blocks = |b: &Vec<(usize, usize)>| hashed > 0 && b.iter().any(|&(f, _)| f == hashed);
+        match blocks_in_row_order(steps, shape.rows(), cols).filter(whole_blocks) {
+            Some(blocks) => Ok(Self { buf, scratch, cols, leaves: Some(HashingBlocks { leaves: l, blocks, hashed }) }),
+            None => {
+                let rest = Rows { src: buf.ptr_at(hashed * cols), first: hashed, count: shape.rows() - hashed };
+                // SAFETY: the rows lie in the matrix (validated against `shape`); nothing moves in
+                // this launch; the caller validated the leaves against `shape`.
+                unsafe { l.launch(device, Some(rest), None, cols) }?;
+                Ok(Self { buf, scratch, cols, leaves: None })
+            }
+        }
     }
 
     fn addr(&self, loc: Loc) -> sys::CUdeviceptr {
@@ -234,7 +274,7 @@ impl<'a> Bases<'a> {
     fn run(&self, device: &Device, launch: &Launch) -> Result<()> {
         match launch {
             Launch::Block { src: Loc::Buf(offset), dst, rows } if self.leaves.is_some() => {
-                let (leaves, blocks) = self.leaves.as_ref().expect("checked by the guard");
+                let HashingBlocks { leaves, blocks, hashed } = self.leaves.as_ref().expect("checked by the guard");
                 let first = offset / self.cols;
                 let j = blocks.binary_search_by_key(&first, |b| b.0).map_err(|_| backend_api::Error::Device {
                     backend: driver::BACKEND,
@@ -242,7 +282,7 @@ impl<'a> Bases<'a> {
                     source: format!("the transpose schedule moves a block at row {first} that its plan does not have")
                         .into(),
                 })?;
-                let next = blocks.get(j + 1).map(|&(first, count)| Rows {
+                let next = blocks.get(j + 1).filter(|&&(first, _)| first >= *hashed).map(|&(first, count)| Rows {
                     src: self.buf.ptr_at(first * self.cols),
                     first,
                     count,
