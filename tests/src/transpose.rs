@@ -259,11 +259,12 @@ pub fn check_leaves_then_transpose<B: Backend>(
 }
 
 /// [`Backend::hash_leaves_then_transpose`] against the references: many blocks of rows (small caps,
-/// where a backend may hash each block beside the transpose's block pass), one block (the default
-/// cap), tails, one row and one column, one to three trees of either hash (whole rows and a split
-/// at `cols / 2`, at digest offsets), rows long enough for several Keccak blocks and BLAKE3
-/// chunks; and the calls a fused pass cannot take whole: a `lambda-vm-pairs` tree, two hashes at
-/// once, and no tree at all.
+/// where a backend may hash each block beside the transpose's block pass; 32 blocks, where it may
+/// hash several first; each shape twice, so that a backend caching its plan runs it cold and
+/// warm), one block (the default cap), tails, one row and one column, one to three trees of
+/// either hash (whole rows and a split at `cols / 2`, at digest offsets), rows long enough for
+/// several Keccak blocks and BLAKE3 chunks; and the calls a fused pass cannot take whole: a
+/// `lambda-vm-pairs` tree, two hashes at once, and no tree at all.
 ///
 /// # Errors
 /// The first case that differs from the references.
@@ -273,9 +274,17 @@ pub fn leaves_then_transpose<B: Backend>(backend: &B) -> Outcome {
     let mut g = Gen::new("leaves_then_transpose");
     for kind in [Keccak256, Blake3] {
         // (rows, cols, rows per block or 0 for the default cap)
-        for (rows, cols, k) in
-            [(64, 5, 8), (256, 35, 32), (96, 18, 16), (64, 316, 16), (33, 9, 8), (1, 7, 1), (9, 1, 2), (40, 3, 0)]
-        {
+        for (rows, cols, k) in [
+            (64, 5, 8),
+            (256, 5, 8),
+            (256, 35, 32),
+            (96, 18, 16),
+            (64, 316, 16),
+            (33, 9, 8),
+            (1, 7, 1),
+            (9, 1, 2),
+            (40, 3, 0),
+        ] {
             let cap = if k == 0 { DEFAULT_SCRATCH_CAP } else { cap_for(cols, k) };
             let half = cols.div_ceil(2);
             check_leaves_then_transpose(backend, &mut g, rows, cols, cap, &[(kind, Rows, 0..cols, 0)])?;
