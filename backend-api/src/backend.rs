@@ -28,6 +28,28 @@ pub struct LeafJob<'a, B> {
     pub out_digest: usize,
 }
 
+/// [`Backend::hash_leaves_then_transpose`] as its default runs it: every job and the transpose
+/// validated, then each job's leaves ([`Backend::hash_leaves_into`]) in order, then
+/// [`Backend::transpose_in_place`]. A backend that overrides the method calls it for the calls it
+/// does not interleave.
+///
+/// # Errors
+/// As [`Backend::hash_leaves_then_transpose`].
+pub fn leaves_then_transpose_in_turn<B: Backend + ?Sized>(
+    backend: &B,
+    buf: &mut B::Buffer,
+    shape: MatrixShape,
+    jobs: &mut [LeafJob<'_, B::Buffer>],
+    scratch_cap: usize,
+) -> Result<()> {
+    let specs: Vec<_> = jobs.iter().map(|j| (j.spec, j.out.len(), j.out_digest)).collect();
+    crate::validate::leaves_then_transpose(shape, buf.len(), &specs, scratch_cap)?;
+    for job in jobs.iter_mut() {
+        backend.hash_leaves_into(buf, shape, job.spec, job.out, job.out_digest)?;
+    }
+    backend.transpose_in_place(buf, shape, scratch_cap)
+}
+
 /// An owned device buffer of `u64` elements, freed on drop.
 ///
 /// Digests live in buffers too: one 32-byte digest is [`DIGEST_WORDS`] elements whose
@@ -229,12 +251,7 @@ pub trait Backend: Send + Sync {
         jobs: &mut [LeafJob<'_, Self::Buffer>],
         scratch_cap: usize,
     ) -> Result<()> {
-        let specs: Vec<_> = jobs.iter().map(|j| (j.spec, j.out.len(), j.out_digest)).collect();
-        crate::validate::leaves_then_transpose(shape, buf.len(), &specs, scratch_cap)?;
-        for job in jobs.iter_mut() {
-            self.hash_leaves_into(buf, shape, job.spec, job.out, job.out_digest)?;
-        }
-        self.transpose_in_place(buf, shape, scratch_cap)
+        leaves_then_transpose_in_turn(self, buf, shape, jobs, scratch_cap)
     }
 
     /// Completes a Merkle tree whose `tree.leaves` leaf digests are already at node indices

@@ -25,7 +25,7 @@ pub mod validate;
 
 pub use backend::{
     Backend, DeviceBuffer, DeviceInfo, HostBuffer, LeafJob, PendingDownload, digest_to_words, digests_from_words, hex,
-    host_vec,
+    host_vec, leaves_then_transpose_in_turn,
 };
 pub use error::{DriverError, Error, Result};
 pub use fault::{AllocTracker, FaultSite, MemoryCounters, Reservation};

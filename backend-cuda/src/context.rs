@@ -38,6 +38,9 @@ pub(crate) struct Device {
     pub(crate) total_memory: usize,
     /// Compute capability, e.g. `(9, 0)`.
     pub(crate) capability: (i32, i32),
+    /// Whether launches may overlap the kernel before them ([`Device::launch_overlapping`]):
+    /// compute capability 9.0 and later, with a driver that has `cuLaunchKernelEx`.
+    overlaps_launches: bool,
     /// Streaming multiprocessors.
     pub(crate) sm_count: u32,
     /// The most dynamic shared memory one block may opt into, in bytes.
@@ -126,6 +129,7 @@ impl Device {
             uuid,
             total_memory,
             capability,
+            overlaps_launches: capability.0 >= 9 && driver::has_symbol("cuLaunchKernelEx"),
             sm_count,
             max_shared_optin,
             modules: Modules::default(),
@@ -212,18 +216,12 @@ impl Device {
         })
     }
 
-    /// Whether the device runs programmatic dependent launches ([`Device::launch_overlapping`]):
-    /// compute capability 9.0 and later, with a driver that has `cuLaunchKernelEx`.
-    pub(crate) fn overlaps_launches(&self) -> bool {
-        self.capability.0 >= 9 && driver::has_symbol("cuLaunchKernelEx")
-    }
-
     /// [`Device::launch`] with programmatic stream serialization allowed: the launch's thread
     /// blocks may start once every block of the kernel queued before it has started and executed
     /// `griddepcontrol.launch_dependents` (or exited), instead of after that kernel completes. A
     /// kernel launched so must itself execute `griddepcontrol.wait` before it touches anything
     /// the kernel before it writes, or reads what it writes. On a device without the feature
-    /// ([`Device::overlaps_launches`]) this is a plain launch.
+    /// (`overlaps_launches`, found when the device is opened) this is a plain launch.
     ///
     /// # Safety
     /// As [`Device::launch`], and the kernel orders its accesses against the kernel before it as
@@ -234,7 +232,7 @@ impl Device {
         config: LaunchConfig,
         mut args: LaunchArgs<'_>,
     ) -> Result<()> {
-        if !self.overlaps_launches() {
+        if !self.overlaps_launches {
             // SAFETY: the caller's contract; serialised launches need no more.
             return unsafe { self.launch(kernel, config, args) };
         }

@@ -32,10 +32,15 @@ const BLOCK: u32 = 128;
 /// BLAKE3 leaves of at most this many chunks use the kernels whose chunk stack stays in registers.
 const SHORT_CHUNKS: usize = 16;
 
+/// Whether a BLAKE3 leaf of `leaf_bytes` needs the kernels whose chunk stack spills (more than
+/// [`SHORT_CHUNKS`] chunks).
+fn long_leaf(leaf_bytes: usize) -> bool {
+    leaf_bytes.div_ceil(1024) > SHORT_CHUNKS
+}
+
 /// The leaf kernel for a spec.
 pub(crate) fn kernel_name(hash: HashKind, layout: LeafLayout, leaf_bytes: usize) -> &'static str {
-    let long = leaf_bytes.div_ceil(1024) > SHORT_CHUNKS;
-    match (hash, layout, long) {
+    match (hash, layout, long_leaf(leaf_bytes)) {
         (HashKind::Keccak256, LeafLayout::Rows, _) => "leaves_keccak_rows",
         (HashKind::Keccak256, LeafLayout::LambdaVmPairs, _) => "leaves_keccak_pairs",
         (HashKind::Blake3, LeafLayout::Rows, false) => "leaves_blake3_rows",
@@ -139,10 +144,8 @@ pub(crate) fn block_pass_kernel(hash: HashKind) -> (&'static str, usize) {
 /// ([`backend_api::Backend::hash_leaves_then_transpose`]): one kernel, and each tree's first
 /// digest address and columns.
 pub(crate) struct BlockPassLeaves {
-    kernel: &'static str,
+    /// The hash of every tree (its kernel and movers: [`block_pass_kernel`]).
     hash: HashKind,
-    /// Thread blocks per multiprocessor that move a block, beside the hashing ones.
-    movers_per_sm: usize,
     /// `(address of the digest of row 0, first column, columns)` per tree.
     trees: Vec<(u64, u64, u64)>,
 }
@@ -159,13 +162,10 @@ impl BlockPassLeaves {
             && jobs.iter().all(|(s, ..)| {
                 s.layout() == LeafLayout::Rows
                     && s.hash() == hash
-                    && kernel_name(hash, LeafLayout::Rows, s.leaf_bytes()) == kernel_name(hash, LeafLayout::Rows, 0)
+                    && !(hash == HashKind::Blake3 && long_leaf(s.leaf_bytes()))
             });
-        let (kernel, movers_per_sm) = block_pass_kernel(hash);
         fits.then(|| Self {
-            kernel,
             hash,
-            movers_per_sm,
             trees: jobs
                 .iter()
                 .map(|(s, out, digest)| {
@@ -186,6 +186,34 @@ impl BlockPassLeaves {
             HashKind::Keccak256 => (full_blocks / 8).max(1),
             HashKind::Blake3 => full_blocks,
         }
+    }
+
+    /// Queues the leaves of rows `[first, first + count)` of the `cols`-column row-major matrix in
+    /// `matrix`, in one launch that moves nothing.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for rows past the matrix (an internal error: the callers pass
+    /// validated shapes); the launch's errors.
+    pub(crate) fn hash_rows(
+        &self,
+        device: &Device,
+        matrix: &CudaBuffer,
+        first: usize,
+        count: usize,
+        cols: usize,
+    ) -> Result<()> {
+        if (first + count) * cols > matrix.len() {
+            return Err(Error::InvalidArgument(format!(
+                "leaves of rows {first}..{} of a {cols}-column matrix of {} elements",
+                first + count,
+                matrix.len()
+            )));
+        }
+        let rows = Rows { src: matrix.ptr_at(first * cols), first, count };
+        // SAFETY: the rows lie in the matrix (checked above); nothing moves in this launch; every
+        // tree's output holds the digests of the matrix's rows (the jobs were validated against
+        // the whole matrix).
+        unsafe { self.launch(device, Some(rows), None, cols) }
     }
 
     /// Queues one launch of a fused block pass: the leaves of `hash` (if any) and the move of
@@ -209,7 +237,8 @@ impl BlockPassLeaves {
         if hash.is_none() && mv.is_none() {
             return Ok(());
         }
-        let kernel = device.kernel(Source::Hash, self.kernel, 0)?;
+        let (name, movers_per_sm) = block_pass_kernel(self.hash);
+        let kernel = device.kernel(Source::Hash, name, 0)?;
         let mut params = BlockLeaves {
             hash_src: 0,
             hash_rows: 0,
@@ -237,7 +266,7 @@ impl BlockPassLeaves {
             (params.move_src, params.move_dst, params.move_rows) = (m.src, dst, m.count as u64);
             // Movers per multiprocessor, each keeping a 32 KiB tile of loads in flight; a launch
             // that hashes nothing moves with more.
-            let per_sm = if hashers > 0 { self.movers_per_sm } else { ONLY_MOVERS_PER_SM };
+            let per_sm = if hashers > 0 { movers_per_sm } else { ONLY_MOVERS_PER_SM };
             let tiles = m.count.div_ceil(64) * cols.div_ceil(64);
             params.movers = tiles.min(per_sm * device.sm_count as usize).max(1) as u64;
         }

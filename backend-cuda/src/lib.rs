@@ -553,13 +553,11 @@ impl Backend for CudaBackend {
         jobs: &mut [LeafJob<'_, CudaBuffer>],
         scratch_cap: usize,
     ) -> Result<()> {
+        // Every buffer is this device's before anything is written, fused or not.
         self.check_owned(buf)?;
         for job in jobs.iter() {
             self.check_owned(job.out)?;
         }
-        let specs: Vec<_> = jobs.iter().map(|j| (j.spec, j.out.len(), j.out_digest)).collect();
-        validate::leaves_then_transpose(shape, buf.len(), &specs, scratch_cap)?;
-        let route = self.options.transpose_route;
         let fused = self
             .options
             .fused_leaves
@@ -568,13 +566,13 @@ impl Backend for CudaBackend {
             })
             .flatten();
         match fused {
-            Some(leaves) => transpose::transpose_hashing(&self.device, buf, shape, scratch_cap, route, Some(&leaves)),
-            None => {
-                for job in jobs.iter_mut() {
-                    hash::hash_leaves_into(&self.device, buf, shape, job.spec, job.out, job.out_digest)?;
-                }
-                transpose::transpose_in_place(&self.device, buf, shape, scratch_cap, route)
+            Some(leaves) => {
+                let specs: Vec<_> = jobs.iter().map(|j| (j.spec, j.out.len(), j.out_digest)).collect();
+                validate::leaves_then_transpose(shape, buf.len(), &specs, scratch_cap)?;
+                let route = self.options.transpose_route;
+                transpose::transpose_hashing(&self.device, buf, shape, scratch_cap, route, Some(&leaves))
             }
+            None => backend_api::leaves_then_transpose_in_turn(self, buf, shape, jobs, scratch_cap),
         }
     }
 

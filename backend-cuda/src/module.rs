@@ -332,13 +332,13 @@ impl Modules {
         Ok(report)
     }
 
-    /// Unloads every module. The context must be current and idle.
     /// The labels of the units loaded so far ([`Unit::label`]).
     #[cfg(test)]
     pub(crate) fn loaded_labels(&self) -> std::collections::BTreeSet<String> {
         self.loaded.lock().unwrap_or_else(|p| p.into_inner()).keys().map(Unit::label).collect()
     }
 
+    /// Unloads every module. The context must be current and idle.
     pub(crate) fn unload_all(&self) {
         let mut loaded = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
         for (_, m) in loaded.drain() {

@@ -312,8 +312,8 @@ impl CudaOptions {
     /// `CUDA_NTT_STAGES` (0 to 11, 0 = the most shared memory allows), `CUDA_NTT_RADIX` (32, 16),
     /// `CUDA_NTT_COLS` (8, 4), `CUDA_NTT_LAZY` (1, 0), `CUDA_NTT_POW2` (1, 0), `CUDA_NTT_LEAN` (1, 0),
     /// `CUDA_UPLOAD_GROUPS` (1 to [`MAX_UPLOAD_GROUPS`]), `CUDA_FUSED_LEAVES` (1, 0),
-    /// `STARK_COMMIT_KERNEL_CACHE` (an absolute
-    /// directory, or `off`: [`KernelCacheSetting::parse_env`]).
+    /// `STARK_COMMIT_KERNEL_CACHE` (an absolute directory, or `off`:
+    /// [`KernelCacheSetting::parse_env`]).
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] naming the variable and its value when a value is not Unicode,

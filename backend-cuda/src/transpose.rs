@@ -87,13 +87,7 @@ pub(crate) fn transpose_hashing(
     if shape.rows() == 1 || shape.cols() == 1 {
         // One row or one column: row-major and column-major are the same bytes (an empty plan).
         // The leaves are hashed in one launch that moves nothing.
-        return match leaves {
-            // SAFETY: the matrix holds `shape` (validated); the caller validated the leaves.
-            Some(l) => unsafe {
-                l.launch(device, Some(Rows { src: buf.ptr(), first: 0, count: shape.rows() }), None, shape.cols())
-            },
-            None => Ok(()),
-        };
+        return leaves.map_or(Ok(()), |l| l.hash_rows(device, buf, 0, shape.rows(), shape.cols()));
     }
     // First: an out-of-memory here leaves the matrix as it was.
     let scratch = CudaBuffer::alloc(buf.device(), geometry.scratch_elems)?;
@@ -108,9 +102,7 @@ pub(crate) fn transpose_hashing(
         Some(l) if geometry.tail_rows == 0 => {
             let blocks = if cached.is_some() { 1 } else { l.cold_prefix_blocks(geometry.full_blocks) };
             let count = blocks * geometry.run_rows;
-            // SAFETY: the rows lie in the matrix (validated against `shape`); nothing moves in
-            // this launch; the caller validated the leaves against `shape`.
-            unsafe { l.launch(device, Some(Rows { src: buf.ptr(), first: 0, count }), None, shape.cols()) }?;
+            l.hash_rows(device, buf, 0, count, shape.cols())?;
             count
         }
         _ => 0,
@@ -253,10 +245,7 @@ impl<'a> Bases<'a> {
         match blocks_in_row_order(steps, shape.rows(), cols).filter(whole_blocks) {
             Some(blocks) => Ok(Self { buf, scratch, cols, leaves: Some(HashingBlocks { leaves: l, blocks, hashed }) }),
             None => {
-                let rest = Rows { src: buf.ptr_at(hashed * cols), first: hashed, count: shape.rows() - hashed };
-                // SAFETY: the rows lie in the matrix (validated against `shape`); nothing moves in
-                // this launch; the caller validated the leaves against `shape`.
-                unsafe { l.launch(device, Some(rest), None, cols) }?;
+                l.hash_rows(device, buf, hashed, shape.rows() - hashed, cols)?;
                 Ok(Self { buf, scratch, cols, leaves: None })
             }
         }

@@ -186,12 +186,12 @@ pub struct Commitment<B: Backend> {
 /// a device input is copied in and freed), the coset LDE in place in that buffer (row-major,
 /// [`Backend::coset_lde_in_place`]; a host input without a snapshot takes both in one call,
 /// [`Backend::coset_lde_from_host`], which a backend may overlap, timed as one `upload+lde`
-/// phase), the optional snapshot (the trace rows copied out before the
-/// LDE, or the device input itself, transposed in place), the optional queued host copy, the
-/// leaves hashed straight into each tree's node array and the LDE transposed in place (one call,
+/// phase), the optional snapshot (the trace rows copied out before the LDE, or the device input
+/// itself, transposed in place), the optional queued host copy, the leaves hashed straight into
+/// each tree's node array and the LDE transposed in place (one call,
 /// [`Backend::hash_leaves_then_transpose`], timed as one `leaves+transpose` phase), the trees
-/// completed in place, the roots downloaded. No phase waits for the device unless `params.phase_timing` is
-/// set.
+/// completed in place, the roots downloaded. No phase waits for the device unless
+/// `params.phase_timing` is set.
 ///
 /// A [`TraceInput::Device`] buffer is the caller's and live before the commit, so it is not a
 /// term of the model: the device holds it beside the LDE buffer until it has been copied in and
@@ -280,7 +280,8 @@ pub fn commit_admitted<B: Backend>(
 }
 
 /// The phases after the LDE: the snapshot's transpose, the host copy, the leaves with the LDE's
-/// transpose, the trees and the roots; then the commitment, its ticket shrunk to the resident buffers.
+/// transpose, the trees and the roots; then the commitment, its ticket shrunk to the resident
+/// buffers.
 fn finish<B: Backend>(
     backend: &B,
     plan: CommitPlan,

@@ -237,7 +237,7 @@ __device__ __forceinline__ void leaves_block(const BlockLeaves& p) {
         }
         return;
     }
-    // The movers: few threads (one block per multiprocessor), so each keeps many loads in
+    // The movers: few threads (one to five blocks per multiprocessor), so each keeps many loads in
     // flight. A tile is 64 rows x 64 columns (32 KiB), fetched by cp.async, 32 8-byte loads per
     // thread, each warp one 256-byte stretch of a row; stored as 64 runs of 64 rows, each warp
     // one 256-byte stretch of a run. The shared rows are 65 words apart, so a warp's reads down

@@ -43,23 +43,6 @@ pub fn cuda_launch_configurations(backend: &backend_cuda::CudaBackend) -> Outcom
             ..CommitParams::default()
         },
     );
-    let cpu = CpuBackend::new();
-    let c = commit_table(&cpu, &table, &Admission::new(usize::MAX)).map_err(|e| Failure(format!("CPU: {e}")))?;
-    let expected = read_back(&cpu, c).ctx("CPU: read back")?;
-    let base = backend.options();
-    let run = |options: CudaOptions, what: String| -> Outcome {
-        let b = backend.with_options(options).map_err(|e| Failure(format!("{what}: {e}")))?;
-        let c = commit_table(&b, &table, &Admission::new(usize::MAX)).map_err(|e| Failure(format!("{what}: {e}")))?;
-        read_back(&b, c).ctx(&what)?.ensure_eq(&expected, &what)
-    };
-    for route in TransposeRoute::ALL {
-        for fused_leaves in [true, false] {
-            run(
-                CudaOptions { transpose_route: route, fused_leaves, ..base.clone() },
-                format!("{table}, transpose route {}, leaves fused into its block pass {fused_leaves}", route.name()),
-            )?;
-        }
-    }
     // The other hash's fused kernel, against the CPU's commit with that hash.
     let blake3 = Table::new(
         &mut g,
@@ -68,15 +51,30 @@ pub fn cuda_launch_configurations(backend: &backend_cuda::CudaBackend) -> Outcom
         16,
         CommitParams { hash: HashKind::Blake3, ..table.params.clone() },
     );
-    let c = commit_table(&cpu, &blake3, &Admission::new(usize::MAX)).map_err(|e| Failure(format!("CPU: {e}")))?;
-    let expected_blake3 = read_back(&cpu, c).ctx("CPU: read back")?;
+    let cpu = CpuBackend::new();
+    let oracle = |t: &Table| {
+        let c = commit_table(&cpu, t, &Admission::new(usize::MAX)).map_err(|e| Failure(format!("CPU: {e}")))?;
+        read_back(&cpu, c).ctx("CPU: read back")
+    };
+    let (expected, expected_blake3) = (oracle(&table)?, oracle(&blake3)?);
+    let base = backend.options();
+    let run_table = |t: &Table, expected, options: CudaOptions, what: String| -> Outcome {
+        let b = backend.with_options(options).map_err(|e| Failure(format!("{what}: {e}")))?;
+        let c = commit_table(&b, t, &Admission::new(usize::MAX)).map_err(|e| Failure(format!("{what}: {e}")))?;
+        read_back(&b, c).ctx(&what)?.ensure_eq(expected, &what)
+    };
+    let run = |options, what| run_table(&table, &expected, options, what);
+    for route in TransposeRoute::ALL {
+        for fused_leaves in [true, false] {
+            run(
+                CudaOptions { transpose_route: route, fused_leaves, ..base.clone() },
+                format!("{table}, transpose route {}, leaves fused into its block pass {fused_leaves}", route.name()),
+            )?;
+        }
+    }
     for fused_leaves in [true, false] {
         let what = format!("{blake3}, leaves fused into the transpose's block pass {fused_leaves}");
-        let b = backend
-            .with_options(CudaOptions { fused_leaves, ..base.clone() })
-            .map_err(|e| Failure(format!("{what}: {e}")))?;
-        let c = commit_table(&b, &blake3, &Admission::new(usize::MAX)).map_err(|e| Failure(format!("{what}: {e}")))?;
-        read_back(&b, c).ctx(&what)?.ensure_eq(&expected_blake3, &what)?;
+        run_table(&blake3, &expected_blake3, CudaOptions { fused_leaves, ..base.clone() }, what)?;
     }
     for options in base.ntt_variants() {
         let (stages, kernel) = (options.ntt_stages, options.ntt_kernel);
