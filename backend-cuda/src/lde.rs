@@ -222,12 +222,21 @@ pub(crate) fn pass_kernel(
     }
 }
 
-/// Shared memory of a register kernel's block for a pass of `k` stages over `cols` columns: the
-/// tile (`2^k x cols`, padded by one element per 32 rows), the tile's gathered twiddles
-/// ([`twiddle_slots`]) and the last inverse pass's `2^k` coset factors (lde.cu's `coset_factors`,
-/// the lean form's).
-fn reg_tile_bytes(k: u32, cols: usize, twiddle_slots: usize) -> usize {
-    ((1usize << k) * cols + (1usize << k) / 32 + twiddle_slots + (1usize << k)) * ELEM_BYTES
+/// Shared memory of a register kernel's block for a pass of `k >= log2(radix)` stages over `cols`
+/// columns: the tile (`2^k x cols`, padded by `cols` elements per `radix` rows: lde.cu's
+/// `tile_slot`), the tile's gathered twiddles ([`twiddle_slots`]) and, for the lean form's last
+/// inverse pass (`coset_factors`), the tile's `2^k` coset factors with one slot skipped after every
+/// `radix` (lde.cu's `cf_slot`).
+///
+/// The other passes do not reserve the coset factors' slots: the multiprocessor's shared memory
+/// and L1 cache are one array, and the driver sizes the shared part to the blocks that run. A
+/// 2^11 x 8 tile with its twiddles fits a 164 KiB carve-out, 16 KiB more take the next one (196
+/// KiB), and the L1 cache that the forward passes' twiddle gathers hit shrinks by a third
+/// (BENCHMARKS.md, "shared-memory banks of the exchanges").
+fn reg_tile_bytes(k: u32, cols: usize, radix: u32, twiddle_slots: usize, coset_factors: bool) -> usize {
+    let (rows, pad) = (1usize << k, (1usize << k) / radix as usize);
+    let cf = if coset_factors { rows + pad } else { 0 };
+    (rows * cols + pad * cols + twiddle_slots + cf) * ELEM_BYTES
 }
 
 /// The slots of a register kernel's gathered twiddles for a pass of `k >= log2(radix)` stages.
@@ -250,16 +259,23 @@ fn twiddle_slots(k: u32, radix: u32, lean: bool, dit: bool) -> usize {
 }
 
 /// Shared memory of a block of the variant `v`'s register kernel for a pass of `k` stages over
-/// `cols` columns, forward (`dit`) or inverse.
-fn reg_pass_bytes(k: u32, cols: usize, (radix, _, _, form): (u32, usize, bool, LazyForm), dit: bool) -> usize {
-    reg_tile_bytes(k, cols, twiddle_slots(k, radix, form == LazyForm::Lean, dit))
+/// `cols` columns, forward (`dit`) or inverse, the inverse's last (`finish`) or another.
+fn reg_pass_bytes(
+    k: u32,
+    cols: usize,
+    (radix, _, _, form): (u32, usize, bool, LazyForm),
+    dit: bool,
+    finish: bool,
+) -> usize {
+    let lean = form == LazyForm::Lean;
+    reg_tile_bytes(k, cols, radix, twiddle_slots(k, radix, lean, dit), lean && finish && !dit)
 }
 
 /// The most shared memory a register kernel of the variant `v` needs for a pass of `k` stages,
 /// forward or inverse (at 8 columns for the 4-column kernel too, as its stage split assumes).
 fn reg_block_bytes(k: u32, v: (u32, usize, bool, LazyForm)) -> usize {
     let cols = v.1.max(NTT_COLS);
-    reg_pass_bytes(k, cols, v, false).max(reg_pass_bytes(k, cols, v, true))
+    reg_pass_bytes(k, cols, v, false, true).max(reg_pass_bytes(k, cols, v, true, false))
 }
 
 /// Which buffer an NTT pass reads or writes.
@@ -615,12 +631,12 @@ fn queue(
     let max_k = stages_per_pass(device, options);
     let v @ (radix, reg_cols, _, _) = variant(options);
     let shared_max = reg_block_bytes(max_k, v);
-    let kernels = |dit: bool, k: u32| {
+    let kernels = |dit: bool, k: u32, finish: bool| {
         let reg = k >= REG_MIN_STAGES;
         let name = pass_kernel(dit, reg, v);
         let cols = if reg { reg_cols } else { NTT_COLS };
         let threads = if reg { ((1usize << k) * cols / radix as usize) as u32 } else { BLOCK };
-        let smem = if reg { reg_pass_bytes(k, cols, v, dit) } else { (1usize << k) * cols * ELEM_BYTES };
+        let smem = if reg { reg_pass_bytes(k, cols, v, dit, finish) } else { (1usize << k) * cols * ELEM_BYTES };
         device.kernel(Source::Lde, name, shared_max).map(|kernel| (kernel, threads, smem as u32, cols))
     };
     let max_grid = device.sm_count as usize * 8;
@@ -640,7 +656,7 @@ fn queue(
                 pass.dst = addr(dst);
                 pass.tw = if dit { tw.buf.ptr_at(inv) } else { tw.buf.ptr() };
                 pass.coset = if dit { 0 } else { tw.buf.ptr_at(inv + fwd) };
-                let (kernel, threads, smem, tile_cols) = kernels(dit, pass.k as u32)?;
+                let (kernel, threads, smem, tile_cols) = kernels(dit, pass.k as u32, pass.finish_inverse != 0)?;
                 let reps = if pass.replicated_in != 0 { 1usize << log_b } else { 1 };
                 let tiles = (1usize << pass.log_size >> pass.k) / reps * m.div_ceil(tile_cols);
                 // The register kernels count their tiles in 32 bits (lde.cu's loop control): 2^31
@@ -872,6 +888,16 @@ mod tests {
         for v in [(16, 8, true, LazyForm::Lean), (32, 8, true, LazyForm::Lean), (32, 4, false, LazyForm::Plain)] {
             assert!(reg_block_bytes(11, v) <= 227 * 1024, "{v:?}: {} bytes", reg_block_bytes(11, v));
         }
+        // The default kernel's passes without coset factors keep the 164 KiB carve-out: one block
+        // of 2^11 rows or two of 2^10, with 1 KiB reserved per block.
+        let d = (16, 8, true, LazyForm::Lean);
+        for dit in [false, true] {
+            assert!(reg_pass_bytes(11, 8, d, dit, false) + 1024 <= 164 * 1024, "dit {dit}");
+            assert!(2 * (reg_pass_bytes(10, 8, d, dit, false) + 1024) <= 164 * 1024, "dit {dit}");
+        }
+        let cf = reg_pass_bytes(10, 8, d, false, true) - reg_pass_bytes(10, 8, d, false, false);
+        assert_eq!(cf, (1024 + 1024 / 16) * ELEM_BYTES, "the finish's coset factors, one slot skipped per 16");
+        assert_eq!(reg_pass_bytes(10, 8, d, true, true), reg_pass_bytes(10, 8, d, true, false), "forward: none");
     }
 
     #[test]

@@ -286,12 +286,17 @@ __device__ __forceinline__ void gather_twiddles(u64* tws, const NttPass& p, u32 
 // and those of hi and lo, are disjoint in pos and so in its reversal. As coset[x] = s^x / n,
 // coset[A | C] = coset[A] coset[C] n: one table entry of the tile and 2^k entries shared by
 // every tile (the same addresses each time, so they stay cached) make the tile's factors, which
-// go to cf[i] before the stages; every product is canonical, so cf[i] is the table's own word.
+// go to cf[cf_slot(i)] before the stages; every product is canonical, so it is the table's own word.
+// The slots skip one element after every R = 2^LOGR: in the window at bit 0 the threads of a warp
+// read cf at indices R apart, which would otherwise all fall in one pair of banks.
 // The store then reads shared memory instead of one scattered global load per element.
+template <int LOGR>
+__device__ __forceinline__ constexpr u32 cf_slot(u32 i) { return i + (i >> LOGR); }
+template <int LOGR>
 __device__ __forceinline__ void coset_factors(u64* cf, const NttPass& p, u32 k, u64 hi, u64 lo) {
     const u32 log_n = (u32)p.log_size, shift = log_n - (u32)p.log_h_small - k;
     const u64 c = gl_mul(p.coset[bitrev32((u32)tile_pos(hi, lo, 0, p), log_n)], 1ull << log_n);
-    for (u32 i = threadIdx.x; i < (1u << k); i += blockDim.x) cf[i] = gl_mul(p.coset[bitrev32(i, k) << shift], c);
+    for (u32 i = threadIdx.x; i < (1u << k); i += blockDim.x) cf[cf_slot<LOGR>(i)] = gl_mul(p.coset[bitrev32(i, k) << shift], c);
 }
 
 // The power-of-two form of a pass (lazy, radix 32). A DIT pass of k stages at half-spans
@@ -376,26 +381,33 @@ __device__ __forceinline__ void dif_last_window_pow2(u64 v[1 << LOGR]) {
     }
 }
 
-// Shared-memory slot of tile row i, column c (rows padded by one element every 32 rows).
-template <int COLS>
-__device__ __forceinline__ u32 tile_slot(u32 i, u32 c) { return i * COLS + c + (i >> 5); }
+// Shared-memory slot of tile row i, column c: COLS elements of padding after every R = 2^LOGR rows.
+// In the window at bit 0 the threads of a warp hold rows R apart, and a 64-bit access is
+// conflict-free when each half-warp's 16 lanes fall in distinct pairs of banks: the padding puts
+// the 16 / COLS rows of a half-warp COLS pairs apart. (One element after every 32 rows, as before,
+// left radix 16 at 8 columns two wavefronts per access where one will do: ncu counted 121 M
+// conflicting store wavefronts of 300 M in the first forward pass; BENCHMARKS.md.)
+template <int LOGR, int COLS>
+__device__ __forceinline__ constexpr u32 tile_pad(u32 i) { return (i >> LOGR) * COLS; }
+template <int LOGR, int COLS>
+__device__ __forceinline__ u32 tile_slot(u32 i, u32 c) { return i * COLS + c + tile_pad<LOGR, COLS>(i); }
 
 // The lean form's exchange addressing. Window w's local indices are i(j) = base | (j << w), base
 // = low | high with bits disjoint from j << w, so the slot (tile_slot) is
-// tile_slot(base, c) + (j << w) * COLS + ((j << w) >> 5): per window a constant offset for each
+// tile_slot(base, c) + (j << w) * COLS + tile_pad(j << w): per window a constant offset for each
 // j. With W a compile-time constant those offsets are immediates of the shared-memory accesses.
-template <int COLS, int W>
-__device__ __forceinline__ constexpr u32 window_offset(u32 j) { return (j << W) * COLS + ((j << W) >> 5); }
+template <int LOGR, int COLS, int W>
+__device__ __forceinline__ constexpr u32 window_offset(u32 j) { return (j << W) * COLS + tile_pad<LOGR, COLS>(j << W); }
 
 template <int LOGR, int COLS, int W>
 __device__ __forceinline__ void tile_put(u64* t, const u64 v[1 << LOGR]) {
 #pragma unroll
-    for (int j = 0; j < (1 << LOGR); ++j) t[window_offset<COLS, W>(j)] = v[j];
+    for (int j = 0; j < (1 << LOGR); ++j) t[window_offset<LOGR, COLS, W>(j)] = v[j];
 }
 template <int LOGR, int COLS, int W>
 __device__ __forceinline__ void tile_get(const u64* t, u64 v[1 << LOGR]) {
 #pragma unroll
-    for (int j = 0; j < (1 << LOGR); ++j) v[j] = t[window_offset<COLS, W>(j)];
+    for (int j = 0; j < (1 << LOGR); ++j) v[j] = t[window_offset<LOGR, COLS, W>(j)];
 }
 
 // Stores (PUT) or loads the thread's registers of window w (w <= 11 - LOGR: passes have at most 11
@@ -403,7 +415,7 @@ __device__ __forceinline__ void tile_get(const u64* t, u64 v[1 << LOGR]) {
 template <bool PUT, int LOGR, int COLS>
 __device__ __forceinline__ void tile_exchange(u64* tile, u64 v[1 << LOGR], u32 g, u32 c, u32 w) {
     const u32 base = reg_index<LOGR>(g, w, 0);
-    u64* t = tile + tile_slot<COLS>(base, c);
+    u64* t = tile + tile_slot<LOGR, COLS>(base, c);
 #define TILE_CASE(W)                                     \
     case W:                                              \
         if (PUT) {                                       \
@@ -431,8 +443,7 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
     static_assert(!POW2 || (LAZY && LOGR == 5), "the power-of-two form is a lazy radix-32 pass");
     static_assert(!LEAN || !POW2, "the lean form is of the general passes");
     constexpr int R = 1 << LOGR;
-    // [2^k][COLS], plus one element of padding after every 32 rows: in the window at bit 0,
-    // the threads of a warp hold rows 32 apart, which would otherwise share a bank.
+    // [2^k][COLS], plus COLS elements of padding after every R rows (tile_slot).
     extern __shared__ u64 tile[];
     const u32 k = (u32)p.k;  // >= LOGR; blockDim.x == 2^k * COLS / R
     const u32 c = threadIdx.x % COLS, g = threadIdx.x / COLS;
@@ -443,7 +454,7 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
     const u64 tasks = ((1ull << p.log_size) >> k) / reps;
     // The tile's twiddles (all but the power-of-two form) follow the tile in shared memory; they
     // depend only on `lo`, so consecutive tiles with the same `lo` reuse them.
-    u64* const tws = tile + ((1u << k) * COLS + ((1u << k) >> 5));
+    u64* const tws = tile + ((1u << k) * COLS + tile_pad<LOGR, COLS>(1u << k));
     // The lean form's last inverse pass: the tile's coset factors (coset_factors) after them.
     u64* const cf = tws + (LEAN ? lean_window_base<DIT, LOGR>((k + LOGR - 1) / LOGR, k) : (1u << k));
     // FINISH: 0 or 1 where the kernel has a copy for each (the finish's state then leaves the other
@@ -468,7 +479,7 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
                 gather_twiddles<LEAN, DIT, LOGR>(tws, p, k, (u32)lo);
                 tws_lo = (u32)lo;
             }
-            if (LEAN && finish) coset_factors(cf, p, k, hi, lo);
+            if (LEAN && finish) coset_factors<LOGR>(cf, p, k, hi, lo);
             u64 v[R];
             // The first window, and the stages left.
             u32 w = DIT ? 0 : k - LOGR;
@@ -562,7 +573,7 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
                     tile_exchange<true, LOGR, COLS>(tile, v, g, c, w);
                 } else {
 #pragma unroll
-                    for (int j = 0; j < R; ++j) tile[tile_slot<COLS>(reg_index<LOGR>(g, w, j), c)] = v[j];
+                    for (int j = 0; j < R; ++j) tile[tile_slot<LOGR, COLS>(reg_index<LOGR>(g, w, j), c)] = v[j];
                 }
                 __syncthreads();
                 w = DIT ? min(next, k - LOGR) : (next >= LOGR ? next - LOGR : 0);
@@ -571,7 +582,7 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
                     tile_exchange<false, LOGR, COLS>(tile, v, g, c, w);
                 } else {
 #pragma unroll
-                    for (int j = 0; j < R; ++j) v[j] = tile[tile_slot<COLS>(reg_index<LOGR>(g, w, j), c)];
+                    for (int j = 0; j < R; ++j) v[j] = tile[tile_slot<LOGR, COLS>(reg_index<LOGR>(g, w, j), c)];
                 }
             }
             // Store.
@@ -581,7 +592,7 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
                 // running address, as below.
                 const u32 base = reg_index<LOGR>(g, w, 0);
 #pragma unroll
-                for (int j = 0; j < R; ++j) v[j] = gl_mul_lazy(v[j], cf[base + ((u32)j << w)]);
+                for (int j = 0; j < R; ++j) v[j] = gl_mul_lazy(v[j], cf[cf_slot<LOGR>(base + ((u32)j << w))]);
                 if (p.canon_out) {
 #pragma unroll
                     for (int j = 0; j < R; ++j) v[j] = gl_canon(v[j]);
