@@ -509,7 +509,13 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
                     v[j] = p.canon_in ? gl_canon(x) : x;
                 }
             }
-            if (gather || (LEAN && finish)) __syncthreads();  // the gathered values are visible to every thread
+            // The gathered twiddles and the coset factors must be visible to every thread before the
+            // first read. The lean radix-16 forward pass at half-spans from 2 runs its first window
+            // on compile-time twiddles (pow2_first below), so the first exchange's barrier comes
+            // before any read of the table; the coset factors are read at the store, after every
+            // exchange. Either needs its own barrier only when no exchange comes first (k <= LOGR).
+            const bool table_first_after_exchange = LEAN && DIT && LOGR <= 4 && p.log_h_small == 1 && k > LOGR;
+            if ((gather && !table_first_after_exchange) || (LEAN && finish && k <= LOGR)) __syncthreads();
             // Stages e: DIF k-1 down to 0, DIT 0 up to k-1, in groups of at most LOGR per window.
             u32 next = DIT ? 0 : k;  // DIT: the lowest stage left; DIF: one above the highest left
             // The table's view of the stages: the pass's own, or (power-of-two form) half-spans from 1.
@@ -565,10 +571,12 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
                     next = bot;
                     if (next == 0) break;
                 }
-                // Exchange through shared memory into the next window.
-                // Everyone has read the previous exchange (in the tile's first, the closing barrier
-                // of the previous tile saw to it).
-                if (window != 0) __syncthreads();
+                // Exchange through shared memory into the next window. No barrier before the put:
+                // the slots of (g, c, w) are the ones this thread read in the previous exchange's get
+                // (the same window w, and tile_exchange's slots depend on (g, c, w) alone, one thread
+                // each), so nothing it overwrites is still to be read by another thread. A tile's
+                // first put writes slots of another window than the previous tile's last get; the
+                // previous tile's closing barrier covers it.
                 if (LEAN) {
                     tile_exchange<true, LOGR, COLS>(tile, v, g, c, w);
                 } else {
