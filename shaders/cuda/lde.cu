@@ -509,21 +509,6 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
                     v[j] = p.canon_in ? gl_canon(x) : x;
                 }
             }
-            // The gathered twiddles and the coset factors must be visible to every thread before the
-            // first read. The lean radix-16 forward pass at half-spans from 2 runs its first window
-            // on compile-time twiddles (pow2_first below), so the first exchange's barrier comes
-            // before any read of the table; the coset factors are read at the store, after every
-            // exchange. Either needs its own barrier only when no exchange comes first (k <= LOGR).
-            const bool table_first_after_exchange = LEAN && DIT && LOGR <= 4 && p.log_h_small == 1 && k > LOGR;
-            if ((gather && !table_first_after_exchange) || (LEAN && finish && k <= LOGR)) __syncthreads();
-            // Stages e: DIF k-1 down to 0, DIT 0 up to k-1, in groups of at most LOGR per window.
-            u32 next = DIT ? 0 : k;  // DIT: the lowest stage left; DIF: one above the highest left
-            // The table's view of the stages: the pass's own, or (power-of-two form) half-spans from 1.
-            const u32 tw_lo = POW2 ? 0 : (u32)lo, tw_log_h = POW2 ? 0 : (u32)p.log_h_small;
-            constexpr TwSource TW = POW2 ? TW_TABLE : LEAN ? TW_ROWS : TW_GATHERED;
-            // The lean form: the window's index, and the thread's row of its twiddles.
-            u32 window = 0;
-            const u64* tw_row = tws;
             // The windows with compile-time power-of-two twiddles and no table: the power-of-two
             // form's first (DIT) and last (DIF) windows; and in the lean radix-16 form, the first
             // window of a forward pass at half-spans from 2 (the first at blowup 2; one copy for
@@ -532,6 +517,20 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
             // table's rows for the stages below go unread).
             const bool pow2_first = DIT && (POW2 || (LEAN && LOGR <= 4 && p.log_h_small == 1));
             const bool pow2_last = !DIT && (POW2 || (LEAN && FINISH == 1 && p.log_h_small == 0));
+            // The gathered twiddles and the coset factors must be visible to every thread before the
+            // first read. Where the first window runs on compile-time twiddles (pow2_first), the
+            // first exchange's barrier comes before any read of the table; the coset factors are
+            // read at the store, after every exchange. Either needs its own barrier only when no
+            // exchange comes first (k <= LOGR).
+            if ((gather && !(pow2_first && k > LOGR)) || (LEAN && finish && k <= LOGR)) __syncthreads();
+            // Stages e: DIF k-1 down to 0, DIT 0 up to k-1, in groups of at most LOGR per window.
+            u32 next = DIT ? 0 : k;  // DIT: the lowest stage left; DIF: one above the highest left
+            // The table's view of the stages: the pass's own, or (power-of-two form) half-spans from 1.
+            const u32 tw_lo = POW2 ? 0 : (u32)lo, tw_log_h = POW2 ? 0 : (u32)p.log_h_small;
+            constexpr TwSource TW = POW2 ? TW_TABLE : LEAN ? TW_ROWS : TW_GATHERED;
+            // The lean form: the window's index, and the thread's row of its twiddles.
+            u32 window = 0;
+            const u64* tw_row = tws;
             if (POW2 && DIT) {
                 if (lo != 0) pow2_scale<LOGR>(v, p, g, (u32)lo);
                 dit_first_window_pow2<LOGR>(v);  // k >= LOGR: the register kernels run k >= 5
