@@ -362,21 +362,141 @@ __device__ __forceinline__ void dit_first_window_pow2(u64 v[1 << LOGR]) {
     }
 }
 
-// Stages LOGR-1 .. 0 of the DIF pass in power-of-two form, on the window at w = 0; the twiddle
-// w_(2^(b+1))^-j = 2^((-j E_(b+1)) mod 192), and (x - y) (-2^f) = (y - x) 2^f.
-template <int LOGR>
-__device__ __forceinline__ void dif_last_window_pow2(u64 v[1 << LOGR]) {
+// The stages of register bits [B0, B0 + L) of a DIF window in power-of-two form (2^LOGR
+// registers), as a transform of its own at half-spans from 1: sub-stage s = b - B0 pairs j0 and
+// j0 | 2^b with the twiddle w_(2^(s+1))^-t, t = (j0 >> B0) mod 2^s, = 2^((-t E_(s+1)) mod 192);
+// and (x - y) (-2^f) = (y - x) 2^f.
+template <int LOGR, int B0, int L>
+__device__ __forceinline__ void dif_stages_pow2(u64 v[1 << LOGR]) {
     constexpr int R = 1 << LOGR;
 #pragma unroll
-    for (int b = LOGR - 1; b >= 0; --b) {
+    for (int s = L - 1; s >= 0; --s) {
+        const int b = B0 + s;
 #pragma unroll
         for (int q = 0; q < R / 2; ++q) {
             const int j0 = ((q >> b) << (b + 1)) | (q & ((1 << b) - 1)), j1 = j0 | (1 << b);
-            const int e = (192 - ((q & ((1 << b) - 1)) * gl_root_exp(b + 1)) % 192) % 192;
+            const int t = (j0 >> B0) & ((1 << s) - 1);
+            const int e = (192 - (t * gl_root_exp(s + 1)) % 192) % 192;
             const u64 x = v[j0], y = v[j1];
             v[j0] = gl_add_lazy(x, y);
             const u64 d = e >= 96 ? gl_sub_lazy(y, x) : gl_sub_lazy(x, y);
             v[j1] = e % 96 == 0 ? d : gl_mul_pow2_lazy(d, e % 96);
+        }
+    }
+}
+
+// Stages LOGR-1 .. 0 of the DIF pass in power-of-two form, on the window at w = 0.
+template <int LOGR>
+__device__ __forceinline__ void dif_last_window_pow2(u64 v[1 << LOGR]) {
+    dif_stages_pow2<LOGR, 0, LOGR>(v);
+}
+
+// The four-step form of the lean radix-16 windows (CudaOptions::ntt_four_step). A window runs the
+// stages [s, s + L) of a pass at register bits [B0, B0 + L), B0 = s - w. Those stages form a
+// transform of their own at half-spans from H' = 2^s H with offset lo' = (i mod 2^s) H + lo, so
+// pow2_scale's factorisation applies to them with k = L: the element at sub-index
+// m = (j >> B0) mod 2^L is multiplied by a^bitrev_L(m), a = w_(2^(s+L) H)^lo' (DIT, before the
+// stages; DIF, after them, with the inverse table's w^-1), and the stages keep the twiddles
+// w_(2^(b+1))^t alone: compile-time powers of two (dit_butterfly_pow2, dif_stages_pow2). A full
+// window then multiplies 15 of its 16 elements by a general twiddle instead of running 32 general
+// butterflies; of its 32 butterflies, 17 multiply by a power of two (a shift and a short
+// reduction) and 15 by nothing.
+// The factors depend on i mod 2^s: on the thread's low bits (its row of the window's table, as
+// in the lean form) and on the register bits below B0 (jl). Row `low` holds them at slot
+// jl (2^L - 1) + m - 1, 2^B0 (2^L - 1) <= 15 of its 2^LOGR - 1 slots.
+template <int LOGR, int B0, int L>
+__device__ __forceinline__ void four_step_factors(u64 v[1 << LOGR], const u64* row) {
+    constexpr int M = (1 << L) - 1;
+#pragma unroll
+    for (int j = 0; j < (1 << LOGR); ++j) {
+        const int m = (j >> B0) & M, jl = j & ((1 << B0) - 1);
+        if (m != 0) v[j] = gl_mul_lazy(v[j], row[jl * M + m - 1]);
+    }
+}
+
+template <bool DIT, int LOGR, int B0, int L>
+__device__ __forceinline__ void four_step_window(u64 v[1 << LOGR], const u64* row) {
+    constexpr int R = 1 << LOGR;
+    if (DIT) {
+        four_step_factors<LOGR, B0, L>(v, row);
+#pragma unroll
+        for (int s = 0; s < L; ++s) {
+            const int b = B0 + s;
+#pragma unroll
+            for (int q = 0; q < R / 2; ++q) {
+                const int j0 = ((q >> b) << (b + 1)) | (q & ((1 << b) - 1)), j1 = j0 | (1 << b);
+                const int t = (j0 >> B0) & ((1 << s) - 1);
+                dit_butterfly_pow2(v[j0], v[j1], (t * gl_root_exp(s + 1)) % 192);
+            }
+        }
+    } else {
+        dif_stages_pow2<LOGR, B0, L>(v);
+        four_step_factors<LOGR, B0, L>(v, row);
+    }
+}
+
+// The windows a radix-16 pass of 5 to 11 stages runs: (B0, L) = (0, 4) and, for its last stages,
+// (4 - L, L) (DIT, and DIF with the finish's power-of-two last window) or (0, L) (DIF).
+template <bool DIT>
+__device__ __forceinline__ void four_step_window_at(u64 v[16], const u64* row, u32 b0, u32 l) {
+    switch (b0 * 8 + l) {
+        case 4: four_step_window<DIT, 4, 0, 4>(v, row); break;
+        case 8 + 3: four_step_window<DIT, 4, 1, 3>(v, row); break;
+        case 16 + 2: four_step_window<DIT, 4, 2, 2>(v, row); break;
+        case 24 + 1: four_step_window<DIT, 4, 3, 1>(v, row); break;
+        default:
+            if (!DIT) {
+                switch (l) {
+                    case 3: four_step_window<DIT, 4, 0, 3>(v, row); break;
+                    case 2: four_step_window<DIT, 4, 0, 2>(v, row); break;
+                    default: four_step_window<DIT, 4, 0, 1>(v, row); break;
+                }
+            } else {
+                __builtin_unreachable();
+            }
+    }
+}
+
+// Window n of a four-step pass: its position w and register bits [b0, b0 + l); l = 0 for a
+// window with compile-time twiddles (pow2_first's first, pow2_last's last) or past the last
+// stage. The same sequence as ntt_pass_reg's loop.
+template <bool DIT, int LOGR>
+__device__ __forceinline__ void four_step_window_of(u32 n, u32 k, bool pow2_first, bool pow2_last, u32& w, u32& b0,
+                                                    u32& l) {
+    if (DIT) {
+        const u32 next = n * LOGR, top = min(next + LOGR, k);
+        w = min(next, k - LOGR);
+        b0 = next - w;
+        l = (pow2_first && n == 0) || next >= k ? 0 : top - next;
+    } else {
+        u32 next = k;
+        for (u32 m = 0; m < n; ++m) next = pow2_last ? (next >= 2 * LOGR ? next - LOGR : LOGR) : (next >= LOGR ? next - LOGR : 0);
+        w = next >= LOGR ? next - LOGR : 0;
+        const u32 bot = pow2_last ? (w == 0 ? next : next >= 2 * LOGR ? next - LOGR : LOGR) : (next >= LOGR ? next - LOGR : 0);
+        b0 = bot - w;
+        l = next - bot;
+    }
+}
+
+// The four-step factors of one tile (see four_step_window), gathered into the lean form's layout
+// by window: row `low` of window n, slot jl (2^L - 1) + m - 1, holds
+// w_(2^(s+L) H)^((low' H + lo) bitrev_L(m)) with low' = low | (jl << w), read from the pass's
+// table t[x] (x below half the transform size; t^(x + size/2) = -t^x).
+template <bool DIT, int LOGR>
+__device__ __forceinline__ void gather_four_step(u64* tws, const NttPass& p, u32 k, u32 lo, bool pow2_first,
+                                                 bool pow2_last) {
+    const u32 log_h = (u32)p.log_h_small, log_n = (u32)p.log_size;
+    const u64 half = 1ull << (log_n - 1);
+    for (u32 n = 0; n * LOGR < k; ++n) {
+        u32 w, b0, l;
+        four_step_window_of<DIT, LOGR>(n, k, pow2_first, pow2_last, w, b0, l);
+        const u32 per_jl = (1u << l) - 1, per_row = per_jl << b0, shift = log_n - log_h - (w + b0 + l);
+        u64* const t = tws + lean_window_base<DIT, LOGR>(n, k);
+        for (u32 x = threadIdx.x; x < (per_row << w); x += blockDim.x) {
+            const u32 row = x / per_row, slot = x - row * per_row, jl = slot / per_jl, m = slot - jl * per_jl + 1;
+            const u64 y = ((((u64)(row | (jl << w)) << log_h) + lo) * bitrev32(m, l)) << shift;
+            const u64 tw = p.tw[y & (half - 1)];
+            t[row * ((1u << LOGR) - 1) + slot] = (y & half) ? GL_P - tw : tw;
         }
     }
 }
@@ -438,10 +558,12 @@ __device__ __forceinline__ void tile_exchange(u64* tile, u64 v[1 << LOGR], u32 g
 #undef TILE_CASE
 }
 
-template <bool DIT, int LOGR, int COLS, bool LAZY = false, bool POW2 = false, bool LEAN = false, int FINISH = -1>
+template <bool DIT, int LOGR, int COLS, bool LAZY = false, bool POW2 = false, bool LEAN = false, int FINISH = -1,
+          bool FOUR = false>
 __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
     static_assert(!POW2 || (LAZY && LOGR == 5), "the power-of-two form is a lazy radix-32 pass");
     static_assert(!LEAN || !POW2, "the lean form is of the general passes");
+    static_assert(!FOUR || (LEAN && LOGR == 4), "the four-step form is of the lean radix-16 passes");
     constexpr int R = 1 << LOGR;
     // [2^k][COLS], plus COLS elements of padding after every R rows (tile_slot).
     extern __shared__ u64 tile[];
@@ -460,6 +582,14 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
     // FINISH: 0 or 1 where the kernel has a copy for each (the finish's state then leaves the other
     // copy's registers), -1 to read the flag.
     const bool finish = !DIT && (FINISH < 0 ? p.finish_inverse != 0 : FINISH == 1);
+    // The windows with compile-time power-of-two twiddles and no table: the power-of-two form's
+    // first (DIT) and last (DIF) windows; and in the lean radix-16 form, the first window of a
+    // forward pass at half-spans from 2 (the first at blowup 2; one copy for each parity of lo)
+    // and the last window of the finish's copy at half-spans from 1 (lo = 0: no scaling; the
+    // windows above it then end at stage LOGR, and the gathered table's rows for the stages below
+    // go unread).
+    const bool pow2_first = DIT && (POW2 || (LEAN && LOGR <= 4 && p.log_h_small == 1));
+    const bool pow2_last = !DIT && (POW2 || (LEAN && FINISH == 1 && p.log_h_small == 0));
     u32 tws_lo = ~0u;
     // 32-bit loop control (lde.rs launches fewer than 2^31 tiles): at 64 registers its 64-bit form
     // spilled in the inverse kernel.
@@ -476,7 +606,11 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
             // previous tile's reads of `tws` ended at its closing barrier.)
             const bool gather = !POW2 && (u32)lo != tws_lo;
             if (gather) {
-                gather_twiddles<LEAN, DIT, LOGR>(tws, p, k, (u32)lo);
+                if constexpr (FOUR) {
+                    gather_four_step<DIT, LOGR>(tws, p, k, (u32)lo, pow2_first, pow2_last);
+                } else {
+                    gather_twiddles<LEAN, DIT, LOGR>(tws, p, k, (u32)lo);
+                }
                 tws_lo = (u32)lo;
             }
             if (LEAN && finish) coset_factors<LOGR>(cf, p, k, hi, lo);
@@ -509,14 +643,6 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
                     v[j] = p.canon_in ? gl_canon(x) : x;
                 }
             }
-            // The windows with compile-time power-of-two twiddles and no table: the power-of-two
-            // form's first (DIT) and last (DIF) windows; and in the lean radix-16 form, the first
-            // window of a forward pass at half-spans from 2 (the first at blowup 2; one copy for
-            // each parity of lo) and the last window of the finish's copy at half-spans from 1
-            // (lo = 0: no scaling; the windows above it then end at stage LOGR, and the gathered
-            // table's rows for the stages below go unread).
-            const bool pow2_first = DIT && (POW2 || (LEAN && LOGR <= 4 && p.log_h_small == 1));
-            const bool pow2_last = !DIT && (POW2 || (LEAN && FINISH == 1 && p.log_h_small == 0));
             // The gathered twiddles and the coset factors must be visible to every thread before the
             // first read. Where the first window runs on compile-time twiddles (pow2_first), the
             // first exchange's barrier comes before any read of the table; the coset factors are
@@ -552,8 +678,12 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
                     if (!pow2_first || w != 0) {
                         const u32 top = min(next + LOGR, k);
                         if (LEAN) tw_row = tws + lean_window_base<DIT, LOGR>(window, k) + (g & ((1u << w) - 1)) * (R - 1);
-                        for (u32 e = next; e < top; ++e)
-                            reg_stage_at<DIT, LAZY, LOGR, TW>(e - w, v, p, tw_row, g, w, tw_lo, tw_log_h);
+                        if constexpr (FOUR) {
+                            four_step_window_at<DIT>(v, tw_row, next - w, top - next);
+                        } else {
+                            for (u32 e = next; e < top; ++e)
+                                reg_stage_at<DIT, LAZY, LOGR, TW>(e - w, v, p, tw_row, g, w, tw_lo, tw_log_h);
+                        }
                         next = top;
                     }
                     if (next >= k) break;
@@ -566,7 +696,11 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
                     // (Power-of-two last window: stop at stage LOGR, so that it is [0, LOGR).)
                     const u32 bot = pow2_last ? (next >= 2 * LOGR ? next - LOGR : LOGR) : (next >= LOGR ? next - LOGR : 0);
                     if (LEAN) tw_row = tws + lean_window_base<DIT, LOGR>(window, k) + (g & ((1u << w) - 1)) * (R - 1);
-                    for (u32 e = next; e-- > bot;) reg_stage_at<DIT, LAZY, LOGR, TW>(e - w, v, p, tw_row, g, w, tw_lo, tw_log_h);
+                    if constexpr (FOUR) {
+                        four_step_window_at<DIT>(v, tw_row, bot - w, next - bot);
+                    } else {
+                        for (u32 e = next; e-- > bot;) reg_stage_at<DIT, LAZY, LOGR, TW>(e - w, v, p, tw_row, g, w, tw_lo, tw_log_h);
+                    }
                     next = bot;
                     if (next == 0) break;
                 }
@@ -596,7 +730,9 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
             if (LEAN && active && finish) {
                 // The coset factors, then the row of each position: B p from spread_from on, else
                 // p. A tile whose positions all lie on one side of spread_from stores through one
-                // running address, as below.
+                // running address, as below. A DIF pass ends in the window at w = 0, so register j
+                // holds local index base + j, base has no bits below LOGR, and cf_slot(base + j) =
+                // cf_slot(base) + j: one address, and compile-time offsets from it.
                 const u32 base = reg_index<LOGR>(g, w, 0);
 #pragma unroll
                 for (int j = 0; j < R; ++j) v[j] = gl_mul_lazy(v[j], cf[cf_slot<LOGR>(base + ((u32)j << w))]);
@@ -707,6 +843,21 @@ extern "C" __global__ void __launch_bounds__(1024) ntt_dif_pass_lean16(const Ntt
 #if ALL_KERNELS || WANT_ntt_dit_pass_lean16
 extern "C" __global__ void __launch_bounds__(1024) ntt_dit_pass_lean16(const NttPass p) {
     ntt_pass_reg<true, 4, 8, true, false, true>(p);
+}
+#endif
+// The lean radix-16 form with its windows in four-step form (four_step_window): the same bytes.
+#if ALL_KERNELS || WANT_ntt_dif_pass_lean16_pow2
+extern "C" __global__ void __launch_bounds__(1024) ntt_dif_pass_lean16_pow2(const NttPass p) {
+    if (p.finish_inverse) {
+        ntt_pass_reg<false, 4, 8, true, false, true, 1, true>(p);
+    } else {
+        ntt_pass_reg<false, 4, 8, true, false, true, 0, true>(p);
+    }
+}
+#endif
+#if ALL_KERNELS || WANT_ntt_dit_pass_lean16_pow2
+extern "C" __global__ void __launch_bounds__(1024) ntt_dit_pass_lean16_pow2(const NttPass p) {
+    ntt_pass_reg<true, 4, 8, true, false, true, -1, true>(p);
 }
 #endif
 // The power-of-two form of the lazy passes (see pow2_scale): the same bytes.
