@@ -175,31 +175,17 @@ pub(crate) enum LazyForm {
     Pow2,
     /// The lean form: the same arithmetic, fewer address instructions ([`CudaOptions::ntt_lean`]).
     Lean,
-    /// The lean radix-16 form with its windows in four-step form, lde.cu's `four_step_window`
-    /// ([`CudaOptions::ntt_pow2`] at radix 16): the lean form's layout, other twiddles.
-    FourStep,
-}
-
-impl LazyForm {
-    /// Whether the form gathers its twiddles by window and makes the finish's coset factors per
-    /// tile (the lean layout).
-    fn lean_layout(self) -> bool {
-        matches!(self, LazyForm::Lean | LazyForm::FourStep)
-    }
 }
 
 /// The register kernel variant the options select: (radix, columns per tile, lazy, the lazy
 /// passes' form). Lazy reduction (radix 32 x 8 columns, and radix 16 in the lean form): values
 /// inside the transform are any u64 congruent mod p; the last pass canonicalises, and the
 /// shared-memory kernel canonicalises what it loads. At radix 32 x 8 the power-of-two form wins
-/// over the lean one when both are asked for; at radix 16 the power-of-two form is the lean form's
-/// four-step windows.
+/// over the lean one when both are asked for; radix 16 has no power-of-two form.
 pub(crate) fn variant(options: &CudaOptions) -> (u32, usize, bool, LazyForm) {
     let k = options.ntt_kernel;
     let e = options.ntt_effective();
-    let form = if e.ntt_pow2 && k.radix() == 16 {
-        LazyForm::FourStep
-    } else if e.ntt_pow2 {
+    let form = if e.ntt_pow2 {
         LazyForm::Pow2
     } else if e.ntt_lean {
         LazyForm::Lean
@@ -221,8 +207,6 @@ pub(crate) fn pass_kernel(
         (true, false, _, _) => "ntt_dit_pass",
         (false, true, 16, _) if form == LazyForm::Lean => "ntt_dif_pass_lean16",
         (true, true, 16, _) if form == LazyForm::Lean => "ntt_dit_pass_lean16",
-        (false, true, 16, _) if form == LazyForm::FourStep => "ntt_dif_pass_lean16_pow2",
-        (true, true, 16, _) if form == LazyForm::FourStep => "ntt_dit_pass_lean16_pow2",
         (false, true, _, _) if form == LazyForm::Pow2 => "ntt_dif_pass_pow2",
         (true, true, _, _) if form == LazyForm::Pow2 => "ntt_dit_pass_pow2",
         (false, true, _, _) if form == LazyForm::Lean => "ntt_dif_pass_lean",
@@ -283,7 +267,7 @@ fn reg_pass_bytes(
     dit: bool,
     finish: bool,
 ) -> usize {
-    let lean = form.lean_layout();
+    let lean = form == LazyForm::Lean;
     reg_tile_bytes(k, cols, radix, twiddle_slots(k, radix, lean, dit), lean && finish && !dit)
 }
 

@@ -172,18 +172,13 @@ pub struct CudaOptions {
     /// after every operation (`CUDA_NTT_LAZY=0`). Radix 16 reduces lazily in the lean form
     /// ([`Self::ntt_lean`]) only; radix 32 x 4 columns always reduces canonically.
     pub ntt_lazy: bool,
-    /// Whether the lazy 8-column kernels run their passes in a power-of-two form (`CUDA_NTT_POW2`,
-    /// 1 or 0), where twiddles that are powers of two become shifts:
-    /// - radix 32: each element scaled once by a power of a per-tile twiddle (before a forward
-    ///   pass, after an inverse one), so that the five stages of the pass's lowest register window
-    ///   have powers of two as twiddles. On the H200 it gives the same bytes but ran 1.72x slower
-    ///   (BENCHMARKS.md, "the power-of-two form of the lazy passes").
-    /// - radix 16, in the lean form only: every register window in four-step form, 15 general
-    ///   multiplications (before a forward window's stages, after an inverse one's) and stages
-    ///   whose twiddles are powers of two, where the lean form multiplies each of its 32
-    ///   butterflies by a general twiddle (BENCHMARKS.md, "The four-step windows").
-    ///
-    /// Ignored by the 4-column kernel and by canonical reduction. Off by default.
+    /// Whether the lazy radix-32, 8-column kernel runs its passes in their power-of-two form
+    /// (`CUDA_NTT_POW2`, 1 or 0): each element scaled once by a power of a per-tile twiddle
+    /// (before a forward pass, after an inverse one), so that the five stages of the pass's
+    /// lowest register window have powers of two as twiddles (shifts, no table loads). Ignored by
+    /// the other kernels (radix 16 runs its lean form) and by canonical reduction. Off by
+    /// default: on the H200 it gives the same bytes but ran 1.72x slower (BENCHMARKS.md, "the
+    /// power-of-two form of the lazy passes").
     pub ntt_pow2: bool,
     /// Whether the lazy 8-column kernels (radix 32 and 16) run their lean form (`CUDA_NTT_LEAN`, 1
     /// or 0): the same arithmetic, with each tile's global addresses as one running offset, the
@@ -193,7 +188,10 @@ pub struct CudaOptions {
     /// (BENCHMARKS.md, "instructions per butterfly from the SASS"). At radix 16 it also runs the
     /// first forward pass's first window and the last inverse pass's last window with
     /// compile-time power-of-two twiddles (BENCHMARKS.md, "the inverse kernel's spills,
-    /// power-of-two first window"). Ignored by the 4-column
+    /// power-of-two first window"), and its other windows in four-step form: 15 general
+    /// multiplications per 16 elements, then stages whose twiddles are powers of two, the same
+    /// values in other (congruent) words inside the transform (BENCHMARKS.md, "The four-step
+    /// windows at radix 16"). Ignored by the 4-column
     /// kernel, by canonical reduction and when [`Self::ntt_pow2`] is set. On by default: the
     /// LDE 2^21 -> 2^22 x 316 took 78.1 ms against 83.1 ms without it on the H200, both with
     /// per-stage twiddle loads (BENCHMARKS.md, "call 2 of 13:37 UTC").
@@ -272,8 +270,7 @@ impl CudaOptions {
     /// These options with the NTT flags that [`Self::ntt_kernel`] ignores cleared, so that two
     /// options run the same NTT kernels exactly when their `ntt_effective()` are equal: radix 32 x
     /// 8 honours all three (the power-of-two form over the lean one, both lazy only); radix 16 is
-    /// lazy only in its lean form, and has a power-of-two form of its lean form only; radix 32 x
-    /// 4 reduces canonically.
+    /// lazy only in its lean form and has no power-of-two form; radix 32 x 4 reduces canonically.
     pub fn ntt_effective(&self) -> CudaOptions {
         let (ntt_lazy, ntt_pow2, ntt_lean) = match self.ntt_kernel {
             NttKernel::Radix32Cols8 => {
@@ -281,7 +278,7 @@ impl CudaOptions {
             }
             NttKernel::Radix16Cols8 => {
                 let lean = self.ntt_lazy && self.ntt_lean;
-                (lean, lean && self.ntt_pow2, lean)
+                (lean, false, lean)
             }
             NttKernel::Radix32Cols4 => (false, false, false),
         };
@@ -291,8 +288,8 @@ impl CudaOptions {
     /// Every NTT launch configuration of the coset LDE on top of `self`'s other settings: stages
     /// per pass 1, 2, 4 and the most shared memory allows ([`Self::ntt_stages`] `None`), each
     /// register kernel ([`NttKernel::ALL`]), and each form that kernel has: lazy, lazy
-    /// power-of-two, lazy lean and canonical for radix 32 x 8 columns, lazy lean, lazy lean
-    /// power-of-two and canonical for radix 16, canonical for radix 32 x 4 columns. Every one gives the same bytes; the backend's
+    /// power-of-two, lazy lean and canonical for radix 32 x 8 columns, lazy lean and canonical for
+    /// radix 16, canonical for radix 32 x 4 columns. Every one gives the same bytes; the backend's
     /// device tests and the reliability suite run each against a reference.
     pub fn ntt_variants(&self) -> Vec<CudaOptions> {
         // Every (lazy, pow2, lean) of every kernel, as the kernel runs it (ntt_effective), once.
@@ -300,7 +297,7 @@ impl CudaOptions {
         for ntt_stages in [Some(1), Some(2), Some(4), None] {
             for ntt_kernel in NttKernel::ALL {
                 for ntt_lazy in [true, false] {
-                    for (ntt_pow2, ntt_lean) in [(false, false), (true, false), (false, true), (true, true)] {
+                    for (ntt_pow2, ntt_lean) in [(false, false), (true, false), (false, true)] {
                         let o = CudaOptions { ntt_stages, ntt_kernel, ntt_lazy, ntt_pow2, ntt_lean, ..self.clone() }
                             .ntt_effective();
                         if !out.contains(&o) {
@@ -427,15 +424,14 @@ mod tests {
     fn ntt_variants_are_distinct_keep_the_other_settings_and_include_the_default() {
         let base = CudaOptions { upload_groups: 7, transpose_route: TransposeRoute::Batched, ..CudaOptions::default() };
         let v = base.ntt_variants();
-        // 4 stage settings x (4 forms of radix 32 x 8 + 3 of radix 16 + 1 of radix 32 x 4).
-        assert_eq!(v.len(), 4 * (4 + 3 + 1));
+        // 4 stage settings x (4 forms of radix 32 x 8 + 2 of radix 16 + 1 of radix 32 x 4).
+        assert_eq!(v.len(), 4 * (4 + 2 + 1));
         for (i, a) in v.iter().enumerate() {
             assert_eq!((a.upload_groups, a.transpose_route), (7, TransposeRoute::Batched), "{a:?}");
             assert!(v[i + 1..].iter().all(|b| b != a), "twice: {a:?}");
-            // The power-of-two form is of the lazy 8-column kernels (at radix 16 of its lean form),
-            // the lean form of the lazy 8-column kernels; each entry selects a kernel of its own.
-            assert!(!a.ntt_pow2 || (a.ntt_lazy && a.ntt_kernel.cols() == 8), "{a:?}");
-            assert!(!a.ntt_pow2 || a.ntt_kernel == NttKernel::Radix32Cols8 || a.ntt_lean, "{a:?}");
+            // The power-of-two form is of the lazy radix-32, 8-column kernel only, the lean form of
+            // the lazy 8-column kernels; each entry selects a kernel of its own.
+            assert!(!a.ntt_pow2 || (a.ntt_lazy && a.ntt_kernel == NttKernel::Radix32Cols8), "{a:?}");
             assert!(!a.ntt_lean || (a.ntt_lazy && a.ntt_kernel.cols() == 8), "{a:?}");
             assert!(a.ntt_kernel == NttKernel::Radix32Cols8 || a.ntt_lazy == a.ntt_lean, "{a:?}");
             assert_eq!(&a.ntt_effective(), a, "an entry with a flag its kernel ignores");
@@ -445,7 +441,6 @@ mod tests {
         let r32 = CudaOptions { ntt_kernel: NttKernel::Radix32Cols8, ..CudaOptions::default() };
         assert!(all.contains(&r32), "radix 32, lazy, lean");
         assert!(all.contains(&CudaOptions { ntt_lean: false, ..r32 }), "the plain lazy form");
-        assert!(all.contains(&CudaOptions { ntt_pow2: true, ..CudaOptions::default() }), "radix 16's four-step form");
     }
 
     #[test]
@@ -465,12 +460,7 @@ mod tests {
         };
         assert_eq!(eff(k(NttKernel::Radix32Cols8, true, true, true)), (true, true, false), "pow2 over lean");
         assert_eq!(eff(k(NttKernel::Radix32Cols8, false, true, true)), (false, false, false), "forms are lazy");
-        assert_eq!(eff(k(NttKernel::Radix16Cols8, true, true, true)), (true, true, true), "radix 16's four-step form");
-        assert_eq!(
-            eff(k(NttKernel::Radix16Cols8, true, true, false)),
-            (false, false, false),
-            "pow2 of the lean form only"
-        );
+        assert_eq!(eff(k(NttKernel::Radix16Cols8, true, true, true)), (true, false, true), "no pow2 at radix 16");
         assert_eq!(eff(k(NttKernel::Radix16Cols8, true, false, false)), (false, false, false), "lazy only lean");
         assert_eq!(eff(k(NttKernel::Radix32Cols4, true, true, true)), (false, false, false));
         let o = CudaOptions { upload_groups: 3, ..k(NttKernel::Radix32Cols4, true, false, false) };

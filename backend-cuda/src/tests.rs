@@ -156,8 +156,6 @@ fn kernels_named_by_the_host_code_exist() {
                 "ntt_dit_pass_lean",
                 "ntt_dif_pass_lean16",
                 "ntt_dit_pass_lean16",
-                "ntt_dif_pass_lean16_pow2",
-                "ntt_dit_pass_lean16_pow2",
                 crate::lde::SPREAD_KERNEL,
                 "gl_selftest",
             ],

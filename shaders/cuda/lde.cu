@@ -391,8 +391,8 @@ __device__ __forceinline__ void dif_last_window_pow2(u64 v[1 << LOGR]) {
     dif_stages_pow2<LOGR, 0, LOGR>(v);
 }
 
-// The four-step form of the lean radix-16 windows (CudaOptions::ntt_four_step). A window runs the
-// stages [s, s + L) of a pass at register bits [B0, B0 + L), B0 = s - w. Those stages form a
+// The four-step form of the lean radix-16 windows. A window runs the stages [s, s + L) of a pass
+// at register bits [B0, B0 + L), B0 = s - w. Those stages form a
 // transform of their own at half-spans from H' = 2^s H with offset lo' = (i mod 2^s) H + lo, so
 // pow2_scale's factorisation applies to them with k = L: the element at sub-index
 // m = (j >> B0) mod 2^L is multiplied by a^bitrev_L(m), a = w_(2^(s+L) H)^lo' (DIT, before the
@@ -400,7 +400,10 @@ __device__ __forceinline__ void dif_last_window_pow2(u64 v[1 << LOGR]) {
 // w_(2^(b+1))^t alone: compile-time powers of two (dit_butterfly_pow2, dif_stages_pow2). A full
 // window then multiplies 15 of its 16 elements by a general twiddle instead of running 32 general
 // butterflies; of its 32 butterflies, 17 multiply by a power of two (a shift and a short
-// reduction) and 15 by nothing.
+// reduction) and 15 by nothing. A multiplication by 2^e is not cheaper than a general one (11 to
+// 21 instructions against 16), but half of the 32 need none, and the window runs 3-6% fewer
+// instructions: the LDE 2^21 -> 2^22 x 316 took 53.9 ms against 55.0 ms with a general twiddle per
+// butterfly (BENCHMARKS.md, "The four-step windows at radix 16").
 // The factors depend on i mod 2^s: on the thread's low bits (its row of the window's table, as
 // in the lean form) and on the register bits below B0 (jl). Row `low` holds them at slot
 // jl (2^L - 1) + m - 1, 2^B0 (2^L - 1) <= 15 of its 2^LOGR - 1 slots.
@@ -558,12 +561,12 @@ __device__ __forceinline__ void tile_exchange(u64* tile, u64 v[1 << LOGR], u32 g
 #undef TILE_CASE
 }
 
-template <bool DIT, int LOGR, int COLS, bool LAZY = false, bool POW2 = false, bool LEAN = false, int FINISH = -1,
-          bool FOUR = false>
+template <bool DIT, int LOGR, int COLS, bool LAZY = false, bool POW2 = false, bool LEAN = false, int FINISH = -1>
 __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
     static_assert(!POW2 || (LAZY && LOGR == 5), "the power-of-two form is a lazy radix-32 pass");
     static_assert(!LEAN || !POW2, "the lean form is of the general passes");
-    static_assert(!FOUR || (LEAN && LOGR == 4), "the four-step form is of the lean radix-16 passes");
+    // The lean radix-16 form runs its windows in four-step form (four_step_window).
+    constexpr bool FOUR = LEAN && LOGR == 4;
     constexpr int R = 1 << LOGR;
     // [2^k][COLS], plus COLS elements of padding after every R rows (tile_slot).
     extern __shared__ u64 tile[];
@@ -828,7 +831,8 @@ extern "C" __global__ void __launch_bounds__(512) ntt_dit_pass_lean(const NttPas
 }
 #endif
 // The lean form at radix 16 (1024 threads of at most 64 registers per 2^11-row tile): twice the
-// warps of radix 32 to hide latency with, half the independent butterflies per thread. The
+// warps of radix 32 to hide latency with, half the independent butterflies per thread, and its
+// windows in four-step form (four_step_window). The
 // inverse kernel has a copy for the last pass and one for the others: at 64 registers, one copy
 // for both spilled the finish's state in the tile loop (radix 32, at 128, spills more when split).
 #if ALL_KERNELS || WANT_ntt_dif_pass_lean16
@@ -843,21 +847,6 @@ extern "C" __global__ void __launch_bounds__(1024) ntt_dif_pass_lean16(const Ntt
 #if ALL_KERNELS || WANT_ntt_dit_pass_lean16
 extern "C" __global__ void __launch_bounds__(1024) ntt_dit_pass_lean16(const NttPass p) {
     ntt_pass_reg<true, 4, 8, true, false, true>(p);
-}
-#endif
-// The lean radix-16 form with its windows in four-step form (four_step_window): the same bytes.
-#if ALL_KERNELS || WANT_ntt_dif_pass_lean16_pow2
-extern "C" __global__ void __launch_bounds__(1024) ntt_dif_pass_lean16_pow2(const NttPass p) {
-    if (p.finish_inverse) {
-        ntt_pass_reg<false, 4, 8, true, false, true, 1, true>(p);
-    } else {
-        ntt_pass_reg<false, 4, 8, true, false, true, 0, true>(p);
-    }
-}
-#endif
-#if ALL_KERNELS || WANT_ntt_dit_pass_lean16_pow2
-extern "C" __global__ void __launch_bounds__(1024) ntt_dit_pass_lean16_pow2(const NttPass p) {
-    ntt_pass_reg<true, 4, 8, true, false, true, -1, true>(p);
 }
 #endif
 // The power-of-two form of the lazy passes (see pow2_scale): the same bytes.
