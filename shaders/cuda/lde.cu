@@ -484,29 +484,23 @@ __device__ __forceinline__ void four_step_window_of(u32 n, u32 k, bool pow2_firs
 // The four-step factors of one tile (see four_step_window), gathered into the lean form's layout
 // by window: row `low` of window n, slot jl (2^L - 1) + m - 1, holds
 // w_(2^(s+L) H)^((low' H + lo) bitrev_L(m)) with low' = low | (jl << w), read from the pass's
-// table t[x] (x below half the transform size; t^(x + size/2) = -t^x). The threads walk 2^LOGR
-// candidates (jl, m) per row, jl 2^L + m, so that no index needs a division.
+// table t[x] (x below half the transform size; t^(x + size/2) = -t^x).
 template <bool DIT, int LOGR>
 __device__ __forceinline__ void gather_four_step(u64* tws, const NttPass& p, u32 k, u32 lo, bool pow2_first,
                                                  bool pow2_last) {
     const u32 log_h = (u32)p.log_h_small, log_n = (u32)p.log_size;
     const u64 half = 1ull << (log_n - 1);
-    u64* t = tws;  // window n's table: lean_window_base(n, k)
     for (u32 n = 0; n * LOGR < k; ++n) {
         u32 w, b0, l;
         four_step_window_of<DIT, LOGR>(n, k, pow2_first, pow2_last, w, b0, l);
-        if (l != 0) {
-            const u32 mask = (1u << l) - 1, shift = log_n - log_h - (w + b0 + l);
-            for (u32 x = threadIdx.x; x < (1u << (w + LOGR)); x += blockDim.x) {
-                const u32 row = x >> LOGR, jl = (x & ((1u << LOGR) - 1)) >> l, m = x & mask;
-                if (m != 0 && jl < (1u << b0)) {
-                    const u64 y = ((((u64)(row | (jl << w)) << log_h) + lo) * (__brev(m) >> (32 - l))) << shift;
-                    const u64 tw = p.tw[y & (half - 1)];
-                    t[row * ((1u << LOGR) - 1) + jl * mask + m - 1] = (y & half) ? GL_P - tw : tw;
-                }
-            }
+        const u32 per_jl = (1u << l) - 1, per_row = per_jl << b0, shift = log_n - log_h - (w + b0 + l);
+        u64* const t = tws + lean_window_base<DIT, LOGR>(n, k);
+        for (u32 x = threadIdx.x; x < (per_row << w); x += blockDim.x) {
+            const u32 row = x / per_row, slot = x - row * per_row, jl = slot / per_jl, m = slot - jl * per_jl + 1;
+            const u64 y = ((((u64)(row | (jl << w)) << log_h) + lo) * bitrev32(m, l)) << shift;
+            const u64 tw = p.tw[y & (half - 1)];
+            t[row * ((1u << LOGR) - 1) + slot] = (y & half) ? GL_P - tw : tw;
         }
-        t += (1u << w) * ((1u << LOGR) - 1);
     }
 }
 
@@ -663,8 +657,8 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
             // The table's view of the stages: the pass's own, or (power-of-two form) half-spans from 1.
             const u32 tw_lo = POW2 ? 0 : (u32)lo, tw_log_h = POW2 ? 0 : (u32)p.log_h_small;
             constexpr TwSource TW = POW2 ? TW_TABLE : LEAN ? TW_ROWS : TW_GATHERED;
-            // The lean form: the offset of the window's table, and the thread's row of it.
-            u32 tw_base = 0;
+            // The lean form: the window's index, and the thread's row of its twiddles.
+            u32 window = 0;
             const u64* tw_row = tws;
             if (POW2 && DIT) {
                 if (lo != 0) pow2_scale<LOGR>(v, p, g, (u32)lo);
@@ -686,7 +680,7 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
                     // (The power-of-two windows ran the stages of window 0 above; later windows have w > 0.)
                     if (!pow2_first || w != 0) {
                         const u32 top = min(next + LOGR, k);
-                        if (LEAN) tw_row = tws + tw_base + (g & ((1u << w) - 1)) * (R - 1);
+                        if (LEAN) tw_row = tws + lean_window_base<DIT, LOGR>(window, k) + (g & ((1u << w) - 1)) * (R - 1);
                         if constexpr (FOUR) {
                             four_step_window_at<DIT>(v, tw_row, next - w, top - next);
                         } else {
@@ -704,7 +698,7 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
                     }
                     // (Power-of-two last window: stop at stage LOGR, so that it is [0, LOGR).)
                     const u32 bot = pow2_last ? (next >= 2 * LOGR ? next - LOGR : LOGR) : (next >= LOGR ? next - LOGR : 0);
-                    if (LEAN) tw_row = tws + tw_base + (g & ((1u << w) - 1)) * (R - 1);
+                    if (LEAN) tw_row = tws + lean_window_base<DIT, LOGR>(window, k) + (g & ((1u << w) - 1)) * (R - 1);
                     if constexpr (FOUR) {
                         four_step_window_at<DIT>(v, tw_row, bot - w, next - bot);
                     } else {
@@ -726,8 +720,8 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
                     for (int j = 0; j < R; ++j) tile[tile_slot<LOGR, COLS>(reg_index<LOGR>(g, w, j), c)] = v[j];
                 }
                 __syncthreads();
-                tw_base += (1u << w) * (R - 1);  // the window's table, lean_window_base
                 w = DIT ? min(next, k - LOGR) : (next >= LOGR ? next - LOGR : 0);
+                ++window;
                 if (LEAN) {
                     tile_exchange<false, LOGR, COLS>(tile, v, g, c, w);
                 } else {
