@@ -173,7 +173,8 @@ pub(crate) enum LazyForm {
     Plain,
     /// The power-of-two form, lde.cu's `pow2_scale` ([`CudaOptions::ntt_pow2`]).
     Pow2,
-    /// The lean form: the same arithmetic, fewer address instructions ([`CudaOptions::ntt_lean`]).
+    /// The lean form: fewer address instructions ([`CudaOptions::ntt_lean`]); the same arithmetic at
+    /// radix 32, the windows in four-step form at radix 16 (lde.cu's `four_step_window`).
     Lean,
 }
 
@@ -240,7 +241,8 @@ fn reg_tile_bytes(k: u32, cols: usize, radix: u32, twiddle_slots: usize, coset_f
 }
 
 /// The slots of a register kernel's gathered twiddles for a pass of `k >= log2(radix)` stages.
-/// The lean form gathers them by window (lde.cu's `gather_twiddles` with `ROWS`): the window at local bit
+/// The lean form gathers them by window (lde.cu's `gather_twiddles` with `ROWS`; at radix 16 the
+/// four-step factors, `gather_four_step`, in the same rows): the window at local bit
 /// `w` has `2^w` rows of `radix - 1`, and the windows are, for DIT, at `w = min(n log2(radix), k -
 /// log2(radix))` and, for DIF, at `w = max(k - (n + 1) log2(radix), 0)`, `n < ceil(k /
 /// log2(radix))`. The other forms gather `2^k - 1` by stage (`gather_twiddles`; the power-of-two
