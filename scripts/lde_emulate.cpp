@@ -54,8 +54,8 @@ struct ulonglong2 {
 };
 // The largest register tile, its gathered twiddles and its coset factors (lde.rs's reg_tile_bytes):
 // a 2^11 x 8 tile with radix 16's padding (8 elements per 16 rows), at most 31 x (1 + 32 + 64)
-// twiddle slots (the lean radix-32 forward pass of 11 stages), and the larger of 2^11 coset
-// factors with one slot skipped per 16 and a second radix-16 table (15 x (1 + 16 + 128)).
+// twiddle slots (the lean radix-32 forward pass of 11 stages) and 2^11 coset factors with one slot
+// skipped per 16.
 unsigned long long tile_mem[(1 << 11) * 8 + (1 << 11) / 16 * 8 + 31 * 97 + (1 << 11) + (1 << 11) / 16];
 
 #include LDE_HOST_SOURCE
@@ -119,17 +119,13 @@ static void launch(Kernel kernel, unsigned grid, unsigned block, const NttPass& 
 int main() {
     std::mt19937_64 rng(7);
     int runs = 0, bad = 0;
-    // The last entry is lean16 again, with the first forward pass's twiddle tables of both `lo`
-    // resident (lo_tables = 2) where the pass is the replicated one.
-    const Kernel dif[] = {ntt_dif_pass_lazy, ntt_dif_pass_lean, ntt_dif_pass_pow2, ntt_dif_pass_lean16,
-                          ntt_dif_pass_lean16};
-    const Kernel dit[] = {ntt_dit_pass_lazy, ntt_dit_pass_lean, ntt_dit_pass_pow2, ntt_dit_pass_lean16,
-                          ntt_dit_pass_lean16};
-    const char* names[] = {"lazy", "lean", "pow2", "lean16", "lean16 (lo tables)"};
-    const unsigned radix[] = {32, 32, 32, 16, 16};
+    const Kernel dif[] = {ntt_dif_pass_lazy, ntt_dif_pass_lean, ntt_dif_pass_pow2, ntt_dif_pass_lean16};
+    const Kernel dit[] = {ntt_dit_pass_lazy, ntt_dit_pass_lean, ntt_dit_pass_pow2, ntt_dit_pass_lean16};
+    const char* names[] = {"lazy", "lean", "pow2", "lean16"};
+    const unsigned radix[] = {32, 32, 32, 16};
     // The power-of-two form and the four-step radix-16 windows compute other (congruent) words
     // than the plain form.
-    const bool mod_p[] = {false, false, true, true, true};
+    const bool mod_p[] = {false, false, true, true};
     // (log size, k, log H, columns, DIT, canon_in, canon_out, finish_inverse, replicated_in)
     for (int log_size : {10, 11, 12})
         for (int k = 5; k <= 11 && k <= log_size; ++k)
@@ -167,9 +163,7 @@ int main() {
                             // the tiles run in); the tiles of a one-pass finish straddle it.
                             p.spread_from = n / 2;
                             std::vector<u64> want;
-                            for (int v = 0; v < 5; ++v) {
-                                if (v == 4 && !replicated) continue;
-                                p.lo_tables = v == 4 ? 2 : 1;
+                            for (int v = 0; v < 4; ++v) {
                                 std::vector<u64> out = buf;
                                 p.src = p.dst = out.data();
                                 launch(is_dit ? dit[v] : dif[v], 3, (1u << k) * 8 / radix[v], p);

@@ -111,16 +111,13 @@ struct NttPass {
     canon_out: u64,
     spread_from: u64,
     row_pitch: u64,
-    /// The first forward pass of the lean radix-16 form: 1, or `B` when the twiddle tables of all
-    /// `B` tiles of a block fit shared memory together ([`lo_tables`]).
-    lo_tables: u64,
 }
 
 // SAFETY: `#[repr(C)]` u64 fields, the layout of lde.cu's `NttPass` (src, dst, tw, coset,
 // src_stride, dst_stride, cols, log_size, log_h_small, k, canon_in, finish_inverse, log_blowup,
-// replicate_out, replicated_in, canon_out, spread_from, row_pitch, lo_tables); no padding.
+// replicate_out, replicated_in, canon_out, spread_from, row_pitch); no padding.
 unsafe impl KernelParam for NttPass {}
-const _: () = assert!(std::mem::size_of::<NttPass>() == 19 * 8, "NttPass is nineteen u64, unpadded");
+const _: () = assert!(std::mem::size_of::<NttPass>() == 18 * 8, "NttPass is eighteen u64, unpadded");
 
 /// The spread kernel's name.
 pub(crate) const SPREAD_KERNEL: &str = "lde_spread";
@@ -276,31 +273,6 @@ fn reg_pass_bytes(
     reg_tile_bytes(k, cols, radix, twiddle_slots(k, radix, lean, dit), lean && finish && !dit)
 }
 
-/// [`reg_pass_bytes`] with `tables` twiddle tables (one per `lo`, [`lo_tables`]) where the pass
-/// has one.
-fn reg_launch_bytes(
-    k: u32,
-    cols: usize,
-    v @ (radix, _, _, form): (u32, usize, bool, LazyForm),
-    dit: bool,
-    finish: bool,
-    tables: usize,
-) -> usize {
-    let extra = (tables - 1) * twiddle_slots(k, radix, form == LazyForm::Lean, dit) * ELEM_BYTES;
-    reg_pass_bytes(k, cols, v, dit, finish) + extra
-}
-
-/// The twiddle tables that the first forward pass (`replicated_in`: one block computes the `B =
-/// 2^log_b` tiles of one `hi`, `lo = 0 .. B`) keeps in shared memory. The lean radix-16 form
-/// (lde.cu's `lo_tables`) gathers all `B` once per block when they fit `max_shared` together;
-/// otherwise, and in the other forms, one table is gathered again for each tile. The first
-/// forward pass at blowup 2 is the one pass whose `lo` alternates from tile to tile.
-fn lo_tables(k: u32, cols: usize, v: (u32, usize, bool, LazyForm), log_b: u32, max_shared: usize) -> usize {
-    let b = 1usize << log_b;
-    let four_step = v.0 == 16 && v.3 == LazyForm::Lean;
-    if four_step && b > 1 && reg_launch_bytes(k, cols, v, true, false, b) <= max_shared { b } else { 1 }
-}
-
 /// The most shared memory a register kernel of the variant `v` needs for a pass of `k` stages,
 /// forward or inverse (at 8 columns for the 4-column kernel too, as its stage split assumes).
 fn reg_block_bytes(k: u32, v: (u32, usize, bool, LazyForm)) -> usize {
@@ -399,7 +371,6 @@ fn plan(log_n: u32, log_b: u32, m: usize, pitch: usize, max_k: u32, route: Route
             canon_out: u64::from(last && forward.is_empty()),
             spread_from: spread_from as u64,
             row_pitch: pitch as u64,
-            lo_tables: 1,
         };
         steps.push(Step::Ntt { dit: false, src, dst: Buf::Lde, pass });
     }
@@ -451,7 +422,6 @@ fn plan(log_n: u32, log_b: u32, m: usize, pitch: usize, max_k: u32, route: Route
             canon_out: u64::from(idx + 1 == forward.len()),
             spread_from: 0,
             row_pitch: pitch as u64,
-            lo_tables: 1,
         };
         lo += k;
         steps.push(Step::Ntt { dit: true, src: Buf::Lde, dst: Buf::Lde, pass });
@@ -663,14 +633,13 @@ fn queue(
     let max_k = stages_per_pass(device, options);
     let v @ (radix, reg_cols, _, _) = variant(options);
     let shared_max = reg_block_bytes(max_k, v);
-    let kernels = |dit: bool, k: u32, finish: bool, tables: usize| {
+    let kernels = |dit: bool, k: u32, finish: bool| {
         let reg = k >= REG_MIN_STAGES;
         let name = pass_kernel(dit, reg, v);
         let cols = if reg { reg_cols } else { NTT_COLS };
         let threads = if reg { ((1usize << k) * cols / radix as usize) as u32 } else { BLOCK };
-        let smem =
-            if reg { reg_launch_bytes(k, cols, v, dit, finish, tables) } else { (1usize << k) * cols * ELEM_BYTES };
-        device.kernel(Source::Lde, name, shared_max.max(smem)).map(|kernel| (kernel, threads, smem as u32, cols))
+        let smem = if reg { reg_pass_bytes(k, cols, v, dit, finish) } else { (1usize << k) * cols * ELEM_BYTES };
+        device.kernel(Source::Lde, name, shared_max).map(|kernel| (kernel, threads, smem as u32, cols))
     };
     let max_grid = device.sm_count as usize * 8;
     // Column `cols.start` of row 0: the launches cover columns [cols.start, cols.end) of every row.
@@ -689,14 +658,7 @@ fn queue(
                 pass.dst = addr(dst);
                 pass.tw = if dit { tw.buf.ptr_at(inv) } else { tw.buf.ptr() };
                 pass.coset = if dit { 0 } else { tw.buf.ptr_at(inv + fwd) };
-                let k = pass.k as u32;
-                pass.lo_tables = if pass.replicated_in != 0 && k >= REG_MIN_STAGES {
-                    lo_tables(k, reg_cols, v, log_b, device.max_shared_optin) as u64
-                } else {
-                    1
-                };
-                let (kernel, threads, smem, tile_cols) =
-                    kernels(dit, k, pass.finish_inverse != 0, pass.lo_tables as usize)?;
+                let (kernel, threads, smem, tile_cols) = kernels(dit, pass.k as u32, pass.finish_inverse != 0)?;
                 let reps = if pass.replicated_in != 0 { 1usize << log_b } else { 1 };
                 let tiles = (1usize << pass.log_size >> pass.k) / reps * m.div_ceil(tile_cols);
                 // The register kernels count their tiles in 32 bits (lde.cu's loop control): 2^31
@@ -938,21 +900,6 @@ mod tests {
         let cf = reg_pass_bytes(10, 8, d, false, true) - reg_pass_bytes(10, 8, d, false, false);
         assert_eq!(cf, (1024 + 1024 / 16) * ELEM_BYTES, "the finish's coset factors, one slot skipped per 16");
         assert_eq!(reg_pass_bytes(10, 8, d, true, true), reg_pass_bytes(10, 8, d, true, false), "forward: none");
-        // The first forward pass at blowup 2 keeps both of its `lo` tables where they fit: one
-        // more table of 15 x (1 + 16 + 128) slots, 170 KiB in all at 2^11 rows (the 196 KiB
-        // carve-out); never in the other forms, at blowup 1, or on a device with less shared memory.
-        let h200 = 227 * 1024;
-        assert_eq!(lo_tables(11, 8, d, 1, h200), 2);
-        assert_eq!(lo_tables(11, 8, d, 2, h200), 4, "four tables of 2^11 rows fit 227 KiB");
-        assert_eq!(lo_tables(11, 8, d, 3, h200), 1, "eight do not");
-        assert_eq!(lo_tables(11, 8, d, 0, h200), 1, "blowup 1: one tile per block");
-        assert_eq!(lo_tables(11, 8, d, 1, 164 * 1024), 1, "no room beside the tile");
-        assert_eq!(lo_tables(11, 8, (32, 8, true, LazyForm::Lean), 1, h200), 1, "radix 32 regathers");
-        assert_eq!(lo_tables(11, 8, (16, 8, false, LazyForm::Plain), 1, h200), 1, "only the four-step form");
-        let second = reg_launch_bytes(11, 8, d, true, false, 2) - reg_launch_bytes(11, 8, d, true, false, 1);
-        assert_eq!(second, 15 * (1 + 16 + 128) * ELEM_BYTES);
-        assert!(reg_launch_bytes(11, 8, d, true, false, 2) > 164 * 1024);
-        assert!(reg_launch_bytes(11, 8, d, true, false, 2) + 1024 <= 196 * 1024);
     }
 
     #[test]

@@ -54,8 +54,6 @@ struct NttPass {
     u64 spread_from;    // finish_inverse: the first position written to row B*p (0 out of place)
     u64 row_pitch;      // finish_inverse: elements between consecutive rows of dst (the LDE buffer's
                         //    row length, whatever the range of columns this launch covers)
-    u64 lo_tables;      // replicated_in, lean radix 16: 1, or B when the twiddles of all B tiles of a
-                        //    block stay in shared memory (gathered once per block)
 };
 
 // finish_inverse: the element offset of row B*pos (pos >= spread_from) or of row pos (the rows
@@ -583,13 +581,7 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
     // depend only on `lo`, so consecutive tiles with the same `lo` reuse them.
     u64* const tws = tile + ((1u << k) * COLS + tile_pad<LOGR, COLS>(1u << k));
     // The lean form's last inverse pass: the tile's coset factors (coset_factors) after them.
-    const u32 tw_slots = LEAN ? lean_window_base<DIT, LOGR>((k + LOGR - 1) / LOGR, k) : (1u << k);
-    u64* const cf = tws + tw_slots;
-    // The first forward pass of the four-step form: a block computes the B tiles of one `hi`, one
-    // per `lo`, and with lo_tables = B the B twiddle tables follow each other in shared memory,
-    // gathered once per block instead of once per tile (the first forward pass at blowup 2
-    // alternates between lo = 0 and 1 from tile to tile).
-    const bool lo_resident = FOUR && DIT && p.lo_tables > 1;
+    u64* const cf = tws + (LEAN ? lean_window_base<DIT, LOGR>((k + LOGR - 1) / LOGR, k) : (1u << k));
     // FINISH: 0 or 1 where the kernel has a copy for each (the finish's state then leaves the other
     // copy's registers), -1 to read the flag.
     const bool finish = !DIT && (FINISH < 0 ? p.finish_inverse != 0 : FINISH == 1);
@@ -613,19 +605,12 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
             const u32 tile_id = task * (u32)reps + rep;
             const u64 lo = tile_id & (u32)(h_small - 1);
             const u64 hi = tile_id >> p.log_h_small;
-            // The twiddles of the tile's `lo`: gathered when `lo` changes or, with the tables of
-            // every `lo` resident (lo_resident), for all of them on the block's first tile. (`lo` is
-            // the same for the whole block: the gather and its barrier are uniform. The previous
-            // tile's reads of `tws` ended at its closing barrier.)
-            const bool gather = !POW2 && (lo_resident ? tws_lo == ~0u : (u32)lo != tws_lo);
+            // (`lo` is the same for the whole block: the gather and its barrier are uniform. The
+            // previous tile's reads of `tws` ended at its closing barrier.)
+            const bool gather = !POW2 && (u32)lo != tws_lo;
             if (gather) {
                 if constexpr (FOUR) {
-                    if (lo_resident) {
-                        for (u32 l = 0; l < (u32)p.lo_tables; ++l)
-                            gather_four_step<DIT, LOGR>(tws + l * tw_slots, p, k, l, pow2_first, pow2_last);
-                    } else {
-                        gather_four_step<DIT, LOGR>(tws, p, k, (u32)lo, pow2_first, pow2_last);
-                    }
+                    gather_four_step<DIT, LOGR>(tws, p, k, (u32)lo, pow2_first, pow2_last);
                 } else {
                     gather_twiddles<LEAN, DIT, LOGR>(tws, p, k, (u32)lo);
                 }
@@ -674,8 +659,7 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
             constexpr TwSource TW = POW2 ? TW_TABLE : LEAN ? TW_ROWS : TW_GATHERED;
             // The lean form: the window's index, and the thread's row of its twiddles.
             u32 window = 0;
-            const u64* const tws_lo_table = lo_resident ? tws + (u32)lo * tw_slots : tws;
-            const u64* tw_row = tws_lo_table;
+            const u64* tw_row = tws;
             if (POW2 && DIT) {
                 if (lo != 0) pow2_scale<LOGR>(v, p, g, (u32)lo);
                 dit_first_window_pow2<LOGR>(v);  // k >= LOGR: the register kernels run k >= 5
@@ -696,7 +680,7 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
                     // (The power-of-two windows ran the stages of window 0 above; later windows have w > 0.)
                     if (!pow2_first || w != 0) {
                         const u32 top = min(next + LOGR, k);
-                        if (LEAN) tw_row = tws_lo_table + lean_window_base<DIT, LOGR>(window, k) + (g & ((1u << w) - 1)) * (R - 1);
+                        if (LEAN) tw_row = tws + lean_window_base<DIT, LOGR>(window, k) + (g & ((1u << w) - 1)) * (R - 1);
                         if constexpr (FOUR) {
                             four_step_window_at<DIT>(v, tw_row, next - w, top - next);
                         } else {
@@ -714,7 +698,7 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
                     }
                     // (Power-of-two last window: stop at stage LOGR, so that it is [0, LOGR).)
                     const u32 bot = pow2_last ? (next >= 2 * LOGR ? next - LOGR : LOGR) : (next >= LOGR ? next - LOGR : 0);
-                    if (LEAN) tw_row = tws_lo_table + lean_window_base<DIT, LOGR>(window, k) + (g & ((1u << w) - 1)) * (R - 1);
+                    if (LEAN) tw_row = tws + lean_window_base<DIT, LOGR>(window, k) + (g & ((1u << w) - 1)) * (R - 1);
                     if constexpr (FOUR) {
                         four_step_window_at<DIT>(v, tw_row, bot - w, next - bot);
                     } else {
