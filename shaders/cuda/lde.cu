@@ -65,17 +65,6 @@ __device__ __forceinline__ u64 finish_reps(u64 pos, const NttPass& p) {
     return pos >= p.spread_from && p.replicate_out ? 1ull << p.log_blowup : 1;
 }
 
-// A global load that allocates no L1 line: the tile's rows are read once per pass.
-__device__ __forceinline__ u64 ld_no_l1(const u64* a) {
-#ifdef __CUDA_ARCH__
-    u64 v;
-    asm volatile("ld.global.L1::no_allocate.u64 %0, [%1];" : "=l"(v) : "l"(a));
-    return v;
-#else
-    return *a;
-#endif
-}
-
 // Position of local index i in tile (hi, lo).
 __device__ __forceinline__ u64 tile_pos(u64 hi, u64 lo, u64 i, const NttPass& p) {
     return (((hi << p.k) + i) << p.log_h_small) + lo;
@@ -639,7 +628,7 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
                 const u64* a = p.src + pos0 * p.src_stride + col;
                 if (active) {
 #pragma unroll
-                    for (int j = 0; j < R; ++j, a += step) v[j] = ld_no_l1(a);
+                    for (int j = 0; j < R; ++j, a += step) v[j] = *a;
                 } else {
 #pragma unroll
                     for (int j = 0; j < R; ++j) v[j] = 0;
