@@ -30,12 +30,12 @@
 //! - **The LDE in place, in four passes** at 2^21 -> 2^22: register-blocked radix-16 NTT passes
 //!   (1024 threads) over 2^11-row x 8-column shared-memory tiles, each tile's twiddles and coset
 //!   factors gathered into shared memory first, each 16-point register window in four-step form
-//!   (15 general multiplications, then stages whose twiddles are powers of two); the inverse by decimation in frequency on the
-//!   trace's own rows `[0, n)` of the LDE buffer, its last pass storing rows `p >= n/B` at row
-//!   `B*p` and about `log2(n/B)` short spread launches moving the rest (`lde`'s module doc proves
-//!   the order race-free); the forward by decimation in time reading rows `B*p` for all `B`
-//!   replicas; Goldilocks arithmetic on PTX carry chains with lazy reduction (canonical only
-//!   where stored last).
+//!   (15 general multiplications, then stages whose twiddles are powers of two); the inverse by
+//!   decimation in frequency on the trace's own rows `[0, n)` of the LDE buffer, its last pass
+//!   storing rows `p >= n/B` at row `B*p` and about `log2(n/B)` short spread launches moving the
+//!   rest (`lde`'s module doc proves the order race-free); the forward by decimation in time
+//!   reading rows `B*p` for all `B` replicas; Goldilocks arithmetic on PTX carry chains with lazy
+//!   reduction (canonical only where stored last).
 //! - **Options, not globals.** The transpose route, the NTT variants and the kernel cache are
 //!   [`CudaOptions`], fixed when a backend is opened ([`CudaBackend::open`]);
 //!   [`CudaBackend::with_options`] gives another handle on the same device to measure or test

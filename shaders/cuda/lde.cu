@@ -392,18 +392,18 @@ __device__ __forceinline__ void dif_last_window_pow2(u64 v[1 << LOGR]) {
 }
 
 // The four-step form of the lean radix-16 windows. A window runs the stages [s, s + L) of a pass
-// at register bits [B0, B0 + L), B0 = s - w. Those stages form a
-// transform of their own at half-spans from H' = 2^s H with offset lo' = (i mod 2^s) H + lo, so
-// pow2_scale's factorisation applies to them with k = L: the element at sub-index
-// m = (j >> B0) mod 2^L is multiplied by a^bitrev_L(m), a = w_(2^(s+L) H)^lo' (DIT, before the
-// stages; DIF, after them, with the inverse table's w^-1), and the stages keep the twiddles
-// w_(2^(b+1))^t alone: compile-time powers of two (dit_butterfly_pow2, dif_stages_pow2). A full
-// window then multiplies 15 of its 16 elements by a general twiddle instead of running 32 general
-// butterflies; of its 32 butterflies, 17 multiply by a power of two (a shift and a short
-// reduction) and 15 by nothing. A multiplication by 2^e is not cheaper than a general one (11 to
-// 21 instructions against 16), but half of the 32 need none, and the window runs 3-6% fewer
-// instructions: the LDE 2^21 -> 2^22 x 316 took 53.9 ms against 55.0 ms with a general twiddle per
-// butterfly (BENCHMARKS.md, "The four-step windows at radix 16").
+// at register bits [B0, B0 + L), B0 = s - w. Those stages form a transform of their own at
+// half-spans from H' = 2^s H with offset lo' = (i mod 2^s) H + lo, so pow2_scale's factorisation
+// applies to them with k = L: the element at sub-index m = (j >> B0) mod 2^L is multiplied by
+// a^bitrev_L(m), a = w_(2^(s+L) H)^lo' (DIT, before the stages; DIF, after them, with the inverse
+// table's w^-1), and the stages keep the twiddles w_(2^(b+1))^t alone: compile-time powers of two
+// (dit_butterfly_pow2, dif_stages_pow2). A full window then multiplies 15 of its 16 elements by a
+// general factor, and of its 32 butterflies 17 multiply by a power of two (a shift and a short
+// reduction) and 15 by nothing, where the lean form multiplies all 32 by a general twiddle. A
+// multiplication by 2^e costs about what a general one does here (BENCHMARKS.md, "A fused
+// butterfly for the powers of two"), yet the window runs 3-6% fewer instructions: the LDE
+// 2^21 -> 2^22 x 316 took 53.9 ms against 55.0 ms with a general twiddle per butterfly
+// (BENCHMARKS.md, "The four-step windows at radix 16").
 // The factors depend on i mod 2^s: on the thread's low bits (its row of the window's table, as
 // in the lean form) and on the register bits below B0 (jl). Row `low` holds them at slot
 // jl (2^L - 1) + m - 1, 2^B0 (2^L - 1) <= 15 of its 2^LOGR - 1 slots.
@@ -462,7 +462,8 @@ __device__ __forceinline__ void four_step_window_at(u64 v[16], const u64* row, u
 
 // Window n of a four-step pass: its position w and register bits [b0, b0 + l); l = 0 for a
 // window with compile-time twiddles (pow2_first's first, pow2_last's last) or past the last
-// stage. The same sequence as ntt_pass_reg's loop.
+// stage. The same sequence as ntt_pass_reg's loop, whose DIF window bounds it restates (a shared
+// helper changed the kernels' PTX, and these are the kernels measured on the H200).
 template <bool DIT, int LOGR>
 __device__ __forceinline__ void four_step_window_of(u32 n, u32 k, bool pow2_first, bool pow2_last, u32& w, u32& b0,
                                                     u32& l) {
@@ -484,7 +485,10 @@ __device__ __forceinline__ void four_step_window_of(u32 n, u32 k, bool pow2_firs
 // The four-step factors of one tile (see four_step_window), gathered into the lean form's layout
 // by window: row `low` of window n, slot jl (2^L - 1) + m - 1, holds
 // w_(2^(s+L) H)^((low' H + lo) bitrev_L(m)) with low' = low | (jl << w), read from the pass's
-// table t[x] (x below half the transform size; t^(x + size/2) = -t^x).
+// table t[x] (x below half the transform size; t^(x + size/2) = -t^x). (A form of this loop
+// without its two divisions ran 2.4-3.9% fewer instructions, but the forward kernel then spilled
+// and its first pass lost more than the others gained: BENCHMARKS.md, "The tile's twiddle gather
+// without divisions".)
 template <bool DIT, int LOGR>
 __device__ __forceinline__ void gather_four_step(u64* tws, const NttPass& p, u32 k, u32 lo, bool pow2_first,
                                                  bool pow2_last) {
@@ -733,9 +737,7 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
             if (LEAN && active && finish) {
                 // The coset factors, then the row of each position: B p from spread_from on, else
                 // p. A tile whose positions all lie on one side of spread_from stores through one
-                // running address, as below. A DIF pass ends in the window at w = 0, so register j
-                // holds local index base + j, base has no bits below LOGR, and cf_slot(base + j) =
-                // cf_slot(base) + j: one address, and compile-time offsets from it.
+                // running address, as below.
                 const u32 base = reg_index<LOGR>(g, w, 0);
 #pragma unroll
                 for (int j = 0; j < R; ++j) v[j] = gl_mul_lazy(v[j], cf[cf_slot<LOGR>(base + ((u32)j << w))]);
@@ -832,9 +834,9 @@ extern "C" __global__ void __launch_bounds__(512) ntt_dit_pass_lean(const NttPas
 #endif
 // The lean form at radix 16 (1024 threads of at most 64 registers per 2^11-row tile): twice the
 // warps of radix 32 to hide latency with, half the independent butterflies per thread, and its
-// windows in four-step form (four_step_window). The
-// inverse kernel has a copy for the last pass and one for the others: at 64 registers, one copy
-// for both spilled the finish's state in the tile loop (radix 32, at 128, spills more when split).
+// windows in four-step form (four_step_window). The inverse kernel has a copy for the last pass
+// and one for the others: at 64 registers, one copy for both spilled the finish's state in the
+// tile loop (radix 32, at 128, spills more when split).
 #if ALL_KERNELS || WANT_ntt_dif_pass_lean16
 extern "C" __global__ void __launch_bounds__(1024) ntt_dif_pass_lean16(const NttPass p) {
     if (p.finish_inverse) {
