@@ -341,25 +341,34 @@ __device__ __forceinline__ void dit_butterfly_pow2(u64& x, u64& y, int e) {
     y = e >= 96 ? sum : diff;
 }
 
-// Stages 0 .. LOGR-1 of a DIT pass at half-spans from H = 2^LOG_H on its first window (w = 0:
-// register j holds local index j | (g << LOGR), so j0 mod 2^b = jb is a compile-time constant),
-// with the twiddles of tiles whose lo is LO: w_(2^(b+1) H)^(jb H + LO) = 2^((jb H + LO)
-// E_(b+1+LOG_H) mod 192) (gl_root_exp), compile-time powers of two while 2^(LOGR+LOG_H) <= 64.
-// The power-of-two form runs it with H = 1 and LO = 0 after its pre-scaling; the lean radix-16
-// form runs the first forward pass at blowup 2 with H = 2 and one copy for each LO, no table.
-template <int LOGR, int LOG_H = 0, int LO = 0>
-__device__ __forceinline__ void dit_first_window_pow2(u64 v[1 << LOGR]) {
-    static_assert(LOGR + LOG_H <= 6 && LO < (1 << LOG_H), "w_64 is the largest root with a power-of-two form");
+// The stages of register bits [B0, B0 + L) of a DIT window in power-of-two form (2^LOGR
+// registers), as a transform of its own at half-spans from H = 2^LOG_H: sub-stage s = b - B0 pairs
+// j0 and j0 | 2^b, t = (j0 >> B0) mod 2^s, with the twiddles of tiles whose lo is LO:
+// w_(2^(s+1) H)^(t H + LO) = 2^((t H + LO) E_(s+1+LOG_H) mod 192) (gl_root_exp), compile-time
+// powers of two while 2^(L+LOG_H) <= 64. The mirror of dif_stages_pow2.
+template <int LOGR, int B0, int L, int LOG_H = 0, int LO = 0>
+__device__ __forceinline__ void dit_stages_pow2(u64 v[1 << LOGR]) {
+    static_assert(L + LOG_H <= 6 && LO < (1 << LOG_H), "w_64 is the largest root with a power-of-two form");
     constexpr int R = 1 << LOGR;
 #pragma unroll
-    for (int b = 0; b < LOGR; ++b) {
+    for (int s = 0; s < L; ++s) {
+        const int b = B0 + s;
 #pragma unroll
         for (int q = 0; q < R / 2; ++q) {
             const int j0 = ((q >> b) << (b + 1)) | (q & ((1 << b) - 1)), j1 = j0 | (1 << b);
-            const int jb = q & ((1 << b) - 1);
-            dit_butterfly_pow2(v[j0], v[j1], (((jb << LOG_H) + LO) * gl_root_exp(b + 1 + LOG_H)) % 192);
+            const int t = (j0 >> B0) & ((1 << s) - 1);
+            dit_butterfly_pow2(v[j0], v[j1], (((t << LOG_H) + LO) * gl_root_exp(s + 1 + LOG_H)) % 192);
         }
     }
+}
+
+// Stages 0 .. LOGR-1 of a DIT pass at half-spans from H = 2^LOG_H on its first window (w = 0:
+// register j holds local index j | (g << LOGR), so its twiddles are compile-time constants). The
+// power-of-two form runs it with H = 1 and LO = 0 after its pre-scaling; the lean radix-16 form
+// runs the first forward pass at blowup 2 with H = 2 and one copy for each LO, no table.
+template <int LOGR, int LOG_H = 0, int LO = 0>
+__device__ __forceinline__ void dit_first_window_pow2(u64 v[1 << LOGR]) {
+    dit_stages_pow2<LOGR, 0, LOGR, LOG_H, LO>(v);
 }
 
 // The stages of register bits [B0, B0 + L) of a DIF window in power-of-two form (2^LOGR
@@ -397,7 +406,7 @@ __device__ __forceinline__ void dif_last_window_pow2(u64 v[1 << LOGR]) {
 // applies to them with k = L: the element at sub-index m = (j >> B0) mod 2^L is multiplied by
 // a^bitrev_L(m), a = w_(2^(s+L) H)^lo' (DIT, before the stages; DIF, after them, with the inverse
 // table's w^-1), and the stages keep the twiddles w_(2^(b+1))^t alone: compile-time powers of two
-// (dit_butterfly_pow2, dif_stages_pow2). A full window then multiplies 15 of its 16 elements by a
+// (dit_stages_pow2, dif_stages_pow2). A full window then multiplies 15 of its 16 elements by a
 // general factor, and of its 32 butterflies 17 multiply by a power of two (a shift and a short
 // reduction) and 15 by nothing, where the lean form multiplies all 32 by a general twiddle. A
 // multiplication by 2^e costs about what a general one does here (BENCHMARKS.md, "A fused
@@ -419,19 +428,9 @@ __device__ __forceinline__ void four_step_factors(u64 v[1 << LOGR], const u64* r
 
 template <bool DIT, int LOGR, int B0, int L>
 __device__ __forceinline__ void four_step_window(u64 v[1 << LOGR], const u64* row) {
-    constexpr int R = 1 << LOGR;
     if (DIT) {
         four_step_factors<LOGR, B0, L>(v, row);
-#pragma unroll
-        for (int s = 0; s < L; ++s) {
-            const int b = B0 + s;
-#pragma unroll
-            for (int q = 0; q < R / 2; ++q) {
-                const int j0 = ((q >> b) << (b + 1)) | (q & ((1 << b) - 1)), j1 = j0 | (1 << b);
-                const int t = (j0 >> B0) & ((1 << s) - 1);
-                dit_butterfly_pow2(v[j0], v[j1], (t * gl_root_exp(s + 1)) % 192);
-            }
-        }
+        dit_stages_pow2<LOGR, B0, L>(v);
     } else {
         dif_stages_pow2<LOGR, B0, L>(v);
         four_step_factors<LOGR, B0, L>(v, row);
@@ -462,8 +461,9 @@ __device__ __forceinline__ void four_step_window_at(u64 v[16], const u64* row, u
 
 // Window n of a four-step pass: its position w and register bits [b0, b0 + l); l = 0 for a
 // window with compile-time twiddles (pow2_first's first, pow2_last's last) or past the last
-// stage. The same sequence as ntt_pass_reg's loop, whose DIF window bounds it restates (a shared
-// helper changed the kernels' PTX, and these are the kernels measured on the H200).
+// stage. The same sequence as ntt_pass_reg's loop, whose window bounds it restates, as `w` restates
+// lean_window_w: calling those helpers here changed the kernels' PTX, and these are the kernels
+// measured on the H200.
 template <bool DIT, int LOGR>
 __device__ __forceinline__ void four_step_window_of(u32 n, u32 k, bool pow2_first, bool pow2_last, u32& w, u32& b0,
                                                     u32& l) {
