@@ -191,6 +191,9 @@ ARITH = {
     "gl_sub": "sub",
     "gl_canon_rare": "add",
     "gl_mul_pow2_lazy": "mul 2^e",
+    "gl_pow2_red": "mul 2^e",
+    "gl_add_red": "add",
+    "gl_sub_red": "sub",
 }
 
 

@@ -251,6 +251,135 @@ __device__ __forceinline__ u64 gl_mul_pow2_lazy(u64 x, int s) {
 }
 #endif
 
+#ifdef __CUDA_ARCH__
+// x 2^s reduced to a value R <= p - 1, 0 < s < 96 (a compile-time constant once the callers are
+// unrolled), for any u64 x: R = x 2^s (mod p) for s < 64 and R = -x 2^s (mod p) for s >= 64
+// (gl_pow2_neg). The bound lets gl_add_red / gl_sub_red use one correction each.
+// Each form adds (A + 1) (2^32 - 1) = (A : ~A) (32-bit words, valid for A <= 2^32 - 1) in place of
+// A (2^32 - 1) to a 64-bit value B, giving T (64 bits) and the carry c of T_true = B + (A : ~A):
+// B + A (2^32 - 1) = T_true - (2^32 - 1) = T + c 2^64 - (2^32 - 1) = T - (1 - c) (2^32 - 1) (mod
+// p). With c = 1 that is T = T_true - 2^64 < (A : ~A) <= 2^64 - 2^32 when B's bound makes it so
+// (below); with c = 0, T = T_true >= (A : ~A) >= 2^32 - 1, so T - (2^32 - 1) does not borrow and
+// is <= 2^64 - 1 - (2^32 - 1) = p - 1. The correction is a mask subtraction: m = c - 1 (0 or
+// 2^32 - 1) from one addc, then T - m.
+__device__ __forceinline__ bool gl_pow2_neg(int s) { return s >= 64; }
+__device__ __forceinline__ u64 gl_pow2_red(u64 x, int s) {
+    const u32 lo = (u32)x, hi = (u32)(x >> 32);
+    u32 rlo, rhi;
+    if (s < 32) {
+        // x 2^s = (P2 : P1 : P0), P2 < 2^s <= 2^31: x 2^s = (P1:P0) + P2 (2^32 - 1) (mod p), so
+        // B = (P1:P0), A = P2; T_true < 2^64 + (P2 : ~P2) < 2^64 + 2^63 (c <= 1; with c = 1,
+        // T < (P2 : ~P2) < 2^63).
+        const u32 p0 = lo << s, p1 = __funnelshift_l(lo, hi, s), p2 = hi >> (32 - s);
+        asm("{\n\t"
+            ".reg .u32 m;\n\t"
+            "add.cc.u32      %0, %2, %5;\n\t"
+            "addc.cc.u32     %1, %3, %4;\n\t"
+            "addc.u32        m, -1, 0;\n\t"
+            "sub.cc.u32      %0, %0, m;\n\t"
+            "subc.u32        %1, %1, 0;\n\t"
+            "}"
+            : "=&r"(rlo), "=&r"(rhi)
+            : "r"(p0), "r"(p1), "r"(p2), "r"(~p2));
+    } else if (s < 64) {
+        // x 2^s = (P3 : P2 : P1 : 0), t = s - 32, P1 = lo << t, P3 < 2^t <= 2^31:
+        // x 2^s = (P1:0) + P2 (2^32 - 1) - P3 (mod p). T_true = (P1:0) + (P2 : ~P2) = (P1 + P2 :
+        // ~P2) (one carry, from the high words) <= (2^32 - 1) 2^32 + 2^32 (2^32 - 1) < 2^65, and
+        // with c = 1, T = T_true - 2^64 <= 2^64 - 2^33. u = T - (1 - c) (2^32 - 1) <= p - 1 as above.
+        // Then R = u - P3: without a borrow R <= u <= p - 1; with one, u < P3 < 2^31 and
+        // R = u - P3 + 2^64 - (2^32 - 1) is in [2^64 - 2^31 - 2^32, p - 1] (no second borrow).
+        const int t = s - 32;
+        const u32 p1 = lo << t, p2 = t ? __funnelshift_l(lo, hi, t) : hi, p3 = t ? hi >> (32 - t) : 0;
+        asm("{\n\t"
+            ".reg .u32 m;\n\t"
+            "add.cc.u32      %1, %2, %3;\n\t"
+            "addc.u32        m, -1, 0;\n\t"
+            "sub.cc.u32      %0, %5, m;\n\t"
+            "subc.u32        %1, %1, 0;\n\t"
+            "sub.cc.u32      %0, %0, %4;\n\t"
+            "subc.cc.u32     %1, %1, 0;\n\t"
+            "subc.u32        m, 0, 0;\n\t"
+            "sub.cc.u32      %0, %0, m;\n\t"
+            "subc.u32        %1, %1, 0;\n\t"
+            "}"
+            : "=&r"(rlo), "=&r"(rhi)
+            : "r"(p1), "r"(p2), "r"(p3), "r"(~p2));
+    } else {
+        // x 2^s = (P4 : P3 : P2 : 0 : 0), t = s - 64, P4 < 2^t <= 2^31: with 2^128 = -2^32,
+        // -x 2^s = P3 + P4 2^32 - P2 (2^32 - 1) = (P4 + 1 : P3) + ~P2 (2^32 - 1) (mod p), as
+        // -P2 = ~P2 - (2^32 - 1) and -(2^32 - 1)^2 = 2^32 (mod p). B = (P4 + 1 : P3) <= 2^63 + 2^32,
+        // A = ~P2; T_true < 2^63 + 2^32 + 2^64 (c <= 1; with c = 1, T < B).
+        const int t = s - 64;
+        const u32 p2 = lo << t, p3 = t ? __funnelshift_l(lo, hi, t) : hi, p4 = t ? hi >> (32 - t) : 0;
+        asm("{\n\t"
+            ".reg .u32 m;\n\t"
+            "add.cc.u32      %0, %3, %2;\n\t"
+            "addc.cc.u32     %1, %4, %5;\n\t"
+            "addc.u32        m, -1, 0;\n\t"
+            "sub.cc.u32      %0, %0, m;\n\t"
+            "subc.u32        %1, %1, 0;\n\t"
+            "}"
+            : "=&r"(rlo), "=&r"(rhi)
+            : "r"(p2), "r"(p3), "r"(p4 + 1), "r"(~p2));
+    }
+    return ((u64)rhi << 32) | rlo;
+}
+
+// x + r for any x and r <= p - 1 (gl_pow2_red's bound), lazily: z = r + (2^32 - 1) < 2^64, then
+// x + z = x + r + 2^64 (mod p): with a carry the 64-bit sum is x + r (mod p); without one it is
+// >= z >= 2^32 - 1, and subtracting 2^32 - 1 gives x + r without a borrow.
+__device__ __forceinline__ u64 gl_add_red(u64 x, u64 r) {
+    u32 lo, hi;
+    asm("{\n\t"
+        ".reg .u32 z0, z1, m;\n\t"
+        "add.cc.u32      z0, %4, -1;\n\t"
+        "addc.u32        z1, %5, 0;\n\t"
+        "add.cc.u32      %0, %2, z0;\n\t"
+        "addc.cc.u32     %1, %3, z1;\n\t"
+        "addc.u32        m, -1, 0;\n\t"
+        "sub.cc.u32      %0, %0, m;\n\t"
+        "subc.u32        %1, %1, 0;\n\t"
+        "}"
+        : "=&r"(lo), "=&r"(hi)
+        : "r"((u32)x), "r"((u32)(x >> 32)), "r"((u32)r), "r"((u32)(r >> 32)));
+    return ((u64)hi << 32) | lo;
+}
+
+// x - r for any x and r <= p, lazily: on a borrow subtract 2^32 - 1 (the wrapped 2^64), once:
+// the wrapped difference is >= 2^64 - r >= 2^32 - 1.
+__device__ __forceinline__ u64 gl_sub_red(u64 x, u64 r) {
+    u32 lo, hi;
+    asm("{\n\t"
+        ".reg .u32 m;\n\t"
+        "sub.cc.u32      %0, %2, %4;\n\t"
+        "subc.cc.u32     %1, %3, %5;\n\t"
+        "subc.u32        m, 0, 0;\n\t"
+        "sub.cc.u32      %0, %0, m;\n\t"
+        "subc.u32        %1, %1, 0;\n\t"
+        "}"
+        : "=&r"(lo), "=&r"(hi)
+        : "r"((u32)x), "r"((u32)(x >> 32)), "r"((u32)r), "r"((u32)(r >> 32)));
+    return ((u64)hi << 32) | lo;
+}
+#else
+__device__ __forceinline__ bool gl_pow2_neg(int s) { return s >= 64; }
+__device__ __forceinline__ u64 gl_pow2_red(u64 x, int s) {
+    const u64 r = gl_mul_pow2_lazy(x, s);
+    return s >= 64 ? gl_sub(0, gl_canon(r)) : gl_canon(r);
+}
+__device__ __forceinline__ u64 gl_add_red(u64 x, u64 r) { return gl_add_lazy(x, r); }
+__device__ __forceinline__ u64 gl_sub_red(u64 x, u64 r) { return gl_sub_lazy(x, r); }
+#endif
+
+// The DIT butterfly (x, y) -> (x + y 2^s, x - y 2^s) for 0 < s < 96, lazily (any u64 in and out):
+// one reduction of y 2^s (or of its negation) shared by both outputs, each with one correction.
+__device__ __forceinline__ void gl_dit_pow2_lazy(u64& x, u64& y, int s) {
+    const u64 r = gl_pow2_red(y, s);
+    const u64 a = gl_add_red(x, r), b = gl_sub_red(x, r);
+    x = gl_pow2_neg(s) ? b : a;
+    y = gl_pow2_neg(s) ? a : b;
+}
+
 // E_m for m = 1..6: 2^(E_m) is this field's primitive 2^m-th root of unity root_of_unity(m)
 // (w_2 = 2^96 = -1, w_4 = 2^48, w_8 = 2^120, w_16 = 2^156, w_32 = 2^78, w_64 = 2^39), so that
 // w_(2^m)^t = 2^(t E_m mod 192), a shift when that exponent is below 96 and minus a shift above.

@@ -332,11 +332,17 @@ __device__ __forceinline__ void pow2_scale(u64 v[1 << LOGR], const NttPass& p, u
 }
 
 // A DIT butterfly (x, y) -> (x + y 2^e, x - y 2^e) with a compile-time exponent 0 <= e < 192 once
-// its callers are unrolled: a shift and a short reduction, none for e = 0 or 96; 2^e = -2^(e - 96)
-// for e >= 96 swaps the outputs.
+// its callers are unrolled: the fused gl_dit_pow2_lazy (one bounded reduction of y 2^(e mod 96)
+// shared by both outputs), a plain add and subtract for e = 0 or 96; 2^e = -2^(e - 96) for
+// e >= 96 swaps the outputs.
 __device__ __forceinline__ void dit_butterfly_pow2(u64& x, u64& y, int e) {
-    const u64 yw = e % 96 == 0 ? y : gl_mul_pow2_lazy(y, e % 96);
-    const u64 sum = gl_add_lazy(x, yw), diff = gl_sub_lazy(x, yw);
+    u64 sum = x, diff = y;
+    if (e % 96 == 0) {
+        sum = gl_add_lazy(x, y);
+        diff = gl_sub_lazy(x, y);
+    } else {
+        gl_dit_pow2_lazy(sum, diff, e % 96);
+    }
     x = e >= 96 ? diff : sum;
     y = e >= 96 ? sum : diff;
 }
@@ -374,7 +380,7 @@ __device__ __forceinline__ void dit_first_window_pow2(u64 v[1 << LOGR]) {
 // The stages of register bits [B0, B0 + L) of a DIF window in power-of-two form (2^LOGR
 // registers), as a transform of its own at half-spans from 1: sub-stage s = b - B0 pairs j0 and
 // j0 | 2^b with the twiddle w_(2^(s+1))^-t, t = (j0 >> B0) mod 2^s, = 2^((-t E_(s+1)) mod 192);
-// and (x - y) (-2^f) = (y - x) 2^f.
+// and (x - y) (-2^f) = (y - x) 2^f, the sign gl_pow2_red's negation (f mod 96 >= 64) flips too.
 template <int LOGR, int B0, int L>
 __device__ __forceinline__ void dif_stages_pow2(u64 v[1 << LOGR]) {
     constexpr int R = 1 << LOGR;
@@ -388,8 +394,9 @@ __device__ __forceinline__ void dif_stages_pow2(u64 v[1 << LOGR]) {
             const int e = (192 - (t * gl_root_exp(s + 1)) % 192) % 192;
             const u64 x = v[j0], y = v[j1];
             v[j0] = gl_add_lazy(x, y);
-            const u64 d = e >= 96 ? gl_sub_lazy(y, x) : gl_sub_lazy(x, y);
-            v[j1] = e % 96 == 0 ? d : gl_mul_pow2_lazy(d, e % 96);
+            const bool neg = (e >= 96) != (e % 96 != 0 && gl_pow2_neg(e % 96));
+            const u64 d = neg ? gl_sub_lazy(y, x) : gl_sub_lazy(x, y);
+            v[j1] = e % 96 == 0 ? d : gl_pow2_red(d, e % 96);
         }
     }
 }
@@ -408,11 +415,13 @@ __device__ __forceinline__ void dif_last_window_pow2(u64 v[1 << LOGR]) {
 // table's w^-1), and the stages keep the twiddles w_(2^(b+1))^t alone: compile-time powers of two
 // (dit_stages_pow2, dif_stages_pow2). A full window then multiplies 15 of its 16 elements by a
 // general factor, and of its 32 butterflies 17 multiply by a power of two (a shift and a short
-// reduction) and 15 by nothing, where the lean form multiplies all 32 by a general twiddle. A
-// multiplication by 2^e costs about what a general one does here (BENCHMARKS.md, "A fused
-// butterfly for the powers of two"), yet the window runs 3-6% fewer instructions: the LDE
-// 2^21 -> 2^22 x 316 took 53.9 ms against 55.0 ms with a general twiddle per butterfly
-// (BENCHMARKS.md, "The four-step windows at radix 16").
+// reduction) and 15 by nothing, where the lean form multiplies all 32 by a general twiddle. With
+// a general multiplication, a butterfly by 2^e cost about what a general one does (the LDE
+// 2^21 -> 2^22 x 316 took 53.9 ms against 55.0 ms with a general twiddle per butterfly:
+// BENCHMARKS.md, "The four-step windows at radix 16"); the fused butterflies (gl_dit_pow2_lazy,
+// gl_pow2_red) reduce y 2^e once to at most p - 1 and share it, 21-24 SASS instructions where
+// the multiplication, add and subtract took 32-48, and the LDE took 49.5-50.1 ms
+// (BENCHMARKS.md, "The fused power-of-two butterfly").
 // The factors depend on i mod 2^s: on the thread's low bits (its row of the window's table, as
 // in the lean form) and on the register bits below B0 (jl). Row `low` holds them at slot
 // jl (2^L - 1) + m - 1, 2^B0 (2^L - 1) <= 15 of its 2^LOGR - 1 slots.
@@ -921,21 +930,29 @@ extern "C" __global__ void __launch_bounds__(256) lde_spread(const SpreadArgs a)
 }
 #endif
 
-// Field self-test: out[7i..7i+7] = (a*b, a+b, a-b, then the lazy a*b, a+b, a-b canonicalised,
-// then a * 2^s canonicalised with s = 1 + b mod 95 by gl_mul_pow2_lazy); the canonical a+b and a-b
-// take the canonical values, the lazy ones any u64. The backend's unit tests compare it with
-// backend-api's host arithmetic.
+// Field self-test: out[10i..10i+10] = (a*b, a+b, a-b, then the lazy a*b, a+b, a-b canonicalised,
+// then a * 2^s canonicalised with s = 1 + b mod 95 by gl_mul_pow2_lazy, then with f = 1 + i mod 95
+// the fused DIT butterfly gl_dit_pow2_lazy's outputs a + b 2^f and a - b 2^f canonicalised and
+// gl_pow2_red(a, f) as it is, <= p - 1 and a 2^f or -a 2^f); the canonical a+b and a-b take the
+// canonical values, the lazy ones any u64. The backend's unit tests compare it with backend-api's
+// host arithmetic.
 #if ALL_KERNELS || WANT_gl_selftest
 extern "C" __global__ void gl_selftest(const u64* a, const u64* b, u64* out, u64 n) {
     for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
         const u64 x = a[i], y = b[i];
-        out[7 * i] = gl_mul(x, y);
-        out[7 * i + 1] = gl_add(gl_canon(x), gl_canon(y));
-        out[7 * i + 2] = gl_sub(gl_canon(x), gl_canon(y));
-        out[7 * i + 3] = gl_canon(gl_mul_lazy(x, y));
-        out[7 * i + 4] = gl_canon(gl_add_lazy(x, y));
-        out[7 * i + 5] = gl_canon(gl_sub_lazy(x, y));
-        out[7 * i + 6] = gl_canon(gl_mul_pow2_lazy(x, 1 + (int)(y % 95)));
+        out[10 * i] = gl_mul(x, y);
+        out[10 * i + 1] = gl_add(gl_canon(x), gl_canon(y));
+        out[10 * i + 2] = gl_sub(gl_canon(x), gl_canon(y));
+        out[10 * i + 3] = gl_canon(gl_mul_lazy(x, y));
+        out[10 * i + 4] = gl_canon(gl_add_lazy(x, y));
+        out[10 * i + 5] = gl_canon(gl_sub_lazy(x, y));
+        out[10 * i + 6] = gl_canon(gl_mul_pow2_lazy(x, 1 + (int)(y % 95)));
+        const int f = 1 + (int)(i % 95);
+        u64 u = x, v = y;
+        gl_dit_pow2_lazy(u, v, f);
+        out[10 * i + 7] = gl_canon(u);
+        out[10 * i + 8] = gl_canon(v);
+        out[10 * i + 9] = gl_pow2_red(x, f);
     }
 }
 #endif
