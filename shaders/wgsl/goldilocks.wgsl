@@ -110,3 +110,17 @@ fn gl_mul(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
     }
     return gl_canon(r);
 }
+
+// The lazy forms of goldilocks_int64.wgsl, for the NTT's butterflies (any input; an output
+// congruent to the result). On u32 pairs the canonical operations serve: they take any input.
+fn gl_add_lazy(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+    return gl_add(a, b);
+}
+
+fn gl_sub_lazy(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+    return gl_sub(a, b);
+}
+
+fn gl_mul_lazy(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+    return gl_mul(a, b);
+}

@@ -57,6 +57,39 @@ fn gl_sub(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
 }
 
 fn gl_mul(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+    return from64(canon64(to64(gl_mul_lazy(a, b))));
+}
+
+// Lazy forms for the NTT's butterflies: any u64 in, any u64 out that is congruent to the result
+// mod p (not necessarily canonical), with no canonicalising step; a pass canonicalises what it
+// stores.
+
+// a + b: a carry is worth 2^64 = 2^32 - 1 (mod p). Adding it carries again only when
+// s >= 2^64 - 2^32 + 1; the sum is then below 2^32 - 2, so a third carry cannot happen.
+fn add64_lazy(a: u64, b: u64) -> u64 {
+    let s = a + b;
+    let s1 = s + select(0lu, GL_EPS, s < a);
+    return s1 + select(0lu, GL_EPS, s1 < s);
+}
+
+// a - b: a borrow is worth -2^64 = -(2^32 - 1) (mod p). Subtracting it borrows again only when
+// d < 2^32 - 1; the difference is then at least 2^64 - 2^32 + 1, so a third borrow cannot happen.
+fn sub64_lazy(a: u64, b: u64) -> u64 {
+    let d = a - b;
+    let d1 = d - select(0lu, GL_EPS, a < b);
+    return d1 - select(0lu, GL_EPS, d1 > d);
+}
+
+fn gl_add_lazy(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+    return from64(add64_lazy(to64(a), to64(b)));
+}
+
+fn gl_sub_lazy(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+    return from64(sub64_lazy(to64(a), to64(b)));
+}
+
+// a * b, reduced to a u64 congruent to the product.
+fn gl_mul_lazy(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
     // The 128-bit product as (lo, hi) from four 32 x 32 -> 64-bit products.
     let p0 = u64(a.x) * u64(b.x);
     let p1 = u64(a.x) * u64(b.y);
@@ -73,5 +106,6 @@ fn gl_mul(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
     let t = select(t0, t0 - GL_EPS, lo < hi_hi);
     let u = (hi & 0xfffffffflu) * GL_EPS;
     let r = t + u;
-    return from64(canon64(select(r, r + GL_EPS, r < t)));
+    // u <= (2^32 - 1)^2 = 2^64 - 2^33 + 1, so after a carry r < u and r + 2^32 - 1 < 2^64.
+    return from64(select(r, r + GL_EPS, r < t));
 }

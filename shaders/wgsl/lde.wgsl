@@ -5,8 +5,8 @@
 //
 // The LDE of an n-row trace at blowup B (N = nB), in place in the N-row buffer whose first n
 // rows hold the trace (lde.rs, `coset_lde_in_place`):
-// 1. ntt_pass (inverse, DIF) over rows [0, n): its first pass canonicalises what it loads (every
-//    value inside the transform is canonical, so the butterflies use the _c adds and subtracts).
+// 1. ntt_pass (inverse, DIF) over rows [0, n): its lazy butterflies take any u64, trace values
+//    >= p included, and every pass stores canonical values.
 //    Position p then holds coefficient j = br(p) times n; a size-N bit-reversed array keeps that
 //    coefficient at br_N(j) = pB, and since the first log2(B) forward (DIT) stages over a block
 //    of B positions with one non-zero entry only copy it, it belongs at all B rows [pB, pB + B).
@@ -83,30 +83,56 @@ const PASS_LOG: u32 = 4u;
 // 256 invocations moves two elements and runs one butterfly per stage.
 const TILE: u32 = 512u;
 var<workgroup> ntt_tile: array<vec2<u32>, TILE>;
-// Each invocation's butterfly twiddle for stage s at [256 s + invocation], s < PASS_LOG.
-var<workgroup> ntt_tw: array<vec2<u32>, 1024>;
 
 // args: 0 base, 1 row stride (elements), 2 m, 3 log2 h (the pass's smallest half-size),
 //       4 r (stages, 1..PASS_LOG), 5 twiddle offset, 6 log2 of the smallest stage's twiddle step,
 //       7 g0 (first group), 8 inverse (1: DIF with inverse twiddles, half-sizes h 2^(r-1) down
-//       to h; 0: DIT, half-sizes h up to h 2^(r-1)), 9 flags (PASS_CANON, PASS_SCALE,
-//       PASS_WIDE), 10 log2(B), 11 coset offset; count = groups * m * 2^(r-1) (one invocation
-//       per butterfly).
+//       to h; 0: DIT, half-sizes h up to h 2^(r-1)), 9 flags (PASS_SCALE, PASS_WIDE),
+//       10 log2(B), 11 coset offset; count = groups * m * 2^(r-1) (one invocation per
+//       butterfly).
 //
 // Group g holds the rows i0 + j h, j < 2^r, where i0 = (g / h) h 2^r + g % h: exactly the rows
 // that the stages with half-sizes h .. h 2^(r-1) combine among themselves. In the stage of
 // half-size H = h 2^s the pair (j, j + 2^s), bit s of j clear, is a butterfly whose twiddle
-// index is (i0 + j h) mod H = g % h + (j mod 2^s) h, times the stage's step. The tile is indexed
-// at run time, which shared memory does at full speed (a per-invocation register array indexed
-// by stage would spill to local memory).
-// Flags (arg 9). PASS_CANON: canonicalise every loaded value (the first pass over a trace).
-// PASS_SCALE (the inverse's last pass, h = 1, stride m): row p's output is scaled by
-// s^br(p) / n (tw[arg 11 + br(p)]), n = 2^log_rows = 2^(arg 6 + arg 3 + 1). PASS_WIDE (with
-// PASS_SCALE): rows with pB >= n are stored to the B rows [pB, pB + B) instead of row p; those
-// rows lie outside every row the pass reads.
-const PASS_CANON: u32 = 1u;
+// index is (i0 + j h) mod H = g % h + (j mod 2^s) h, times the stage's step.
+//
+// The kernel is bound by the instructions it issues, not by its memory traffic (BENCHMARKS.md,
+// "Where the wgpu LDE's time goes"), so it keeps them few: the stages are written out with
+// literal s (ntt_stage_dit, ntt_stage_dif), so that their tile indices fold; an invocation keeps
+// its r twiddles in registers; and the butterflies are lazy (gl_add_lazy, gl_sub_lazy,
+// gl_mul_lazy take and give any u64 congruent to the value), every store canonical.
+// Flags (arg 9). PASS_SCALE (the inverse's last pass, h = 1, stride m): row p's output is
+// scaled by s^br(p) / n (tw[arg 11 + br(p)]), n = 2^log_rows = 2^(arg 6 + arg 3 + 1).
+// PASS_WIDE (with PASS_SCALE): rows with pB >= n are stored to the B rows [pB, pB + B) instead
+// of row p; those rows lie outside every row the pass reads.
 const PASS_SCALE: u32 = 2u;
 const PASS_WIDE: u32 = 4u;
+
+// The tile slots of this invocation's butterfly in stage s: pair q = j with bit s removed, of
+// item bi, at rows j and j + 2^s (slot row * per + item, per = 2^per_log).
+fn ntt_slots(s: u32, q: u32, bi: u32, per_log: u32) -> vec2<u32> {
+    let j = ((q >> s) << (s + 1u)) | (q & ((1u << s) - 1u));
+    let x = (j << per_log) + bi;
+    return vec2<u32>(x, x + ((1u << s) << per_log));
+}
+
+// A DIT butterfly of stage s: (x, y) -> (x + y w, x - y w).
+fn ntt_stage_dit(s: u32, q: u32, bi: u32, per_log: u32, w: vec2<u32>) {
+    let at = ntt_slots(s, q, bi, per_log);
+    let x = ntt_tile[at.x];
+    let yw = gl_mul_lazy(ntt_tile[at.y], w);
+    ntt_tile[at.x] = gl_add_lazy(x, yw);
+    ntt_tile[at.y] = gl_sub_lazy(x, yw);
+}
+
+// A DIF butterfly of stage s: (x, y) -> (x + y, (x - y) w).
+fn ntt_stage_dif(s: u32, q: u32, bi: u32, per_log: u32, w: vec2<u32>) {
+    let at = ntt_slots(s, q, bi, per_log);
+    let x = ntt_tile[at.x];
+    let y = ntt_tile[at.y];
+    ntt_tile[at.x] = gl_add_lazy(x, y);
+    ntt_tile[at.y] = gl_mul_lazy(gl_sub_lazy(x, y), w);
+}
 
 @compute @workgroup_size(256)
 fn ntt_pass(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -121,47 +147,37 @@ fn ntt_pass(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_ind
     let per = 1u << per_log;
     let first_item = group_index(wid) * per;
 
-    // Elements lid and lid + 256 of the tile: item e % per, row e / per.
+    // Elements lid and lid + 256 of the tile: item lid % per (256 is a multiple of per), rows
+    // lid / per and lid / per + 256 / per.
     let e1 = lid + 256u;
-    let item0 = first_item + (lid & (per - 1u));
-    let item1 = first_item + (e1 & (per - 1u));
-    let g0 = arg(7) + item0 / m;
-    let g1 = arg(7) + item1 / m;
-    let row0 = (((g0 >> lh) << (lh + r)) + (g0 & lo_mask)) + ((lid >> per_log) << lh);
-    let row1 = (((g1 >> lh) << (lh + r)) + (g1 & lo_mask)) + ((e1 >> per_log) << lh);
-    let at0 = arg(0) + row0 * arg(1) + item0 % m;
-    let at1 = arg(0) + row1 * arg(1) + item1 % m;
-    let live0 = item0 < items;
-    let live1 = item1 < items;
-
-    // This invocation's butterfly: item lid % per, pair q = lid / per < 2^(r-1); its twiddle in
-    // the stage s is tw[tw_off + ((g % h + (j mod 2^s) h) << (lstep - s))].
     let bi = lid & (per - 1u);
+    let item = first_item + bi;
+    let g = arg(7) + item / m;
+    let col = item % m;
+    let i0 = ((g >> lh) << (lh + r)) + (g & lo_mask);
+    let row0 = i0 + ((lid >> per_log) << lh);
+    let row1 = i0 + ((e1 >> per_log) << lh);
+    let at0 = arg(0) + row0 * arg(1) + col;
+    let at1 = arg(0) + row1 * arg(1) + col;
+    let live = item < items;
+
+    // This invocation's butterfly: pair q = lid / per < 2^(r-1) of item bi; its twiddle in
+    // stage s is tw[tw_off + ((g % h + (j mod 2^s) h) << (lstep - s))].
     let q = lid >> per_log;
-    let blive = live0;
-    let blo = g0 & lo_mask;
+    let blo = g & lo_mask;
 
     // Every global load first (the two elements and the pass's r twiddles), every shared store
     // after: a load followed at once by the store that consumes it would keep one load in
     // flight per invocation.
     var v0 = vec2<u32>(0u, 0u);
     var v1 = vec2<u32>(0u, 0u);
-    if live0 {
-        v0 = ld_a(at0);
-    }
-    if live1 {
-        v1 = ld_a(at1);
-    }
-    let flags = arg(9);
-    if (flags & PASS_CANON) != 0u {
-        v0 = gl_canon(v0);
-        v1 = gl_canon(v1);
-    }
     var w0 = vec2<u32>(0u, 0u);
     var w1 = vec2<u32>(0u, 0u);
     var w2 = vec2<u32>(0u, 0u);
     var w3 = vec2<u32>(0u, 0u);
-    if blive {
+    if live {
+        v0 = ld_a(at0);
+        v1 = ld_a(at1);
         w0 = tw[tw_off + (blo << lstep)];
         if r > 1u {
             w1 = tw[tw_off + ((blo + ((q & 1u) << lh)) << (lstep - 1u))];
@@ -175,52 +191,68 @@ fn ntt_pass(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_ind
     }
     ntt_tile[lid] = v0;
     ntt_tile[e1] = v1;
-    ntt_tw[lid] = w0;
-    ntt_tw[256u + lid] = w1;
-    ntt_tw[512u + lid] = w2;
-    ntt_tw[768u + lid] = w3;
     workgroupBarrier();
 
-    let inverse = arg(8) == 1u;
-    for (var u = 0u; u < r; u++) {
-        // DIT runs s = 0, 1, ..; DIF runs s = r - 1 down to 0.
-        var s = u;
-        if inverse {
-            s = r - 1u - u;
-        }
-        let half = 1u << s;
-        let j = ((q >> s) << (s + 1u)) | (q & (half - 1u));
-        let xi = (j << per_log) + bi;
-        let yi = ((j + half) << per_log) + bi;
-        if blive {
-            let w = ntt_tw[(s << 8u) + lid];
-            let x = ntt_tile[xi];
-            let y = ntt_tile[yi];
-            if inverse {
-                ntt_tile[xi] = gl_add_c(x, y);
-                ntt_tile[yi] = gl_mul(gl_sub_c(x, y), w);
-            } else {
-                let yw = gl_mul(y, w);
-                ntt_tile[xi] = gl_add_c(x, yw);
-                ntt_tile[yi] = gl_sub_c(x, yw);
+    // DIT runs s = 0, 1, .., r - 1; DIF runs s = r - 1 down to 0. r and the direction are the
+    // same for the whole dispatch, so every barrier is reached by every invocation.
+    if arg(8) == 1u {
+        if r > 3u {
+            if live {
+                ntt_stage_dif(3u, q, bi, per_log, w3);
             }
+            workgroupBarrier();
+        }
+        if r > 2u {
+            if live {
+                ntt_stage_dif(2u, q, bi, per_log, w2);
+            }
+            workgroupBarrier();
+        }
+        if r > 1u {
+            if live {
+                ntt_stage_dif(1u, q, bi, per_log, w1);
+            }
+            workgroupBarrier();
+        }
+        if live {
+            ntt_stage_dif(0u, q, bi, per_log, w0);
         }
         workgroupBarrier();
+    } else {
+        if live {
+            ntt_stage_dit(0u, q, bi, per_log, w0);
+        }
+        workgroupBarrier();
+        if r > 1u {
+            if live {
+                ntt_stage_dit(1u, q, bi, per_log, w1);
+            }
+            workgroupBarrier();
+        }
+        if r > 2u {
+            if live {
+                ntt_stage_dit(2u, q, bi, per_log, w2);
+            }
+            workgroupBarrier();
+        }
+        if r > 3u {
+            if live {
+                ntt_stage_dit(3u, q, bi, per_log, w3);
+            }
+            workgroupBarrier();
+        }
     }
-    let o0 = ntt_tile[lid];
-    let o1 = ntt_tile[e1];
-    if live0 {
-        ntt_store(flags, at0, row0, item0 % m, o0);
-    }
-    if live1 {
-        ntt_store(flags, at1, row1, item1 % m, o1);
+    if live {
+        let flags = arg(9);
+        ntt_store(flags, at0, row0, col, ntt_tile[lid]);
+        ntt_store(flags, at1, row1, col, ntt_tile[e1]);
     }
 }
 
 // ntt_pass's store of output row `row`, column `col` (element `at`), under `flags`.
 fn ntt_store(flags: u32, at: u32, row: u32, col: u32, v: vec2<u32>) {
     if (flags & PASS_SCALE) == 0u {
-        st_a(at, v);
+        st_a(at, gl_canon(v));
         return;
     }
     let log_n = arg(6) + arg(3) + 1u;
@@ -238,8 +270,9 @@ fn ntt_store(flags: u32, at: u32, row: u32, col: u32, v: vec2<u32>) {
 }
 
 // The field self-test (backend-wgpu's unit tests, against u128 arithmetic): for each pair
-// (a[i], b[i]), out[6i..6i+6] = a + b, a - b, a * b, canon(a), and the _c add and subtract of
-// the canonicalised pair. args: 0 a base, 1 b base, 2 out base; count = pairs.
+// (a[i], b[i]), out[9i..9i+9] = a + b, a - b, a * b, canon(a), the _c add and subtract of the
+// canonicalised pair, and the lazy add, subtract and multiply of the pair, canonicalised.
+// args: 0 a base, 1 b base, 2 out base; count = pairs.
 @compute @workgroup_size(256)
 fn gl_selftest(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let t = group_index(wid) * 256u + lid;
@@ -248,11 +281,14 @@ fn gl_selftest(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_
     }
     let a = ld_a(arg(0) + t);
     let b = ld_a(arg(1) + t);
-    let o = arg(2) + 6u * t;
+    let o = arg(2) + 9u * t;
     st_a(o, gl_add(a, b));
     st_a(o + 1u, gl_sub(a, b));
     st_a(o + 2u, gl_mul(a, b));
     st_a(o + 3u, gl_canon(a));
     st_a(o + 4u, gl_add_c(gl_canon(a), gl_canon(b)));
     st_a(o + 5u, gl_sub_c(gl_canon(a), gl_canon(b)));
+    st_a(o + 6u, gl_canon(gl_add_lazy(a, b)));
+    st_a(o + 7u, gl_canon(gl_sub_lazy(a, b)));
+    st_a(o + 8u, gl_canon(gl_mul_lazy(a, b)));
 }

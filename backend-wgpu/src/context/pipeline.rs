@@ -41,6 +41,19 @@ impl Module {
         parts.join("\n")
     }
 
+    /// Whether the module is compiled without the checks wgpu adds to shader code
+    /// (`ShaderRuntimeChecks::unchecked`): index clamps on every workgroup-array access, a
+    /// counter in every loop, guards on every division. Only lde.wgsl, where they cost 5% of the
+    /// LDE on the H200 (BENCHMARKS.md, "Where the wgpu LDE's time goes") and where none can fire:
+    /// its workgroup indices are below `TILE` by construction (an invocation's slots
+    /// `lid`, `lid + 256` and the butterfly's two rows of a 2^r-row tile), its loops run B
+    /// times, its divisors are the column count (at least 1, validated), and its storage indices
+    /// lie in the windows the host binds (`Space::window` checks every span),
+    /// which the device's robust buffer access bounds as for every module.
+    fn trusted(self) -> bool {
+        self == Module::Lde
+    }
+
     fn file(self) -> &'static str {
         match self {
             Module::Copy => "copy.wgsl",
@@ -128,10 +141,17 @@ impl Gpu {
             _ => &self.bindings.pipeline_layout,
         };
         let scope = self.hw.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let module = self.hw.device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        let desc = wgpu::ShaderModuleDescriptor {
             label: Some(kernel.module.file()),
             source: wgpu::ShaderSource::Wgsl(Cow::Owned(kernel.module.source(self))),
-        });
+        };
+        let module = if kernel.module.trusted() {
+            // SAFETY: `Module::trusted` lists the modules whose every index, loop and divisor is
+            // in range by construction (see there); the device's own robust buffer access stays.
+            unsafe { self.hw.device.create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked()) }
+        } else {
+            self.hw.device.create_shader_module(desc)
+        };
         let pipeline = self.hw.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some(kernel.entry),
             layout: Some(layout),
