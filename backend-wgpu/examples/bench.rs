@@ -15,7 +15,7 @@
 //! alone (`host`, before the wait). `--software` accepts a CPU adapter (llvmpipe);
 //! `--max-segment-bytes` caps the segment size; `--scratch-cap` sets the transpose's scratch cap
 //! in bytes (default 256 MiB); `--portable` keeps u32-pair arithmetic where the adapter has
-//! `SHADER_INT64`; `--fused-transpose` fuses the transpose's run pass; `--lde-pass-stages K` caps the LDE's stages per pass (1..=4); `--only NAME`
+//! `SHADER_INT64`; `--fused-transpose` fuses the transpose's run pass; `--lde-pass-stages K` caps the LDE's stages per pass (1..=5); `--only NAME`
 //! runs the operations whose name contains NAME (`--only coset_lde`: the LDE in place, through
 //! `coset_lde`, and by the previous out-of-place route; `--only host`: the trace written from
 //! and read back into host memory).

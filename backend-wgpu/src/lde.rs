@@ -26,9 +26,10 @@
 //! of elements (so that they touch at most the four segments a dispatch binds), or 2 where that
 //! is less: one segment for each of a two-stage group's four row ranges, a group whose rows
 //! straddle segment boundaries running one stage at a time ([`pass`]). At the production shape
-//! (2^21 -> 2^22 rows x 316 columns, the H200 Vulkan driver's 1 GiB segments) that is 6 passes
-//! for each transform instead of 21 stage sweeps each (8 and 9 when a group's rows had to fit
-//! one segment's span).
+//! (2^21 -> 2^22 rows x 316 columns, the H200 Vulkan driver's 1 GiB segments) that is 5 passes
+//! for each transform instead of 21 stage sweeps each: (0, 5), (5, 5), (10, 5), (15, 5), (20, 1)
+//! for the inverse and (1, 5), (6, 5), (11, 5), (16, 4), (20, 2) for the forward transform, as
+//! `(log2 h, r)`.
 
 use std::sync::Arc;
 
@@ -45,7 +46,7 @@ const SCALE: Kernel = Kernel { module: Module::Lde, entry: "lde_scale", items_pe
 pub(crate) const KERNELS: [Kernel; 2] = [PASS, SCALE];
 
 /// Most radix-2 stages one `ntt_pass` runs (`PASS_LOG` in lde.wgsl).
-pub(crate) const PASS_LOG: u32 = 4;
+pub(crate) const PASS_LOG: u32 = 5;
 
 /// `ntt_pass` flag (lde.wgsl): scale row `p` of the output by `s^br(p) / n` (the inverse's last pass).
 const PASS_SCALE: u32 = 2;

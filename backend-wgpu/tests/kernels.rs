@@ -157,13 +157,13 @@ fn lde_in_place_and_out_of_place_match_naive_dft() {
     });
 }
 
-/// Every pass size (1, 2, 3 stages per pass; 4 is the default the other tests use), on 8 KiB
+/// Every pass size (1 to 4 stages per pass; 5 is the default the other tests use), on 8 KiB
 /// segments so that the passes also cut at segment bounds, against the naive DFT.
 #[test]
 fn lde_every_pass_size_matches_naive_dft() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut r = rng("lde-pass-sizes");
-    for stages in 1..=3 {
+    for stages in 1..=4 {
         let options = WgpuOptions {
             allow_software: true,
             max_segment_bytes: Some(SMALL_SEGMENT),
@@ -187,8 +187,8 @@ fn lde_every_pass_size_matches_naive_dft() {
             );
         }
     }
-    let bad = WgpuOptions { allow_software: true, lde_pass_stages: Some(5), ..Default::default() };
-    let err = WgpuBackend::new(bad).expect_err("5 stages per pass is refused");
+    let bad = WgpuOptions { allow_software: true, lde_pass_stages: Some(6), ..Default::default() };
+    let err = WgpuBackend::new(bad).expect_err("6 stages per pass is refused");
     assert!(matches!(err, Error::InvalidArgument(ref s) if s.contains("lde_pass_stages")), "{err}");
 }
 

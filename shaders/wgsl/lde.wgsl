@@ -76,7 +76,7 @@ fn coefficient(p: u32, bits: u32) -> u32 {
 }
 
 // Most stages one ntt_pass runs: a group of 2^PASS_LOG rows per column.
-const PASS_LOG: u32 = 4u;
+const PASS_LOG: u32 = 5u;
 
 // One workgroup's tile: (512 >> r) (group, column) items x 2^r rows, item-fastest, so that a
 // row's consecutive columns are consecutive invocations (coalesced loads and stores). Each of the
@@ -175,6 +175,7 @@ fn ntt_pass(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_ind
     var w1 = vec2<u32>(0u, 0u);
     var w2 = vec2<u32>(0u, 0u);
     var w3 = vec2<u32>(0u, 0u);
+    var w4 = vec2<u32>(0u, 0u);
     if live {
         v0 = ld_a(at0);
         v1 = ld_a(at1);
@@ -188,6 +189,9 @@ fn ntt_pass(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_ind
         if r > 3u {
             w3 = tw[tw_off + ((blo + ((q & 7u) << lh)) << (lstep - 3u))];
         }
+        if r > 4u {
+            w4 = tw[tw_off + ((blo + ((q & 15u) << lh)) << (lstep - 4u))];
+        }
     }
     ntt_tile[lid] = v0;
     ntt_tile[e1] = v1;
@@ -196,6 +200,12 @@ fn ntt_pass(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_ind
     // DIT runs s = 0, 1, .., r - 1; DIF runs s = r - 1 down to 0. r and the direction are the
     // same for the whole dispatch, so every barrier is reached by every invocation.
     if arg(8) == 1u {
+        if r > 4u {
+            if live {
+                ntt_stage_dif(4u, q, bi, per_log, w4);
+            }
+            workgroupBarrier();
+        }
         if r > 3u {
             if live {
                 ntt_stage_dif(3u, q, bi, per_log, w3);
@@ -238,6 +248,12 @@ fn ntt_pass(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_ind
         if r > 3u {
             if live {
                 ntt_stage_dit(3u, q, bi, per_log, w3);
+            }
+            workgroupBarrier();
+        }
+        if r > 4u {
+            if live {
+                ntt_stage_dit(4u, q, bi, per_log, w4);
             }
             workgroupBarrier();
         }
