@@ -19,10 +19,10 @@
 //! the rows `pB` of a new buffer, inverse over them, scale, forward) stays for the benchmark that
 //! compares the two.
 //!
-//! The transforms run as passes of up to [`PASS_LOG`] radix-2 stages each (`ntt_pass`): a
-//! workgroup loads the 2^r rows of 512 / 2^r columns that r consecutive stages combine into a
-//! shared-memory tile, runs those stages there (one butterfly per invocation per stage) and
-//! stores once. A pass's r is the largest whose group rows span at most three segments' worth
+//! The transforms run as passes of up to [`PASS_LOG`] radix-2 stages each: a workgroup loads
+//! the 2^r rows of 1024 / 2^r columns that r consecutive stages combine into a shared-memory
+//! tile, runs those stages there (two butterflies per invocation per stage, `ntt_pass_x2`) and
+//! stores once; a pass of one stage runs `ntt_pass` (512-element tiles, one butterfly each). A pass's r is the largest whose group rows span at most three segments' worth
 //! of elements (so that they touch at most the four segments a dispatch binds), or 2 where that
 //! is less: one segment for each of a two-stage group's four row ranges, a group whose rows
 //! straddle segment boundaries running one stage at a time ([`pass`]). At the production shape
@@ -41,9 +41,11 @@ use crate::memory::{self, WgpuBuffer};
 
 const SPREAD: Kernel = Kernel { module: Module::Lde, entry: "lde_spread", items_per_group: 256 };
 const PASS: Kernel = Kernel { module: Module::Lde, entry: "ntt_pass", items_per_group: 256 };
+/// `ntt_pass` with two butterflies per invocation per stage, for passes of two stages or more.
+const PASS_X2: Kernel = Kernel { module: Module::Lde, entry: "ntt_pass_x2", items_per_group: 512 };
 const SCALE: Kernel = Kernel { module: Module::Lde, entry: "lde_scale", items_per_group: 256 };
 /// The kernels the coset LDE launches (in place; the out-of-place route adds `lde_spread`).
-pub(crate) const KERNELS: [Kernel; 2] = [PASS, SCALE];
+pub(crate) const KERNELS: [Kernel; 3] = [PASS, PASS_X2, SCALE];
 
 /// Most radix-2 stages one `ntt_pass` runs (`PASS_LOG` in lde.wgsl).
 pub(crate) const PASS_LOG: u32 = 5;
@@ -440,7 +442,8 @@ impl Pass<'_> {
             store.log_b,
             store.coset_off as u32,
         ];
-        rec.dispatch(PASS, ((k * tf.m) << (r - 1)) as u32, &args, window, Window::empty(), Table::Buffer(tab))
+        let kernel = if r >= 2 { PASS_X2 } else { PASS };
+        rec.dispatch(kernel, ((k * tf.m) << (r - 1)) as u32, &args, window, Window::empty(), Table::Buffer(tab))
     }
 }
 

@@ -443,7 +443,16 @@ fn prepare_kernels_creates_each_commit_pipeline_once() {
     };
     assert_eq!(
         names(b.prepare_kernels(HashKind::Keccak256).unwrap()),
-        ["copy_pieces", "lde_scale", "leaves_keccak", "merkle_keccak", "merkle_pad", "ntt_pass", "transpose_block"]
+        [
+            "copy_pieces",
+            "lde_scale",
+            "leaves_keccak",
+            "merkle_keccak",
+            "merkle_pad",
+            "ntt_pass",
+            "ntt_pass_x2",
+            "transpose_block"
+        ]
     );
     assert!(b.prepare_kernels(HashKind::Keccak256).unwrap().is_empty(), "pipelines made twice");
     assert_eq!(names(b.prepare_kernels(HashKind::Blake3).unwrap()), ["leaves_blake3", "merkle_blake3"]);

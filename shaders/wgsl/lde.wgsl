@@ -20,9 +20,9 @@
 // of a new buffer (lde_spread), runs the inverse over those rows, then lde_scale in place (each
 // row pB to its block), then the same forward passes.
 //
-// ntt_pass runs up to PASS_LOG consecutive radix-2 stages per dispatch over workgroup tiles of
-// the 2^r rows of a column that those stages combine, so that an element is read and written once
-// per pass instead of once per stage. The host (lde.rs) picks r per pass so that a pass's rows
+// ntt_pass and ntt_pass_x2 run up to PASS_LOG consecutive radix-2 stages per dispatch over
+// workgroup tiles of the 2^r rows of a column that those stages combine, so that an element is
+// read and written once per pass instead of once per stage. The host (lde.rs) picks r per pass so that a pass's rows
 // fit the bound segments.
 
 @group(0) @binding(7) var<storage, read> tw: array<vec2<u32>>;
@@ -82,7 +82,8 @@ const PASS_LOG: u32 = 5u;
 // row's consecutive columns are consecutive invocations (coalesced loads and stores). Each of the
 // 256 invocations moves two elements and runs one butterfly per stage.
 const TILE: u32 = 512u;
-var<workgroup> ntt_tile: array<vec2<u32>, TILE>;
+// ntt_pass_x2's tile is twice as large; both kernels use this array.
+var<workgroup> ntt_tile: array<vec2<u32>, 1024>;
 
 // args: 0 base, 1 row stride (elements), 2 m, 3 log2 h (the pass's smallest half-size),
 //       4 r (stages, 1..PASS_LOG), 5 twiddle offset, 6 log2 of the smallest stage's twiddle step,
@@ -97,7 +98,8 @@ var<workgroup> ntt_tile: array<vec2<u32>, TILE>;
 // index is (i0 + j h) mod H = g % h + (j mod 2^s) h, times the stage's step.
 //
 // The kernel is bound by the instructions it issues, not by its memory traffic (BENCHMARKS.md,
-// "Where the wgpu LDE's time goes"), so it keeps them few: the stages are written out with
+// "Where the wgpu LDE's time goes"), so it keeps them few (and ntt_pass_x2, below, shares them
+// between two butterflies per invocation, for every pass of two stages or more): the stages are written out with
 // literal s (ntt_stage_dit, ntt_stage_dif), so that their tile indices fold; an invocation keeps
 // its r twiddles in registers; and the butterflies are lazy (gl_add_lazy, gl_sub_lazy,
 // gl_mul_lazy take and give any u64 congruent to the value), every store canonical.
@@ -262,6 +264,147 @@ fn ntt_pass(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_ind
         let flags = arg(9);
         ntt_store(flags, at0, row0, col, ntt_tile[lid]);
         ntt_store(flags, at1, row1, col, ntt_tile[e1]);
+    }
+}
+
+// ntt_pass for passes of r >= 2 stages, with twice the work per invocation: a tile of 1024
+// elements, per = 2^(10 - r) items x 2^r rows, and each invocation moves four elements of one
+// item (rows q + k 2^(r-2), k < 4, q = lid / per) and runs two butterflies per stage, pairs q and
+// q + 2^(r-2). The index arithmetic, the division by m and the r twiddles of pair q then serve
+// twice the butterflies: pair q + 2^(r-2) shares pair q's twiddle in every stage but the last
+// (s = r - 1), where its index has bit r - 2 set (wt). The same args and count as ntt_pass.
+@compute @workgroup_size(256)
+fn ntt_pass_x2(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let m = arg(2);
+    let lh = arg(3);
+    let r = arg(4);
+    let tw_off = arg(5);
+    let lstep = arg(6);
+    let lo_mask = (1u << lh) - 1u;
+    let items = P.count >> (r - 1u);
+    let per_log = 10u - r;
+    let per = 1u << per_log;
+
+    let bi = lid & (per - 1u);
+    let item = group_index(wid) * per + bi;
+    let g = arg(7) + item / m;
+    let col = item % m;
+    let q = lid >> per_log;
+    let quarter = 1u << (r - 2u);
+    let q2 = q + quarter;
+    let row0 = ((g >> lh) << (lh + r)) + (g & lo_mask) + (q << lh);
+    let row_step = quarter << lh;
+    let at0 = arg(0) + row0 * arg(1) + col;
+    let at_step = row_step * arg(1);
+    let live = item < items;
+    let blo = g & lo_mask;
+
+    var v0 = vec2<u32>(0u, 0u);
+    var v1 = vec2<u32>(0u, 0u);
+    var v2 = vec2<u32>(0u, 0u);
+    var v3 = vec2<u32>(0u, 0u);
+    var w0 = vec2<u32>(0u, 0u);
+    var w1 = vec2<u32>(0u, 0u);
+    var w2 = vec2<u32>(0u, 0u);
+    var w3 = vec2<u32>(0u, 0u);
+    var w4 = vec2<u32>(0u, 0u);
+    var wt = vec2<u32>(0u, 0u);
+    if live {
+        v0 = ld_a(at0);
+        v1 = ld_a(at0 + at_step);
+        v2 = ld_a(at0 + 2u * at_step);
+        v3 = ld_a(at0 + 3u * at_step);
+        w0 = tw[tw_off + (blo << lstep)];
+        w1 = tw[tw_off + ((blo + ((q & 1u) << lh)) << (lstep - 1u))];
+        if r > 2u {
+            w2 = tw[tw_off + ((blo + ((q & 3u) << lh)) << (lstep - 2u))];
+        }
+        if r > 3u {
+            w3 = tw[tw_off + ((blo + ((q & 7u) << lh)) << (lstep - 3u))];
+        }
+        if r > 4u {
+            w4 = tw[tw_off + ((blo + ((q & 15u) << lh)) << (lstep - 4u))];
+        }
+        wt = tw[tw_off + ((blo + (q2 << lh)) << (lstep - (r - 1u)))];
+    }
+    ntt_tile[lid] = v0;
+    ntt_tile[lid + 256u] = v1;
+    ntt_tile[lid + 512u] = v2;
+    ntt_tile[lid + 768u] = v3;
+    workgroupBarrier();
+
+    // Pair q2's twiddle: pair q's, but wt in the last stage.
+    if arg(8) == 1u {
+        if r > 4u {
+            if live {
+                ntt_stage_dif(4u, q, bi, per_log, w4);
+                ntt_stage_dif(4u, q2, bi, per_log, wt);
+            }
+            workgroupBarrier();
+        }
+        if r > 3u {
+            if live {
+                ntt_stage_dif(3u, q, bi, per_log, w3);
+                ntt_stage_dif(3u, q2, bi, per_log, select(w3, wt, r == 4u));
+            }
+            workgroupBarrier();
+        }
+        if r > 2u {
+            if live {
+                ntt_stage_dif(2u, q, bi, per_log, w2);
+                ntt_stage_dif(2u, q2, bi, per_log, select(w2, wt, r == 3u));
+            }
+            workgroupBarrier();
+        }
+        if live {
+            ntt_stage_dif(1u, q, bi, per_log, w1);
+            ntt_stage_dif(1u, q2, bi, per_log, select(w1, wt, r == 2u));
+        }
+        workgroupBarrier();
+        if live {
+            ntt_stage_dif(0u, q, bi, per_log, w0);
+            ntt_stage_dif(0u, q2, bi, per_log, w0);
+        }
+        workgroupBarrier();
+    } else {
+        if live {
+            ntt_stage_dit(0u, q, bi, per_log, w0);
+            ntt_stage_dit(0u, q2, bi, per_log, w0);
+        }
+        workgroupBarrier();
+        if live {
+            ntt_stage_dit(1u, q, bi, per_log, w1);
+            ntt_stage_dit(1u, q2, bi, per_log, select(w1, wt, r == 2u));
+        }
+        workgroupBarrier();
+        if r > 2u {
+            if live {
+                ntt_stage_dit(2u, q, bi, per_log, w2);
+                ntt_stage_dit(2u, q2, bi, per_log, select(w2, wt, r == 3u));
+            }
+            workgroupBarrier();
+        }
+        if r > 3u {
+            if live {
+                ntt_stage_dit(3u, q, bi, per_log, w3);
+                ntt_stage_dit(3u, q2, bi, per_log, select(w3, wt, r == 4u));
+            }
+            workgroupBarrier();
+        }
+        if r > 4u {
+            if live {
+                ntt_stage_dit(4u, q, bi, per_log, w4);
+                ntt_stage_dit(4u, q2, bi, per_log, wt);
+            }
+            workgroupBarrier();
+        }
+    }
+    if live {
+        let flags = arg(9);
+        ntt_store(flags, at0, row0, col, ntt_tile[lid]);
+        ntt_store(flags, at0 + at_step, row0 + row_step, col, ntt_tile[lid + 256u]);
+        ntt_store(flags, at0 + 2u * at_step, row0 + 2u * row_step, col, ntt_tile[lid + 512u]);
+        ntt_store(flags, at0 + 3u * at_step, row0 + 3u * row_step, col, ntt_tile[lid + 768u]);
     }
 }
 
