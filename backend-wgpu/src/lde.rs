@@ -3,8 +3,8 @@
 //! trace, the other rows anything.
 //!
 //! 1. **Inverse NTT** (DIF, inverse twiddles) over rows `[0, n)`, stride `m`; its butterflies
-//!    take any u64 (non-canonical trace values included), and every pass stores canonical
-//!    values. Position `p` of the output holds coefficient `j = br_n(p)`
+//!    take any u64 (non-canonical trace values included) and give any u64 congruent to the
+//!    value; the last pass's scaling canonicalises. Position `p` of the output holds coefficient `j = br_n(p)`
 //!    times `n`, which belongs at the `B` rows `[pB, pB + B)`: a size-`N` bit-reversed array
 //!    keeps coefficient `j` at `br_N(j) = pB`, and the first `log2 B` forward (DIT) stages over a
 //!    block of `B` positions with one non-zero entry only copy it over the block.
@@ -50,7 +50,10 @@ pub(crate) const KERNELS: [Kernel; 3] = [PASS, PASS_X2, SCALE];
 /// Most radix-2 stages one `ntt_pass` runs (`PASS_LOG` in lde.wgsl).
 pub(crate) const PASS_LOG: u32 = 5;
 
-/// `ntt_pass` flag (lde.wgsl): scale row `p` of the output by `s^br(p) / n` (the inverse's last pass).
+/// `ntt_pass` flag (lde.wgsl): canonicalise every stored value (the forward transform's last
+/// pass; the others store the lazy butterflies' words as they are).
+const PASS_CANONICAL: u32 = 1;
+/// `ntt_pass` flag: scale row `p` of the output by `s^br(p) / n` (the inverse's last pass).
 const PASS_SCALE: u32 = 2;
 /// `ntt_pass` flag (with [`PASS_SCALE`]): store the rows with `pB >= n` to `[pB, pB + B)`.
 const PASS_WIDE: u32 = 4;
@@ -205,11 +208,16 @@ pub(crate) fn coset_lde_in_place(gpu: &Arc<Gpu>, buf: &mut WgpuBuffer, params: &
     let forward = Transform { base, stride: set.m, m: set.m, log_rows: log_big_n, tw_off: set.n / 2, inverse: false };
     let store =
         |flags| Store { flags, log_b: set.log_b, coset_off: set.coset_offset(), wide_from: set.n.div_ceil(set.b) };
-    for step in in_place_steps(set.log_n, set.log_b, set.m, set.seg, gpu.lde_pass_stages) {
+    let steps = in_place_steps(set.log_n, set.log_b, set.m, set.seg, gpu.lde_pass_stages);
+    for (i, &step) in steps.iter().enumerate() {
         match step {
             Step::Inverse { lh, r, flags } => pass(&mut rec, &space, tab, &inverse, lh, r, store(flags))?,
             Step::Spread { lo, hi, scale } => set.scale_rows(&mut rec, &space, base, (lo, hi), 1, scale, op)?,
-            Step::Forward { lh, r } => pass(&mut rec, &space, tab, &forward, lh, r, store(0))?,
+            // Forward passes come last: the final step is the transform's last pass.
+            Step::Forward { lh, r } => {
+                let flags = if i + 1 == steps.len() { PASS_CANONICAL } else { 0 };
+                pass(&mut rec, &space, tab, &forward, lh, r, store(flags))?;
+            }
         }
     }
     rec.flush()?;
@@ -255,8 +263,10 @@ pub(crate) fn coset_lde_out_of_place(gpu: &Arc<Gpu>, trace: &WgpuBuffer, params:
     // 4. Forward NTT (DIT) with half-sizes B .. N/2: forward twiddles after the inverse ones.
     let log_big_n = set.log_n + set.log_b;
     let forward = Transform { base: ob, stride: m, m, log_rows: log_big_n, tw_off: n / 2, inverse: false };
-    for (lh, r) in passes(set.log_b, log_big_n, m, m, s, most) {
-        pass(&mut rec, &space, tab, &forward, lh, r, Store::PLAIN)?;
+    let forward_passes = passes(set.log_b, log_big_n, m, m, s, most);
+    for (i, &(lh, r)) in forward_passes.iter().enumerate() {
+        let last = Store { flags: PASS_CANONICAL, ..Store::PLAIN };
+        pass(&mut rec, &space, tab, &forward, lh, r, if i + 1 == forward_passes.len() { last } else { Store::PLAIN })?;
     }
     rec.flush()?;
     drop(rec);

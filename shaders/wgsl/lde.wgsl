@@ -6,7 +6,7 @@
 // The LDE of an n-row trace at blowup B (N = nB), in place in the N-row buffer whose first n
 // rows hold the trace (lde.rs, `coset_lde_in_place`):
 // 1. ntt_pass (inverse, DIF) over rows [0, n): its lazy butterflies take any u64, trace values
-//    >= p included, and every pass stores canonical values.
+//    >= p included; the last pass's scaling canonicalises.
 //    Position p then holds coefficient j = br(p) times n; a size-N bit-reversed array keeps that
 //    coefficient at br_N(j) = pB, and since the first log2(B) forward (DIT) stages over a block
 //    of B positions with one non-zero entry only copy it, it belongs at all B rows [pB, pB + B).
@@ -88,8 +88,8 @@ var<workgroup> ntt_tile: array<vec2<u32>, 1024>;
 // args: 0 base, 1 row stride (elements), 2 m, 3 log2 h (the pass's smallest half-size),
 //       4 r (stages, 1..PASS_LOG), 5 twiddle offset, 6 log2 of the smallest stage's twiddle step,
 //       7 g0 (first group), 8 inverse (1: DIF with inverse twiddles, half-sizes h 2^(r-1) down
-//       to h; 0: DIT, half-sizes h up to h 2^(r-1)), 9 flags (PASS_SCALE, PASS_WIDE),
-//       10 log2(B), 11 coset offset; count = groups * m * 2^(r-1) (one invocation per
+//       to h; 0: DIT, half-sizes h up to h 2^(r-1)), 9 flags (PASS_CANONICAL, PASS_SCALE,
+//       PASS_WIDE), 10 log2(B), 11 coset offset; count = groups * m * 2^(r-1) (one invocation per
 //       butterfly).
 //
 // Group g holds the rows i0 + j h, j < 2^r, where i0 = (g / h) h 2^r + g % h: exactly the rows
@@ -102,11 +102,15 @@ var<workgroup> ntt_tile: array<vec2<u32>, 1024>;
 // between two butterflies per invocation, for every pass of two stages or more): the stages are written out with
 // literal s (ntt_stage_dit, ntt_stage_dif), so that their tile indices fold; an invocation keeps
 // its r twiddles in registers; and the butterflies are lazy (gl_add_lazy, gl_sub_lazy,
-// gl_mul_lazy take and give any u64 congruent to the value), every store canonical.
-// Flags (arg 9). PASS_SCALE (the inverse's last pass, h = 1, stride m): row p's output is
+// gl_mul_lazy take and give any u64 congruent to the value), canonicalised only where the
+// transform ends (PASS_CANONICAL; the inverse's scaling multiplies, which canonicalises).
+// Flags (arg 9). PASS_CANONICAL (the forward transform's last pass): canonicalise every stored
+// value; the other passes store the lazy words as they are. PASS_SCALE (the inverse's last pass,
+// h = 1, stride m): row p's output is
 // scaled by s^br(p) / n (tw[arg 11 + br(p)]), n = 2^log_rows = 2^(arg 6 + arg 3 + 1).
 // PASS_WIDE (with PASS_SCALE): rows with pB >= n are stored to the B rows [pB, pB + B) instead
 // of row p; those rows lie outside every row the pass reads.
+const PASS_CANONICAL: u32 = 1u;
 const PASS_SCALE: u32 = 2u;
 const PASS_WIDE: u32 = 4u;
 
@@ -411,7 +415,11 @@ fn ntt_pass_x2(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_
 // ntt_pass's store of output row `row`, column `col` (element `at`), under `flags`.
 fn ntt_store(flags: u32, at: u32, row: u32, col: u32, v: vec2<u32>) {
     if (flags & PASS_SCALE) == 0u {
-        st_a(at, gl_canon(v));
+        if (flags & PASS_CANONICAL) != 0u {
+            st_a(at, gl_canon(v));
+        } else {
+            st_a(at, v);
+        }
         return;
     }
     let log_n = arg(6) + arg(3) + 1u;
