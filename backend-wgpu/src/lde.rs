@@ -22,7 +22,8 @@
 //! The transforms run as passes of up to [`PASS_LOG`] radix-2 stages each: a workgroup loads
 //! the 2^r rows of 1024 / 2^r columns that r consecutive stages combine into a shared-memory
 //! tile, runs those stages there (two butterflies per invocation per stage, `ntt_pass_x2`) and
-//! stores once; a pass of one stage runs `ntt_pass` (512-element tiles, one butterfly each). A pass's r is the largest whose group rows span at most three segments' worth
+//! stores once; a pass of one stage runs `ntt_pass` (one butterfly per invocation, in
+//! registers). A pass's r is the largest whose group rows span at most three segments' worth
 //! of elements (so that they touch at most the four segments a dispatch binds), or 2 where that
 //! is less: one segment for each of a two-stage group's four row ranges, a group whose rows
 //! straddle segment boundaries running one stage at a time ([`pass`]). At the production shape
@@ -40,8 +41,9 @@ use crate::context::{Gpu, Kernel, Module, NAME, Recorder, Space, Table, Window};
 use crate::memory::{self, WgpuBuffer};
 
 const SPREAD: Kernel = Kernel { module: Module::Lde, entry: "lde_spread", items_per_group: 256 };
+/// A pass of one stage: one butterfly per invocation, in registers.
 const PASS: Kernel = Kernel { module: Module::Lde, entry: "ntt_pass", items_per_group: 256 };
-/// `ntt_pass` with two butterflies per invocation per stage, for passes of two stages or more.
+/// Passes of two stages or more: two butterflies per invocation per stage, in a shared tile.
 const PASS_X2: Kernel = Kernel { module: Module::Lde, entry: "ntt_pass_x2", items_per_group: 512 };
 const SCALE: Kernel = Kernel { module: Module::Lde, entry: "lde_scale", items_per_group: 256 };
 /// The kernels the coset LDE launches (in place; the out-of-place route adds `lde_spread`).
@@ -218,6 +220,11 @@ pub(crate) fn coset_lde_in_place(gpu: &Arc<Gpu>, buf: &mut WgpuBuffer, params: &
                 let flags = if i + 1 == steps.len() { PASS_CANONICAL } else { 0 };
                 pass(&mut rec, &space, tab, &forward, lh, r, store(flags))?;
             }
+        }
+        // Submit each pass as soon as it is recorded, so that the device runs it while the host
+        // records the next one (recording the whole LDE takes the host several milliseconds).
+        if !matches!(step, Step::Spread { .. }) {
+            rec.flush()?;
         }
     }
     rec.flush()?;

@@ -75,47 +75,45 @@ fn coefficient(p: u32, bits: u32) -> u32 {
     return reverseBits(p) >> (32u - bits);
 }
 
-// Most stages one ntt_pass runs: a group of 2^PASS_LOG rows per column.
+// Most stages one pass runs: a group of 2^PASS_LOG rows per column.
 const PASS_LOG: u32 = 5u;
 
-// One workgroup's tile: (512 >> r) (group, column) items x 2^r rows, item-fastest, so that a
-// row's consecutive columns are consecutive invocations (coalesced loads and stores). Each of the
-// 256 invocations moves two elements and runs one butterfly per stage.
-const TILE: u32 = 512u;
-// ntt_pass_x2's tile is twice as large; both kernels use this array.
+// The tile of ntt_pass_x2: (1024 >> r) (group, column) items x 2^r rows, item-fastest, so that a
+// row's consecutive columns are consecutive invocations (coalesced loads and stores).
 var<workgroup> ntt_tile: array<vec2<u32>, 1024>;
 
-// args: 0 base, 1 row stride (elements), 2 m, 3 log2 h (the pass's smallest half-size),
-//       4 r (stages, 1..PASS_LOG), 5 twiddle offset, 6 log2 of the smallest stage's twiddle step,
-//       7 g0 (first group), 8 inverse (1: DIF with inverse twiddles, half-sizes h 2^(r-1) down
-//       to h; 0: DIT, half-sizes h up to h 2^(r-1)), 9 flags (PASS_CANONICAL, PASS_SCALE,
-//       PASS_WIDE), 10 log2(B), 11 coset offset; count = groups * m * 2^(r-1) (one invocation per
-//       butterfly).
+// The passes' args (ntt_pass and ntt_pass_x2): 0 base, 1 row stride (elements), 2 m, 3 log2 h
+//       (the pass's smallest half-size), 4 r (stages, 1..PASS_LOG), 5 twiddle offset, 6 log2 of
+//       the smallest stage's twiddle step, 7 g0 (first group), 8 inverse (1: DIF with inverse
+//       twiddles, half-sizes h 2^(r-1) down to h; 0: DIT, half-sizes h up to h 2^(r-1)), 9 flags
+//       (PASS_CANONICAL, PASS_SCALE, PASS_WIDE), 10 log2(B), 11 coset offset;
+//       count = groups * m * 2^(r-1) (butterflies per stage).
 //
 // Group g holds the rows i0 + j h, j < 2^r, where i0 = (g / h) h 2^r + g % h: exactly the rows
 // that the stages with half-sizes h .. h 2^(r-1) combine among themselves. In the stage of
 // half-size H = h 2^s the pair (j, j + 2^s), bit s of j clear, is a butterfly whose twiddle
 // index is (i0 + j h) mod H = g % h + (j mod 2^s) h, times the stage's step.
 //
-// The kernel is bound by the instructions it issues, not by its memory traffic (BENCHMARKS.md,
-// "Where the wgpu LDE's time goes"), so it keeps them few (and ntt_pass_x2, below, shares them
-// between two butterflies per invocation, for every pass of two stages or more): the stages are written out with
-// literal s (ntt_stage_dit, ntt_stage_dif), so that their tile indices fold; an invocation keeps
-// its r twiddles in registers; and the butterflies are lazy (gl_add_lazy, gl_sub_lazy,
-// gl_mul_lazy take and give any u64 congruent to the value), canonicalised only where the
-// transform ends (PASS_CANONICAL; the inverse's scaling multiplies, which canonicalises).
+// The passes are bound by the instructions they issue, not by their memory traffic
+// (BENCHMARKS.md, "Where the wgpu LDE's time goes"), so they keep them few: ntt_pass_x2 runs two
+// butterflies per invocation per stage, sharing their index arithmetic and twiddles; the stages
+// are written out with literal s (ntt_stage_dit, ntt_stage_dif), so that their tile indices fold;
+// an invocation keeps its twiddles in registers; and the butterflies are lazy (gl_add_lazy,
+// gl_sub_lazy, gl_mul_lazy take and give any u64 congruent to the value), canonicalised only
+// where the transform ends (PASS_CANONICAL; the inverse's scaling multiplies, which
+// canonicalises).
 // Flags (arg 9). PASS_CANONICAL (the forward transform's last pass): canonicalise every stored
 // value; the other passes store the lazy words as they are. PASS_SCALE (the inverse's last pass,
-// h = 1, stride m): row p's output is
-// scaled by s^br(p) / n (tw[arg 11 + br(p)]), n = 2^log_rows = 2^(arg 6 + arg 3 + 1).
-// PASS_WIDE (with PASS_SCALE): rows with pB >= n are stored to the B rows [pB, pB + B) instead
-// of row p; those rows lie outside every row the pass reads.
+// h = 1, stride m): row p's output is scaled by s^br(p) / n (tw[arg 11 + br(p)]),
+// n = 2^log_rows = 2^(arg 6 + arg 3 + 1). PASS_WIDE (with PASS_SCALE): rows with pB >= n are
+// stored to the B rows [pB, pB + B) instead of row p; those rows lie outside every row the pass
+// reads.
 const PASS_CANONICAL: u32 = 1u;
 const PASS_SCALE: u32 = 2u;
 const PASS_WIDE: u32 = 4u;
 
-// The tile slots of this invocation's butterfly in stage s: pair q = j with bit s removed, of
-// item bi, at rows j and j + 2^s (slot row * per + item, per = 2^per_log).
+// The tile slots of a butterfly in stage s: pair q = j with bit s removed, of item bi, at rows j
+// and j + 2^s (slot row * per + item, per = 2^per_log).
 fn ntt_slots(s: u32, q: u32, bi: u32, per_log: u32) -> vec2<u32> {
     let j = ((q >> s) << (s + 1u)) | (q & ((1u << s) - 1u));
     let x = (j << per_log) + bi;
@@ -140,143 +138,49 @@ fn ntt_stage_dif(s: u32, q: u32, bi: u32, per_log: u32, w: vec2<u32>) {
     ntt_tile[at.y] = gl_mul_lazy(gl_sub_lazy(x, y), w);
 }
 
+// A pass of one stage (r = 1: the top pass of a transform whose rows lie far apart, and the
+// groups whose rows straddle segment boundaries): one invocation per butterfly, item
+// group_index * 256 + lid, rows i0 and i0 + h, in registers (no tile, no barrier).
 @compute @workgroup_size(256)
 fn ntt_pass(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let item = group_index(wid) * 256u + lid;
+    if item >= P.count {
+        return;
+    }
     let m = arg(2);
     let lh = arg(3);
-    let r = arg(4);
-    let tw_off = arg(5);
-    let lstep = arg(6);
-    let lo_mask = (1u << lh) - 1u;
-    let items = P.count >> (r - 1u);
-    let per_log = 9u - r;
-    let per = 1u << per_log;
-    let first_item = group_index(wid) * per;
-
-    // Elements lid and lid + 256 of the tile: item lid % per (256 is a multiple of per), rows
-    // lid / per and lid / per + 256 / per.
-    let e1 = lid + 256u;
-    let bi = lid & (per - 1u);
-    let item = first_item + bi;
     let g = arg(7) + item / m;
     let col = item % m;
-    let i0 = ((g >> lh) << (lh + r)) + (g & lo_mask);
-    let row0 = i0 + ((lid >> per_log) << lh);
-    let row1 = i0 + ((e1 >> per_log) << lh);
+    let blo = g & ((1u << lh) - 1u);
+    let row0 = ((g >> lh) << (lh + 1u)) + blo;
+    let row1 = row0 + (1u << lh);
     let at0 = arg(0) + row0 * arg(1) + col;
     let at1 = arg(0) + row1 * arg(1) + col;
-    let live = item < items;
-
-    // This invocation's butterfly: pair q = lid / per < 2^(r-1) of item bi; its twiddle in
-    // stage s is tw[tw_off + ((g % h + (j mod 2^s) h) << (lstep - s))].
-    let q = lid >> per_log;
-    let blo = g & lo_mask;
-
-    // Every global load first (the two elements and the pass's r twiddles), every shared store
-    // after: a load followed at once by the store that consumes it would keep one load in
-    // flight per invocation.
-    var v0 = vec2<u32>(0u, 0u);
-    var v1 = vec2<u32>(0u, 0u);
-    var w0 = vec2<u32>(0u, 0u);
-    var w1 = vec2<u32>(0u, 0u);
-    var w2 = vec2<u32>(0u, 0u);
-    var w3 = vec2<u32>(0u, 0u);
-    var w4 = vec2<u32>(0u, 0u);
-    if live {
-        v0 = ld_a(at0);
-        v1 = ld_a(at1);
-        w0 = tw[tw_off + (blo << lstep)];
-        if r > 1u {
-            w1 = tw[tw_off + ((blo + ((q & 1u) << lh)) << (lstep - 1u))];
-        }
-        if r > 2u {
-            w2 = tw[tw_off + ((blo + ((q & 3u) << lh)) << (lstep - 2u))];
-        }
-        if r > 3u {
-            w3 = tw[tw_off + ((blo + ((q & 7u) << lh)) << (lstep - 3u))];
-        }
-        if r > 4u {
-            w4 = tw[tw_off + ((blo + ((q & 15u) << lh)) << (lstep - 4u))];
-        }
-    }
-    ntt_tile[lid] = v0;
-    ntt_tile[e1] = v1;
-    workgroupBarrier();
-
-    // DIT runs s = 0, 1, .., r - 1; DIF runs s = r - 1 down to 0. r and the direction are the
-    // same for the whole dispatch, so every barrier is reached by every invocation.
+    let x = ld_a(at0);
+    let y = ld_a(at1);
+    let w = tw[arg(5) + (blo << arg(6))];
+    var o0: vec2<u32>;
+    var o1: vec2<u32>;
     if arg(8) == 1u {
-        if r > 4u {
-            if live {
-                ntt_stage_dif(4u, q, bi, per_log, w4);
-            }
-            workgroupBarrier();
-        }
-        if r > 3u {
-            if live {
-                ntt_stage_dif(3u, q, bi, per_log, w3);
-            }
-            workgroupBarrier();
-        }
-        if r > 2u {
-            if live {
-                ntt_stage_dif(2u, q, bi, per_log, w2);
-            }
-            workgroupBarrier();
-        }
-        if r > 1u {
-            if live {
-                ntt_stage_dif(1u, q, bi, per_log, w1);
-            }
-            workgroupBarrier();
-        }
-        if live {
-            ntt_stage_dif(0u, q, bi, per_log, w0);
-        }
-        workgroupBarrier();
+        o0 = gl_add_lazy(x, y);
+        o1 = gl_mul_lazy(gl_sub_lazy(x, y), w);
     } else {
-        if live {
-            ntt_stage_dit(0u, q, bi, per_log, w0);
-        }
-        workgroupBarrier();
-        if r > 1u {
-            if live {
-                ntt_stage_dit(1u, q, bi, per_log, w1);
-            }
-            workgroupBarrier();
-        }
-        if r > 2u {
-            if live {
-                ntt_stage_dit(2u, q, bi, per_log, w2);
-            }
-            workgroupBarrier();
-        }
-        if r > 3u {
-            if live {
-                ntt_stage_dit(3u, q, bi, per_log, w3);
-            }
-            workgroupBarrier();
-        }
-        if r > 4u {
-            if live {
-                ntt_stage_dit(4u, q, bi, per_log, w4);
-            }
-            workgroupBarrier();
-        }
+        let yw = gl_mul_lazy(y, w);
+        o0 = gl_add_lazy(x, yw);
+        o1 = gl_sub_lazy(x, yw);
     }
-    if live {
-        let flags = arg(9);
-        ntt_store(flags, at0, row0, col, ntt_tile[lid]);
-        ntt_store(flags, at1, row1, col, ntt_tile[e1]);
-    }
+    let flags = arg(9);
+    ntt_store(flags, at0, row0, col, o0);
+    ntt_store(flags, at1, row1, col, o1);
 }
 
-// ntt_pass for passes of r >= 2 stages, with twice the work per invocation: a tile of 1024
-// elements, per = 2^(10 - r) items x 2^r rows, and each invocation moves four elements of one
-// item (rows q + k 2^(r-2), k < 4, q = lid / per) and runs two butterflies per stage, pairs q and
-// q + 2^(r-2). The index arithmetic, the division by m and the r twiddles of pair q then serve
-// twice the butterflies: pair q + 2^(r-2) shares pair q's twiddle in every stage but the last
-// (s = r - 1), where its index has bit r - 2 set (wt). The same args and count as ntt_pass.
+// Passes of r >= 2 stages: a tile of 1024 elements, per = 2^(10 - r) items x 2^r rows; each
+// invocation moves four elements of one item (rows q + k 2^(r-2), k < 4, q = lid / per) and runs
+// two butterflies per stage, pairs q and q + 2^(r-2). The index arithmetic, the division by m and
+// the r twiddles of pair q then serve both butterflies: pair q + 2^(r-2) shares pair q's twiddle
+// in every stage but the last (s = r - 1), where its index has bit r - 2 set (wt). Every global
+// load comes before the tile's stores, so that all of an invocation's loads are in flight at
+// once.
 @compute @workgroup_size(256)
 fn ntt_pass_x2(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let m = arg(2);

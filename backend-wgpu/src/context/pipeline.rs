@@ -45,11 +45,11 @@ impl Module {
     /// (`ShaderRuntimeChecks::unchecked`): index clamps on every workgroup-array access, a
     /// counter in every loop, guards on every division. Only lde.wgsl, where they cost 5% of the
     /// LDE on the H200 (BENCHMARKS.md, "Where the wgpu LDE's time goes") and where none can fire:
-    /// its workgroup indices are below `TILE` by construction (an invocation's slots
-    /// `lid`, `lid + 256` and the butterfly's two rows of a 2^r-row tile), its loops run B
-    /// times, its divisors are the column count (at least 1, validated), and its storage indices
-    /// lie in the windows the host binds (`Space::window` checks every span),
-    /// which the device's robust buffer access bounds as for every module.
+    /// its workgroup indices are inside the 1,024-element tile by construction (an invocation's
+    /// slots `lid + 256 k`, k < 4, and its butterflies' rows of a 2^r-row tile of 2^(10 - r)
+    /// items), its loops run B times, its divisors are the column count (at least 1,
+    /// validated), and its storage indices lie in the windows the host binds (`Space::window`
+    /// checks every span), which the device's robust buffer access bounds as for every module.
     fn trusted(self) -> bool {
         self == Module::Lde
     }
