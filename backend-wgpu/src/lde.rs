@@ -4,10 +4,11 @@
 //!
 //! 1. **Inverse NTT** (DIF, inverse twiddles) over rows `[0, n)`, stride `m`; its butterflies
 //!    take any u64 (non-canonical trace values included) and give any u64 congruent to the
-//!    value; the last pass's scaling canonicalises. Position `p` of the output holds coefficient `j = br_n(p)`
-//!    times `n`, which belongs at the `B` rows `[pB, pB + B)`: a size-`N` bit-reversed array
-//!    keeps coefficient `j` at `br_N(j) = pB`, and the first `log2 B` forward (DIT) stages over a
-//!    block of `B` positions with one non-zero entry only copy it over the block.
+//!    value; the last pass's scaling canonicalises. Position `p` of the output holds
+//!    coefficient `j = br_n(p)` times `n`, which belongs at the `B` rows `[pB, pB + B)`: a
+//!    size-`N` bit-reversed array keeps coefficient `j` at `br_N(j) = pB`, and the first
+//!    `log2 B` forward (DIT) stages over a block of `B` positions with one non-zero entry only
+//!    copy it over the block.
 //! 2. **Scaling and spreading, race-free in place.** The inverse's last pass scales row `p` by
 //!    `s^j / n` and, for the rows with `pB >= n`, stores it straight to `[pB, pB + B)`: those rows
 //!    lie outside every row the pass reads (or the other rows stay at `p`). The rest moves in
@@ -49,15 +50,15 @@ const SCALE: Kernel = Kernel { module: Module::Lde, entry: "lde_scale", items_pe
 /// The kernels the coset LDE launches (in place; the out-of-place route adds `lde_spread`).
 pub(crate) const KERNELS: [Kernel; 3] = [PASS, PASS_X2, SCALE];
 
-/// Most radix-2 stages one `ntt_pass` runs (`PASS_LOG` in lde.wgsl).
+/// Most radix-2 stages one pass runs (`PASS_LOG` in lde.wgsl).
 pub(crate) const PASS_LOG: u32 = 5;
 
-/// `ntt_pass` flag (lde.wgsl): canonicalise every stored value (the forward transform's last
+/// Pass flag (lde.wgsl): canonicalise every stored value (the forward transform's last
 /// pass; the others store the lazy butterflies' words as they are).
 const PASS_CANONICAL: u32 = 1;
-/// `ntt_pass` flag: scale row `p` of the output by `s^br(p) / n` (the inverse's last pass).
+/// Pass flag: scale row `p` of the output by `s^br(p) / n` (the inverse's last pass).
 const PASS_SCALE: u32 = 2;
-/// `ntt_pass` flag (with [`PASS_SCALE`]): store the rows with `pB >= n` to `[pB, pB + B)`.
+/// Pass flag (with [`PASS_SCALE`]): store the rows with `pB >= n` to `[pB, pB + B)`.
 const PASS_WIDE: u32 = 4;
 
 /// One step of the in-place LDE, in the order it runs ([`in_place_steps`]).

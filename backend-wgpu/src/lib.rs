@@ -68,7 +68,7 @@ pub struct WgpuOptions {
     /// where available; [`WgpuBackend::uses_int64`] says which path runs.
     pub portable_arithmetic: bool,
     /// Most radix-2 stages one LDE pass runs in a shared-memory tile, 1 to 5; `None` is 5, the
-    /// fastest (110.1 ms against 117.4 ms with 4 for the 2^21 -> 2^22 x 316 LDE on the H200).
+    /// fastest (101.0 ms against 106.5 ms with 4 for the 2^21 -> 2^22 x 316 LDE on the H200).
     /// Smaller values exist to measure and test the pass structure (1 is one dispatch per stage).
     pub lde_pass_stages: Option<u32>,
     /// Run the in-place transpose's run pass as fused launches (`transpose_fused.wgsl`: each run

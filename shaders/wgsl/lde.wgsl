@@ -5,7 +5,7 @@
 //
 // The LDE of an n-row trace at blowup B (N = nB), in place in the N-row buffer whose first n
 // rows hold the trace (lde.rs, `coset_lde_in_place`):
-// 1. ntt_pass (inverse, DIF) over rows [0, n): its lazy butterflies take any u64, trace values
+// 1. The passes (inverse, DIF) over rows [0, n): their lazy butterflies take any u64, trace values
 //    >= p included; the last pass's scaling canonicalises.
 //    Position p then holds coefficient j = br(p) times n; a size-N bit-reversed array keeps that
 //    coefficient at br_N(j) = pB, and since the first log2(B) forward (DIT) stages over a block
@@ -14,16 +14,16 @@
 //    pass reads), at row p otherwise.
 // 2. lde_scale, in waves from the top down (lde.rs proves the order): rows p of [lo, hi) to
 //    their B rows, each wave's targets above every row still to be read; row 0 last.
-// 3. ntt_pass (forward, DIT) with half-sizes B, 2B, .., N/2: natural-order evaluations.
+// 3. The passes (forward, DIT) with half-sizes B, 2B, .., N/2: natural-order evaluations.
 //
 // The out-of-place route (`WgpuBackend::coset_lde_out_of_place`) spreads the trace to the rows pB
 // of a new buffer (lde_spread), runs the inverse over those rows, then lde_scale in place (each
 // row pB to its block), then the same forward passes.
 //
-// ntt_pass and ntt_pass_x2 run up to PASS_LOG consecutive radix-2 stages per dispatch over
-// workgroup tiles of the 2^r rows of a column that those stages combine, so that an element is
-// read and written once per pass instead of once per stage. The host (lde.rs) picks r per pass so that a pass's rows
-// fit the bound segments.
+// ntt_pass_x2 runs up to PASS_LOG consecutive radix-2 stages per dispatch over workgroup tiles
+// of the 2^r rows of a column that those stages combine, so that an element is read and written
+// once per pass instead of once per stage (ntt_pass runs the passes of one stage). The host
+// (lde.rs) picks r per pass so that a pass's rows fit the bound segments.
 
 @group(0) @binding(7) var<storage, read> tw: array<vec2<u32>>;
 
