@@ -147,9 +147,9 @@ extern "C" __global__ void proto_mul_warp(const u64* in, const u64* consts, u64*
 #define BF_VALUES 16
 #define BF_TWIDDLES 8
 
-// x + y and x - y for any x and y <= 2^64 - 2^32 (a canonical product): one correction each.
-// A carry leaves s = x + y - 2^64 <= 2^64 - 2^32 - 1, so s + 2^32 - 1 cannot carry again; a
-// borrow leaves s = x - y + 2^64 >= 2^32, so s - (2^32 - 1) cannot borrow again.
+// x + y for any x and y <= 2^64 - 2^32 (a canonical product): one correction. A carry leaves
+// s = x + y - 2^64 <= 2^64 - 2^32 - 1, so s + 2^32 - 1 cannot carry again. (x - y with one
+// correction is common.cuh's gl_sub_red.)
 __device__ __forceinline__ u64 add_small_lazy(u64 a, u64 b) {
     u32 lo, hi;
     asm("{\n\t"
@@ -160,21 +160,6 @@ __device__ __forceinline__ u64 add_small_lazy(u64 a, u64 b) {
         "neg.s32         c, c;\n\t"
         "add.cc.u32      %0, %0, c;\n\t"
         "addc.u32        %1, %1, 0;\n\t"
-        "}"
-        : "=&r"(lo), "=&r"(hi)
-        : "r"((u32)a), "r"((u32)(a >> 32)), "r"((u32)b), "r"((u32)(b >> 32)));
-    return ((u64)hi << 32) | lo;
-}
-
-__device__ __forceinline__ u64 sub_small_lazy(u64 a, u64 b) {
-    u32 lo, hi;
-    asm("{\n\t"
-        ".reg .u32 m;\n\t"
-        "sub.cc.u32      %0, %2, %4;\n\t"
-        "subc.cc.u32     %1, %3, %5;\n\t"
-        "subc.u32        m, 0, 0;\n\t"
-        "sub.cc.u32      %0, %0, m;\n\t"
-        "subc.u32        %1, %1, 0;\n\t"
         "}"
         : "=&r"(lo), "=&r"(hi)
         : "r"((u32)a), "r"((u32)(a >> 32)), "r"((u32)b), "r"((u32)(b >> 32)));
@@ -199,7 +184,7 @@ __device__ __forceinline__ void bfly_iters(u64 (&v)[BF_VALUES], const u64 (&w)[B
                 if (MODE == MODE_INT1) {
                     const u64 y = gl_mul(v[j1], w[tw]);
                     v[j0] = add_small_lazy(x, y);
-                    v[j1] = sub_small_lazy(x, y);
+                    v[j1] = gl_sub_red(x, y);
                     continue;
                 }
                 const bool fp = MODE == MODE_FP || (MODE == MODE_MIX && (q & 1));
