@@ -144,9 +144,14 @@ impl Setup {
                 b * m
             )));
         }
-        let tw = LdeTwiddles::shared(log_n, log_b, params.shift());
-        let what = format!("the twiddle tables for 2^{log_n} x 2^{log_b}");
-        let tables = memory::upload_table(gpu, &[&tw.inv_twiddles, &tw.twiddles, &tw.coset], &what)?;
+        // The pool keeps the last tables between calls (40 MB at 2^21 -> 2^22 rows, whose upload
+        // the host otherwise spends several milliseconds on before the first pass can start).
+        let len = LdeTwiddles::bytes_for(log_n, log_b) / 8;
+        let tables = memory::cached_table(gpu, (log_n, log_b, params.shift()), len, || {
+            let tw = LdeTwiddles::shared(log_n, log_b, params.shift());
+            let what = format!("the twiddle tables for 2^{log_n} x 2^{log_b}");
+            memory::upload_table(gpu, &[&tw.inv_twiddles, &tw.twiddles, &tw.coset], &what)
+        })?;
         Ok(Self { n, m, b, log_n, log_b, seg, tables })
     }
 

@@ -241,16 +241,18 @@ impl WgpuBackend {
         self.gpu.transfer_chunk / staging::DIRECT_FRACTION + 1
     }
 
-    /// Frees the segments the pool keeps for reuse (freed buffers' segments stay allocated so
-    /// that later allocations of the same size skip buffer creation and wgpu's zero fill);
+    /// Frees what the pool keeps for reuse: freed buffers' segments (kept so that later
+    /// allocations of the same size skip buffer creation and wgpu's zero fill) and the last LDE's
+    /// twiddle tables (kept so that the next LDE of the same shape and shift skips their upload);
     /// returns the bytes released. Never needed for correctness: an allocation that runs out of
     /// memory empties the pool itself.
     pub fn trim_pool(&self) -> u64 {
         context::lock(&self.gpu.pool).trim()
     }
 
-    /// Bytes of freed segments the pool keeps for reuse (device memory held beyond
-    /// [`Backend::memory`]'s live bytes; live plus pooled never exceeds the tracker's peak).
+    /// Bytes the pool keeps for reuse, freed segments and the last LDE's twiddle tables (device
+    /// memory held beyond [`Backend::memory`]'s live bytes; live plus pooled never exceeds the
+    /// tracker's peak).
     pub fn pooled_bytes(&self) -> u64 {
         context::lock(&self.gpu.pool).bytes()
     }

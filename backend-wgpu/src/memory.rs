@@ -14,6 +14,10 @@
 //! only ever holds what was live before, so live plus pooled bytes never exceed the tracker's
 //! peak; an allocation that fails for lack of memory empties the pool and tries once more, and
 //! [`crate::WgpuBackend::trim_pool`] empties it on demand.
+//!
+//! The pool also keeps the last kernel table freed under a key ([`cached_table`]: the LDE's
+//! twiddle tables, 40 MB at 2^21 -> 2^22 rows), so that the next call with the same key skips the
+//! upload. Like a freed segment it is pooled, not live, until it is taken again.
 
 use std::sync::Arc;
 
@@ -23,20 +27,36 @@ use crate::context::{Gpu, NAME, lock};
 use crate::staging;
 
 /// An owned device buffer of `u64` elements: one or more wgpu buffers, returned to the pool
-/// (segments) or freed (tables) on drop.
+/// (segments, keyed tables) or freed (other tables) on drop.
 pub struct WgpuBuffer {
     gpu: Arc<Gpu>,
     pub(crate) segs: Vec<wgpu::Buffer>,
     len: usize,
     bytes: usize,
-    /// Segments from [`alloc`], which go back to the pool.
-    pooled: bool,
+    /// Where the wgpu buffers go on drop.
+    home: Home,
 }
 
-/// Freed segments by size in bytes.
+/// Where a [`WgpuBuffer`]'s wgpu buffers go when it is dropped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Home {
+    /// Freed (a table without a key).
+    Free,
+    /// The pool's free segments ([`alloc`]).
+    Segments,
+    /// The pool's table slot, under this key ([`cached_table`]).
+    Table(TableKey),
+}
+
+/// What a kernel table's contents are a function of: for the LDE's twiddle tables,
+/// `(log2 n, log2 B, coset shift)`.
+pub(crate) type TableKey = (u32, u32, u64);
+
+/// Freed segments by size in bytes, and the last keyed table freed.
 #[derive(Default)]
 pub(crate) struct Pool {
     free: std::collections::HashMap<u64, Vec<wgpu::Buffer>>,
+    table: Option<(TableKey, wgpu::Buffer)>,
     bytes: u64,
 }
 
@@ -52,10 +72,29 @@ impl Pool {
         self.free.entry(b.size()).or_default().push(b);
     }
 
-    /// Drops every pooled segment (wgpu frees each once queued work using it has finished);
-    /// returns the bytes released.
+    /// The table kept under `key`, if it is the one the pool holds.
+    fn take_table(&mut self, key: TableKey) -> Option<wgpu::Buffer> {
+        if self.table.as_ref()?.0 != key {
+            return None;
+        }
+        let (_, b) = self.table.take()?;
+        self.bytes -= b.size();
+        Some(b)
+    }
+
+    /// Keeps `b` as the table under `key`, dropping the one kept before.
+    fn put_table(&mut self, key: TableKey, b: wgpu::Buffer) {
+        self.bytes += b.size();
+        if let Some((_, old)) = self.table.replace((key, b)) {
+            self.bytes -= old.size();
+        }
+    }
+
+    /// Drops every pooled segment and the kept table (wgpu frees each once queued work using it
+    /// has finished); returns the bytes released.
     pub(crate) fn trim(&mut self) -> u64 {
         self.free.clear();
+        self.table = None;
         std::mem::take(&mut self.bytes)
     }
 
@@ -81,10 +120,18 @@ impl Drop for WgpuBuffer {
         // A pooled segment may be handed out while queued work still uses it: the new owner's
         // work is submitted later on the same queue, so it runs after. Dropped handles are freed
         // by wgpu once queued work that uses them has finished.
-        if self.pooled {
-            let mut pool = lock(&self.gpu.pool);
-            for seg in self.segs.drain(..) {
-                pool.put(seg);
+        match self.home {
+            Home::Free => {}
+            Home::Segments => {
+                let mut pool = lock(&self.gpu.pool);
+                for seg in self.segs.drain(..) {
+                    pool.put(seg);
+                }
+            }
+            Home::Table(key) => {
+                if let Some(seg) = self.segs.pop() {
+                    lock(&self.gpu.pool).put_table(key, seg);
+                }
             }
         }
         self.segs.clear();
@@ -162,7 +209,7 @@ pub(crate) fn alloc(gpu: &Arc<Gpu>, len: usize) -> Result<WgpuBuffer> {
     let bytes = validate::alloc_bytes(len)?;
     gpu.tracker.reserve(bytes)?;
     // From here on, dropping `buf` returns what it holds and releases the reservation.
-    let mut buf = WgpuBuffer { gpu: gpu.clone(), segs: Vec::new(), len, bytes, pooled: true };
+    let mut buf = WgpuBuffer { gpu: gpu.clone(), segs: Vec::new(), len, bytes, home: Home::Segments };
     let s = gpu.seg_elems();
     let mut left = len;
     while left > 0 {
@@ -223,7 +270,31 @@ pub(crate) fn upload_table(gpu: &Arc<Gpu>, parts: &[&[u64]], what: &str) -> Resu
         at += part.len() as u64 * 8;
     }
     gpu.check("upload a table")?;
-    Ok(WgpuBuffer { gpu: gpu.clone(), segs: vec![seg], len, bytes, pooled: false })
+    Ok(WgpuBuffer { gpu: gpu.clone(), segs: vec![seg], len, bytes, home: Home::Free })
+}
+
+/// A table whose contents are a function of `key`: the one the pool keeps under `key` when there
+/// is one (no upload), else `upload()`'s ([`upload_table`]). Either way the buffer goes back to
+/// the pool's table slot when dropped, replacing the table kept there, so that it is pooled, not
+/// live, between calls.
+pub(crate) fn cached_table(
+    gpu: &Arc<Gpu>,
+    key: TableKey,
+    len: usize,
+    upload: impl FnOnce() -> Result<WgpuBuffer>,
+) -> Result<WgpuBuffer> {
+    let kept = lock(&gpu.pool).take_table(key);
+    if let Some(seg) = kept {
+        let bytes = len * 8;
+        // A table under the same key has the same length; anything else is dropped.
+        if seg.size() == bytes.max(8) as u64 {
+            gpu.tracker.reserve(bytes)?;
+            return Ok(WgpuBuffer { gpu: gpu.clone(), segs: vec![seg], len, bytes, home: Home::Table(key) });
+        }
+    }
+    let mut buf = upload()?;
+    buf.home = Home::Table(key);
+    Ok(buf)
 }
 
 /// Allocates a buffer holding a copy of `host`.

@@ -260,6 +260,45 @@ fn freed_segments_are_pooled_and_reused() {
     });
 }
 
+/// The LDE's twiddle tables stay in the pool between calls (pooled, not live) and serve the next
+/// call with the same shape and shift; another shift or shape replaces them; a freed segment of
+/// the same size never takes their place; `trim_pool` releases them. Every LDE is checked
+/// against the naive DFT, so a table served under the wrong key shows as wrong output.
+#[test]
+fn lde_tables_are_kept_in_the_pool_between_calls() {
+    both(|b| {
+        b.trim_pool();
+        let mut r = rng("lde-tables");
+        let live = b.memory().live;
+        let (n, m, blowup) = (64, 3, 2);
+        let tables = backend_api::field::LdeTwiddles::bytes_for(6, 1) as u64;
+        let lde = |trace: &[u64], shift: u64| {
+            let params = LdeParams::new(MatrixShape::new(n, m).unwrap(), blowup, shift).unwrap();
+            let got = b.download_vec(&b.coset_lde(&b.upload(trace).unwrap(), &params).unwrap()).unwrap();
+            assert_eq!(got, reference::coset_lde(trace, n, m, blowup, shift), "LDE with shift {shift}");
+        };
+        let trace = matrix(&mut r, n * m);
+        lde(&trace, 7);
+        assert_eq!(b.memory().live, live, "the tables stayed live");
+        // Pooled now: the trace's and the LDE's segments, and the tables.
+        let buffers = ((n + n * blowup) * m * 8) as u64;
+        assert_eq!(b.pooled_bytes(), buffers + tables, "the tables were not kept");
+        // A segment of exactly the tables' size, filled and freed: it must not replace them.
+        let junk = b.upload(&vec![P - 1; tables as usize / 8]).unwrap();
+        drop(junk);
+        lde(&matrix(&mut r, n * m), 7);
+        // Another shift (same shape), then the first again: each call gets its own tables.
+        lde(&trace, 3);
+        lde(&trace, 7);
+        assert_eq!(b.memory().live, live);
+        // The junk segment is pooled too, beside one set of tables (not one per shift).
+        assert_eq!(b.pooled_bytes(), buffers + 2 * tables, "one set of tables is kept, not one per shift");
+        assert_eq!(b.trim_pool(), buffers + 2 * tables, "trim_pool released the tables");
+        assert_eq!(b.pooled_bytes(), 0);
+        lde(&trace, 7);
+    });
+}
+
 #[test]
 fn leaves_match_sha3_and_blake3() {
     both(|b| {
