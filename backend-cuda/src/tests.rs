@@ -495,37 +495,39 @@ fn device_field_arithmetic_matches_the_host() {
     }
     let n = a.len();
     let (da, db) = (backend.upload(&a).unwrap(), backend.upload(&b).unwrap());
-    let out = backend.alloc(10 * n).unwrap();
+    // Outputs per pair of gl_selftest (lde.cu).
+    const OUTPUTS: usize = 10;
+    let out = backend.alloc(OUTPUTS * n).unwrap();
     let kernel = backend.device.kernel(Source::Lde, "gl_selftest", 0).unwrap();
     let (pa, pb, po, pn) = (da.ptr(), db.ptr(), out.ptr(), n as u64);
     let args = crate::launch::LaunchArgs::new().arg(&pa).arg(&pb).arg(&po).arg(&pn);
-    // SAFETY: (const u64*, const u64*, u64*, u64) as gl_selftest declares; `out` holds 10n.
+    // SAFETY: (const u64*, const u64*, u64*, u64) as gl_selftest declares; `out` holds OUTPUTS n.
     unsafe { backend.device.launch(&kernel, crate::launch::LaunchConfig::linear(1024, 256, 0), args).unwrap() };
     let got = backend.download_vec(&out).unwrap();
-    assert_eq!(got.len(), 10 * n);
+    assert_eq!(got.len(), OUTPUTS * n);
     let (mut shifts, mut fused) = ([false; 96], [false; 96]);
     for i in 0..n {
         let (x, y) = (a[i], b[i]);
-        assert_eq!(got[10 * i], mul(x, y), "mul({x:#x}, {y:#x})");
-        assert_eq!(got[10 * i + 1], add(canonical(x), canonical(y)), "add({x:#x}, {y:#x})");
-        assert_eq!(got[10 * i + 2], sub(canonical(x), canonical(y)), "sub({x:#x}, {y:#x})");
+        assert_eq!(got[OUTPUTS * i], mul(x, y), "mul({x:#x}, {y:#x})");
+        assert_eq!(got[OUTPUTS * i + 1], add(canonical(x), canonical(y)), "add({x:#x}, {y:#x})");
+        assert_eq!(got[OUTPUTS * i + 2], sub(canonical(x), canonical(y)), "sub({x:#x}, {y:#x})");
         // The lazy operations take any u64 (non-canonical included) and agree after canonicalising.
-        assert_eq!(got[10 * i + 3], mul(x, y), "lazy mul({x:#x}, {y:#x})");
-        assert_eq!(got[10 * i + 4], add(x, y), "lazy add({x:#x}, {y:#x})");
-        assert_eq!(got[10 * i + 5], sub(x, y), "lazy sub({x:#x}, {y:#x})");
+        assert_eq!(got[OUTPUTS * i + 3], mul(x, y), "lazy mul({x:#x}, {y:#x})");
+        assert_eq!(got[OUTPUTS * i + 4], add(x, y), "lazy add({x:#x}, {y:#x})");
+        assert_eq!(got[OUTPUTS * i + 5], sub(x, y), "lazy sub({x:#x}, {y:#x})");
         // Multiplication by 2^s through shifts (the NTT's power-of-two twiddles), 0 < s < 96.
         let s = 1 + y % 95;
         shifts[s as usize] = true;
-        assert_eq!(got[10 * i + 6], mul(x, pow(2, s)), "{x:#x} * 2^{s}");
+        assert_eq!(got[OUTPUTS * i + 6], mul(x, pow(2, s)), "{x:#x} * 2^{s}");
         // The fused DIT butterfly (x, y) -> (x + y 2^f, x - y 2^f) and the bounded reduction of
         // x 2^f (its negation for f >= 64) under it, 0 < f < 96, against the host's products, in u128.
         let f = 1 + i % 95;
         fused[f] = true;
         let (pp, yw) = (u128::from(P), u128::from(mul(y, pow(2, f as u64))));
         let (x128, xw) = (u128::from(x) % pp, u128::from(mul(x, pow(2, f as u64))));
-        assert_eq!(u128::from(got[10 * i + 7]), (x128 + yw) % pp, "{x:#x} + {y:#x} * 2^{f}");
-        assert_eq!(u128::from(got[10 * i + 8]), (x128 + pp - yw) % pp, "{x:#x} - {y:#x} * 2^{f}");
-        let r = got[10 * i + 9];
+        assert_eq!(u128::from(got[OUTPUTS * i + 7]), (x128 + yw) % pp, "{x:#x} + {y:#x} * 2^{f}");
+        assert_eq!(u128::from(got[OUTPUTS * i + 8]), (x128 + pp - yw) % pp, "{x:#x} - {y:#x} * 2^{f}");
+        let r = got[OUTPUTS * i + 9];
         assert!(r < P, "gl_pow2_red({x:#x}, {f}) = {r:#x} > p - 1");
         let want = if f >= 64 { (pp - xw) % pp } else { xw };
         assert_eq!(u128::from(r), want, "gl_pow2_red({x:#x}, {f})");

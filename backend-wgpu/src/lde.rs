@@ -277,8 +277,8 @@ pub(crate) fn coset_lde_out_of_place(gpu: &Arc<Gpu>, trace: &WgpuBuffer, params:
     let log_big_n = set.log_n + set.log_b;
     let forward = Transform { base: ob, stride: m, m, log_rows: log_big_n, tw_off: n / 2, inverse: false };
     let forward_passes = passes(set.log_b, log_big_n, m, m, s, most);
+    let last = Store { flags: PASS_CANONICAL, ..Store::PLAIN };
     for (i, &(lh, r)) in forward_passes.iter().enumerate() {
-        let last = Store { flags: PASS_CANONICAL, ..Store::PLAIN };
         pass(&mut rec, &space, tab, &forward, lh, r, if i + 1 == forward_passes.len() { last } else { Store::PLAIN })?;
     }
     rec.flush()?;

@@ -251,6 +251,9 @@ __device__ __forceinline__ u64 gl_mul_pow2_lazy(u64 x, int s) {
 }
 #endif
 
+// Whether gl_pow2_red(x, s) returns -x 2^s rather than x 2^s (mod p).
+__device__ __forceinline__ bool gl_pow2_neg(int s) { return s >= 64; }
+
 #ifdef __CUDA_ARCH__
 // x 2^s reduced to a value R <= p - 1, 0 < s < 96 (a compile-time constant once the callers are
 // unrolled), for any u64 x: R = x 2^s (mod p) for s < 64 and R = -x 2^s (mod p) for s >= 64
@@ -262,7 +265,6 @@ __device__ __forceinline__ u64 gl_mul_pow2_lazy(u64 x, int s) {
 // (below); with c = 0, T = T_true >= (A : ~A) >= 2^32 - 1, so T - (2^32 - 1) does not borrow and
 // is <= 2^64 - 1 - (2^32 - 1) = p - 1. The correction is a mask subtraction: m = c - 1 (0 or
 // 2^32 - 1) from one addc, then T - m.
-__device__ __forceinline__ bool gl_pow2_neg(int s) { return s >= 64; }
 __device__ __forceinline__ u64 gl_pow2_red(u64 x, int s) {
     const u32 lo = (u32)x, hi = (u32)(x >> 32);
     u32 rlo, rhi;
@@ -362,7 +364,6 @@ __device__ __forceinline__ u64 gl_sub_red(u64 x, u64 r) {
     return ((u64)hi << 32) | lo;
 }
 #else
-__device__ __forceinline__ bool gl_pow2_neg(int s) { return s >= 64; }
 __device__ __forceinline__ u64 gl_pow2_red(u64 x, int s) {
     const u64 r = gl_mul_pow2_lazy(x, s);
     return s >= 64 ? gl_sub(0, gl_canon(r)) : gl_canon(r);
