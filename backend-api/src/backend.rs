@@ -309,9 +309,11 @@ pub trait Backend: Send + Sync {
 
     /// The coset low-degree extension of a row-major `n x m` trace into a new row-major `N x m`
     /// buffer: the same bytes as [`Backend::coset_lde_in_place`] (see its definition), for a
-    /// caller that keeps the trace. It allocates the LDE, copies the trace into its first `n`
-    /// rows and extends it in place, so it needs the trace's and the LDE's bytes at once; a
-    /// commit that does not keep the trace writes it straight into the LDE buffer instead
+    /// trace that already has a device buffer (the caller's, or a snapshot it keeps). `trace` is
+    /// left unchanged. The default allocates the LDE, copies the trace into its first `n` rows and
+    /// extends it in place; a backend may instead read the trace where it is in the LDE's first
+    /// pass (CUDA does), which saves the copy. Either way the trace's and the LDE's bytes are held
+    /// at once; a host trace that is not kept goes straight into the LDE buffer instead
     /// ([`Backend::coset_lde_from_host`]).
     ///
     /// # Errors
@@ -323,6 +325,19 @@ pub trait Backend: Send + Sync {
         self.batched_copy(trace, &mut out, &[CopyRange::new(0, 0, trace.len())])?;
         self.coset_lde_in_place(&mut out, params)?;
         Ok(out)
+    }
+
+    /// [`Backend::coset_lde`] of a trace whose device buffer the caller gives up (a commit's
+    /// device input): the same bytes, into a new buffer, and `trace` is freed. A backend may use
+    /// the trace's buffer as the inverse transform's workspace first (CUDA runs the inverse NTT
+    /// in it, so each of its passes reads and writes one buffer, and the last one writes the
+    /// LDE's rows). The default is [`Backend::coset_lde`], then the trace is dropped.
+    ///
+    /// # Errors
+    /// As [`Backend::coset_lde`]; the trace is freed either way, and nothing stays allocated on
+    /// error.
+    fn coset_lde_owned(&self, trace: Self::Buffer, params: &LdeParams) -> Result<Self::Buffer> {
+        self.coset_lde(&trace, params)
     }
 
     /// The allocation counters now.

@@ -16,11 +16,11 @@
 //!
 //! `--log-rows` is log2 of the LDE's rows `N` (the matrix the transpose and the leaves work on);
 //! the LDE starts from a trace of `N / blowup` rows. Each NTT configuration times the LDE three
-//! ways, back to back: out of place (`bench_coset_lde_out_of_place`, the route the in-place one
-//! replaced), in place on a buffer whose first rows hold the trace (the prover's route; the trace
-//! is copied in untimed before each run), and `coset_lde` (allocate, copy the trace in, extend
-//! in place); the in-place route's spread waves are also timed alone, against a copy of the
-//! `n / B` rows they move. `host-lde` times a trace in page-locked host memory reaching the LDE:
+//! ways, back to back: in place on a buffer whose first rows hold the trace (the route of a host
+//! trace; the trace is copied in untimed before each run), `coset_lde` from a trace buffer that
+//! stays (allocate, then the first inverse pass reads the trace where it is), and
+//! `coset_lde_owned` (the route of a commit's device trace: the inverse runs in the trace's
+//! buffer, a fresh copy of which is made untimed before each run). `host-lde` times a trace in page-locked host memory reaching the LDE:
 //! the bare host-to-device write of its bytes, the write followed by the in-place LDE, and
 //! `coset_lde_from_host` for each `--upload-groups` count (1 is the write then the LDE; more
 //! overlap the column groups' copies with the LDE); events on the compute stream, which waits for
@@ -331,28 +331,9 @@ fn run(a: &Args) -> std::result::Result<(), Box<dyn std::error::Error>> {
         let trace = b.upload(&random_words(trace_shape.len(), 3))?;
         let params = LdeParams::new(trace_shape, a.blowup, backend_api::field::DEFAULT_SHIFT)?;
         // The in-place LDE's buffer; each run first gets the trace copied into its first n rows
-        // (untimed), as the prover's upload puts it there.
+        // (untimed), as a host trace's upload puts it there.
         let mut lde = b.alloc(shape.len())?;
         let fill = [CopyRange::new(0, 0, trace_shape.len())];
-        {
-            let t = time_with_setup(
-                &b,
-                a.reps,
-                &mut lde,
-                |lde| b.batched_copy(&trace, lde, &fill),
-                |lde| b.bench_lde_spread_waves(lde, &params),
-            )?;
-            // They read n/B - 1 rows and write each once (B times with the replicas, which only
-            // configurations with shared-memory passes store): a copy of n/B rows with the
-            // default options.
-            let rows_moved = trace_shape.rows() / a.blowup;
-            r.line(
-                "lde spread waves only (in place)",
-                &format!("{rows_moved} rows of {}", a.cols),
-                rows_moved * a.cols * 8,
-                t,
-            );
-        }
         let base = b.options();
         // Every combination asked for, each kernel form once: the flags a kernel ignores
         // (`CudaOptions::ntt_effective`) would time the same kernels again.
@@ -389,9 +370,7 @@ fn run(a: &Args) -> std::result::Result<(), Box<dyn std::error::Error>> {
                                 Some(k) => format!("{k} stages/pass, radix {radix}, {cols} cols{lazy_label}"),
                             };
                             let what = format!("{} -> {}", trace_shape, shape);
-                            // The three routes back to back, so that their ratios are of one run.
-                            let t = time(&bl, a.reps, || bl.bench_coset_lde_out_of_place(&trace, &params).map(drop))?;
-                            r.line(&format!("coset lde out of place ({config})"), &what, shape.bytes(), t);
+                            // The two routes back to back, so that their ratio is of one run.
                             let t = time_with_setup(
                                 &bl,
                                 a.reps,
@@ -401,7 +380,21 @@ fn run(a: &Args) -> std::result::Result<(), Box<dyn std::error::Error>> {
                             )?;
                             r.line(&format!("coset lde in place ({config})"), &what, shape.bytes(), t);
                             let t = time(&bl, a.reps, || bl.coset_lde(&trace, &params).map(drop))?;
-                            r.line(&format!("coset lde: alloc, copy, in place ({config})"), &what, shape.bytes(), t);
+                            r.line(&format!("coset lde from a trace buffer ({config})"), &what, shape.bytes(), t);
+                            // The owned route consumes its trace: each run gets a fresh copy, untimed.
+                            let t = time_with_setup(
+                                &bl,
+                                a.reps,
+                                &mut None,
+                                |t| {
+                                    let mut fresh = bl.alloc(trace_shape.len())?;
+                                    bl.batched_copy(&trace, &mut fresh, &fill)?;
+                                    *t = Some(fresh);
+                                    Ok(())
+                                },
+                                |t| bl.coset_lde_owned(t.take().expect("a fresh trace"), &params).map(drop),
+                            )?;
+                            r.line(&format!("coset lde of an owned trace ({config})"), &what, shape.bytes(), t);
                         }
                     }
                 }

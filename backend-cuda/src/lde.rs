@@ -8,35 +8,35 @@
 //! uploaded once per call into one tracked buffer. [`plan`] lists every launch; the unit tests
 //! simulate that list row by row.
 //!
-//! # The spread, in place, without races
+//! # The last inverse pass, in place, without races
 //!
 //! A pass's tiles run in any order, and a tile loads all its rows before it stores any (the
 //! register kernel's first forward pass runs the `B` tiles sharing rows `B*p` in one block, the
 //! tile that overwrites them last), so a launch is race-free when no row one tile stores is a row
-//! another tile loads or stores; launches run one after another on the stream. Let `t = ceil(n / B)` (`n / B`, or 1 when `n < B`), and
-//! `R` the rows written per position: `B` with the replicas (needed unless every pass runs the
-//! register kernel, whose first forward pass reads row `pB` for all `B`), else 1.
+//! another tile loads or stores; launches run one after another on the stream.
 //!
-//! 1. **The last inverse pass** stores position `p >= t` to rows `[pB, pB + R)`. Since
-//!    `pB >= tB >= n`, these rows lie outside `[0, n)`, the only rows the pass loads, and two
-//!    positions never share a target. Position `p < t` is stored in place, to row `p`, by the tile
-//!    that loaded row `p`. So the pass moves `(B - 1) / B` of the data to its place for free.
-//!    Afterwards rows `[0, t)` hold their values in place, rows `[tB, N)` are final, and the rows
-//!    between are dead (loaded, or never written when `n < B`).
-//! 2. **Waves** `a = t/2, t/4, ..., 1` (only when `B >= 2`; with `B = 1` every row is in place
-//!    already): one `lde_spread` launch copies rows `[a, 2a)` to rows `[aB, 2aB)` (row `p` to
-//!    `[pB, pB + R)`). Before wave `a` the live rows not yet final are exactly `[0, 2a)` (by
-//!    induction: initially `[0, t)`, and wave `a` consumes `[a, 2a)`), and the final rows are
-//!    `[2aB, N)`. The wave's targets `[aB, 2aB)` start at `aB >= 2a`, so they hit no live row
-//!    (neither this wave's sources nor the rows `[0, a)` that later waves read) and no final row;
-//!    within the wave, distinct sources have disjoint targets. After the last wave (`a = 1`)
-//!    rows `[B, N)` are final and row 0 holds its value in place.
-//! 3. **Row 0's replicas** (rows `[1, B)`, only with `R = B`) are written last from row 0: those
-//!    rows are dead (every source above row 0 has been read).
+//! The last inverse pass stores position `p` to row `pB` (and its `B - 1` replicas when some pass
+//! is a shared-memory pass, which needs them; a register pass reads row `pB` for all `B`). Its
+//! tiles hold `2^k` consecutive rows each, and it reads the rows `[0, n)` it writes over, so it
+//! runs as several launches over ranges of its `T = n / 2^k` tiles, from the top down
+//! ([`finish_ranges`]): `[max(1, t / B), t)` for `t = T, ...` while `t > 1`, then tile 0 alone.
+//! A range `[lo, hi)` loads rows `[lo 2^k, hi 2^k)` and stores rows `[lo 2^k B, hi 2^k B)`.
+//! Since `lo B >= hi`, every row it stores lies at or above every row it or a later range
+//! loads, and an earlier range has loaded it already (or it is `>= n`, unread). Tile 0 loads
+//! rows `[0, 2^k)` before it stores `[0, 2^k B)`. At 2^21 rows, `B = 2` and `k = 10` that is 12
+//! launches, the last few too small to fill the device; an earlier version stored the rows below
+//! `n / B` in place and moved them in `log2(n / B)` copy launches afterwards, which cost 1.45 ms
+//! on the H200 (BENCHMARKS.md).
 //!
-//! The waves move `t - 1` rows, `1/B` of the data, in about `log2(n / B)` short launches.
-//! `Route::OutOfPlace` (kept for the benchmark's comparison) instead reads a separate trace and
-//! writes every inverse pass to rows `B*p`, with no spread.
+//! Two routes start from a trace buffer of its own. [`Route::FromTrace`]
+//! ([`backend_api::Backend::coset_lde`], which leaves the trace unchanged) reads it in the first
+//! inverse pass and stores rows `[0, n)` of the LDE buffer, so a caller that keeps its trace needs
+//! no copy of it; the rest is the in-place plan (an inverse of one pass reads only the trace, and
+//! runs as one launch). [`Route::Owned`] ([`backend_api::Backend::coset_lde_owned`], for a trace
+//! its owner gives up) runs the inverse in the trace's buffer and its last pass stores rows `pB`
+//! of the LDE buffer in one launch: no pass reads one buffer and writes another in the strided
+//! pattern of the first pass, which costs about 1.4 ms more at 2^21 x 316 on the H200 (twice the
+//! pages touched), and no range of the last pass is too small to fill the device.
 //!
 //! # The upload overlap
 //!
@@ -109,40 +109,16 @@ struct NttPass {
     replicate_out: u64,
     replicated_in: u64,
     canon_out: u64,
-    spread_from: u64,
+    first_task: u64,
+    tasks: u64,
     row_pitch: u64,
 }
 
 // SAFETY: `#[repr(C)]` u64 fields, the layout of lde.cu's `NttPass` (src, dst, tw, coset,
 // src_stride, dst_stride, cols, log_size, log_h_small, k, canon_in, finish_inverse, log_blowup,
-// replicate_out, replicated_in, canon_out, spread_from, row_pitch); no padding.
+// replicate_out, replicated_in, canon_out, first_task, tasks, row_pitch); no padding.
 unsafe impl KernelParam for NttPass {}
-const _: () = assert!(std::mem::size_of::<NttPass>() == 18 * 8, "NttPass is eighteen u64, unpadded");
-
-/// The spread kernel's name.
-pub(crate) const SPREAD_KERNEL: &str = "lde_spread";
-/// Threads per block of `lde_spread` (`__launch_bounds__(256)`).
-const SPREAD_BLOCK: u32 = 256;
-
-/// The parameter of `lde_spread`; layout identical to `SpreadArgs` in lde.cu.
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-struct SpreadArgs {
-    buf: u64,
-    cols: u64,
-    src_row: u64,
-    rows: u64,
-    log_blowup: u64,
-    first_rep: u64,
-    reps: u64,
-    vec2: u64,
-    pitch: u64,
-}
-
-// SAFETY: `#[repr(C)]` u64 fields, the layout of lde.cu's `SpreadArgs` (buf, cols, src_row, rows,
-// log_blowup, first_rep, reps, vec2, pitch); no padding.
-unsafe impl KernelParam for SpreadArgs {}
-const _: () = assert!(std::mem::size_of::<SpreadArgs>() == 9 * 8, "SpreadArgs is nine u64, unpadded");
+const _: () = assert!(std::mem::size_of::<NttPass>() == 19 * 8, "NttPass is nineteen u64, unpadded");
 
 /// Stages per pass from which the register kernel (radix-16 or radix-32 groups) runs a pass.
 const REG_MIN_STAGES: u32 = 5;
@@ -283,7 +259,7 @@ fn reg_block_bytes(k: u32, v: (u32, usize, bool, LazyForm)) -> usize {
 /// Which buffer an NTT pass reads or writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Buf {
-    /// The separate trace of the out-of-place route.
+    /// A separate `n x m` trace ([`Route::FromTrace`], [`Route::Owned`]).
     Trace,
     /// The `N x m` LDE buffer.
     Lde,
@@ -294,19 +270,28 @@ enum Buf {
 enum Route {
     /// The trace in rows `[0, n)` of the LDE buffer (module doc).
     InPlace,
-    /// A separate `n x m` trace buffer: the first inverse pass reads it and every inverse pass
-    /// writes rows `B*p` of the LDE buffer, so no spread is needed (kept to compare with).
-    OutOfPlace,
+    /// A separate `n x m` trace buffer, which only the first inverse pass reads (it stores rows
+    /// `[0, n)` of the LDE buffer, as the in-place route's first pass does): no copy of the trace
+    /// into the LDE buffer first ([`backend_api::Backend::coset_lde`]).
+    FromTrace,
+    /// A separate `n x m` trace buffer given up by its owner: the inverse passes run in place in
+    /// it, and the last one stores rows `B*p` of the LDE buffer, in one launch
+    /// ([`backend_api::Backend::coset_lde_owned`]).
+    Owned,
 }
 
 /// One launch of the LDE: its kernel parameters with the device addresses left at 0
-/// ([`run`] fills them in).
+/// ([`run`] fills them in). An NTT pass is one launch, or, for the last inverse pass in place,
+/// several launches over ranges of its tiles (module doc).
 #[derive(Clone, Copy, Debug)]
-enum Step {
-    /// An NTT pass: inverse (`dit` false) or forward; reads `src`, writes `dst`.
-    Ntt { dit: bool, src: Buf, dst: Buf, pass: NttPass },
-    /// A wave of the spread (always within the LDE buffer).
-    Spread(SpreadArgs),
+struct Step {
+    /// Forward (`true`) or inverse.
+    dit: bool,
+    /// The buffer the launch reads.
+    src: Buf,
+    /// The buffer the launch writes.
+    dst: Buf,
+    pass: NttPass,
 }
 
 /// The launches of one LDE, in stream order.
@@ -315,13 +300,30 @@ struct Plan {
     steps: Vec<Step>,
 }
 
+/// The task ranges the last inverse pass runs in place, one launch each, in order: of its
+/// `tiles` tiles of `2^k` consecutive rows each, `[max(1, t / B), t)` for `t = tiles, ...` while
+/// `t > 1`, then `[0, 1)`. A range `[lo, hi)` loads rows `[lo 2^k, hi 2^k)` and stores rows
+/// `[lo 2^k B, hi 2^k B)`; `lo B >= hi`, so those rows lie above every row the range or a later
+/// one loads, and an earlier range (or none: rows `>= n`) has loaded them already. The last range
+/// is one tile, which loads all its rows before it stores any.
+fn finish_ranges(tiles: u64, log_b: u32) -> Vec<Range<u64>> {
+    let mut ranges = Vec::new();
+    let mut hi = tiles;
+    while hi > 1 {
+        let lo = (hi >> log_b).max(1);
+        ranges.push(lo..hi);
+        hi = lo;
+    }
+    ranges.push(0..1);
+    ranges
+}
+
 /// The launches of an LDE of `2^log_n` rows of `m` columns at blowup `2^log_b`, NTT passes of at
 /// most `max_k` stages, in a buffer whose rows are `pitch` elements apart (`pitch >= m`: a range
-/// of `m` columns of a wider matrix, the upload overlap's column groups; the out-of-place route's
-/// trace has the same pitch): every launch [`queue`] makes comes from here, and the unit tests
-/// simulate exactly this list.
+/// of `m` columns of a wider matrix, the upload overlap's column groups; the trace of the routes
+/// that have one has the same pitch): every launch [`queue`] makes comes from here, and the unit
+/// tests simulate exactly this list.
 fn plan(log_n: u32, log_b: u32, m: usize, pitch: usize, max_k: u32, route: Route) -> Plan {
-    let n = 1usize << log_n;
     let inverse = split(log_n, max_k);
     // The forward NTT of size N runs the same stage split (its first log B stages are the
     // inverse's replication), without the empty pass of a 1-row trace. Both run the larger
@@ -334,97 +336,75 @@ fn plan(log_n: u32, log_b: u32, m: usize, pitch: usize, max_k: u32, route: Route
     // shared-memory pass needs them stored. Mixed splits keep the replicas.
     let all_reg = inverse.iter().chain(&forward).all(|&k| k >= REG_MIN_STAGES);
     let replicate = !all_reg;
-    let in_place = route == Route::InPlace;
-    // The first position the last inverse pass writes to row B*p (module doc): rows p*B >= n lie
-    // outside every row the pass reads. Out of place every position goes there.
-    let spread_from = if in_place { n.div_ceil(1 << log_b) } else { 0 };
-    let wide = (pitch << log_b) as u64;
+    let stride = pitch as u64;
     let mut steps = Vec::with_capacity(inverse.len() + forward.len() + log_n as usize + 1);
+    let ntt = |log_size: u32, log_h_small: u32, k: u32| NttPass {
+        src: 0,
+        dst: 0,
+        tw: 0,
+        coset: 0,
+        src_stride: stride,
+        dst_stride: stride,
+        cols: m as u64,
+        log_size: log_size as u64,
+        log_h_small: log_h_small as u64,
+        k: k as u64,
+        canon_in: u64::from(k < REG_MIN_STAGES),
+        finish_inverse: 0,
+        log_blowup: log_b as u64,
+        replicate_out: 0,
+        replicated_in: 0,
+        canon_out: 0,
+        first_task: 0,
+        tasks: (1u64 << log_size) >> k,
+        row_pitch: stride,
+    };
 
-    // Inverse NTT, natural order in, bit-reversed out; the last pass scales and spreads.
+    // Inverse NTT, natural order in, bit-reversed out; the last pass scales and stores position p
+    // to row B*p (module doc).
     let mut hi = log_n;
     for (idx, &k) in inverse.iter().enumerate() {
         let first = idx == 0;
         let last = idx + 1 == inverse.len();
         hi -= k;
-        let (src, src_stride) = match (in_place, first) {
-            (true, _) => (Buf::Lde, pitch as u64),
-            (false, true) => (Buf::Trace, pitch as u64),
-            (false, false) => (Buf::Lde, wide),
+        let src = match route {
+            Route::Owned => Buf::Trace,
+            Route::FromTrace if first => Buf::Trace,
+            _ => Buf::Lde,
         };
+        let dst = if route == Route::Owned && !last { Buf::Trace } else { Buf::Lde };
         let pass = NttPass {
-            src: 0,
-            dst: 0,
-            tw: 0,
-            coset: 0,
-            src_stride,
-            dst_stride: if in_place { pitch as u64 } else { wide },
-            cols: m as u64,
-            log_size: log_n as u64,
-            log_h_small: hi as u64,
-            k: k as u64,
             canon_in: u64::from(first || k < REG_MIN_STAGES),
             finish_inverse: u64::from(last),
-            log_blowup: log_b as u64,
             replicate_out: u64::from(replicate),
-            replicated_in: 0,
             canon_out: u64::from(last && forward.is_empty()),
-            spread_from: spread_from as u64,
-            row_pitch: pitch as u64,
+            ..ntt(log_n, hi, k)
         };
-        steps.push(Step::Ntt { dit: false, src, dst: Buf::Lde, pass });
-    }
-
-    // The spread of rows [0, spread_from) (module doc): waves a = spread_from/2, ..., 1 move rows
-    // [a, 2a) to rows [aB, 2aB); row 0's replicas last. With B = 1 every row is in place already.
-    if in_place && log_b > 0 {
-        let reps = if replicate { 1u64 << log_b } else { 1 };
-        let wave = |src_row: usize, rows: usize, first_rep: u64| SpreadArgs {
-            buf: 0,
-            cols: m as u64,
-            src_row: src_row as u64,
-            rows: rows as u64,
-            log_blowup: log_b as u64,
-            first_rep,
-            reps,
-            vec2: u64::from(m.is_multiple_of(2) && pitch.is_multiple_of(2)),
-            pitch: pitch as u64,
+        // The last pass (hi == 0: tiles of 2^k consecutive rows) stores rows B*p >= p: in the
+        // buffer it reads, it runs as ranges of tiles from the top down.
+        let ranges = if last && src == Buf::Lde && log_b > 0 {
+            finish_ranges(pass.tasks, log_b)
+        } else {
+            vec![Range { start: 0, end: pass.tasks }]
         };
-        let mut a = spread_from / 2;
-        while a >= 1 {
-            steps.push(Step::Spread(wave(a, a, 0)));
-            a /= 2;
-        }
-        if replicate {
-            steps.push(Step::Spread(wave(0, 1, 1)));
+        for r in ranges {
+            let pass = NttPass { first_task: r.start, tasks: r.end - r.start, ..pass };
+            steps.push(Step { dit: false, src, dst, pass });
         }
     }
 
     // Forward NTT of size N, half-spans B .. N/2, bit-reversed in, natural out, in place.
     let mut lo = log_b;
     for (idx, &k) in forward.iter().enumerate() {
-        let pass = NttPass {
-            src: 0,
-            dst: 0,
-            tw: 0,
-            coset: 0,
-            src_stride: pitch as u64,
-            dst_stride: pitch as u64,
-            cols: m as u64,
-            log_size: (log_n + log_b) as u64,
-            log_h_small: lo as u64,
-            k: k as u64,
-            canon_in: u64::from(k < REG_MIN_STAGES),
-            finish_inverse: 0,
-            log_blowup: log_b as u64,
-            replicate_out: 0,
-            replicated_in: u64::from(all_reg && idx == 0),
-            canon_out: u64::from(idx + 1 == forward.len()),
-            spread_from: 0,
-            row_pitch: pitch as u64,
-        };
+        let mut pass = ntt(log_n + log_b, lo, k);
+        if all_reg && idx == 0 {
+            // One task is the B tiles sharing rows B*p.
+            pass.replicated_in = 1;
+            pass.tasks >>= log_b;
+        }
+        pass.canon_out = u64::from(idx + 1 == forward.len());
         lo += k;
-        steps.push(Step::Ntt { dit: true, src: Buf::Lde, dst: Buf::Lde, pass });
+        steps.push(Step { dit: true, src: Buf::Lde, dst: Buf::Lde, pass });
     }
     Plan { steps }
 }
@@ -438,7 +418,7 @@ pub(crate) fn coset_lde_in_place(
     params: &LdeParams,
 ) -> Result<()> {
     validate::coset_lde_in_place(params, buf.len())?;
-    run(device, options, params, Route::InPlace, None, buf, false)
+    run(device, options, params, Route::InPlace, None, buf)
 }
 
 /// The column groups of an `m`-column upload overlap: up to `groups` ranges of whole
@@ -480,7 +460,7 @@ pub(crate) fn coset_lde_from_host(
         || !host::is_page_locked(trace)
     {
         memory::write(buf, 0, trace)?;
-        return run(device, options, params, Route::InPlace, None, buf, false);
+        return run(device, options, params, Route::InPlace, None, buf);
     }
     let dev = std::sync::Arc::clone(buf.device());
     dev.bind()?;
@@ -494,7 +474,7 @@ pub(crate) fn coset_lde_from_host(
     // overlapped nothing: 183.7 ms at G = 4 against 180.5 ms at G = 1 on the H200). Queued right
     // behind the first group instead, they measured 171.7-177.6 ms warm at G = 4 against 118.8
     // ms when first (not explained; the H200 call of 13:56 UTC in BENCHMARKS.md).
-    let tw = Tables::upload(&dev, params, false)?;
+    let tw = Tables::upload(&dev, params)?;
     // The copies write `buf` only after the work queued on it so far (its stream-ordered
     // allocation, earlier kernels reading it, the tables' upload).
     ready.record_on(Lane::Compute)?;
@@ -530,7 +510,7 @@ pub(crate) fn coset_lde_from_host(
         }
         for (cols, done) in groups.iter().zip(&copied) {
             done.wait_on(Lane::Compute)?;
-            queue(device, options, params, Route::InPlace, None, buf, cols.clone(), &tw, false)?;
+            queue(device, options, params, Route::InPlace, None, buf, cols.clone(), &tw)?;
         }
         copied.last().expect("two groups at least").synchronize()
     };
@@ -543,9 +523,10 @@ pub(crate) fn coset_lde_from_host(
     })
 }
 
-/// The out-of-place LDE of `trace` (`params.trace()` elements) into a new buffer: the route the
-/// in-place one replaced, kept for the benchmark's same-run comparison.
-pub(crate) fn coset_lde_out_of_place(
+/// [`backend_api::Backend::coset_lde`]: the LDE of `trace` (`params.trace()` elements) into a
+/// new buffer, by [`Route::FromTrace`]: the first inverse pass reads the trace where it is, so the
+/// trace is never copied into the LDE buffer first. Nothing stays allocated on error.
+pub(crate) fn coset_lde_from_trace(
     device: &Device,
     options: &CudaOptions,
     trace: &CudaBuffer,
@@ -553,23 +534,27 @@ pub(crate) fn coset_lde_out_of_place(
 ) -> Result<CudaBuffer> {
     validate::coset_lde(params, trace.len())?;
     let mut out = CudaBuffer::alloc(trace.device(), params.lde_shape().len())?;
-    run(device, options, params, Route::OutOfPlace, Some(trace), &mut out, false)?;
+    run(device, options, params, Route::FromTrace, Some(trace), &mut out)?;
     Ok(out)
 }
 
-/// Only the spread waves of the in-place LDE on `buf`, for the benchmark.
-pub(crate) fn spread_waves_only(
+/// [`backend_api::Backend::coset_lde_owned`]: the LDE of `trace` (`params.trace()` elements) into
+/// a new buffer, by [`Route::Owned`]; `trace` is freed once the passes that use it have run
+/// (stream-ordered), and nothing stays allocated on error.
+pub(crate) fn coset_lde_owned(
     device: &Device,
     options: &CudaOptions,
-    buf: &mut CudaBuffer,
+    trace: CudaBuffer,
     params: &LdeParams,
-) -> Result<()> {
-    validate::coset_lde_in_place(params, buf.len())?;
-    run(device, options, params, Route::InPlace, None, buf, true)
+) -> Result<CudaBuffer> {
+    validate::coset_lde(params, trace.len())?;
+    let mut out = CudaBuffer::alloc(trace.device(), params.lde_shape().len())?;
+    run(device, options, params, Route::Owned, Some(&trace), &mut out)?;
+    Ok(out)
 }
 
-/// Queues the launches of [`plan`] on `lde` (and `trace` out of place), all columns; only its
-/// spread waves with `waves_only`.
+/// Queues the launches of [`plan`] on `lde` (and `trace` for the routes that have one), all
+/// columns.
 fn run(
     device: &Device,
     options: &CudaOptions,
@@ -577,11 +562,10 @@ fn run(
     route: Route,
     trace: Option<&CudaBuffer>,
     lde: &mut CudaBuffer,
-    waves_only: bool,
 ) -> Result<()> {
     let m = params.trace().cols();
-    let tw = Tables::upload(lde.device(), params, waves_only)?;
-    queue(device, options, params, route, trace, lde, 0..m, &tw, waves_only)
+    let tw = Tables::upload(lde.device(), params)?;
+    queue(device, options, params, route, trace, lde, 0..m, &tw)
     // The tables are freed once the passes that read them have run (dropped here, stream-ordered).
 }
 
@@ -595,22 +579,20 @@ struct Tables {
 }
 
 impl Tables {
-    /// Uploads the tables of `params` (an empty buffer with `none`: the spread waves read none).
-    fn upload(device: &std::sync::Arc<Device>, params: &LdeParams, none: bool) -> Result<Self> {
+    /// Uploads the tables of `params`.
+    fn upload(device: &std::sync::Arc<Device>, params: &LdeParams) -> Result<Self> {
         let tables = LdeTwiddles::shared(params.log_trace_rows(), params.log_blowup(), params.shift());
         let (inv, fwd, coset) = (&tables.inv_twiddles, &tables.twiddles, &tables.coset);
-        let buf = CudaBuffer::alloc(device, if none { 0 } else { inv.len() + fwd.len() + coset.len() })?;
-        if !none {
-            memory::write(&buf, 0, inv)?;
-            memory::write(&buf, inv.len(), fwd)?;
-            memory::write(&buf, inv.len() + fwd.len(), coset)?;
-        }
+        let buf = CudaBuffer::alloc(device, inv.len() + fwd.len() + coset.len())?;
+        memory::write(&buf, 0, inv)?;
+        memory::write(&buf, inv.len(), fwd)?;
+        memory::write(&buf, inv.len() + fwd.len(), coset)?;
         Ok(Self { buf, inv: inv.len(), fwd: fwd.len() })
     }
 }
 
-/// Queues the launches of [`plan`] for columns `cols` of `lde` (and `trace` out of place, whose
-/// columns are all of them), reading the tables `tw`; only its spread waves with `waves_only`.
+/// Queues the launches of [`plan`] for columns `cols` of `lde` (and `trace` for the routes that
+/// have one, whose columns are all of them), reading the tables `tw`.
 #[allow(clippy::too_many_arguments)]
 fn queue(
     device: &Device,
@@ -621,7 +603,6 @@ fn queue(
     lde: &CudaBuffer,
     cols: std::ops::Range<usize>,
     tw: &Tables,
-    waves_only: bool,
 ) -> Result<()> {
     let pitch = params.trace().cols();
     let (log_n, log_b) = (params.log_trace_rows(), params.log_blowup());
@@ -644,48 +625,31 @@ fn queue(
     let max_grid = device.sm_count as usize * 8;
     // Column `cols.start` of row 0: the launches cover columns [cols.start, cols.end) of every row.
     let base = lde.ptr_at(cols.start);
-    // Only the out-of-place route, which has a trace, plans passes that read Buf::Trace.
+    // Only the routes with a trace plan passes that use Buf::Trace.
     let addr = |b: Buf| match (b, trace) {
         (Buf::Trace, Some(t)) => t.ptr(),
         (Buf::Trace, None) | (Buf::Lde, _) => base,
     };
     let (inv, fwd) = (tw.inv, tw.fwd);
-    for step in plan(log_n, log_b, m, pitch, max_k, route).steps {
-        match step {
-            Step::Ntt { .. } if waves_only => {}
-            Step::Ntt { dit, src, dst, mut pass } => {
-                pass.src = addr(src);
-                pass.dst = addr(dst);
-                pass.tw = if dit { tw.buf.ptr_at(inv) } else { tw.buf.ptr() };
-                pass.coset = if dit { 0 } else { tw.buf.ptr_at(inv + fwd) };
-                let (kernel, threads, smem, tile_cols) = kernels(dit, pass.k as u32, pass.finish_inverse != 0)?;
-                let reps = if pass.replicated_in != 0 { 1usize << log_b } else { 1 };
-                let tiles = (1usize << pass.log_size >> pass.k) / reps * m.div_ceil(tile_cols);
-                // The register kernels count their tiles in 32 bits (lde.cu's loop control): 2^31
-                // tiles of at least 2^5 rows x 4 columns would be an LDE buffer of 2^41 bytes.
-                debug_assert!(tiles < 1 << 31, "{tiles} tiles");
-                let grid = tiles.clamp(1, max_grid);
-                let args = LaunchArgs::new().arg(&pass);
-                // SAFETY: one NttPass as declared; its tiles address columns [cols.start, cols.end)
-                // (the base address plus columns below `cols`, rows `pitch` apart) of rows < n of
-                // the trace and rows < N of the LDE buffer (both hold their shapes: validated by
-                // the callers), twiddle indices stay below N/2 and coset indices below n (lde.cu's
-                // invariants); the tables live until after the last launch (`tw` is dropped by the
-                // caller after this, stream-ordered).
-                unsafe { device.launch(&kernel, LaunchConfig::linear(grid as u32, threads, smem), args)? };
-            }
-            Step::Spread(mut wave) => {
-                wave.buf = base;
-                wave.vec2 &= u64::from(base.is_multiple_of(16));
-                let kernel = device.kernel(Source::Lde, SPREAD_KERNEL, 0)?;
-                let grid = (wave.rows as usize).div_ceil(SPREAD_BLOCK as usize / 32).clamp(1, max_grid * 2);
-                let args = LaunchArgs::new().arg(&wave);
-                // SAFETY: one SpreadArgs as declared; sources [src_row, src_row + rows) and targets
-                // (s << log_blowup) + r, r < B, are rows < N of the LDE buffer (plan's waves), and
-                // each moves columns [cols.start, cols.end) of its row (rows `pitch` apart).
-                unsafe { device.launch(&kernel, LaunchConfig::linear(grid as u32, SPREAD_BLOCK, 0), args)? };
-            }
-        }
+    for Step { dit, src, dst, mut pass } in plan(log_n, log_b, m, pitch, max_k, route).steps {
+        pass.src = addr(src);
+        pass.dst = addr(dst);
+        pass.tw = if dit { tw.buf.ptr_at(inv) } else { tw.buf.ptr() };
+        pass.coset = if dit { 0 } else { tw.buf.ptr_at(inv + fwd) };
+        let (kernel, threads, smem, tile_cols) = kernels(dit, pass.k as u32, pass.finish_inverse != 0)?;
+        let blocks = pass.tasks as usize * m.div_ceil(tile_cols);
+        // The register kernels count their tasks in 32 bits (lde.cu's loop control): 2^31 tiles of
+        // at least 2^5 rows x 4 columns would be an LDE buffer of 2^41 bytes.
+        debug_assert!(blocks < 1 << 31, "{blocks} blocks");
+        let grid = blocks.clamp(1, max_grid);
+        let args = LaunchArgs::new().arg(&pass);
+        // SAFETY: one NttPass as declared; its tiles address columns [cols.start, cols.end) (the
+        // base address plus columns below `cols`, rows `pitch` apart) of rows < n of the trace and
+        // rows < N of the LDE buffer (both hold their shapes: validated by the callers), its tasks
+        // lie within the pass's, twiddle indices stay below N/2 and coset indices below n (lde.cu's
+        // invariants); the tables live until after the last launch (`tw` is dropped by the caller
+        // after this, stream-ordered).
+        unsafe { device.launch(&kernel, LaunchConfig::linear(grid as u32, threads, smem), args)? };
     }
     Ok(())
 }
@@ -694,18 +658,19 @@ fn queue(
 mod tests {
     use super::*;
 
-    /// The plan's launches, simulated row by row (module doc, "The spread"): race-free, and
-    /// every row ends with the value of its position, for every trace height up to 2^12, blowups
-    /// 1 to 8, every stage split (1 stage per pass, which keeps the replicas, up to 11, all
-    /// register passes, which skip them) and both routes; for all the columns of a matrix and
-    /// for a range of 2 columns of a 5-column one (the upload overlap's groups: every launch
+    /// The plan's launches, simulated row by row (module doc, "The last inverse pass, in place"):
+    /// race-free, and every row ends with the value of its position, for every trace height up to
+    /// 2^12, blowups 1 to 8, every stage split (1 stage per pass, which keeps the replicas, up to
+    /// 11, all register passes, which skip them) and both routes; for all the columns of a matrix
+    /// and for a range of 2 columns of a 5-column one (the upload overlap's groups: every launch
     /// covers the range's width, with the whole matrix's rows).
     #[test]
     fn the_planned_launches_are_race_free_and_move_every_row_to_its_place() {
         for log_n in 0..=12 {
             for log_b in 0..=3 {
                 for max_k in 1..=MAX_NTT_STAGES {
-                    for (route, m, pitch) in [(Route::InPlace, 3, 3), (Route::OutOfPlace, 3, 3), (Route::InPlace, 2, 5)]
+                    for (route, m, pitch) in
+                        [(Route::InPlace, 3, 3), (Route::FromTrace, 3, 3), (Route::Owned, 3, 3), (Route::InPlace, 2, 5)]
                     {
                         let plan = plan(log_n, log_b, m, pitch, max_k, route);
                         let what = format!(
@@ -713,34 +678,50 @@ mod tests {
                         );
                         simulation::check(&plan, log_n, log_b, pitch, route).unwrap_or_else(|e| panic!("{what}: {e}"));
                         for step in &plan.steps {
-                            let (cols, rows_apart) = match step {
-                                Step::Ntt { pass, .. } => (pass.cols, pass.row_pitch),
-                                Step::Spread(w) => (w.cols, w.pitch),
-                            };
-                            assert_eq!((cols, rows_apart), (m as u64, pitch as u64), "{what}: {step:?}");
-                            if let Step::Spread(w) = step {
-                                assert_eq!(w.vec2, u64::from(m % 2 == 0 && pitch % 2 == 0), "{what}: {step:?}");
-                            }
+                            let p = &step.pass;
+                            assert_eq!((p.cols, p.row_pitch), (m as u64, pitch as u64), "{what}: {step:?}");
                         }
-                        // The waves move only the rows the last inverse pass could not: n/B - 1
-                        // (plus row 0 for its replicas), none with B = 1 or out of place.
-                        let moved: u64 =
-                            plan.steps.iter().map(|s| if let Step::Spread(w) = s { w.rows } else { 0 }).sum();
-                        let replicas =
-                            plan.steps.iter().any(|s| matches!(s, Step::Ntt { pass, .. } if pass.replicate_out != 0));
-                        let want = match route {
-                            Route::InPlace if log_b > 0 => ((1u64 << log_n) >> log_b).max(1) - 1 + u64::from(replicas),
-                            _ => 0,
-                        };
-                        assert_eq!(moved, want, "{what}: rows the waves move");
+                        // One launch per pass, but for the last inverse pass in place with B > 1,
+                        // which takes one launch per range of tiles.
+                        let inverse = split(log_n, max_k);
+                        let passes = inverse.len() + inverse.iter().filter(|&&k| k > 0).count();
+                        let finish = plan.steps.iter().filter(|s| s.pass.finish_inverse != 0).count();
+                        let reads_lde = route == Route::InPlace || (route == Route::FromTrace && inverse.len() > 1);
+                        let tiles = 1u64 << (log_n - inverse.last().unwrap());
+                        let want = if reads_lde && log_b > 0 { finish_ranges(tiles, log_b).len() } else { 1 };
+                        assert_eq!(finish, want, "{what}: launches of the last inverse pass");
+                        assert_eq!(plan.steps.len(), passes - 1 + finish, "{what}: launches");
                     }
                 }
             }
         }
     }
 
-    /// The simulation catches what it must: a wave order reversed, a wave's targets moved into
-    /// its sources, a fused pass that spreads a row it still has to load, and skipped replicas.
+    /// The ranges of the last inverse pass: from the top down, each at least a `1/B` of the tiles
+    /// above it, every tile once; the production shape's (2^11 tiles of 2^10 rows, B = 2) in 12
+    /// launches.
+    #[test]
+    fn finish_ranges_cover_every_tile_from_the_top_down() {
+        assert_eq!(finish_ranges(1, 1), vec![0..1]);
+        assert_eq!(finish_ranges(8, 1), vec![4..8, 2..4, 1..2, 0..1]);
+        assert_eq!(finish_ranges(8, 3), vec![1..8, 0..1]);
+        assert_eq!(finish_ranges(32, 2), vec![8..32, 2..8, 1..2, 0..1]);
+        assert_eq!(finish_ranges(1 << 11, 1).len(), 12);
+        for tiles in (0..=12).map(|e| 1u64 << e) {
+            for log_b in 1..=3 {
+                let r = finish_ranges(tiles, log_b);
+                assert_eq!(r.first().unwrap().end, tiles);
+                assert_eq!(r.last().unwrap(), &(0..1));
+                for w in r.windows(2) {
+                    assert_eq!(w[0].start, w[1].end, "{r:?}");
+                    assert!(w[0].start << log_b >= w[0].end, "{r:?}: stores hit the range's own loads");
+                }
+            }
+        }
+    }
+
+    /// The simulation catches what it must: the last inverse pass's ranges run bottom up, or as
+    /// one launch, a range left out, and skipped replicas.
     #[test]
     fn the_simulation_rejects_broken_plans() {
         let (log_n, log_b, m) = (6, 1, 2);
@@ -751,51 +732,53 @@ mod tests {
         };
         assert!(broken(&|_| {}, 2).is_ok());
         assert!(broken(&|_| {}, 11).is_ok());
-        let waves = |p: &mut Plan| -> Vec<usize> {
-            p.steps.iter().enumerate().filter(|(_, s)| matches!(s, Step::Spread(_))).map(|(i, _)| i).collect()
+        assert!(broken(&|_| {}, 5).is_ok());
+        let finish = |p: &mut Plan| -> Vec<usize> {
+            p.steps.iter().enumerate().filter(|(_, s)| s.pass.finish_inverse != 0).map(|(i, _)| i).collect()
         };
-        // The waves smallest first: row 1's targets [2, 4) overwrite rows wave 2 still reads.
-        let e = broken(
-            &|p| {
-                let w = waves(p);
-                let (first, last) = (w[0], w[w.len() - 2]);
-                p.steps[first..=last].reverse();
-            },
-            2,
-        )
-        .unwrap_err();
-        assert!(e.contains("holds") || e.contains("ends with"), "{e}");
-        // All waves at once, as one launch: races.
-        let e = broken(
-            &|p| {
-                let w = waves(p);
-                if let Step::Spread(first) = &mut p.steps[w[0]] {
-                    first.rows = first.src_row * 2 - 1;
-                    first.src_row = 1;
-                }
-            },
-            2,
-        )
-        .unwrap_err();
-        assert!(e.contains("stored by one unit, loaded by another") || e.contains("holds"), "{e}");
-        // The fused pass spreads every row (spread_from 0) in place: it stores rows it loads.
+        for max_k in [2, 5] {
+            // The ranges bottom up: a range's stores overwrite rows a later one still loads.
+            let e = broken(
+                &|p| {
+                    let f = finish(p);
+                    assert!(f.len() >= 3, "{f:?}");
+                    p.steps[f[0]..=f[f.len() - 1]].reverse();
+                },
+                max_k,
+            )
+            .unwrap_err();
+            assert!(e.contains("holds"), "max_k {max_k}: {e}");
+            // All the ranges as one launch: its tiles store rows other tiles load.
+            let e = broken(
+                &|p| {
+                    let f = finish(p);
+                    let tiles: u64 = f.iter().map(|&i| p.steps[i].pass.tasks).sum();
+                    let first = f[0];
+                    p.steps[first].pass.first_task = 0;
+                    p.steps[first].pass.tasks = tiles;
+                    p.steps.drain(first + 1..=f[f.len() - 1]);
+                },
+                max_k,
+            )
+            .unwrap_err();
+            assert!(e.contains("stored by one unit, loaded by another"), "max_k {max_k}: {e}");
+            // A range left out: its rows never get their values.
+            let e = broken(
+                &|p| {
+                    let f = finish(p);
+                    p.steps.remove(f[1]);
+                },
+                max_k,
+            )
+            .unwrap_err();
+            assert!(e.contains("holds") || e.contains("ends with"), "max_k {max_k}: {e}");
+        }
+        // No replicas where a shared-memory pass needs them.
         let e = broken(
             &|p| {
                 for s in &mut p.steps {
-                    if let Step::Ntt { pass, .. } = s {
-                        pass.spread_from = 0;
-                    }
+                    s.pass.replicate_out = 0;
                 }
-            },
-            2,
-        )
-        .unwrap_err();
-        assert!(e.contains("loaded by another") || e.contains("two units"), "{e}");
-        // No replicas of row 0 where a shared-memory pass needs them.
-        let e = broken(
-            &|p| {
-                let last = *waves(p).last().unwrap();
-                p.steps.remove(last);
             },
             2,
         )
@@ -934,7 +917,7 @@ mod simulation {
     const NONE: u32 = u32::MAX;
     const MANY: u32 = u32::MAX - 1;
 
-    /// What one unit (an NTT task, a spread source row) does: loads of (buffer, row, expected
+    /// What one unit (an NTT task) does: loads of (buffer, row, expected
     /// label) and stores of (buffer, row, label), in order, loads of a tile before its stores.
     #[derive(Default)]
     struct Unit {
@@ -947,10 +930,10 @@ mod simulation {
         (elem / m as u64) as usize
     }
 
-    /// The units of NTT pass number `j` (1-based over the plan's NTT passes), modelling lde.cu's
-    /// tile mapping (`tile_pos`, the register kernel's `replicated_in` tasks, `finish_row`,
-    /// `finish_reps`, which kernel a `k` runs), with `expect(pos)` the label a load of position
-    /// `pos` must find.
+    /// The units of one launch of NTT pass number `j` (1-based over the plan's NTT passes),
+    /// modelling lde.cu's tile mapping (`tile_pos`, the launch's tasks, the register kernel's
+    /// `replicated_in` tasks, `finish_row`, `finish_reps`, which kernel a `k` runs), with
+    /// `expect(pos)` the label a load of position `pos` must find.
     fn ntt_units(
         dit: bool,
         src: Buf,
@@ -964,8 +947,7 @@ mod simulation {
         let reg = k >= REG_MIN_STAGES;
         let h_small = 1u64 << p.log_h_small;
         let reps = if p.replicated_in != 0 { h_small } else { 1 };
-        let tasks = ((1u64 << p.log_size) >> k) / reps;
-        (0..tasks)
+        (p.first_task..p.first_task + p.tasks)
             .map(|task| {
                 let mut u = Unit::default();
                 for rep in (0..reps).rev() {
@@ -980,9 +962,8 @@ mod simulation {
                         // The register kernels store no replicas, and the forward kernels never
                         // finish an inverse.
                         if p.finish_inverse != 0 && !dit {
-                            let spread = pos >= p.spread_from;
-                            let base = (pos << if spread { p.log_blowup } else { 0 }) * p.row_pitch;
-                            let n_rep = if spread && p.replicate_out != 0 && !reg { 1 << p.log_blowup } else { 1 };
+                            let base = (pos << p.log_blowup) * p.row_pitch;
+                            let n_rep = if p.replicate_out != 0 && !reg { 1 << p.log_blowup } else { 1 };
                             for r in 0..n_rep {
                                 u.ops.push((true, dst, row(base + r * p.row_pitch, m), (j, pos)));
                             }
@@ -990,22 +971,6 @@ mod simulation {
                             u.ops.push((true, dst, row(pos * p.dst_stride, m), (j, pos)));
                         }
                     }
-                }
-                u
-            })
-            .collect()
-    }
-
-    /// The units of one spread wave, as `lde_spread` runs them: one per source row.
-    fn spread_units(w: &SpreadArgs, rows: &[Label], m: usize) -> Vec<Unit> {
-        assert_eq!(w.pitch as usize, m, "rows of the wave are its buffer's rows");
-        (w.src_row..w.src_row + w.rows)
-            .map(|s| {
-                let label = rows[s as usize];
-                let mut u = Unit::default();
-                u.ops.push((false, Buf::Lde, s as usize, label));
-                for r in w.first_rep..w.reps {
-                    u.ops.push((true, Buf::Lde, ((s << w.log_blowup) + r) as usize, label));
                 }
                 u
             })
@@ -1027,21 +992,26 @@ mod simulation {
         for (p, l) in initial.iter_mut().take(n).enumerate() {
             *l = (0, p as u64);
         }
-        let inverse_passes = plan.steps.iter().filter(|s| matches!(s, Step::Ntt { dit: false, .. })).count() as u32;
+        // A pass is a run of launches with the same direction and smallest half-span.
+        let key = |s: &Step| (s.dit, s.pass.log_h_small);
+        let inverse_passes = plan
+            .steps
+            .iter()
+            .enumerate()
+            .filter(|&(i, s)| !s.dit && (i == 0 || key(&plan.steps[i - 1]) != key(s)))
+            .count() as u32;
         let mut j = 0u32;
         for (launch, step) in plan.steps.iter().enumerate() {
-            let units = match step {
-                Step::Ntt { dit, src, dst, pass } => {
-                    j += 1;
-                    let prev = j - 1;
-                    if *dit && j == inverse_passes + 1 {
-                        // The first forward pass: position q*B + r holds the inverse's q.
-                        ntt_units(*dit, *src, *dst, pass, j, m, |pos| (prev, pos >> log_b))
-                    } else {
-                        ntt_units(*dit, *src, *dst, pass, j, m, |pos| (prev, pos))
-                    }
-                }
-                Step::Spread(w) => spread_units(w, &lde, m),
+            if launch == 0 || key(&plan.steps[launch - 1]) != key(step) {
+                j += 1;
+            }
+            let prev = j - 1;
+            let Step { dit, src, dst, pass } = step;
+            let units = if *dit && j == inverse_passes + 1 {
+                // The first forward pass: position q*B + r holds the inverse's q.
+                ntt_units(*dit, *src, *dst, pass, j, m, |pos| (prev, pos >> log_b))
+            } else {
+                ntt_units(*dit, *src, *dst, pass, j, m, |pos| (prev, pos))
             };
             // Races: a row stored by one unit is loaded or stored by no other unit.
             let mut loader = [vec![NONE; n], vec![NONE; big_n]];

@@ -207,7 +207,6 @@ impl CudaBackend {
             Unit::of(Source::Lde, lde::pass_kernel(true, false, v)),
             Unit::of(Source::Lde, lde::pass_kernel(false, true, v)),
             Unit::of(Source::Lde, lde::pass_kernel(true, true, v)),
-            Unit::of(Source::Lde, lde::SPREAD_KERNEL),
         ];
         for layout in [backend_api::LeafLayout::Rows, backend_api::LeafLayout::LambdaVmPairs] {
             units.push(Unit::of(Source::Hash, hash::kernel_name(hash, layout, 0)));
@@ -405,29 +404,6 @@ impl CudaBackend {
         transpose::out_of_place(&self.device, src, dst, shape)
     }
 
-    /// The coset LDE by the out-of-place route the in-place one replaced: the trace stays in its
-    /// own buffer and the result is a new one. Only for the benchmark's same-run comparison.
-    ///
-    /// # Errors
-    /// As [`Backend::coset_lde`].
-    #[doc(hidden)]
-    pub fn bench_coset_lde_out_of_place(&self, trace: &CudaBuffer, params: &LdeParams) -> Result<CudaBuffer> {
-        self.check_owned(trace)?;
-        lde::coset_lde_out_of_place(&self.device, &self.options, trace, params)
-    }
-
-    /// Queues only the spread waves of the in-place LDE of `params` on `buf` (which holds
-    /// `params.lde_shape()`): they move rows `[1, n / B)` up to rows `B*p` and leave the rest of
-    /// the buffer as it is. Only for the benchmark, which compares their time with the prediction.
-    ///
-    /// # Errors
-    /// As [`Backend::coset_lde_in_place`].
-    #[doc(hidden)]
-    pub fn bench_lde_spread_waves(&self, buf: &mut CudaBuffer, params: &LdeParams) -> Result<()> {
-        self.check_owned(buf)?;
-        lde::spread_waves_only(&self.device, &self.options, buf, params)
-    }
-
     /// Records a timing event on the stream; [`Timer::elapsed_ms`] between two of them measures
     /// the work queued in between.
     ///
@@ -597,6 +573,23 @@ impl Backend for CudaBackend {
     fn coset_lde_from_host(&self, buf: &mut CudaBuffer, trace: &[u64], params: &LdeParams) -> Result<()> {
         self.check_owned(buf)?;
         lde::coset_lde_from_host(&self.device, &self.options, buf, trace, params)
+    }
+
+    /// The first inverse pass reads `trace` where it is and writes the LDE buffer's first rows,
+    /// so the trace is never copied into the LDE buffer first (the default's batched copy, 2.5 ms
+    /// of a 2^21 x 316 trace on an H200); the rest is the in-place LDE.
+    fn coset_lde(&self, trace: &CudaBuffer, params: &LdeParams) -> Result<CudaBuffer> {
+        self.check_owned(trace)?;
+        lde::coset_lde_from_trace(&self.device, &self.options, trace, params)
+    }
+
+    /// The inverse NTT runs in place in `trace`'s buffer, its last pass storing the LDE buffer's
+    /// rows: every pass reads and writes one buffer (a pass that reads one buffer and writes
+    /// another touches twice the pages: [`Backend::coset_lde`]'s first pass costs about 1.4 ms
+    /// more at 2^21 x 316 on an H200), and the last one runs as one launch.
+    fn coset_lde_owned(&self, trace: CudaBuffer, params: &LdeParams) -> Result<CudaBuffer> {
+        self.check_owned(&trace)?;
+        lde::coset_lde_owned(&self.device, &self.options, trace, params)
     }
 }
 

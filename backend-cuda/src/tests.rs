@@ -156,7 +156,6 @@ fn kernels_named_by_the_host_code_exist() {
                 "ntt_dit_pass_lean",
                 "ntt_dif_pass_lean16",
                 "ntt_dit_pass_lean16",
-                crate::lde::SPREAD_KERNEL,
                 "gl_selftest",
             ],
         ),
@@ -761,15 +760,17 @@ fn naive_lde(trace: &[u64], n: usize, m: usize, blowup: usize, shift: u64) -> Ve
     out
 }
 
-/// The in-place LDE (inverse NTT in the buffer's first rows, the spread waves, the forward NTT)
-/// against the naive reference, in every NTT configuration (1, 2, 4 and the most stages per
-/// pass, so shared-memory, mixed and all-register splits; every kernel variant; lazy and
-/// canonical reduction; the power-of-two and the lean passes), on edge shapes: n = 1, n < B, n = B, B = 1,
-/// m = 1, odd m (the spread's 8-byte path), tiles crossing the spread threshold, two inverse
-/// register passes (n = 2^12: tiles with lo != 0 in both directions; n = 2^13: passes of 7 and 6
-/// stages), and a non-canonical shift. The trace holds
-/// non-canonical values, rows [n, N) hold garbage, and the bytes must equal the reference's.
-/// Needs a GPU.
+/// The in-place LDE (inverse NTT in the buffer's first rows, its last pass in ranges of tiles
+/// from the top down, the forward NTT), `coset_lde` from a trace buffer (its first inverse pass
+/// reads the trace) and `coset_lde_owned` (the inverse in the trace's buffer) against the naive
+/// reference, in every NTT configuration (1, 2, 4 and the
+/// most stages per pass, so shared-memory, mixed and all-register splits; every kernel variant;
+/// lazy and canonical reduction; the power-of-two and the lean passes), on edge shapes: n = 1,
+/// n < B, n = B, B = 1, m = 1, odd m, a last inverse pass of one tile and of many (n = 2^12: tiles
+/// with lo != 0 in both directions; n = 2^13: passes of 7 and 6 stages), and a non-canonical
+/// shift. The trace holds non-canonical values, rows [n, N) of the in-place buffer hold garbage,
+/// the bytes must equal the reference's, and the trace buffer must come back unchanged. Needs a
+/// GPU.
 #[test]
 fn in_place_lde_matches_the_naive_reference_in_every_configuration() {
     use backend_api::{Backend, LdeParams, MatrixShape};
@@ -809,6 +810,12 @@ fn in_place_lde_matches_the_naive_reference_in_every_configuration() {
             b.coset_lde_in_place(&mut buf, &params).unwrap_or_else(|e| panic!("{what}: {e}"));
             let got = b.download_vec(&buf).unwrap();
             assert_same_words(&what, &got, &want, m);
+            let kept = b.upload(&trace).unwrap();
+            let lde = b.coset_lde(&kept, &params).unwrap_or_else(|e| panic!("{what}, from a trace buffer: {e}"));
+            assert_same_words(&format!("{what}, from a trace buffer"), &b.download_vec(&lde).unwrap(), &want, m);
+            assert_eq!(b.download_vec(&kept).unwrap(), trace, "{what}: the trace buffer changed");
+            let lde = b.coset_lde_owned(kept, &params).unwrap_or_else(|e| panic!("{what}, owned trace: {e}"));
+            assert_same_words(&format!("{what}, owned trace"), &b.download_vec(&lde).unwrap(), &want, m);
         }
     }
     assert_eq!(backend.memory().live, 0, "the LDEs left device memory allocated");

@@ -4,8 +4,8 @@ use std::time::Instant;
 
 use backend_api::memory::{CommitShape, MemoryModel, default_budget};
 use backend_api::{
-    Backend, CopyRange, DEFAULT_SCRATCH_CAP, DIGEST_WORDS, Error, HashKind, LdeParams, LeafJob, LeafLayout, LeafSpec,
-    MatrixShape, TreeShape, digests_from_words, field::DEFAULT_SHIFT,
+    Backend, DEFAULT_SCRATCH_CAP, DIGEST_WORDS, Error, HashKind, LdeParams, LeafJob, LeafLayout, LeafSpec, MatrixShape,
+    TreeShape, digests_from_words, field::DEFAULT_SHIFT,
 };
 
 use crate::admission::{Admission, DeviceMemory, Ticket};
@@ -182,21 +182,26 @@ pub struct Commitment<B: Backend> {
 /// the device's memory).
 ///
 /// Order: validation and admission come first, so a refused or invalid commit allocates nothing;
-/// then the upload straight into the first `n` rows of the `N`-row LDE buffer ([`Backend::write`];
-/// a device input is copied in and freed), the coset LDE in place in that buffer (row-major,
-/// [`Backend::coset_lde_in_place`]; a host input without a snapshot takes both in one call,
-/// [`Backend::coset_lde_from_host`], which a backend may overlap, timed as one `upload+lde`
-/// phase), the optional snapshot (the trace rows copied out before the LDE, or the device input
-/// itself, transposed in place), the optional queued host copy, the leaves hashed straight into
-/// each tree's node array and the LDE transposed in place (one call,
+/// then the coset LDE into the `N`-row LDE buffer, row-major, by one of three routes:
+/// - a host input without a snapshot: uploaded straight into the first `n` rows of the LDE buffer
+///   and extended there in one call ([`Backend::coset_lde_from_host`], which a backend may
+///   overlap), timed as one `upload+lde` phase;
+/// - a host input with a snapshot: uploaded into the snapshot's buffer (`upload`), then extended
+///   from it into the LDE buffer ([`Backend::coset_lde`], `lde`);
+/// - a device input: extended from its buffer (`lde`), which the commit gives up
+///   ([`Backend::coset_lde_owned`]: CUDA runs the inverse transform in it; the default copies it
+///   into the LDE buffer first), or, kept as the snapshot, leaves unchanged
+///   ([`Backend::coset_lde`]);
+///
+/// then the optional snapshot transposed in place, the optional queued host copy, the leaves
+/// hashed straight into each tree's node array and the LDE transposed in place (one call,
 /// [`Backend::hash_leaves_then_transpose`], timed as one `leaves+transpose` phase), the trees
 /// completed in place, the roots downloaded. No phase waits for the device unless
 /// `params.phase_timing` is set.
 ///
 /// A [`TraceInput::Device`] buffer is the caller's and live before the commit, so it is not a
-/// term of the model: the device holds it beside the LDE buffer until it has been copied in and
-/// freed. Kept as the snapshot, it is counted by the model's trace term all the same (a safe
-/// over-count).
+/// term of the model: the device holds it beside the LDE buffer until the LDE has read it. Kept
+/// as the snapshot, it is counted by the model's trace term all the same (a safe over-count).
 ///
 /// # Errors
 /// [`CommitPlan::new`]'s validation errors; [`Error::LengthMismatch`] when the input does not hold
@@ -242,40 +247,32 @@ pub fn commit_admitted<B: Backend>(
     let admission_seconds = admission_start.elapsed().as_secs_f64();
 
     let mut clock = Clock::new(backend, params.phase_timing, progress);
-    // The trace goes straight into the first n rows of the LDE buffer; the snapshot, when asked
-    // for, is the one trace-sized buffer beside it: a device input becomes the snapshot itself,
-    // a host input's rows are copied out before the LDE overwrites them. A host input without a
-    // snapshot is uploaded and extended in one call, which the backend may overlap.
-    if let (TraceInput::Host { data, .. }, false) = (&input, params.keep_trace_snapshot) {
-        let lde = clock.phase(Phase::UploadLde, || {
-            let mut lde = backend.alloc(lde_shape.len())?;
-            backend.coset_lde_from_host(&mut lde, data, &plan.lde)?;
-            Ok(lde)
-        })?;
-        return finish(backend, plan, params, clock, lde, None, ticket).map(|c| c.admitted_after(admission_seconds));
-    }
-    let (mut lde, snapshot) = clock.phase(Phase::Upload, || {
-        let mut lde = backend.alloc(lde_shape.len())?;
-        let rows = [CopyRange::new(0, 0, trace_shape.len())];
-        let snapshot = match input {
-            TraceInput::Host { data, .. } => {
-                backend.write(&mut lde, 0, data)?;
-                if params.keep_trace_snapshot {
-                    let mut snapshot = backend.alloc(trace_shape.len())?;
-                    backend.batched_copy(&lde, &mut snapshot, &rows)?;
-                    Some(snapshot)
-                } else {
-                    None
-                }
-            }
-            TraceInput::Device { buffer, .. } => {
-                backend.batched_copy(&buffer, &mut lde, &rows)?;
-                params.keep_trace_snapshot.then_some(buffer)
-            }
-        };
-        Ok((lde, snapshot))
-    })?;
-    clock.phase(Phase::Lde, || backend.coset_lde_in_place(&mut lde, &plan.lde))?;
+    // A host input without a snapshot goes straight into the first n rows of the LDE buffer, in
+    // one call that the backend may overlap. Otherwise the trace has a buffer of its own (the
+    // device input, or the snapshot a host input is uploaded into), from which the LDE extends it
+    // into a new buffer.
+    let (lde, snapshot) = match input {
+        TraceInput::Host { data, .. } if !params.keep_trace_snapshot => {
+            let lde = clock.phase(Phase::UploadLde, || {
+                let mut lde = backend.alloc(lde_shape.len())?;
+                backend.coset_lde_from_host(&mut lde, data, &plan.lde)?;
+                Ok(lde)
+            })?;
+            (lde, None)
+        }
+        TraceInput::Host { data, .. } => {
+            let snapshot = clock.phase(Phase::Upload, || backend.upload(data))?;
+            let lde = clock.phase(Phase::Lde, || backend.coset_lde(&snapshot, &plan.lde))?;
+            (lde, Some(snapshot))
+        }
+        TraceInput::Device { buffer, .. } if params.keep_trace_snapshot => {
+            let lde = clock.phase(Phase::Lde, || backend.coset_lde(&buffer, &plan.lde))?;
+            (lde, Some(buffer))
+        }
+        TraceInput::Device { buffer, .. } => {
+            (clock.phase(Phase::Lde, || backend.coset_lde_owned(buffer, &plan.lde))?, None)
+        }
+    };
     finish(backend, plan, params, clock, lde, snapshot, ticket).map(|c| c.admitted_after(admission_seconds))
 }
 

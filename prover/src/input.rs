@@ -23,9 +23,9 @@ pub enum TraceInput<'a, B: Backend> {
         /// The trace shape.
         shape: MatrixShape,
     },
-    /// A trace already on `backend`'s device. The commit takes it: it is copied into the first `n`
-    /// rows of the LDE buffer, then freed, or transposed in place into the column-major snapshot
-    /// when one is asked for.
+    /// A trace already on `backend`'s device. The commit takes it: the LDE extends it from where
+    /// it is ([`Backend::coset_lde`]), then it is freed, or transposed in place into the
+    /// column-major snapshot when one is asked for.
     Device {
         /// Row-major elements, exactly `shape.rows * shape.cols` of them.
         buffer: B::Buffer,

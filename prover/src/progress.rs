@@ -6,7 +6,8 @@ use std::fmt;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
-    /// Uploading the host trace (nothing to do for a device input).
+    /// Uploading a host trace into the snapshot's buffer, from which the LDE then extends it
+    /// (only a host trace committed with a snapshot; a device trace has nothing to upload).
     Upload,
     /// Uploading a host trace and extending it in one call ([`backend_api::Backend::coset_lde_from_host`]),
     /// which a backend may overlap (CUDA, from page-locked memory: column groups uploaded on a

@@ -2,24 +2,25 @@
 // extension"); each column is an independent transform along the rows.
 //
 // The LDE of an n-row trace into an N = B*n row buffer O (lde.rs plans the launches; in place, the
-// trace sits in rows [0, n) of O on entry):
+// trace sits in rows [0, n) of O on entry; from a trace buffer, the first inverse pass reads it):
 // 1. inverse NTT of size n by decimation in frequency (natural order in, bit-reversed out), on
-//    rows p < n of O (in place) or, out of place, from the trace into rows B*p of O;
+//    rows p < n of O;
 // 2. position p then holds n * c[bitrev_n(p)]; the last inverse pass multiplies it by
-//    coset[bitrev_n(p)] = s^k / n and, for p >= spread_from, writes it to row B*p, which stands
-//    for rows B*p .. B*p + B-1 (the zero-extension in bit-reversed order followed by the first
-//    log2(B) decimation-in-time stages, which only replicate); positions p < spread_from stay in
-//    row p and `lde_spread` moves them in waves afterwards (lde.rs says why that order is
-//    race-free). With `replicate_out` (shared-memory kernel only: lde.rs sets it only when some
-//    pass is one, and then the last inverse pass, the shortest, is one) and in `lde_spread` the
-//    B - 1 replicas are written too; otherwise the first forward pass reads row B*p for all B
-//    rows (one register-kernel block computes the B tiles that share it, the one that overwrites
-//    it last);
+//    coset[bitrev_n(p)] = s^k / n and writes it to row B*p, which stands for rows B*p .. B*p + B-1
+//    (the zero-extension in bit-reversed order followed by the first log2(B) decimation-in-time
+//    stages, which only replicate). In place, that pass runs as several launches over ranges of
+//    tiles, the highest rows first, so that no launch stores a row that a tile of the same or a
+//    later launch still loads (lde.rs says why). With `replicate_out` (shared-memory kernel only:
+//    lde.rs sets it only when some pass is one, and then the last inverse pass, the shortest, is
+//    one) the B - 1 replicas are written too; otherwise the first forward pass reads row B*p for
+//    all B rows (one register-kernel block computes the B tiles that share it, the one that
+//    overwrites it last);
 // 3. forward NTT of size N by decimation in time from half-span B up (bit-reversed in, natural
 //    out), in place on O.
 //
-// One launch is one pass of k consecutive radix-2 stages: a block loads a tile of 2^k positions
-// x NTT_COLS columns into shared memory, runs the k stages there and writes it back. For stages
+// One launch is one pass of k consecutive radix-2 stages (or, for the last inverse pass in place,
+// a range of its tiles): a block loads a tile of 2^k positions x NTT_COLS columns into shared
+// memory, runs the k stages there and writes it back. For stages
 // with half-spans H_small .. H_small * 2^(k-1), the positions of one tile are
 // hi * 2^k * H_small + i * H_small + lo (i < 2^k): tiles are independent, so a pass is in place.
 // Consecutive threads handle consecutive columns, so every global access is a run of NTT_COLS
@@ -46,24 +47,21 @@ struct NttPass {
     u64 k;              // stages in this pass (0 allowed: the tile is one position)
     u64 canon_in;       // 1: canonicalise the loaded values (the trace may be non-canonical)
     u64 finish_inverse; // 1: multiply by coset[bitrev_n(p)]; write row B*p (rows B*p + r, r < B,
-                        //    too when `replicate_out`) when p >= spread_from, else row p in place
+                        //    too when `replicate_out`)
     u64 log_blowup;     // log2(B)
     u64 replicate_out;  // finish_inverse: also write the B - 1 replicas
     u64 replicated_in;  // first forward pass (half-span B): rows B*p + r are not stored, read row B*p
     u64 canon_out;      // canonicalise what this pass stores (the last pass; lazy kernels only)
-    u64 spread_from;    // finish_inverse: the first position written to row B*p (0 out of place)
+    u64 first_task;     // the launch runs tasks [first_task, first_task + tasks) of the pass (a task
+    u64 tasks;          //    is one tile, or the B tiles of one block with replicated_in)
     u64 row_pitch;      // finish_inverse: elements between consecutive rows of dst (the LDE buffer's
                         //    row length, whatever the range of columns this launch covers)
 };
 
-// finish_inverse: the element offset of row B*pos (pos >= spread_from) or of row pos (the rows
-// of the LDE buffer, `row_pitch` apart), and how many rows position `pos` fills.
-__device__ __forceinline__ u64 finish_row(u64 pos, const NttPass& p) {
-    return (pos << (pos >= p.spread_from ? p.log_blowup : 0)) * p.row_pitch;
-}
-__device__ __forceinline__ u64 finish_reps(u64 pos, const NttPass& p) {
-    return pos >= p.spread_from && p.replicate_out ? 1ull << p.log_blowup : 1;
-}
+// finish_inverse: the element offset of row B*pos (the rows of the LDE buffer, `row_pitch` apart),
+// and how many rows position `pos` fills.
+__device__ __forceinline__ u64 finish_row(u64 pos, const NttPass& p) { return (pos << p.log_blowup) * p.row_pitch; }
+__device__ __forceinline__ u64 finish_reps(const NttPass& p) { return p.replicate_out ? 1ull << p.log_blowup : 1; }
 
 // Position of local index i in tile (hi, lo).
 __device__ __forceinline__ u64 tile_pos(u64 hi, u64 lo, u64 i, const NttPass& p) {
@@ -79,11 +77,10 @@ __device__ __forceinline__ void ntt_pass(const NttPass& p) {
     const u32 T = 1u << p.k;
     const u64 h_small = 1ull << p.log_h_small;
     const u64 col_groups = (p.cols + NTT_COLS - 1) / NTT_COLS;
-    const u64 tiles_per_group = (1ull << p.log_size) >> p.k;  // positions / T
-    const u64 total = tiles_per_group * col_groups;
+    const u64 total = p.tasks * col_groups;
     for (u64 blk = blockIdx.x; blk < total; blk += gridDim.x) {
         const u64 g = blk % col_groups;  // neighbouring blocks share rows: better DRAM locality
-        const u64 tile_id = blk / col_groups;
+        const u64 tile_id = p.first_task + blk / col_groups;
         const u64 lo = tile_id & (h_small - 1);
         const u64 hi = tile_id >> p.log_h_small;
         const u64 c0 = g * NTT_COLS;
@@ -134,7 +131,7 @@ __device__ __forceinline__ void ntt_pass(const NttPass& p) {
             u64 v = tile[e];
             if (!DIT && p.finish_inverse) {  // inverse passes only
                 v = gl_mul(v, p.coset[bitrev32((u32)pos, log_n)]);
-                const u64 reps = finish_reps(pos, p);
+                const u64 reps = finish_reps(p);
                 u64* d = p.dst + finish_row(pos, p) + col;
                 for (u64 r = 0; r < reps; ++r) d[r * p.row_pitch] = v;
             } else {
@@ -589,7 +586,6 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
     const u64 col_groups = (p.cols + COLS - 1) / COLS;
     // With replicated_in (h_small == B) one block computes the B tiles of one `hi`.
     const u64 reps = p.replicated_in ? h_small : 1;
-    const u64 tasks = ((1ull << p.log_size) >> k) / reps;
     // The tile's twiddles (all but the power-of-two form) follow the tile in shared memory; they
     // depend only on `lo`, so consecutive tiles with the same `lo` reuse them.
     u64* const tws = tile + ((1u << k) * COLS + tile_pad<LOGR, COLS>(1u << k));
@@ -609,9 +605,9 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
     u32 tws_lo = ~0u;
     // 32-bit loop control (lde.rs launches fewer than 2^31 tiles): at 64 registers its 64-bit form
     // spilled in the inverse kernel.
-    const u32 n_blk = (u32)(tasks * col_groups), n_cg = (u32)col_groups;
+    const u32 n_blk = (u32)(p.tasks * col_groups), n_cg = (u32)col_groups;
     for (u32 blk = blockIdx.x; blk < n_blk; blk += gridDim.x) {
-        const u32 cg = blk % n_cg, task = blk / n_cg;
+        const u32 cg = blk % n_cg, task = (u32)p.first_task + blk / n_cg;
         const u64 col = cg * COLS + c;
         const bool active = col < p.cols;
         for (u32 rep = (u32)reps; rep-- > 0;) {  // the lo == 0 tile, which overwrites the shared rows, last
@@ -744,9 +740,7 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
             }
             // Store.
             if (LEAN && active && finish) {
-                // The coset factors, then the row of each position: B p from spread_from on, else
-                // p. A tile whose positions all lie on one side of spread_from stores through one
-                // running address, as below.
+                // The coset factors, then row B p of each position, through one running address.
                 const u32 base = reg_index<LOGR>(g, w, 0);
 #pragma unroll
                 for (int j = 0; j < R; ++j) v[j] = gl_mul_lazy(v[j], cf[cf_slot<LOGR>(base + ((u32)j << w))]);
@@ -754,18 +748,11 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
 #pragma unroll
                     for (int j = 0; j < R; ++j) v[j] = gl_canon(v[j]);
                 }
-                const u64 pos0 = ((hi << k) + base) * h_small + lo, span = k + p.log_h_small;
-                const bool spread = (hi << span) >= p.spread_from;
-                if (spread || ((hi + 1) << span) <= p.spread_from) {
-                    const u32 shift = spread ? (u32)p.log_blowup : 0;
-                    const u64 step = ((h_small << w) * p.row_pitch) << shift;
-                    u64* a = p.dst + ((pos0 * p.row_pitch) << shift) + col;
+                const u64 pos0 = ((hi << k) + base) * h_small + lo;
+                const u64 step = ((h_small << w) * p.row_pitch) << p.log_blowup;
+                u64* a = p.dst + ((pos0 * p.row_pitch) << p.log_blowup) + col;
 #pragma unroll
-                    for (int j = 0; j < R; ++j, a += step) *a = v[j];
-                } else {
-#pragma unroll
-                    for (int j = 0; j < R; ++j) p.dst[finish_row(pos0 + (((u64)j << w) << p.log_h_small), p) + col] = v[j];
-                }
+                for (int j = 0; j < R; ++j, a += step) *a = v[j];
             } else if (LEAN && active) {
                 // As the load: one running address; canon_out branches once.
                 const u64 step = (h_small << w) * p.dst_stride;
@@ -869,64 +856,6 @@ extern "C" __global__ void __launch_bounds__(512) ntt_dif_pass_pow2(const NttPas
 #if ALL_KERNELS || WANT_ntt_dit_pass_pow2
 extern "C" __global__ void __launch_bounds__(512) ntt_dit_pass_pow2(const NttPass p) {
     ntt_pass_reg<true, 5, 8, true, true>(p);
-}
-#endif
-
-// ---------------------------------------------------------------------------------------------
-// One wave of the in-place LDE's spread (lde.rs plans the waves and proves their order): source
-// rows s in [src_row, src_row + rows) of buf go to rows (s << log_blowup) + r, r in
-// [first_rep, reps). No target of a launch is one of its sources. A warp copies one row at a
-// time, lane by lane along it (16-byte accesses when `vec2`: even column count, aligned buffer),
-// so its loads and stores are runs of 512 bytes (256 bytes with 8-byte accesses). A wave may cover
-// a range of columns: `buf` then points at its first column of row 0, and rows are `pitch` apart.
-struct SpreadArgs {
-    u64* buf;
-    u64 cols;        // columns moved per row
-    u64 src_row;     // first source row
-    u64 rows;        // source rows
-    u64 log_blowup;  // log2(B)
-    u64 first_rep;   // first target row offset r
-    u64 reps;        // one past the last target row offset (B with the replicas, else 1)
-    u64 vec2;        // 1: move pairs of elements (cols and pitch even, buf 16-byte aligned)
-    u64 pitch;       // elements between consecutive rows of buf (>= cols)
-};
-
-// One row's move: each lane loads up to SPREAD_ILP units of the row before it stores any (loads
-// in flight hide DRAM latency), then stores each to every target row.
-#define SPREAD_ILP 4
-template <typename V>
-__device__ __forceinline__ void spread_row(const SpreadArgs& a, u64 s, u32 lane) {
-    const u64 width = a.cols * sizeof(u64) / sizeof(V);  // units per row
-    const V* src = reinterpret_cast<const V*>(a.buf + s * a.pitch);
-    for (u64 c0 = lane; c0 < width; c0 += 32 * SPREAD_ILP) {
-        V v[SPREAD_ILP];
-#pragma unroll
-        for (int j = 0; j < SPREAD_ILP; ++j) {
-            const u64 c = c0 + 32 * j;
-            if (c < width) v[j] = src[c];
-        }
-        for (u64 r = a.first_rep; r < a.reps; ++r) {
-            V* dst = reinterpret_cast<V*>(a.buf + ((s << a.log_blowup) + r) * a.pitch);
-#pragma unroll
-            for (int j = 0; j < SPREAD_ILP; ++j) {
-                const u64 c = c0 + 32 * j;
-                if (c < width) dst[c] = v[j];
-            }
-        }
-    }
-}
-
-#if ALL_KERNELS || WANT_lde_spread
-extern "C" __global__ void __launch_bounds__(256) lde_spread(const SpreadArgs a) {
-    const u32 lane = threadIdx.x & 31;
-    const u64 warps = ((u64)gridDim.x * blockDim.x) >> 5;
-    for (u64 i = ((u64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; i < a.rows; i += warps) {
-        if (a.vec2) {
-            spread_row<ulonglong2>(a, a.src_row + i, lane);
-        } else {
-            spread_row<u64>(a, a.src_row + i, lane);
-        }
-    }
 }
 #endif
 

@@ -17,7 +17,9 @@ pub const TRACE_ROWS: [usize; 7] = [1, 2, 4, 8, 16, 32, 64];
 pub const BLOWUPS: [usize; 5] = [1, 2, 4, 8, 16];
 
 /// Runs the backend's LDE of `host` (row-major, `n x m`) and compares it with the reference;
-/// also checks that every output value is canonical.
+/// also checks that every output value is canonical and that the trace buffer is unchanged. Then
+/// the same with [`Backend::coset_lde_owned`], which must give the same bytes and free the trace
+/// it takes.
 ///
 /// # Errors
 /// A [`crate::Failure`] naming the parameters and the first differing element.
@@ -31,7 +33,21 @@ pub fn check_lde<B: Backend>(backend: &B, host: &[u64], n: usize, m: usize, blow
     if let Some(i) = got.iter().position(|&x| x >= P) {
         return Err(crate::Failure(format!("{what}: output element {i} = {:#018x} is not canonical (>= p)", got[i])));
     }
-    ensure_words_eq(&what, &reference::coset_lde(host, n, m, blowup, shift), &got)
+    ensure_words_eq(&what, &reference::coset_lde(host, n, m, blowup, shift), &got)?;
+    let kept = backend.download_vec(&trace).ctx(format_args!("{what}: download the trace"))?;
+    ensure_words_eq(format!("{what}: the trace buffer after the LDE"), host, &kept)?;
+    drop((trace, lde));
+    let trace = backend.upload(host).ctx(format_args!("{what}: upload"))?;
+    let live = backend.memory().live;
+    let owned = format!("{what}, owned");
+    let lde = backend.coset_lde_owned(trace, &params).ctx(&owned)?;
+    let after = backend.memory().live;
+    ensure!(
+        after + n * m * 8 == live + n * blowup * m * 8,
+        "{owned}: {live} live bytes before, {after} after: the trace was not freed or more stayed allocated"
+    );
+    let again = backend.download_vec(&lde).ctx(format_args!("{owned}: download"))?;
+    ensure_words_eq(&owned, &got, &again)
 }
 
 /// Runs the backend's in-place LDE on an `N x m` buffer (`N = n * blowup`) whose rows `[0, n)`

@@ -238,7 +238,7 @@ fn inject_each<B: Backend, T>(backend: &B, what: &str, mut op: impl FnMut() -> R
 }
 
 /// Fault injection at every allocation of alloc, upload, transpose, hash_leaves, merkle_tree,
-/// coset_lde and coset_lde_in_place: out of memory, nothing leaked, and the retry that succeeds is correct. A transpose
+/// coset_lde, coset_lde_owned and coset_lde_in_place: out of memory, nothing leaked, and the retry that succeeds is correct. A transpose
 /// that runs out of memory must do so before it moves a byte (allocate the scratch first), so the
 /// retry transposes the original matrix.
 ///
@@ -288,6 +288,11 @@ pub fn memory_fault_injection<B: Backend>(backend: &B) -> Outcome {
     let lde = inject_each(backend, "coset_lde 16 x 3, blowup 4", || backend.coset_lde(&trace, &params))?;
     let expected = reference::coset_lde(&trace_host, 16, 3, 4, 7);
     ensure_words_eq("coset_lde after injected faults", &expected, &backend.download_vec(&lde).ctx("download")?)?;
+    // Owned: each attempt uploads its own trace, which a failed attempt must free too.
+    let lde = inject_each(backend, "coset_lde_owned 16 x 3, blowup 4", || {
+        backend.coset_lde_owned(backend.upload(&trace_host)?, &params)
+    })?;
+    ensure_words_eq("coset_lde_owned after injected faults", &expected, &backend.download_vec(&lde).ctx("download")?)?;
 
     // In place: a failed attempt leaves the buffer unspecified, so each attempt writes the trace
     // rows again (rows [n, N) keep whatever the failed attempt left there).
