@@ -10,10 +10,11 @@
 //!    `log2 B` forward (DIT) stages over a block of `B` positions with one non-zero entry only
 //!    copy it over the block.
 //! 2. **Scaling and spreading, race-free in place.** The inverse's last pass scales row `p` by
-//!    `s^j / n` and, for the rows with `pB >= n`, stores it straight to `[pB, pB + B)`: those rows
-//!    lie outside every row the pass reads (or the other rows stay at `p`). The rest moves in
-//!    waves from the top down ([`in_place_steps`] proves the order), one small dispatch each; row
-//!    0's own block last.
+//!    `s^j / n` and stores it straight to `[pB, pB + B)`. It runs over its groups in ranges from
+//!    the top down, each range's targets above every row that it or a later range reads, group 0
+//!    (which reads all its rows before writing) last ([`in_place_steps`] proves the order). Where
+//!    a group's `2^r B` target rows do not fit a segment's span, the pass stores row `p` at `p`
+//!    instead and the rows move in waves of `lde_scale` from the top down, row 0's block last.
 //! 3. **Forward NTT** (DIT, forward twiddles) with half-sizes `B .. N/2`: natural order out.
 //!
 //! The out-of-place route of earlier versions ([`coset_lde_out_of_place`]: spread the trace to
@@ -27,11 +28,11 @@
 //! registers). A pass's r is the largest whose group rows span at most three segments' worth
 //! of elements (so that they touch at most the four segments a dispatch binds), or 2 where that
 //! is less: one segment for each of a two-stage group's four row ranges, a group whose rows
-//! straddle segment boundaries running one stage at a time ([`pass`]). At the production shape
-//! (2^21 -> 2^22 rows x 316 columns, the H200 Vulkan driver's 1 GiB segments) that is 5 passes
-//! for each transform instead of 21 stage sweeps each: (0, 5), (5, 5), (10, 5), (15, 5), (20, 1)
-//! for the inverse and (1, 5), (6, 5), (11, 5), (16, 4), (20, 2) for the forward transform, as
-//! `(log2 h, r)`.
+//! straddle segment boundaries running one stage at a time ([`Pass::record`]). At the
+//! production shape (2^21 -> 2^22 rows x 316 columns, the H200 Vulkan driver's 1 GiB segments)
+//! that is 5 passes for each transform instead of 21 stage sweeps each: (0, 5), (5, 5), (10, 5),
+//! (15, 5), (20, 1) for the inverse and (1, 5), (6, 5), (11, 5), (16, 4), (20, 2) for the forward
+//! transform, as `(log2 h, r)`.
 
 use std::sync::Arc;
 
@@ -58,15 +59,16 @@ pub(crate) const PASS_LOG: u32 = 5;
 const PASS_CANONICAL: u32 = 1;
 /// Pass flag: scale row `p` of the output by `s^br(p) / n` (the inverse's last pass).
 const PASS_SCALE: u32 = 2;
-/// Pass flag (with [`PASS_SCALE`]): store the rows with `pB >= n` to `[pB, pB + B)`.
+/// Pass flag (with [`PASS_SCALE`]): store every row `p` to `[pB, pB + B)` instead of row `p`.
 const PASS_WIDE: u32 = 4;
 
 /// One step of the in-place LDE, in the order it runs ([`in_place_steps`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Step {
-    /// An inverse (DIF) pass of `r` stages from half-size `2^lh` over rows `[0, n)`, under the
-    /// `PASS_*` flags.
-    Inverse { lh: u32, r: u32, flags: u32 },
+    /// An inverse (DIF) pass of `r` stages from half-size `2^lh` over its groups `[ga, gb)` of
+    /// rows `[0, n)` (all `n / 2^r` of them, or one range of the last pass), under the `PASS_*`
+    /// flags.
+    Inverse { lh: u32, r: u32, flags: u32, groups: (u64, u64) },
     /// Each row `p` of `[lo, hi)` to the `B` rows `[pB, pB + B)`, scaled by `s^br(p) / n` first
     /// when `scale` (only where the inverse has no pass, `n = 1`).
     Spread { lo: u64, hi: u64, scale: bool },
@@ -79,35 +81,57 @@ enum Step {
 /// stages.
 ///
 /// **Why the order is race-free.** The inverse passes read and write only rows `[0, n)`, each
-/// group of a pass only its own rows. The last one (half-size 1, so a group holds `2^r`
-/// consecutive rows) scales every row; row `p` with `pB >= n` goes to `[pB, pB + B)`, rows no
-/// group reads, and the others stay at `p`, written by the group that read them. That is
-/// `PASS_WIDE`, used where a group's `2^r B` target rows fit one segment's span (so that a
-/// dispatch still binds at most four segments); otherwise the pass stores every row at `p` and
-/// the first wave below moves `[ceil(n / B), n)`.
+/// group of a pass only its own rows, up to the last one (half-size 1: group `g` holds the `2^r`
+/// consecutive rows `[g 2^r, (g + 1) 2^r)`), which scales every row `p` and, under `PASS_WIDE`,
+/// stores it to `[pB, pB + B)`. That pass runs over its `G = n / 2^r` groups in ranges `[lo, hi)`
+/// from the top down: `hi = G` first, then `hi = lo` of the range before, `lo = max(1, hi / B)`,
+/// while `hi > 1`; then group 0 alone, `[0, 1)`. A range loads rows `[lo 2^r, hi 2^r)` and stores
+/// rows `[lo 2^r B, hi 2^r B)`. As `lo B >= hi` (`G` and `B` are powers of two), its targets lie
+/// at or above row `hi 2^r`: above every row that it or a later range loads, so that no
+/// invocation overwrites a row another still has to load, and every target below `n` was
+/// loaded by an earlier range (the others, `[n, N)`, held garbage). The ranges' targets tile
+/// `[0, N)`, each row written once. Group 0 stores over its own rows: `ntt_pass` loads a
+/// column's two rows in one invocation before storing either, and `ntt_pass_x2` loads all of a
+/// column's `2^r` rows in one workgroup before the barriers that precede its stores.
 ///
-/// Then, while `c > 1` (`c = ceil(n / B)` after a wide pass, else `n`), rows `[0, c)` still
-/// hold unmoved rows and rows `[cB, N)` are final; the wave `[ceil(c / B), c)` moves each row
-/// `p` to `[pB, pB + B)`. Its targets `[ceil(c / B) B, cB)` start at or above `c`, above every
-/// row still to be read (its own sources included), and end where the final rows begin. Then
-/// `c = ceil(c / B)`. Row 0 goes to `[0, B)` last, each invocation reading its element before
-/// writing it. With `B = 1` the last pass leaves every row in place, final; with `n = 1` the
-/// inverse has no pass and row 0 is scaled on its way to `[0, B)`. The forward passes run after
-/// every move. The unit test `in_place_steps_never_overwrite_a_row_before_reading_it` replays
-/// these steps on row labels for `n = 1 .. 2^12`, `B = 1 .. 8`.
+/// `PASS_WIDE` needs a group's `2^r B` target rows to fit one segment's span (so that a dispatch
+/// of one group or more still binds at most four segments). Otherwise the last pass runs as one
+/// range and stores every row at `p`, and the rows move in waves: while `c > 1` (from `c = n`),
+/// rows `[0, c)` still hold unmoved rows and rows `[cB, N)` are final; the wave
+/// `[ceil(c / B), c)` moves each row `p` to `[pB, pB + B)`. Its targets
+/// `[ceil(c / B) B, cB)` start at or above `c`, above every row still to be read (its own
+/// sources included), and end where the final rows begin. Then `c = ceil(c / B)`. Row 0 goes to
+/// `[0, B)` last, each invocation reading its element before writing it. With `B = 1` the last
+/// pass leaves every row in place, final; with `n = 1` the inverse has no pass and row 0 is
+/// scaled on its way to `[0, B)`. The forward passes run after every move. The unit test
+/// `in_place_steps_never_overwrite_a_row_before_reading_it` replays these steps on row labels
+/// for `n = 1 .. 2^12`, `B = 1 .. 8`, with and without `PASS_WIDE`.
 fn in_place_steps(log_n: u32, log_b: u32, m: u64, seg: u64, most: u32) -> Vec<Step> {
     let (n, b) = (1u64 << log_n, 1u64 << log_b);
     let inverse = passes(0, log_n, m, m, seg, most);
     let wide = b > 1 && inverse.first().is_some_and(|&(_, r)| (b * m) << r <= seg);
     let mut steps = Vec::new();
     for &(lh, r) in inverse.iter().rev() {
-        let flags = if lh == 0 { PASS_SCALE | if wide { PASS_WIDE } else { 0 } } else { 0 };
-        steps.push(Step::Inverse { lh, r, flags });
+        let groups = n >> r;
+        if lh > 0 {
+            steps.push(Step::Inverse { lh, r, flags: 0, groups: (0, groups) });
+        } else if wide {
+            let flags = PASS_SCALE | PASS_WIDE;
+            let mut hi = groups;
+            while hi > 1 {
+                let lo = (hi >> log_b).max(1);
+                steps.push(Step::Inverse { lh, r, flags, groups: (lo, hi) });
+                hi = lo;
+            }
+            steps.push(Step::Inverse { lh, r, flags, groups: (0, 1) });
+        } else {
+            steps.push(Step::Inverse { lh, r, flags: PASS_SCALE, groups: (0, groups) });
+        }
     }
     if log_n == 0 {
         steps.push(Step::Spread { lo: 0, hi: 1, scale: true });
-    } else if b > 1 {
-        let mut c = if wide { n.div_ceil(b) } else { n };
+    } else if b > 1 && !wide {
+        let mut c = n;
         while c > 1 {
             let lo = c.div_ceil(b);
             steps.push(Step::Spread { lo, hi: c, scale: false });
@@ -214,12 +238,13 @@ pub(crate) fn coset_lde_in_place(gpu: &Arc<Gpu>, buf: &mut WgpuBuffer, params: &
     let inverse = Transform { base, stride: set.m, m: set.m, log_rows: set.log_n, tw_off: 0, inverse: true };
     let log_big_n = set.log_n + set.log_b;
     let forward = Transform { base, stride: set.m, m: set.m, log_rows: log_big_n, tw_off: set.n / 2, inverse: false };
-    let store =
-        |flags| Store { flags, log_b: set.log_b, coset_off: set.coset_offset(), wide_from: set.n.div_ceil(set.b) };
+    let store = |flags| Store { flags, log_b: set.log_b, coset_off: set.coset_offset() };
     let steps = in_place_steps(set.log_n, set.log_b, set.m, set.seg, gpu.lde_pass_stages);
     for (i, &step) in steps.iter().enumerate() {
         match step {
-            Step::Inverse { lh, r, flags } => pass(&mut rec, &space, tab, &inverse, lh, r, store(flags))?,
+            Step::Inverse { lh, r, flags, groups } => {
+                Pass { tf: &inverse, lh, r, store: store(flags) }.record(&mut rec, &space, tab, groups)?;
+            }
             Step::Spread { lo, hi, scale } => set.scale_rows(&mut rec, &space, base, (lo, hi), 1, scale, op)?,
             // Forward passes come last: the final step is the transform's last pass.
             Step::Forward { lh, r } => {
@@ -227,9 +252,10 @@ pub(crate) fn coset_lde_in_place(gpu: &Arc<Gpu>, buf: &mut WgpuBuffer, params: &
                 pass(&mut rec, &space, tab, &forward, lh, r, store(flags))?;
             }
         }
-        // Submit each pass as soon as it is recorded, so that the device runs it while the host
-        // records the next one (recording the whole LDE takes the host several milliseconds).
-        if !matches!(step, Step::Spread { .. }) {
+        // Submit each pass as soon as it is recorded (the last inverse pass once its final range,
+        // group 0, is), so that the device runs it while the host records the next one
+        // (recording the whole LDE takes the host several milliseconds).
+        if matches!(step, Step::Inverse { groups: (0, _), .. } | Step::Forward { .. }) {
             rec.flush()?;
         }
     }
@@ -307,17 +333,15 @@ struct Store {
     log_b: u32,
     /// Where the coset powers start in the table.
     coset_off: u64,
-    /// With [`PASS_WIDE`], the first row stored to its block: `ceil(n / B)` (`pB >= n`).
-    wide_from: u64,
 }
 
 impl Store {
-    const PLAIN: Self = Self { flags: 0, log_b: 0, coset_off: 0, wide_from: 0 };
+    const PLAIN: Self = Self { flags: 0, log_b: 0, coset_off: 0 };
 }
 
 /// Stages a pass may always take, whatever the segments: its `2^r` row ranges are bound one by one
-/// (four slots), and [`pass`] runs a group whose rows touch more segments than that one stage at
-/// a time.
+/// (four slots), and [`Pass::record`] runs a group whose rows touch more segments than that one
+/// stage at a time.
 const SPREAD_STAGES: u32 = 2;
 
 /// The passes `(log2 h, r)` that cover the stages with half-sizes `2^lo .. 2^(hi - 1)`, in
@@ -326,8 +350,8 @@ const SPREAD_STAGES: u32 = 2;
 /// `(2^r - 1) h stride + m` elements) could touch more than the four segments a dispatch binds,
 /// which a span of at most `3 seg + 1` elements never does, but not fewer than
 /// [`SPREAD_STAGES`] (or `most`): a group of four rows spread over the buffer needs one segment
-/// per row, or two where a row straddles a segment boundary ([`pass`] runs such a group one
-/// stage at a time).
+/// per row, or two where a row straddles a segment boundary ([`Pass::record`] runs such a group
+/// one stage at a time).
 fn passes(lo: u32, hi: u32, stride: u64, m: u64, seg: u64, most: u32) -> Vec<(u32, u32)> {
     let mut out = Vec::new();
     let mut lh = lo;
@@ -355,11 +379,7 @@ fn one_stage_group(row: u64, l: u32) -> u64 {
     ((row >> (l + 1)) << l) | (row & ((1 << l) - 1))
 }
 
-/// Records one pass of `r` stages from half-size `2^lh`, cut into dispatches of aligned,
-/// power-of-two group ranges whose rows (and, under [`PASS_WIDE`], target rows) touch at most
-/// four segments. A two-stage group whose four rows alone touch more (rows that straddle segment
-/// boundaries) runs as four one-stage dispatches, each of two rows: the same butterflies in the
-/// same stage order.
+/// Records one pass of `r` stages from half-size `2^lh` over all its groups ([`Pass::record`]).
 fn pass(
     rec: &mut Recorder<'_>,
     space: &Space<'_>,
@@ -369,43 +389,7 @@ fn pass(
     r: u32,
     store: Store,
 ) -> Result<()> {
-    let this = Pass { tf, lh, r, store };
-    let groups = 1u64 << (tf.log_rows - r);
-    // One invocation per butterfly, and dispatch items are u32.
-    let max_groups = (u64::from(u32::MAX) / (tf.m << (r - 1))).max(1);
-    let mut g0 = 0u64;
-    while g0 < groups {
-        let align = if g0 == 0 { groups } else { 1 << g0.trailing_zeros() };
-        let mut k = align.min(groups - g0).min(max_groups);
-        k = 1 << k.ilog2();
-        loop {
-            match this.window(space, g0, k) {
-                Ok(window) => {
-                    this.dispatch(rec, tab, g0, k, window)?;
-                    break;
-                }
-                Err(_) if k > 1 => k /= 2,
-                Err(_) if r == 2 && store.flags & (PASS_SCALE | PASS_WIDE) == 0 => {
-                    let first = group_first(g0, lh, 2);
-                    let order = if tf.inverse { [lh + 1, lh] } else { [lh, lh + 1] };
-                    for l in order {
-                        let one = Pass { tf, lh: l, r: 1, store };
-                        let half = 1u64 << (l - lh);
-                        for j in (0..4u64).filter(|j| j & half == 0) {
-                            let g = one_stage_group(first + (j << lh), l);
-                            debug_assert_eq!(group_first(g, l, 1), first + (j << lh));
-                            let window = one.window(space, g, 1)?;
-                            one.dispatch(rec, tab, g, 1, window)?;
-                        }
-                    }
-                    break;
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        g0 += k;
-    }
-    Ok(())
+    Pass { tf, lh, r, store }.record(rec, space, tab, (0, 1u64 << (tf.log_rows - r)))
 }
 
 /// One pass of `r` stages from half-size `2^lh` of a transform, stored per `store`.
@@ -417,6 +401,56 @@ struct Pass<'a> {
 }
 
 impl Pass<'_> {
+    /// Records the pass over groups `[ga, gb)`, cut into dispatches of aligned, power-of-two
+    /// group ranges whose rows (and, under [`PASS_WIDE`], target rows) touch at most four
+    /// segments. A two-stage group whose four rows alone touch more (rows that straddle segment
+    /// boundaries) runs as four one-stage dispatches, each of two rows: the same butterflies in
+    /// the same stage order.
+    fn record(
+        &self,
+        rec: &mut Recorder<'_>,
+        space: &Space<'_>,
+        tab: &wgpu::Buffer,
+        (ga, gb): (u64, u64),
+    ) -> Result<()> {
+        let (tf, lh, r, store) = (self.tf, self.lh, self.r, self.store);
+        // One invocation per butterfly, and dispatch items are u32.
+        let max_groups = (u64::from(u32::MAX) / (tf.m << (r - 1))).max(1);
+        let mut g0 = ga;
+        while g0 < gb {
+            let align = if g0 == 0 { gb } else { 1 << g0.trailing_zeros() };
+            let mut k = align.min(gb - g0).min(max_groups);
+            k = 1 << k.ilog2();
+            loop {
+                match self.window(space, g0, k) {
+                    Ok(window) => {
+                        self.dispatch(rec, tab, g0, k, window)?;
+                        break;
+                    }
+                    Err(_) if k > 1 => k /= 2,
+                    Err(_) if r == 2 && store.flags & (PASS_SCALE | PASS_WIDE) == 0 => {
+                        let first = group_first(g0, lh, 2);
+                        let order = if tf.inverse { [lh + 1, lh] } else { [lh, lh + 1] };
+                        for l in order {
+                            let one = Pass { tf, lh: l, r: 1, store };
+                            let half = 1u64 << (l - lh);
+                            for j in (0..4u64).filter(|j| j & half == 0) {
+                                let g = one_stage_group(first + (j << lh), l);
+                                debug_assert_eq!(group_first(g, l, 1), first + (j << lh));
+                                let window = one.window(space, g, 1)?;
+                                one.dispatch(rec, tab, g, 1, window)?;
+                            }
+                        }
+                        break;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            g0 += k;
+        }
+        Ok(())
+    }
+
     /// The segments that groups `[g0, g0 + k)` touch, as a window (`k <= 2^lh` keeps every one of
     /// the `2^r` row ranges contiguous).
     fn window<'b>(&self, space: &Space<'b>, g0: u64, k: u64) -> Result<Window<'b, 4>> {
@@ -433,10 +467,8 @@ impl Pass<'_> {
             vec![span(first, k << self.r)]
         };
         if wide {
-            let (lo, hi) = (first.max(store.wide_from), first + (k << self.r));
-            if lo < hi {
-                spans.push((tf.base + (lo << store.log_b) * tf.m, tf.base + (hi << store.log_b) * tf.m));
-            }
+            let end = first + (k << self.r);
+            spans.push((tf.base + (first << store.log_b) * tf.m, tf.base + (end << store.log_b) * tf.m));
         }
         space.window::<4>(&spans, "coset_lde pass")
     }
@@ -509,14 +541,19 @@ mod order {
             // The writer that reads each row in this step.
             let mut reader: Vec<Option<u64>> = vec![None; big_n as usize];
             match step {
-                Step::Inverse { lh, r, flags } => {
+                Step::Inverse { lh, r, flags, groups: (ga, gb) } => {
                     if next_forward != log_b {
                         return Err(format!("{at}: inverse after a forward pass"));
                     }
                     if (flags & PASS_SCALE != 0) != (lh == 0) || (flags & PASS_WIDE != 0 && flags & PASS_SCALE == 0) {
                         return Err(format!("{at}: scaling belongs to the last pass, wide stores with it"));
                     }
-                    for g in 0..n >> r {
+                    if ga >= gb || gb > n >> r {
+                        return Err(format!("{at}: groups outside [0, {})", n >> r));
+                    }
+                    // A group missed here leaves rows that the next pass (or the forward NTT)
+                    // finds unfinished; a group run twice finds its rows already written.
+                    for g in ga..gb {
                         for j in 0..1u64 << r {
                             let t = group_first(g, lh, r) + (j << lh);
                             if t >= n || reader[t as usize].replace(g).is_some() {
@@ -527,15 +564,12 @@ mod order {
                             }
                             if flags & PASS_SCALE == 0 {
                                 writes.push((t, g, Row::Inverse { p: t, left: lh }));
-                            } else if flags & PASS_WIDE != 0 && t * b >= n {
+                            } else if flags & PASS_WIDE != 0 {
                                 writes.extend((t * b..(t + 1) * b).map(|u| (u, g, Row::Scaled(t))));
                             } else {
                                 writes.push((t, g, Row::Scaled(t)));
                             }
                         }
-                    }
-                    if reader[..n as usize].iter().any(Option::is_none) {
-                        return Err(format!("{at}: the groups miss a row"));
                     }
                 }
                 Step::Spread { lo, hi, scale } => {
@@ -583,7 +617,8 @@ mod order {
     fn in_place_steps_never_overwrite_a_row_before_reading_it() {
         let (mut wide, mut narrow) = (0, 0);
         // (m, segment elements): the production segment; 8 KiB segments where a pass group's
-        // targets fit, and where at B = 8 they do not (the pass then stores every row at p).
+        // targets fit, and where at B = 4 and 8 they do not (the pass then stores every row at p
+        // and waves move the rows).
         for (m, seg) in [(316, 1 << 27), (5, 1024), (100, 1024)] {
             for log_b in 0..=3 {
                 for log_n in 0..=12 {
@@ -599,8 +634,12 @@ mod order {
                             Step::Inverse { lh: 0, flags, .. } => Some(*flags),
                             _ => None,
                         });
+                        let waves = steps.iter().any(|s| matches!(s, Step::Spread { .. }));
                         match last {
-                            Some(f) if log_b > 0 && f & PASS_WIDE != 0 => wide += 1,
+                            Some(f) if log_b > 0 && f & PASS_WIDE != 0 => {
+                                assert!(!waves, "n = 2^{log_n}, B = 2^{log_b}: waves after wide stores: {steps:?}");
+                                wide += 1;
+                            }
                             Some(_) if log_b > 0 => narrow += 1,
                             _ => {}
                         }
@@ -646,8 +685,74 @@ mod order {
 
     #[test]
     fn the_replay_catches_a_wrong_order() {
-        let steps = in_place_steps(6, 2, 3, 1 << 20, 4);
+        // 2^8 rows at B = 2 in passes of two stages: the last pass's 64 groups of 4 rows run in
+        // ranges from the top down, group 0 last, and nothing is left to move.
+        let steps = in_place_steps(8, 1, 3, 1 << 20, 2);
+        replay(8, 1, &steps).unwrap();
+        let finish: Vec<usize> =
+            (0..steps.len()).filter(|&i| matches!(steps[i], Step::Inverse { lh: 0, .. })).collect();
+        let ranges: Vec<(u64, u64)> = finish
+            .iter()
+            .map(|&i| match steps[i] {
+                Step::Inverse { groups, flags, .. } if flags == PASS_SCALE | PASS_WIDE => groups,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(ranges, [(32, 64), (16, 32), (8, 16), (4, 8), (2, 4), (1, 2), (0, 1)]);
+        assert!(!steps.iter().any(|s| matches!(s, Step::Spread { .. })), "{steps:?}");
+        // The ranges bottom-up: group 0's targets [0, 8) overwrite group 1's rows before it reads
+        // them.
+        let mut up = steps.clone();
+        for (&i, &j) in finish.iter().zip(finish.iter().rev()) {
+            up[i] = steps[j];
+        }
+        assert!(replay(8, 1, &up).is_err(), "bottom-up ranges accepted");
+        // The last pass as one range, every row wide: group 1's targets [8, 16) are groups 2 and 3's
+        // rows.
+        let whole: Vec<Step> = steps
+            .iter()
+            .filter_map(|s| match *s {
+                Step::Inverse { lh: 0, r, flags, groups: (0, 1) } => {
+                    Some(Step::Inverse { lh: 0, r, flags, groups: (0, 64) })
+                }
+                Step::Inverse { lh: 0, .. } => None,
+                other => Some(other),
+            })
+            .collect();
+        assert!(replay(8, 1, &whole).is_err(), "one wide range over every group accepted");
+        // Two ranges as one, [8, 32): group 8's targets [64, 72) are groups 16 and 17's rows.
+        let merged: Vec<Step> = steps
+            .iter()
+            .filter_map(|s| match *s {
+                Step::Inverse { lh: 0, groups: (8, 16), .. } => None,
+                Step::Inverse { lh: 0, r, flags, groups: (16, 32) } => {
+                    Some(Step::Inverse { lh: 0, r, flags, groups: (8, 32) })
+                }
+                other => Some(other),
+            })
+            .collect();
+        assert!(replay(8, 1, &merged).is_err(), "a range over [8, 32) accepted");
+        // The last pass without its wide stores (and no waves): rows [n, N) unset.
+        let narrow: Vec<Step> = steps
+            .iter()
+            .map(|s| match *s {
+                Step::Inverse { lh: 0, r, flags, groups } => {
+                    Step::Inverse { lh: 0, r, flags: flags & !PASS_WIDE, groups }
+                }
+                other => other,
+            })
+            .collect();
+        assert!(replay(8, 1, &narrow).is_err(), "rows [n, N) left unset");
+        // Dropping group 0's range leaves rows [0, 8) unset.
+        let no_group0: Vec<Step> =
+            steps.iter().copied().filter(|s| !matches!(s, Step::Inverse { lh: 0, groups: (0, 1), .. })).collect();
+        assert!(replay(8, 1, &no_group0).is_err(), "group 0's rows left unset");
+
+        // 8 KiB segments, B = 4, 100 columns: a group's targets do not fit a segment's span, so the
+        // last pass stores every row at p and waves move them, [16, 64), [4, 16), [1, 4), [0, 1).
+        let steps = in_place_steps(6, 2, 100, 1024, 4);
         replay(6, 2, &steps).unwrap();
+        assert!(steps.contains(&Step::Inverse { lh: 0, r: 4, flags: PASS_SCALE, groups: (0, 4) }), "{steps:?}");
         // The waves bottom-up: row 1's targets [4, 8) overwrite rows not yet moved.
         let mut up = steps.clone();
         let spreads: Vec<usize> = (0..up.len()).filter(|&i| matches!(up[i], Step::Spread { .. })).collect();
@@ -656,7 +761,8 @@ mod order {
             up[i] = s;
         }
         assert!(replay(6, 2, &up).is_err(), "bottom-up waves accepted");
-        // The first two waves as one, [1, 16): its targets [4, 64) overlap its own sources.
+        // The last two waves before row 0's as one, [1, 16): its targets [4, 64) overlap its own
+        // sources.
         assert!(steps.contains(&Step::Spread { lo: 4, hi: 16, scale: false }), "{steps:?}");
         let merged: Vec<Step> = steps
             .iter()
@@ -667,15 +773,6 @@ mod order {
             })
             .collect();
         assert!(replay(6, 2, &merged).is_err(), "a wave over [1, 16) accepted");
-        // The last pass without its wide stores (and no wave for [16, 64)): rows [64, 256) unset.
-        let narrow: Vec<Step> = steps
-            .iter()
-            .map(|s| match *s {
-                Step::Inverse { lh: 0, r, flags } => Step::Inverse { lh: 0, r, flags: flags & !PASS_WIDE },
-                other => other,
-            })
-            .collect();
-        assert!(replay(6, 2, &narrow).is_err(), "rows [n, N) left unset");
         // Dropping row 0's step leaves rows [0, B) unset.
         let no_row0: Vec<Step> = steps.iter().copied().filter(|s| !matches!(s, Step::Spread { lo: 0, .. })).collect();
         assert!(replay(6, 2, &no_row0).is_err(), "row 0's block left unset");

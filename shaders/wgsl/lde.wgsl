@@ -10,10 +10,12 @@
 //    Position p then holds coefficient j = br(p) times n; a size-N bit-reversed array keeps that
 //    coefficient at br_N(j) = pB, and since the first log2(B) forward (DIT) stages over a block
 //    of B positions with one non-zero entry only copy it, it belongs at all B rows [pB, pB + B).
-//    The last pass scales it by s^j / n and stores it there where pB >= n (rows no group of the
-//    pass reads), at row p otherwise.
-// 2. lde_scale, in waves from the top down (lde.rs proves the order): rows p of [lo, hi) to
-//    their B rows, each wave's targets above every row still to be read; row 0 last.
+//    The last pass scales it by s^j / n and stores it there (PASS_WIDE), over its groups in
+//    ranges from the top down, each range's targets above every row that it or a later range
+//    reads, group 0 last (lde.rs, `in_place_steps`, proves the order).
+// 2. Only where a group's 2^r B target rows do not fit a segment's span: the last pass stores
+//    row p at p instead, and lde_scale moves rows p of [lo, hi) to their B rows in waves from
+//    the top down, each wave's targets above every row still to be read; row 0 last.
 // 3. The passes (forward, DIT) with half-sizes B, 2B, .., N/2: natural-order evaluations.
 //
 // The out-of-place route (`WgpuBackend::coset_lde_out_of_place`) spreads the trace to the rows pB
@@ -105,9 +107,12 @@ var<workgroup> ntt_tile: array<vec2<u32>, 1024>;
 // Flags (arg 9). PASS_CANONICAL (the forward transform's last pass): canonicalise every stored
 // value; the other passes store the lazy words as they are. PASS_SCALE (the inverse's last pass,
 // h = 1, stride m): row p's output is scaled by s^br(p) / n (tw[arg 11 + br(p)]),
-// n = 2^log_rows = 2^(arg 6 + arg 3 + 1). PASS_WIDE (with PASS_SCALE): rows with pB >= n are
-// stored to the B rows [pB, pB + B) instead of row p; those rows lie outside every row the pass
-// reads.
+// n = 2^log_rows = 2^(arg 6 + arg 3 + 1). PASS_WIDE (with PASS_SCALE): every row p is stored to
+// the B rows [pB, pB + B) instead of row p, B = 2^arg 10. The host dispatches such a pass over
+// group ranges whose targets lie above every row the dispatch loads, but for group 0 alone
+// (rows [0, 2^r)), whose targets [0, 2^r B) cover its own rows: ntt_pass loads both of a
+// column's rows in the one invocation before storing either, and ntt_pass_x2 loads all of a
+// column's 2^r rows in one workgroup before the barriers that precede any store.
 const PASS_CANONICAL: u32 = 1u;
 const PASS_SCALE: u32 = 2u;
 const PASS_WIDE: u32 = 4u;
@@ -328,8 +333,8 @@ fn ntt_store(flags: u32, at: u32, row: u32, col: u32, v: vec2<u32>) {
     }
     let log_n = arg(6) + arg(3) + 1u;
     let w = gl_mul(v, tw[arg(11) + coefficient(row, log_n)]);
-    let lb = arg(10);
-    if (flags & PASS_WIDE) != 0u && (row << lb) >= (1u << log_n) {
+    if (flags & PASS_WIDE) != 0u {
+        let lb = arg(10);
         let m = arg(2);
         let first = arg(0) + (row << lb) * m + col;
         for (var s = 0u; s < (1u << lb); s++) {
