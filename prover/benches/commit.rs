@@ -18,6 +18,10 @@
 //!   the same on every backend. Criterion reports its statistics; the `MEDIAN` lines give the
 //!   median of `BENCH_COMMIT_REPS` (default 5) commits after one warm-up, each next to a
 //!   batched copy of the LDE's bytes on the same backend timed the same way, and their ratio.
+//! - **Phases.** With `BENCH_COMMIT_PHASES=1` each case also runs `BENCH_COMMIT_REPS` commits
+//!   with [`CommitParams::phase_timing`] (the pipeline waits for the device after each phase) and
+//!   prints each phase's median (`PHASES` lines): where a commit's time goes, at the price of one
+//!   synchronisation per phase, so their sum exceeds the plain commit's time a little.
 //! - **Backends.** `BENCH_COMMIT_BACKENDS` (comma-separated, default every backend compiled
 //!   in) selects them; one that cannot be made prints `SKIPPED` and the others run.
 
@@ -70,6 +74,13 @@ fn bench_commits<B: Backend>(c: &mut Criterion, backend: &B, (log_rows, cols, bl
         drop(c);
         elapsed
     };
+    // Each phase's seconds, from a commit that synchronizes after every phase.
+    let phased_commit = |params: &CommitParams| {
+        let trace = fresh();
+        let params = CommitParams { phase_timing: true, ..params.clone() };
+        let c = commit(backend, TraceInput::device(trace, trace_shape), &params, &NoProgress).expect("commit");
+        c.timings.phases.iter().map(|&(p, s)| (p.name(), s)).collect::<Vec<_>>()
+    };
     // The same-run baseline: a batched copy of the LDE's bytes.
     let timed_copy = || {
         let src = backend.alloc(lde_shape.len()).expect("alloc");
@@ -108,6 +119,22 @@ fn bench_commits<B: Backend>(c: &mut Criterion, backend: &B, (log_rows, cols, bl
             copy_ms.0,
             commit_ms.0 / copy_ms.0,
         );
+        if env("BENCH_COMMIT_PHASES", 0) == 1 {
+            phased_commit(&params);
+            let runs: Vec<_> = (0..reps).map(|_| phased_commit(&params)).collect();
+            let medians: Vec<String> = runs[0]
+                .iter()
+                .enumerate()
+                .map(|(i, (name, _))| {
+                    let (ms, _, _) = stats(runs.iter().map(|r| Duration::from_secs_f64(r[i].1)).collect());
+                    format!("{name} {ms:.3}")
+                })
+                .collect();
+            println!(
+                "PHASES {name} commit {label:<22} {trace_shape} b{blowup} (ms, medians of {reps}): {}",
+                medians.join(", ")
+            );
+        }
     }
     g.finish();
 }
