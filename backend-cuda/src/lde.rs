@@ -76,7 +76,7 @@ use backend_api::field::LdeTwiddles;
 use backend_api::{ELEM_BYTES, FaultSite, LdeParams, Result, validate};
 use cudarc::driver::sys;
 
-use crate::context::{Device, Event, Lane};
+use crate::context::{Device, Event, KeptTables, Lane};
 use crate::driver;
 use crate::host;
 use crate::launch::{KernelParam, LaunchArgs, LaunchConfig};
@@ -473,8 +473,9 @@ pub(crate) fn coset_lde_from_host(
     // group's launches until the whole trace has crossed (the first version did that and
     // overlapped nothing: 183.7 ms at G = 4 against 180.5 ms at G = 1 on the H200). Queued right
     // behind the first group instead, they measured 171.7-177.6 ms warm at G = 4 against 118.8
-    // ms when first (not explained; the H200 call of 13:56 UTC in BENCHMARKS.md).
-    let tw = Tables::upload(&dev, params)?;
+    // ms when first (not explained; the H200 call of 13:56 UTC in BENCHMARKS.md). Tables the
+    // device kept from an earlier LDE of this shape need no copy at all.
+    let tw = Tables::get(&dev, params)?;
     // The copies write `buf` only after the work queued on it so far (its stream-ordered
     // allocation, earlier kernels reading it, the tables' upload).
     ready.record_on(Lane::Compute)?;
@@ -564,30 +565,60 @@ fn run(
     lde: &mut CudaBuffer,
 ) -> Result<()> {
     let m = params.trace().cols();
-    let tw = Tables::upload(lde.device(), params)?;
+    let tw = Tables::get(lde.device(), params)?;
     queue(device, options, params, route, trace, lde, 0..m, &tw)
     // The tables are freed once the passes that read them have run (dropped here, stream-ordered).
 }
 
 /// The twiddles, inverse twiddles and coset powers of one LDE shape ([`LdeTwiddles`]) in one
-/// tracked device buffer, uploaded once per call on the compute stream and read by every column
-/// group's launches; freed (stream-ordered) when dropped.
+/// tracked device buffer, read by every column group's launches. The device keeps the last ones
+/// between calls (`Device::keep_lde_tables`, not counted as live meanwhile): an LDE of the same
+/// shape and shift reuses them with no upload, which otherwise costs the host's staging of the
+/// tables and the copy before the first pass can start (about 1.3 ms at 2^21 -> 2^22 rows on an
+/// H200, 40 MB). `CudaBackend::trim_pool` and an allocation that runs out of memory free them.
+/// They come from a pool of their own (`Device::tables_pool`), apart from the commit's buffers.
 struct Tables {
-    buf: CudaBuffer,
+    /// `None` only while dropping.
+    buf: Option<CudaBuffer>,
+    key: (u32, u32, u64),
     inv: usize,
     fwd: usize,
 }
 
 impl Tables {
-    /// Uploads the tables of `params`.
-    fn upload(device: &std::sync::Arc<Device>, params: &LdeParams) -> Result<Self> {
-        let tables = LdeTwiddles::shared(params.log_trace_rows(), params.log_blowup(), params.shift());
+    /// The tables of `params`: the ones the device keeps, else uploaded (on the compute stream).
+    fn get(device: &std::sync::Arc<Device>, params: &LdeParams) -> Result<Self> {
+        let key = (params.log_trace_rows(), params.log_blowup(), params.shift());
+        if let Some(t) = device.take_lde_tables(key) {
+            // SAFETY: the cache owned the allocation alone; it was made on this device's stream
+            // by the `CudaBuffer::alloc` below and holds `t.len` elements.
+            let buf = unsafe { CudaBuffer::from_raw(device, t.ptr, t.len) }?;
+            return Ok(Self { buf: Some(buf), key, inv: t.inv, fwd: t.fwd });
+        }
+        let tables = LdeTwiddles::shared(key.0, key.1, key.2);
         let (inv, fwd, coset) = (&tables.inv_twiddles, &tables.twiddles, &tables.coset);
-        let buf = CudaBuffer::alloc(device, inv.len() + fwd.len() + coset.len())?;
+        device.bind()?;
+        let buf = CudaBuffer::alloc_from(device, inv.len() + fwd.len() + coset.len(), Some(device.tables_pool()))?;
         memory::write(&buf, 0, inv)?;
         memory::write(&buf, inv.len(), fwd)?;
         memory::write(&buf, inv.len() + fwd.len(), coset)?;
-        Ok(Self { buf, inv: inv.len(), fwd: fwd.len() })
+        Ok(Self { buf: Some(buf), key, inv: inv.len(), fwd: fwd.len() })
+    }
+
+    fn buf(&self) -> &CudaBuffer {
+        self.buf.as_ref().expect("tables are only taken when dropped")
+    }
+}
+
+impl Drop for Tables {
+    /// Back to the device's keeping (after the work queued on them: later users are queued on the
+    /// same stream).
+    fn drop(&mut self) {
+        if let Some(buf) = self.buf.take() {
+            let device = std::sync::Arc::clone(buf.device());
+            let (ptr, len) = buf.into_raw();
+            device.keep_lde_tables(KeptTables { key: self.key, ptr, len, inv: self.inv, fwd: self.fwd });
+        }
     }
 }
 
@@ -634,8 +665,8 @@ fn queue(
     for Step { dit, src, dst, mut pass } in plan(log_n, log_b, m, pitch, max_k, route).steps {
         pass.src = addr(src);
         pass.dst = addr(dst);
-        pass.tw = if dit { tw.buf.ptr_at(inv) } else { tw.buf.ptr() };
-        pass.coset = if dit { 0 } else { tw.buf.ptr_at(inv + fwd) };
+        pass.tw = if dit { tw.buf().ptr_at(inv) } else { tw.buf().ptr() };
+        pass.coset = if dit { 0 } else { tw.buf().ptr_at(inv + fwd) };
         let (kernel, threads, smem, tile_cols) = kernels(dit, pass.k as u32, pass.finish_inverse != 0)?;
         let blocks = pass.tasks as usize * m.div_ceil(tile_cols);
         // The register kernels count their tasks in 32 bits (lde.cu's loop control): 2^31 tiles of

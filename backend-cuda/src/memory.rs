@@ -41,6 +41,14 @@ impl CudaBuffer {
     /// [`Error::SizeOverflow`], [`Error::OutOfMemory`] or an injected fault; on error nothing stays
     /// reserved or allocated.
     pub(crate) fn alloc(device: &Arc<Device>, len: usize) -> Result<Self> {
+        Self::alloc_from(device, len, None)
+    }
+
+    /// [`CudaBuffer::alloc`] from the memory pool `pool` (`None`: the device's default pool).
+    ///
+    /// # Errors
+    /// As [`CudaBuffer::alloc`].
+    pub(crate) fn alloc_from(device: &Arc<Device>, len: usize, pool: Option<sys::CUmemoryPool>) -> Result<Self> {
         let bytes = validate::alloc_bytes(len)?;
         device.tracker.reserve(bytes)?;
         let ptr = if bytes == 0 {
@@ -49,13 +57,26 @@ impl CudaBuffer {
             let allocated = device.bind().and_then(|()| {
                 // SAFETY: the stream is live for the life of `device`; the memory is owned by the
                 // buffer returned below, which frees it on drop.
-                unsafe { cu::malloc_async(device.stream(), bytes) }.map_err(|e| match e.0 {
-                    sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
-                        let (free, total) = cu::mem_get_info().unwrap_or((0, 0));
-                        Error::OutOfMemory { backend: driver::BACKEND, requested: bytes, free, total }
+                let malloc = || unsafe {
+                    match pool {
+                        None => cu::malloc_async(device.stream(), bytes),
+                        Some(pool) => cu::mem_pool::alloc_async(pool, bytes, device.stream()),
                     }
-                    code => driver::error_from("cuMemAllocAsync", code),
-                })
+                };
+                // Out of memory: the LDE tables the device keeps (lde.rs) go first, then one retry
+                // (stream-ordered: the freed block is reusable by the next allocation at once).
+                malloc()
+                    .or_else(|e| match e.0 {
+                        sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY if device.release_lde_tables() => malloc(),
+                        _ => Err(e),
+                    })
+                    .map_err(|e| match e.0 {
+                        sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
+                            let (free, total) = cu::mem_get_info().unwrap_or((0, 0));
+                            Error::OutOfMemory { backend: driver::BACKEND, requested: bytes, free, total }
+                        }
+                        code => driver::error_from("cuMemAllocAsync", code),
+                    })
             });
             match allocated {
                 Ok(p) => p,
@@ -65,6 +86,35 @@ impl CudaBuffer {
                 }
             }
         };
+        Ok(Self { ptr, len, device: Arc::clone(device) })
+    }
+
+    /// Gives up the allocation without freeing it: the tracker no longer counts its bytes, and
+    /// the caller owns the returned `(pointer, elements)` (lde.rs keeps its tables this way).
+    pub(crate) fn into_raw(self) -> (sys::CUdeviceptr, usize) {
+        let this = std::mem::ManuallyDrop::new(self);
+        this.device.tracker.release(this.bytes());
+        // SAFETY: `this` is never used or dropped again; its Arc is moved out once.
+        drop(unsafe { std::ptr::read(&this.device) });
+        (this.ptr, this.len)
+    }
+
+    /// Takes back an allocation [`CudaBuffer::into_raw`] gave up, counting its bytes again.
+    ///
+    /// # Errors
+    /// The tracker's refusal (an injected fault): the allocation is then freed.
+    ///
+    /// # Safety
+    /// `ptr` must be a live allocation of `len` elements from `cuMemAllocAsync` on `device`'s
+    /// stream that nothing else owns.
+    pub(crate) unsafe fn from_raw(device: &Arc<Device>, ptr: sys::CUdeviceptr, len: usize) -> Result<Self> {
+        if let Err(e) = device.tracker.reserve(len * ELEM_BYTES) {
+            if ptr != 0 && device.bind().is_ok() {
+                // SAFETY: the caller's contract: an allocation on this stream that only we own.
+                let _ = unsafe { cu::free_async(ptr, device.stream()) };
+            }
+            return Err(e);
+        }
         Ok(Self { ptr, len, device: Arc::clone(device) })
     }
 

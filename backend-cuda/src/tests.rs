@@ -821,6 +821,36 @@ fn in_place_lde_matches_the_naive_reference_in_every_configuration() {
     assert_eq!(backend.memory().live, 0, "the LDEs left device memory allocated");
 }
 
+/// The device keeps the last LDE's tables under (log2 n, log2 B, shift), uncounted as live: an LDE
+/// of another shift must not reuse them (both results against the naive reference), the same
+/// shape and shift reuses the kept allocation, and `trim_pool` frees it. Needs a GPU.
+#[test]
+fn lde_tables_are_kept_per_shape_and_shift() {
+    use backend_api::{Backend, LdeParams, MatrixShape};
+    let Some(b) = device_or_skip("lde_tables_are_kept_per_shape_and_shift") else { return };
+    let kept = |b: &crate::CudaBackend| b.device.lde_tables.lock().unwrap().as_ref().map(|t| (t.key, t.ptr));
+    let (n, m, blowup) = (1usize << 11, 3, 2);
+    let trace = table(n * m, 41);
+    let trace_buf = b.upload(&trace).unwrap();
+    let mut first = None;
+    for (round, shift) in [7u64, 5, 5, 7].into_iter().enumerate() {
+        let params = LdeParams::new(MatrixShape::new(n, m).unwrap(), blowup, shift).unwrap();
+        let lde = b.coset_lde(&trace_buf, &params).unwrap();
+        let what = format!("round {round}, shift {shift}");
+        assert_same_words(&what, &b.download_vec(&lde).unwrap(), &naive_lde(&trace, n, m, blowup, shift), m);
+        let (key, ptr) = kept(&b).unwrap_or_else(|| panic!("{what}: no tables kept"));
+        assert_eq!(key, (11, 1, shift), "{what}");
+        if round == 2 {
+            assert_eq!(Some(ptr), first, "{what}: the kept tables were not reused");
+        }
+        first = Some(ptr);
+    }
+    drop(trace_buf);
+    assert_eq!(b.memory().live, 0, "the kept tables are counted as live");
+    b.trim_pool().unwrap();
+    assert!(kept(&b).is_none(), "trim_pool left the tables kept");
+}
+
 /// The naive reference itself, on values known in closed form: with B = 1 and s = 1 it returns
 /// the canonicalised trace; a 2-row column `(a, b)` is the line `(a + b)/2 + (a - b)/2 * x`, so at
 /// `s * w_N^i` (`w_4 = 2^48`, a 4th root of unity since 2^96 = -1 mod p) it takes
