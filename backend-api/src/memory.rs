@@ -13,8 +13,9 @@
 //! The trace needs no buffer of its own: the first `n` rows of the row-major `N`-row LDE buffer are
 //! exactly its size, so the commit writes it there and runs
 //! [`Backend::coset_lde_in_place`](crate::Backend::coset_lde_in_place). Only the snapshot is a
-//! separate trace-sized buffer: the trace rows are copied out of the LDE buffer before the LDE and
-//! transposed in place.
+//! separate trace-sized buffer: the trace is uploaded into it, extended from it into the LDE
+//! buffer ([`Backend::coset_lde`](crate::Backend::coset_lde)), and later transposed in place. A
+//! trace already on the device is the caller's, not a term of the model.
 //!
 //! The model is an upper bound on the commit's peak: the scratch and the twiddles are never live
 //! together, but counting both keeps the bound simple and safe.
