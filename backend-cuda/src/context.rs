@@ -112,7 +112,7 @@ impl Device {
             && t.ptr != 0
             && self.bind().is_ok()
         {
-            // SAFETY: allocated by `cuMemAllocAsync` on this stream and owned by the cache alone
+            // SAFETY: a stream-ordered allocation on this stream, owned by the cache alone
             // (a `Tables` in use takes its allocation out first).
             let _ = unsafe { cu::free_async(t.ptr, self.stream) };
         }

@@ -5,8 +5,8 @@
 //! decimation in time, in place. Each NTT launch is a pass of up to `k` radix-2 stages over
 //! shared-memory tiles of `2^k` rows x 8 columns (see lde.cu); the twiddles, coset powers and
 //! inverse twiddles are backend-api's shared [`LdeTwiddles`] (built once per shape per process),
-//! uploaded once per call into one tracked buffer. [`plan`] lists every launch; the unit tests
-//! simulate that list row by row.
+//! uploaded into one tracked buffer, which the device keeps for the next LDE of the same shape
+//! (`Tables`). [`plan`] lists every launch; the unit tests simulate that list row by row.
 //!
 //! # The last inverse pass, in place, without races
 //!

@@ -75,7 +75,10 @@ impl CudaBuffer {
                             let (free, total) = cu::mem_get_info().unwrap_or((0, 0));
                             Error::OutOfMemory { backend: driver::BACKEND, requested: bytes, free, total }
                         }
-                        code => driver::error_from("cuMemAllocAsync", code),
+                        code => driver::error_from(
+                            if pool.is_some() { "cuMemAllocFromPoolAsync" } else { "cuMemAllocAsync" },
+                            code,
+                        ),
                     })
             });
             match allocated {
@@ -105,8 +108,8 @@ impl CudaBuffer {
     /// The tracker's refusal (an injected fault): the allocation is then freed.
     ///
     /// # Safety
-    /// `ptr` must be a live allocation of `len` elements from `cuMemAllocAsync` on `device`'s
-    /// stream that nothing else owns.
+    /// `ptr` must be a live stream-ordered allocation of `len` elements on `device`'s stream (the
+    /// default pool or another) that nothing else owns.
     pub(crate) unsafe fn from_raw(device: &Arc<Device>, ptr: sys::CUdeviceptr, len: usize) -> Result<Self> {
         if let Err(e) = device.tracker.reserve(len * ELEM_BYTES) {
             if ptr != 0 && device.bind().is_ok() {
