@@ -187,12 +187,40 @@ impl LdeTwiddles {
         t
     }
 
+    /// The lengths of `inv_twiddles`, `twiddles` and `coset` (`n/2`, `N/2`, `n`), without building
+    /// them: where each starts when a backend uploads the three into one buffer in that order.
+    pub fn lens(log_n: u32, log_blowup: u32) -> [usize; 3] {
+        let n = 1usize << log_n;
+        [n / 2, (n << log_blowup) / 2, n]
+    }
+
     /// Bytes these tables take on a device, without building them.
     pub fn bytes_for(log_n: u32, log_blowup: u32) -> usize {
-        let n = 1usize << log_n;
-        let big_n = n << log_blowup;
-        (n / 2 + big_n / 2 + n) * crate::shape::ELEM_BYTES
+        Self::lens(log_n, log_blowup).iter().sum::<usize>() * crate::shape::ELEM_BYTES
     }
+}
+
+/// The order in which an in-place LDE runs the units of its last inverse pass, one range per
+/// launch: of `units` units (tiles, workgroup groups) of `2^k` consecutive rows each,
+/// `[max(1, t / B), t)` for `t = units, ...` while `t > 1`, then `[0, 1)`, for the blowup
+/// `B = 2^log_blowup`.
+///
+/// That pass reads the rows `[0, n)` and stores position `p` to row `pB` (an LDE of `n` rows in
+/// the first rows of its own `nB`-row buffer). A range `[lo, hi)` loads rows `[lo 2^k, hi 2^k)`
+/// and stores rows `[lo 2^k B, hi 2^k B)`; since `lo B >= hi`, those lie at or above every row
+/// the range or a later one loads, and an earlier range (or none: rows `>= n`, unread) has
+/// loaded them already. The last range is one unit, which must load all its rows before it
+/// stores any.
+pub fn lde_finish_ranges(units: u64, log_blowup: u32) -> Vec<std::ops::Range<u64>> {
+    let mut ranges = Vec::new();
+    let mut hi = units;
+    while hi > 1 {
+        let lo = (hi >> log_blowup).max(1);
+        ranges.push(lo..hi);
+        hi = lo;
+    }
+    ranges.push(0..1);
+    ranges
 }
 
 #[cfg(test)]
@@ -270,5 +298,32 @@ mod tests {
         let bytes = (t.inv_twiddles.len() + t.twiddles.len() + t.coset.len()) * 8;
         assert_eq!(bytes, LdeTwiddles::bytes_for(5, 2));
         assert_eq!(mul(t.coset[1], 32), DEFAULT_SHIFT);
+    }
+
+    /// The ranges from the top down, each at least a `1/B` of the units above it, every unit once;
+    /// the production shape's (2^11 tiles of 2^10 rows, B = 2) in 12 launches. The table lengths
+    /// add up to `bytes_for`.
+    #[test]
+    fn lde_finish_ranges_cover_every_unit_from_the_top_down() {
+        assert_eq!(lde_finish_ranges(1, 1), vec![0..1]);
+        assert_eq!(lde_finish_ranges(8, 1), vec![4..8, 2..4, 1..2, 0..1]);
+        assert_eq!(lde_finish_ranges(8, 3), vec![1..8, 0..1]);
+        assert_eq!(lde_finish_ranges(32, 2), vec![8..32, 2..8, 1..2, 0..1]);
+        assert_eq!(lde_finish_ranges(1 << 11, 1).len(), 12);
+        for units in (0..=12).map(|e| 1u64 << e) {
+            for log_b in 1..=3 {
+                let r = lde_finish_ranges(units, log_b);
+                assert_eq!(r.first().unwrap().end, units);
+                assert_eq!(r.last().unwrap(), &(0..1));
+                for w in r.windows(2) {
+                    assert_eq!(w[0].start, w[1].end, "{r:?}");
+                    assert!(w[0].start << log_b >= w[0].end, "{r:?}: stores hit the range's own loads");
+                }
+            }
+        }
+        assert_eq!(LdeTwiddles::lens(3, 2), [4, 16, 8]);
+        assert_eq!(LdeTwiddles::lens(0, 1), [0, 1, 1]);
+        let t = LdeTwiddles::new(5, 1, 7);
+        assert_eq!(LdeTwiddles::lens(5, 1), [t.inv_twiddles.len(), t.twiddles.len(), t.coset.len()]);
     }
 }

@@ -70,9 +70,6 @@ pub(crate) struct KeptTables {
     pub(crate) key: (u32, u32, u64),
     pub(crate) ptr: sys::CUdeviceptr,
     pub(crate) len: usize,
-    /// Where the forward twiddles and the coset powers start (elements).
-    pub(crate) inv: usize,
-    pub(crate) fwd: usize,
 }
 
 impl Device {

@@ -19,7 +19,7 @@
 //! is a shared-memory pass, which needs them; a register pass reads row `pB` for all `B`). Its
 //! tiles hold `2^k` consecutive rows each, and it reads the rows `[0, n)` it writes over, so it
 //! runs as several launches over ranges of its `T = n / 2^k` tiles, from the top down
-//! ([`finish_ranges`]): `[max(1, t / B), t)` for `t = T, ...` while `t > 1`, then tile 0 alone.
+//! (backend-api's [`lde_finish_ranges`]): `[max(1, t / B), t)` for `t = T, ...` while `t > 1`, then tile 0 alone.
 //! A range `[lo, hi)` loads rows `[lo 2^k, hi 2^k)` and stores rows `[lo 2^k B, hi 2^k B)`.
 //! Since `lo B >= hi`, every row it stores lies at or above every row it or a later range
 //! loads, and an earlier range has loaded it already (or it is `>= n`, unread). Tile 0 loads
@@ -34,9 +34,8 @@
 //! no copy of it; the rest is the in-place plan (an inverse of one pass reads only the trace, and
 //! runs as one launch). [`Route::Owned`] ([`backend_api::Backend::coset_lde_owned`], for a trace
 //! its owner gives up) runs the inverse in the trace's buffer and its last pass stores rows `pB`
-//! of the LDE buffer in one launch: no pass reads one buffer and writes another in the strided
-//! pattern of the first pass, which costs about 1.4 ms more at 2^21 x 316 on the H200 (twice the
-//! pages touched), and no range of the last pass is too small to fill the device.
+//! of the LDE buffer in one launch, so no range of the last pass is too small to fill the device
+//! (0.1-0.2 ms under the in-place route at 2^21 x 316 on the H200).
 //!
 //! # The upload overlap
 //!
@@ -72,7 +71,7 @@
 use std::ops::Range;
 
 use backend_api::DeviceBuffer as _;
-use backend_api::field::LdeTwiddles;
+use backend_api::field::{LdeTwiddles, lde_finish_ranges};
 use backend_api::{ELEM_BYTES, FaultSite, LdeParams, Result, validate};
 use cudarc::driver::sys;
 
@@ -300,24 +299,6 @@ struct Plan {
     steps: Vec<Step>,
 }
 
-/// The task ranges the last inverse pass runs in place, one launch each, in order: of its
-/// `tiles` tiles of `2^k` consecutive rows each, `[max(1, t / B), t)` for `t = tiles, ...` while
-/// `t > 1`, then `[0, 1)`. A range `[lo, hi)` loads rows `[lo 2^k, hi 2^k)` and stores rows
-/// `[lo 2^k B, hi 2^k B)`; `lo B >= hi`, so those rows lie above every row the range or a later
-/// one loads, and an earlier range (or none: rows `>= n`) has loaded them already. The last range
-/// is one tile, which loads all its rows before it stores any.
-fn finish_ranges(tiles: u64, log_b: u32) -> Vec<Range<u64>> {
-    let mut ranges = Vec::new();
-    let mut hi = tiles;
-    while hi > 1 {
-        let lo = (hi >> log_b).max(1);
-        ranges.push(lo..hi);
-        hi = lo;
-    }
-    ranges.push(0..1);
-    ranges
-}
-
 /// The launches of an LDE of `2^log_n` rows of `m` columns at blowup `2^log_b`, NTT passes of at
 /// most `max_k` stages, in a buffer whose rows are `pitch` elements apart (`pitch >= m`: a range
 /// of `m` columns of a wider matrix, the upload overlap's column groups; the trace of the routes
@@ -383,7 +364,7 @@ fn plan(log_n: u32, log_b: u32, m: usize, pitch: usize, max_k: u32, route: Route
         // The last pass (hi == 0: tiles of 2^k consecutive rows) stores rows B*p >= p: in the
         // buffer it reads, it runs as ranges of tiles from the top down.
         let ranges = if last && src == Buf::Lde && log_b > 0 {
-            finish_ranges(pass.tasks, log_b)
+            lde_finish_ranges(pass.tasks, log_b)
         } else {
             vec![Range { start: 0, end: pass.tasks }]
         };
@@ -580,9 +561,8 @@ fn run(
 struct Tables {
     /// `None` only while dropping.
     buf: Option<CudaBuffer>,
+    /// `(log2 n, log2 B, shift)`.
     key: (u32, u32, u64),
-    inv: usize,
-    fwd: usize,
 }
 
 impl Tables {
@@ -591,9 +571,9 @@ impl Tables {
         let key = (params.log_trace_rows(), params.log_blowup(), params.shift());
         if let Some(t) = device.take_lde_tables(key) {
             // SAFETY: the cache owned the allocation alone; it was made on this device's stream
-            // by the `CudaBuffer::alloc` below and holds `t.len` elements.
+            // by the `CudaBuffer::alloc_from` below and holds `t.len` elements.
             let buf = unsafe { CudaBuffer::from_raw(device, t.ptr, t.len) }?;
-            return Ok(Self { buf: Some(buf), key, inv: t.inv, fwd: t.fwd });
+            return Ok(Self { buf: Some(buf), key });
         }
         let tables = LdeTwiddles::shared(key.0, key.1, key.2);
         let (inv, fwd, coset) = (&tables.inv_twiddles, &tables.twiddles, &tables.coset);
@@ -602,11 +582,17 @@ impl Tables {
         memory::write(&buf, 0, inv)?;
         memory::write(&buf, inv.len(), fwd)?;
         memory::write(&buf, inv.len() + fwd.len(), coset)?;
-        Ok(Self { buf: Some(buf), key, inv: inv.len(), fwd: fwd.len() })
+        Ok(Self { buf: Some(buf), key })
     }
 
     fn buf(&self) -> &CudaBuffer {
         self.buf.as_ref().expect("tables are only taken when dropped")
+    }
+
+    /// Where the forward twiddles and the coset powers start (after the inverse twiddles).
+    fn offsets(&self) -> (usize, usize) {
+        let [inv, fwd, _] = LdeTwiddles::lens(self.key.0, self.key.1);
+        (inv, inv + fwd)
     }
 }
 
@@ -617,7 +603,7 @@ impl Drop for Tables {
         if let Some(buf) = self.buf.take() {
             let device = std::sync::Arc::clone(buf.device());
             let (ptr, len) = buf.into_raw();
-            device.keep_lde_tables(KeptTables { key: self.key, ptr, len, inv: self.inv, fwd: self.fwd });
+            device.keep_lde_tables(KeptTables { key: self.key, ptr, len });
         }
     }
 }
@@ -661,12 +647,12 @@ fn queue(
         (Buf::Trace, Some(t)) => t.ptr(),
         (Buf::Trace, None) | (Buf::Lde, _) => base,
     };
-    let (inv, fwd) = (tw.inv, tw.fwd);
+    let (fwd_at, coset_at) = tw.offsets();
     for Step { dit, src, dst, mut pass } in plan(log_n, log_b, m, pitch, max_k, route).steps {
         pass.src = addr(src);
         pass.dst = addr(dst);
-        pass.tw = if dit { tw.buf().ptr_at(inv) } else { tw.buf().ptr() };
-        pass.coset = if dit { 0 } else { tw.buf().ptr_at(inv + fwd) };
+        pass.tw = if dit { tw.buf().ptr_at(fwd_at) } else { tw.buf().ptr() };
+        pass.coset = if dit { 0 } else { tw.buf().ptr_at(coset_at) };
         let (kernel, threads, smem, tile_cols) = kernels(dit, pass.k as u32, pass.finish_inverse != 0)?;
         let blocks = pass.tasks as usize * m.div_ceil(tile_cols);
         // The register kernels count their tasks in 32 bits (lde.cu's loop control): 2^31 tiles of
@@ -719,33 +705,10 @@ mod tests {
                         let finish = plan.steps.iter().filter(|s| s.pass.finish_inverse != 0).count();
                         let reads_lde = route == Route::InPlace || (route == Route::FromTrace && inverse.len() > 1);
                         let tiles = 1u64 << (log_n - inverse.last().unwrap());
-                        let want = if reads_lde && log_b > 0 { finish_ranges(tiles, log_b).len() } else { 1 };
+                        let want = if reads_lde && log_b > 0 { lde_finish_ranges(tiles, log_b).len() } else { 1 };
                         assert_eq!(finish, want, "{what}: launches of the last inverse pass");
                         assert_eq!(plan.steps.len(), passes - 1 + finish, "{what}: launches");
                     }
-                }
-            }
-        }
-    }
-
-    /// The ranges of the last inverse pass: from the top down, each at least a `1/B` of the tiles
-    /// above it, every tile once; the production shape's (2^11 tiles of 2^10 rows, B = 2) in 12
-    /// launches.
-    #[test]
-    fn finish_ranges_cover_every_tile_from_the_top_down() {
-        assert_eq!(finish_ranges(1, 1), vec![0..1]);
-        assert_eq!(finish_ranges(8, 1), vec![4..8, 2..4, 1..2, 0..1]);
-        assert_eq!(finish_ranges(8, 3), vec![1..8, 0..1]);
-        assert_eq!(finish_ranges(32, 2), vec![8..32, 2..8, 1..2, 0..1]);
-        assert_eq!(finish_ranges(1 << 11, 1).len(), 12);
-        for tiles in (0..=12).map(|e| 1u64 << e) {
-            for log_b in 1..=3 {
-                let r = finish_ranges(tiles, log_b);
-                assert_eq!(r.first().unwrap().end, tiles);
-                assert_eq!(r.last().unwrap(), &(0..1));
-                for w in r.windows(2) {
-                    assert_eq!(w[0].start, w[1].end, "{r:?}");
-                    assert!(w[0].start << log_b >= w[0].end, "{r:?}: stores hit the range's own loads");
                 }
             }
         }

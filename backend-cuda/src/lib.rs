@@ -586,9 +586,8 @@ impl Backend for CudaBackend {
     }
 
     /// The inverse NTT runs in place in `trace`'s buffer, its last pass storing the LDE buffer's
-    /// rows: every pass reads and writes one buffer (a pass that reads one buffer and writes
-    /// another touches twice the pages: [`Backend::coset_lde`]'s first pass costs about 1.4 ms
-    /// more at 2^21 x 316 on an H200), and the last one runs as one launch.
+    /// rows `B*p` in one launch (in place, that pass runs as a dozen launches from the top down,
+    /// the last few too small to fill the device).
     fn coset_lde_owned(&self, trace: CudaBuffer, params: &LdeParams) -> Result<CudaBuffer> {
         self.check_owned(&trace)?;
         lde::coset_lde_owned(&self.device, &self.options, trace, params)

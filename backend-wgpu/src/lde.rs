@@ -36,7 +36,7 @@
 
 use std::sync::Arc;
 
-use backend_api::field::LdeTwiddles;
+use backend_api::field::{LdeTwiddles, lde_finish_ranges};
 use backend_api::{DeviceBuffer as _, Error, LdeParams, Result, validate};
 
 use crate::context::{Gpu, Kernel, Module, NAME, Recorder, Space, Table, Window};
@@ -84,8 +84,9 @@ enum Step {
 /// group of a pass only its own rows, up to the last one (half-size 1: group `g` holds the `2^r`
 /// consecutive rows `[g 2^r, (g + 1) 2^r)`), which scales every row `p` and, under `PASS_WIDE`,
 /// stores it to `[pB, pB + B)`. That pass runs over its `G = n / 2^r` groups in ranges `[lo, hi)`
-/// from the top down: `hi = G` first, then `hi = lo` of the range before, `lo = max(1, hi / B)`,
-/// while `hi > 1`; then group 0 alone, `[0, 1)`. A range loads rows `[lo 2^r, hi 2^r)` and stores
+/// from the top down (backend-api's `lde_finish_ranges`, which the CUDA backend runs too):
+/// `hi = G` first, then `hi = lo` of the range before, `lo = max(1, hi / B)`, while `hi > 1`;
+/// then group 0 alone, `[0, 1)`. A range loads rows `[lo 2^r, hi 2^r)` and stores
 /// rows `[lo 2^r B, hi 2^r B)`. As `lo B >= hi` (`G` and `B` are powers of two), its targets lie
 /// at or above row `hi 2^r`: above every row that it or a later range loads, so that no
 /// invocation overwrites a row another still has to load, and every target below `n` was
@@ -117,13 +118,12 @@ fn in_place_steps(log_n: u32, log_b: u32, m: u64, seg: u64, most: u32) -> Vec<St
             steps.push(Step::Inverse { lh, r, flags: 0, groups: (0, groups) });
         } else if wide {
             let flags = PASS_SCALE | PASS_WIDE;
-            let mut hi = groups;
-            while hi > 1 {
-                let lo = (hi >> log_b).max(1);
-                steps.push(Step::Inverse { lh, r, flags, groups: (lo, hi) });
-                hi = lo;
-            }
-            steps.push(Step::Inverse { lh, r, flags, groups: (0, 1) });
+            steps.extend(lde_finish_ranges(groups, log_b).into_iter().map(|g| Step::Inverse {
+                lh,
+                r,
+                flags,
+                groups: (g.start, g.end),
+            }));
         } else {
             steps.push(Step::Inverse { lh, r, flags: PASS_SCALE, groups: (0, groups) });
         }
@@ -182,7 +182,8 @@ impl Setup {
     /// Where the coset powers start in the tables: after `n / 2` inverse and `N / 2` forward
     /// twiddles.
     fn coset_offset(&self) -> u64 {
-        self.n / 2 + self.n * self.b / 2
+        let [inv, fwd, _] = LdeTwiddles::lens(self.log_n, self.log_b);
+        (inv + fwd) as u64
     }
 
     /// Records `lde_scale` over rows `[lo, hi)` of the matrix at `base`: row `p`, read at row
