@@ -24,8 +24,9 @@ pub enum TraceInput<'a, B: Backend> {
         shape: MatrixShape,
     },
     /// A trace already on `backend`'s device. The commit takes it: the LDE extends it from where
-    /// it is ([`Backend::coset_lde`]), then it is freed, or transposed in place into the
-    /// column-major snapshot when one is asked for.
+    /// it is and frees it ([`Backend::coset_lde_owned`]), or, when a snapshot is asked for,
+    /// extends it unchanged ([`Backend::coset_lde`]) and then transposes it in place into the
+    /// column-major snapshot.
     Device {
         /// Row-major elements, exactly `shape.rows * shape.cols` of them.
         buffer: B::Buffer,
