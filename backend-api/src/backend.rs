@@ -1,7 +1,10 @@
-//! The `Backend` trait: device memory and the commit kernels.
+//! The `Backend` trait, the checked front of device memory and the commit kernels, and the types
+//! its calls pass.
 
+use crate::copy::BatchTarget;
 use crate::error::{Error, Result};
 use crate::fault::{AllocTracker, MemoryCounters};
+use crate::port::RawBackend;
 use crate::shape::{CopyRange, DIGEST_WORDS, HashKind, LdeParams, LeafSpec, MatrixShape, TreeShape};
 
 /// Static facts about the device a backend runs on.
@@ -28,28 +31,6 @@ pub struct LeafJob<'a, B> {
     pub out_digest: usize,
 }
 
-/// [`Backend::hash_leaves_then_transpose`] as its default runs it: every job and the transpose
-/// validated, then each job's leaves ([`Backend::hash_leaves_into`]) in order, then
-/// [`Backend::transpose_in_place`]. A backend that overrides the method calls it for the calls it
-/// does not interleave.
-///
-/// # Errors
-/// As [`Backend::hash_leaves_then_transpose`].
-pub fn leaves_then_transpose_in_turn<B: Backend + ?Sized>(
-    backend: &B,
-    buf: &mut B::Buffer,
-    shape: MatrixShape,
-    jobs: &mut [LeafJob<'_, B::Buffer>],
-    scratch_cap: usize,
-) -> Result<()> {
-    let specs: Vec<_> = jobs.iter().map(|j| (j.spec, j.out.len(), j.out_digest)).collect();
-    crate::validate::leaves_then_transpose(shape, buf.len(), &specs, scratch_cap)?;
-    for job in jobs.iter_mut() {
-        backend.hash_leaves_into(buf, shape, job.spec, job.out, job.out_digest)?;
-    }
-    backend.transpose_in_place(buf, shape, scratch_cap)
-}
-
 /// An owned device buffer of `u64` elements, freed on drop.
 ///
 /// Digests live in buffers too: one 32-byte digest is [`DIGEST_WORDS`] elements whose
@@ -57,6 +38,14 @@ pub fn leaves_then_transpose_in_turn<B: Backend + ?Sized>(
 pub trait DeviceBuffer: Send + Sync {
     /// Length in `u64` elements.
     fn len(&self) -> usize;
+
+    /// The tracker this buffer's bytes are reserved in: its backend's [`RawBackend::tracker`]
+    /// (for a buffer holding a [`crate::Reservation`], [`crate::Reservation::tracker`]). The
+    /// front ([`Backend`]) compares it with the backend's own to refuse buffers of other
+    /// instances, so it must be the same object for every buffer of one instance and another
+    /// object for every other instance. A buffer keeps its tracker alive, so the address cannot be
+    /// reused while the buffer exists.
+    fn tracker(&self) -> &AllocTracker;
 
     /// Whether the buffer holds no elements.
     fn is_empty(&self) -> bool {
@@ -96,29 +85,37 @@ pub trait PendingDownload: Send {
     fn wait(self) -> Result<Self::Host>;
 }
 
-/// A compute backend for the commit kernels.
+mod sealed {
+    /// Only the blanket implementation over [`super::RawBackend`] makes a [`super::Backend`].
+    pub trait Sealed {}
+    impl<T: super::RawBackend> Sealed for T {}
+}
+
+/// A compute backend for the commit kernels: the checked front every caller uses.
 ///
-/// Operations are issued in call order on one queue per backend instance; they may run
-/// asynchronously and report device faults at the next blocking call ([`Backend::download`],
-/// [`PendingDownload::wait`], [`Backend::synchronize`]). Every allocation goes through
-/// [`Backend::tracker`], so memory counters and fault injection see the same bytes on every
-/// backend.
+/// Every [`RawBackend`] is a `Backend`, through one blanket implementation that nothing can
+/// replace (the trait is sealed). Each method validates its arguments with [`crate::validate`],
+/// then calls the [`RawBackend`] method of the same name, which trusts them: a port implements
+/// [`RawBackend`] and gets every check, including ones it would not think of, for free.
+///
+/// - **Validation happens once, in front of the kernels.** Shapes and parameters are valid by
+///   construction ([`MatrixShape::new`], [`LdeParams::new`], [`TreeShape::new`],
+///   [`LeafSpec::new`]). What a caller can still get wrong (a buffer of another backend instance or
+///   of a dropped one, a buffer that does not hold the shape, a scratch cap below one run, a digest
+///   offset past the output, a range past a buffer's end, a size that overflows) is refused here
+///   with a typed error before anything is allocated or issued.
+/// - **Ownership.** A buffer is used only with the backend instance that allocated it (or a handle
+///   sharing that instance's device and tracker); any other gets [`Error::ForeignBuffer`].
+/// - **One queue.** Operations are issued in call order on one queue per backend instance; they
+///   may run asynchronously and report device faults at the next blocking call
+///   ([`Backend::download`], [`PendingDownload::wait`], [`Backend::synchronize`]).
+/// - **Observable memory.** Every allocation goes through [`Backend::tracker`], so memory
+///   counters and fault injection see the same bytes on every backend.
 ///
 /// Byte-level semantics are fixed by the repository's `CONVENTIONS.md`; the conformance suite
 /// (`conformance` crate) checks an implementation against independent references.
-///
-/// **Validation happens once, in front of the kernels.** Shapes and parameters are valid by
-/// construction ([`MatrixShape::new`], [`LdeParams::new`], [`TreeShape::new`], [`LeafSpec::new`]).
-/// What a caller can still get wrong (a buffer that does not hold the shape, a scratch cap below
-/// one run, a digest offset past the output, a range past a buffer's end, a size that overflows)
-/// each implementation refuses by calling the function of [`crate::validate`] named after the
-/// method (and [`crate::copy::validate_batch`] for copies) before it allocates or issues work;
-/// past that point it trusts its arguments. The errors below are those functions' errors.
-pub trait Backend: Send + Sync {
-    /// The backend's owned device buffer. It must give the bytes it reserved in
-    /// [`Backend::tracker`] back when it drops (the suite checks that live bytes return to their
-    /// baseline after every check): hold a [`crate::Reservation`] from
-    /// [`AllocTracker::reserve_owned`] in it, which releases them on drop.
+pub trait Backend: Send + Sync + sealed::Sealed {
+    /// The backend's owned device buffer, freed on drop ([`RawBackend::Buffer`]).
     type Buffer: DeviceBuffer;
     /// A queued device-to-host copy, landing in the backend's host buffer.
     type Download: PendingDownload<Host = Self::HostBuffer>;
@@ -130,9 +127,7 @@ pub trait Backend: Send + Sync {
     fn info(&self) -> DeviceInfo;
 
     /// The allocation tracker every device allocation of this backend goes through: buffers,
-    /// scratch, tables. A backend keeps it in an `Arc<AllocTracker>` and shares it with its
-    /// buffers through their [`crate::Reservation`]s, so a buffer that outlives a borrow of the
-    /// backend can still release its bytes.
+    /// scratch, tables.
     fn tracker(&self) -> &AllocTracker;
 
     /// Allocates `len` elements; the contents are unspecified.
@@ -153,15 +148,16 @@ pub trait Backend: Send + Sync {
     /// an LDE buffer without a buffer of its own ([`Backend::coset_lde_in_place`]).
     ///
     /// # Errors
-    /// [`Error::OutOfBounds`] when `offset + host.len()` passes the buffer's end
-    /// ([`crate::validate::write`]), or a device error from the copy.
+    /// [`Error::ForeignBuffer`]; [`Error::OutOfBounds`] when `offset + host.len()` passes the
+    /// buffer's end ([`crate::validate::write`]); a device error from the copy.
     fn write(&self, buf: &mut Self::Buffer, offset: usize, host: &[u64]) -> Result<()>;
 
     /// Copies `out.len()` elements starting at element `offset` of `buf` to `out`, after all
     /// work issued before.
     ///
     /// # Errors
-    /// [`Error::OutOfBounds`], or a device error from this or earlier work.
+    /// [`Error::ForeignBuffer`], [`Error::OutOfBounds`], or a device error from this or earlier
+    /// work.
     fn download(&self, buf: &Self::Buffer, offset: usize, out: &mut [u64]) -> Result<()>;
 
     /// Queues a copy of the whole of `buf` to the host behind the work already issued and
@@ -194,16 +190,16 @@ pub trait Backend: Send + Sync {
     /// most `scratch_cap` bytes of scratch (see [`crate::plan`]). Bytes are moved, never changed.
     ///
     /// # Errors
-    /// [`Error::LengthMismatch`] when `buf` does not hold exactly `shape`,
-    /// [`Error::ScratchTooSmall`] when the cap cannot hold one block of one row plus one run,
-    /// out of memory for the scratch.
+    /// [`Error::ForeignBuffer`]; [`Error::LengthMismatch`] when `buf` does not hold exactly
+    /// `shape`; [`Error::ScratchTooSmall`] when the cap cannot hold one block of one row plus one
+    /// run; out of memory for the scratch.
     fn transpose_in_place(&self, buf: &mut Self::Buffer, shape: MatrixShape, scratch_cap: usize) -> Result<()>;
 
     /// Copies each `(src, dst, len)` from `src` to `dst`.
     ///
     /// # Errors
-    /// The batch is validated first ([`crate::copy::validate_batch`]): out of bounds, or two
-    /// destination ranges that overlap, and nothing moves.
+    /// [`Error::ForeignBuffer`]; the batch is validated first ([`crate::copy::validate_batch`]):
+    /// out of bounds, or two destination ranges that overlap, and nothing moves.
     fn batched_copy(&self, src: &Self::Buffer, dst: &mut Self::Buffer, copies: &[CopyRange]) -> Result<()>;
 
     /// Copies each `(src, dst, len)` within `buf`.
@@ -217,8 +213,8 @@ pub trait Backend: Send + Sync {
     /// `out`, starting at digest index `out_digest` (element `out_digest * DIGEST_WORDS`).
     ///
     /// # Errors
-    /// [`LeafSpec::validate`]'s errors, [`Error::LengthMismatch`] when `matrix` does not hold
-    /// `shape`, [`Error::OutOfBounds`] when `out` is too short.
+    /// [`Error::ForeignBuffer`]; [`LeafSpec::validate`]'s errors; [`Error::LengthMismatch`] when
+    /// `matrix` does not hold `shape`; [`Error::OutOfBounds`] when `out` is too short.
     fn hash_leaves_into(
         &self,
         matrix: &Self::Buffer,
@@ -231,16 +227,11 @@ pub trait Backend: Send + Sync {
     /// Hashes the leaves of every job from the row-major `shape` matrix in `buf`, then turns
     /// `buf` column-major in place: the bytes of [`Backend::hash_leaves_into`] for each job, in
     /// order, followed by [`Backend::transpose_in_place`] under `scratch_cap`. It is the commit's
-    /// step from the row-major LDE to its leaves and its column-major copy.
-    ///
-    /// The default makes those calls one after the other. A backend may interleave them: the
-    /// transpose's block pass (see [`crate::plan`]) reads each block of rows once, and the leaves
-    /// of a `rows`-layout job read the same rows, so the leaves of a block can be hashed beside
-    /// the block pass, before the block moves (the CUDA backend hashes block `k` in the launch
-    /// that moves block `k - 1`).
+    /// step from the row-major LDE to its leaves and its column-major copy; a backend may hash the
+    /// leaves beside the transpose's block pass ([`RawBackend::hash_leaves_then_transpose`]).
     ///
     /// # Errors
-    /// Every job and the transpose are validated before anything is written
+    /// Every buffer's owner, every job and the transpose are validated before anything is written
     /// ([`crate::validate::leaves_then_transpose`]): a refused call leaves `buf` and every output
     /// as they were. Then out of memory for the scratch, which leaves `buf` as it was (the outputs
     /// may hold digests already).
@@ -250,16 +241,14 @@ pub trait Backend: Send + Sync {
         shape: MatrixShape,
         jobs: &mut [LeafJob<'_, Self::Buffer>],
         scratch_cap: usize,
-    ) -> Result<()> {
-        leaves_then_transpose_in_turn(self, buf, shape, jobs, scratch_cap)
-    }
+    ) -> Result<()>;
 
     /// Completes a Merkle tree whose `tree.leaves` leaf digests are already at node indices
     /// `[L-1, L-1+leaves)` of `nodes` (`2L - 1` digests): pads the leaves to `L` by repeating the
     /// last one and fills every inner node, `node[p] = H(node[2p+1] || node[2p+2])`.
     ///
     /// # Errors
-    /// [`Error::LengthMismatch`] when `nodes` is not `tree.words()` long.
+    /// [`Error::ForeignBuffer`]; [`Error::LengthMismatch`] when `nodes` is not `tree.words()` long.
     fn merkle_tree_in_place(&self, nodes: &mut Self::Buffer, tree: TreeShape, hash: HashKind) -> Result<()>;
 
     /// The coset low-degree extension of a row-major `n x m` trace, in place in the LDE's own
@@ -270,9 +259,8 @@ pub trait Backend: Send + Sync {
     /// (elements `[0, n * m)`) hold the trace, row-major, in natural order; its values may be any
     /// `u64` and are read mod p. Rows `[n, N)` may hold anything: they are overwritten unread.
     ///
-    /// **On return** `buf` holds the LDE, the bytes [`Backend::coset_lde`] defines: row `i` is
-    /// `(P_0(s * w_N^i), ..., P_{m-1}(s * w_N^i))` in natural order, row-major, every value
-    /// canonical.
+    /// **On return** `buf` holds the LDE: row `i` is `(P_0(s * w_N^i), ..., P_{m-1}(s * w_N^i))`
+    /// in natural order, row-major, every value canonical.
     ///
     /// **Definition.** For each column `c`, `P_c` is the unique polynomial of degree `< n` with
     /// `P_c(w_n^j) = trace[j][c]` for `j = 0..n` (values read mod p, `w_n = w_N^B`), evaluated on
@@ -281,64 +269,46 @@ pub trait Backend: Send + Sync {
     /// and `s = 1` the result is the canonicalised trace.
     ///
     /// # Errors
-    /// [`Error::LengthMismatch`] when `buf` does not hold exactly `params.lde_shape()`
-    /// ([`crate::validate::coset_lde_in_place`]), out of memory for tables or scratch; on error the
-    /// contents of `buf` are unspecified.
+    /// [`Error::ForeignBuffer`]; [`Error::LengthMismatch`] when `buf` does not hold exactly
+    /// `params.lde_shape()` ([`crate::validate::coset_lde_in_place`]); out of memory for tables or
+    /// scratch; on error the contents of `buf` are unspecified.
     fn coset_lde_in_place(&self, buf: &mut Self::Buffer, params: &LdeParams) -> Result<()>;
 
     /// The coset low-degree extension of a row-major `n x m` trace held in host memory, into the
     /// LDE's own `N x m` buffer: writes `trace` into rows `[0, n)` of `buf` and extends it in place.
     /// On return `buf` holds the bytes [`Backend::coset_lde_in_place`] defines; its contents on
-    /// entry are never read (any garbage, any values). A backend may overlap the upload with the
-    /// extension (every column's LDE is independent, so the columns of one group can be extended
-    /// while the next group's are still being copied); the default is [`Backend::write`] followed
-    /// by [`Backend::coset_lde_in_place`]. The call returns once `trace` is no longer read: the
-    /// caller may reuse it at once, while the extension may still be running on the device.
+    /// entry are never read. A backend may overlap the upload with the extension. The call returns
+    /// once `trace` is no longer read: the caller may reuse it at once, while the extension may
+    /// still be running on the device.
     ///
     /// # Errors
-    /// [`Error::LengthMismatch`] when `trace` does not hold `params.trace()` (`n * m` elements) or
-    /// `buf` does not hold exactly `params.lde_shape()` (`N * m` elements)
-    /// ([`crate::validate::coset_lde_from_host`]), both refused before anything moves; then
-    /// [`Backend::write`]'s and [`Backend::coset_lde_in_place`]'s errors, after which the contents
-    /// of `buf` are unspecified.
-    fn coset_lde_from_host(&self, buf: &mut Self::Buffer, trace: &[u64], params: &LdeParams) -> Result<()> {
-        crate::validate::coset_lde_from_host(params, trace.len(), buf.len())?;
-        self.write(buf, 0, trace)?;
-        self.coset_lde_in_place(buf, params)
-    }
+    /// [`Error::ForeignBuffer`]; [`Error::LengthMismatch`] when `trace` does not hold
+    /// `params.trace()` (`n * m` elements) or `buf` does not hold exactly `params.lde_shape()`
+    /// (`N * m` elements) ([`crate::validate::coset_lde_from_host`]), both refused before anything
+    /// moves; then the copy's and the extension's errors, after which the contents of `buf` are
+    /// unspecified.
+    fn coset_lde_from_host(&self, buf: &mut Self::Buffer, trace: &[u64], params: &LdeParams) -> Result<()>;
 
     /// The coset low-degree extension of a row-major `n x m` trace into a new row-major `N x m`
-    /// buffer: the same bytes as [`Backend::coset_lde_in_place`] (see its definition), for a
-    /// trace that already has a device buffer (the caller's, or a snapshot it keeps). `trace` is
-    /// left unchanged. The default allocates the LDE, copies the trace into its first `n` rows and
-    /// extends it in place; a backend may instead read the trace where it is in the LDE's first
-    /// pass (CUDA does), which saves the copy. Either way the trace's and the LDE's bytes are held
-    /// at once; a host trace that is not kept goes straight into the LDE buffer instead
-    /// ([`Backend::coset_lde_from_host`]).
+    /// buffer: the same bytes as [`Backend::coset_lde_in_place`], for a trace that already has a
+    /// device buffer (the caller's, or a snapshot it keeps). `trace` is left unchanged. The
+    /// trace's and the LDE's bytes are held at once; a host trace that is not kept goes straight
+    /// into the LDE buffer instead ([`Backend::coset_lde_from_host`]).
     ///
     /// # Errors
-    /// [`Error::LengthMismatch`] when `trace` does not hold `params.trace()`
-    /// ([`crate::validate::coset_lde`]); out of memory; nothing stays allocated on error.
-    fn coset_lde(&self, trace: &Self::Buffer, params: &LdeParams) -> Result<Self::Buffer> {
-        crate::validate::coset_lde(params, trace.len())?;
-        let mut out = self.alloc(params.lde_shape().len())?;
-        self.batched_copy(trace, &mut out, &[CopyRange::new(0, 0, trace.len())])?;
-        self.coset_lde_in_place(&mut out, params)?;
-        Ok(out)
-    }
+    /// [`Error::ForeignBuffer`]; [`Error::LengthMismatch`] when `trace` does not hold
+    /// `params.trace()` ([`crate::validate::coset_lde`]); out of memory; nothing stays allocated
+    /// on error.
+    fn coset_lde(&self, trace: &Self::Buffer, params: &LdeParams) -> Result<Self::Buffer>;
 
     /// [`Backend::coset_lde`] of a trace whose device buffer the caller gives up (a commit's
     /// device input): the same bytes, into a new buffer, and `trace` is freed. A backend may use
-    /// the trace's buffer as the inverse transform's workspace first (CUDA runs the inverse NTT
-    /// in it, so each of its passes reads and writes one buffer, and the last one writes the
-    /// LDE's rows). The default is [`Backend::coset_lde`], then the trace is dropped.
+    /// the trace's buffer as the inverse transform's workspace first (CUDA does).
     ///
     /// # Errors
     /// As [`Backend::coset_lde`]; the trace is freed either way, and nothing stays allocated on
     /// error.
-    fn coset_lde_owned(&self, trace: Self::Buffer, params: &LdeParams) -> Result<Self::Buffer> {
-        self.coset_lde(&trace, params)
-    }
+    fn coset_lde_owned(&self, trace: Self::Buffer, params: &LdeParams) -> Result<Self::Buffer>;
 
     /// The allocation counters now.
     fn memory(&self) -> MemoryCounters {
@@ -383,6 +353,140 @@ pub trait Backend: Send + Sync {
         self.batched_copy(leaves, &mut nodes, &[CopyRange::new(0, first, leaves.len())])?;
         self.merkle_tree_in_place(&mut nodes, tree, hash)?;
         Ok(nodes)
+    }
+}
+
+/// Refuses `buf` unless `backend` allocated it ([`crate::validate::owned`]).
+fn owned<T: RawBackend>(backend: &T, buf: &T::Buffer, what: &'static str) -> Result<()> {
+    crate::validate::owned(backend.tracker(), buf.tracker(), std::any::type_name::<T>(), what)
+}
+
+impl<T: RawBackend> Backend for T {
+    type Buffer = <T as RawBackend>::Buffer;
+    type Download = <T as RawBackend>::Download;
+    type HostBuffer = <T as RawBackend>::HostBuffer;
+
+    fn info(&self) -> DeviceInfo {
+        RawBackend::info(self)
+    }
+
+    fn tracker(&self) -> &AllocTracker {
+        RawBackend::tracker(self)
+    }
+
+    fn alloc(&self, len: usize) -> Result<Self::Buffer> {
+        crate::validate::alloc_bytes(len)?;
+        RawBackend::alloc(self, len)
+    }
+
+    fn upload(&self, host: &[u64]) -> Result<Self::Buffer> {
+        crate::validate::alloc_bytes(host.len())?;
+        RawBackend::upload(self, host)
+    }
+
+    fn write(&self, buf: &mut Self::Buffer, offset: usize, host: &[u64]) -> Result<()> {
+        owned(self, buf, "write")?;
+        crate::validate::write(buf.len(), offset, host.len())?;
+        RawBackend::write(self, buf, offset, host)
+    }
+
+    fn download(&self, buf: &Self::Buffer, offset: usize, out: &mut [u64]) -> Result<()> {
+        owned(self, buf, "download")?;
+        crate::validate::download(buf.len(), offset, out.len())?;
+        RawBackend::download(self, buf, offset, out)
+    }
+
+    fn queue_download(&self, buf: &Self::Buffer) -> Result<Self::Download> {
+        owned(self, buf, "queue_download")?;
+        RawBackend::queue_download(self, buf)
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        RawBackend::synchronize(self)
+    }
+
+    fn alloc_host(&self, len: usize) -> Result<Self::HostBuffer> {
+        crate::validate::alloc_bytes(len)?;
+        RawBackend::alloc_host(self, len)
+    }
+
+    fn transpose_in_place(&self, buf: &mut Self::Buffer, shape: MatrixShape, scratch_cap: usize) -> Result<()> {
+        owned(self, buf, "transpose_in_place")?;
+        crate::validate::transpose(shape, buf.len(), scratch_cap)?;
+        RawBackend::transpose_in_place(self, buf, shape, scratch_cap)
+    }
+
+    fn batched_copy(&self, src: &Self::Buffer, dst: &mut Self::Buffer, copies: &[CopyRange]) -> Result<()> {
+        owned(self, src, "batched_copy source")?;
+        owned(self, dst, "batched_copy destination")?;
+        crate::copy::validate_batch(copies, BatchTarget::Between { src_len: src.len(), dst_len: dst.len() })?;
+        RawBackend::batched_copy(self, src, dst, copies)
+    }
+
+    fn batched_copy_within(&self, buf: &mut Self::Buffer, copies: &[CopyRange]) -> Result<()> {
+        owned(self, buf, "batched_copy_within")?;
+        crate::copy::validate_batch(copies, BatchTarget::Within { len: buf.len() })?;
+        RawBackend::batched_copy_within(self, buf, copies)
+    }
+
+    fn hash_leaves_into(
+        &self,
+        matrix: &Self::Buffer,
+        shape: MatrixShape,
+        spec: &LeafSpec,
+        out: &mut Self::Buffer,
+        out_digest: usize,
+    ) -> Result<()> {
+        owned(self, matrix, "hash_leaves_into matrix")?;
+        owned(self, out, "hash_leaves_into output")?;
+        crate::validate::hash_leaves(shape, spec, matrix.len(), out.len(), out_digest)?;
+        RawBackend::hash_leaves_into(self, matrix, shape, spec, out, out_digest)
+    }
+
+    fn hash_leaves_then_transpose(
+        &self,
+        buf: &mut Self::Buffer,
+        shape: MatrixShape,
+        jobs: &mut [LeafJob<'_, Self::Buffer>],
+        scratch_cap: usize,
+    ) -> Result<()> {
+        owned(self, buf, "hash_leaves_then_transpose matrix")?;
+        for job in jobs.iter() {
+            owned(self, job.out, "hash_leaves_then_transpose output")?;
+        }
+        let specs: Vec<_> = jobs.iter().map(|j| (j.spec, j.out.len(), j.out_digest)).collect();
+        crate::validate::leaves_then_transpose(shape, buf.len(), &specs, scratch_cap)?;
+        RawBackend::hash_leaves_then_transpose(self, buf, shape, jobs, scratch_cap)
+    }
+
+    fn merkle_tree_in_place(&self, nodes: &mut Self::Buffer, tree: TreeShape, hash: HashKind) -> Result<()> {
+        owned(self, nodes, "merkle_tree_in_place")?;
+        crate::validate::merkle_tree(tree, nodes.len())?;
+        RawBackend::merkle_tree_in_place(self, nodes, tree, hash)
+    }
+
+    fn coset_lde_in_place(&self, buf: &mut Self::Buffer, params: &LdeParams) -> Result<()> {
+        owned(self, buf, "coset_lde_in_place")?;
+        crate::validate::coset_lde_in_place(params, buf.len())?;
+        RawBackend::coset_lde_in_place(self, buf, params)
+    }
+
+    fn coset_lde_from_host(&self, buf: &mut Self::Buffer, trace: &[u64], params: &LdeParams) -> Result<()> {
+        owned(self, buf, "coset_lde_from_host")?;
+        crate::validate::coset_lde_from_host(params, trace.len(), buf.len())?;
+        RawBackend::coset_lde_from_host(self, buf, trace, params)
+    }
+
+    fn coset_lde(&self, trace: &Self::Buffer, params: &LdeParams) -> Result<Self::Buffer> {
+        owned(self, trace, "coset_lde")?;
+        crate::validate::coset_lde(params, trace.len())?;
+        RawBackend::coset_lde(self, trace, params)
+    }
+
+    fn coset_lde_owned(&self, trace: Self::Buffer, params: &LdeParams) -> Result<Self::Buffer> {
+        owned(self, &trace, "coset_lde_owned")?;
+        crate::validate::coset_lde(params, trace.len())?;
+        RawBackend::coset_lde_owned(self, trace, params)
     }
 }
 

@@ -84,6 +84,19 @@ pub enum Error {
         elems: usize,
     },
 
+    /// A buffer passed to a backend instance that did not allocate it: another instance (of the
+    /// same type or not), or one that has been dropped. Nothing was read or written.
+    #[error(
+        "{what}: the buffer belongs to another {backend} instance (or to one that was dropped); \
+         a buffer is used only with the backend instance that allocated it"
+    )]
+    ForeignBuffer {
+        /// The backend type the buffer was passed to.
+        backend: &'static str,
+        /// Which argument of which call.
+        what: &'static str,
+    },
+
     /// A host slice or buffer whose length does not match the call.
     #[error("{what}: expected {expected} elements, got {actual}")]
     LengthMismatch {

@@ -114,24 +114,36 @@ impl AllocTracker {
         self.pinned.fetch_sub(bytes, Ordering::SeqCst);
     }
 
-    /// Records an allocation of `bytes` about to be made. Call before the real allocation and
-    /// [`AllocTracker::release`] if that then fails.
+    /// Records an allocation of `bytes` about to be made. Call before the real allocation; then
+    /// [`AllocTracker::release`] the bytes when the memory is freed, or [`AllocTracker::refuse`]
+    /// the returned mark if the real allocation fails (so that the peak never counts memory that
+    /// was not allocated).
     ///
     /// # Errors
     /// [`Error::InjectedFault`] when this is the allocation [`AllocTracker::fail_at`] armed.
-    pub fn reserve(&self, bytes: usize) -> Result<()> {
+    pub fn reserve(&self, bytes: usize) -> Result<Reserved> {
         let index = self.count.fetch_add(1, Ordering::SeqCst);
         if self.fail_at.compare_exchange(index, DISARMED, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
             return Err(Error::InjectedFault { index, bytes });
         }
-        let live = self.live.fetch_add(bytes, Ordering::SeqCst) + bytes;
-        self.peak.fetch_max(live, Ordering::SeqCst);
-        Ok(())
+        let live = self.live.fetch_add(bytes, Ordering::SeqCst).saturating_add(bytes);
+        let peak_before = self.peak.fetch_max(live, Ordering::SeqCst);
+        Ok(Reserved { bytes, live, peak_before })
     }
 
     /// Records that `bytes` were freed.
     pub fn release(&self, bytes: usize) {
         self.live.fetch_sub(bytes, Ordering::SeqCst);
+    }
+
+    /// Undoes a [`AllocTracker::reserve`] whose real allocation failed: releases its bytes and
+    /// puts back the peak it raised, unless a later reservation has raised the peak since (then
+    /// the peak is that reservation's, and stays).
+    pub fn refuse(&self, reserved: Reserved) {
+        self.release(reserved.bytes);
+        if reserved.peak_before < reserved.live {
+            let _ = self.peak.compare_exchange(reserved.live, reserved.peak_before, Ordering::SeqCst, Ordering::SeqCst);
+        }
     }
 
     /// [`AllocTracker::reserve`] with a guard that releases the bytes when it drops: hold it in
@@ -142,8 +154,8 @@ impl AllocTracker {
     /// [`Error::InjectedFault`] when this is the allocation [`AllocTracker::fail_at`] armed;
     /// nothing stays reserved.
     pub fn reserve_owned(self: &Arc<Self>, bytes: usize) -> Result<Reservation> {
-        self.reserve(bytes)?;
-        Ok(Reservation { tracker: Arc::clone(self), bytes })
+        let reserved = self.reserve(bytes)?;
+        Ok(Reservation { tracker: Arc::clone(self), reserved })
     }
 
     /// Makes the allocation with absolute index `index` (see [`MemoryCounters::allocations`]) fail.
@@ -194,19 +206,52 @@ impl AllocTracker {
 #[must_use = "dropping a reservation releases its bytes at once"]
 pub struct Reservation {
     tracker: Arc<AllocTracker>,
-    bytes: usize,
+    reserved: Reserved,
 }
 
 impl Reservation {
     /// The bytes this guard holds.
     pub fn bytes(&self) -> usize {
-        self.bytes
+        self.reserved.bytes
+    }
+
+    /// The tracker the bytes are reserved in: a buffer that holds this guard answers
+    /// [`crate::DeviceBuffer::tracker`] with it.
+    pub fn tracker(&self) -> &AllocTracker {
+        &self.tracker
+    }
+
+    /// Gives the bytes back because the allocation they were reserved for failed
+    /// ([`AllocTracker::refuse`]): the peak does not keep them.
+    pub fn refuse(self) {
+        let this = std::mem::ManuallyDrop::new(self);
+        this.tracker.refuse(this.reserved);
+        // SAFETY: `this` is never used or dropped again; its Arc is moved out once.
+        drop(unsafe { std::ptr::read(&this.tracker) });
     }
 }
 
 impl Drop for Reservation {
     fn drop(&mut self) {
-        self.tracker.release(self.bytes);
+        self.tracker.release(self.reserved.bytes);
+    }
+}
+
+/// What one [`AllocTracker::reserve`] changed: hand it to [`AllocTracker::refuse`] if the real
+/// allocation fails.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reserved {
+    bytes: usize,
+    /// The live bytes right after this reservation.
+    live: usize,
+    /// The peak right before it.
+    peak_before: usize,
+}
+
+impl Reserved {
+    /// The bytes reserved.
+    pub fn bytes(&self) -> usize {
+        self.bytes
     }
 }
 
@@ -229,6 +274,34 @@ mod tests {
         assert_eq!(t.counters().live, 58);
         t.reset_peak();
         assert_eq!(t.counters().peak, 58);
+    }
+
+    #[test]
+    fn a_refused_allocation_leaves_no_trace_in_the_peak() {
+        let t = Arc::new(AllocTracker::new());
+        let held = t.reserve(150).unwrap();
+        t.release(held.bytes());
+        t.reserve(100).unwrap();
+        // Raised the peak from 150 to 100 + 1000, then refused: back to 150.
+        let huge = t.reserve(1000).unwrap();
+        assert_eq!(t.counters().peak, 1100);
+        t.refuse(huge);
+        assert_eq!(t.counters(), MemoryCounters { live: 100, peak: 150, allocations: 3, ..Default::default() });
+        // A refusal that did not raise the peak leaves it alone.
+        let small = t.reserve(10).unwrap();
+        t.refuse(small);
+        assert_eq!((t.counters().live, t.counters().peak), (100, 150));
+        // A later reservation's peak stays when an earlier one is refused.
+        let first = t.reserve(500).unwrap();
+        let second = t.reserve(20).unwrap();
+        t.refuse(first);
+        assert_eq!((t.counters().live, t.counters().peak), (120, 620));
+        t.release(second.bytes());
+        // The owned form.
+        let r = t.reserve_owned(usize::MAX / 2).unwrap();
+        assert_eq!(r.tracker() as *const AllocTracker, Arc::as_ptr(&t));
+        r.refuse();
+        assert_eq!((t.counters().live, t.counters().peak), (100, 620));
     }
 
     #[test]

@@ -3,6 +3,11 @@
 //! - **One trait, associated buffers.** [`Backend`] owns device memory through its `Buffer` type
 //!   (freed on drop) and exposes the five kernel families of a STARK commit: in-place transpose,
 //!   batched copy, leaf hashing, Merkle tree, coset LDE. Pipelines are generic over it.
+//! - **A checked front, an unchecked port.** A port implements [`RawBackend`]; every
+//!   `RawBackend` is a [`Backend`] through one sealed blanket implementation whose methods
+//!   validate every argument ([`validate`]: shapes against buffers, ranges, overflow, and that
+//!   each buffer belongs to the instance it is passed to) before the port's method runs. A port
+//!   cannot skip a check, and never writes one.
 //! - **Shared plans, not shared kernels.** The in-place transpose [`plan`] and the LDE twiddles
 //!   ([`field::LdeTwiddles`]) are computed here, on the host, so every backend executes the same
 //!   moves over the same constants; a backend only supplies the kernels.
@@ -20,16 +25,18 @@ pub mod fault;
 pub mod field;
 pub mod memory;
 pub mod plan;
+mod port;
 mod shape;
 pub mod validate;
 
 pub use backend::{
     Backend, DeviceBuffer, DeviceInfo, HostBuffer, LeafJob, PendingDownload, digest_to_words, digests_from_words, hex,
-    host_vec, leaves_then_transpose_in_turn,
+    host_vec,
 };
 pub use error::{DriverError, Error, Result};
-pub use fault::{AllocTracker, FaultSite, MemoryCounters, Reservation};
+pub use fault::{AllocTracker, FaultSite, MemoryCounters, Reservation, Reserved};
 pub use plan::DEFAULT_SCRATCH_CAP;
+pub use port::{RawBackend, leaves_then_transpose_in_turn};
 pub use shape::{
     CopyRange, DIGEST_BYTES, DIGEST_WORDS, ELEM_BYTES, HashKind, LdeParams, LeafLayout, LeafSpec, MAX_LOG_DOMAIN,
     MatrixShape, TreeShape,

@@ -25,7 +25,7 @@ use std::fmt;
 use crate::error::{Error, Result};
 use crate::field::LdeTwiddles;
 use crate::plan::TransposeGeometry;
-use crate::shape::{LdeParams, LeafLayout, TreeShape};
+use crate::shape::{ELEM_BYTES, LdeParams, LeafLayout, TreeShape};
 
 /// Default share of device memory a commit may use: 80%.
 pub const DEFAULT_BUDGET_FRACTION: f64 = 0.8;
@@ -66,19 +66,27 @@ impl MemoryModel {
     /// The model of `shape`.
     ///
     /// # Errors
-    /// [`Error::ScratchTooSmall`] when the scratch cap cannot transpose the LDE.
+    /// [`Error::ScratchTooSmall`] when the scratch cap cannot transpose the LDE;
+    /// [`Error::SizeOverflow`] when the terms' sum (or the split trees' bytes) overflows `usize`:
+    /// no device holds such a commit, and every later sum of the model is then safe.
     pub fn of(shape: &CommitShape) -> Result<Self> {
         let lde_shape = shape.lde.lde_shape();
         let leaves = shape.layout.leaf_count(lde_shape.rows()).max(1);
-        let trees = TreeShape::new(leaves)?.bytes() * if shape.split { 2 } else { 1 };
         let scratch = TransposeGeometry::new(lde_shape, shape.scratch_cap)?.scratch_bytes();
-        Ok(Self {
-            lde: lde_shape.bytes(),
-            trace: if shape.snapshot { shape.lde.trace().bytes() } else { 0 },
-            trees,
-            scratch,
-            twiddles: LdeTwiddles::bytes_for(shape.lde.log_trace_rows(), shape.lde.log_blowup()),
-        })
+        let tree_bytes = TreeShape::new(leaves)?.bytes();
+        let lde = lde_shape.bytes();
+        let trace = if shape.snapshot { shape.lde.trace().bytes() } else { 0 };
+        let twiddles = LdeTwiddles::bytes_for(shape.lde.log_trace_rows(), shape.lde.log_blowup());
+        let split = if shape.split { 2 } else { 1 };
+        let sum = [lde, trace, scratch, twiddles].iter().map(|&b| b as u128).sum::<u128>() + tree_bytes as u128 * split;
+        if sum > usize::MAX as u128 {
+            let elems = usize::try_from(sum / ELEM_BYTES as u128).unwrap_or(usize::MAX);
+            return Err(Error::SizeOverflow {
+                what: "commit memory model (LDE, trace, trees, scratch, twiddles)",
+                elems,
+            });
+        }
+        Ok(Self { lde, trace, trees: tree_bytes * split as usize, scratch, twiddles })
     }
 
     /// The terms with their names, in report order.
@@ -92,9 +100,10 @@ impl MemoryModel {
         ]
     }
 
-    /// The sum of all terms, in bytes.
+    /// The sum of all terms, in bytes. A model from [`MemoryModel::of`] always fits `usize`; a
+    /// hand-built one that does not saturates at `usize::MAX` (more than any device holds).
     pub fn total(&self) -> usize {
-        self.terms().iter().map(|t| t.1).sum()
+        self.terms().iter().fold(0usize, |sum, t| sum.saturating_add(t.1))
     }
 }
 
@@ -188,6 +197,32 @@ mod tests {
 
     fn gib(bytes: usize) -> f64 {
         bytes as f64 / GIB as f64
+    }
+
+    #[test]
+    fn a_commit_whose_bytes_overflow_is_refused_by_the_model() {
+        // 2^32 x 2^28: the LDE is 2^63 B, and so is the snapshot; together 2^64 B.
+        let trace = MatrixShape::new(1 << 32, 1 << 28).unwrap();
+        let shape = |snapshot, split| CommitShape {
+            lde: LdeParams::new(trace, 1, 7).unwrap(),
+            layout: LeafLayout::Rows,
+            split,
+            scratch_cap: 8 << 30,
+            snapshot,
+        };
+        for (snapshot, split) in [(true, false), (true, true)] {
+            let err = MemoryModel::of(&shape(snapshot, split)).unwrap_err();
+            assert!(matches!(err, Error::SizeOverflow { elems, .. } if elems >= 1 << 61), "{err}");
+            assert!(err.to_string().contains("commit memory model"), "{err}");
+        }
+        // Without the snapshot it fits usize (no device holds it, which admission says).
+        let m = MemoryModel::of(&shape(false, false)).unwrap();
+        assert!(m.total() > 1 << 63 && m.total() < usize::MAX, "{}", m.total());
+        let refusal = admit(&m, 1 << 40, usize::MAX - 5).unwrap_err();
+        assert!(matches!(refusal, Error::Refused(_)), "{refusal}");
+        // A hand-built model saturates instead of wrapping.
+        let huge = MemoryModel { lde: usize::MAX, trace: usize::MAX, trees: 1, scratch: 1, twiddles: 1 };
+        assert_eq!(huge.total(), usize::MAX);
     }
 
     #[test]

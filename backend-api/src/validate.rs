@@ -5,13 +5,15 @@
 //! one call: a buffer that does not hold the shape, a scratch cap too small for one run, a digest
 //! offset past the output, a range past a buffer's end, a size whose bytes overflow `usize`.
 //!
-//! Every backend calls the function named after the operation first, before it allocates or
-//! issues any device work, and then trusts its parameters (the way wgpu-core validates every call
-//! before wgpu-hal runs it). So every backend refuses the same calls with the same typed errors,
-//! and the conformance suite checks each refusal on every backend. Copy batches are checked by
-//! [`crate::copy::validate_batch`].
+//! The checked front ([`Backend`](crate::Backend)) calls the function named after the operation,
+//! and [`owned`] for every buffer argument, before the backend's
+//! [`RawBackend`](crate::RawBackend) method runs; the backend then trusts its parameters (the way
+//! wgpu-core validates every call before wgpu-hal runs it). So every backend, a port included,
+//! refuses the same calls with the same typed errors, and the conformance suite checks each
+//! refusal on every backend. Copy batches are checked by [`crate::copy::validate_batch`].
 
 use crate::error::{Error, Result};
+use crate::fault::AllocTracker;
 use crate::plan::TransposeGeometry;
 use crate::shape::{DIGEST_WORDS, ELEM_BYTES, LdeParams, LeafSpec, MatrixShape, TreeShape};
 
@@ -147,6 +149,21 @@ pub fn coset_lde_from_host(params: &LdeParams, trace_len: usize, buf_len: usize)
     params.lde_shape().check_len("coset_lde_from_host buffer", buf_len)
 }
 
+/// A buffer whose bytes are reserved in `buffer_tracker`, passed to the backend whose tracker is
+/// `backend_tracker` (of type `backend`), as the argument `what`: accepted only when the two are
+/// the same tracker, the one the backend allocated the buffer through.
+///
+/// # Errors
+/// [`Error::ForeignBuffer`] naming `backend` and `what`.
+pub fn owned(
+    backend_tracker: &AllocTracker,
+    buffer_tracker: &AllocTracker,
+    backend: &'static str,
+    what: &'static str,
+) -> Result<()> {
+    if std::ptr::eq(backend_tracker, buffer_tracker) { Ok(()) } else { Err(Error::ForeignBuffer { backend, what }) }
+}
+
 /// `[start, start + len)` within a buffer of `buf_len` elements.
 fn range(what: &'static str, start: usize, len: usize, buf_len: usize) -> Result<()> {
     match start.checked_add(len) {
@@ -159,6 +176,15 @@ fn range(what: &'static str, start: usize, len: usize, buf_len: usize) -> Result
 mod tests {
     use super::*;
     use crate::shape::{HashKind, LeafLayout};
+
+    #[test]
+    fn a_buffer_belongs_to_the_tracker_it_was_reserved_in() {
+        let (a, b) = (AllocTracker::new(), AllocTracker::new());
+        owned(&a, &a, "B", "write").unwrap();
+        let err = owned(&a, &b, "B", "write").unwrap_err();
+        assert!(matches!(err, Error::ForeignBuffer { backend: "B", what: "write" }), "{err}");
+        assert!(err.to_string().contains("another B instance"), "{err}");
+    }
 
     #[test]
     fn allocation_sizes_overflow_at_usize_max_over_8() {

@@ -41,10 +41,7 @@ mod transpose;
 
 use std::sync::Arc;
 
-use backend_api::{
-    AllocTracker, Backend, CopyRange, DeviceBuffer, DeviceInfo, HashKind, LdeParams, LeafSpec, MatrixShape, Result,
-    TreeShape, validate,
-};
+use backend_api::{AllocTracker, CopyRange, DeviceInfo, HashKind, LdeParams, LeafSpec, MatrixShape, Result, TreeShape};
 
 pub use memory::{CpuBuffer, CpuDownload};
 
@@ -76,7 +73,7 @@ impl CpuBackend {
     }
 }
 
-impl Backend for CpuBackend {
+impl backend_api::RawBackend for CpuBackend {
     type Buffer = CpuBuffer;
     type Download = CpuDownload;
     /// Ordinary memory: the CPU backend has no bus to cross.
@@ -101,13 +98,11 @@ impl Backend for CpuBackend {
     }
 
     fn write(&self, buf: &mut CpuBuffer, offset: usize, host: &[u64]) -> Result<()> {
-        validate::write(buf.len(), offset, host.len())?;
         par_copy(&mut buf.as_mut_slice()[offset..offset + host.len()], host);
         Ok(())
     }
 
     fn download(&self, buf: &CpuBuffer, offset: usize, out: &mut [u64]) -> Result<()> {
-        validate::download(buf.len(), offset, out.len())?;
         par_copy(out, &buf.as_slice()[offset..offset + out.len()]);
         Ok(())
     }
@@ -161,7 +156,7 @@ impl Backend for CpuBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use backend_api::{DIGEST_WORDS, Error, LeafLayout, PendingDownload, digests_from_words};
+    use backend_api::{Backend, DIGEST_WORDS, DeviceBuffer, Error, LeafLayout, PendingDownload, digests_from_words};
 
     #[test]
     fn info_reports_the_cpu_and_the_simulated_memory() {

@@ -9,7 +9,9 @@
 
 use std::sync::Arc;
 
-use backend_api::{AllocTracker, DeviceBuffer, DeviceInfo, ELEM_BYTES, Error, PendingDownload, Result, validate};
+use backend_api::{
+    AllocTracker, DeviceBuffer, DeviceInfo, ELEM_BYTES, Error, PendingDownload, Reserved, Result, validate,
+};
 use rayon::prelude::*;
 
 /// Elements per parallel task when filling or copying large slices (256 KiB of `u64`).
@@ -46,6 +48,10 @@ impl DeviceBuffer for CpuBuffer {
     fn len(&self) -> usize {
         self.data.len()
     }
+
+    fn tracker(&self) -> &AllocTracker {
+        &self.tracker
+    }
 }
 
 impl Drop for CpuBuffer {
@@ -79,7 +85,7 @@ impl Allocator {
         let reservation = self.reserve_host(bytes)?;
         let mut data = Vec::new();
         if data.try_reserve_exact(len).is_err() {
-            drop(reservation);
+            reservation.refuse();
             return Err(self.out_of_memory(bytes));
         }
         advise_huge_pages(data.as_ptr(), len * ELEM_BYTES);
@@ -87,7 +93,7 @@ impl Allocator {
         data.par_extend(fill.with_min_len(COPY_CHUNK));
         debug_assert_eq!(data.len(), len);
         // The buffer takes the reservation over: its `Drop` releases the bytes.
-        std::mem::forget(reservation);
+        reservation.keep();
         Ok(CpuBuffer { data, bytes, tracker: Arc::clone(&self.tracker) })
     }
 
@@ -97,15 +103,22 @@ impl Allocator {
     /// # Errors
     /// An injected fault, or [`Error::OutOfMemory`] past the simulated limit.
     pub(crate) fn reserve_host(&self, bytes: usize) -> Result<Reservation<'_>> {
-        self.tracker.reserve(bytes)?;
-        let guard = Reservation { tracker: &self.tracker, bytes };
+        // Past the simulated limit the request is refused before the tracker counts it; the
+        // check after the reservation catches a concurrent one that took the room meanwhile.
+        let over = |live: usize| self.limit.is_some_and(|limit| live.checked_add(bytes).is_none_or(|l| l > limit));
+        // No host gives one allocation larger than its memory; asking would only let an
+        // overcommitting kernel promise pages it cannot give.
+        if over(self.tracker.counters().live) || bytes > host_total() {
+            return Err(self.out_of_memory(bytes));
+        }
+        let reserved = self.tracker.reserve(bytes)?;
         if let Some(limit) = self.limit
             && self.tracker.counters().live > limit
         {
-            drop(guard);
+            self.tracker.refuse(reserved);
             return Err(self.out_of_memory(bytes));
         }
-        Ok(guard)
+        Ok(Reservation { tracker: &self.tracker, bytes: Some(reserved) })
     }
 
     /// A zero-filled buffer of `len` elements.
@@ -147,12 +160,29 @@ impl Allocator {
 #[must_use = "the reservation is released when the guard drops"]
 pub(crate) struct Reservation<'a> {
     tracker: &'a AllocTracker,
-    bytes: usize,
+    /// `None` once handed over ([`Reservation::keep`]) or refused.
+    bytes: Option<Reserved>,
+}
+
+impl Reservation<'_> {
+    /// The allocation the bytes were for failed: give them back, and the peak with them.
+    pub(crate) fn refuse(mut self) {
+        if let Some(r) = self.bytes.take() {
+            self.tracker.refuse(r);
+        }
+    }
+
+    /// The allocation succeeded and its owner releases the bytes from now on.
+    pub(crate) fn keep(mut self) {
+        self.bytes = None;
+    }
 }
 
 impl Drop for Reservation<'_> {
     fn drop(&mut self) {
-        self.tracker.release(self.bytes);
+        if let Some(r) = self.bytes.take() {
+            self.tracker.release(r.bytes());
+        }
     }
 }
 
@@ -179,6 +209,12 @@ fn advise_huge_pages(ptr: *const u64, bytes: usize) {
 }
 
 /// `(MemTotal, MemAvailable)` from `/proc/meminfo`, in bytes.
+/// The host's `MemTotal` in bytes, read once (`usize::MAX` where `/proc/meminfo` does not say).
+fn host_total() -> usize {
+    static TOTAL: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *TOTAL.get_or_init(|| host_memory().map_or(usize::MAX, |(total, _)| total))
+}
+
 fn host_memory() -> Option<(usize, usize)> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
     let field = |name: &str| -> Option<usize> {

@@ -71,7 +71,7 @@ pub(crate) fn hash_leaves_into(
     let kernel = device.kernel(Source::Hash, name, 0)?;
     let params = LeafParams {
         matrix: matrix.ptr(),
-        out: out.ptr() + (start * ELEM_BYTES) as u64,
+        out: out.ptr_at(start),
         cols: shape.cols() as u64,
         c0: spec.cols().start as u64,
         width: (spec.cols().end - spec.cols().start) as u64,
@@ -164,16 +164,21 @@ impl BlockPassLeaves {
                     && s.hash() == hash
                     && !(hash == HashKind::Blake3 && long_leaf(s.leaf_bytes()))
             });
-        fits.then(|| Self {
-            hash,
-            trees: jobs
-                .iter()
-                .map(|(s, out, digest)| {
-                    let cols = s.cols();
-                    (out.ptr() + (digest * DIGEST_WORDS * ELEM_BYTES) as u64, cols.start as u64, cols.len() as u64)
-                })
-                .collect(),
-        })
+        if !fits {
+            return None;
+        }
+        // Each output address from its validated digest offset, through the bounds-checked
+        // `ptr_at`: an offset past the output (which the front refuses first) never becomes an
+        // address.
+        let trees = jobs
+            .iter()
+            .map(|(s, out, digest)| {
+                let first = digest.checked_mul(DIGEST_WORDS).filter(|&e| e <= out.len())?;
+                let cols = s.cols();
+                Some((out.ptr_at(first), cols.start as u64, cols.len() as u64))
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(Self { hash, trees })
     }
 
     /// Blocks of a plan of `full_blocks` whose leaves go first, in one launch, when the host has

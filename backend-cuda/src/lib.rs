@@ -60,10 +60,11 @@ mod transpose;
 
 use std::sync::Arc;
 
+#[cfg(doc)]
+use backend_api::Backend;
 use backend_api::DeviceBuffer as _;
 use backend_api::{
-    AllocTracker, Backend, CopyRange, DeviceInfo, Error, HashKind, LdeParams, LeafJob, LeafSpec, MatrixShape, Result,
-    TreeShape, validate,
+    AllocTracker, CopyRange, DeviceInfo, Error, HashKind, LdeParams, LeafJob, LeafSpec, MatrixShape, Result, TreeShape,
 };
 
 pub use host::PinnedHost;
@@ -443,7 +444,9 @@ impl Timer {
     }
 }
 
-impl Backend for CudaBackend {
+/// The port behind [`Backend`]: the front has checked every argument (ownership included) before
+/// a method here runs.
+impl backend_api::RawBackend for CudaBackend {
     type Buffer = CudaBuffer;
     type Download = CudaDownload;
     type HostBuffer = PinnedHost;
@@ -471,8 +474,6 @@ impl Backend for CudaBackend {
     }
 
     fn write(&self, buf: &mut CudaBuffer, offset: usize, host: &[u64]) -> Result<()> {
-        self.check_owned(buf)?;
-        backend_api::validate::write(buf.len(), offset, host.len())?;
         memory::write(buf, offset, host)
     }
 
@@ -483,12 +484,10 @@ impl Backend for CudaBackend {
     }
 
     fn download(&self, buf: &CudaBuffer, offset: usize, out: &mut [u64]) -> Result<()> {
-        self.check_owned(buf)?;
         memory::download(buf, offset, out)
     }
 
     fn queue_download(&self, buf: &CudaBuffer) -> Result<CudaDownload> {
-        self.check_owned(buf)?;
         memory::queue_download(buf)
     }
 
@@ -497,18 +496,14 @@ impl Backend for CudaBackend {
     }
 
     fn transpose_in_place(&self, buf: &mut CudaBuffer, shape: MatrixShape, scratch_cap: usize) -> Result<()> {
-        self.check_owned(buf)?;
         transpose::transpose_in_place(&self.device, buf, shape, scratch_cap, self.options.transpose_route)
     }
 
     fn batched_copy(&self, src: &CudaBuffer, dst: &mut CudaBuffer, copies: &[CopyRange]) -> Result<()> {
-        self.check_owned(src)?;
-        self.check_owned(dst)?;
         copy::batched_copy(&self.device, src, dst, copies)
     }
 
     fn batched_copy_within(&self, buf: &mut CudaBuffer, copies: &[CopyRange]) -> Result<()> {
-        self.check_owned(buf)?;
         copy::batched_copy_within(&self.device, buf, copies)
     }
 
@@ -520,8 +515,6 @@ impl Backend for CudaBackend {
         out: &mut CudaBuffer,
         out_digest: usize,
     ) -> Result<()> {
-        self.check_owned(matrix)?;
-        self.check_owned(out)?;
         hash::hash_leaves_into(&self.device, matrix, shape, spec, out, out_digest)
     }
 
@@ -532,11 +525,6 @@ impl Backend for CudaBackend {
         jobs: &mut [LeafJob<'_, CudaBuffer>],
         scratch_cap: usize,
     ) -> Result<()> {
-        // Every buffer is this device's before anything is written, fused or not.
-        self.check_owned(buf)?;
-        for job in jobs.iter() {
-            self.check_owned(job.out)?;
-        }
         let fused = self
             .options
             .fused_leaves
@@ -546,8 +534,6 @@ impl Backend for CudaBackend {
             .flatten();
         match fused {
             Some(leaves) => {
-                let specs: Vec<_> = jobs.iter().map(|j| (j.spec, j.out.len(), j.out_digest)).collect();
-                validate::leaves_then_transpose(shape, buf.len(), &specs, scratch_cap)?;
                 let route = self.options.transpose_route;
                 transpose::transpose_hashing(&self.device, buf, shape, scratch_cap, route, Some(&leaves))
             }
@@ -556,12 +542,10 @@ impl Backend for CudaBackend {
     }
 
     fn merkle_tree_in_place(&self, nodes: &mut CudaBuffer, tree: TreeShape, hash: HashKind) -> Result<()> {
-        self.check_owned(nodes)?;
         merkle::merkle_tree_in_place(&self.device, nodes, tree, hash)
     }
 
     fn coset_lde_in_place(&self, buf: &mut CudaBuffer, params: &LdeParams) -> Result<()> {
-        self.check_owned(buf)?;
         lde::coset_lde_in_place(&self.device, &self.options, buf, params)
     }
 
@@ -573,7 +557,6 @@ impl Backend for CudaBackend {
     /// columns take the default route ([`Backend::write`], then [`Backend::coset_lde_in_place`]).
     /// Returns once the copies are done (the host slice is free again); the LDE may still run.
     fn coset_lde_from_host(&self, buf: &mut CudaBuffer, trace: &[u64], params: &LdeParams) -> Result<()> {
-        self.check_owned(buf)?;
         lde::coset_lde_from_host(&self.device, &self.options, buf, trace, params)
     }
 
@@ -581,7 +564,6 @@ impl Backend for CudaBackend {
     /// so the trace is never copied into the LDE buffer first (the default's batched copy, 2.5 ms
     /// of a 2^21 x 316 trace on an H200); the rest is the in-place LDE.
     fn coset_lde(&self, trace: &CudaBuffer, params: &LdeParams) -> Result<CudaBuffer> {
-        self.check_owned(trace)?;
         lde::coset_lde_from_trace(&self.device, &self.options, trace, params)
     }
 
@@ -589,7 +571,6 @@ impl Backend for CudaBackend {
     /// rows `B*p` in one launch (in place, that pass runs as a dozen launches from the top down,
     /// the last few too small to fill the device).
     fn coset_lde_owned(&self, trace: CudaBuffer, params: &LdeParams) -> Result<CudaBuffer> {
-        self.check_owned(&trace)?;
         lde::coset_lde_owned(&self.device, &self.options, trace, params)
     }
 }

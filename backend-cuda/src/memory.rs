@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use backend_api::{DeviceBuffer, ELEM_BYTES, Error, FaultSite, PendingDownload, Result, validate};
+use backend_api::{AllocTracker, DeviceBuffer, ELEM_BYTES, Error, FaultSite, PendingDownload, Result, validate};
 use cudarc::driver::result as cu;
 use cudarc::driver::sys;
 
@@ -32,6 +32,10 @@ impl DeviceBuffer for CudaBuffer {
     fn len(&self) -> usize {
         self.len
     }
+
+    fn tracker(&self) -> &AllocTracker {
+        &self.device.tracker
+    }
 }
 
 impl CudaBuffer {
@@ -50,7 +54,7 @@ impl CudaBuffer {
     /// As [`CudaBuffer::alloc`].
     pub(crate) fn alloc_from(device: &Arc<Device>, len: usize, pool: Option<sys::CUmemoryPool>) -> Result<Self> {
         let bytes = validate::alloc_bytes(len)?;
-        device.tracker.reserve(bytes)?;
+        let reserved = device.tracker.reserve(bytes)?;
         let ptr = if bytes == 0 {
             0
         } else {
@@ -84,7 +88,7 @@ impl CudaBuffer {
             match allocated {
                 Ok(p) => p,
                 Err(e) => {
-                    device.tracker.release(bytes);
+                    device.tracker.refuse(reserved);
                     return Err(e);
                 }
             }
@@ -127,7 +131,14 @@ impl CudaBuffer {
     }
 
     /// The device address of element `i` (no bounds check; callers check ranges first).
+    ///
+    /// # Panics
+    /// When `i` is past the buffer's end: every offset is validated before any address is made
+    /// from it (the front of `Backend` checks every range), so this is a bug in this crate, and a
+    /// panic is the answer that never launches a kernel at another buffer's address.
     pub(crate) fn ptr_at(&self, i: usize) -> sys::CUdeviceptr {
+        assert!(i <= self.len, "element {i} is past the end of a buffer of {} elements", self.len);
+        // `i * 8 <= len * 8`, the allocation's size, which fits usize.
         self.ptr + (i * ELEM_BYTES) as u64
     }
 

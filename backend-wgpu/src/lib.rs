@@ -44,10 +44,10 @@ mod transpose;
 
 use std::sync::Arc;
 
+#[cfg(doc)]
+use backend_api::Backend;
 use backend_api::DeviceBuffer as _;
-use backend_api::{
-    AllocTracker, Backend, CopyRange, DeviceInfo, HashKind, LdeParams, LeafSpec, MatrixShape, Result, TreeShape,
-};
+use backend_api::{AllocTracker, CopyRange, DeviceInfo, HashKind, LdeParams, LeafSpec, MatrixShape, Result, TreeShape};
 
 pub use context::{DeviceTime, PipelinePrep, WgpuError};
 pub use memory::{WgpuBuffer, WgpuDownload};
@@ -182,6 +182,9 @@ impl WgpuBackend {
     /// # Errors
     /// `Error::LengthMismatch` when the lengths differ; a device error.
     pub fn raw_copy(&self, src: &WgpuBuffer, dst: &mut WgpuBuffer) -> Result<()> {
+        let tracker = &self.gpu.tracker;
+        backend_api::validate::owned(tracker, src.tracker(), "WgpuBackend", "raw_copy source")?;
+        backend_api::validate::owned(tracker, dst.tracker(), "WgpuBackend", "raw_copy destination")?;
         memory::raw_copy(&self.gpu, src, dst)
     }
 
@@ -284,7 +287,9 @@ impl WgpuBackend {
     }
 }
 
-impl Backend for WgpuBackend {
+/// The port behind [`Backend`]: the front has checked every argument (ownership included) before
+/// a method here runs.
+impl backend_api::RawBackend for WgpuBackend {
     type Buffer = WgpuBuffer;
     type Download = WgpuDownload;
     /// Ordinary host memory. wgpu has no page-locked memory to hand out: a large upload is copied
@@ -325,7 +330,6 @@ impl Backend for WgpuBackend {
 
     fn write(&self, buf: &mut WgpuBuffer, offset: usize, host: &[u64]) -> Result<()> {
         self.gpu.check("write")?;
-        backend_api::validate::write(buf.len(), offset, host.len())?;
         memory::write(&self.gpu, buf, offset, host)
     }
 

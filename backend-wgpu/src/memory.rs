@@ -21,7 +21,7 @@
 
 use std::sync::Arc;
 
-use backend_api::{DeviceBuffer, Error, PendingDownload, Result, validate};
+use backend_api::{AllocTracker, DeviceBuffer, Error, PendingDownload, Result, validate};
 
 use crate::context::{Gpu, NAME, lock};
 use crate::staging;
@@ -112,6 +112,10 @@ impl std::fmt::Debug for WgpuBuffer {
 impl DeviceBuffer for WgpuBuffer {
     fn len(&self) -> usize {
         self.len
+    }
+
+    fn tracker(&self) -> &AllocTracker {
+        &self.gpu.tracker
     }
 }
 
@@ -205,18 +209,38 @@ impl WgpuBuffer {
 }
 
 /// Allocates `len` elements (contents unspecified).
+///
+/// # Errors
+/// [`Error::SizeOverflow`]; [`Error::OutOfMemory`] at once for more bytes than the device has
+/// (so that no such buffer is built segment by segment before the device runs out), or when a
+/// segment cannot be made; an injected fault. Nothing stays reserved, and the peak does not count
+/// a refused allocation.
 pub(crate) fn alloc(gpu: &Arc<Gpu>, len: usize) -> Result<WgpuBuffer> {
     let bytes = validate::alloc_bytes(len)?;
-    gpu.tracker.reserve(bytes)?;
-    // From here on, dropping `buf` returns what it holds and releases the reservation.
-    let mut buf = WgpuBuffer { gpu: gpu.clone(), segs: Vec::new(), len, bytes, home: Home::Segments };
+    let total = gpu.hw.total_memory;
+    if total > 0 && bytes > total {
+        let free = total.saturating_sub(gpu.tracker.counters().live);
+        return Err(Error::OutOfMemory { backend: NAME, requested: bytes, free, total });
+    }
+    let reserved = gpu.tracker.reserve(bytes)?;
+    // Until every segment is made the buffer holds no reserved bytes: dropping it returns the
+    // segments made so far to the pool, and the reservation is refused apart.
+    let mut buf = WgpuBuffer { gpu: gpu.clone(), segs: Vec::new(), len, bytes: 0, home: Home::Segments };
     let s = gpu.seg_elems();
     let mut left = len;
     while left > 0 {
         let n = left.min(s);
-        buf.segs.push(segment(gpu, (n * 8) as u64)?);
+        match segment(gpu, (n * 8) as u64) {
+            Ok(seg) => buf.segs.push(seg),
+            Err(e) => {
+                drop(buf);
+                gpu.tracker.refuse(reserved);
+                return Err(e);
+            }
+        }
         left -= n;
     }
+    buf.bytes = bytes;
     Ok(buf)
 }
 
@@ -255,12 +279,12 @@ pub(crate) fn upload_table(gpu: &Arc<Gpu>, parts: &[&[u64]], what: &str) -> Resu
              max_buffer_size {limit} B)"
         )));
     }
-    gpu.tracker.reserve(bytes)?;
+    let reserved = gpu.tracker.reserve(bytes)?;
     let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST;
     let seg = match gpu.create_buffer("backend-wgpu table", bytes.max(8) as u64, usage) {
         Ok(b) => b,
         Err(e) => {
-            gpu.tracker.release(bytes);
+            gpu.tracker.refuse(reserved);
             return Err(e);
         }
     };

@@ -87,7 +87,8 @@ impl CommitPlan {
     ///   domain `N = rows * blowup` above 2^32;
     /// - [`Error::InvalidArgument`]: a zero shift, a split column outside `1..cols`, the
     ///   `lambda-vm-pairs` layout with `N < 2`;
-    /// - [`Error::ScratchTooSmall`]: a scratch cap that cannot hold one run of the LDE's transpose.
+    /// - [`Error::ScratchTooSmall`]: a scratch cap that cannot hold one run of the LDE's transpose;
+    /// - [`Error::SizeOverflow`]: a commit whose modelled bytes overflow `usize`.
     pub fn new(rows: usize, cols: usize, params: &CommitParams) -> Result<Self> {
         let trace = MatrixShape::new(rows, cols)?;
         let lde = LdeParams::new(trace, params.blowup, params.shift)?;

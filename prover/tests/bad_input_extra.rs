@@ -186,6 +186,16 @@ fn bad_inputs_not_in_the_table() {
         &["invalid shape: 18446744073709551615 x 2 u64 overflows the address space"],
     );
     expect(&["commit", "--log-rows", "4", "--cols", "2305843009213693952"], 2, &["overflows the address space"]);
+    // A shape that fits, with a snapshot that does not: 2^32 x 2^28 is 2^63 B, and the snapshot
+    // doubles it. The plan names the overflow instead of wrapping it into a fit.
+    let huge = ["--log-rows", "32", "--cols", "268435456", "--blowup", "1", "--scratch-cap", "8GiB"];
+    let plan = |extra: &[&'static str]| [&["plan"][..], &huge, extra].concat();
+    expect(&plan(&["--snapshot", "--memory", "1TiB"]), 2, &["commit memory model", "overflows the address space"]);
+    // Without the snapshot the model fits usize, and no device of 1 TiB holds it.
+    let out = prover(&plan(&["--memory", "1TiB"]));
+    let (stdout, stderr) = text(&out);
+    assert_ne!(out.status.code(), Some(0), "a 8 EiB commit fits 1 TiB?\n{stdout}{stderr}");
+    assert!(!stdout.contains("FITS"), "{stdout}");
     // Out-of-range and unparsable flag values (clap).
     expect(&["commit", "--log-rows", "64"], 2, &["invalid value '64' for '--log-rows <LOG_ROWS>'"]);
     expect(&["commit", "--shift", "seven"], 2, &["invalid value 'seven' for '--shift <SHIFT>'"]);

@@ -299,6 +299,10 @@ static SERIAL: Mutex<()> = Mutex::new(());
 /// The check's own failure, `"backend panicked in <check>: <message>"`, or a [`Failure`] for
 /// memory left allocated.
 pub fn run_check_outcome<B: Backend>(backend: &B, name: &str, check: Check<B>) -> Outcome {
+    run_check_outcome_with(backend, name, &check)
+}
+
+fn run_check_outcome_with<B: Backend>(backend: &B, name: &str, check: &dyn Fn(&B) -> Outcome) -> Outcome {
     let _serial = SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let info = backend.info();
     println!(
@@ -449,8 +453,32 @@ macro_rules! __conformance_checks {
             memory::memory_counters,
             memory::memory_queue_download_snapshot,
             memory::memory_fault_injection,
+            memory::memory_huge_allocations,
         }
     };
+}
+
+/// A check that needs more instances of the backend than the one it is given: it makes them with
+/// `make` (the suite's constructor expression).
+pub type InstanceCheck<B> = fn(&B, &dyn Fn() -> backend_api::Result<B>) -> Outcome;
+
+/// Every [`InstanceCheck`] of the suite, by name.
+pub fn instance_checks<B: Backend>() -> Vec<(&'static str, InstanceCheck<B>)> {
+    vec![("memory_foreign_buffers", memory::memory_foreign_buffers::<B> as InstanceCheck<B>)]
+}
+
+/// Runs one [`InstanceCheck`] as [`run_check_outcome`] runs a check.
+///
+/// # Errors
+/// As [`run_check_outcome`].
+pub fn run_instance_check_outcome<B: Backend>(
+    backend: &B,
+    make: &dyn Fn() -> backend_api::Result<B>,
+    name: &str,
+    check: InstanceCheck<B>,
+) -> Outcome {
+    let bound = |b: &B| check(b, make);
+    run_check_outcome_with(backend, name, &bound)
 }
 
 /// Generates one `#[test]` per check of the suite for a backend type.
@@ -473,7 +501,40 @@ macro_rules! conformance_suite {
         $crate::__backend_once!(__conformance_backend, $ty, $make);
 
         $crate::__conformance_checks!(tests $ty, $require_env);
+
+        #[test]
+        fn memory_foreign_buffers() {
+            let required = ::std::env::var($require_env).as_deref() == Ok("1");
+            let make = || -> $crate::backend_api::Result<$ty> { ($make)() };
+            $crate::run_instance_check::<$ty>(
+                __conformance_backend(),
+                &make,
+                stringify!($ty),
+                "memory_foreign_buffers",
+                $require_env,
+                required,
+                $crate::memory::memory_foreign_buffers::<$ty>,
+            );
+        }
     };
+}
+
+/// The body of the test [`conformance_suite!`] generates for an [`InstanceCheck`].
+///
+/// # Panics
+/// As [`run_check`].
+pub fn run_instance_check<B: Backend>(
+    backend: Result<&B, &str>,
+    make: &dyn Fn() -> backend_api::Result<B>,
+    backend_name: &str,
+    name: &str,
+    require_env: &str,
+    required: bool,
+    check: InstanceCheck<B>,
+) {
+    run_or_skip(backend, backend_name, name, require_env, required, |b| {
+        run_instance_check_outcome(b, make, name, check)
+    });
 }
 
 /// Expands the list of checks into tests or a vector; not for direct use.

@@ -138,6 +138,117 @@ pub fn memory_size_overflow<B: Backend>(backend: &B) -> Outcome {
     Ok(())
 }
 
+/// Allocations whose bytes fit `usize` but no device holds (`usize::MAX / 8` elements, 2^60 bytes,
+/// and the device's total memory plus one element) are refused with a typed out-of-memory error
+/// at once: no panic, no hang (no backend may build such a buffer piece by piece before it finds
+/// out), nothing left live, and the peak does not count the refused bytes.
+///
+/// # Errors
+/// An allocation that succeeds or fails untyped, or counters that keep the refused bytes.
+pub fn memory_huge_allocations<B: Backend>(backend: &B) -> Outcome {
+    let before = backend.memory();
+    backend.tracker().reset_peak();
+    let peak = backend.memory().peak;
+    let total = backend.info().total_memory;
+    let mut lens = vec![usize::MAX / 8, 1 << 57];
+    if total > 0 && total < usize::MAX / 2 {
+        lens.push(total / 8 + 1);
+    }
+    for len in lens {
+        let what = format!("alloc({len}) ({} B, the device has {total} B)", len as u128 * 8);
+        let err = expect_error(backend.alloc(len), &what, |e| e.is_out_of_memory())?;
+        ensure!(!matches!(err, Error::SizeOverflow { .. }), "{what}: bytes that fit usize refused as an overflow");
+        let now = backend.memory();
+        ensure!(now.live == before.live, "{what}: {} B live after the refusal, {} B before", now.live, before.live);
+        ensure!(now.peak == peak, "{what}: the peak counts the refused bytes: {} B, {peak} B before", now.peak);
+    }
+    Ok(())
+}
+
+/// A buffer is used only with the backend instance that allocated it. Every operation of `backend`
+/// given a buffer of another instance (made by `make`), in any argument, is refused with
+/// [`Error::ForeignBuffer`] and moves nothing: both instances' buffers keep their bytes. So is a
+/// buffer whose backend has been dropped. Neither instance is disturbed: a valid call on each
+/// still works afterwards.
+///
+/// # Errors
+/// A foreign buffer accepted, or refused with another error; a buffer whose bytes changed.
+pub fn memory_foreign_buffers<B: Backend>(backend: &B, make: &dyn Fn() -> backend_api::Result<B>) -> Outcome {
+    let mut g = Gen::new("memory_foreign_buffers");
+    let other = make().ctx("making a second backend instance")?;
+    let baseline = backend.memory().live;
+    let shape = MatrixShape::new(8, 4).expect("8 x 4");
+    let params = LdeParams::new(MatrixShape::new(4, 4).expect("4 x 4"), 2, 7).expect("blowup 2");
+    let spec = LeafSpec::new(HashKind::Keccak256, LeafLayout::Rows, 0..4).expect("4 columns");
+    let tree = backend_api::TreeShape::new(8).expect("8 leaves");
+    let (ours_data, theirs_data) = (g.matrix(32), g.matrix(32));
+    let mut ours = backend.upload(&ours_data).ctx("upload to the backend")?;
+    let mut theirs = other.upload(&theirs_data).ctx("upload to the other instance")?;
+    let mut our_nodes = backend.upload(&vec![5; tree.words()]).ctx("upload nodes")?;
+    let mut their_nodes = other.upload(&vec![6; tree.words()]).ctx("upload nodes to the other")?;
+    let foreign = |r: backend_api::Result<()>, what: &str| {
+        expect_error(r, format!("{what} with a buffer of another instance"), |e| {
+            matches!(e, Error::ForeignBuffer { .. })
+        })
+        .map(drop)
+    };
+    foreign(backend.write(&mut theirs, 0, &[7; 4]), "write")?;
+    foreign(backend.download(&theirs, 0, &mut [0; 4]), "download")?;
+    foreign(backend.queue_download(&theirs).map(drop), "queue_download")?;
+    foreign(backend.transpose_in_place(&mut theirs, shape, DEFAULT_SCRATCH_CAP), "transpose_in_place")?;
+    let copy = [CopyRange::new(0, 0, 4)];
+    foreign(backend.batched_copy(&theirs, &mut ours, &copy), "batched_copy (source)")?;
+    foreign(backend.batched_copy(&ours, &mut theirs, &copy), "batched_copy (destination)")?;
+    foreign(backend.batched_copy_within(&mut theirs, &[CopyRange::new(0, 8, 4)]), "batched_copy_within")?;
+    foreign(backend.hash_leaves_into(&theirs, shape, &spec, &mut our_nodes, 7), "hash_leaves_into (matrix)")?;
+    foreign(backend.hash_leaves_into(&ours, shape, &spec, &mut their_nodes, 7), "hash_leaves_into (output)")?;
+    let mut jobs = [backend_api::LeafJob { spec: &spec, out: &mut our_nodes, out_digest: 7 }];
+    foreign(backend.hash_leaves_then_transpose(&mut theirs, shape, &mut jobs, DEFAULT_SCRATCH_CAP), "leaves (matrix)")?;
+    let mut jobs = [backend_api::LeafJob { spec: &spec, out: &mut their_nodes, out_digest: 7 }];
+    foreign(backend.hash_leaves_then_transpose(&mut ours, shape, &mut jobs, DEFAULT_SCRATCH_CAP), "leaves (output)")?;
+    foreign(backend.merkle_tree_in_place(&mut their_nodes, tree, HashKind::Keccak256), "merkle_tree_in_place")?;
+    foreign(backend.coset_lde_in_place(&mut theirs, &params), "coset_lde_in_place")?;
+    foreign(backend.coset_lde_from_host(&mut theirs, &ours_data[..16], &params), "coset_lde_from_host")?;
+    let mut trace = other.upload(&theirs_data[..16]).ctx("upload a trace to the other")?;
+    foreign(backend.coset_lde(&trace, &params).map(drop), "coset_lde")?;
+    // The owned form frees the trace either way; the other instance's bytes go back to it.
+    let other_live = other.memory().live;
+    foreign(backend.coset_lde_owned(trace, &params).map(drop), "coset_lde_owned")?;
+    ensure!(other.memory().live + 128 == other_live, "a refused coset_lde_owned kept the other instance's trace");
+    trace = other.upload(&theirs_data[..16]).ctx("upload a trace to the other")?;
+    ensure_words_eq(
+        "the other instance's buffer after the refusals",
+        &theirs_data,
+        &other.download_vec(&theirs).ctx("download")?,
+    )?;
+    ensure_words_eq(
+        "the backend's buffer after the refusals",
+        &ours_data,
+        &backend.download_vec(&ours).ctx("download")?,
+    )?;
+    let nodes = other.download_vec(&their_nodes).ctx("download the other's nodes")?;
+    ensure!(nodes.iter().all(|&x| x == 6), "the other instance's node buffer changed");
+    let nodes = backend.download_vec(&our_nodes).ctx("download nodes")?;
+    ensure!(nodes.iter().all(|&x| x == 5), "the backend's node buffer changed");
+    // A buffer outliving its backend.
+    let gone = make().ctx("making a third backend instance")?;
+    let orphan = gone.upload(&ours_data).ctx("upload to the third instance")?;
+    drop(gone);
+    foreign(backend.download(&orphan, 0, &mut [0; 4]), "download of a buffer whose backend was dropped")?;
+    drop((orphan, trace, theirs, their_nodes));
+    // Both instances still work.
+    backend.transpose_in_place(&mut ours, shape, DEFAULT_SCRATCH_CAP).ctx("a valid transpose afterwards")?;
+    ensure_words_eq(
+        "a transpose after the refusals",
+        &reference::transpose(&ours_data, 8, 4),
+        &backend.download_vec(&ours).ctx("download")?,
+    )?;
+    let again = other.upload(&[1, 2, 3]).ctx("the other instance afterwards")?;
+    ensure_words_eq("the other instance afterwards", &[1, 2, 3], &other.download_vec(&again).ctx("download")?)?;
+    drop((ours, our_nodes, again));
+    ensure_live(backend, baseline, "memory_foreign_buffers")
+}
+
 /// `alloc(n)` and `upload` raise live bytes by at least `8n` and dropping gives them back; the
 /// allocation count grows; `reset_peak` then a larger allocation moves the peak.
 ///

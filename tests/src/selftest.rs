@@ -76,7 +76,13 @@ pub enum Bug {
     /// `hash_leaves_then_transpose` hashes each tree before it validates the next tree and the
     /// transpose: a refused call has written digests.
     LeavesBeforeValidation,
+    /// Every instance counts its bytes in one process-wide tracker, so a buffer's tracker cannot
+    /// tell one instance from another: the front then takes other instances' buffers for its own.
+    SharedTracker,
 }
+
+/// The one tracker of every [`Bug::SharedTracker`] instance.
+static SHARED_TRACKER: std::sync::LazyLock<Arc<AllocTracker>> = std::sync::LazyLock::new(Arc::default);
 
 pub struct HostBuffer {
     data: Vec<u64>,
@@ -93,6 +99,10 @@ impl Drop for HostBuffer {
 impl DeviceBuffer for HostBuffer {
     fn len(&self) -> usize {
         self.data.len()
+    }
+
+    fn tracker(&self) -> &AllocTracker {
+        &self.tracker
     }
 }
 
@@ -113,7 +123,8 @@ pub struct HostBackend {
 
 impl HostBackend {
     pub fn new(bug: Bug) -> Self {
-        Self { tracker: Arc::new(AllocTracker::new()), bug }
+        let tracker = if bug == Bug::SharedTracker { Arc::clone(&SHARED_TRACKER) } else { Arc::default() };
+        Self { tracker, bug }
     }
 
     fn hash(&self, kind: HashKind, bytes: &[u8]) -> [u8; 32] {
@@ -137,7 +148,7 @@ impl HostBackend {
     }
 }
 
-impl Backend for HostBackend {
+impl backend_api::RawBackend for HostBackend {
     type Buffer = HostBuffer;
     type Download = Ready;
     type HostBuffer = Vec<u64>;
@@ -158,13 +169,24 @@ impl Backend for HostBackend {
     fn alloc(&self, len: usize) -> Result<HostBuffer> {
         let bytes = if self.bug == Bug::TrustsParameters { len.wrapping_mul(8) } else { validate::alloc_bytes(len)? };
         let bytes = if self.bug == Bug::Untracked { 0 } else { bytes };
-        self.tracker.reserve(bytes)?;
+        let reserved = self.tracker.reserve(bytes)?;
         let fill = if self.bug == Bug::AssumesZeroTail { 0 } else { 0xdead_beef };
-        Ok(HostBuffer { data: vec![fill; len], bytes, tracker: self.tracker.clone() })
+        let mut data = Vec::new();
+        if data.try_reserve_exact(len).is_err() {
+            self.tracker.refuse(reserved);
+            return Err(backend_api::Error::OutOfMemory {
+                backend: "selftest-host",
+                requested: bytes,
+                free: 0,
+                total: 0,
+            });
+        }
+        data.resize(len, fill);
+        Ok(HostBuffer { data, bytes, tracker: self.tracker.clone() })
     }
 
     fn upload(&self, host: &[u64]) -> Result<HostBuffer> {
-        let mut b = self.alloc(host.len())?;
+        let mut b = backend_api::RawBackend::alloc(self, host.len())?;
         b.data.copy_from_slice(host);
         Ok(b)
     }
@@ -204,7 +226,7 @@ impl Backend for HostBackend {
         let g = plan.geometry;
         let scratch_len =
             if self.bug == Bug::ScratchOverCap { shape.len() + shape.cols() + 1 } else { g.scratch_elems };
-        let mut scratch = self.alloc(scratch_len)?;
+        let mut scratch = backend_api::RawBackend::alloc(self, scratch_len)?;
         plan.execute_host(&mut buf.data, &mut scratch.data);
         if self.bug == Bug::SwapRuns && g.full_blocks >= 2 && shape.cols() >= 2 {
             let r = g.run_rows;
@@ -295,12 +317,16 @@ impl Backend for HostBackend {
             validate::leaves_then_transpose(shape, buf.data.len(), &specs, scratch_cap)?;
         }
         if self.bug == Bug::LeavesAfterTranspose {
-            self.transpose_in_place(buf, shape, scratch_cap)?;
+            backend_api::RawBackend::transpose_in_place(self, buf, shape, scratch_cap)?;
         }
         for job in jobs.iter_mut() {
-            self.hash_leaves_into(buf, shape, job.spec, job.out, job.out_digest)?;
+            backend_api::RawBackend::hash_leaves_into(self, buf, shape, job.spec, job.out, job.out_digest)?;
         }
-        if self.bug == Bug::LeavesAfterTranspose { Ok(()) } else { self.transpose_in_place(buf, shape, scratch_cap) }
+        if self.bug == Bug::LeavesAfterTranspose {
+            Ok(())
+        } else {
+            backend_api::RawBackend::transpose_in_place(self, buf, shape, scratch_cap)
+        }
     }
 
     fn merkle_tree_in_place(&self, nodes: &mut HostBuffer, tree: TreeShape, hash: HashKind) -> Result<()> {
@@ -331,14 +357,14 @@ impl Backend for HostBackend {
 
     fn coset_lde_from_host(&self, buf: &mut HostBuffer, trace: &[u64], params: &LdeParams) -> Result<()> {
         validate::coset_lde_from_host(params, trace.len(), buf.data.len())?;
-        self.write(buf, 0, trace)?;
+        backend_api::RawBackend::write(self, buf, 0, trace)?;
         if self.bug != Bug::FromHostSkipsTailColumns {
-            return self.coset_lde_in_place(buf, params);
+            return backend_api::RawBackend::coset_lde_in_place(self, buf, params);
         }
         let m = params.trace().cols();
         let tail = m / 8 * 8;
         let before = buf.data.clone();
-        self.coset_lde_in_place(buf, params)?;
+        backend_api::RawBackend::coset_lde_in_place(self, buf, params)?;
         for (row, old) in buf.data.chunks_mut(m).zip(before.chunks(m)) {
             row[tail..].copy_from_slice(&old[tail..]);
         }
@@ -355,9 +381,13 @@ impl Backend for HostBackend {
         // The tables a real backend uploads (`LdeTwiddles::bytes_for`: the inverse twiddles and
         // the coset table, then the forward twiddles), allocated and tracked in that order; under
         // `TraceSizedTemporary` a copy of the trace rows first, as an out-of-place LDE would need.
-        let copy = if self.bug == Bug::TraceSizedTemporary { Some(self.alloc(n * m)?) } else { None };
-        let first = self.alloc(n / 2 + n)?;
-        let second = match self.alloc(big_n / 2) {
+        let copy = if self.bug == Bug::TraceSizedTemporary {
+            Some(backend_api::RawBackend::alloc(self, n * m)?)
+        } else {
+            None
+        };
+        let first = backend_api::RawBackend::alloc(self, n / 2 + n)?;
+        let second = match backend_api::RawBackend::alloc(self, big_n / 2) {
             Ok(t) => t,
             Err(e) => {
                 if self.bug == Bug::LeakOnError {
@@ -423,7 +453,6 @@ const CAUGHT_BY: &[(Bug, &[&str])] = &[
     (Bug::SwapRuns, &["transpose_block_tails", "transpose_wide_columns", "transpose_scratch_within_cap"]),
     (Bug::ScratchOverCap, &["transpose_scratch_within_cap", "transpose_block_tails"]),
     (Bug::LeakScratch, &["transpose_edge_shapes", "transpose_default_cap", "memory_queue_download_snapshot"]),
-    (Bug::NoCopyValidation, &["batched_copy_rejects_overlap", "batched_copy_rejects_out_of_bounds"]),
     (
         Bug::HashRawBytes,
         &["hash_leaves_keccak_rows", "hash_leaves_blake3_pairs", "hash_leaves_non_canonical", "memory_fault_injection"],
@@ -447,9 +476,17 @@ const CAUGHT_BY: &[(Bug, &[&str])] = &[
     (Bug::Untracked, &["memory_counters"]),
     (Bug::FromHostSkipsTailColumns, &["coset_lde_from_host"]),
     (Bug::LeavesAfterTranspose, &["leaves_then_transpose"]),
-    (Bug::LeavesBeforeValidation, &["leaves_then_transpose_errors"]),
     (Bug::SwapRuns, &["leaves_then_transpose"]),
     (Bug::HashRawBytes, &["leaves_then_transpose"]),
+];
+
+/// Port bugs that the checked front makes harmless: a port that validates nothing, skips copy-batch
+/// validation, or hashes before it checks the later jobs is still refused exactly as the contract
+/// says, because [`Backend`]'s methods validate every call before the port's method runs. Each
+/// pair names a check that caught the bug when ports validated for themselves.
+const MADE_HARMLESS_BY_THE_FRONT: &[(Bug, &[&str])] = &[
+    (Bug::NoCopyValidation, &["batched_copy_rejects_overlap", "batched_copy_rejects_out_of_bounds"]),
+    (Bug::LeavesBeforeValidation, &["leaves_then_transpose_errors"]),
     (
         Bug::TrustsParameters,
         &[
@@ -462,6 +499,36 @@ const CAUGHT_BY: &[(Bug, &[&str])] = &[
         ],
     ),
 ];
+
+#[test]
+fn the_front_validates_for_a_port_that_checks_nothing() {
+    for &(bug, checks) in MADE_HARMLESS_BY_THE_FRONT {
+        for &name in checks {
+            outcome(bug, name).unwrap_or_else(|f| panic!("{bug:?} got past the front in {name}: {f}"));
+        }
+    }
+    // The port itself really does skip: called below the front, it accepts what the front refuses.
+    let port = HostBackend::new(Bug::TrustsParameters);
+    let mut buf = Backend::alloc(&port, 4).unwrap();
+    let shape = MatrixShape::new(2, 3).unwrap();
+    assert!(Backend::transpose_in_place(&port, &mut buf, shape, 1 << 20).is_err(), "the front refuses 4 != 2 x 3");
+    let below = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        backend_api::RawBackend::transpose_in_place(&port, &mut buf, shape, 1 << 20)
+    }));
+    assert!(!matches!(below, Ok(Err(_))), "the port's own method must not validate, or this test proves nothing");
+}
+
+#[test]
+fn foreign_buffers_are_caught_where_instances_share_a_tracker() {
+    let check = crate::memory::memory_foreign_buffers::<HostBackend>;
+    let make = || Ok(HostBackend::new(Bug::None));
+    crate::run_instance_check_outcome(&make().unwrap(), &make, "memory_foreign_buffers", check)
+        .unwrap_or_else(|f| panic!("a correct backend failed: {f}"));
+    let shared = || Ok(HostBackend::new(Bug::SharedTracker));
+    let f = crate::run_instance_check_outcome(&shared().unwrap(), &shared, "memory_foreign_buffers", check)
+        .expect_err("buffers of instances sharing a tracker pass as each other's");
+    assert!(f.0.contains("with a buffer of another instance: expected an error"), "{f}");
+}
 
 #[test]
 fn every_bug_is_caught_by_its_checks() {

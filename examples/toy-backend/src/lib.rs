@@ -25,8 +25,7 @@ mod transpose;
 use std::sync::Arc;
 
 use backend_api::{
-    AllocTracker, Backend, CopyRange, DeviceBuffer, DeviceInfo, HashKind, LdeParams, LeafSpec, MatrixShape, Result,
-    TreeShape,
+    AllocTracker, CopyRange, DeviceBuffer, DeviceInfo, HashKind, LdeParams, LeafSpec, MatrixShape, Result, TreeShape,
 };
 
 pub use memory::{ToyBuffer, ToyDownload};
@@ -55,7 +54,7 @@ impl ToyBackend {
     }
 }
 
-impl Backend for ToyBackend {
+impl backend_api::RawBackend for ToyBackend {
     type Buffer = ToyBuffer;
     type Download = ToyDownload;
     /// Plain host memory: the toy backend's "device" is host memory already.
@@ -82,13 +81,11 @@ impl Backend for ToyBackend {
     }
 
     fn write(&self, buf: &mut ToyBuffer, offset: usize, host: &[u64]) -> Result<()> {
-        backend_api::validate::write(buf.len(), offset, host.len())?;
         buf.as_mut_slice()[offset..offset + host.len()].copy_from_slice(host);
         Ok(())
     }
 
     fn download(&self, buf: &ToyBuffer, offset: usize, out: &mut [u64]) -> Result<()> {
-        backend_api::validate::download(buf.len(), offset, out.len())?;
         out.copy_from_slice(&buf.as_slice()[offset..offset + out.len()]);
         Ok(())
     }

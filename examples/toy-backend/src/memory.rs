@@ -5,7 +5,7 @@
 //! ([`AllocTracker::reserve_owned`]), taken before the vector is allocated; dropping the buffer
 //! drops the reservation, which gives the bytes back.
 
-use backend_api::{DeviceBuffer, Error, PendingDownload, Reservation, Result, validate};
+use backend_api::{AllocTracker, DeviceBuffer, Error, PendingDownload, Reservation, Result, validate};
 
 use crate::{NAME, ToyBackend};
 
@@ -33,6 +33,10 @@ impl DeviceBuffer for ToyBuffer {
     fn len(&self) -> usize {
         self.data.len()
     }
+
+    fn tracker(&self) -> &AllocTracker {
+        self._bytes.tracker()
+    }
 }
 
 /// A finished copy: [`ToyBackend`] copies when the download is queued.
@@ -57,14 +61,20 @@ impl PendingDownload for ToyDownload {
 /// stays reserved.
 pub(crate) fn zeroed(backend: &ToyBackend, len: usize) -> Result<ToyBuffer> {
     let bytes = validate::alloc_bytes(len)?;
+    let over = |live: usize| backend.limit.is_some_and(|limit| live.checked_add(bytes).is_none_or(|l| l > limit));
+    // One allocation larger than the memory there is never succeeds; refusing it here keeps an
+    // overcommitting host from promising pages it cannot give.
+    if over(backend.tracker.counters().live) || bytes > total_and_free(backend).0 {
+        return Err(out_of_memory(backend, bytes));
+    }
     let reservation = backend.tracker.reserve_owned(bytes)?;
     if backend.limit.is_some_and(|limit| backend.tracker.counters().live > limit) {
-        drop(reservation);
+        reservation.refuse();
         return Err(out_of_memory(backend, bytes));
     }
     let mut data = Vec::new();
     if data.try_reserve_exact(len).is_err() {
-        drop(reservation);
+        reservation.refuse();
         return Err(out_of_memory(backend, bytes));
     }
     data.resize(len, 0);

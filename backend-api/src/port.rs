@@ -1,0 +1,221 @@
+//! [`RawBackend`]: what a port implements, the operations behind the checked front [`Backend`].
+
+#[cfg(doc)]
+use crate::backend::Backend;
+use crate::backend::{DeviceBuffer, DeviceInfo, HostBuffer, LeafJob, PendingDownload};
+use crate::error::Result;
+use crate::fault::AllocTracker;
+use crate::shape::{CopyRange, HashKind, LdeParams, LeafSpec, MatrixShape, TreeShape};
+
+/// The device memory and commit kernels of one backend, as a port implements them.
+///
+/// Nothing calls these methods but the checked front: every `RawBackend` is a [`Backend`]
+/// (a blanket implementation that no type can replace), and [`Backend`]'s methods validate every
+/// argument with [`crate::validate`] before they call the method of the same name here. So an
+/// implementation never repeats those checks, and cannot forget one (the way wgpu-core validates
+/// each call before wgpu-hal runs it). On entry to every method:
+///
+/// - every buffer argument belongs to this instance: its [`DeviceBuffer::tracker`] is this
+///   backend's [`RawBackend::tracker`] (a buffer of another instance, or of a dropped one, is
+///   refused with [`crate::Error::ForeignBuffer`]);
+/// - lengths hold their shapes exactly, ranges and digest offsets lie inside their buffers with no
+///   overflow, element counts of allocations fit `usize` bytes, copy batches are independent, and
+///   scratch caps hold one run of the transpose plan.
+///
+/// What an implementation still reports: out of memory (through [`RawBackend::tracker`] first,
+/// then the device's own refusal) and device errors. Operations are issued in call order on one
+/// queue per instance and may run asynchronously, reporting device faults at the next blocking
+/// call ([`RawBackend::download`], [`PendingDownload::wait`], [`RawBackend::synchronize`]).
+///
+/// Byte-level semantics are fixed by the repository's `CONVENTIONS.md` and documented on the
+/// [`Backend`] method of the same name; the `conformance` crate checks an implementation against
+/// independent references.
+pub trait RawBackend: Send + Sync {
+    /// The backend's owned device buffer. It must give the bytes it reserved in
+    /// [`RawBackend::tracker`] back when it drops (the suite checks that live bytes return to
+    /// their baseline after every check): hold a [`crate::Reservation`] from
+    /// [`AllocTracker::reserve_owned`] in it, which releases them on drop, and answer
+    /// [`DeviceBuffer::tracker`] with the tracker the bytes are reserved in.
+    type Buffer: DeviceBuffer;
+    /// A queued device-to-host copy, landing in the backend's host buffer.
+    type Download: PendingDownload<Host = Self::HostBuffer>;
+    /// The backend's host memory ([`RawBackend::alloc_host`]): page-locked where the backend has
+    /// such memory, a plain `Vec<u64>` otherwise.
+    type HostBuffer: HostBuffer + 'static;
+
+    /// The device's name and memory ([`Backend::info`]).
+    fn info(&self) -> DeviceInfo;
+
+    /// The allocation tracker every device allocation of this backend goes through: buffers,
+    /// scratch, tables. Keep it in an `Arc<AllocTracker>` (or inside an `Arc` of the device) and
+    /// share it with the buffers, so that a buffer outliving a borrow of the backend can still
+    /// release its bytes, and so that the front can tell this instance's buffers from others'.
+    fn tracker(&self) -> &AllocTracker;
+
+    /// [`Backend::alloc`]: `len * 8` fits `usize`.
+    ///
+    /// # Errors
+    /// [`crate::Error::OutOfMemory`] (or an injected fault from the tracker); nothing stays
+    /// allocated, and the peak does not count the refused bytes ([`AllocTracker::refuse`]).
+    fn alloc(&self, len: usize) -> Result<Self::Buffer>;
+
+    /// [`Backend::upload`]: `host.len() * 8` fits `usize`.
+    ///
+    /// # Errors
+    /// As [`RawBackend::alloc`], or a device error from the copy.
+    fn upload(&self, host: &[u64]) -> Result<Self::Buffer>;
+
+    /// [`Backend::write`]: `[offset, offset + host.len())` lies inside `buf`.
+    ///
+    /// # Errors
+    /// A device error from the copy.
+    fn write(&self, buf: &mut Self::Buffer, offset: usize, host: &[u64]) -> Result<()>;
+
+    /// [`Backend::download`]: `[offset, offset + out.len())` lies inside `buf`.
+    ///
+    /// # Errors
+    /// A device error from this or earlier work.
+    fn download(&self, buf: &Self::Buffer, offset: usize, out: &mut [u64]) -> Result<()>;
+
+    /// [`Backend::queue_download`].
+    ///
+    /// # Errors
+    /// As [`RawBackend::download`].
+    fn queue_download(&self, buf: &Self::Buffer) -> Result<Self::Download>;
+
+    /// [`Backend::synchronize`].
+    ///
+    /// # Errors
+    /// A device error from any issued work.
+    fn synchronize(&self) -> Result<()>;
+
+    /// [`Backend::alloc_host`]: `len * 8` fits `usize`.
+    ///
+    /// # Errors
+    /// [`crate::Error::HostOutOfMemory`]; nothing stays allocated.
+    fn alloc_host(&self, len: usize) -> Result<Self::HostBuffer>;
+
+    /// [`Backend::transpose_in_place`]: `buf` holds exactly `shape`, and `scratch_cap` admits a
+    /// plan ([`crate::plan::TransposeGeometry::new`] accepts it).
+    ///
+    /// # Errors
+    /// Out of memory for the scratch, which leaves `buf` as it was.
+    fn transpose_in_place(&self, buf: &mut Self::Buffer, shape: MatrixShape, scratch_cap: usize) -> Result<()>;
+
+    /// [`Backend::batched_copy`]: the batch is valid ([`crate::copy::validate_batch`]).
+    ///
+    /// # Errors
+    /// A device error.
+    fn batched_copy(&self, src: &Self::Buffer, dst: &mut Self::Buffer, copies: &[CopyRange]) -> Result<()>;
+
+    /// [`Backend::batched_copy_within`]: the batch is valid within one buffer.
+    ///
+    /// # Errors
+    /// A device error.
+    fn batched_copy_within(&self, buf: &mut Self::Buffer, copies: &[CopyRange]) -> Result<()>;
+
+    /// [`Backend::hash_leaves_into`]: `spec` accepts `shape`, `matrix` holds `shape`, and the
+    /// digests fit `out` from digest `out_digest` on ([`crate::validate::hash_leaves`]).
+    ///
+    /// # Errors
+    /// A device error.
+    fn hash_leaves_into(
+        &self,
+        matrix: &Self::Buffer,
+        shape: MatrixShape,
+        spec: &LeafSpec,
+        out: &mut Self::Buffer,
+        out_digest: usize,
+    ) -> Result<()>;
+
+    /// [`Backend::hash_leaves_then_transpose`]: every job and the transpose are valid
+    /// ([`crate::validate::leaves_then_transpose`]), and every output buffer belongs to this
+    /// instance.
+    ///
+    /// The default makes the calls one after the other ([`leaves_then_transpose_in_turn`]). A
+    /// backend may interleave them: the transpose's block pass (see [`crate::plan`]) reads each
+    /// block of rows once, and the leaves of a `rows`-layout job read the same rows, so the leaves
+    /// of a block can be hashed beside the block pass, before the block moves (the CUDA backend
+    /// hashes block `k` in the launch that moves block `k - 1`).
+    ///
+    /// # Errors
+    /// Out of memory for the scratch, which leaves `buf` as it was (the outputs may hold digests
+    /// already).
+    fn hash_leaves_then_transpose(
+        &self,
+        buf: &mut Self::Buffer,
+        shape: MatrixShape,
+        jobs: &mut [LeafJob<'_, Self::Buffer>],
+        scratch_cap: usize,
+    ) -> Result<()> {
+        leaves_then_transpose_in_turn(self, buf, shape, jobs, scratch_cap)
+    }
+
+    /// [`Backend::merkle_tree_in_place`]: `nodes` is exactly `tree.words()` long.
+    ///
+    /// # Errors
+    /// A device error.
+    fn merkle_tree_in_place(&self, nodes: &mut Self::Buffer, tree: TreeShape, hash: HashKind) -> Result<()>;
+
+    /// [`Backend::coset_lde_in_place`]: `buf` holds exactly `params.lde_shape()`.
+    ///
+    /// # Errors
+    /// Out of memory for tables or scratch; on error the contents of `buf` are unspecified.
+    fn coset_lde_in_place(&self, buf: &mut Self::Buffer, params: &LdeParams) -> Result<()>;
+
+    /// [`Backend::coset_lde_from_host`]: `trace` holds `params.trace()` and `buf` exactly
+    /// `params.lde_shape()`. The default is [`RawBackend::write`], then
+    /// [`RawBackend::coset_lde_in_place`]; a backend may overlap the upload with the extension.
+    /// It returns once `trace` is no longer read.
+    ///
+    /// # Errors
+    /// [`RawBackend::write`]'s and [`RawBackend::coset_lde_in_place`]'s errors, after which the
+    /// contents of `buf` are unspecified.
+    fn coset_lde_from_host(&self, buf: &mut Self::Buffer, trace: &[u64], params: &LdeParams) -> Result<()> {
+        self.write(buf, 0, trace)?;
+        self.coset_lde_in_place(buf, params)
+    }
+
+    /// [`Backend::coset_lde`]: `trace` holds `params.trace()`. The default allocates the LDE,
+    /// copies the trace into its first `n` rows and extends it in place; a backend may instead
+    /// read the trace where it is in the LDE's first pass (CUDA does), which saves the copy.
+    ///
+    /// # Errors
+    /// Out of memory; nothing stays allocated on error.
+    fn coset_lde(&self, trace: &Self::Buffer, params: &LdeParams) -> Result<Self::Buffer> {
+        let mut out = self.alloc(params.lde_shape().len())?;
+        self.batched_copy(trace, &mut out, &[CopyRange::new(0, 0, trace.len())])?;
+        self.coset_lde_in_place(&mut out, params)?;
+        Ok(out)
+    }
+
+    /// [`Backend::coset_lde_owned`]: `trace` holds `params.trace()`. A backend may use the
+    /// trace's buffer as the inverse transform's workspace first (CUDA does). The default is
+    /// [`RawBackend::coset_lde`], then the trace is dropped.
+    ///
+    /// # Errors
+    /// As [`RawBackend::coset_lde`]; the trace is freed either way.
+    fn coset_lde_owned(&self, trace: Self::Buffer, params: &LdeParams) -> Result<Self::Buffer> {
+        self.coset_lde(&trace, params)
+    }
+}
+
+/// [`RawBackend::hash_leaves_then_transpose`] as its default runs it: each job's leaves
+/// ([`RawBackend::hash_leaves_into`]) in order, then [`RawBackend::transpose_in_place`]. A backend
+/// that overrides the method calls it for the calls it does not interleave. The front has
+/// validated the call.
+///
+/// # Errors
+/// As [`RawBackend::hash_leaves_then_transpose`].
+pub fn leaves_then_transpose_in_turn<B: RawBackend + ?Sized>(
+    backend: &B,
+    buf: &mut B::Buffer,
+    shape: MatrixShape,
+    jobs: &mut [LeafJob<'_, B::Buffer>],
+    scratch_cap: usize,
+) -> Result<()> {
+    for job in jobs.iter_mut() {
+        backend.hash_leaves_into(buf, shape, job.spec, job.out, job.out_digest)?;
+    }
+    backend.transpose_in_place(buf, shape, scratch_cap)
+}
