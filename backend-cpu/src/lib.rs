@@ -173,6 +173,22 @@ mod tests {
     }
 
     #[test]
+    fn refused_allocations_leave_the_counters_as_they_were() {
+        let b = CpuBackend::with_memory(100);
+        let err = b.upload(&[0; 13]).unwrap_err();
+        assert!(matches!(err, Error::OutOfMemory { requested: 104, total: 100, .. }), "{err}");
+        let _ten = b.upload(&[0; 10]).unwrap();
+        let err = b.alloc(3).unwrap_err();
+        assert!(matches!(err, Error::OutOfMemory { requested: 24, free: 20, .. }), "{err}");
+        assert_eq!((b.memory().live, b.memory().peak), (80, 80));
+        let host = CpuBackend::new();
+        for len in [usize::MAX / 8, 1 << 57] {
+            assert!(host.alloc(len).unwrap_err().is_out_of_memory(), "{len}");
+        }
+        assert_eq!((host.memory().live, host.memory().peak), (0, 0));
+    }
+
+    #[test]
     fn upload_download_and_queued_download() {
         let b = CpuBackend::new();
         let host: Vec<u64> = (0..100_000).map(|i| i * 3 + 1).collect();
