@@ -1,9 +1,9 @@
-//! The README's "Bad input" table, row by row, with each row's example run verbatim and its whole
+//! The "Bad input" table of docs/cli.md, row by row, with each row's example run verbatim and its whole
 //! message and exit code checked; then bad inputs the table does not list yet (candidates for new
 //! rows), and inputs that look bad but are valid.
 //!
 //! `cli.rs` covers the same rows with narrower message checks; this file pins the exact text the
-//! README quotes, so a change of wording fails here until the README is updated with it.
+//! page quotes, so a change of wording fails here until the page is updated with it.
 
 mod common;
 
@@ -26,7 +26,7 @@ fn expect(args: &[&str], code: i32, want: &[&str]) -> String {
     stderr
 }
 
-/// Every row of the README table, in the table's order, with the example from its "example"
+/// Every row of the table in docs/cli.md, in the table's order, with the example from its "example"
 /// column and the text of its "message" column.
 #[test]
 fn every_readme_row_gives_its_documented_message_and_exit_code() {

@@ -1,4 +1,4 @@
-//! A single-threaded host backend: the example port of the README's porting guide, written by
+//! A single-threaded host backend: the example port of the porting guide (docs/porting.md), written by
 //! following it step by step.
 //!
 //! - **The smallest honest backend.** Host memory and plain loops on one thread; no `unsafe`, no

@@ -8,7 +8,7 @@
 //! uses a fresh reservation directory, so checks never see each other's queues.
 //!
 //! The queue's files are read directly to watch the processes (`r-<seq>-<pid>` holding
-//! `"<bytes> waiting|admitted|settled"`, the format README.md documents).
+//! `"<bytes> waiting|admitted|settled"`, the format docs/operations.md documents).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
