@@ -5,6 +5,7 @@ use crate::copy::BatchTarget;
 use crate::error::{Error, Result};
 use crate::fault::{AllocTracker, MemoryCounters};
 use crate::port::RawBackend;
+use crate::prepare::{Preparation, TransferFloor};
 use crate::shape::{CopyRange, DIGEST_WORDS, HashKind, LdeParams, LeafSpec, MatrixShape, TreeShape};
 
 /// Static facts about the device a backend runs on.
@@ -310,6 +311,27 @@ pub trait Backend: Send + Sync + sealed::Sealed {
     /// error.
     fn coset_lde_owned(&self, trace: Self::Buffer, params: &LdeParams) -> Result<Self::Buffer>;
 
+    /// Makes ready, ahead of a commit, what its first calls would otherwise pay for
+    /// ([`RawBackend::prepare`]), telling `step` one line per step done, for a trace log.
+    ///
+    /// # Errors
+    /// A device error.
+    fn prepare(&self, prep: &Preparation, step: &mut dyn FnMut(&str)) -> Result<()>;
+
+    /// The device's cross-process name ([`RawBackend::device_key`]), safe as one file name
+    /// ([`crate::file_safe_key`]).
+    fn device_key(&self) -> String;
+
+    /// The fastest host <-> device copies of `data`'s bytes, or `None`
+    /// ([`RawBackend::transfer_floor`]).
+    ///
+    /// # Errors
+    /// A device error.
+    fn transfer_floor(&self, data: &[u64]) -> Result<Option<TransferFloor>>;
+
+    /// Whether the device is a software emulation ([`RawBackend::is_software`]).
+    fn is_software(&self) -> bool;
+
     /// The allocation counters now.
     fn memory(&self) -> MemoryCounters {
         self.tracker().counters()
@@ -487,6 +509,22 @@ impl<T: RawBackend> Backend for T {
         owned(self, &trace, "coset_lde_owned")?;
         crate::validate::coset_lde(params, trace.len())?;
         RawBackend::coset_lde_owned(self, trace, params)
+    }
+
+    fn prepare(&self, prep: &Preparation, step: &mut dyn FnMut(&str)) -> Result<()> {
+        RawBackend::prepare(self, prep, step)
+    }
+
+    fn device_key(&self) -> String {
+        crate::prepare::file_safe_key(&RawBackend::device_key(self))
+    }
+
+    fn transfer_floor(&self, data: &[u64]) -> Result<Option<TransferFloor>> {
+        RawBackend::transfer_floor(self, data)
+    }
+
+    fn is_software(&self) -> bool {
+        RawBackend::is_software(self)
     }
 }
 

@@ -26,6 +26,7 @@ pub mod field;
 pub mod memory;
 pub mod plan;
 mod port;
+mod prepare;
 mod shape;
 pub mod validate;
 
@@ -37,6 +38,7 @@ pub use error::{DriverError, Error, Result};
 pub use fault::{AllocTracker, FaultSite, MemoryCounters, Reservation, Reserved};
 pub use plan::DEFAULT_SCRATCH_CAP;
 pub use port::{RawBackend, leaves_then_transpose_in_turn};
+pub use prepare::{Preparation, TransferFloor, file_safe_key};
 pub use shape::{
     CopyRange, DIGEST_BYTES, DIGEST_WORDS, ELEM_BYTES, HashKind, LdeParams, LeafLayout, LeafSpec, MAX_LOG_DOMAIN,
     MatrixShape, TreeShape,

@@ -5,6 +5,7 @@ use crate::backend::Backend;
 use crate::backend::{DeviceBuffer, DeviceInfo, HostBuffer, LeafJob, PendingDownload};
 use crate::error::Result;
 use crate::fault::AllocTracker;
+use crate::prepare::{Preparation, TransferFloor};
 use crate::shape::{CopyRange, HashKind, LdeParams, LeafSpec, MatrixShape, TreeShape};
 
 /// The device memory and commit kernels of one backend, as a port implements them.
@@ -197,6 +198,46 @@ pub trait RawBackend: Send + Sync {
     /// As [`RawBackend::coset_lde`]; the trace is freed either way.
     fn coset_lde_owned(&self, trace: Self::Buffer, params: &LdeParams) -> Result<Self::Buffer> {
         self.coset_lde(&trace, params)
+    }
+
+    /// Makes ready what the commit `prep` describes would otherwise pay for in its first calls
+    /// (kernels compiled or loaded, staging page-locked, a pool grown, host tables built), and
+    /// tells `step` one line per step as it is done, for a trace log. The CLI runs it on a thread
+    /// of its own while it makes the table ([`Backend::prepare`]). The default prepares nothing.
+    ///
+    /// # Errors
+    /// A device error; running out of memory while growing a pool is not an error (the commit's
+    /// own allocations decide), only a line saying so.
+    fn prepare(&self, prep: &Preparation, step: &mut dyn FnMut(&str)) -> Result<()> {
+        let _ = (prep, step);
+        Ok(())
+    }
+
+    /// A name of the physical device that is the same in every process and differs between two
+    /// devices of one host (a UUID or bus id where the driver gives one): the key of its
+    /// cross-process reservation queue. The default is `<backend>-<device name>` from
+    /// [`RawBackend::info`]; a port whose host can hold two devices of one model overrides it.
+    /// The front makes it file-safe ([`crate::file_safe_key`]).
+    fn device_key(&self) -> String {
+        let info = self.info();
+        format!("{}-{}", info.backend, info.device)
+    }
+
+    /// The fastest host <-> device copies of `data`'s bytes (median of three each), the floor a
+    /// benchmark compares uploads with, or `None` for a backend with no bus to cross or no
+    /// faster host memory to copy from (the default).
+    ///
+    /// # Errors
+    /// A device error, or host memory the host refuses.
+    fn transfer_floor(&self, data: &[u64]) -> Result<Option<TransferFloor>> {
+        let _ = data;
+        Ok(None)
+    }
+
+    /// Whether the device is a software emulation (a CPU adapter such as llvmpipe): correct, and
+    /// slow. The default is `false`.
+    fn is_software(&self) -> bool {
+        false
     }
 }
 

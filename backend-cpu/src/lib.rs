@@ -151,6 +151,11 @@ impl backend_api::RawBackend for CpuBackend {
     fn coset_lde_in_place(&self, buf: &mut CpuBuffer, params: &LdeParams) -> Result<()> {
         lde::coset_lde_in_place(&self.alloc, buf.as_mut_slice(), params)
     }
+
+    /// `cpu`: one host, one queue of reservations for every CPU commit on it.
+    fn device_key(&self) -> String {
+        "cpu".into()
+    }
 }
 
 #[cfg(test)]

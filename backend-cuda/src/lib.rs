@@ -64,7 +64,8 @@ use std::sync::Arc;
 use backend_api::Backend;
 use backend_api::DeviceBuffer as _;
 use backend_api::{
-    AllocTracker, CopyRange, DeviceInfo, Error, HashKind, LdeParams, LeafJob, LeafSpec, MatrixShape, Result, TreeShape,
+    AllocTracker, CopyRange, DeviceInfo, Error, HashKind, LdeParams, LeafJob, LeafSpec, MatrixShape, Preparation,
+    Result, TransferFloor, TreeShape,
 };
 
 pub use host::PinnedHost;
@@ -572,6 +573,77 @@ impl backend_api::RawBackend for CudaBackend {
     /// the last few too small to fill the device).
     fn coset_lde_owned(&self, trace: CudaBuffer, params: &LdeParams) -> Result<CudaBuffer> {
         lde::coset_lde_owned(&self.device, &self.options, trace, params)
+    }
+
+    /// Compiles (or reads from the kernel cache) the kernels a commit with `prep.hash` launches,
+    /// in parallel ([`CudaBackend::prepare_kernels`]); builds the LDE's host twiddle tables;
+    /// page-locks the staging ring when a pageable upload (the trace and the tables) is large
+    /// enough to go through it ([`CudaBackend::prepare_staging`]); grows the memory pool by
+    /// `prep.device_bytes` ([`CudaBackend::prepare_memory`]).
+    fn prepare(&self, prep: &Preparation, step: &mut dyn FnMut(&str)) -> Result<()> {
+        let units = self.prepare_kernels(prep.hash)?;
+        for u in &units {
+            step(&format!(
+                "  kernel {} {:?}: image {:.1} ms, load {:.1} ms, {} B",
+                u.unit,
+                u.origin,
+                u.image_time.as_secs_f64() * 1e3,
+                u.load_time.as_secs_f64() * 1e3,
+                u.image_bytes
+            ));
+        }
+        let cached = units.iter().filter(|u| u.origin == ImageOrigin::Cache).count();
+        step(&format!("kernels ready ({} units, {cached} from the cache)", units.len()));
+        let tables = prep.build_lde_tables();
+        if prep.lde.is_some() {
+            step("LDE tables built");
+        }
+        if prep.pageable_upload_bytes + tables >= Self::STAGED_TRANSFER_MIN_BYTES {
+            self.prepare_staging()?;
+            step("staging ring ready");
+        }
+        if let Some(bytes) = prep.device_bytes {
+            // Only a head start: a device that cannot give the bytes now leaves the growth to the
+            // commit, whose own allocations then decide.
+            match self.prepare_memory(bytes) {
+                Ok(()) => step(&format!("memory pool grown by {bytes} B")),
+                Err(e) if e.is_out_of_memory() => step(&format!("memory pool not grown: {e}")),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// `cuda-<device UUID>`: the same in every process, different for two GPUs of one model.
+    fn device_key(&self) -> String {
+        format!("cuda-{}", self.uuid())
+    }
+
+    /// Page-locked host <-> device copies of `data` ([`CudaBackend::upload_pinned`],
+    /// [`CudaBackend::download_pinned`]), the median of three each.
+    fn transfer_floor(&self, data: &[u64]) -> Result<Option<TransferFloor>> {
+        let mut pinned = self.alloc_pinned(data.len())?;
+        pinned.copy_from_slice(data);
+        let (mut h2d, mut d2h) = (Vec::new(), Vec::new());
+        for _ in 0..3 {
+            self.device.synchronize()?;
+            let t = std::time::Instant::now();
+            let buf = self.upload_pinned(&mut pinned)?;
+            self.device.synchronize()?;
+            h2d.push(t.elapsed().as_secs_f64());
+            let t = std::time::Instant::now();
+            self.download_pinned(&buf, &mut pinned)?;
+            d2h.push(t.elapsed().as_secs_f64());
+        }
+        let mid = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[1]
+        };
+        Ok(Some(TransferFloor {
+            what: "page-locked host <-> device".into(),
+            h2d_seconds: mid(h2d),
+            d2h_seconds: mid(d2h),
+        }))
     }
 }
 

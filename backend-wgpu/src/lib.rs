@@ -47,7 +47,9 @@ use std::sync::Arc;
 #[cfg(doc)]
 use backend_api::Backend;
 use backend_api::DeviceBuffer as _;
-use backend_api::{AllocTracker, CopyRange, DeviceInfo, HashKind, LdeParams, LeafSpec, MatrixShape, Result, TreeShape};
+use backend_api::{
+    AllocTracker, CopyRange, DeviceInfo, HashKind, LdeParams, LeafSpec, MatrixShape, Preparation, Result, TreeShape,
+};
 
 pub use context::{DeviceTime, PipelinePrep, WgpuError};
 pub use memory::{WgpuBuffer, WgpuDownload};
@@ -385,5 +387,50 @@ impl backend_api::RawBackend for WgpuBackend {
     fn coset_lde_in_place(&self, buf: &mut WgpuBuffer, params: &LdeParams) -> Result<()> {
         self.gpu.check("coset_lde_in_place")?;
         lde::coset_lde_in_place(&self.gpu, buf, params)
+    }
+
+    /// Creates the commit's compute pipelines on several threads
+    /// ([`WgpuBackend::prepare_kernels`]); builds the LDE's host twiddle tables; makes the upload
+    /// staging ring when the trace is large enough to go through it
+    /// ([`WgpuBackend::prepare_staging`]); with `prep.device_bytes`, creates and clears an
+    /// LDE-sized buffer into the pool ([`WgpuBackend::prepare_buffer`]). Out of memory for the
+    /// ring or the buffer leaves them to the commit.
+    fn prepare(&self, prep: &Preparation, step: &mut dyn FnMut(&str)) -> Result<()> {
+        let made = self.prepare_kernels(prep.hash)?;
+        for p in &made {
+            step(&format!("  pipeline {}:{} {:.1} ms", p.file, p.kernel, p.time.as_secs_f64() * 1e3));
+        }
+        step(&format!("pipelines ready ({})", made.len()));
+        if prep.build_lde_tables() > 0 {
+            step("LDE tables built");
+        }
+        // wgpu has no page-locked host memory: whatever host buffer holds the trace, a large one
+        // goes through the upload staging ring. The trace is at most half the LDE (blowup >= 2).
+        if prep.lde_elems * backend_api::ELEM_BYTES / 2 >= self.staged_transfer_min_bytes() {
+            match self.prepare_staging() {
+                Ok(()) => step("upload staging ring ready"),
+                Err(e) if e.is_out_of_memory() => step(&format!("upload staging ring not made: {e}")),
+                Err(e) => return Err(e),
+            }
+        }
+        if prep.device_bytes.is_some() {
+            match self.prepare_buffer(prep.lde_elems) {
+                Ok(()) => step(&format!("LDE buffer of {} elements pooled", prep.lde_elems)),
+                Err(e) if e.is_out_of_memory() => step(&format!("LDE buffer not pooled: {e}")),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// `wgpu-<adapter name>-<vendor>-<device>-<PCI bus>`: the bus id tells two identical GPUs
+    /// apart where the driver reports it.
+    fn device_key(&self) -> String {
+        let a = self.adapter_info();
+        format!("wgpu-{}-{:04x}-{:04x}-{}", a.name, a.vendor, a.device, a.device_pci_bus_id)
+    }
+
+    fn is_software(&self) -> bool {
+        WgpuBackend::is_software(self)
     }
 }

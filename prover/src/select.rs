@@ -85,113 +85,96 @@ impl<X: PortBackend> SelectedBackend<X> {
         }
     }
 
-    /// A name of the physical device that is the same in every process: the key of its
-    /// cross-process reservation queue (`--wait-for-memory`). CUDA: `cuda-GPU-<uuid>`; wgpu:
-    /// `wgpu-<adapter name>-<vendor>-<device>-<PCI bus>`; CPU: `cpu`; a port: `<name>-<device>`. Programs using one GPU
-    /// through different APIs get different keys; the driver's free memory still accounts for
-    /// each other's use.
+    /// A name of the physical device that is the same in every process, safe as a file name: the
+    /// key of its cross-process reservation queue (`--wait-for-memory`), the backend's
+    /// [`Backend::device_key`]. CUDA: `cuda-GPU-<uuid>`; wgpu:
+    /// `wgpu-<adapter name>-<vendor>-<device>-<PCI bus>`; CPU: `cpu`; a port: its own, by default
+    /// `<name>-<device>`. Programs using one GPU through different APIs get different keys; the
+    /// driver's free memory still accounts for each other's use.
     pub fn device_key(&self) -> String {
-        match self {
-            SelectedBackend::Cpu(_) => "cpu".into(),
-            #[cfg(feature = "cuda")]
-            SelectedBackend::Cuda(b) => format!("cuda-{}", b.uuid()),
-            #[cfg(feature = "wgpu")]
-            SelectedBackend::Wgpu(b) => {
-                let a = b.adapter_info();
-                // The PCI bus id tells two identical GPUs apart where the driver reports it.
-                format!("wgpu-{}-{:04x}-{:04x}-{}", a.name, a.vendor, a.device, a.device_pci_bus_id)
-            }
-            SelectedBackend::Port(b) => format!("{}-{}", b.name(), b.visit(DeviceName)),
-        }
+        self.visit(DeviceKey)
     }
 
-    /// Runs `work` on this thread while the backend prepares, on another, what `prep` names:
-    /// CUDA compiles the kernels a commit with leaf hash `prep.hash` launches, in parallel, or
-    /// reads them from its on-disk kernel cache ([`backend_cuda::CudaBackend::prepare_kernels`]),
-    /// page-locks its staging ring when a pageable upload is large enough to go through it
-    /// ([`backend_cuda::CudaBackend::prepare_staging`]), and grows its memory pool by
-    /// `prep.device_bytes` ([`backend_cuda::CudaBackend::prepare_memory`]), so that the first
-    /// launch, upload and allocations of the commit do not pay for them; the LDE's host twiddle
-    /// tables are built (CUDA and wgpu, [`Preparation::lde`]); wgpu creates the
-    /// commit's compute pipelines ([`backend_wgpu::WgpuBackend::prepare_kernels`]) and, with
-    /// `prep.device_bytes`, an LDE-sized buffer for its pool; the CPU and ports have nothing to
-    /// prepare here. Returns `work`'s result and the preparation's.
+    /// Runs `work` on this thread while the backend prepares, on another, what `prep` names
+    /// ([`Backend::prepare`]: CUDA compiles or loads the commit's kernels, page-locks its staging
+    /// ring and grows its memory pool; wgpu creates the commit's pipelines and pools an LDE-sized
+    /// buffer; both build the LDE's host tables; the CPU has nothing to prepare; a port does what
+    /// it implements), each step traced (`STARK_COMMIT_TRACE=1`). Returns `work`'s result and the
+    /// preparation's.
     pub fn while_preparing<T>(&self, prep: Preparation, work: impl FnOnce() -> T) -> (T, Result<()>) {
-        match self {
-            #[cfg(feature = "cuda")]
-            SelectedBackend::Cuda(b) => std::thread::scope(|s| {
-                let prepare = s.spawn(|| prepare_cuda(b, prep));
-                let out = work();
-                let prepared = match prepare.join() {
-                    Ok(r) => r,
-                    Err(panic) => std::panic::resume_unwind(panic),
-                };
-                (out, prepared)
-            }),
-            #[cfg(feature = "wgpu")]
-            SelectedBackend::Wgpu(b) => std::thread::scope(|s| {
-                let prepare = s.spawn(|| prepare_wgpu(b, prep));
-                let out = work();
-                let prepared = match prepare.join() {
-                    Ok(r) => r,
-                    Err(panic) => std::panic::resume_unwind(panic),
-                };
-                (out, prepared)
-            }),
-            _ => {
-                let _ = prep;
-                (work(), Ok(()))
-            }
-        }
+        self.visit(Preparing { prep, work })
     }
 
-    /// The page-locked host <-> device copies of `data`'s bytes (median of three each), the
-    /// floor `prover bench` compares uploads with: CUDA only ([`backend_cuda::PinnedHost`]); the
-    /// CPU has no bus to cross, and wgpu exposes no page-locked host memory, so `None` there.
+    /// The backend's fastest host <-> device copies of `data`'s bytes (median of three each), the
+    /// floor `prover bench` compares uploads with ([`Backend::transfer_floor`]): page-locked
+    /// copies on CUDA; `None` on the CPU (no bus to cross) and wgpu (no page-locked host memory).
     ///
     /// # Errors
     /// A device error, or page-locked memory the host refuses.
     pub fn transfer_floor(&self, data: &[u64]) -> Result<Option<crate::bench::TransferFloor>> {
-        match self {
-            #[cfg(feature = "cuda")]
-            SelectedBackend::Cuda(b) => {
-                let mut pinned = b.alloc_pinned(data.len())?;
-                pinned.copy_from_slice(data);
-                let (mut h2d, mut d2h) = (Vec::new(), Vec::new());
-                for _ in 0..3 {
-                    b.synchronize()?;
-                    let t = std::time::Instant::now();
-                    let buf = b.upload_pinned(&mut pinned)?;
-                    b.synchronize()?;
-                    h2d.push(t.elapsed().as_secs_f64());
-                    let t = std::time::Instant::now();
-                    b.download_pinned(&buf, &mut pinned)?;
-                    d2h.push(t.elapsed().as_secs_f64());
-                }
-                let mid = |mut v: Vec<f64>| {
-                    v.sort_by(f64::total_cmp);
-                    v[1]
-                };
-                Ok(Some(crate::bench::TransferFloor {
-                    what: "page-locked host <-> device".into(),
-                    h2d_seconds: mid(h2d),
-                    d2h_seconds: mid(d2h),
-                }))
-            }
-            _ => {
-                let _ = data;
-                Ok(None)
-            }
-        }
+        let floor = self.visit(Floor(data))?;
+        Ok(floor.map(|f| crate::bench::TransferFloor {
+            what: f.what,
+            h2d_seconds: f.h2d_seconds,
+            d2h_seconds: f.d2h_seconds,
+        }))
     }
 
-    /// Whether this is a software adapter (only wgpu can be).
+    /// Whether the device is a software emulation ([`Backend::is_software`]; only wgpu's can be
+    /// among the built-in backends).
     pub fn is_software(&self) -> bool {
-        match self {
-            #[cfg(feature = "wgpu")]
-            SelectedBackend::Wgpu(b) => b.is_software(),
-            _ => false,
-        }
+        self.visit(Software)
+    }
+}
+
+struct DeviceKey;
+
+impl BackendVisitor for DeviceKey {
+    type Output = String;
+    fn visit<B: Backend>(self, backend: &B) -> String {
+        backend.device_key()
+    }
+}
+
+struct Software;
+
+impl BackendVisitor for Software {
+    type Output = bool;
+    fn visit<B: Backend>(self, backend: &B) -> bool {
+        backend.is_software()
+    }
+}
+
+struct Floor<'a>(&'a [u64]);
+
+impl BackendVisitor for Floor<'_> {
+    type Output = backend_api::Result<Option<backend_api::TransferFloor>>;
+    fn visit<B: Backend>(self, backend: &B) -> Self::Output {
+        backend.transfer_floor(self.0)
+    }
+}
+
+struct Preparing<F> {
+    prep: Preparation,
+    work: F,
+}
+
+impl<T, F: FnOnce() -> T> BackendVisitor for Preparing<F> {
+    type Output = (T, Result<()>);
+    fn visit<B: Backend>(self, backend: &B) -> Self::Output {
+        let Self { prep, work } = self;
+        std::thread::scope(|s| {
+            let prepare = s.spawn(|| {
+                let mut step = |line: &str| crate::trace::step(line);
+                backend.prepare(&prep, &mut step).map_err(Into::into)
+            });
+            let out = work();
+            let prepared = match prepare.join() {
+                Ok(r) => r,
+                Err(panic) => std::panic::resume_unwind(panic),
+            };
+            (out, prepared)
+        })
     }
 }
 
@@ -350,112 +333,8 @@ impl<P: Ports, Q: Ports> Ports for (P, Q) {
     }
 }
 
-/// What [`SelectedBackend::while_preparing`] prepares for a commit.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Preparation {
-    /// The commit's leaf hash: which kernels it launches.
-    pub hash: backend_api::HashKind,
-    /// Bytes the commit uploads from ordinary (pageable) host memory; CUDA makes its staging
-    /// ring only when this is at least `CudaBackend::STAGED_TRANSFER_MIN_BYTES` (1 MiB). A trace
-    /// in the backend's own host memory (`Backend::alloc_host`: page-locked on CUDA) is copied
-    /// directly and counts 0.
-    pub pageable_upload_bytes: usize,
-    /// Device bytes to grow the backend's memory pool by ahead of the commit (its modelled
-    /// bytes), or `None`: where other processes wait for the device's free memory, a pool
-    /// holding memory no buffer uses would count against this one.
-    pub device_bytes: Option<usize>,
-    /// Elements of the commit's largest buffer, the LDE: with `device_bytes`, wgpu creates and
-    /// clears one buffer of that length ahead and keeps its segments in its pool
-    /// ([`backend_wgpu::WgpuBackend::prepare_buffer`]).
-    pub lde_elems: usize,
-    /// The commit's LDE, or `None`: its twiddle tables are built on the host ahead
-    /// ([`backend_api::field::LdeTwiddles::shared`], kept for the process), and on CUDA, where
-    /// they are uploaded from ordinary host memory, their bytes count with
-    /// `pageable_upload_bytes` towards making the staging ring ahead.
-    pub lde: Option<backend_api::LdeParams>,
-}
-
-impl Preparation {
-    /// Builds the LDE's host tables now (see [`Preparation::lde`]); their bytes, 0 without an LDE.
-    /// Only the GPU backends prepare (the CPU backend has nothing to do ahead).
-    #[cfg(any(feature = "cuda", feature = "wgpu"))]
-    fn prepare_lde_tables(&self) -> usize {
-        use backend_api::field::LdeTwiddles;
-        let Some(lde) = &self.lde else { return 0 };
-        let (log_n, log_b) = (lde.log_trace_rows(), lde.log_blowup());
-        drop(LdeTwiddles::shared(log_n, log_b, lde.shift()));
-        crate::trace::step("LDE tables built");
-        LdeTwiddles::bytes_for(log_n, log_b)
-    }
-}
-
-/// [`SelectedBackend::while_preparing`]'s work on wgpu: the commit's pipelines, the upload
-/// staging ring, then its LDE buffer pooled.
-#[cfg(feature = "wgpu")]
-fn prepare_wgpu(b: &backend_wgpu::WgpuBackend, prep: Preparation) -> Result<()> {
-    let made = b.prepare_kernels(prep.hash)?;
-    prep.prepare_lde_tables();
-    if crate::trace::enabled() {
-        for p in &made {
-            crate::trace::step(&format!("  pipeline {}:{} {:.1} ms", p.file, p.kernel, p.time.as_secs_f64() * 1e3));
-        }
-        crate::trace::step(&format!("pipelines ready ({})", made.len()));
-    }
-    // wgpu has no page-locked host memory: whatever host buffer holds the trace, a large one goes
-    // through the upload staging ring. The trace is at most half the LDE (blowup >= 2).
-    if prep.lde_elems * backend_api::ELEM_BYTES / 2 >= b.staged_transfer_min_bytes() {
-        // As for the LDE buffer: out of memory here leaves the ring to the first large write.
-        match b.prepare_staging() {
-            Ok(()) => crate::trace::step("upload staging ring ready"),
-            Err(e) if e.is_out_of_memory() => crate::trace::step(&format!("upload staging ring not made: {e}")),
-            Err(e) => return Err(e.into()),
-        }
-    }
-    if prep.device_bytes.is_some() {
-        // As on CUDA: out of memory here leaves the buffer's creation to the commit.
-        match b.prepare_buffer(prep.lde_elems) {
-            Ok(()) => crate::trace::step(&format!("LDE buffer of {} elements pooled", prep.lde_elems)),
-            Err(e) if e.is_out_of_memory() => crate::trace::step(&format!("LDE buffer not pooled: {e}")),
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Ok(())
-}
-
-/// [`SelectedBackend::while_preparing`]'s work on CUDA, each step traced (`STARK_COMMIT_TRACE=1`).
-#[cfg(feature = "cuda")]
-fn prepare_cuda(b: &backend_cuda::CudaBackend, prep: Preparation) -> Result<()> {
-    let units = b.prepare_kernels(prep.hash)?;
-    if crate::trace::enabled() {
-        for u in &units {
-            crate::trace::step(&format!(
-                "  kernel {} {:?}: image {:.1} ms, load {:.1} ms, {} B",
-                u.unit,
-                u.origin,
-                u.image_time.as_secs_f64() * 1e3,
-                u.load_time.as_secs_f64() * 1e3,
-                u.image_bytes
-            ));
-        }
-        let cached = units.iter().filter(|u| u.origin == backend_cuda::ImageOrigin::Cache).count();
-        crate::trace::step(&format!("kernels ready ({} units, {cached} from the cache)", units.len()));
-    }
-    let tables = prep.prepare_lde_tables();
-    if prep.pageable_upload_bytes + tables >= backend_cuda::CudaBackend::STAGED_TRANSFER_MIN_BYTES {
-        b.prepare_staging()?;
-        crate::trace::step("staging ring ready");
-    }
-    if let Some(bytes) = prep.device_bytes {
-        // Only a head start: a device that cannot give the bytes now leaves the growth to the
-        // commit, whose own allocations then decide.
-        match b.prepare_memory(bytes) {
-            Ok(()) => crate::trace::step(&format!("memory pool grown by {bytes} B")),
-            Err(e) if e.is_out_of_memory() => crate::trace::step(&format!("memory pool not grown: {e}")),
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Ok(())
-}
+/// What [`SelectedBackend::while_preparing`] prepares for a commit ([`Backend::prepare`]).
+pub use backend_api::Preparation;
 
 #[cfg(not(all(feature = "cuda", feature = "wgpu")))]
 fn not_compiled(name: &'static str) -> backend_api::Error {

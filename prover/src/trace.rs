@@ -19,12 +19,6 @@ pub(crate) fn start() {
     step("main");
 }
 
-/// Whether the trace is on.
-#[cfg_attr(not(any(feature = "cuda", feature = "wgpu")), allow(dead_code))]
-pub(crate) fn enabled() -> bool {
-    matches!(START.get(), Some(Some(_)))
-}
-
 /// Prints `what` with the time since [`start`], when the trace is on.
 pub(crate) fn step(what: &str) {
     if let Some(Some(t0)) = START.get() {

@@ -375,9 +375,11 @@ pub fn leaves_then_transpose_errors<B: Backend>(backend: &B) -> Outcome {
     for out_digest in [usize::MAX, usize::MAX / DIGEST_WORDS, usize::MAX / (DIGEST_WORDS * 8) + 1, rows + 1] {
         let what = format!("hash_leaves_then_transpose {shape} with out_digest {out_digest}");
         let mut jobs = [LeafJob { spec: &whole, out: &mut out_a, out_digest }];
-        expect_error(backend.hash_leaves_then_transpose(&mut buf, shape, &mut jobs, DEFAULT_SCRATCH_CAP), &what, |e| {
-            matches!(e, Error::OutOfBounds { .. })
-        })?;
+        expect_error(
+            backend.hash_leaves_then_transpose(&mut buf, shape, &mut jobs, DEFAULT_SCRATCH_CAP),
+            &what,
+            |e| matches!(e, Error::OutOfBounds { .. }),
+        )?;
         ensure_words_eq(format_args!("{what}: the matrix"), &host, &backend.download_vec(&buf).ctx("download")?)?;
         ensure_words_eq(format_args!("{what}: the output"), &full, &backend.download_vec(&out_a).ctx("download")?)?;
     }
