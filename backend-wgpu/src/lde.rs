@@ -687,6 +687,22 @@ mod order {
             }
         }
         assert!(wide > 100 && narrow > 20, "both kinds of last pass replayed: {wide} wide, {narrow} not");
+        // Around the wide stores' blowup limit, on the production segment: B = 64 stores wide,
+        // B = 128 and up moves the rows in waves.
+        for log_b in 6..=8 {
+            for log_n in 0..=7 {
+                let steps = in_place_steps(log_n, log_b, 3, 1 << 27, PASS_LOG);
+                if let Err(e) = replay(log_n, log_b, &steps) {
+                    panic!("n = 2^{log_n}, B = 2^{log_b}: {e}");
+                }
+                let wide = steps.iter().any(|s| matches!(s, Step::Inverse { flags, .. } if flags & PASS_WIDE != 0));
+                assert_eq!(
+                    wide,
+                    log_n > 0 && 1u64 << log_b <= WIDE_MAX_BLOWUP,
+                    "n = 2^{log_n}, B = 2^{log_b}: {steps:?}"
+                );
+            }
+        }
     }
 
     /// Each pass takes `most` stages where a group's rows can touch at most the four segments a
