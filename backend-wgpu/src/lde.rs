@@ -13,13 +13,20 @@
 //!    `s^j / n` and stores it straight to `[pB, pB + B)`. It runs over its groups in ranges from
 //!    the top down, each range's targets above every row that it or a later range reads, group 0
 //!    (which reads all its rows before writing) last ([`in_place_steps`] proves the order). Where
-//!    a group's `2^r B` target rows do not fit a segment's span, the pass stores row `p` at `p`
-//!    instead and the rows move in waves of `lde_scale` from the top down, row 0's block last.
+//!    a group's `2^r B` target rows do not fit a segment's span, or `B` exceeds
+//!    [`WIDE_MAX_BLOWUP`], the pass stores row `p` at `p` instead and the rows move in waves of
+//!    `lde_scale` from the top down, row 0's block last.
 //! 3. **Forward NTT** (DIT, forward twiddles) with half-sizes `B .. N/2`: natural order out.
 //!
-//! The out-of-place route of earlier versions ([`coset_lde_out_of_place`]: spread the trace to
-//! the rows `pB` of a new buffer, inverse over them, scale, forward) stays for the benchmark that
-//! compares the two.
+//! **Work per invocation stays small at every blowup.** A pass's wide stores loop over the `B`
+//! targets of each of an invocation's rows, so they run only up to [`WIDE_MAX_BLOWUP`]; an
+//! `lde_scale` invocation stores at most [`SCALE_TARGETS`] rows of one column, its dispatches
+//! cut so that every target is covered whatever `B`. Besides keeping the device parallel, this
+//! keeps every invocation far below the 65,535 loop iterations that Mesa's llvmpipe runs before
+//! it silently ends a shader's loops (`LP_MAX_TGSI_LOOP_ITERATIONS`, shared by all loops of an
+//! invocation): with one invocation storing all `B` rows of its element, a 1-row trace at
+//! blowup 2^20 came back zero from row 65,535 on, and 4 x 3 at blowup 16,384 (four rows of
+//! 16,384 stores in one invocation) had a wrong root.
 //!
 //! The transforms run as passes of up to [`PASS_LOG`] radix-2 stages each: a workgroup loads
 //! the 2^r rows of 1024 / 2^r columns that r consecutive stages combine into a shared-memory
@@ -42,17 +49,25 @@ use backend_api::{DeviceBuffer as _, Error, LdeParams, Result, validate};
 use crate::context::{Gpu, Kernel, Module, NAME, Recorder, Space, Table, Window};
 use crate::memory::{self, WgpuBuffer};
 
-const SPREAD: Kernel = Kernel { module: Module::Lde, entry: "lde_spread", items_per_group: 256 };
 /// A pass of one stage: one butterfly per invocation, in registers.
 const PASS: Kernel = Kernel { module: Module::Lde, entry: "ntt_pass", items_per_group: 256 };
 /// Passes of two stages or more: two butterflies per invocation per stage, in a shared tile.
 const PASS_X2: Kernel = Kernel { module: Module::Lde, entry: "ntt_pass_x2", items_per_group: 512 };
 const SCALE: Kernel = Kernel { module: Module::Lde, entry: "lde_scale", items_per_group: 256 };
-/// The kernels the coset LDE launches (in place; the out-of-place route adds `lde_spread`).
+/// The kernels the coset LDE launches.
 pub(crate) const KERNELS: [Kernel; 3] = [PASS, PASS_X2, SCALE];
 
-/// Most radix-2 stages one pass runs (`PASS_LOG` in lde.wgsl).
-pub(crate) const PASS_LOG: u32 = 5;
+/// Most radix-2 stages one pass runs (`PASS_LOG` in lde.wgsl): 5 measured fastest (101.0 ms
+/// against 106.5 ms with 4 for the 2^21 -> 2^22 x 316 LDE on the H200).
+const PASS_LOG: u32 = 5;
+
+/// The largest blowup at which the inverse's last pass stores each row straight to its `B`
+/// target rows (`PASS_WIDE`): an invocation of `ntt_pass_x2` then stores `4 B` elements. Larger
+/// blowups move the rows with `lde_scale`, whose invocations store at most [`SCALE_TARGETS`].
+const WIDE_MAX_BLOWUP: u64 = 64;
+
+/// Target rows one `lde_scale` invocation stores at most (`SCALE_TARGETS` in lde.wgsl).
+const SCALE_TARGETS: u64 = 64;
 
 /// Pass flag (lde.wgsl): canonicalise every stored value (the forward transform's last
 /// pass; the others store the lazy butterflies' words as they are).
@@ -70,7 +85,9 @@ enum Step {
     /// flags.
     Inverse { lh: u32, r: u32, flags: u32, groups: (u64, u64) },
     /// Each row `p` of `[lo, hi)` to the `B` rows `[pB, pB + B)`, scaled by `s^br(p) / n` first
-    /// when `scale` (only where the inverse has no pass, `n = 1`).
+    /// when `scale` (only where the inverse has no pass, `n = 1`). Row 0, whose block holds it,
+    /// is scaled in place (when `scale`) before it is copied to rows `[1, B)`
+    /// ([`Setup::scale_rows`]), so that no invocation reads an element that another writes.
     Spread { lo: u64, hi: u64, scale: bool },
     /// A forward (DIT) pass of `r` stages from half-size `2^lh` over rows `[0, N)`.
     Forward { lh: u32, r: u32 },
@@ -96,7 +113,8 @@ enum Step {
 /// column's `2^r` rows in one workgroup before the barriers that precede its stores.
 ///
 /// `PASS_WIDE` needs a group's `2^r B` target rows to fit one segment's span (so that a dispatch
-/// of one group or more still binds at most four segments). Otherwise the last pass runs as one
+/// of one group or more still binds at most four segments), and `B <= WIDE_MAX_BLOWUP` (module
+/// doc: work per invocation). Otherwise the last pass runs as one
 /// range and stores every row at `p`, and the rows move in waves: while `c > 1` (from `c = n`),
 /// rows `[0, c)` still hold unmoved rows and rows `[cB, N)` are final; the wave
 /// `[ceil(c / B), c)` moves each row `p` to `[pB, pB + B)`. Its targets
@@ -110,7 +128,7 @@ enum Step {
 fn in_place_steps(log_n: u32, log_b: u32, m: u64, seg: u64, most: u32) -> Vec<Step> {
     let (n, b) = (1u64 << log_n, 1u64 << log_b);
     let inverse = passes(0, log_n, m, m, seg, most);
-    let wide = b > 1 && inverse.first().is_some_and(|&(_, r)| (b * m) << r <= seg);
+    let wide = b > 1 && b <= WIDE_MAX_BLOWUP && inverse.first().is_some_and(|&(_, r)| (b * m) << r <= seg);
     let mut steps = Vec::new();
     for &(lh, r) in inverse.iter().rev() {
         let groups = n >> r;
@@ -161,16 +179,28 @@ impl Setup {
         let m = params.trace().cols() as u64;
         let b = params.blowup() as u64;
         let seg = gpu.seg_elems() as u64;
-        if b * m > seg {
+        if m > seg {
             return Err(Error::InvalidArgument(format!(
-                "{NAME}: {op}: blowup {b} x {m} columns = {} elements exceeds one segment of {seg} elements \
-                 (the storage binding limit)",
-                b * m
+                "{NAME}: {op}: a row of {m} columns exceeds one segment of {seg} elements (the storage binding \
+                 limit); commit the columns in groups of at most {seg}"
+            )));
+        }
+        // The tables are bound as one storage buffer: refused here, before the host spends time
+        // and memory building them (N / 2 forward twiddles, 4 GiB at N = 2^30).
+        let bytes = LdeTwiddles::bytes_for(log_n, log_b);
+        // The bound `memory::upload_table` checks.
+        let limit = gpu.hw.limits.max_storage_buffer_binding_size.min(gpu.hw.limits.max_buffer_size) as usize;
+        if bytes > limit {
+            return Err(Error::InvalidArgument(format!(
+                "{NAME}: {op}: the twiddle tables for 2^{log_n} rows at blowup 2^{log_b} take {bytes} B, over one \
+                 storage binding (max_storage_buffer_binding_size / max_buffer_size {limit} B); the largest LDE \
+                 domain this adapter runs is 2^{} rows",
+                (limit / 4).max(1).ilog2()
             )));
         }
         // The pool keeps the last tables between calls (40 MB at 2^21 -> 2^22 rows, whose upload
         // the host otherwise spends several milliseconds on before the first pass can start).
-        let len = LdeTwiddles::bytes_for(log_n, log_b) / 8;
+        let len = bytes / 8;
         let tables = memory::cached_table(gpu, (log_n, log_b, params.shift()), len, || {
             let tw = LdeTwiddles::shared(log_n, log_b, params.shift());
             let what = format!("the twiddle tables for 2^{log_n} x 2^{log_b}");
@@ -186,9 +216,12 @@ impl Setup {
         (inv + fwd) as u64
     }
 
-    /// Records `lde_scale` over rows `[lo, hi)` of the matrix at `base`: row `p`, read at row
-    /// `p * step`, to rows `[pB, pB + B)`, scaled when `scale`; in dispatches whose rows fit
-    /// four segments.
+    /// Records `lde_scale` over rows `[lo, hi)` of the matrix at `base`: row `p` to rows
+    /// `[pB, pB + B)`, scaled when `scale`. Row 0 (only in `[0, 1)`, the last wave, or the one row
+    /// of `n = 1`) is scaled in place first and then copied to rows `[1, B)`, so that no
+    /// invocation reads an element that another writes. Dispatches bind at most four segments:
+    /// whole rows' targets where `B m` elements fit a segment, else one row's targets in pieces
+    /// of a segment's worth.
     #[allow(clippy::too_many_arguments)]
     fn scale_rows(
         &self,
@@ -196,34 +229,91 @@ impl Setup {
         space: &Space<'_>,
         base: u64,
         (lo, hi): (u64, u64),
-        step: u64,
         scale: bool,
         op: &str,
     ) -> Result<()> {
         let (m, b) = (self.m, self.b);
-        let rows_per = (self.seg / (b * m)).max(1);
         let mut p = lo;
+        if p == 0 && p < hi {
+            if scale {
+                self.scale_dispatch(rec, space, base, (0, 1), (0, 1), true, op)?;
+            }
+            self.scale_targets(rec, space, base, 0, (1, b), op)?;
+            p = 1;
+        }
+        let rows_per = self.seg / (b * m);
         while p < hi {
-            let k = rows_per.min(hi - p);
-            let spans = [
-                (base + p * step * m, base + ((p + k - 1) * step + 1) * m),
-                (base + p * b * m, base + (p + k) * b * m),
-            ];
-            let a = space.window::<4>(&spans, op)?;
-            let args = [
-                base as u32,
-                m as u32,
-                b as u32,
-                self.log_n,
-                self.coset_offset() as u32,
-                p as u32,
-                step as u32,
-                u32::from(scale),
-            ];
-            rec.dispatch(SCALE, (k * m) as u32, &args, a, Window::empty(), Table::Buffer(&self.tables.segs[0]))?;
-            p += k;
+            if rows_per == 0 {
+                // One row's B m elements exceed a segment.
+                self.scale_targets(rec, space, base, p, (0, b), op)?;
+                p += 1;
+            } else {
+                let k = rows_per.min(hi - p);
+                self.scale_dispatch(rec, space, base, (p, k), (0, b), scale, op)?;
+                p += k;
+            }
         }
         Ok(())
+    }
+
+    /// Row `p` (unscaled) to its target rows `pB + s`, `s` in `[s0, s1)`, in dispatches of at most
+    /// a segment's worth of target rows.
+    fn scale_targets(
+        &self,
+        rec: &mut Recorder<'_>,
+        space: &Space<'_>,
+        base: u64,
+        p: u64,
+        (s0, s1): (u64, u64),
+        op: &str,
+    ) -> Result<()> {
+        let per = (self.seg / self.m).max(1);
+        let mut s = s0;
+        while s < s1 {
+            let e = s1.min(s + per);
+            self.scale_dispatch(rec, space, base, (p, 1), (s, e), false, op)?;
+            s = e;
+        }
+        Ok(())
+    }
+
+    /// One `lde_scale` dispatch: rows `[p, p + k)`, each to its target rows `pB + s` for `s` in
+    /// `[s0, s1)`, at most [`SCALE_TARGETS`] per invocation.
+    #[allow(clippy::too_many_arguments)]
+    fn scale_dispatch(
+        &self,
+        rec: &mut Recorder<'_>,
+        space: &Space<'_>,
+        base: u64,
+        (p, k): (u64, u64),
+        (s0, s1): (u64, u64),
+        scale: bool,
+        op: &str,
+    ) -> Result<()> {
+        let (m, b) = (self.m, self.b);
+        if k == 0 || s1 <= s0 {
+            return Ok(());
+        }
+        // At least 1: the kernel divides by it (lde.wgsl is compiled without division guards).
+        let chunks = (s1 - s0).div_ceil(SCALE_TARGETS);
+        let spans = [(base + p * m, base + (p + k) * m), (base + (p * b + s0) * m, base + ((p + k - 1) * b + s1) * m)];
+        let window = space.window::<4>(&spans, op)?;
+        let args = [
+            base as u32,
+            m as u32,
+            b as u32,
+            self.log_n,
+            self.coset_offset() as u32,
+            p as u32,
+            s0 as u32,
+            s1 as u32,
+            u32::from(scale),
+            chunks as u32,
+        ];
+        let items = u32::try_from(k * chunks * m).map_err(|_| {
+            Error::InvalidArgument(format!("{NAME}: {op}: {k} rows x {chunks} x {m} items exceed one dispatch"))
+        })?;
+        rec.dispatch(SCALE, items, &args, window, Window::empty(), Table::Buffer(&self.tables.segs[0]))
     }
 }
 
@@ -240,13 +330,13 @@ pub(crate) fn coset_lde_in_place(gpu: &Arc<Gpu>, buf: &mut WgpuBuffer, params: &
     let log_big_n = set.log_n + set.log_b;
     let forward = Transform { base, stride: set.m, m: set.m, log_rows: log_big_n, tw_off: set.n / 2, inverse: false };
     let store = |flags| Store { flags, log_b: set.log_b, coset_off: set.coset_offset() };
-    let steps = in_place_steps(set.log_n, set.log_b, set.m, set.seg, gpu.lde_pass_stages);
+    let steps = in_place_steps(set.log_n, set.log_b, set.m, set.seg, PASS_LOG);
     for (i, &step) in steps.iter().enumerate() {
         match step {
             Step::Inverse { lh, r, flags, groups } => {
                 Pass { tf: &inverse, lh, r, store: store(flags) }.record(&mut rec, &space, tab, groups)?;
             }
-            Step::Spread { lo, hi, scale } => set.scale_rows(&mut rec, &space, base, (lo, hi), 1, scale, op)?,
+            Step::Spread { lo, hi, scale } => set.scale_rows(&mut rec, &space, base, (lo, hi), scale, op)?,
             // Forward passes come last: the final step is the transform's last pass.
             Step::Forward { lh, r } => {
                 let flags = if i + 1 == steps.len() { PASS_CANONICAL } else { 0 };
@@ -264,54 +354,6 @@ pub(crate) fn coset_lde_in_place(gpu: &Arc<Gpu>, buf: &mut WgpuBuffer, params: &
     drop(rec);
     drop(set);
     Ok(())
-}
-
-/// The out-of-place route of earlier versions, kept for the benchmark that compares it with
-/// [`coset_lde_in_place`]: the trace's rows `p` to rows `pB` of a new buffer
-/// (canonicalised), the inverse over those rows (stride `Bm`), each row `pB` scaled to its
-/// block, then the same forward passes. Needs the trace's and the LDE's bytes at once.
-pub(crate) fn coset_lde_out_of_place(gpu: &Arc<Gpu>, trace: &WgpuBuffer, params: &LdeParams) -> Result<WgpuBuffer> {
-    validate::coset_lde(params, trace.len())?;
-    let op = "coset_lde_out_of_place";
-    let set = Setup::new(gpu, params, op)?;
-    let (n, m, b, s) = (set.n, set.m, set.b, set.seg);
-    let most = gpu.lde_pass_stages;
-    let out = memory::alloc(gpu, params.lde_shape().len())?;
-    let (space, bases) = Space::new(gpu, &[&trace.segs, &out.segs])?;
-    let (tb, ob) = (bases[0] as u64, bases[1] as u64);
-    let tab = &set.tables.segs[0];
-    let mut rec = gpu.recorder(op);
-
-    // 1. Spread: trace row p -> LDE row pB.
-    let rows_per = (s / (b * m)).max(1);
-    let mut p = 0;
-    while p < n {
-        let k = rows_per.min(n - p);
-        let spans = [(tb + p * m, tb + (p + k) * m), (ob + p * b * m, ob + ((p + k - 1) * b + 1) * m)];
-        let a = space.window::<4>(&spans, op)?;
-        let args = [tb as u32, ob as u32, m as u32, b as u32, p as u32];
-        rec.dispatch(SPREAD, (k * m) as u32, &args, a, Window::empty(), Table::Buffer(tab))?;
-        p += k;
-    }
-    // 2. Inverse NTT (DIF) over rows pB, half-sizes n/2 down to 1: inverse twiddles at offset 0.
-    let inverse = Transform { base: ob, stride: b * m, m, log_rows: set.log_n, tw_off: 0, inverse: true };
-    for (lh, r) in passes(0, set.log_n, b * m, m, s, most).into_iter().rev() {
-        pass(&mut rec, &space, tab, &inverse, lh, r, Store::PLAIN)?;
-    }
-    // 3. Coset scaling and broadcast to the B rows of each block.
-    set.scale_rows(&mut rec, &space, ob, (0, n), b, true, op)?;
-    // 4. Forward NTT (DIT) with half-sizes B .. N/2: forward twiddles after the inverse ones.
-    let log_big_n = set.log_n + set.log_b;
-    let forward = Transform { base: ob, stride: m, m, log_rows: log_big_n, tw_off: n / 2, inverse: false };
-    let forward_passes = passes(set.log_b, log_big_n, m, m, s, most);
-    let last = Store { flags: PASS_CANONICAL, ..Store::PLAIN };
-    for (i, &(lh, r)) in forward_passes.iter().enumerate() {
-        pass(&mut rec, &space, tab, &forward, lh, r, if i + 1 == forward_passes.len() { last } else { Store::PLAIN })?;
-    }
-    rec.flush()?;
-    drop(rec);
-    drop(set);
-    Ok(out)
 }
 
 /// One transform: `2^log_rows` logical rows `stride` elements apart, `m` columns each.
@@ -336,17 +378,13 @@ struct Store {
     coset_off: u64,
 }
 
-impl Store {
-    const PLAIN: Self = Self { flags: 0, log_b: 0, coset_off: 0 };
-}
-
 /// Stages a pass may always take, whatever the segments: its `2^r` row ranges are bound one by one
 /// (four slots), and [`Pass::record`] runs a group whose rows touch more segments than that one
 /// stage at a time.
 const SPREAD_STAGES: u32 = 2;
 
 /// The passes `(log2 h, r)` that cover the stages with half-sizes `2^lo .. 2^(hi - 1)`, in
-/// ascending order: each takes up to `most` (1..=[`PASS_LOG`], validated by `WgpuBackend::new`)
+/// ascending order: each takes up to `most` (1..=[`PASS_LOG`]; the backend runs `PASS_LOG`)
 /// stages, fewer where one group's rows (`2^r h` rows of `stride` elements, a span of
 /// `(2^r - 1) h stride + m` elements) could touch more than the four segments a dispatch binds,
 /// which a span of at most `3 seg + 1` elements never does, but not fewer than
@@ -649,6 +687,22 @@ mod order {
             }
         }
         assert!(wide > 100 && narrow > 20, "both kinds of last pass replayed: {wide} wide, {narrow} not");
+        // Around the wide stores' blowup limit, on the production segment: B = 64 stores wide,
+        // B = 128 and up moves the rows in waves.
+        for log_b in 6..=8 {
+            for log_n in 0..=7 {
+                let steps = in_place_steps(log_n, log_b, 3, 1 << 27, PASS_LOG);
+                if let Err(e) = replay(log_n, log_b, &steps) {
+                    panic!("n = 2^{log_n}, B = 2^{log_b}: {e}");
+                }
+                let wide = steps.iter().any(|s| matches!(s, Step::Inverse { flags, .. } if flags & PASS_WIDE != 0));
+                assert_eq!(
+                    wide,
+                    log_n > 0 && 1u64 << log_b <= WIDE_MAX_BLOWUP,
+                    "n = 2^{log_n}, B = 2^{log_b}: {steps:?}"
+                );
+            }
+        }
     }
 
     /// Each pass takes `most` stages where a group's rows can touch at most the four segments a

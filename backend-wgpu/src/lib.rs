@@ -14,10 +14,8 @@
 //!   binds the (at most four) segments it touches, and the host cuts each operation into such
 //!   dispatches. The adapter's real limits are requested, not the defaults.
 //! - **Same plans, same tables.** The in-place transpose executes the schedule of
-//!   [`backend_api::plan::TransposePlan`] (by default every run pass batch through the copy
-//!   shader; with [`WgpuOptions::fused_transpose`] each run moves once, where the adapter binds
-//!   the fused kernel's twelve segments); the LDE uses
-//!   [`backend_api::field::LdeTwiddles`]. Kernels live in `shaders/wgsl/*.wgsl`.
+//!   [`backend_api::plan::TransposePlan`] (every run-pass batch through the copy shader); the LDE
+//!   uses [`backend_api::field::LdeTwiddles`]. Kernels live in `shaders/wgsl/*.wgsl`.
 //! - **Accounted memory.** Every device buffer goes through the backend's [`AllocTracker`]; a
 //!   1 MiB parameter arena and a 256 B placeholder are allocated once at construction (outside
 //!   the tracker, they are fixed overhead, like a context).
@@ -56,34 +54,66 @@ pub use memory::{WgpuBuffer, WgpuDownload};
 
 use context::{Gpu, Setup};
 
-/// How [`WgpuBackend::new`] picks and configures its device.
+/// How [`WgpuBackend::new`] picks and configures its device. [`WgpuBackend::new`] validates
+/// every field and refuses a value outside its range with [`backend_api::Error::InvalidArgument`]
+/// naming the field, the value and the range.
 #[derive(Clone, Debug, Default)]
 pub struct WgpuOptions {
     /// Accept a software adapter (`DeviceType::Cpu`, e.g. Mesa's llvmpipe) when no hardware
     /// adapter exists. The prover's `--backend auto` passes `false`; tests pass `true`.
     pub allow_software: bool,
     /// Caps the segment size (bytes) below the adapter's binding limit, so that tests exercise
-    /// multi-segment buffers at small shapes. `None` uses the adapter's limit.
+    /// multi-segment buffers at small shapes. `None` uses the adapter's limit. At least
+    /// [`MIN_SEGMENT_BYTES`]; a value that is not a power of two of elements is rounded down to
+    /// one, and a value above the adapter's binding limit means the limit.
     pub max_segment_bytes: Option<u64>,
     /// Never use `SHADER_INT64`, even where the adapter offers it: Goldilocks arithmetic runs on
     /// u32 pairs, as on adapters without 64-bit integers. `false` (the default) uses native u64
     /// where available; [`WgpuBackend::uses_int64`] says which path runs.
     pub portable_arithmetic: bool,
-    /// Most radix-2 stages one LDE pass runs in a shared-memory tile, 1 to 5; `None` is 5, the
-    /// fastest (101.0 ms against 106.5 ms with 4 for the 2^21 -> 2^22 x 316 LDE on the H200).
-    /// Smaller values exist to measure and test the pass structure (1 is one dispatch per stage).
-    pub lde_pass_stages: Option<u32>,
-    /// Run the in-place transpose's run pass as fused launches (`transpose_fused.wgsl`: each run
-    /// moves once) where the adapter can bind the wide layout. `false` (the default) runs every
-    /// batch through the copy shader (each run moves twice, into scratch and out), which measured
-    /// faster on the H200: 23.3 ms against 47.5 ms fused at 2^22 x 316 (BENCHMARKS.md). Both
-    /// give the same bytes; the suites run both.
-    pub fused_transpose: bool,
     /// Bytes per staging chunk of large uploads and downloads (each direction keeps three such
-    /// mapped buffers, counted as page-locked host memory). `None` is 64 MiB; must be a multiple
-    /// of 8. Smaller values exist to test chunk boundaries at small shapes; transfers of at most
-    /// a sixteenth of a chunk skip the staging buffers.
+    /// mapped buffers, counted as page-locked host memory). `None` is 64 MiB. A multiple of 8
+    /// from [`MIN_TRANSFER_CHUNK_BYTES`] up to the adapter's `max_buffer_size`. Lower it where
+    /// the 384 MiB of staging is too much host memory; transfers of at most a sixteenth of a
+    /// chunk skip the staging buffers.
     pub transfer_chunk_bytes: Option<usize>,
+}
+
+/// The smallest [`WgpuOptions::max_segment_bytes`]: 64 B, eight elements.
+pub const MIN_SEGMENT_BYTES: u64 = 64;
+
+/// The smallest [`WgpuOptions::transfer_chunk_bytes`]: 64 B. A chunk is copied by the host in 64
+/// pieces of a multiple of 8 bytes each, so a smaller one would have pieces of no bytes.
+pub const MIN_TRANSFER_CHUNK_BYTES: usize = 64;
+
+impl WgpuOptions {
+    /// Checks the fields that need no adapter to check.
+    fn validate(&self) -> Result<()> {
+        let invalid = |field: &str, value: String, range: &str| {
+            Err(backend_api::Error::InvalidArgument(format!(
+                "wgpu: WgpuOptions::{field} is {value}; it must be {range}"
+            )))
+        };
+        if let Some(bytes) = self.max_segment_bytes
+            && bytes < MIN_SEGMENT_BYTES
+        {
+            return invalid(
+                "max_segment_bytes",
+                format!("Some({bytes})"),
+                &format!("None or at least {MIN_SEGMENT_BYTES}"),
+            );
+        }
+        if let Some(bytes) = self.transfer_chunk_bytes
+            && (bytes < MIN_TRANSFER_CHUNK_BYTES || !bytes.is_multiple_of(8))
+        {
+            return invalid(
+                "transfer_chunk_bytes",
+                format!("Some({bytes})"),
+                &format!("None or a multiple of 8 from {MIN_TRANSFER_CHUNK_BYTES} up to the adapter's max_buffer_size"),
+            );
+        }
+        Ok(())
+    }
 }
 
 /// The wgpu backend: one device, one queue.
@@ -106,31 +136,29 @@ impl WgpuBackend {
     /// then — only with `allow_software` — a CPU adapter).
     ///
     /// # Errors
+    /// `Error::InvalidArgument` naming the field, its value and its range for an option out of
+    /// range ([`WgpuOptions`]), before any adapter is opened where the range needs none;
     /// `Error::BackendUnavailable` when no acceptable adapter exists or the device cannot be
-    /// created; `Error::Device` when setup raises a wgpu error; `Error::InvalidArgument` for
-    /// `lde_pass_stages` outside 1..=5.
+    /// created; `Error::Device` when setup raises a wgpu error.
     pub fn new(options: WgpuOptions) -> Result<Self> {
-        let lde_pass_stages = options.lde_pass_stages.unwrap_or(lde::PASS_LOG);
-        if !(1..=lde::PASS_LOG).contains(&lde_pass_stages) {
-            return Err(backend_api::Error::InvalidArgument(format!(
-                "wgpu: lde_pass_stages must be 1 to {}, got {lde_pass_stages}",
-                lde::PASS_LOG
-            )));
-        }
-        let transfer_chunk = options.transfer_chunk_bytes.unwrap_or(staging::DEFAULT_CHUNK_BYTES);
-        if transfer_chunk == 0 || !transfer_chunk.is_multiple_of(8) {
-            return Err(backend_api::Error::InvalidArgument(format!(
-                "wgpu: transfer_chunk_bytes must be a positive multiple of 8, got {transfer_chunk}"
-            )));
-        }
+        options.validate()?;
         let gpu = Gpu::new(&Setup {
             allow_software: options.allow_software,
             max_segment_bytes: options.max_segment_bytes,
             portable_arithmetic: options.portable_arithmetic,
-            lde_pass_stages,
-            fused_transpose: options.fused_transpose,
-            transfer_chunk,
+            transfer_chunk: options.transfer_chunk_bytes.unwrap_or(staging::DEFAULT_CHUNK_BYTES),
         })?;
+        // The staging slots are buffers of one chunk each.
+        let max = gpu.hw.limits.max_buffer_size;
+        if let Some(bytes) = options.transfer_chunk_bytes
+            && bytes as u64 > max
+        {
+            return Err(backend_api::Error::InvalidArgument(format!(
+                "wgpu: WgpuOptions::transfer_chunk_bytes is Some({bytes}); it must be None or a multiple of 8 \
+                 from {MIN_TRANSFER_CHUNK_BYTES} up to the adapter's max_buffer_size, {max} B on {}",
+                gpu.hw.info.name
+            )));
+        }
         Ok(Self { gpu })
     }
 
@@ -146,7 +174,7 @@ impl WgpuBackend {
         let mut kernels = lde::KERNELS.to_vec();
         kernels.extend(hash::kernels(hash));
         kernels.extend(merkle::kernels(hash));
-        kernels.extend(transpose::kernels(&self.gpu));
+        kernels.extend(transpose::KERNELS);
         let threads = std::thread::available_parallelism().map_or(4, |n| n.get());
         self.gpu.prepare(&kernels, threads)
     }
@@ -188,20 +216,6 @@ impl WgpuBackend {
         backend_api::validate::owned(tracker, src.tracker(), "WgpuBackend", "raw_copy source")?;
         backend_api::validate::owned(tracker, dst.tracker(), "WgpuBackend", "raw_copy destination")?;
         memory::raw_copy(&self.gpu, src, dst)
-    }
-
-    /// The coset LDE by the out-of-place route of earlier versions: the same bytes as
-    /// [`Backend::coset_lde`], computed by spreading the trace to every `B`-th row of a new
-    /// buffer, then the inverse NTT over those rows, the coset scaling and the forward NTT. It
-    /// needs the trace's and the LDE's bytes at once and is kept for the benchmark that compares
-    /// it with the in-place route ([`Backend::coset_lde_in_place`], which `coset_lde` uses).
-    ///
-    /// # Errors
-    /// As [`Backend::coset_lde`]; `Error::InvalidArgument` when `B x m` elements exceed one
-    /// segment.
-    pub fn coset_lde_out_of_place(&self, trace: &WgpuBuffer, params: &LdeParams) -> Result<WgpuBuffer> {
-        self.gpu.check("coset_lde_out_of_place")?;
-        lde::coset_lde_out_of_place(&self.gpu, trace, params)
     }
 
     /// Creates a buffer of `len` elements, clears it on the device and frees it, so that its
@@ -260,15 +274,6 @@ impl WgpuBackend {
     /// tracker's peak).
     pub fn pooled_bytes(&self) -> u64 {
         context::lock(&self.gpu.pool).bytes()
-    }
-
-    /// The limits of the transpose's fused run-pass launches on this adapter: at most 384 moves,
-    /// slots inside one segment, at most twelve segments per launch; `FuseLimits::NONE` (every
-    /// run moves twice, through the copy shader) unless [`WgpuOptions::fused_transpose`] is set
-    /// and the adapter can bind thirteen storage buffers per stage and stage 16 KiB of workgroup
-    /// memory.
-    pub fn transpose_fuse_limits(&self) -> backend_api::plan::schedule::FuseLimits {
-        transpose::limits(&self.gpu)
     }
 
     /// Whether [`WgpuBackend::time_device`] measures on the device (the adapter offers

@@ -1,25 +1,22 @@
-//! In-place transpose: executes the fused schedule of the shared [`TransposePlan`]
-//! ([`backend_api::plan::schedule`]), launch by launch.
+//! In-place transpose: executes the schedule of the shared [`TransposePlan`]
+//! ([`backend_api::plan::schedule`], unfused), launch by launch.
 //!
 //! - `Launch::Block` runs the tiled kernel of `shaders/wgsl/transpose.wgsl` (32 x 32 elements
 //!   through workgroup memory).
-//! - `Launch::Fused`, the run pass's batch pairs composed into one parallel assignment of whole
-//!   runs, runs `shaders/wgsl/transpose_fused.wgsl` on the wide layout: each workgroup stages a
-//!   window of every source run in workgroup memory, then writes every destination, so a run
-//!   moves once instead of twice (into scratch and out again). The schedule keeps every run
-//!   inside one segment (the run length divides the segment size) and a launch within
-//!   twelve segments (the wide layout). Adapters without the wide layout run unfused.
-//! - `Launch::Copies`, any other batch, runs the copy shader ([`crate::copy`]).
+//! - `Launch::Copies`, every batch, runs the copy shader ([`crate::copy`]).
 //!
 //! The matrix and the scratch are one virtual space (matrix segments first), so a launch may read
 //! one and write the other. wgpu orders dispatches that share a buffer, so launches run in order.
+//! A copy batch carries its table in the recorder's arena; the recorder reserves a table and its
+//! parameter block together, so that a tiny scratch cap's thousands of small batches (each one a
+//! dispatch) never find their table in another submission's arena.
 //! Submissions: the block pass is submitted as soon as it is recorded, so that the GPU works
 //! while the host records (or, the first time for a shape, composes) the run pass; schedules are
-//! kept per shape, scratch and segment size.
+//! kept per shape and scratch.
 
 use std::sync::Arc;
 
-use backend_api::plan::schedule::{FuseLimits, Launch, Regions, ScheduleCache, ScheduleKey, schedule_each};
+use backend_api::plan::schedule::{FuseLimits, Launch, ScheduleCache, ScheduleKey, schedule_each};
 use backend_api::plan::{Loc, TransposePlan};
 use backend_api::{DeviceBuffer as _, Error, MatrixShape, Result, validate};
 
@@ -28,34 +25,12 @@ use crate::copy::{Move, record_moves};
 use crate::memory::{self, WgpuBuffer};
 
 const TRANSPOSE: Kernel = Kernel { module: Module::Transpose, entry: "transpose_block", items_per_group: 1 };
-const FUSED: Kernel = Kernel { module: Module::TransposeFused, entry: "transpose_fused_runs", items_per_group: 1 };
 const TILE: usize = 32;
-/// Net moves one fused launch carries: a run-pass batch pair holds `cols + 1` runs (the scratch),
-/// so 384 fuses every pair up to 383 columns.
-const FUSE_MAX: usize = 384;
 /// Recent schedules (the host composition of 2^22 x 316 takes tens of milliseconds).
 static SCHEDULES: ScheduleCache = ScheduleCache::new(8);
 
-/// What one fused launch may hold on `gpu`: nothing unless fusing was asked for
-/// ([`crate::WgpuOptions::fused_transpose`]) and the adapter has the wide layout.
-pub(crate) fn limits(gpu: &Gpu) -> FuseLimits {
-    match gpu.wide_slots() {
-        Some(max) if gpu.fused_transpose => {
-            FuseLimits { max_moves: FUSE_MAX, regions: Some(Regions { elems: gpu.seg_elems(), max }) }
-        }
-        _ => FuseLimits::NONE,
-    }
-}
-
-/// The kernels [`transpose_in_place`] launches on `gpu`: the block transpose, the copy shader
-/// (every run-pass batch, or those not fused), and the fused kernel where [`limits`] fuses.
-pub(crate) fn kernels(gpu: &Gpu) -> Vec<Kernel> {
-    let mut k = vec![TRANSPOSE, crate::copy::COPY];
-    if limits(gpu).regions.is_some() {
-        k.push(FUSED);
-    }
-    k
-}
+/// The kernels [`transpose_in_place`] launches: the block transpose and the copy shader.
+pub(crate) const KERNELS: [Kernel; 2] = [TRANSPOSE, crate::copy::COPY];
 
 /// [`backend_api::Backend::transpose_in_place`].
 pub(crate) fn transpose_in_place(gpu: &Arc<Gpu>, buf: &mut WgpuBuffer, shape: MatrixShape, cap: usize) -> Result<()> {
@@ -73,7 +48,9 @@ pub(crate) fn transpose_in_place(gpu: &Arc<Gpu>, buf: &mut WgpuBuffer, shape: Ma
         Loc::Scratch(o) => bases[1] as u64 + o as u64,
     };
     let mut rec = gpu.recorder(op);
-    let limits = limits(gpu);
+    // Every run-pass batch runs as it is, through the copy shader: fused launches (each run moving
+    // once) measured 2x slower on the H200.
+    let limits = FuseLimits::NONE;
     let key = ScheduleKey::new(&geometry, limits);
     let mut after_block = false;
     let mut run = |rec: &mut Recorder<'_>, launch: &Launch| -> Result<()> {
@@ -90,9 +67,8 @@ pub(crate) fn transpose_in_place(gpu: &Arc<Gpu>, buf: &mut WgpuBuffer, shape: Ma
                     moves.iter().map(|m| Move { src: at(m.src), dst: at(m.dst), len: m.len as u64 }).collect();
                 record_moves(gpu, rec, &space, &moves, op)
             }
-            Launch::Fused { unit, moves } => {
-                let moves: Vec<(u64, u64)> = moves.iter().map(|&(s, d)| (at(s), at(d))).collect();
-                record_fused(gpu, rec, &space, *unit as u64, &moves)
+            Launch::Fused { .. } => {
+                Err(Error::InvalidArgument(format!("{NAME}: {op}: a fused launch in a schedule made without fusion")))
             }
         }
     };
@@ -113,52 +89,6 @@ pub(crate) fn transpose_in_place(gpu: &Arc<Gpu>, buf: &mut WgpuBuffer, shape: Ma
     // The scratch handles drop here; wgpu keeps the memory until the queued launches are done.
     drop(scratch);
     Ok(())
-}
-
-/// Records one fused launch: `moves` are `(src, dst)` virtual starts of `unit`-element slots,
-/// each inside one segment, at most [`Gpu::wide_slots`] segments in all (the schedule's limits).
-fn record_fused(gpu: &Gpu, rec: &mut Recorder<'_>, space: &Space<'_>, unit: u64, moves: &[(u64, u64)]) -> Result<()> {
-    let shift = gpu.hw.seg_shift;
-    let mask = (1u64 << shift) - 1;
-    let max = gpu.wide_slots().unwrap_or(0);
-    let mut segs: Vec<u32> = Vec::new();
-    let mut words: Vec<u32> = Vec::with_capacity(moves.len() * 4);
-    for &(s, d) in moves {
-        for v in [s, d] {
-            let seg = (v >> shift) as u32;
-            if (v + unit - 1) >> shift != u64::from(seg) {
-                return Err(Error::InvalidArgument(format!(
-                    "{NAME}: transpose: a fused slot of {unit} elements at {v} crosses a segment of 2^{shift}"
-                )));
-            }
-            let slot = match segs.iter().position(|&x| x == seg) {
-                Some(k) => k,
-                None => {
-                    segs.push(seg);
-                    segs.len() - 1
-                }
-            };
-            words.extend([slot as u32, (v & mask) as u32]);
-        }
-    }
-    if segs.len() > max {
-        return Err(Error::InvalidArgument(format!(
-            "{NAME}: transpose: a fused launch touches {} segments, the wide layout binds {max}",
-            segs.len()
-        )));
-    }
-    let bufs: Vec<&wgpu::Buffer> = segs
-        .iter()
-        .map(|&s| space.segment(s))
-        .collect::<Option<_>>()
-        .ok_or_else(|| Error::InvalidArgument(format!("{NAME}: transpose: a fused slot outside the buffers")))?;
-    // The window: the largest power of two with every move's window staged, at most the slot.
-    let n = moves.len() as u64;
-    let fit = (u64::from(gpu.stage_elems()) / n.max(1)).max(1);
-    let win = (1u64 << fit.ilog2()).min(unit.next_power_of_two()).min(4096);
-    let groups = unit.div_ceil(win);
-    let args = [0, n as u32, unit as u32, win.trailing_zeros()];
-    rec.dispatch_wide(FUSED, groups as u32, &args, &bufs, Table::Arena(words))
 }
 
 /// Records `dst[c * rows + r] = src[r * cols + c]` for a `rows x cols` block, cut into

@@ -33,8 +33,6 @@ fn backend(small: bool) -> Option<&'static WgpuBackend> {
             allow_software: true,
             max_segment_bytes,
             portable_arithmetic: small,
-            // The fused run pass is opt-in; these kernel tests cover it on both setups.
-            fused_transpose: true,
             ..Default::default()
         })
         .map_err(|e| e.to_string())
@@ -109,12 +107,11 @@ fn lde_matches_naive_dft() {
 
 /// The in-place entry on buffers whose rows `[n, N)` hold garbage (random values, `u64::MAX`),
 /// the trace written into rows `[0, n)` with `write`, allocating nothing but its twiddle tables
-/// (no trace-sized temporary); and the out-of-place route the bench
-/// compares it with, which leaves its trace as it was. Both against the naive DFT, on shapes where
-/// the inverse's last pass stores rows straight to their blocks and, on 8 KiB segments with
-/// `B x m = 800`, where it cannot and the first wave moves them.
+/// (no trace-sized temporary), against the naive DFT, on shapes where the inverse's last pass
+/// stores rows straight to their blocks and, on 8 KiB segments with `B x m = 800`, where it
+/// cannot and the first wave moves them.
 #[test]
-fn lde_in_place_and_out_of_place_match_naive_dft() {
+fn lde_in_place_matches_naive_dft() {
     both(|b| {
         let mut r = rng("lde-in-place");
         for (log_n, log_b, m, shift) in [
@@ -144,52 +141,33 @@ fn lde_in_place_and_out_of_place_match_naive_dft() {
             let extra = b.memory().peak - live;
             assert!(extra <= tables, "{what}: {extra} B allocated in place, tables {tables} B");
             assert_eq!(b.download_vec(&buf).unwrap(), expected, "{what}, in place");
-
-            let dev = b.upload(&trace).unwrap();
-            let out = b.coset_lde_out_of_place(&dev, &params).unwrap();
-            assert_eq!(b.download_vec(&out).unwrap(), expected, "{what}, out of place");
-            assert_eq!(b.download_vec(&dev).unwrap(), trace, "{what}: the out-of-place route changed its trace");
         }
         let params = LdeParams::new(MatrixShape::new(4, 2).unwrap(), 2, 7).unwrap();
-        let short = b.upload(&[0; 7]).unwrap();
-        let err = b.coset_lde_out_of_place(&short, &params).unwrap_err();
-        assert!(matches!(err, Error::LengthMismatch { expected: 8, actual: 7, .. }), "{err}");
+        let mut short = b.upload(&[0; 15]).unwrap();
+        let err = b.coset_lde_in_place(&mut short, &params).unwrap_err();
+        assert!(matches!(err, Error::LengthMismatch { expected: 16, actual: 15, .. }), "{err}");
     });
 }
 
-/// Every pass size (1 to 4 stages per pass; 5 is the default the other tests use), on 8 KiB
-/// segments so that the passes also cut at segment bounds, against the naive DFT.
+/// Passes of every size, 1 to 5 stages, at the bottom and the top of each transform: with five
+/// stages per pass, 2^k rows end in a pass of `k mod 5` stages (or 5), so `log n` and `log N`
+/// from 1 to 11 give every size in both transforms; on 8 KiB segments too, so that the passes
+/// also cut at segment bounds. Against the naive DFT.
 #[test]
 fn lde_every_pass_size_matches_naive_dft() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let mut r = rng("lde-pass-sizes");
-    for stages in 1..=4 {
-        let options = WgpuOptions {
-            allow_software: true,
-            max_segment_bytes: Some(SMALL_SEGMENT),
-            lde_pass_stages: Some(stages),
-            ..Default::default()
-        };
-        let Some(b) = or_skip(WgpuBackend::new(options), "lde_every_pass_size_matches_naive_dft", "REQUIRE_WGPU")
-        else {
-            return;
-        };
-        for (log_n, log_b, m) in [(5, 1, 3), (7, 2, 2), (10, 1, 1)] {
+    both(|b| {
+        let mut r = rng("lde-pass-sizes");
+        for (log_n, log_b, m) in
+            [(1, 1, 3), (2, 1, 2), (3, 1, 5), (4, 1, 1), (6, 1, 2), (7, 2, 3), (8, 1, 1), (9, 1, 1), (10, 1, 2)]
+        {
             let (n, blowup) = (1usize << log_n, 1usize << log_b);
             let trace = matrix(&mut r, n * m);
             let dev = b.upload(&trace).unwrap();
             let params = LdeParams::new(MatrixShape::new(n, m).unwrap(), blowup, 7).unwrap();
             let got = b.download_vec(&b.coset_lde(&dev, &params).unwrap()).unwrap();
-            assert_eq!(
-                got,
-                reference::coset_lde(&trace, n, m, blowup, 7),
-                "LDE 2^{log_n} x {m}, blowup {blowup}, {stages} stages/pass"
-            );
+            assert_eq!(got, reference::coset_lde(&trace, n, m, blowup, 7), "LDE 2^{log_n} x {m}, blowup {blowup}");
         }
-    }
-    let bad = WgpuOptions { allow_software: true, lde_pass_stages: Some(6), ..Default::default() };
-    let err = WgpuBackend::new(bad).expect_err("6 stages per pass is refused");
-    assert!(matches!(err, Error::InvalidArgument(ref s) if s.contains("lde_pass_stages")), "{err}");
+    });
 }
 
 /// The top passes of a transform whose rows lie many segments apart take two stages, and a group
@@ -375,39 +353,6 @@ fn transpose_matches_naive() {
             let want: Vec<u64> = (0..rows * cols).map(|i| host[(i % rows) * cols + i / rows]).collect();
             assert_eq!(got, want, "transpose {rows} x {cols} cap {cap_rows} rows");
         }
-    });
-}
-
-/// Shapes whose run pass fuses under the adapter's limits (a run length dividing the segment),
-/// with long cycles and short ones, against the naive transpose; and the schedule does fuse
-/// launches, so the fused kernel is what ran (on 8 KiB segments the 512 x 300 matrix spans 150
-/// segments: its batches touch more than twelve and run unfused).
-#[test]
-fn fused_run_pass_matches_naive() {
-    use backend_api::plan::TransposePlan;
-    use backend_api::plan::schedule::{Launch, schedule};
-    both(|b| {
-        let limits = b.transpose_fuse_limits();
-        if limits.max_moves == 0 {
-            eprintln!("NOTE: {} has no fused transpose (fewer than 13 storage bindings)", b.adapter_info().name);
-            return;
-        }
-        let mut r = rng("fused_run_pass");
-        let mut fused_total = 0;
-        for (rows, cols, cap_rows) in [(256, 12, 16), (1024, 5, 32), (512, 300, 16), (96, 7, 8), (4096, 3, 128)] {
-            let shape = MatrixShape::new(rows, cols).unwrap();
-            let cap = (cols + 1) * 8 * cap_rows;
-            let plan = TransposePlan::new(shape, cap).unwrap();
-            let fused = schedule(&plan, &limits).iter().filter(|l| matches!(l, Launch::Fused { .. })).count();
-            fused_total += fused;
-            let host = matrix(&mut r, rows * cols);
-            let mut dev = b.upload(&host).unwrap();
-            b.transpose_in_place(&mut dev, shape, cap).unwrap();
-            let got = b.download_vec(&dev).unwrap();
-            let want: Vec<u64> = (0..rows * cols).map(|i| host[(i % rows) * cols + i / rows]).collect();
-            assert_eq!(got, want, "transpose {rows} x {cols}, {cap_rows}-row cap, {fused} fused launches");
-        }
-        assert!(fused_total > 0, "no fused launch under {limits:?}");
     });
 }
 

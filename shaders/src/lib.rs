@@ -52,13 +52,10 @@ pub mod wgsl {
     pub const COPY: &str = include_str!("../wgsl/copy.wgsl");
     /// The block transpose of the in-place transpose plan.
     pub const TRANSPOSE: &str = include_str!("../wgsl/transpose.wgsl");
-    /// The fused run-pass launch of the transpose schedule; standalone (its own twelve-slot
-    /// bindings, not [`WINDOW`]), after a host-written `const STAGE_ELEMS: u32 = ...;` line.
-    pub const TRANSPOSE_FUSED: &str = include_str!("../wgsl/transpose_fused.wgsl");
     /// Leaf hashing, both layouts, both hashes.
     pub const HASH: &str = include_str!("../wgsl/hash.wgsl");
     /// Merkle tree levels and leaf padding.
     pub const MERKLE: &str = include_str!("../wgsl/merkle.wgsl");
-    /// Coset LDE: spread, multi-stage NTT passes, coset scaling.
+    /// Coset LDE: multi-stage NTT passes, coset scaling and the spreading of rows to their blocks.
     pub const LDE: &str = include_str!("../wgsl/lde.wgsl");
 }

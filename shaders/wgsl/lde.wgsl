@@ -13,14 +13,16 @@
 //    The last pass scales it by s^j / n and stores it there (PASS_WIDE), over its groups in
 //    ranges from the top down, each range's targets above every row that it or a later range
 //    reads, group 0 last (lde.rs, `in_place_steps`, proves the order).
-// 2. Only where a group's 2^r B target rows do not fit a segment's span: the last pass stores
-//    row p at p instead, and lde_scale moves rows p of [lo, hi) to their B rows in waves from
-//    the top down, each wave's targets above every row still to be read; row 0 last.
+// 2. Only where a group's 2^r B target rows do not fit a segment's span, or B > 64: the last pass
+//    stores row p at p instead, and lde_scale moves rows p of [lo, hi) to their B rows in waves
+//    from the top down, each wave's targets above every row still to be read; row 0 last.
 // 3. The passes (forward, DIT) with half-sizes B, 2B, .., N/2: natural-order evaluations.
 //
-// The out-of-place route (`WgpuBackend::coset_lde_out_of_place`) spreads the trace to the rows pB
-// of a new buffer (lde_spread), runs the inverse over those rows, then lde_scale in place (each
-// row pB to its block), then the same forward passes.
+// No invocation loops more than a few hundred times, whatever B: the host keeps the wide stores
+// (4B per ntt_pass_x2 invocation) to B <= 64 and gives each lde_scale invocation at most
+// SCALE_TARGETS rows. Mesa's llvmpipe silently ends an invocation's loops after 65,535 iterations
+// in all (LP_MAX_TGSI_LOOP_ITERATIONS), which left rows unwritten where one invocation stored
+// every one of B rows.
 //
 // ntt_pass_x2 runs up to PASS_LOG consecutive radix-2 stages per dispatch over workgroup tiles
 // of the 2^r rows of a column that those stages combine, so that an element is read and written
@@ -29,26 +31,15 @@
 
 @group(0) @binding(7) var<storage, read> tw: array<vec2<u32>>;
 
-// args: 0 trace base, 1 LDE base, 2 m (columns), 3 B, 4 p0; count = rows * m.
-@compute @workgroup_size(256)
-fn lde_spread(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let t = group_index(wid) * 256u + lid;
-    if t >= P.count {
-        return;
-    }
-    let m = arg(2);
-    let p = arg(4) + t / m;
-    let c = t % m;
-    // Canonical from here on, so that the transform's adds and subtracts skip that step.
-    st_a(arg(1) + p * arg(3) * m + c, gl_canon(ld_a(arg(0) + p * m + c)));
-}
+// Target rows one lde_scale invocation stores at most (SCALE_TARGETS in lde.rs).
+const SCALE_TARGETS: u32 = 64u;
 
-// Row p (read at row p * arg 6) to the B rows [pB, pB + B), times s^br(p) / n where arg 7 is 1.
-// args: 0 base, 1 m, 2 B, 3 log2(n), 4 coset offset, 5 p0, 6 source row step (B: the row pB of
-// the out-of-place route's block; 1: row p, in place), 7 scale (1) or copy (0);
-// count = rows * m. An invocation reads its element before it writes, so a source row among its
-// own targets (row 0, or row pB out of place) is safe; the host keeps every other source row out
-// of the dispatch's targets.
+// Row p to its target rows pB + s for s in [s0, s1) (a subset of its block [pB, pB + B)), times
+// s^br(p) / n where arg 8 is 1. args: 0 base, 1 m, 2 B, 3 log2(n), 4 coset offset, 5 p0 (first
+// row), 6 s0, 7 s1, 8 scale (1) or copy (0), 9 chunks = ceil((s1 - s0) / SCALE_TARGETS);
+// count = rows * chunks * m, item t = ((p - p0) chunks + chunk) m + column. The host keeps every
+// source row out of the dispatch's targets, but row 0 scaled in place (s0 = 0, s1 = 1), where
+// each invocation reads its element before it writes it.
 @compute @workgroup_size(256)
 fn lde_scale(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let t = group_index(wid) * 256u + lid;
@@ -56,15 +47,17 @@ fn lde_scale(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_in
         return;
     }
     let m = arg(1);
-    let b = arg(2);
-    let p = arg(5) + t / m;
     let c = t % m;
-    var v = ld_a(arg(0) + p * arg(6) * m + c);
-    if arg(7) == 1u {
+    let u = t / m;
+    let p = arg(5) + u / arg(9);
+    let s0 = arg(6) + (u % arg(9)) * SCALE_TARGETS;
+    let s1 = min(arg(7), s0 + SCALE_TARGETS);
+    var v = ld_a(arg(0) + p * m + c);
+    if arg(8) == 1u {
         v = gl_mul(v, tw[arg(4) + coefficient(p, arg(3))]);
     }
-    let g = arg(0) + p * b * m + c;
-    for (var s = 0u; s < b; s++) {
+    let g = arg(0) + p * arg(2) * m + c;
+    for (var s = s0; s < s1; s++) {
         st_a(g + s * m, v);
     }
 }

@@ -12,9 +12,8 @@ pub fn adapter_segments() -> backend_api::Result<WgpuBackend> {
     WgpuBackend::new(WgpuOptions { allow_software: true, ..Default::default() })
 }
 
-/// 8 KiB segments (1024 elements) with the portable u32-pair arithmetic and the fused transpose
-/// run pass: every buffer of more than 1024 elements is several wgpu buffers, so every kernel
-/// runs its multi-segment windows (the first setup keeps the default, unfused run pass).
+/// 8 KiB segments (1024 elements) with the portable u32-pair arithmetic: every buffer of more
+/// than 1024 elements is several wgpu buffers, so every kernel runs its multi-segment windows.
 ///
 /// # Errors
 /// When no adapter is usable.
@@ -23,7 +22,6 @@ pub fn small_segments() -> backend_api::Result<WgpuBackend> {
         allow_software: true,
         max_segment_bytes: Some(8 << 10),
         portable_arithmetic: true,
-        fused_transpose: true,
         ..Default::default()
     })
 }

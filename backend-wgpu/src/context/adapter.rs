@@ -11,11 +11,8 @@ pub(crate) struct Setup {
     pub max_segment_bytes: Option<u64>,
     /// Never use `SHADER_INT64`, even where the adapter has it.
     pub portable_arithmetic: bool,
-    /// Most radix-2 stages per LDE pass, already validated.
-    pub lde_pass_stages: u32,
-    /// Fuse the transpose's run pass where the adapter allows ([`crate::WgpuOptions::fused_transpose`]).
-    pub fused_transpose: bool,
-    /// Bytes per staging chunk of host transfers, validated: a multiple of 8, at least 8.
+    /// Bytes per staging chunk of host transfers, validated: a multiple of 8, at least
+    /// [`crate::MIN_TRANSFER_CHUNK_BYTES`] (the adapter's bound is checked once it is open).
     pub transfer_chunk: usize,
 }
 
@@ -96,7 +93,8 @@ pub(super) fn open(setup: &Setup) -> Result<Opened> {
     }
     let mut seg_bytes = limits.max_storage_buffer_binding_size.min(limits.max_buffer_size);
     if let Some(cap) = setup.max_segment_bytes {
-        seg_bytes = seg_bytes.min(cap.max(64));
+        // Validated: at least `MIN_SEGMENT_BYTES`.
+        seg_bytes = seg_bytes.min(cap.max(crate::MIN_SEGMENT_BYTES));
     }
     // A power of two of elements, at most 2^28 (2 GiB): element offsets stay u32 words apart.
     let seg_shift = (seg_bytes / 8).ilog2().min(28);

@@ -12,15 +12,6 @@ use bytemuck::{Pod, Zeroable};
 use super::space::NO_SEGMENT;
 use super::{Gpu, Kernel, NAME, Window, lock};
 
-/// Segment slots of the wide layout (the fused transpose kernel): bindings 1-12, table 13.
-pub(crate) const WIDE_SLOTS: usize = 12;
-
-/// The wide layout: parameter block, [`WIDE_SLOTS`] read-write slots, the table.
-pub(super) struct Wide {
-    layout: wgpu::BindGroupLayout,
-    pub pipeline_layout: wgpu::PipelineLayout,
-}
-
 /// Size of the persistent arena (parameter blocks and copy tables), in bytes.
 pub(crate) const ARENA_BYTES: u64 = 1 << 20;
 
@@ -47,15 +38,12 @@ pub(super) struct Bindings {
     dummy: wgpu::Buffer,
     dummy_table: wgpu::Buffer,
     arena: wgpu::Buffer,
-    /// The wide layout, where the adapter binds `WIDE_SLOTS + 1` storage buffers per stage.
-    pub wide: Option<Wide>,
 }
 
 impl Bindings {
     /// The layout: a dynamic-offset uniform parameter block (binding 0), windows A and B
-    /// (bindings 1-6, read-write storage) and the read-only table (binding 7); and the wide
-    /// layout (bindings 1-12 and the table at 13) where `limits` allow it.
-    pub fn new(device: &wgpu::Device, limits: &wgpu::Limits) -> Self {
+    /// (bindings 1-6, read-write storage) and the read-only table (binding 7).
+    pub fn new(device: &wgpu::Device) -> Self {
         let storage = |binding: u32, read_only: bool| wgpu::BindGroupLayoutEntry {
             binding,
             visibility: wgpu::ShaderStages::COMPUTE,
@@ -76,29 +64,11 @@ impl Bindings {
             },
             count: None,
         }];
-        let wide_entries: Vec<wgpu::BindGroupLayoutEntry> = entries
-            .iter()
-            .cloned()
-            .chain((1..=WIDE_SLOTS as u32).map(|b| storage(b, false)))
-            .chain([storage(WIDE_SLOTS as u32 + 1, true)])
-            .collect();
         entries.extend((1..=6).map(|b| storage(b, false)));
         entries.push(storage(7, true));
         let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
             label: Some("backend-wgpu window layout"),
             entries: &entries,
-        });
-        let wide = (limits.max_storage_buffers_per_shader_stage > WIDE_SLOTS as u32).then(|| {
-            let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-                label: Some("backend-wgpu wide layout"),
-                entries: &wide_entries,
-            });
-            let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-                label: Some("backend-wgpu wide pipeline layout"),
-                bind_group_layouts: &[Some(&layout)],
-                immediate_size: 0,
-            });
-            Wide { layout, pipeline_layout }
         });
         let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
             label: Some("backend-wgpu pipeline layout"),
@@ -123,7 +93,7 @@ impl Bindings {
             usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        Self { layout, pipeline_layout, dummy, dummy_table, arena, wide }
+        Self { layout, pipeline_layout, dummy, dummy_table, arena }
     }
 }
 
@@ -143,12 +113,11 @@ enum Op {
     Dispatch { pipeline: wgpu::ComputePipeline, bind_group: wgpu::BindGroup, params_offset: u32, groups: (u32, u32) },
 }
 
-/// What a bind group binds besides the arena's parameter block: windows A and B, or the wide
-/// layout's slots (`None` for the unused-slot buffer), and the table.
+/// What a bind group binds besides the arena's parameter block: windows A and B (`None` for
+/// the unused-slot buffer), and the table.
 #[derive(Clone, PartialEq, Eq, Hash)]
 struct BindKey {
     slots: Vec<Option<wgpu::Buffer>>,
-    wide: bool,
     table: TableKey,
 }
 
@@ -157,7 +126,6 @@ struct Bound {
     seg_a: [u32; 4],
     seg_b: [u32; 4],
     slots: Vec<Option<wgpu::Buffer>>,
-    wide: bool,
 }
 
 #[derive(Clone, PartialEq, Eq, Hash)]
@@ -182,23 +150,6 @@ pub(crate) struct Recorder<'g> {
 }
 
 impl Recorder<'_> {
-    /// Reserves `bytes` of arena at an offset aligned to `align`; flushes first when full.
-    fn arena_alloc(&mut self, bytes: usize, align: usize) -> Result<usize> {
-        let op = self.op;
-        let at = self.arena.len().next_multiple_of(align);
-        if at + bytes > ARENA_BYTES as usize {
-            if self.arena.is_empty() {
-                return Err(Error::InvalidArgument(format!(
-                    "{NAME}: {op}: {bytes} B of kernel parameters exceed the {ARENA_BYTES} B arena"
-                )));
-            }
-            self.flush()?;
-            return self.arena_alloc(bytes, align);
-        }
-        self.arena.resize(at + bytes, 0);
-        Ok(at)
-    }
-
     /// Largest table (in `u32` words) one dispatch may carry in the arena.
     pub fn max_table_words(&self) -> usize {
         (ARENA_BYTES as usize - 2 * 256) / 4
@@ -217,31 +168,7 @@ impl Recorder<'_> {
         let mut seg_b = [NO_SEGMENT; 4];
         seg_b[..2].copy_from_slice(&b.ids);
         let slots = a.bufs.iter().chain(b.bufs.iter()).map(|b| b.cloned()).collect();
-        self.push(kernel, items, args, Bound { seg_a: a.ids, seg_b, slots, wide: false }, table)
-    }
-
-    /// Queues one dispatch of `items` work items of `kernel` on the wide layout: `slots` (at most
-    /// [`WIDE_SLOTS`] segments) at bindings 1.., the table at binding 13. The kernel addresses
-    /// slots by their index here; the parameter block's segment ids are unused.
-    pub fn dispatch_wide(
-        &mut self,
-        kernel: Kernel,
-        items: u32,
-        args: &[u32],
-        slots: &[&wgpu::Buffer],
-        table: Table<'_>,
-    ) -> Result<()> {
-        if slots.len() > WIDE_SLOTS {
-            return Err(Error::InvalidArgument(format!(
-                "{NAME}: {}: {} segments for a layout of {WIDE_SLOTS}",
-                self.op,
-                slots.len()
-            )));
-        }
-        let mut bound: Vec<Option<wgpu::Buffer>> = slots.iter().map(|b| Some((*b).clone())).collect();
-        bound.resize(WIDE_SLOTS, None);
-        let none = [NO_SEGMENT; 4];
-        self.push(kernel, items, args, Bound { seg_a: none, seg_b: none, slots: bound, wide: true }, table)
+        self.push(kernel, items, args, Bound { seg_a: a.ids, seg_b, slots }, table)
     }
 
     fn push(&mut self, kernel: Kernel, items: u32, args: &[u32], bound: Bound, table: Table<'_>) -> Result<()> {
@@ -271,26 +198,42 @@ impl Recorder<'_> {
         };
         params.arg[..args.len()].copy_from_slice(args);
 
-        // Write the table first: a flush inside must not separate it from its parameters.
-        let ualign = gpu.hw.limits.min_uniform_buffer_offset_alignment as usize;
-        if let Table::Arena(words) = &table {
-            let bytes = (words.len() * 4).max(16);
-            // Room for this table and its parameters in one submission.
-            if self.arena.len().next_multiple_of(16) + bytes + 2 * ualign > ARENA_BYTES as usize
-                && !self.arena.is_empty()
-            {
-                self.flush()?;
-            }
-            let at = self.arena_alloc(bytes, 16)?;
-            self.arena[at..at + words.len() * 4].copy_from_slice(bytemuck::cast_slice(words));
-            params.arg[0] = (at / 16) as u32;
+        // The table (if any) and the parameter block go into the arena of one submission. Both
+        // places are reserved at once, flushing at most once *before* either is written: a flush
+        // between them would submit the table with the earlier dispatches and leave this
+        // dispatch's parameters pointing at an offset of the next arena, where other words lie.
+        // An earlier version reserved the table, then the block, with a room check of two
+        // uniform-offset alignments for the 96 B block: at llvmpipe's 32 B alignment (64 B of
+        // room) the block's reservation flushed whenever the table ended within 96 B of the
+        // arena's end, and a transpose of thousands of tiny copy batches (32768 x 2 under a 24 B
+        // cap) returned 1,422 wrong elements. At an alignment of 64 B or more the padded block always
+        // fitted that room, which is why the same transposes agreed on the H200.
+        let ualign = gpu.hw.limits.min_uniform_buffer_offset_alignment.max(1) as usize;
+        let words: &[u32] = if let Table::Arena(w) = &table { w } else { &[] };
+        let table_bytes = if matches!(table, Table::Arena(_)) { (words.len() * 4).max(16) } else { 0 };
+        let place = |len: usize| {
+            let table_at = len.next_multiple_of(16);
+            let params_at = (table_at + table_bytes).next_multiple_of(ualign);
+            (table_at, params_at, params_at + std::mem::size_of::<Params>())
+        };
+        if place(self.arena.len()).2 > ARENA_BYTES as usize && !self.arena.is_empty() {
+            self.flush()?;
         }
-        let params_at = self.arena_alloc(std::mem::size_of::<Params>(), ualign)?;
-        self.arena[params_at..params_at + std::mem::size_of::<Params>()].copy_from_slice(bytemuck::bytes_of(&params));
+        let (table_at, params_at, end) = place(self.arena.len());
+        if end > ARENA_BYTES as usize {
+            return Err(Error::InvalidArgument(format!(
+                "{NAME}: {op}: a table of {table_bytes} B and its kernel parameters exceed the {ARENA_BYTES} B arena"
+            )));
+        }
+        self.arena.resize(end, 0);
+        if matches!(table, Table::Arena(_)) {
+            self.arena[table_at..table_at + words.len() * 4].copy_from_slice(bytemuck::cast_slice(words));
+            params.arg[0] = (table_at / 16) as u32;
+        }
+        self.arena[params_at..end].copy_from_slice(bytemuck::bytes_of(&params));
 
         let key = BindKey {
             slots: bound.slots,
-            wide: bound.wide,
             table: match &table {
                 Table::None => TableKey::None,
                 Table::Arena(_) => TableKey::Arena,
@@ -300,7 +243,7 @@ impl Recorder<'_> {
         let bind_group = match self.bind_groups.entry(key) {
             Entry::Occupied(e) => e.get().clone(),
             Entry::Vacant(e) => {
-                let group = gpu.bind_group(e.key(), kernel.entry)?;
+                let group = gpu.bind_group(e.key(), kernel.entry);
                 e.insert(group).clone()
             }
         };
@@ -341,16 +284,10 @@ impl Recorder<'_> {
 }
 
 impl Gpu {
-    /// A bind group of the shared layout (or the wide one): the arena's parameter block
-    /// (dynamic offset), the slots of `key` (the unused-slot buffer where empty) and its table.
-    fn bind_group(&self, key: &BindKey, label: &str) -> Result<wgpu::BindGroup> {
-        let layout = match (key.wide, &self.bindings.wide) {
-            (false, _) => &self.bindings.layout,
-            (true, Some(wide)) => &wide.layout,
-            (true, None) => {
-                return Err(Error::InvalidArgument(format!("{NAME}: {label}: the adapter has no wide layout")));
-            }
-        };
+    /// A bind group of the shared layout: the arena's parameter block (dynamic offset), the
+    /// slots of `key` (the unused-slot buffer where empty) and its table.
+    fn bind_group(&self, key: &BindKey, label: &str) -> wgpu::BindGroup {
+        let layout = &self.bindings.layout;
         let mut entries = vec![wgpu::BindGroupEntry {
             binding: 0,
             resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
@@ -371,11 +308,7 @@ impl Gpu {
             TableKey::Buffer(b) => b,
         };
         entries.push(wgpu::BindGroupEntry { binding: 1 + key.slots.len() as u32, resource: whole(table) });
-        Ok(self.hw.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some(label),
-            layout,
-            entries: &entries,
-        }))
+        self.hw.device.create_bind_group(&wgpu::BindGroupDescriptor { label: Some(label), layout, entries: &entries })
     }
 
     /// Starts recording an operation; holds the recording lock until the recorder is dropped.

@@ -18,10 +18,6 @@ use super::{NAME, lock};
 pub(crate) struct Gpu {
     /// The device, its queue and what the adapter reports ([`adapter::open`]).
     pub hw: Opened,
-    /// Most radix-2 stages per LDE pass (1..=`lde::PASS_LOG`).
-    pub lde_pass_stages: u32,
-    /// Fuse the transpose's run pass where the adapter allows ([`crate::WgpuOptions::fused_transpose`]).
-    pub fused_transpose: bool,
     /// Freed segments kept for reuse (see `memory::alloc`).
     pub pool: Mutex<crate::memory::Pool>,
     /// The staging rings of large host transfers (see `staging`).
@@ -43,11 +39,9 @@ impl Gpu {
     pub fn new(setup: &Setup) -> Result<Arc<Gpu>> {
         let o = adapter::open(setup)?;
         let faults = Faults::install(&o.device);
-        let bindings = Bindings::new(&o.device, &o.limits);
+        let bindings = Bindings::new(&o.device);
         let gpu = Gpu {
             hw: o,
-            lde_pass_stages: setup.lde_pass_stages,
-            fused_transpose: setup.fused_transpose,
             pool: Mutex::new(crate::memory::Pool::default()),
             staging: Mutex::new(crate::staging::Rings::default()),
             transfer_chunk: setup.transfer_chunk,

@@ -15,8 +15,7 @@ pub(super) struct Faults {
     errors: Vec<wgpu::Error>,
 }
 
-/// What the wgpu stack reported, kept whole as the `#[source]` of [`Error::Device`] (see
-/// [`device_error`]).
+/// What the wgpu stack reported, kept whole as the `#[source]` of [`Error::Device`].
 #[derive(Debug, thiserror::Error)]
 pub enum WgpuError {
     /// Errors wgpu raised outside any error scope since the last check, in order.

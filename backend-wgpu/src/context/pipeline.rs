@@ -6,7 +6,6 @@ use std::time::{Duration, Instant};
 
 use backend_api::{Error, Result};
 
-use super::command::WIDE_SLOTS;
 use super::{Gpu, NAME, lock};
 
 /// The kernel sources a pipeline is built from.
@@ -17,26 +16,20 @@ pub(crate) enum Module {
     Hash,
     Merkle,
     Lde,
-    /// The fused run-pass launch: its own twelve-slot layout ([`Gpu::wide_slots`]).
-    TransposeFused,
 }
 
 impl Module {
-    /// The module's WGSL on `gpu`: its Goldilocks arithmetic (native u64 or portable), and the
-    /// fused kernel's staging size.
+    /// The module's WGSL on `gpu`: the window bindings, the Goldilocks arithmetic (native u64
+    /// or portable) where it computes, and its kernels.
     fn source(self, gpu: &Gpu) -> String {
         use shaders::wgsl::*;
         let field = if gpu.int64() { GOLDILOCKS_INT64 } else { GOLDILOCKS };
-        if self == Module::TransposeFused {
-            return format!("const STAGE_ELEMS: u32 = {}u;\n{TRANSPOSE_FUSED}", gpu.stage_elems());
-        }
         let parts: &[&str] = match self {
             Module::Copy => &[WINDOW, COPY],
             Module::Transpose => &[WINDOW, TRANSPOSE],
             Module::Hash => &[WINDOW, field, KECCAK, BLAKE3, HASH],
             Module::Merkle => &[WINDOW, KECCAK, BLAKE3, MERKLE],
             Module::Lde => &[WINDOW, field, LDE],
-            Module::TransposeFused => &[],
         };
         parts.join("\n")
     }
@@ -47,8 +40,9 @@ impl Module {
     /// LDE on the H200 (BENCHMARKS.md, "Where the wgpu LDE's time goes") and where none can fire:
     /// its workgroup indices are inside the 1,024-element tile by construction (an invocation's
     /// slots `lid + 256 k`, k < 4, and its butterflies' rows of a 2^r-row tile of 2^(10 - r)
-    /// items), its loops run B times, its divisors are the column count (at least 1,
-    /// validated), and its storage indices lie in the windows the host binds (`Space::window`
+    /// items), its loops run at most 64 times (the wide stores, B <= 64; `lde_scale`, at
+    /// most `SCALE_TARGETS` rows), its divisors are the column count (at least 1, validated) and
+    /// `lde_scale`'s chunk count (at least 1, checked by the host before each dispatch), and its storage indices lie in the windows the host binds (`Space::window`
     /// checks every span), which the device's robust buffer access bounds as for every module.
     fn trusted(self) -> bool {
         self == Module::Lde
@@ -61,7 +55,6 @@ impl Module {
             Module::Hash => "hash.wgsl",
             Module::Merkle => "merkle.wgsl",
             Module::Lde => "lde.wgsl",
-            Module::TransposeFused => "transpose_fused.wgsl",
         }
     }
 }
@@ -127,19 +120,7 @@ impl Gpu {
         if let Some(p) = lock(&self.pipelines).get(kernel.entry) {
             return Ok(p.clone());
         }
-        let layout = match kernel.module {
-            Module::TransposeFused => match &self.bindings.wide {
-                Some(wide) => &wide.pipeline_layout,
-                None => {
-                    return Err(Error::InvalidArgument(format!(
-                        "{NAME}: {}: the adapter binds fewer than the {} storage buffers this kernel needs",
-                        kernel.entry,
-                        WIDE_SLOTS + 1
-                    )));
-                }
-            },
-            _ => &self.bindings.pipeline_layout,
-        };
+        let layout = &self.bindings.pipeline_layout;
         let scope = self.hw.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let desc = wgpu::ShaderModuleDescriptor {
             label: Some(kernel.module.file()),
@@ -169,19 +150,5 @@ impl Gpu {
         }
         // Two threads may have created the same pipeline; the first one stored is kept.
         Ok(lock(&self.pipelines).entry(kernel.entry).or_insert(pipeline).clone())
-    }
-}
-
-impl Gpu {
-    /// Elements one workgroup of the fused kernel stages: the adapter's workgroup storage / 8, at
-    /// most 6144 (48 KiB).
-    pub fn stage_elems(&self) -> u32 {
-        (self.hw.limits.max_compute_workgroup_storage_size / 8).min(6144)
-    }
-
-    /// Segments one fused launch binds ([`WIDE_SLOTS`]), or `None` when the adapter cannot bind
-    /// that many storage buffers plus the table, or stage 2048 elements per workgroup.
-    pub fn wide_slots(&self) -> Option<usize> {
-        (self.bindings.wide.is_some() && self.stage_elems() >= 2048).then_some(WIDE_SLOTS)
     }
 }

@@ -37,11 +37,6 @@ impl<'b> Space<'b> {
         Ok((Self { segs, shift: gpu.hw.seg_shift }, bases.into_iter().map(|b| b as u32).collect()))
     }
 
-    /// Segment `id` of the space.
-    pub fn segment(&self, id: u32) -> Option<&'b wgpu::Buffer> {
-        self.segs.get(id as usize).copied()
-    }
-
     /// The distinct segments touched by the element ranges `[start, end)`.
     fn segments(&self, spans: &[(u64, u64)]) -> Vec<u32> {
         let mut out: Vec<u32> = Vec::new();
