@@ -26,6 +26,13 @@ pub(crate) fn kernels(hash: HashKind) -> [Kernel; 1] {
 }
 
 /// [`backend_api::Backend::hash_leaves_into`].
+/// The longest leaf, in bytes, that a software adapter (Mesa's llvmpipe) hashes correctly, with a
+/// margin: llvmpipe ends an invocation's loops after 65,535 iterations in total
+/// (`LP_MAX_TGSI_LOOP_ITERATIONS`), silently, and one invocation absorbs a whole leaf. Measured on
+/// llvmpipe (LLVM 15): Keccak-256 leaves were right at 160,000 B and wrong at 216,000 B; BLAKE3
+/// leaves right at 320,000 B and all zeros at 560,000 B. Longer leaves are refused there.
+pub const SOFTWARE_MAX_LEAF_BYTES: usize = 128 << 10;
+
 pub(crate) fn hash_leaves_into(
     gpu: &Gpu,
     matrix: &WgpuBuffer,
@@ -45,6 +52,14 @@ pub(crate) fn hash_leaves_into(
     if cols > s {
         return Err(Error::InvalidArgument(format!(
             "{NAME}: {op}: a row of {cols} elements exceeds one segment of {s} elements (the storage binding limit)"
+        )));
+    }
+    let leaf_bytes = spec.leaf_bytes();
+    if gpu.hw.info.device_type == wgpu::DeviceType::Cpu && leaf_bytes > SOFTWARE_MAX_LEAF_BYTES {
+        return Err(Error::InvalidArgument(format!(
+            "{NAME}: {op}: a leaf of {leaf_bytes} B is longer than a software adapter hashes correctly \
+             ({SOFTWARE_MAX_LEAF_BYTES} B): Mesa's llvmpipe stops every loop of an invocation after 65,535 \
+             iterations in total, and one invocation hashes one leaf; use a hardware adapter or the CPU backend"
         )));
     }
     let out0 = out0 as u64;

@@ -50,6 +50,7 @@ use backend_api::{
 };
 
 pub use context::{DeviceTime, PipelinePrep, WgpuError};
+pub use hash::SOFTWARE_MAX_LEAF_BYTES;
 pub use memory::{WgpuBuffer, WgpuDownload};
 
 use context::{Gpu, Setup};
