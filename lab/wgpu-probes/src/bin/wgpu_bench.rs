@@ -2,7 +2,7 @@
 //! `copy_buffer_to_buffer` of the same bytes measured in the same run.
 //!
 //! ```sh
-//! cargo run --release -p backend-wgpu --example bench -- --log-rows 21 --cols 316 --blowup 2 --iters 5
+//! cargo run --release -p wgpu-probes --bin wgpu_bench -- --log-rows 21 --cols 316 --blowup 2 --iters 5
 //! ```
 //!
 //! The trace is `2^log_rows x cols` random elements; the LDE (`N = 2^log_rows * blowup` rows)
@@ -15,9 +15,8 @@
 //! alone (`host`, before the wait). `--software` accepts a CPU adapter (llvmpipe);
 //! `--max-segment-bytes` caps the segment size; `--scratch-cap` sets the transpose's scratch cap
 //! in bytes (default 256 MiB); `--portable` keeps u32-pair arithmetic where the adapter has
-//! `SHADER_INT64`; `--fused-transpose` fuses the transpose's run pass; `--lde-pass-stages K` caps the LDE's stages per pass (1..=5); `--only NAME`
-//! runs the operations whose name contains NAME (`--only coset_lde`: the LDE in place, through
-//! `coset_lde`, and by the previous out-of-place route; `--only host`: the trace written from
+//! `SHADER_INT64`; `--only NAME` runs the operations whose name contains NAME (`--only
+//! coset_lde`: the LDE in place and through `coset_lde`; `--only host`: the trace written from
 //! and read back into host memory).
 
 use std::time::Instant;
@@ -38,8 +37,6 @@ struct Args {
     only: Option<String>,
     scratch_cap: usize,
     portable: bool,
-    fused_transpose: bool,
-    lde_pass_stages: Option<u32>,
 }
 
 fn parse() -> Result<Args, String> {
@@ -53,8 +50,6 @@ fn parse() -> Result<Args, String> {
         only: None,
         scratch_cap: DEFAULT_SCRATCH_CAP,
         portable: false,
-        fused_transpose: false,
-        lde_pass_stages: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -71,10 +66,6 @@ fn parse() -> Result<Args, String> {
             "--scratch-cap" => a.scratch_cap = val()?.parse().map_err(|e| format!("--scratch-cap: {e}"))?,
             "--software" => a.software = true,
             "--portable" => a.portable = true,
-            "--fused-transpose" => a.fused_transpose = true,
-            "--lde-pass-stages" => {
-                a.lde_pass_stages = Some(val()?.parse().map_err(|e| format!("--lde-pass-stages: {e}"))?)
-            }
             other => return Err(format!("unknown flag {other}")),
         }
     }
@@ -160,9 +151,7 @@ fn main() {
         allow_software: args.software,
         max_segment_bytes: args.max_segment_bytes,
         portable_arithmetic: args.portable,
-        lde_pass_stages: args.lde_pass_stages,
-        fused_transpose: args.fused_transpose,
-        transfer_chunk_bytes: None,
+        ..WgpuOptions::default()
     }) {
         Ok(b) => b,
         Err(e) => {
@@ -198,7 +187,6 @@ fn main() {
         args.iters,
         if b.has_device_timer() { "available" } else { "NOT available on this adapter: n/a" }
     );
-    println!("transpose run pass: {:?} (max_moves 0: unfused, every run moves twice)", b.transpose_fuse_limits());
     let run = |name: &str| args.only.as_deref().is_none_or(|o| name.contains(o));
 
     let t0 = Instant::now();
@@ -295,20 +283,14 @@ fn main() {
         });
         row("alloc + batched_copy into it + free", ms, bytes);
     }
-    // The LDE three ways, in one run: in place in an allocated LDE buffer (whatever its first n
-    // rows hold is the trace: the work does not depend on the values); `coset_lde` as a caller
-    // that keeps its trace gets it (allocate, copy the trace in, extend in place); and the
-    // out-of-place route of earlier versions (allocate, spread, extend), the comparison for the
-    // in-place route's speed.
+    // The LDE two ways, in one run: in place in an allocated LDE buffer (whatever its first n
+    // rows hold is the trace: the work does not depend on the values); and `coset_lde` as a
+    // caller that keeps its trace gets it (allocate, copy the trace in, extend in place).
     if run("coset_lde") {
         drop(other);
         let ms = time(&b, args.iters, || b.coset_lde_in_place(&mut lde, &params).expect("coset_lde_in_place"));
         row(&format!("coset_lde_in_place 2^{} -> {}", args.log_rows, big_n), ms, bytes);
         let ms = time(&b, args.iters, || drop(b.coset_lde(&trace, &params).expect("coset_lde")));
         row(&format!("coset_lde 2^{} -> {} (alloc, copy, in place)", args.log_rows, big_n), ms, bytes);
-        let ms = time(&b, args.iters, || {
-            drop(b.coset_lde_out_of_place(&trace, &params).expect("coset_lde_out_of_place"));
-        });
-        row(&format!("coset_lde_out_of_place 2^{} -> {} (previous route)", args.log_rows, big_n), ms, bytes);
     }
 }
