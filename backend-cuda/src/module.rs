@@ -12,7 +12,7 @@
 //! - **Cached on disk** ([`crate::kernel_cache`]): keyed by the unit's source, options,
 //!   architecture and the NVRTC and driver versions, so a later process loads the image instead
 //!   of compiling it.
-//! - A unit that fails to compile is an [`Error::KernelCompile`](backend_api::Error::KernelCompile)
+//! - A unit that fails to compile is an [`Error::KernelCompile`]
 //!   carrying NVRTC's log; it is neither cached nor kept, so the next call tries again.
 
 use std::collections::HashMap;

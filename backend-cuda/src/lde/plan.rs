@@ -96,7 +96,7 @@ pub(super) enum Route {
 }
 
 /// One launch of the LDE: its kernel parameters with the device addresses left at 0
-/// ([`run`] fills them in). An NTT pass is one launch, or, for the last inverse pass in place,
+/// ([`super::queue`] fills them in). An NTT pass is one launch, or, for the last inverse pass in place,
 /// several launches over ranges of its tiles (module doc).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Step {
@@ -118,7 +118,7 @@ pub(super) struct Plan {
 /// The launches of an LDE of `2^log_n` rows of `m` columns at blowup `2^log_b`, NTT passes of at
 /// most `max_k` stages, in a buffer whose rows are `pitch` elements apart (`pitch >= m`: a range
 /// of `m` columns of a wider matrix, the upload overlap's column groups; the trace of the routes
-/// that have one has the same pitch): every launch [`queue`] makes comes from here, and the unit
+/// that have one has the same pitch): every launch [`super::queue`] makes comes from here, and the unit
 /// tests simulate exactly this list.
 pub(super) fn plan(log_n: u32, log_b: u32, m: usize, pitch: usize, max_k: u32, route: Route) -> Plan {
     let inverse = split(log_n, max_k);
