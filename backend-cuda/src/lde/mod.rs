@@ -4,9 +4,10 @@
 //! inverse's bit-reversed output goes to rows `[pB, pB + B)`), then a forward NTT of size `N` by
 //! decimation in time, in place. Each NTT launch is a pass of up to `k` radix-2 stages over
 //! shared-memory tiles of `2^k` rows x 8 columns (see lde.cu); the twiddles, coset powers and
-//! inverse twiddles are backend-api's shared [`backend_api::field::LdeTwiddles`] (built once per shape per process),
-//! uploaded into one tracked buffer, which the device keeps for the next LDE of the same shape
-//! (`Tables`). [`plan::plan`] lists every launch; the unit tests simulate that list row by row.
+//! inverse twiddles are backend-api's shared [`backend_api::field::LdeTwiddles`] (built once per
+//! shape per process), uploaded into one tracked buffer, which the device keeps for the next LDE
+//! of the same shape ([`tables`]). [`plan::plan`] lists every launch; the unit tests simulate that
+//! list row by row.
 //!
 //! Two routes start from a trace buffer of its own. [`Route::FromTrace`]
 //! ([`backend_api::Backend::coset_lde`], which leaves the trace unchanged) reads it in the first
@@ -84,9 +85,8 @@ fn run(
     // The tables are freed once the passes that read them have run (dropped here, stream-ordered).
 }
 
-/// Queues the launches of [`plan::plan`] for columns `cols` of `lde` (and `trace` for the routes that
-/// have one, whose columns are all of them), reading the tables `tw`.
-#[allow(clippy::too_many_arguments)]
+/// Queues the launches of [`plan::plan`] for columns `cols` of `lde` (and `trace` for the routes
+/// that have one, whose columns are all of them), reading the tables `tw`.
 fn queue(
     device: &Device,
     params: &LdeParams,
@@ -122,8 +122,8 @@ fn queue(
         let launch = kernels::pass_launch(dit, pass.k as u32, pass.finish_inverse != 0);
         let kernel = device.kernel(Source::Lde, launch.name, shared_max)?;
         let blocks = pass.tasks as usize * m.div_ceil(launch.cols);
-        // The register kernels count their tasks in 32 bits (lde.cu's loop control): 2^31 tiles of
-        // at least 2^5 rows x 4 columns would be an LDE buffer of 2^41 bytes.
+        // The register kernel counts its tasks in 32 bits (lde.cu's loop control): 2^31 tiles of
+        // at least 2^5 rows x 8 columns would be an LDE buffer of 2^42 bytes.
         debug_assert!(blocks < 1 << 31, "{blocks} blocks");
         let grid = blocks.clamp(1, max_grid);
         let args = LaunchArgs::new().arg(&pass);
