@@ -29,7 +29,13 @@ pub(super) const MAX_NTT_STAGES: u32 = 11;
 /// twiddles), up to [`MAX_NTT_STAGES`], and at least 1: 11 on the H100 and H200 (227 KiB per
 /// block), fewer on devices with less shared memory per block.
 pub(super) fn stages_per_pass(device: &Device) -> u32 {
-    (2..=MAX_NTT_STAGES).rev().find(|&k| reg_block_bytes(k) <= device.max_shared_optin).unwrap_or(1)
+    stages_fitting(device.max_shared_optin)
+}
+
+/// The most stages per pass whose register-kernel block fits `max_shared` bytes of shared memory
+/// per block, 2 to [`MAX_NTT_STAGES`], else 1.
+fn stages_fitting(max_shared: usize) -> u32 {
+    (2..=MAX_NTT_STAGES).rev().find(|&k| reg_block_bytes(k) <= max_shared).unwrap_or(1)
 }
 
 /// The kernel of one NTT pass: inverse (`dit` false) or forward, register kernel or shared-memory
@@ -181,6 +187,24 @@ mod tests {
         let cf = reg_pass_bytes(10, false, true) - reg_pass_bytes(10, false, false);
         assert_eq!(cf, (1024 + 1024 / 16) * ELEM_BYTES, "the finish's coset factors, one slot skipped per 16");
         assert_eq!(reg_pass_bytes(10, true, true), reg_pass_bytes(10, true, false), "forward: none");
+    }
+
+    /// On every device with at least 64 KiB of shared memory per block (compute capability 7.0 and
+    /// later), a pass runs the shared-memory kernel exactly when its transform is shorter than
+    /// 2^5 rows (the module doc's claim): the stage split of a longer one has no pass below five
+    /// stages. The H100 and H200 (227 KiB) fuse 11 stages per pass.
+    #[test]
+    fn only_transforms_below_32_rows_run_the_shared_memory_kernel() {
+        assert_eq!(stages_fitting(227 * 1024), 11);
+        for kib in [64, 96, 99, 100, 163, 227] {
+            let max_k = stages_fitting(kib * 1024);
+            assert!(max_k >= 9, "{kib} KiB: {max_k} stages");
+            for log_n in 0..=32 {
+                for k in super::super::plan::split(log_n, max_k) {
+                    assert_eq!(k < REG_MIN_STAGES, log_n < REG_MIN_STAGES, "{kib} KiB, 2^{log_n} rows: a pass of {k}");
+                }
+            }
+        }
     }
 
     /// The launch shapes: the shared-memory kernel below five stages, the register kernel from
