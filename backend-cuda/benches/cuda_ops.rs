@@ -1,34 +1,30 @@
-//! Release bench of every CUDA operation at a shape given by flags, timed with CUDA events on the
-//! backend's stream (one warm-up, then the median of `--reps`), each quoted as a ratio to a
-//! device-to-device copy of the same bytes measured in the same run.
+//! Release bench of every CUDA operation at a shape given by flags (one warm-up, then the median
+//! of `--reps`), each quoted as a ratio to a device-to-device copy of the same bytes measured in
+//! the same run. Each run is timed on the host from an idle device to the device's end of the
+//! work (`synchronize` before and after), so a figure includes the launches' host time.
 //!
 //! ```text
 //! cargo bench -p backend-cuda --bench cuda_ops -- --log-rows 22 --cols 316 --blowup 2 --reps 5
-//!     [--ops copy,transpose,leaves,leaves+transpose,merkle,lde,host-lde] [--routes kernel,batched,unbatched]
-//!     [--route-reps 2] [--ntt-stages 0,1] [--ntt-variants 32x8,16x8,32x4] [--ntt-lazy 1,0] [--ntt-pow2 1,0]
-//!     [--upload-groups 1,2,4,8]
-//!     [--ntt-lean 1,0]
+//!     [--ops copy,transpose,leaves,leaves+transpose,merkle,lde,host-lde] [--upload-groups 1,2,4,8]
 //! ```
 //!
-//! The backend opens with `CudaOptions::from_env()` (`CUDA_TRANSPOSE_ROUTE`, `CUDA_NTT_*`); the
-//! `--ntt-*` flags vary those options (`--ntt-stages 0` is the most shared memory allows), and
-//! each one left out keeps the environment's value.
+//! The backend opens with `CudaOptions::from_env()` (`CUDA_UPLOAD_GROUPS`,
+//! `STARK_COMMIT_KERNEL_CACHE`).
 //!
 //! `--log-rows` is log2 of the LDE's rows `N` (the matrix the transpose and the leaves work on);
-//! the LDE starts from a trace of `N / blowup` rows. Each NTT configuration times the LDE three
-//! ways, back to back: in place on a buffer whose first rows hold the trace (the route of a host
-//! trace; the trace is copied in untimed before each run), `coset_lde` from a trace buffer that
-//! stays (allocate, then the first inverse pass reads the trace where it is), and
-//! `coset_lde_owned` (the route of a commit's device trace: the inverse runs in the trace's
-//! buffer, a fresh copy of which is made untimed before each run). `host-lde` times a trace in page-locked host memory reaching the LDE:
-//! the bare host-to-device write of its bytes, the write followed by the in-place LDE, and
+//! the LDE starts from a trace of `N / blowup` rows. The LDE is timed three ways, back to back:
+//! in place on a buffer whose first rows hold the trace (the route of a host trace; the trace is
+//! copied in untimed before each run), `coset_lde` from a trace buffer that stays (allocate, then
+//! the first inverse pass reads the trace where it is), and `coset_lde_owned` (the route of a
+//! commit's device trace: the inverse runs in the trace's buffer, a fresh copy of which is made
+//! untimed before each run). `host-lde` times a trace in page-locked host memory reaching the
+//! LDE: the bare host-to-device write of its bytes, the write followed by the in-place LDE, and
 //! `coset_lde_from_host` for each `--upload-groups` count (1 is the write then the LDE; more
-//! overlap the column groups' copies with the LDE); events on the compute stream, which waits for
-//! the copy stream, bracket each. `leaves+transpose` times `hash_leaves_then_transpose` (one tree
-//! over every column) with the leaves fused into the transpose's block pass and without, back to
-//! back, for each hash. Whole commits are timed with the pipeline,
-//! by prover's `commit` bench (`cargo bench -p prover --features cuda --bench commit`). Inputs
-//! are random (never zeros: zeros hide unwritten outputs and can run faster than real data).
+//! overlap the column groups' copies with the LDE). `leaves+transpose` times
+//! `hash_leaves_then_transpose` (one tree over every column, the leaves hashed beside the
+//! transpose's block pass) for each hash. Whole commits are timed with the pipeline, by prover's
+//! `commit` bench (`cargo bench -p prover --features cuda --bench commit`). Inputs are random
+//! (never zeros: zeros hide unwritten outputs and can run faster than real data).
 
 use std::time::Instant;
 
@@ -36,22 +32,15 @@ use backend_api::{
     Backend, CopyRange, DEFAULT_SCRATCH_CAP, HashKind, LdeParams, LeafJob, LeafLayout, LeafSpec, MatrixShape, Result,
     TreeShape,
 };
-use backend_cuda::{CudaBackend, CudaBuffer, CudaOptions, NttKernel, TransposeRoute};
+use backend_cuda::{CudaBackend, CudaBuffer, CudaOptions};
 
 struct Args {
     log_rows: u32,
     cols: usize,
     blowup: usize,
     reps: usize,
-    route_reps: usize,
     ops: Vec<String>,
-    routes: Vec<TransposeRoute>,
-    ntt_stages: Vec<Option<u32>>,
-    ntt_variants: Vec<NttKernel>,
-    ntt_lazy: Vec<bool>,
-    ntt_pow2: Vec<bool>,
     upload_groups: Vec<u32>,
-    ntt_lean: Vec<bool>,
 }
 
 fn parse_args() -> std::result::Result<Args, String> {
@@ -60,18 +49,11 @@ fn parse_args() -> std::result::Result<Args, String> {
         cols: 316,
         blowup: 2,
         reps: 5,
-        route_reps: 2,
         ops: ["copy", "transpose", "leaves", "leaves+transpose", "merkle", "lde", "host-lde"]
             .map(String::from)
             .to_vec(),
-        routes: TransposeRoute::ALL.to_vec(),
         // Empty: the value of the backend's options (CudaOptions::from_env).
-        ntt_stages: Vec::new(),
-        ntt_variants: Vec::new(),
-        ntt_lazy: Vec::new(),
-        ntt_pow2: Vec::new(),
         upload_groups: Vec::new(),
-        ntt_lean: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -85,41 +67,11 @@ fn parse_args() -> std::result::Result<Args, String> {
             "--cols" => a.cols = num(value()?)?,
             "--blowup" => a.blowup = num(value()?)?,
             "--reps" => a.reps = num(value()?)?.max(1),
-            "--route-reps" => a.route_reps = num(value()?)?.max(1),
             "--ops" => a.ops = value()?.split(',').map(String::from).collect(),
-            "--routes" => {
-                a.routes = value()?
-                    .split(',')
-                    .map(|r| TransposeRoute::parse(r).map_err(|e| e.to_string()))
-                    .collect::<std::result::Result<_, _>>()?
-            }
-            "--ntt-lazy" => a.ntt_lazy = value()?.split(',').map(|v| v != "0").collect(),
-            "--ntt-pow2" => a.ntt_pow2 = value()?.split(',').map(|v| v != "0").collect(),
             "--upload-groups" => {
                 a.upload_groups = value()?
                     .split(',')
                     .map(|g| g.parse::<u32>().map_err(|e| format!("--upload-groups {g}: {e}")))
-                    .collect::<std::result::Result<_, _>>()?
-            }
-            "--ntt-lean" => a.ntt_lean = value()?.split(',').map(|v| v != "0").collect(),
-            "--ntt-variants" => {
-                // radix x columns per tile, e.g. 32x8,16x8,32x4
-                a.ntt_variants = value()?
-                    .split(',')
-                    .map(|v| {
-                        let (r, c) = v.split_once('x').ok_or_else(|| format!("--ntt-variants {v}: radix x columns"))?;
-                        let (r, c) = (
-                            r.parse::<u32>().map_err(|e| e.to_string())?,
-                            c.parse::<u32>().map_err(|e| e.to_string())?,
-                        );
-                        NttKernel::from_radix_cols(r, c).map_err(|e| e.to_string())
-                    })
-                    .collect::<std::result::Result<_, String>>()?
-            }
-            "--ntt-stages" => {
-                a.ntt_stages = value()?
-                    .split(',')
-                    .map(|s| s.parse::<u32>().map(|k| (k != 0).then_some(k)).map_err(|e| e.to_string()))
                     .collect::<std::result::Result<_, _>>()?
             }
             other => return Err(format!("unknown flag {other}")),
@@ -136,17 +88,22 @@ fn or_base<T: Copy>(v: &[T], d: T) -> Vec<T> {
     if v.is_empty() { vec![d] } else { v.to_vec() }
 }
 
-/// Median, min and max of `reps` timed runs of `f` (milliseconds of device time), after one
-/// untimed warm-up.
+/// Milliseconds from an idle device to the end of the work `f` queues.
+fn timed(b: &CudaBackend, f: impl FnOnce() -> Result<()>) -> Result<f64> {
+    b.synchronize()?;
+    let t = Instant::now();
+    f()?;
+    b.synchronize()?;
+    Ok(t.elapsed().as_secs_f64() * 1e3)
+}
+
+/// Median, min and max of `reps` timed runs of `f` ([`timed`]), after one untimed warm-up.
 fn time(b: &CudaBackend, reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<(f64, f64, f64)> {
     f()?;
     b.synchronize()?;
     let mut v = Vec::with_capacity(reps);
     for _ in 0..reps {
-        let t0 = b.record_event()?;
-        f()?;
-        let t1 = b.record_event()?;
-        v.push(t0.elapsed_ms(&t1)? as f64);
+        v.push(timed(b, &mut f)?);
     }
     v.sort_by(|a, b| a.total_cmp(b));
     Ok((v[v.len() / 2], v[0], v[v.len() - 1]))
@@ -167,10 +124,7 @@ fn time_with_setup<S>(
     let mut v = Vec::with_capacity(reps);
     for _ in 0..reps {
         setup(state)?;
-        let t0 = b.record_event()?;
-        f(state)?;
-        let t1 = b.record_event()?;
-        v.push(t0.elapsed_ms(&t1)? as f64);
+        v.push(timed(b, || f(state))?);
     }
     v.sort_by(|a, b| a.total_cmp(b));
     Ok((v[v.len() / 2], v[0], v[v.len() - 1]))
@@ -220,7 +174,7 @@ impl Report {
 }
 
 fn run(a: &Args) -> std::result::Result<(), Box<dyn std::error::Error>> {
-    // The environment's options (CUDA_TRANSPOSE_ROUTE, CUDA_NTT_*), varied below by the flags.
+    // The environment's options, varied below by `--upload-groups`.
     let b = CudaBackend::open(0, CudaOptions::from_env()?)?;
     let info = b.info();
     let rows = 1usize << a.log_rows;
@@ -249,7 +203,9 @@ fn run(a: &Args) -> std::result::Result<(), Box<dyn std::error::Error>> {
     // The yardstick: a device-to-device copy of the whole matrix on the copy engine.
     let copy_ms = {
         let mut dst = b.alloc(shape.len())?;
-        let t = time(&b, a.reps, || b.copy_engine_copy(&matrix, &mut dst))?;
+        // One copy this long goes to the copy engine.
+        let whole = [CopyRange::new(0, 0, shape.len())];
+        let t = time(&b, a.reps, || b.batched_copy(&matrix, &mut dst, &whole))?;
         println!(
             "{:<34} {:<22} median {:>9.3} ms  (min {:>9.3}, max {:>9.3})  {:>8.1} GB/s read+write",
             "d2d copy (copy engine)",
@@ -265,17 +221,8 @@ fn run(a: &Args) -> std::result::Result<(), Box<dyn std::error::Error>> {
     let want = |op: &str| a.ops.iter().any(|o| o == op || o == "all");
 
     if want("transpose") {
-        {
-            let mut dst = b.alloc(shape.len())?;
-            let t = time(&b, a.reps, || b.transpose_out_of_place(&matrix, &mut dst, shape))?;
-            r.line("transpose out of place (tile kernel)", &shape.to_string(), shape.bytes(), t);
-        }
-        for &route in &a.routes {
-            let br = b.with_options(CudaOptions { transpose_route: route, ..b.options() })?;
-            let reps = if route == TransposeRoute::Kernel { a.reps } else { a.route_reps };
-            let t = time(&br, reps, || br.transpose_in_place(&mut matrix, shape, DEFAULT_SCRATCH_CAP))?;
-            r.line(&format!("transpose in place, route {}", route.name()), &shape.to_string(), shape.bytes(), t);
-        }
+        let t = time(&b, a.reps, || b.transpose_in_place(&mut matrix, shape, DEFAULT_SCRATCH_CAP))?;
+        r.line("transpose in place", &shape.to_string(), shape.bytes(), t);
     }
 
     let tree = TreeShape::new(rows)?;
@@ -293,24 +240,19 @@ fn run(a: &Args) -> std::result::Result<(), Box<dyn std::error::Error>> {
         nodes = Some(out);
     }
     if want("leaves+transpose") {
-        // The commit's step from the row-major LDE to its leaves and its column-major copy, with
-        // the leaves hashed beside the transpose's block pass (the default) and without (the
-        // leaves, then the transpose), back to back.
+        // The commit's step from the row-major LDE to its leaves and its column-major copy, the
+        // leaves hashed beside the transpose's block pass.
         let mut out = match nodes.take() {
             Some(n) => n,
             None => b.alloc(tree.words())?,
         };
         for hash in HashKind::ALL {
             let spec = LeafSpec::new(hash, LeafLayout::Rows, 0..a.cols)?;
-            for fused_leaves in [true, false] {
-                let bf = b.with_options(CudaOptions { fused_leaves, ..b.options() })?;
-                let t = time(&bf, a.reps, || {
-                    let mut jobs = [LeafJob { spec: &spec, out: &mut out, out_digest: tree.first_leaf() }];
-                    bf.hash_leaves_then_transpose(&mut matrix, shape, &mut jobs, DEFAULT_SCRATCH_CAP)
-                })?;
-                let how = if fused_leaves { "fused" } else { "unfused" };
-                r.line(&format!("leaves {hash} + transpose, {how}"), &shape.to_string(), shape.bytes(), t);
-            }
+            let t = time(&b, a.reps, || {
+                let mut jobs = [LeafJob { spec: &spec, out: &mut out, out_digest: tree.first_leaf() }];
+                b.hash_leaves_then_transpose(&mut matrix, shape, &mut jobs, DEFAULT_SCRATCH_CAP)
+            })?;
+            r.line(&format!("leaves {hash} + transpose"), &shape.to_string(), shape.bytes(), t);
         }
         nodes = Some(out);
     }
@@ -334,72 +276,32 @@ fn run(a: &Args) -> std::result::Result<(), Box<dyn std::error::Error>> {
         // (untimed), as a host trace's upload puts it there.
         let mut lde = b.alloc(shape.len())?;
         let fill = [CopyRange::new(0, 0, trace_shape.len())];
-        let base = b.options();
-        // Every combination asked for, each kernel form once: the flags a kernel ignores
-        // (`CudaOptions::ntt_effective`) would time the same kernels again.
-        let mut seen = Vec::new();
-        for stages in or_base(&a.ntt_stages, base.ntt_stages) {
-            for kernel in or_base(&a.ntt_variants, base.ntt_kernel) {
-                for lazy in or_base(&a.ntt_lazy, base.ntt_lazy) {
-                    for pow2 in or_base(&a.ntt_pow2, base.ntt_pow2) {
-                        for lean in or_base(&a.ntt_lean, base.ntt_lean) {
-                            let options = CudaOptions {
-                                ntt_stages: stages,
-                                ntt_kernel: kernel,
-                                ntt_lazy: lazy,
-                                ntt_pow2: pow2,
-                                ntt_lean: lean,
-                                ..b.options()
-                            }
-                            .ntt_effective();
-                            if seen.contains(&options) {
-                                continue;
-                            }
-                            seen.push(options.clone());
-                            let form = (options.ntt_lazy, options.ntt_pow2, options.ntt_lean);
-                            let bl = b.with_options(options)?;
-                            let (radix, cols) = (kernel.radix(), kernel.cols());
-                            let lazy_label = match form {
-                                (true, true, _) => ", lazy, pow2",
-                                (true, false, true) => ", lazy, lean",
-                                (true, false, false) => ", lazy",
-                                _ => "",
-                            };
-                            let config = match stages {
-                                None => format!("radix {radix}, {cols} cols{lazy_label}"),
-                                Some(k) => format!("{k} stages/pass, radix {radix}, {cols} cols{lazy_label}"),
-                            };
-                            let what = format!("{} -> {}", trace_shape, shape);
-                            // The two routes back to back, so that their ratio is of one run.
-                            let t = time_with_setup(
-                                &bl,
-                                a.reps,
-                                &mut lde,
-                                |lde| bl.batched_copy(&trace, lde, &fill),
-                                |lde| bl.coset_lde_in_place(lde, &params),
-                            )?;
-                            r.line(&format!("coset lde in place ({config})"), &what, shape.bytes(), t);
-                            let t = time(&bl, a.reps, || bl.coset_lde(&trace, &params).map(drop))?;
-                            r.line(&format!("coset lde from a trace buffer ({config})"), &what, shape.bytes(), t);
-                            // The owned route consumes its trace: each run gets a fresh copy, untimed.
-                            let t = time_with_setup(
-                                &bl,
-                                a.reps,
-                                &mut None,
-                                |t| {
-                                    let mut fresh = bl.alloc(trace_shape.len())?;
-                                    bl.batched_copy(&trace, &mut fresh, &fill)?;
-                                    *t = Some(fresh);
-                                    Ok(())
-                                },
-                                |t| bl.coset_lde_owned(t.take().expect("a fresh trace"), &params).map(drop),
-                            )?;
-                            r.line(&format!("coset lde of an owned trace ({config})"), &what, shape.bytes(), t);
-                        }
-                    }
-                }
-            }
-        }
+        let what = format!("{} -> {}", trace_shape, shape);
+        // The three routes back to back, so that their ratios are of one run.
+        let t = time_with_setup(
+            &b,
+            a.reps,
+            &mut lde,
+            |lde| b.batched_copy(&trace, lde, &fill),
+            |lde| b.coset_lde_in_place(lde, &params),
+        )?;
+        r.line("coset lde in place", &what, shape.bytes(), t);
+        let t = time(&b, a.reps, || b.coset_lde(&trace, &params).map(drop))?;
+        r.line("coset lde from a trace buffer", &what, shape.bytes(), t);
+        // The owned route consumes its trace: each run gets a fresh copy, untimed.
+        let t = time_with_setup(
+            &b,
+            a.reps,
+            &mut None,
+            |t| {
+                let mut fresh = b.alloc(trace_shape.len())?;
+                b.batched_copy(&trace, &mut fresh, &fill)?;
+                *t = Some(fresh);
+                Ok(())
+            },
+            |t| b.coset_lde_owned(t.take().expect("a fresh trace"), &params).map(drop),
+        )?;
+        r.line("coset lde of an owned trace", &what, shape.bytes(), t);
     }
 
     if want("host-lde") {

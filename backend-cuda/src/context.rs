@@ -455,16 +455,6 @@ impl Event {
         // SAFETY: the event is live.
         unsafe { cu::event::synchronize(self.raw) }.map_err(err("cuEventSynchronize"))
     }
-
-    /// Milliseconds of device time from `self` to `later`, both recorded; waits for `later`.
-    ///
-    /// # Errors
-    /// A device error from the work in between.
-    pub(crate) fn elapsed_ms(&self, later: &Event) -> Result<f32> {
-        later.synchronize()?;
-        // SAFETY: both events are live, were created in this context and recorded on its stream.
-        unsafe { cu::event::elapsed(self.raw, later.raw) }.map_err(err("cuEventElapsedTime"))
-    }
 }
 
 impl Drop for Event {

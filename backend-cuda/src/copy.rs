@@ -124,18 +124,6 @@ fn run(device: &Device, src: &CudaBuffer, dst: &CudaBuffer, copies: &[CopyRange]
     unsafe { gather(device, src.ptr(), dst.ptr(), &list) }
 }
 
-/// A whole-buffer copy on the copy engine.
-pub(crate) fn copy_engine(device: &Device, src: &CudaBuffer, dst: &mut CudaBuffer) -> Result<()> {
-    device.bind()?;
-    if src.is_empty() {
-        return Ok(());
-    }
-    // SAFETY: both are live allocations of the same length; `dst` is borrowed exclusively, so
-    // it is a different allocation from `src`.
-    unsafe { cu::memcpy_dtod_async(dst.ptr(), src.ptr(), src.bytes(), device.stream()) }
-        .map_err(err("cuMemcpyDtoDAsync"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,7 +9,7 @@
 //!   cudarc's dynamic loading a missing library is a panic inside cudarc, so presence is checked
 //!   before any other call, by loading the library once and keeping it;
 //! - the mapping ([`error_from`], and [`err`] for `map_err`);
-//! - calls cudarc 0.19 does not wrap: `cuMemcpyBatchAsync`, `cuMemcpy2DAsync`, `cuMemHostRegister` /
+//! - calls cudarc 0.19 does not wrap: `cuMemcpy2DAsync`, `cuMemHostRegister` /
 //!   `cuMemHostUnregister`, `cuStreamQuery`, `cuDriverGetVersion`, a symbol lookup; the memory
 //!   pool's attributes (typed over cudarc's untyped `mem_pool::{get,set}_attribute`); and NVRTC
 //!   programs with headers, CUBIN output, the supported architectures and the version.
@@ -193,46 +193,6 @@ pub(crate) unsafe fn stream_query(s: sys::CUstream) -> Result<bool> {
 
 // ---------------------------------------------------------------------------------------------
 // Memory that cudarc does not wrap.
-
-/// Queues device-to-device copies as one `cuMemcpyBatchAsync` call on `s` (which must not be the
-/// legacy default stream), with source and destination location hints set to device `ordinal`.
-///
-/// # Safety
-/// Every `(dst, src, size)` names live device ranges; no destination overlaps any other range of
-/// the batch.
-pub(crate) unsafe fn memcpy_batch_async(
-    dsts: &mut [sys::CUdeviceptr],
-    srcs: &mut [sys::CUdeviceptr],
-    sizes: &mut [usize],
-    ordinal: i32,
-    s: sys::CUstream,
-) -> Result<()> {
-    debug_assert!(dsts.len() == srcs.len() && srcs.len() == sizes.len());
-    if dsts.is_empty() {
-        return Ok(());
-    }
-    let loc = sys::CUmemLocation { type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE, id: ordinal };
-    let mut attrs = sys::CUmemcpyAttributes {
-        srcAccessOrder: sys::CUmemcpySrcAccessOrder::CU_MEMCPY_SRC_ACCESS_ORDER_STREAM,
-        srcLocHint: loc,
-        dstLocHint: loc,
-        flags: 0,
-    };
-    let mut attr_idx = 0usize;
-    // SAFETY: the three arrays have `len` entries; one attribute applies from index 0 to all.
-    check("cuMemcpyBatchAsync", unsafe {
-        sys::cuMemcpyBatchAsync_v2(
-            dsts.as_mut_ptr(),
-            srcs.as_mut_ptr(),
-            sizes.as_mut_ptr(),
-            dsts.len(),
-            &mut attrs,
-            &mut attr_idx,
-            1,
-            s,
-        )
-    })
-}
 
 /// Queues a strided host-to-device copy on `s` (`cuMemcpy2DAsync`): `height` rows of
 /// `width_bytes` bytes each, read from `src` with rows `src_pitch` bytes apart and written to

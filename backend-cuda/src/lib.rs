@@ -4,7 +4,7 @@
 //!   CUDA installed, and [`CudaBackend::new`] returns [`Error::BackendUnavailable`] (never a
 //!   panic) when the driver, NVRTC or the device is missing.
 //! - **Layered.** Driver and NVRTC calls go through cudarc's `result` layer at their call sites;
-//!   `driver` holds only what cudarc does not wrap (`cuMemcpyBatchAsync`, host registration, pool
+//!   `driver` holds only what cudarc does not wrap (2D copies, host registration, pool
 //!   attributes, NVRTC programs with headers and CUBIN output) and the one function mapping result
 //!   codes to [`Error`]. `context`, `module` and `memory` build owning types on it (a
 //!   [`CudaBuffer`] frees itself, stream-ordered, on drop; events and the context release
@@ -23,25 +23,24 @@
 //!   allocate nothing beyond what the memory model counts.
 //! - **Tracked memory.** Every allocation is reserved in the instance's [`AllocTracker`] first and
 //!   released when freed, so fault injection and the memory model see the same bytes as on the CPU.
-//! - **Two run-pass routes for the in-place transpose** ([`TransposeRoute`]): the copy engine
-//!   route (`cuMemcpyBatchAsync`, or one copy at a time) and the default kernel route,
-//!   which executes the plan's run batches as one fused gather launch per pair of batches (each
-//!   run moves once), with the host schedule cached per shape.
+//! - **The in-place transpose as kernels.** The plan's run batches run as one fused gather launch
+//!   per pair of batches (each run moves once), with the host schedule cached per shape; the
+//!   commit's leaves are hashed beside its block pass (`hash_leaves_then_transpose`).
 //! - **The LDE in place, in four passes** at 2^21 -> 2^22: register-blocked radix-16 NTT passes
 //!   (1024 threads) over 2^11-row x 8-column shared-memory tiles, each tile's twiddles and coset
 //!   factors gathered into shared memory first, each 16-point register window in four-step form
 //!   (15 general multiplications, then stages whose twiddles are powers of two); the inverse by
 //!   decimation in frequency on the trace's own rows `[0, n)` of the LDE buffer, its last pass
-//!   storing rows `p >= n/B` at row `B*p` and about `log2(n/B)` short spread launches moving the
-//!   rest (`lde`'s module doc proves the order race-free); the forward by decimation in time
-//!   reading rows `B*p` for all `B` replicas; Goldilocks arithmetic on PTX carry chains with lazy
-//!   reduction (canonical only where stored last).
-//! - **Options, not globals.** The transpose route, the NTT variants and the kernel cache are
+//!   storing position `p` at row `B*p` in ranges of tiles from the top down (`lde`'s module doc
+//!   proves the order race-free); the forward by decimation in time reading rows `B*p` for all
+//!   `B` replicas; Goldilocks arithmetic on PTX carry chains with lazy reduction (canonical only
+//!   where stored last).
+//! - **Options, not globals.** The kernel cache and the host upload's overlap are
 //!   [`CudaOptions`], fixed when a backend is opened ([`CudaBackend::open`]);
-//!   [`CudaBackend::with_options`] gives another handle on the same device to measure or test
-//!   another kernel configuration. The library reads no environment variable of its own (only the
-//!   platform's home and cache directory variables, to find the default kernel cache);
-//!   [`CudaOptions::from_env`] reads the options, for the CLI, benches and suites.
+//!   [`CudaBackend::with_options`] gives another handle on the same device with other upload
+//!   settings. The library reads no environment variable of its own (only the platform's home and
+//!   cache directory variables, to find the default kernel cache); [`CudaOptions::from_env`] reads
+//!   the options, for the CLI, benches and suites.
 
 mod context;
 mod copy;
@@ -72,12 +71,9 @@ pub use host::PinnedHost;
 pub use kernel_cache::ImageOrigin;
 pub use memory::{CudaBuffer, CudaDownload};
 pub use module::KernelPrep;
-pub use options::{
-    CudaOptions, KERNEL_CACHE_ENV, KernelCacheSetting, MAX_UPLOAD_GROUPS, NttKernel, TransposeRoute,
-    UPLOAD_OVERLAP_MIN_BYTES,
-};
+pub use options::{CudaOptions, KERNEL_CACHE_ENV, KernelCacheSetting, MAX_UPLOAD_GROUPS, UPLOAD_OVERLAP_MIN_BYTES};
 
-use context::{Device, Event};
+use context::Device;
 
 /// The CUDA backend on one device.
 pub struct CudaBackend {
@@ -122,7 +118,8 @@ impl CudaBackend {
 
     /// Another handle on the same device, stream, memory tracker and compiled kernels, configured
     /// by `options`: buffers of either handle may be passed to the other. Cheap (no context,
-    /// stream or compile), so a measurement or a test can run every configuration on one device.
+    /// stream or compile), so a measurement or a test can run several upload settings on one
+    /// device.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for options outside their ranges, or a
@@ -191,7 +188,7 @@ impl CudaBackend {
     }
 
     /// Compiles (or reads from the on-disk kernel cache) and loads, in parallel, every kernel a
-    /// commit with leaf hash `hash` launches with this handle's NTT options, instead of one by one
+    /// commit with leaf hash `hash` launches, instead of one by one
     /// at first launch; returns what each compiled unit cost. Kernels already loaded are skipped,
     /// so a second call returns an empty list.
     ///
@@ -203,20 +200,17 @@ impl CudaBackend {
     /// [`Error::KernelCompile`] with NVRTC's log, or a driver error loading an image.
     pub fn prepare_kernels(&self, hash: HashKind) -> Result<Vec<KernelPrep>> {
         use module::{Source, Unit};
-        let v = lde::variant(&self.options);
         let mut units = vec![
-            Unit::of(Source::Lde, lde::pass_kernel(false, false, v)),
-            Unit::of(Source::Lde, lde::pass_kernel(true, false, v)),
-            Unit::of(Source::Lde, lde::pass_kernel(false, true, v)),
-            Unit::of(Source::Lde, lde::pass_kernel(true, true, v)),
+            Unit::of(Source::Lde, lde::pass_kernel(false, false)),
+            Unit::of(Source::Lde, lde::pass_kernel(true, false)),
+            Unit::of(Source::Lde, lde::pass_kernel(false, true)),
+            Unit::of(Source::Lde, lde::pass_kernel(true, true)),
         ];
         for layout in [backend_api::LeafLayout::Rows, backend_api::LeafLayout::LambdaVmPairs] {
             units.push(Unit::of(Source::Hash, hash::kernel_name(hash, layout, 0)));
         }
-        if self.options.fused_leaves {
-            // The commit hashes `rows` leaves beside the transpose's block pass.
-            units.push(Unit::of(Source::Hash, hash::block_pass_kernel(hash).0));
-        }
+        // The commit hashes `rows` leaves beside the transpose's block pass.
+        units.push(Unit::of(Source::Hash, hash::block_pass_kernel(hash).0));
         units.extend([Source::Merkle, Source::Transpose, Source::Copy].map(|s| Unit { source: s, kernel: None }));
         let threads = std::thread::available_parallelism().map_or(4, |n| n.get());
         self.device.bind()?;
@@ -280,7 +274,7 @@ impl CudaBackend {
     /// # Errors
     /// [`Error::LengthMismatch`], or a driver error.
     pub fn download_pinned(&self, buf: &CudaBuffer, host: &mut PinnedHost) -> Result<()> {
-        self.check_owned(buf)?;
+        self.check_owned(buf, "download_pinned")?;
         if !host.belongs_to(&self.device) {
             return Err(Error::InvalidArgument("a pinned buffer of another CudaBackend instance was passed".into()));
         }
@@ -380,68 +374,9 @@ impl CudaBackend {
             .map_err(driver::err("cuMemPoolTrimTo"))
     }
 
-    /// Queues a device-to-device copy of all of `src` into `dst` (same length) on the copy engine:
-    /// the yardstick the benchmarks quote ratios against.
-    ///
-    /// # Errors
-    /// [`Error::LengthMismatch`], or a driver error.
-    pub fn copy_engine_copy(&self, src: &CudaBuffer, dst: &mut CudaBuffer) -> Result<()> {
-        self.check_owned(src)?;
-        self.check_owned(dst)?;
-        if src.len() != dst.len() {
-            return Err(Error::LengthMismatch { what: "copy_engine_copy", expected: src.len(), actual: dst.len() });
-        }
-        copy::copy_engine(&self.device, src, dst)
-    }
-
-    /// Queues the tiled out-of-place transpose kernel of the block pass over a whole `shape`
-    /// matrix, `src` (row-major) into `dst` (column-major): the ceiling the in-place transpose is
-    /// measured against.
-    ///
-    /// # Errors
-    /// [`Error::LengthMismatch`] when a buffer does not hold `shape`, or a device error.
-    pub fn transpose_out_of_place(&self, src: &CudaBuffer, dst: &mut CudaBuffer, shape: MatrixShape) -> Result<()> {
-        self.check_owned(src)?;
-        self.check_owned(dst)?;
-        shape.check_len("transpose_out_of_place source", src.len())?;
-        shape.check_len("transpose_out_of_place destination", dst.len())?;
-        transpose::out_of_place(&self.device, src, dst, shape)
-    }
-
-    /// Records a timing event on the stream; [`Timer::elapsed_ms`] between two of them measures
-    /// the work queued in between.
-    ///
-    /// # Errors
-    /// A driver error.
-    pub fn record_event(&self) -> Result<Timer> {
-        Timer::record(&self.device)
-    }
-
-    fn check_owned(&self, buf: &CudaBuffer) -> Result<()> {
-        if buf.belongs_to(&self.device) {
-            Ok(())
-        } else {
-            Err(Error::InvalidArgument("a buffer of another CudaBackend instance was passed".into()))
-        }
-    }
-}
-
-/// A timing event recorded on a backend's stream.
-pub struct Timer(Event);
-
-impl Timer {
-    fn record(device: &Arc<Device>) -> Result<Self> {
-        let event = Event::new(device)?;
-        event.record()?;
-        Ok(Self(event))
-    }
-
-    /// Milliseconds of device time from `self` to `later`, waiting for `later` to complete.
-    ///
-    /// # Errors
-    /// A device error from the work in between.
-    pub fn elapsed_ms(&self, later: &Timer) -> Result<f32> {
-        self.0.elapsed_ms(&later.0)
+    /// The ownership check of the checked front, for the inherent methods that take a buffer.
+    fn check_owned(&self, buf: &CudaBuffer, what: &'static str) -> Result<()> {
+        backend_api::validate::owned(&self.device.tracker, buf.tracker(), "backend_cuda::CudaBackend", what)
     }
 }
 
@@ -497,7 +432,7 @@ impl backend_api::RawBackend for CudaBackend {
     }
 
     fn transpose_in_place(&self, buf: &mut CudaBuffer, shape: MatrixShape, scratch_cap: usize) -> Result<()> {
-        transpose::transpose_in_place(&self.device, buf, shape, scratch_cap, self.options.transpose_route)
+        transpose::transpose_in_place(&self.device, buf, shape, scratch_cap)
     }
 
     fn batched_copy(&self, src: &CudaBuffer, dst: &mut CudaBuffer, copies: &[CopyRange]) -> Result<()> {
@@ -526,17 +461,11 @@ impl backend_api::RawBackend for CudaBackend {
         jobs: &mut [LeafJob<'_, CudaBuffer>],
         scratch_cap: usize,
     ) -> Result<()> {
-        let fused = self
-            .options
-            .fused_leaves
-            .then(|| {
-                hash::BlockPassLeaves::new(&jobs.iter().map(|j| (j.spec, &*j.out, j.out_digest)).collect::<Vec<_>>())
-            })
-            .flatten();
+        let fused =
+            hash::BlockPassLeaves::new(&jobs.iter().map(|j| (j.spec, &*j.out, j.out_digest)).collect::<Vec<_>>());
         match fused {
             Some(leaves) => {
-                let route = self.options.transpose_route;
-                transpose::transpose_hashing(&self.device, buf, shape, scratch_cap, route, Some(&leaves))
+                transpose::transpose_hashing(&self.device, buf, shape, scratch_cap, Some(&leaves))
             }
             None => backend_api::leaves_then_transpose_in_turn(self, buf, shape, jobs, scratch_cap),
         }
@@ -547,7 +476,7 @@ impl backend_api::RawBackend for CudaBackend {
     }
 
     fn coset_lde_in_place(&self, buf: &mut CudaBuffer, params: &LdeParams) -> Result<()> {
-        lde::coset_lde_in_place(&self.device, &self.options, buf, params)
+        lde::coset_lde_in_place(&self.device, buf, params)
     }
 
     /// From page-locked memory ([`Backend::alloc_host`], or any slice inside a [`PinnedHost`]) the
@@ -565,14 +494,14 @@ impl backend_api::RawBackend for CudaBackend {
     /// so the trace is never copied into the LDE buffer first (the default's batched copy, 2.5 ms
     /// of a 2^21 x 316 trace on an H200); the rest is the in-place LDE.
     fn coset_lde(&self, trace: &CudaBuffer, params: &LdeParams) -> Result<CudaBuffer> {
-        lde::coset_lde_from_trace(&self.device, &self.options, trace, params)
+        lde::coset_lde_from_trace(&self.device, trace, params)
     }
 
     /// The inverse NTT runs in place in `trace`'s buffer, its last pass storing the LDE buffer's
     /// rows `B*p` in one launch (in place, that pass runs as a dozen launches from the top down,
     /// the last few too small to fill the device).
     fn coset_lde_owned(&self, trace: CudaBuffer, params: &LdeParams) -> Result<CudaBuffer> {
-        lde::coset_lde_owned(&self.device, &self.options, trace, params)
+        lde::coset_lde_owned(&self.device, trace, params)
     }
 
     /// Compiles (or reads from the kernel cache) the kernels a commit with `prep.hash` launches,

@@ -151,11 +151,6 @@ impl CudaBuffer {
     pub(crate) fn bytes(&self) -> usize {
         self.len * ELEM_BYTES
     }
-
-    /// Whether `self` was allocated on `device`.
-    pub(crate) fn belongs_to(&self, device: &Arc<Device>) -> bool {
-        Arc::ptr_eq(&self.device, device)
-    }
 }
 
 impl Drop for CudaBuffer {

@@ -12,7 +12,7 @@
 //! - **Cached on disk** ([`crate::kernel_cache`]): keyed by the unit's source, options,
 //!   architecture and the NVRTC and driver versions, so a later process loads the image instead
 //!   of compiling it.
-//! - A unit that fails to compile is an [`Error::KernelCompile`](backend_api::Error::KernelCompile)
+//! - A unit that fails to compile is an [`Error::KernelCompile`]
 //!   carrying NVRTC's log; it is neither cached nor kept, so the next call tries again.
 
 use std::collections::HashMap;
@@ -41,10 +41,14 @@ pub(crate) enum Source {
     Merkle,
     /// `lde.cu`: the NTT passes of the coset LDE.
     Lde,
+    /// `field_selftest.cu` (unit tests only, not a kernel file of the shaders crate): the device's
+    /// field arithmetic in one test kernel.
+    #[cfg(test)]
+    FieldSelfTest,
 }
 
 impl Source {
-    /// Every kernel file.
+    /// Every kernel file of the shaders crate.
     #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) const ALL: [Source; 5] = [Source::Transpose, Source::Copy, Source::Hash, Source::Merkle, Source::Lde];
 
@@ -57,6 +61,8 @@ impl Source {
             Source::Hash => ("hash.cu", cuda::HASH),
             Source::Merkle => ("merkle.cu", cuda::MERKLE),
             Source::Lde => ("lde.cu", cuda::LDE),
+            #[cfg(test)]
+            Source::FieldSelfTest => ("field_selftest.cu", include_str!("tests/field_selftest.cu")),
         }
     }
 
@@ -175,7 +181,7 @@ type Prepared = (Vec<u8>, ImageOrigin, Duration);
 /// What preparing one unit cost, as [`crate::CudaBackend::prepare_kernels`] reports it.
 #[derive(Clone, Debug)]
 pub struct KernelPrep {
-    /// `lde.cu:ntt_dif_pass_lazy`, or a whole file such as `merkle.cu`.
+    /// `lde.cu:ntt_dif_pass_lean16`, or a whole file such as `merkle.cu`.
     pub unit: String,
     /// Where the image came from.
     pub origin: ImageOrigin,

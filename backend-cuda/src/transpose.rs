@@ -1,15 +1,14 @@
 //! The in-place transpose: executes [`backend_api::plan::TransposePlan`] in order.
 //!
-//! `TransposeBlock` steps run the tiled kernel. `Copies` steps run by route:
-//! - **kernel** (the default): the plan runs through its fused schedule
-//!   ([`backend_api::plan::schedule`]), which composes the run pass's batch pairs into parallel
-//!   assignments of whole aligned runs. One `transpose_fused_runs` launch executes each: block `w`
-//!   owns a window of offsets of every slot, reads all its sources into shared memory, then writes
-//!   all destinations; since whole aligned slots only ever move to whole aligned slots, no two
-//!   blocks touch one element. A run thus moves once instead of twice (into scratch and out
-//!   again). Any other batch is one gather launch (`copy_gather`).
-//! - **batched**: one `cuMemcpyBatchAsync` per batch (lambda_vm PR #956's route);
-//! - **unbatched**: one `cuMemcpyDtoDAsync` per copy.
+//! `TransposeBlock` steps run the tiled kernel. The plan runs through its fused schedule
+//! ([`backend_api::plan::schedule`]), which composes the run pass's batch pairs into parallel
+//! assignments of whole aligned runs. One `transpose_fused_runs` launch executes each: block `w`
+//! owns a window of offsets of every slot, reads all its sources into shared memory, then writes
+//! all destinations; since whole aligned slots only ever move to whole aligned slots, no two
+//! blocks touch one element. A run thus moves once instead of twice (into scratch and out again).
+//! Any other batch is one gather launch (`copy_gather`). (lambda_vm PR #956 runs the batches as
+//! `cuMemcpyBatchAsync` calls on the copy engine; that route, and one `cuMemcpyDtoDAsync` per
+//! copy, measured slower here and were removed: BENCHMARKS.md.)
 //!
 //! The scratch (`geometry.scratch_elems`, within the cap) is allocated before any byte moves, so an
 //! out-of-memory leaves the matrix untouched; moves travel as kernel parameters, so nothing else is
@@ -17,12 +16,10 @@
 
 use backend_api::DeviceBuffer as _;
 use backend_api::plan::schedule::{FuseLimits, Launch, ScheduleCache, ScheduleKey, schedule_each};
-use backend_api::plan::{Loc, Move, Step, TransposePlan};
+use backend_api::plan::{Loc, Step, TransposePlan};
 use backend_api::{ELEM_BYTES, MatrixShape, Result, validate};
-use cudarc::driver::result as cu;
 use cudarc::driver::sys;
 
-use crate::TransposeRoute;
 use crate::context::Device;
 use crate::copy::{Gather, LOC_B1, gather};
 use crate::driver;
@@ -59,14 +56,8 @@ unsafe impl KernelParam for FusedRuns {}
 const _: () = assert!(std::mem::size_of::<FusedRuns>() == (3 + 2 * FUSE_MAX) * 8, "FusedRuns is unpadded u64s");
 
 /// [`backend_api::Backend::transpose_in_place`].
-pub(crate) fn transpose_in_place(
-    device: &Device,
-    buf: &mut CudaBuffer,
-    shape: MatrixShape,
-    cap: usize,
-    route: TransposeRoute,
-) -> Result<()> {
-    transpose_hashing(device, buf, shape, cap, route, None)
+pub(crate) fn transpose_in_place(device: &Device, buf: &mut CudaBuffer, shape: MatrixShape, cap: usize) -> Result<()> {
+    transpose_hashing(device, buf, shape, cap, None)
 }
 
 /// [`transpose_in_place`] whose block pass also hashes `leaves` (when given), each block's rows
@@ -80,7 +71,6 @@ pub(crate) fn transpose_hashing(
     buf: &mut CudaBuffer,
     shape: MatrixShape,
     cap: usize,
-    route: TransposeRoute,
     leaves: Option<&BlockPassLeaves>,
 ) -> Result<()> {
     let geometry = validate::transpose(shape, buf.len(), cap)?;
@@ -93,7 +83,7 @@ pub(crate) fn transpose_hashing(
     let scratch = CudaBuffer::alloc(buf.device(), geometry.scratch_elems)?;
     let buf = &*buf;
     let key = ScheduleKey::new(&geometry, LIMITS);
-    let cached = if route == TransposeRoute::Kernel { SCHEDULES.get(&key) } else { None };
+    let cached = SCHEDULES.get(&key);
     // The leaves of the first blocks go first, before the host builds or looks up the plan: one
     // block when the schedule is cached; more when the host still has to build the plan
     // ([`BlockPassLeaves::cold_prefix_blocks`]), so that the device hashes meanwhile instead of
@@ -107,53 +97,30 @@ pub(crate) fn transpose_hashing(
         }
         _ => 0,
     };
-    match route {
-        TransposeRoute::Kernel => {
-            match cached {
-                Some(launches) => {
-                    let steps = launches.iter().map(launch_block);
-                    let bases = Bases::new(device, buf, &scratch, shape, leaves, hashed, steps)?;
-                    launches.iter().try_for_each(|l| bases.run(device, l))?
-                }
-                None => {
-                    let plan = TransposePlan::new(shape, cap)?;
-                    let steps = plan.steps.iter().map(step_block);
-                    let bases = Bases::new(device, buf, &scratch, shape, leaves, hashed, steps)?;
-                    // Launch each piece as soon as it is scheduled: the block pass runs on the
-                    // device while the host composes the run pass.
-                    let mut launches = Vec::new();
-                    schedule_each(&plan, &LIMITS, &mut |l| {
-                        bases.run(device, &l)?;
-                        launches.push(l);
-                        Ok(())
-                    })?;
-                    SCHEDULES.insert(key, launches);
-                }
-            }
+    match cached {
+        Some(launches) => {
+            let steps = launches.iter().map(launch_block);
+            let bases = Bases::new(device, buf, &scratch, shape, leaves, hashed, steps)?;
+            launches.iter().try_for_each(|l| bases.run(device, l))?
         }
-        TransposeRoute::Batched | TransposeRoute::Unbatched => {
+        None => {
             let plan = TransposePlan::new(shape, cap)?;
-            let bases = Bases::new(device, buf, &scratch, shape, leaves, hashed, plan.steps.iter().map(step_block))?;
-            for step in &plan.steps {
-                match step {
-                    Step::TransposeBlock { src, dst, rows } => {
-                        bases.run(device, &Launch::Block { src: *src, dst: *dst, rows: *rows })?
-                    }
-                    Step::Copies(moves) => bases.copy_engine(device, moves, route == TransposeRoute::Batched)?,
-                }
-            }
+            let steps = plan.steps.iter().map(step_block);
+            let bases = Bases::new(device, buf, &scratch, shape, leaves, hashed, steps)?;
+            // Launch each piece as soon as it is scheduled: the block pass runs on the device while
+            // the host composes the run pass.
+            let mut launches = Vec::new();
+            schedule_each(&plan, &LIMITS, &mut |l| {
+                bases.run(device, &l)?;
+                launches.push(l);
+                Ok(())
+            })?;
+            SCHEDULES.insert(key, launches);
         }
     }
     // `scratch` is freed here, ordered after the launches that use it.
     drop(scratch);
     Ok(())
-}
-
-/// The block-pass kernel over a whole matrix, out of place (a benchmark ceiling). The caller
-/// checked that `src` and `dst` (two distinct allocations) hold `shape`.
-pub(crate) fn out_of_place(device: &Device, src: &CudaBuffer, dst: &mut CudaBuffer, shape: MatrixShape) -> Result<()> {
-    let bases = Bases { buf: src, scratch: dst, cols: shape.cols(), leaves: None };
-    bases.run(device, &Launch::Block { src: Loc::Buf(0), dst: Loc::Scratch(0), rows: shape.rows() })
 }
 
 /// The two allocations a plan addresses, borrowed (so live) for as long as launches are queued
@@ -327,39 +294,6 @@ impl<'a> Bases<'a> {
                 // most FUSE_MAX of them (LIMITS), and the shared memory holds `n * WIN` elements.
                 unsafe { device.launch(&kernel, LaunchConfig::linear(grid, 256, shared as u32), args) }
             }
-        }
-    }
-
-    /// One plan batch on the copy engine (route (a)).
-    fn copy_engine(&self, device: &Device, moves: &[Move], batched: bool) -> Result<()> {
-        device.bind()?;
-        let moves: Vec<&Move> = moves.iter().filter(|m| m.len > 0).collect();
-        if batched {
-            if !driver::has_symbol("cuMemcpyBatchAsync_v2") {
-                return Err(backend_api::Error::Device {
-                    backend: driver::BACKEND,
-                    op: "cuMemcpyBatchAsync".into(),
-                    source: "the loaded CUDA driver does not export cuMemcpyBatchAsync_v2 (CUDA 13 drivers do); \
-                             use the kernel or unbatched transpose route"
-                        .into(),
-                });
-            }
-            let mut dsts: Vec<_> = moves.iter().map(|m| self.addr(m.dst)).collect();
-            let mut srcs: Vec<_> = moves.iter().map(|m| self.addr(m.src)).collect();
-            let mut sizes: Vec<_> = moves.iter().map(|m| m.len * ELEM_BYTES).collect();
-            // SAFETY: plan moves are in bounds and the batch is independent (plan invariant).
-            unsafe {
-                driver::memcpy_batch_async(&mut dsts, &mut srcs, &mut sizes, device.ordinal as i32, device.stream())
-            }
-        } else {
-            for m in moves {
-                // SAFETY: as above; independent copies never overlap.
-                unsafe {
-                    cu::memcpy_dtod_async(self.addr(m.dst), self.addr(m.src), m.len * ELEM_BYTES, device.stream())
-                }
-                .map_err(driver::err("cuMemcpyDtoDAsync"))?;
-            }
-            Ok(())
         }
     }
 }

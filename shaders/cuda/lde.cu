@@ -51,7 +51,7 @@ struct NttPass {
     u64 log_blowup;     // log2(B)
     u64 replicate_out;  // finish_inverse: also write the B - 1 replicas
     u64 replicated_in;  // first forward pass (half-span B): rows B*p + r are not stored, read row B*p
-    u64 canon_out;      // canonicalise what this pass stores (the last pass; lazy kernels only)
+    u64 canon_out;      // canonicalise what this pass stores (the last pass; register kernels only)
     u64 first_task;     // the launch runs tasks [first_task, first_task + tasks) of the pass (a task
     u64 tasks;          //    is one tile, or the B tiles of one block with replicated_in)
     u64 row_pitch;      // finish_inverse: elements between consecutive rows of dst (the LDE buffer's
@@ -155,8 +155,7 @@ extern "C" __global__ void __launch_bounds__(512) ntt_dit_pass(const NttPass p) 
 // through shared memory. A group works on a LOGR-bit window [w, w + LOGR) of the local index i:
 // thread g (of T/R per column) holds i = low | (j << w) | high for j < R, where low and high are
 // g's bits below and above the window. A stage at local bit e = w + b pairs j and j | 2^b.
-// R = 32 (512 threads for a 2^11 tile, 128 registers) or R = 16 (1024 threads, 64 registers:
-// twice the warps, half the independent butterflies per thread).
+// R = 16: 1024 threads for a 2^11-row tile of 8 columns, at most 64 registers each.
 
 // Local index of register j for thread g and window w.
 template <int LOGR>
@@ -164,73 +163,6 @@ __device__ __forceinline__ u32 reg_index(u32 g, u32 w, u32 j) {
     const u32 low = g & ((1u << w) - 1);
     const u32 high = (g >> w) << (w + LOGR);
     return low | (j << w) | high;
-}
-
-// Where a register stage reads its twiddles.
-enum TwSource {
-    TW_TABLE,     // the pass's table (the power-of-two form's later windows)
-    TW_GATHERED,  // the tile's gathered table, by stage (gather_twiddles)
-    TW_ROWS,      // the thread's row of the tile's gathered table, by window (gather_twiddles with ROWS)
-};
-
-// One radix-2 stage at register bit BIT over the R registers. For the pair's first index i0 the
-// twiddle is w^(t << tw_shift) with t = (i0 mod 2^e) * H_small + lo, e = w + BIT: read from the
-// pass's table, from the tile's gathered table `tws` or from the thread's row `tws` of it (TW).
-// (The power-of-two form passes log_h_small = 0 and lo = 0: after its pre-scaling the pass is the
-// 2^k-point transform of half-spans 1 .. 2^(k-1).)
-template <bool DIT, bool LAZY, int LOGR, int BIT, TwSource TW>
-__device__ __forceinline__ void reg_stage(u64 v[1 << LOGR], const NttPass& p, const u64* tws, u32 g, u32 w, u32 lo,
-                                          u32 log_h_small) {
-    constexpr int R = 1 << LOGR;
-    const u32 e = w + BIT;
-    const u32 tw_shift = (u32)p.log_size - 1 - (log_h_small + e);
-    const u32 low = g & ((1u << w) - 1);
-    // Twiddle indices are below N/2 <= 2^31: 32-bit arithmetic.
-#pragma unroll
-    for (int q = 0; q < R / 2; ++q) {
-        const int j0 = ((q >> BIT) << (BIT + 1)) | (q & ((1 << BIT) - 1));
-        const int j1 = j0 | (1 << BIT);
-        const u32 i0 = low | ((u32)(q & ((1 << BIT) - 1)) << w);  // i0 mod 2^e
-        const u64 tw = TW == TW_ROWS       ? tws[(1 << BIT) - 1 + (q & ((1 << BIT) - 1))]
-                       : TW == TW_GATHERED ? tws[(1u << e) - 1 + i0]
-                                           : p.tw[((i0 << log_h_small) + lo) << tw_shift];
-        const u64 x = v[j0], y = v[j1];
-        if (LAZY) {
-            if (DIT) {
-                const u64 yw = gl_mul_lazy(y, tw);
-                v[j0] = gl_add_lazy(x, yw);
-                v[j1] = gl_sub_lazy(x, yw);
-            } else {
-                v[j0] = gl_add_lazy(x, y);
-                v[j1] = gl_mul_lazy(gl_sub_lazy(x, y), tw);
-            }
-        } else if (DIT) {
-            const u64 yw = gl_mul(y, tw);
-            v[j0] = gl_add(x, yw);
-            v[j1] = gl_sub(x, yw);
-        } else {
-            v[j0] = gl_add(x, y);
-            v[j1] = gl_mul(gl_sub(x, y), tw);
-        }
-    }
-}
-
-template <bool DIT, bool LAZY, int LOGR, TwSource TW>
-__device__ __forceinline__ void reg_stage_at(u32 b, u64 v[1 << LOGR], const NttPass& p, const u64* tws, u32 g, u32 w,
-                                             u32 lo, u32 log_h_small) {
-    switch (b) {
-        case 0: reg_stage<DIT, LAZY, LOGR, 0, TW>(v, p, tws, g, w, lo, log_h_small); break;
-        case 1: reg_stage<DIT, LAZY, LOGR, 1, TW>(v, p, tws, g, w, lo, log_h_small); break;
-        case 2: reg_stage<DIT, LAZY, LOGR, 2, TW>(v, p, tws, g, w, lo, log_h_small); break;
-        case 3: reg_stage<DIT, LAZY, LOGR, 3, TW>(v, p, tws, g, w, lo, log_h_small); break;
-        default:  // b = 4 at radix 32; radix 16 has no fifth bit (no copy of the stage for it)
-            if (LOGR > 4) {
-                reg_stage<DIT, LAZY, LOGR, (LOGR > 4 ? 4 : 3), TW>(v, p, tws, g, w, lo, log_h_small);
-            } else {
-                __builtin_unreachable();
-            }
-            break;
-    }
 }
 
 // The lean form's twiddle layout, by window: window n of a pass holds the stages [w_n, w_n + LOGR)
@@ -254,29 +186,6 @@ __device__ __forceinline__ u32 lean_window_base(u32 n, u32 k) {
     return base;
 }
 
-// The twiddles of one tile of a pass, gathered into shared memory before its stages run: stage e
-// (local, e < k) of the tile with low index `lo` uses, for the pair whose first local index is
-// i0, the table entry ((i0 mod 2^e) << log_h_small) + lo, shifted by log_size - 1 -
-// (log_h_small + e); 2^k - 1 values in all, at tws[2^e - 1 + (i0 mod 2^e)] by stage or (ROWS, the
-// lean form) in the layout by window above. The gathers are independent loads issued together
-// (beside the tile's own loads), so each stage then reads shared memory instead of waiting for a
-// global load of its own.
-template <bool ROWS, bool DIT, int LOGR>
-__device__ __forceinline__ void gather_twiddles(u64* tws, const NttPass& p, u32 k, u32 lo) {
-    const u32 log_h = (u32)p.log_h_small;
-    for (u32 x = threadIdx.x; x + 1 < (1u << k); x += blockDim.x) {
-        const u32 e = 31 - __clz(x + 1), i0 = x + 1 - (1u << e);
-        const u64 t = p.tw[((i0 << log_h) + lo) << ((u32)p.log_size - 1 - (log_h + e))];
-        if (ROWS) {
-            const u32 n = DIT ? e / LOGR : (k - 1 - e) / LOGR, w = lean_window_w<DIT, LOGR>(n, k);
-            const u32 row = i0 & ((1u << w) - 1), qb = i0 >> w, bit = e - w;
-            tws[lean_window_base<DIT, LOGR>(n, k) + row * ((1u << LOGR) - 1) + (1u << bit) - 1 + qb] = t;
-        } else {
-            tws[x] = t;
-        }
-    }
-}
-
 // The last inverse pass's coset factors of tile (hi, lo), for the lean form's store: position
 // pos = tile_pos(hi, lo, i) takes coset[bitrev_L(pos)] (L = log_size), and bitrev_L(pos) = A_i | C
 // with A_i = bitrev_k(i) << (L - log_h_small - k) and C = bitrev_L(tile_pos(hi, lo, 0)): i's bits,
@@ -294,38 +203,6 @@ __device__ __forceinline__ void coset_factors(u64* cf, const NttPass& p, u32 k, 
     const u32 log_n = (u32)p.log_size, shift = log_n - (u32)p.log_h_small - k;
     const u64 c = gl_mul(p.coset[bitrev32((u32)tile_pos(hi, lo, 0, p), log_n)], 1ull << log_n);
     for (u32 i = threadIdx.x; i < (1u << k); i += blockDim.x) cf[cf_slot<LOGR>(i)] = gl_mul(p.coset[bitrev32(i, k) << shift], c);
-}
-
-// The power-of-two form of a pass (lazy, radix 32). A DIT pass of k stages at half-spans
-// H .. H 2^(k-1) (H = 2^log_h_small) uses at local stage e, for the pair of local index i0, the
-// twiddle w_(2^(e+1) H)^(jH + lo) = w_(2^(e+1))^j * a^(2^(k-e-1)), j = i0 mod 2^e, with the
-// tile's constant a = w_(2^k H)^lo. Multiplying the element at local index i by a^bitrev_k(i)
-// on load leaves every stage the twiddle w_(2^(e+1))^j alone (the factor of each element is
-// what the pairs of the stages to come still need, and is 1 after the last stage). Then the
-// first window (stages 0 .. LOGR-1, local bits 0 .. LOGR-1 held by the thread's registers)
-// has compile-time twiddles w_(2^(e+1))^j = 2^(j E_(e+1) mod 192) (gl_root_exp): a shift and a
-// short reduction, no load, and none at all for j = 0; the later windows index the table with
-// log_h_small = 0 and lo = 0. Tiles with lo = 0 (a = 1) skip the pre-scaling.
-// A DIF pass is the mirror image: its stages run with w_(2^(e+1))^-j alone and the element at
-// local index i is multiplied by a^bitrev_k(i), a = w_(2^k H)^-lo, after the last stage; its
-// windows are placed so that the last one is [0, LOGR) (stages LOGR-1 .. 0, compile-time
-// twiddles): for k = 11, stages 10..6, then 5 alone, then 4..0 (two exchanges, as before).
-
-// a^bitrev_k(i) times each value held in the window at w = 0, a = t^(lo << (log_size -
-// log_h_small - k)) for the pass's table t[x] (w_N^x or w_n^-x, x below half the transform
-// size): the exponent (lo bitrev_k(i)) << s is below the transform size, and
-// t^(x + size/2) = -t^x.
-template <int LOGR>
-__device__ __forceinline__ void pow2_scale(u64 v[1 << LOGR], const NttPass& p, u32 g, u32 lo) {
-    const u32 k = (u32)p.k;
-    const u32 s = (u32)(p.log_size - p.log_h_small) - k;
-    const u64 half = 1ull << (p.log_size - 1);
-#pragma unroll
-    for (int j = 0; j < (1 << LOGR); ++j) {
-        const u64 x = ((u64)lo * bitrev32(reg_index<LOGR>(g, 0, j), k)) << s;
-        const u64 y = gl_mul_lazy(v[j], p.tw[x & (half - 1)]);
-        v[j] = (x & half) ? gl_sub_lazy(0, y) : y;
-    }
 }
 
 // A DIT butterfly (x, y) -> (x + y 2^e, x - y 2^e) with a compile-time exponent 0 <= e < 192 once
@@ -366,9 +243,8 @@ __device__ __forceinline__ void dit_stages_pow2(u64 v[1 << LOGR]) {
 }
 
 // Stages 0 .. LOGR-1 of a DIT pass at half-spans from H = 2^LOG_H on its first window (w = 0:
-// register j holds local index j | (g << LOGR), so its twiddles are compile-time constants). The
-// power-of-two form runs it with H = 1 and LO = 0 after its pre-scaling; the lean radix-16 form
-// runs the first forward pass at blowup 2 with H = 2 and one copy for each LO, no table.
+// register j holds local index j | (g << LOGR), so its twiddles are compile-time constants): the
+// first forward pass at blowup 2 runs it with H = 2 and one copy for each LO, no table.
 template <int LOGR, int LOG_H = 0, int LO = 0>
 __device__ __forceinline__ void dit_first_window_pow2(u64 v[1 << LOGR]) {
     dit_stages_pow2<LOGR, 0, LOGR, LOG_H, LO>(v);
@@ -406,13 +282,17 @@ __device__ __forceinline__ void dif_last_window_pow2(u64 v[1 << LOGR]) {
 
 // The four-step form of the lean radix-16 windows. A window runs the stages [s, s + L) of a pass
 // at register bits [B0, B0 + L), B0 = s - w. Those stages form a transform of their own at
-// half-spans from H' = 2^s H with offset lo' = (i mod 2^s) H + lo, so pow2_scale's factorisation
-// applies to them with k = L: the element at sub-index m = (j >> B0) mod 2^L is multiplied by
+// half-spans from H' = 2^s H with offset lo' = (i mod 2^s) H + lo. At its sub-stage e the pair of
+// sub-index j0 takes w_(2^(e+1) H')^(t H' + lo') = w_(2^(e+1))^t a^(2^(L-e-1)), t = j0 mod 2^e,
+// with the window's constant a = w_(2^L H')^lo'; multiplying the element at sub-index m by
+// a^bitrev_L(m) leaves each sub-stage the twiddle w_(2^(e+1))^t alone (each element's factor is
+// what the pairs of the stages to come still need, 1 after the last). So the element at
+// sub-index m = (j >> B0) mod 2^L is multiplied by
 // a^bitrev_L(m), a = w_(2^(s+L) H)^lo' (DIT, before the stages; DIF, after them, with the inverse
 // table's w^-1), and the stages keep the twiddles w_(2^(b+1))^t alone: compile-time powers of two
 // (dit_stages_pow2, dif_stages_pow2). A full window then multiplies 15 of its 16 elements by a
 // general factor, and of its 32 butterflies 17 multiply by a power of two (a shift and a short
-// reduction) and 15 by nothing, where the lean form multiplies all 32 by a general twiddle. With
+// reduction) and 15 by nothing, where a general window multiplies all 32 by a general twiddle. With
 // a general multiplication, a butterfly by 2^e cost about what a general one does (the LDE
 // 2^21 -> 2^22 x 316 took 53.9 ms against 55.0 ms with a general twiddle per butterfly:
 // BENCHMARKS.md, "The four-step windows at radix 16"); the fused butterflies (gl_dit_pow2_lazy,
@@ -571,12 +451,14 @@ __device__ __forceinline__ void tile_exchange(u64* tile, u64 v[1 << LOGR], u32 g
 #undef TILE_CASE
 }
 
-template <bool DIT, int LOGR, int COLS, bool LAZY = false, bool POW2 = false, bool LEAN = false, int FINISH = -1>
+// One register pass (k >= 5 stages) at radix 16 over 8 columns, in lean form: each tile's global
+// addresses as one running offset, the shared-memory exchanges at compile-time offsets
+// (tile_exchange), the tile's twiddles gathered by window (gather_four_step) and each 16-point
+// window in four-step form (four_step_window); values stay lazy (any u64 congruent mod p) inside
+// the transform, and the pass flagged canon_out canonicalises what it stores.
+template <bool DIT, int FINISH = -1>
 __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
-    static_assert(!POW2 || (LAZY && LOGR == 5), "the power-of-two form is a lazy radix-32 pass");
-    static_assert(!LEAN || !POW2, "the lean form is of the general passes");
-    // The lean radix-16 form runs its windows in four-step form (four_step_window).
-    constexpr bool FOUR = LEAN && LOGR == 4;
+    constexpr int LOGR = 4, COLS = 8;
     constexpr int R = 1 << LOGR;
     // [2^k][COLS], plus COLS elements of padding after every R rows (tile_slot).
     extern __shared__ u64 tile[];
@@ -586,22 +468,21 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
     const u64 col_groups = (p.cols + COLS - 1) / COLS;
     // With replicated_in (h_small == B) one block computes the B tiles of one `hi`.
     const u64 reps = p.replicated_in ? h_small : 1;
-    // The tile's twiddles (all but the power-of-two form) follow the tile in shared memory; they
-    // depend only on `lo`, so consecutive tiles with the same `lo` reuse them.
+    // The tile's twiddles follow the tile in shared memory; they depend only on `lo`, so
+    // consecutive tiles with the same `lo` reuse them.
     u64* const tws = tile + ((1u << k) * COLS + tile_pad<LOGR, COLS>(1u << k));
-    // The lean form's last inverse pass: the tile's coset factors (coset_factors) after them.
-    u64* const cf = tws + (LEAN ? lean_window_base<DIT, LOGR>((k + LOGR - 1) / LOGR, k) : (1u << k));
+    // The last inverse pass: the tile's coset factors (coset_factors) after them.
+    u64* const cf = tws + lean_window_base<DIT, LOGR>((k + LOGR - 1) / LOGR, k);
     // FINISH: 0 or 1 where the kernel has a copy for each (the finish's state then leaves the other
     // copy's registers), -1 to read the flag.
     const bool finish = !DIT && (FINISH < 0 ? p.finish_inverse != 0 : FINISH == 1);
-    // The windows with compile-time power-of-two twiddles and no table: the power-of-two form's
-    // first (DIT) and last (DIF) windows; and in the lean radix-16 form, the first window of a
+    // The windows with compile-time power-of-two twiddles and no table: the first window of a
     // forward pass at half-spans from 2 (the first at blowup 2; one copy for each parity of lo)
     // and the last window of the finish's copy at half-spans from 1 (lo = 0: no scaling; the
     // windows above it then end at stage LOGR, and the gathered table's rows for the stages below
     // go unread).
-    const bool pow2_first = DIT && (POW2 || (LEAN && LOGR <= 4 && p.log_h_small == 1));
-    const bool pow2_last = !DIT && (POW2 || (LEAN && FINISH == 1 && p.log_h_small == 0));
+    const bool pow2_first = DIT && p.log_h_small == 1;
+    const bool pow2_last = !DIT && FINISH == 1 && p.log_h_small == 0;
     u32 tws_lo = ~0u;
     // 32-bit loop control (lde.rs launches fewer than 2^31 tiles): at 64 registers its 64-bit form
     // spilled in the inverse kernel.
@@ -616,20 +497,16 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
             const u64 hi = tile_id >> p.log_h_small;
             // (`lo` is the same for the whole block: the gather and its barrier are uniform. The
             // previous tile's reads of `tws` ended at its closing barrier.)
-            const bool gather = !POW2 && (u32)lo != tws_lo;
+            const bool gather = (u32)lo != tws_lo;
             if (gather) {
-                if constexpr (FOUR) {
-                    gather_four_step<DIT, LOGR>(tws, p, k, (u32)lo, pow2_first, pow2_last);
-                } else {
-                    gather_twiddles<LEAN, DIT, LOGR>(tws, p, k, (u32)lo);
-                }
+                gather_four_step<DIT, LOGR>(tws, p, k, (u32)lo, pow2_first, pow2_last);
                 tws_lo = (u32)lo;
             }
-            if (LEAN && finish) coset_factors<LOGR>(cf, p, k, hi, lo);
+            if (finish) coset_factors<LOGR>(cf, p, k, hi, lo);
             u64 v[R];
             // The first window, and the stages left.
             u32 w = DIT ? 0 : k - LOGR;
-            if (LEAN) {
+            {
                 // Register j's row is row(0) + j (h_small << w): one running address, no
                 // per-element index arithmetic; canon_in and inactive columns branch once.
                 const u64 pos0 = ((hi << k) + reg_index<LOGR>(g, w, 0)) * h_small + (p.replicated_in ? 0 : lo);
@@ -646,35 +523,19 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
 #pragma unroll
                     for (int j = 0; j < R; ++j) v[j] = gl_canon(v[j]);
                 }
-            } else {
-#pragma unroll
-                for (int j = 0; j < R; ++j) {
-                    const u64 pos = ((hi << k) + reg_index<LOGR>(g, w, j)) * h_small + lo;
-                    const u64 row = p.replicated_in ? pos - lo : pos;
-                    u64 x = active ? p.src[row * p.src_stride + col] : 0;
-                    v[j] = p.canon_in ? gl_canon(x) : x;
-                }
             }
             // The gathered twiddles and the coset factors must be visible to every thread before the
             // first read. Where the first window runs on compile-time twiddles (pow2_first), the
             // first exchange's barrier comes before any read of the table; the coset factors are
             // read at the store, after every exchange. Either needs its own barrier only when no
             // exchange comes first (k <= LOGR).
-            if ((gather && !(pow2_first && k > LOGR)) || (LEAN && finish && k <= LOGR)) __syncthreads();
+            if ((gather && !(pow2_first && k > LOGR)) || (finish && k <= LOGR)) __syncthreads();
             // Stages e: DIF k-1 down to 0, DIT 0 up to k-1, in groups of at most LOGR per window.
             u32 next = DIT ? 0 : k;  // DIT: the lowest stage left; DIF: one above the highest left
-            // The table's view of the stages: the pass's own, or (power-of-two form) half-spans from 1.
-            const u32 tw_lo = POW2 ? 0 : (u32)lo, tw_log_h = POW2 ? 0 : (u32)p.log_h_small;
-            constexpr TwSource TW = POW2 ? TW_TABLE : LEAN ? TW_ROWS : TW_GATHERED;
-            // The lean form: the window's index, and the thread's row of its twiddles.
+            // The window's index, and the thread's row of its twiddles.
             u32 window = 0;
             const u64* tw_row = tws;
-            if (POW2 && DIT) {
-                if (lo != 0) pow2_scale<LOGR>(v, p, g, (u32)lo);
-                dit_first_window_pow2<LOGR>(v);  // k >= LOGR: the register kernels run k >= 5
-                next = LOGR;
-            }
-            if constexpr (LEAN && DIT && LOGR <= 4) {
+            if constexpr (DIT) {
                 if (pow2_first) {
                     if (lo == 0) {
                         dit_first_window_pow2<LOGR, 1, 0>(v);
@@ -686,33 +547,23 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
             }
             for (;;) {
                 if (DIT) {
-                    // (The power-of-two windows ran the stages of window 0 above; later windows have w > 0.)
+                    // (The power-of-two window ran the stages of window 0 above; later windows have w > 0.)
                     if (!pow2_first || w != 0) {
                         const u32 top = min(next + LOGR, k);
-                        if (LEAN) tw_row = tws + lean_window_base<DIT, LOGR>(window, k) + (g & ((1u << w) - 1)) * (R - 1);
-                        if constexpr (FOUR) {
-                            four_step_window_at<DIT>(v, tw_row, next - w, top - next);
-                        } else {
-                            for (u32 e = next; e < top; ++e)
-                                reg_stage_at<DIT, LAZY, LOGR, TW>(e - w, v, p, tw_row, g, w, tw_lo, tw_log_h);
-                        }
+                        tw_row = tws + lean_window_base<DIT, LOGR>(window, k) + (g & ((1u << w) - 1)) * (R - 1);
+                        four_step_window_at<DIT>(v, tw_row, next - w, top - next);
                         next = top;
                     }
                     if (next >= k) break;
                 } else {
                     if (pow2_last && w == 0) {  // next == LOGR: the last window, stages LOGR-1 .. 0
                         dif_last_window_pow2<LOGR>(v);
-                        if (POW2 && lo != 0) pow2_scale<LOGR>(v, p, g, (u32)lo);
                         break;
                     }
                     // (Power-of-two last window: stop at stage LOGR, so that it is [0, LOGR).)
                     const u32 bot = pow2_last ? (next >= 2 * LOGR ? next - LOGR : LOGR) : (next >= LOGR ? next - LOGR : 0);
-                    if (LEAN) tw_row = tws + lean_window_base<DIT, LOGR>(window, k) + (g & ((1u << w) - 1)) * (R - 1);
-                    if constexpr (FOUR) {
-                        four_step_window_at<DIT>(v, tw_row, bot - w, next - bot);
-                    } else {
-                        for (u32 e = next; e-- > bot;) reg_stage_at<DIT, LAZY, LOGR, TW>(e - w, v, p, tw_row, g, w, tw_lo, tw_log_h);
-                    }
+                    tw_row = tws + lean_window_base<DIT, LOGR>(window, k) + (g & ((1u << w) - 1)) * (R - 1);
+                    four_step_window_at<DIT>(v, tw_row, bot - w, next - bot);
                     next = bot;
                     if (next == 0) break;
                 }
@@ -722,24 +573,14 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
                 // each), so nothing it overwrites is still to be read by another thread. A tile's
                 // first put writes slots of another window than the previous tile's last get; the
                 // previous tile's closing barrier covers it.
-                if (LEAN) {
-                    tile_exchange<true, LOGR, COLS>(tile, v, g, c, w);
-                } else {
-#pragma unroll
-                    for (int j = 0; j < R; ++j) tile[tile_slot<LOGR, COLS>(reg_index<LOGR>(g, w, j), c)] = v[j];
-                }
+                tile_exchange<true, LOGR, COLS>(tile, v, g, c, w);
                 __syncthreads();
                 w = DIT ? min(next, k - LOGR) : (next >= LOGR ? next - LOGR : 0);
                 ++window;
-                if (LEAN) {
-                    tile_exchange<false, LOGR, COLS>(tile, v, g, c, w);
-                } else {
-#pragma unroll
-                    for (int j = 0; j < R; ++j) v[j] = tile[tile_slot<LOGR, COLS>(reg_index<LOGR>(g, w, j), c)];
-                }
+                tile_exchange<false, LOGR, COLS>(tile, v, g, c, w);
             }
             // Store.
-            if (LEAN && active && finish) {
+            if (active && finish) {
                 // The coset factors, then row B p of each position, through one running address.
                 const u32 base = reg_index<LOGR>(g, w, 0);
 #pragma unroll
@@ -753,7 +594,7 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
                 u64* a = p.dst + ((pos0 * p.row_pitch) << p.log_blowup) + col;
 #pragma unroll
                 for (int j = 0; j < R; ++j, a += step) *a = v[j];
-            } else if (LEAN && active) {
+            } else if (active) {
                 // As the load: one running address; canon_out branches once.
                 const u64 step = (h_small << w) * p.dst_stride;
                 u64* a = p.dst + (((hi << k) + reg_index<LOGR>(g, w, 0)) * h_small + lo) * p.dst_stride + col;
@@ -764,124 +605,26 @@ __device__ __forceinline__ void ntt_pass_reg(const NttPass& p) {
 #pragma unroll
                     for (int j = 0; j < R; ++j, a += step) *a = v[j];
                 }
-            } else if (!LEAN && active) {
-                const u32 log_n = (u32)p.log_size;
-#pragma unroll
-                for (int j = 0; j < R; ++j) {
-                    const u64 pos = ((hi << k) + reg_index<LOGR>(g, w, j)) * h_small + lo;
-                    if (finish) {  // inverse passes only
-                        u64 x = LAZY ? gl_mul_lazy(v[j], p.coset[bitrev32((u32)pos, log_n)])
-                                     : gl_mul(v[j], p.coset[bitrev32((u32)pos, log_n)]);
-                        if (LAZY && p.canon_out) x = gl_canon(x);
-                        // No replicas here (`replicate_out` is for shared-memory passes only).
-                        p.dst[finish_row(pos, p) + col] = x;
-                    } else {
-                        p.dst[pos * p.dst_stride + col] = LAZY && p.canon_out ? gl_canon(v[j]) : v[j];
-                    }
-                }
             }
             __syncthreads();  // the next task's exchange must not overwrite this one's reads
         }
     }
 }
 
-// Radix 32 over 8 columns (512 threads per 2^11-row tile), radix 16 over 8 columns (1024 threads),
-// radix 32 over 4 columns (256 threads, 64 KiB tiles: two blocks per SM, so one block's loads
-// overlap the other's arithmetic).
-#if ALL_KERNELS || WANT_ntt_dif_pass_reg
-extern "C" __global__ void __launch_bounds__(512) ntt_dif_pass_reg(const NttPass p) { ntt_pass_reg<false, 5, 8>(p); }
-#endif
-#if ALL_KERNELS || WANT_ntt_dit_pass_reg
-extern "C" __global__ void __launch_bounds__(512) ntt_dit_pass_reg(const NttPass p) { ntt_pass_reg<true, 5, 8>(p); }
-#endif
-#if ALL_KERNELS || WANT_ntt_dif_pass_reg16
-extern "C" __global__ void __launch_bounds__(1024) ntt_dif_pass_reg16(const NttPass p) { ntt_pass_reg<false, 4, 8>(p); }
-#endif
-#if ALL_KERNELS || WANT_ntt_dit_pass_reg16
-extern "C" __global__ void __launch_bounds__(1024) ntt_dit_pass_reg16(const NttPass p) { ntt_pass_reg<true, 4, 8>(p); }
-#endif
-#if ALL_KERNELS || WANT_ntt_dif_pass_reg_c4
-extern "C" __global__ void __launch_bounds__(256, 2) ntt_dif_pass_reg_c4(const NttPass p) { ntt_pass_reg<false, 5, 4>(p); }
-#endif
-#if ALL_KERNELS || WANT_ntt_dit_pass_reg_c4
-extern "C" __global__ void __launch_bounds__(256, 2) ntt_dit_pass_reg_c4(const NttPass p) { ntt_pass_reg<true, 5, 4>(p); }
-#endif
-// Lazy reduction (radix 32, 8 columns): values stay any u64 congruent mod p inside the transform;
-// the pass flagged canon_out canonicalises what it stores.
-#if ALL_KERNELS || WANT_ntt_dif_pass_lazy
-extern "C" __global__ void __launch_bounds__(512) ntt_dif_pass_lazy(const NttPass p) { ntt_pass_reg<false, 5, 8, true>(p); }
-#endif
-#if ALL_KERNELS || WANT_ntt_dit_pass_lazy
-extern "C" __global__ void __launch_bounds__(512) ntt_dit_pass_lazy(const NttPass p) { ntt_pass_reg<true, 5, 8, true>(p); }
-#endif
-// The lean form of the lazy passes: the same arithmetic, with the tile's global addresses as one
-// running offset, the shared-memory exchanges at compile-time offsets (tile_exchange) and each
-// twiddle at a compile-time offset from the thread's row of the window's table
-// (gather_twiddles with ROWS).
-#if ALL_KERNELS || WANT_ntt_dif_pass_lean
-extern "C" __global__ void __launch_bounds__(512) ntt_dif_pass_lean(const NttPass p) {
-    ntt_pass_reg<false, 5, 8, true, false, true>(p);
-}
-#endif
-#if ALL_KERNELS || WANT_ntt_dit_pass_lean
-extern "C" __global__ void __launch_bounds__(512) ntt_dit_pass_lean(const NttPass p) {
-    ntt_pass_reg<true, 5, 8, true, false, true>(p);
-}
-#endif
-// The lean form at radix 16 (1024 threads of at most 64 registers per 2^11-row tile): twice the
-// warps of radix 32 to hide latency with, half the independent butterflies per thread, and its
-// windows in four-step form (four_step_window). The inverse kernel has a copy for the last pass
-// and one for the others: at 64 registers, one copy for both spilled the finish's state in the
-// tile loop (radix 32, at 128, spills more when split).
+// The register kernels: 1024 threads of at most 64 registers per 2^11-row tile. The inverse kernel
+// has a copy for the last pass and one for the others: at 64 registers, one copy for both spilled
+// the finish's state in the tile loop. (The radix-32 kernels, the canonical and plain lazy forms,
+// the 4-column kernel and the power-of-two form measured slower on the H200 and were removed;
+// BENCHMARKS.md and the repository's history keep their figures.)
 #if ALL_KERNELS || WANT_ntt_dif_pass_lean16
 extern "C" __global__ void __launch_bounds__(1024) ntt_dif_pass_lean16(const NttPass p) {
     if (p.finish_inverse) {
-        ntt_pass_reg<false, 4, 8, true, false, true, 1>(p);
+        ntt_pass_reg<false, 1>(p);
     } else {
-        ntt_pass_reg<false, 4, 8, true, false, true, 0>(p);
+        ntt_pass_reg<false, 0>(p);
     }
 }
 #endif
 #if ALL_KERNELS || WANT_ntt_dit_pass_lean16
-extern "C" __global__ void __launch_bounds__(1024) ntt_dit_pass_lean16(const NttPass p) {
-    ntt_pass_reg<true, 4, 8, true, false, true>(p);
-}
-#endif
-// The power-of-two form of the lazy passes (see pow2_scale): the same bytes.
-#if ALL_KERNELS || WANT_ntt_dif_pass_pow2
-extern "C" __global__ void __launch_bounds__(512) ntt_dif_pass_pow2(const NttPass p) {
-    ntt_pass_reg<false, 5, 8, true, true>(p);
-}
-#endif
-#if ALL_KERNELS || WANT_ntt_dit_pass_pow2
-extern "C" __global__ void __launch_bounds__(512) ntt_dit_pass_pow2(const NttPass p) {
-    ntt_pass_reg<true, 5, 8, true, true>(p);
-}
-#endif
-
-// Field self-test: out[10i..10i+10] = (a*b, a+b, a-b, then the lazy a*b, a+b, a-b canonicalised,
-// then a * 2^s canonicalised with s = 1 + b mod 95 by gl_mul_pow2_lazy, then with f = 1 + i mod 95
-// the fused DIT butterfly gl_dit_pow2_lazy's outputs a + b 2^f and a - b 2^f canonicalised and
-// gl_pow2_red(a, f) as it is, <= p - 1 and a 2^f or -a 2^f); the canonical a+b and a-b take the
-// canonical values, the lazy ones any u64. The backend's unit tests compare it with backend-api's
-// host arithmetic.
-#if ALL_KERNELS || WANT_gl_selftest
-extern "C" __global__ void gl_selftest(const u64* a, const u64* b, u64* out, u64 n) {
-    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
-        const u64 x = a[i], y = b[i];
-        out[10 * i] = gl_mul(x, y);
-        out[10 * i + 1] = gl_add(gl_canon(x), gl_canon(y));
-        out[10 * i + 2] = gl_sub(gl_canon(x), gl_canon(y));
-        out[10 * i + 3] = gl_canon(gl_mul_lazy(x, y));
-        out[10 * i + 4] = gl_canon(gl_add_lazy(x, y));
-        out[10 * i + 5] = gl_canon(gl_sub_lazy(x, y));
-        out[10 * i + 6] = gl_canon(gl_mul_pow2_lazy(x, 1 + (int)(y % 95)));
-        const int f = 1 + (int)(i % 95);
-        u64 u = x, v = y;
-        gl_dit_pow2_lazy(u, v, f);
-        out[10 * i + 7] = gl_canon(u);
-        out[10 * i + 8] = gl_canon(v);
-        out[10 * i + 9] = gl_pow2_red(x, f);
-    }
-}
+extern "C" __global__ void __launch_bounds__(1024) ntt_dit_pass_lean16(const NttPass p) { ntt_pass_reg<true>(p); }
 #endif

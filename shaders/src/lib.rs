@@ -1,7 +1,8 @@
 //! Kernel sources for the GPU backends, kept as files (`cuda/*.cu`, `wgsl/*.wgsl`) and embedded
 //! with `include_str!` so that each backend compiles them at run time (NVRTC, naga).
 
-/// CUDA C++ kernel sources, one per operation family, compiled by NVRTC at first use.
+/// CUDA C++ kernel sources, one per operation family, compiled by NVRTC at first use. Every
+/// kernel here is one the CUDA backend launches.
 pub mod cuda {
     /// Integer types, Goldilocks arithmetic, two-buffer locations (`#include "common.cuh"`).
     pub const COMMON: &str = include_str!("../cuda/common.cuh");
@@ -15,7 +16,8 @@ pub mod cuda {
     pub const HASH: &str = include_str!("../cuda/hash.cu");
     /// Merkle tree levels and leaf padding.
     pub const MERKLE: &str = include_str!("../cuda/merkle.cu");
-    /// Coset LDE: fused radix-2 NTT passes, coset scaling, zero-extension.
+    /// Coset LDE: fused radix-2 NTT passes (a shared-memory kernel for short transforms, the
+    /// radix-16 register kernel for the rest), coset scaling, zero-extension.
     pub const LDE: &str = include_str!("../cuda/lde.cu");
 
     /// The headers every kernel file may `#include`, as (include name, text), for NVRTC.
@@ -23,14 +25,6 @@ pub mod cuda {
     /// Every kernel file, as (file name, text).
     pub const SOURCES: &[(&str, &str)] =
         &[("transpose.cu", TRANSPOSE), ("copy.cu", COPY), ("hash.cu", HASH), ("merkle.cu", MERKLE), ("lde.cu", LDE)];
-
-    /// Throughput prototypes (not used by the backend): Goldilocks multiplies and butterflies on
-    /// the integer and FP64 pipes, power-of-two inner twiddles; timed by backend-cuda's
-    /// `ntt_proto` example. Includes `common.cuh`.
-    pub const PROTO_PIPES: &str = include_str!("../cuda/proto/pipes.cu");
-    /// The prototype files, as (file name, text); compiled by the backend's NVRTC tests like
-    /// [`SOURCES`].
-    pub const PROTOTYPES: &[(&str, &str)] = &[("proto/pipes.cu", PROTO_PIPES)];
 }
 
 /// WGSL kernel sources, one per operation family.

@@ -1,6 +1,6 @@
 //! The conformance suite on the CUDA backend. Without a GPU every check prints `SKIPPED`;
 //! `REQUIRE_CUDA=1` turns that into a failure (set it on GPU machines). The backend opens with
-//! `CudaOptions::from_env()`, so e.g. `CUDA_TRANSPOSE_ROUTE=batched` runs the suite on that route.
+//! `CudaOptions::from_env()`, so e.g. `CUDA_UPLOAD_GROUPS=1` runs the suite without the upload overlap.
 #![cfg(feature = "cuda")]
 
 conformance::conformance_suite!(

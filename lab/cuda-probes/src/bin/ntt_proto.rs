@@ -4,10 +4,10 @@
 //! in a redundant representation (four signed limbs of 24 bits, no modular corrections); and
 //! radix-16 blocks on the integer pipe against the same blocks as byte-matrix products on the
 //! tensor cores
-//! (kernels: `shaders/cuda/proto/pipes.cu`, compiled to CUBIN by NVRTC at run time).
+//! (kernels: `lab/cuda-probes/kernels/pipes.cu`, compiled to CUBIN by NVRTC at run time).
 //!
 //! ```text
-//! cargo run --release -p backend-cuda --example ntt_proto -- [--reps 5] [--scale 1] [--only NAME,..]
+//! cargo run --release -p cuda-probes --bin ntt_proto -- [--reps 5] [--scale 1] [--only NAME,..]
 //! ```
 //! Each kernel runs one full wave (the device's SM count x the blocks per SM that its registers
 //! allow, 256 threads each) of long dependent chains, timed with CUDA events (one warm-up, the
@@ -22,6 +22,9 @@ use std::sync::Arc;
 use backend_api::field;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, LaunchConfig, PushKernelArg, sys as cu_sys};
 use cudarc::nvrtc::{Ptx, result as nvrtc_result, sys as nvrtc_sys};
+
+/// The prototype kernels (they include the backend's `common.cuh`).
+const PIPES: &str = include_str!("../../kernels/pipes.cu");
 
 /// Threads per block of every prototype launch.
 const BLOCK: u32 = 256;
@@ -181,7 +184,7 @@ fn parse_args() -> Result<Args, String> {
 /// features) are built too.
 fn compile(arch: i32) -> Result<Vec<u8>, String> {
     let arch = if arch == 90 { "90a".to_string() } else { arch.to_string() };
-    let src = shaders::cuda::PROTO_PIPES.replace("#include \"common.cuh\"", shaders::cuda::COMMON);
+    let src = PIPES.replace("#include \"common.cuh\"", shaders::cuda::COMMON);
     let src = CString::new(src).map_err(|e| format!("kernel source: {e}"))?;
     let name = CString::new("pipes.cu").expect("no NUL");
     let prog = nvrtc_result::create_program(&src, Some(&name)).map_err(|e| format!("nvrtcCreateProgram: {e:?}"))?;
@@ -394,4 +397,37 @@ fn run() -> Result<bool, String> {
     }
     println!("check: {}", if ok { "every sampled thread matches the host reference" } else { "MISMATCH" });
     Ok(ok)
+}
+
+#[cfg(test)]
+mod tests {
+    /// The prototypes compile for sm_89 and for sm_90a (what `compile` builds for an sm_90
+    /// device), whose image alone holds the warpgroup-MMA kernels, so that a broken prototype
+    /// fails here rather than on the GPU. Skipped visibly without NVRTC (a failure under
+    /// `REQUIRE_NVRTC=1`).
+    #[test]
+    fn the_prototypes_compile_for_sm_89_and_sm_90a() {
+        // SAFETY: only checks whether the library can be loaded.
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            assert!(std::env::var("REQUIRE_NVRTC").as_deref() != Ok("1"), "REQUIRE_NVRTC=1: NVRTC not found");
+            eprintln!("SKIPPED cuda_probes::ntt_proto: NVRTC not found");
+            return;
+        }
+        // NVRTC's optimiser recurses deeply over the fully unrolled radix-32 blocks: more than a
+        // test thread's 2 MiB of stack.
+        let compile = |arch: i32| {
+            std::thread::Builder::new()
+                .stack_size(64 << 20)
+                .spawn(move || super::compile(arch))
+                .unwrap()
+                .join()
+                .unwrap()
+        };
+        for (arch, wgmma) in [(89, false), (90, true)] {
+            let cubin = compile(arch).unwrap_or_else(|e| panic!("sm_{arch}: {e}"));
+            assert_eq!(&cubin[..4], b"\x7fELF", "sm_{arch}: not a CUBIN");
+            let has = cubin.windows(13).any(|w| w == b"proto_r16_wgs");
+            assert_eq!(has, wgmma, "sm_{arch}: warpgroup-MMA kernels present: {has}");
+        }
+    }
 }

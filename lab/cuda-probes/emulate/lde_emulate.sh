@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Emulates the lazy NTT register passes of shaders/cuda/lde.cu on the host (no GPU) and checks
-# that the lean forms (radix 32 and 16) and the power-of-two form give the plain radix-32 form's
-# bytes (scripts/lde_emulate.cpp).
-# Needs g++ with C++20 (std::barrier). About a minute on 2 cores.
+# Emulates the NTT passes of shaders/cuda/lde.cu on the host (no GPU) and checks that the radix-16
+# register kernel gives the shared-memory kernel's values (lde_emulate.cpp says what is checked).
+# Needs g++ with C++20 (std::barrier). About 3 minutes on 2 cores: a block of 1024 threads is
+# 1024 host threads meeting at every barrier.
+#
+#   lab/cuda-probes/emulate/lde_emulate.sh
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../../.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # The two CUDA-only constructs: the dynamic shared tile becomes the host array, and the
@@ -14,5 +17,5 @@ sed -e 's/extern __shared__ u64 tile\[\];/u64* tile = tile_mem;/' \
     "$root/shaders/cuda/lde.cu" > "$work/lde_host.cu"
 cp "$root/shaders/cuda/common.cuh" "$work/"
 g++ -std=c++20 -O1 -w -pthread -I"$work" -DLDE_HOST_SOURCE='"lde_host.cu"' \
-    "$root/scripts/lde_emulate.cpp" -o "$work/lde_emulate"
+    "$here/lde_emulate.cpp" -o "$work/lde_emulate"
 "$work/lde_emulate"

@@ -2,7 +2,7 @@
 //! `copy_buffer_to_buffer` of the same bytes measured in the same run.
 //!
 //! ```sh
-//! cargo run --release -p backend-wgpu --example bench -- --log-rows 21 --cols 316 --blowup 2 --iters 5
+//! cargo run --release -p wgpu-probes --bin wgpu_bench -- --log-rows 21 --cols 316 --blowup 2 --iters 5
 //! ```
 //!
 //! The trace is `2^log_rows x cols` random elements; the LDE (`N = 2^log_rows * blowup` rows)
@@ -15,9 +15,8 @@
 //! alone (`host`, before the wait). `--software` accepts a CPU adapter (llvmpipe);
 //! `--max-segment-bytes` caps the segment size; `--scratch-cap` sets the transpose's scratch cap
 //! in bytes (default 256 MiB); `--portable` keeps u32-pair arithmetic where the adapter has
-//! `SHADER_INT64`; `--only NAME`
-//! runs the operations whose name contains NAME (`--only coset_lde`: the LDE in place, through
-//! `coset_lde`; `--only host`: the trace written from
+//! `SHADER_INT64`; `--only NAME` runs the operations whose name contains NAME (`--only
+//! coset_lde`: the LDE in place and through `coset_lde`; `--only host`: the trace written from
 //! and read back into host memory).
 
 use std::time::Instant;
@@ -152,7 +151,7 @@ fn main() {
         allow_software: args.software,
         max_segment_bytes: args.max_segment_bytes,
         portable_arithmetic: args.portable,
-        transfer_chunk_bytes: None,
+        ..WgpuOptions::default()
     }) {
         Ok(b) => b,
         Err(e) => {
@@ -284,9 +283,9 @@ fn main() {
         });
         row("alloc + batched_copy into it + free", ms, bytes);
     }
-    // The LDE three ways, in one run: in place in an allocated LDE buffer (whatever its first n
-    // rows hold is the trace: the work does not depend on the values); `coset_lde` as a caller
-    // that keeps its trace gets it (allocate, copy the trace in, extend in place).
+    // The LDE two ways, in one run: in place in an allocated LDE buffer (whatever its first n
+    // rows hold is the trace: the work does not depend on the values); and `coset_lde` as a
+    // caller that keeps its trace gets it (allocate, copy the trace in, extend in place).
     if run("coset_lde") {
         drop(other);
         let ms = time(&b, args.iters, || b.coset_lde_in_place(&mut lde, &params).expect("coset_lde_in_place"));

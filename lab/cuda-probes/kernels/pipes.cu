@@ -2,7 +2,7 @@
 // Goldilocks multiply and a radix-2 butterfly can use on sm_90, what power-of-two inner twiddles
 // save, what a redundant representation of four 24-bit limbs saves, and how fast the tensor cores
 // run radix-16 blocks as byte-matrix products (the last two sections: mma.sync, and warpgroup MMA
-// on sm_90a). Timed by backend-cuda/examples/ntt_proto.rs,
+// on sm_90a). Timed by lab/cuda-probes/src/bin/ntt_proto.rs,
 // which checks every kernel's output against host arithmetic on a sample of threads.
 //
 // Three ways to multiply, selected per kernel by MODE:
