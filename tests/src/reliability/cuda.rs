@@ -2,7 +2,7 @@
 //! identical commits.
 
 use backend_api::HashKind;
-use prover::{Admission, CommitParams};
+use commit::{Admission, CommitParams};
 
 use backend_cpu::CpuBackend;
 
