@@ -57,7 +57,7 @@ pub mod lde;
 pub mod memory;
 pub mod merkle;
 pub mod parity;
-pub mod reference;
+pub use naive_reference as reference;
 pub mod reliability;
 pub mod transpose;
 #[cfg(feature = "wgpu")]

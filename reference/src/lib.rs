@@ -1,7 +1,9 @@
-//! Independent naive references: slow, obvious, and sharing no code with any backend.
+//! Independent naive references: slow, obvious, and sharing no code with any backend. The
+//! conformance suite (as `conformance::reference`) and the backends' own unit tests check against
+//! them.
 //!
 //! Nothing here calls `backend_api::field`, the transpose plan or a backend: the field arithmetic
-//! is `u128 % p`, the roots of unity are `7^((p-1)/N)` by this module's own square-and-multiply,
+//! is `u128 % p`, the roots of unity are `7^((p-1)/N)` by this crate's own square-and-multiply,
 //! the transpose moves one index at a time, leaf preimages are serialised byte by byte and fed to
 //! `sha3::Keccak256` / `blake3::hash`, and the Merkle root is recomputed recursively.
 
