@@ -4,8 +4,6 @@
 //! every root and every node array compared, and the tracker's peak reported against the memory
 //! model (checked against the model plus 1% when measuring).
 
-use std::io::Write as _;
-
 use backend_api::memory::MemoryModel;
 use backend_api::{Backend, HashKind, LeafLayout, MatrixShape};
 use backend_cpu::CpuBackend;
@@ -30,21 +28,9 @@ pub const CASES: [Case; 4] = [
     Case { hash: HashKind::Blake3, layout: LeafLayout::LambdaVmPairs, split: Some(200) },
 ];
 
-/// The backend, or `None` after a visible `SKIPPED <test>: <reason>` line on stderr.
-///
-/// # Panics
-/// When the backend could not be made and `require_env` is `1`.
-pub fn or_skip<B>(made: backend_api::Result<B>, test: &str, require_env: &str) -> Option<B> {
-    match made {
-        Ok(b) => Some(b),
-        Err(e) => {
-            assert!(std::env::var(require_env).as_deref() != Ok("1"), "{require_env}=1 but {e}");
-            // Straight to the process's stderr, past the test harness's capture, so the skip shows.
-            let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {e} (set {require_env}=1 to make this a failure)");
-            None
-        }
-    }
-}
+/// The backend, or `None` after a visible `SKIPPED <test>: <reason>` line (a panic when
+/// `require_env` is `1`): the workspace's one skip rule, [`crate::reference::skip`].
+pub use crate::reference::skip::or_skip;
 
 /// Memory measurements of a backend around a measured commit, beyond the tracker's peak (which
 /// [`compare`] checks itself).
