@@ -1,7 +1,7 @@
 //! The `prover` CLI and its pieces: backend selection ([`select`]), reports ([`report`]), the
-//! `bench` subcommand ([`bench`]), and the command line itself ([`cli`]).
+//! `bench` subcommand ([`bench`](mod@bench)), and the command line itself ([`cli`]).
 //!
-//! The commit pipeline is the [`commit`](::commit) library crate; everything it exports is
+//! The commit pipeline is the [`commit`](mod@commit) library crate; everything it exports is
 //! re-exported here, so `prover::commit`, `prover::CommitParams`, `prover::Admission` and
 //! `prover::ProverError` name the same items as `commit::commit`, `commit::CommitParams`, ...
 //! The concrete backends are named only in [`select`], behind the `cuda` / `wgpu` features.

@@ -8,8 +8,8 @@
 //! `sha3::Keccak256` / `blake3::hash`, and the Merkle root is recomputed recursively.
 //!
 //! Beside the references, the two rules every test and bench of the workspace shares: [`skip`]
-//! (a test that cannot run here says `SKIPPED`, or fails under `REQUIRE_*=1`) and [`env`] (a
-//! bench's numeric settings).
+//! (a test that cannot run here says `SKIPPED`, or fails under `REQUIRE_*=1`) and
+//! [`env`](mod@env) (a bench's numeric settings).
 
 pub mod env;
 pub mod skip;
