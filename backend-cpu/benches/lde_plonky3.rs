@@ -32,10 +32,7 @@ use p3_matrix::dense::RowMajorMatrix;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-/// `name` parsed from the environment, or `default`.
-fn env(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
+use naive_reference::env::env;
 
 /// The sides of one comparison: ours first, then the Plonky3 DFTs.
 const SIDES: [&str; 3] = ["cpu", "p3 Radix2DitParallel", "p3 Radix2DFTSmallBatch"];

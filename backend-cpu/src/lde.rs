@@ -406,9 +406,9 @@ mod tests {
     use rand_chacha::ChaCha8Rng;
     use std::sync::Arc;
 
-    // The naive reference is written out here rather than taken from `conformance::reference`:
-    // conformance depends on this crate, so a dev-dependency on it would be a dependency cycle
-    // (these unit tests would link a second, non-test build of backend-cpu).
+    // The independent naive reference: u128 % p throughout, its own roots of unity.
+    use naive_reference::coset_lde as naive_lde;
+
     const PR: u128 = P as u128;
 
     fn mulr(a: u64, b: u64) -> u64 {
@@ -425,38 +425,6 @@ mod tests {
             e >>= 1;
         }
         acc
-    }
-
-    /// The naive reference, u128 % p throughout, roots derived from the generator 7 here:
-    /// interpolate each column in O(n^2), then evaluate at `s * w_N^i` by Horner in O(n N).
-    fn naive_lde(trace: &[u64], n: usize, m: usize, blowup: usize, shift: u64) -> Vec<u64> {
-        let big_n = n * blowup;
-        let w_n = powr(7, (P - 1) / n as u64);
-        let w_big = powr(7, (P - 1) / big_n as u64);
-        let n_inv = powr(n as u64, P - 2);
-        let mut out = vec![0u64; big_n * m];
-        for c in 0..m {
-            // c_k = (1/n) sum_j T[j] w_n^(-jk)
-            let coeffs: Vec<u64> = (0..n)
-                .map(|k| {
-                    let mut acc = 0u128;
-                    for j in 0..n {
-                        let w = powr(w_n, ((n - (j * k) % n) % n) as u64);
-                        acc = (acc + mulr(trace[j * m + c], w) as u128) % PR;
-                    }
-                    mulr(acc as u64, n_inv)
-                })
-                .collect();
-            for i in 0..big_n {
-                let x = mulr(shift, powr(w_big, i as u64));
-                let mut acc = 0u64;
-                for &ck in coeffs.iter().rev() {
-                    acc = ((mulr(acc, x) as u128 + ck as u128) % PR) as u64;
-                }
-                out[i * m + c] = acc;
-            }
-        }
-        out
     }
 
     fn allocator() -> Allocator {

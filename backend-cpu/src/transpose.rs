@@ -178,17 +178,6 @@ mod tests {
         Allocator { tracker: Arc::new(AllocTracker::new()), limit: None }
     }
 
-    /// The naive index transpose.
-    fn naive(m: &[u64], rows: usize, cols: usize) -> Vec<u64> {
-        let mut out = vec![0; m.len()];
-        for r in 0..rows {
-            for c in 0..cols {
-                out[c * rows + r] = m[r * cols + c];
-            }
-        }
-        out
-    }
-
     #[test]
     fn tile_transpose_matches_the_index_definition() {
         let mut rng = ChaCha8Rng::seed_from_u64(1);
@@ -196,7 +185,7 @@ mod tests {
             let m: Vec<u64> = (0..rows * cols).map(|_| rng.random()).collect();
             let mut out = vec![0; m.len()];
             transpose_block(&m, &mut out, rows, cols);
-            assert_eq!(out, naive(&m, rows, cols), "{rows} x {cols}");
+            assert_eq!(out, naive_reference::transpose(&m, rows, cols), "{rows} x {cols}");
         }
     }
 
@@ -217,7 +206,7 @@ mod tests {
                 let mut buf = m.clone();
                 let a = allocator();
                 transpose_in_place(&a, &mut buf, shape, cap).unwrap();
-                assert_eq!(buf, naive(&m, rows, cols), "{rows} x {cols}, cap {cap}");
+                assert_eq!(buf, naive_reference::transpose(&m, rows, cols), "{rows} x {cols}, cap {cap}");
                 let counters = a.tracker.counters();
                 assert!(counters.peak <= cap, "{rows} x {cols}: scratch peak {} > cap {cap}", counters.peak);
                 assert_eq!(counters.live, 0);

@@ -34,9 +34,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use stark::{Challenge, Challenger, FibonacciAir, Val};
 
-fn env(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
+use naive_reference::env::env;
 
 /// Alternates `a` and `b` (`setup` makes each run's input outside the timing) `reps` times each
 /// and prints both best times and the ratio stock / ours (> 1: ours is faster).

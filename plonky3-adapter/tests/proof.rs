@@ -60,7 +60,7 @@ fn wgpu_backend_proof_is_byte_identical_to_stock() {
     use backend_wgpu::{WgpuBackend, WgpuOptions};
     let backend = match WgpuBackend::new(WgpuOptions { allow_software: true, ..Default::default() }) {
         Ok(b) => Arc::new(b),
-        Err(e) => return common::skip("plonky3_adapter proof::wgpu", &e.to_string(), "REQUIRE_WGPU"),
+        Err(e) => return common::skip("plonky3_adapter proof::wgpu", e, "REQUIRE_WGPU"),
     };
     let dft = BackendDft::new(backend);
     assert_eq!(prove_and_verify(dft.clone(), 2, 1 << 9), stock(2, 1 << 9));

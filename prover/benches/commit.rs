@@ -31,10 +31,7 @@ use backend_api::{Backend, CopyRange, HashKind, MatrixShape};
 use criterion::{Criterion, Throughput};
 use prover::{CommitParams, NoProgress, TraceInput, commit, synthetic_trace};
 
-/// `name` parsed from the environment, or `default`.
-fn env(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
+use naive_reference::env::env;
 
 /// The LDE's `(log2 rows, cols, blowup)`: the environment's, else `default`.
 fn shape(default: (usize, usize, usize)) -> (usize, usize, usize) {

@@ -18,10 +18,10 @@ use std::collections::BTreeMap;
 use backend_api::{Backend, CopyRange, MatrixShape};
 use serde::Serialize;
 
-use crate::commit::{CommitParams, commit};
-use crate::error::Result;
-use crate::input::TraceInput;
-use crate::progress::NoProgress;
+use crate::NoProgress;
+use crate::Result;
+use crate::TraceInput;
+use crate::{CommitParams, commit};
 
 /// The page-locked copies of the trace's bytes, the bus's floor for the upload.
 #[derive(Clone, Debug, Serialize)]

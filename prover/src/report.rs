@@ -7,9 +7,9 @@ use backend_api::memory::{MemoryModel, human_bytes};
 use backend_api::{Backend, DeviceInfo, MatrixShape, hex};
 use serde::Serialize;
 
-use crate::commit::{CommitParams, CommitPlan, Commitment};
-use crate::device_set::{DeviceSet, JobOutcome};
-use crate::error::ProverError;
+use crate::ProverError;
+use crate::{CommitParams, CommitPlan, Commitment};
+use crate::{DeviceSet, JobOutcome};
 
 /// The memory model, term by term, in bytes.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

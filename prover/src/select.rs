@@ -26,7 +26,7 @@ use std::marker::PhantomData;
 use backend_api::Backend;
 use backend_cpu::CpuBackend;
 
-use crate::error::{ProverError, Result};
+use crate::{ProverError, Result};
 
 /// The name that asks for `auto`'s choice.
 pub const AUTO: &str = "auto";
@@ -544,7 +544,7 @@ impl BackendVisitor for DeviceName {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::ProverError;
+    use crate::ProverError;
     use backend_api::Error;
 
     /// A second CPU backend under another name: a port whose construction always works.
@@ -575,7 +575,7 @@ mod tests {
             assert!(reason.contains("--features cuda"), "{reason}");
             let err = registry.select("cuda").err().expect("cuda is not compiled in");
             assert!(matches!(err, ProverError::Backend(Error::BackendUnavailable { .. })), "{err}");
-            assert_eq!(err.exit_code(), crate::error::EXIT_REFUSED_OR_DEVICE);
+            assert_eq!(err.exit_code(), crate::EXIT_REFUSED_OR_DEVICE);
         }
         if !cfg!(feature = "cuda") && !cfg!(feature = "wgpu") {
             let (b, skipped) = registry.select(AUTO).unwrap();
@@ -628,7 +628,7 @@ mod tests {
         assert_eq!(registry.select("rayon").unwrap().0.name(), "rayon");
         let err = registry.select("metal").err().unwrap();
         assert_eq!(err.to_string(), "unknown backend `metal`; this binary has: auto, cpu, cuda, wgpu, rayon");
-        assert_eq!(err.exit_code(), crate::error::EXIT_USAGE);
+        assert_eq!(err.exit_code(), crate::EXIT_USAGE);
     }
 
     #[test]
@@ -636,7 +636,7 @@ mod tests {
         let registry = Registry::with_ports(absent_port("absent", 1)).unwrap();
         let err = registry.select("absent").err().unwrap();
         assert!(err.to_string().contains("no absent device here"), "{err}");
-        assert_eq!(err.exit_code(), crate::error::EXIT_REFUSED_OR_DEVICE);
+        assert_eq!(err.exit_code(), crate::EXIT_REFUSED_OR_DEVICE);
         let status = registry.probe_all();
         assert!(status[3].reason.as_deref().unwrap().contains("no absent device here"), "{status:?}");
         assert!(status[3].device.is_none() && status[3].port);

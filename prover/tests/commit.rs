@@ -263,23 +263,10 @@ fn the_peak_stays_within_the_model_and_the_trace_has_no_buffer_of_its_own<B: Bac
 macro_rules! backend_tests {
     ($name:ident, $ty:ty, $require:literal, $make:expr) => {
         mod $name {
-            /// The backend, or `None` after printing `SKIPPED <backend>::<test>: <reason>` straight to
-            /// stderr (past the harness's capture, so a plain `cargo test` shows it).
+            /// The backend, or `None` after a visible `SKIPPED <backend>::<test>: <reason>` line
+            /// (a failure under `$require=1`).
             fn make(test: &str) -> Option<$ty> {
-                use std::io::Write;
-                match $make {
-                    Ok(b) => Some(b),
-                    Err(e) => {
-                        let name = stringify!($name);
-                        if std::env::var($require).as_deref() == Ok("1") {
-                            panic!("{name}::{test}: {}=1 but the backend is unavailable: {e}", $require);
-                        }
-                        let line = format!("SKIPPED {name}::{test}: {e} (set {}=1 to make this a failure)", $require);
-                        let _ = writeln!(std::io::stderr(), "{line}");
-                        println!("{line}");
-                        None
-                    }
-                }
+                naive_reference::skip::or_skip($make, &format!("{}::{test}", stringify!($name)), $require)
             }
 
             backend_tests!(@each

@@ -15,7 +15,10 @@ use conformance::reliability::{
 
 fn run(backend: &str, name: &str, require_env: &str, check: ProcessCheck) {
     let exe = std::env::var_os("PROVER_BIN").map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_prover")), PathBuf::from);
-    run_process_check(&exe, backend, name, require_env, check);
+    // The key the binary's `--wait-for-memory` queue uses for this backend's device.
+    let device_key =
+        prover::select::Registry::builtin().select(backend).map(|(b, _)| b.device_key()).map_err(|e| e.to_string());
+    run_process_check(&exe, backend, device_key, name, require_env, check);
 }
 
 #[test]

@@ -4,12 +4,10 @@
 //! every root and every node array compared, and the tracker's peak reported against the memory
 //! model (checked against the model plus 1% when measuring).
 
-use std::io::Write as _;
-
 use backend_api::memory::MemoryModel;
 use backend_api::{Backend, HashKind, LeafLayout, MatrixShape};
 use backend_cpu::CpuBackend;
-use prover::{CommitParams, NoProgress, TraceInput};
+use commit::{CommitParams, NoProgress, TraceInput};
 
 /// One commit configuration of a parity run.
 #[derive(Clone, Debug)]
@@ -30,21 +28,9 @@ pub const CASES: [Case; 4] = [
     Case { hash: HashKind::Blake3, layout: LeafLayout::LambdaVmPairs, split: Some(200) },
 ];
 
-/// The backend, or `None` after a visible `SKIPPED <test>: <reason>` line on stderr.
-///
-/// # Panics
-/// When the backend could not be made and `require_env` is `1`.
-pub fn or_skip<B>(made: backend_api::Result<B>, test: &str, require_env: &str) -> Option<B> {
-    match made {
-        Ok(b) => Some(b),
-        Err(e) => {
-            assert!(std::env::var(require_env).as_deref() != Ok("1"), "{require_env}=1 but {e}");
-            // Straight to the process's stderr, past the test harness's capture, so the skip shows.
-            let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {e} (set {require_env}=1 to make this a failure)");
-            None
-        }
-    }
-}
+/// The backend, or `None` after a visible `SKIPPED <test>: <reason>` line (a panic when
+/// `require_env` is `1`): the workspace's one skip rule, [`crate::reference::skip`].
+pub use crate::reference::skip::or_skip;
 
 /// Memory measurements of a backend around a measured commit, beyond the tracker's peak (which
 /// [`compare`] checks itself).
@@ -106,7 +92,7 @@ pub fn compare<B: Backend>(
     mut measure: Option<&mut dyn Probe<B>>,
 ) {
     let shape = MatrixShape::new(rows, cols).unwrap();
-    let trace = prover::synthetic_trace(shape, 0x5eed_0000 + rows as u64 + cols as u64);
+    let trace = commit::synthetic_trace(shape, 0x5eed_0000 + rows as u64 + cols as u64);
     let cpu = CpuBackend::new();
     let mut cpu_lde: Option<(String, Vec<u64>)> = None;
     let device = gpu.info().device;
@@ -123,21 +109,21 @@ pub fn compare<B: Backend>(
             CommitParams { blowup, hash: case.hash, layout: case.layout, split: case.split, ..Default::default() };
         let what = format!("{rows} x {cols} blowup {blowup} {} {} split {:?}", case.hash, case.layout, case.split);
         let t = std::time::Instant::now();
-        let c_cpu = prover::commit(&cpu, TraceInput::host(&trace, shape), &params, &NoProgress).unwrap();
+        let c_cpu = commit::commit(&cpu, TraceInput::host(&trace, shape), &params, &NoProgress).unwrap();
         let cpu_secs = t.elapsed().as_secs_f64();
         if cpu_lde.is_none() {
             let words = cpu.download_vec(&c_cpu.lde).unwrap();
             cpu_lde = Some((fingerprint(&words), words));
         }
 
-        let plan = prover::CommitPlan::new(rows, cols, &params).unwrap();
+        let plan = commit::CommitPlan::new(rows, cols, &params).unwrap();
         if let Some(probe) = measure.as_mut() {
             probe.before(gpu);
         }
         gpu.tracker().reset_peak();
         let base = gpu.memory().live;
         let t = std::time::Instant::now();
-        let c_gpu = prover::commit(gpu, TraceInput::host(&trace, shape), &params, &NoProgress).unwrap();
+        let c_gpu = commit::commit(gpu, TraceInput::host(&trace, shape), &params, &NoProgress).unwrap();
         gpu.synchronize().unwrap();
         let gpu_secs = t.elapsed().as_secs_f64();
         let peak = gpu.memory().peak - base;

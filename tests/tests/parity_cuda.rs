@@ -14,8 +14,8 @@ use backend_api::memory::MemoryModel;
 use backend_api::{Backend, DEFAULT_SCRATCH_CAP, MatrixShape};
 use backend_cpu::CpuBackend;
 use backend_cuda::{CudaBackend, CudaOptions};
+use commit::{CommitParams, NoProgress, TraceInput};
 use conformance::parity::{self, CASES, Probe};
-use prover::{CommitParams, NoProgress, TraceInput};
 
 fn cuda_or_skip(test: &str) -> Option<CudaBackend> {
     parity::or_skip(
@@ -91,15 +91,15 @@ fn commit_parity_production() {
 fn commit_out_of_memory_frees_everything() {
     let Some(cuda) = cuda_or_skip("commit_out_of_memory_frees_everything") else { return };
     let shape = MatrixShape::new(1 << 8, 37).unwrap();
-    let trace = prover::synthetic_trace(shape, 11);
+    let trace = commit::synthetic_trace(shape, 11);
     let params = CommitParams { split: Some(5), scratch_cap: DEFAULT_SCRATCH_CAP, ..Default::default() };
     let expected =
-        prover::commit(&CpuBackend::new(), TraceInput::host(&trace, shape), &params, &NoProgress).unwrap().roots;
+        commit::commit(&CpuBackend::new(), TraceInput::host(&trace, shape), &params, &NoProgress).unwrap().roots;
     let mut failures = 0;
     for k in 0..64 {
         let before = cuda.memory();
         cuda.tracker().fail_at(before.allocations + k);
-        let result = prover::commit(&cuda, TraceInput::host(&trace, shape), &params, &NoProgress);
+        let result = commit::commit(&cuda, TraceInput::host(&trace, shape), &params, &NoProgress);
         cuda.tracker().disarm();
         match result {
             Ok(c) => {
@@ -128,20 +128,20 @@ fn commit_out_of_memory_frees_everything() {
 fn real_out_of_memory_during_a_commit() {
     let Some(cuda) = cuda_or_skip("real_out_of_memory_during_a_commit") else { return };
     let shape = MatrixShape::new(1 << 20, 64).unwrap();
-    let trace = prover::synthetic_trace(shape, 12);
+    let trace = commit::synthetic_trace(shape, 12);
     let params = CommitParams { budget: Some(usize::MAX), ..Default::default() };
     // Load every kernel first, so that module and local memory are not part of the squeeze.
     let small = MatrixShape::new(64, 64).unwrap();
-    prover::commit(&cuda, TraceInput::host(&trace[..small.len()], small), &params, &NoProgress).unwrap();
+    commit::commit(&cuda, TraceInput::host(&trace[..small.len()], small), &params, &NoProgress).unwrap();
     cuda.trim_pool().unwrap();
     let (free, _) = cuda.mem_get_info().unwrap();
     let room = shape.bytes() + shape.bytes() / 2; // the trace and half of the 2x LDE
     let ballast = cuda.alloc((free - room) / 8).unwrap();
     let base = cuda.memory().live;
-    let result = prover::commit(&cuda, TraceInput::host(&trace, shape), &params, &NoProgress);
+    let result = commit::commit(&cuda, TraceInput::host(&trace, shape), &params, &NoProgress);
     let err = result.err().expect("a commit whose LDE does not fit must fail");
     match &err {
-        prover::ProverError::Backend(e) => assert!(
+        commit::ProverError::Backend(e) => assert!(
             matches!(e, backend_api::Error::OutOfMemory { requested, .. } if *requested >= 2 * shape.bytes()),
             "expected the LDE's OutOfMemory, got {e}"
         ),
@@ -152,7 +152,7 @@ fn real_out_of_memory_during_a_commit() {
     assert_eq!(cuda.memory().live, base, "the failed commit left device memory allocated");
     drop(ballast);
     cuda.trim_pool().unwrap();
-    let ok = prover::commit(&cuda, TraceInput::host(&trace, shape), &params, &NoProgress).unwrap();
-    let expected = prover::commit(&CpuBackend::new(), TraceInput::host(&trace, shape), &params, &NoProgress).unwrap();
+    let ok = commit::commit(&cuda, TraceInput::host(&trace, shape), &params, &NoProgress).unwrap();
+    let expected = commit::commit(&CpuBackend::new(), TraceInput::host(&trace, shape), &params, &NoProgress).unwrap();
     assert_eq!(ok.roots, expected.roots);
 }

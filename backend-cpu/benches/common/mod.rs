@@ -6,10 +6,7 @@
 
 use std::time::Instant;
 
-/// `name` parsed from the environment, or `default`.
-pub fn env(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
+pub use naive_reference::env::env;
 
 /// Runs side 0 and side 1 of `run` alternately, `reps` times each, and prints both best times
 /// and their ratio (side 0 / side 1). One closure runs both sides so they may share buffers.

@@ -1,4 +1,4 @@
-//! The toy backend against the CPU backend through `prover::commit`: equal column-major LDE
+//! The toy backend against the CPU backend through `commit::commit`: equal column-major LDE
 //! bytes, roots and node arrays for both hashes, both layouts and split trees.
 
 use conformance::parity::{CASES, compare};

@@ -4,8 +4,6 @@
 
 pub mod stark;
 
-use std::io::Write as _;
-
 use p3_goldilocks::Goldilocks;
 use p3_matrix::dense::RowMajorMatrix;
 use rand::{Rng, SeedableRng};
@@ -27,11 +25,7 @@ pub fn matrix(seed: u64, rows: usize, cols: usize) -> RowMajorMatrix<Goldilocks>
 }
 
 /// Prints a visible skip for `what`, or panics when `require_env` is `1`.
-pub fn skip(what: &str, reason: &str, require_env: &str) {
-    assert!(std::env::var(require_env).as_deref() != Ok("1"), "{require_env}=1 but {what}: {reason}");
-    // Straight to the process's stderr, past the test harness's capture, so the skip shows.
-    let _ = writeln!(std::io::stderr(), "SKIPPED {what}: {reason} (set {require_env}=1 to make this a failure)");
-}
+pub use naive_reference::skip::skip;
 
 /// A `TwoAdicSubgroupDft<Goldilocks>` newtype over a `BackendDft` made by `$make` (an expression
 /// of type `BackendDft<_>`), forwarding every method `BackendDft` overrides, so Plonky3's test

@@ -6,7 +6,7 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 use backend_api::{Backend, Error, HashKind, LeafLayout};
-use prover::{Admission, CommitParams, ProverError};
+use commit::{Admission, CommitParams, ProverError};
 
 use super::table::{Committed, Table, commit_table, oracle, read_back};
 use crate::{Failure, Gen, Outcome, ensure, ensure_live};

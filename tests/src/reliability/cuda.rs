@@ -1,7 +1,7 @@
 //! The CUDA backend's commits, through the kernels it ships, equal the CPU backend's.
 
 use backend_api::HashKind;
-use prover::{Admission, CommitParams};
+use commit::{Admission, CommitParams};
 
 use backend_cpu::CpuBackend;
 

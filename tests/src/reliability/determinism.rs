@@ -1,7 +1,7 @@
 //! The same commit gives the same bytes: across 100 repetitions and across rayon thread counts.
 
 use backend_api::Backend;
-use prover::{Admission, CommitParams};
+use commit::{Admission, CommitParams};
 
 use super::table::{Committed, Table, commit_table, oracle, read_back};
 use crate::{Context as _, Failure, Gen, Outcome};

@@ -2,7 +2,7 @@
 //! the same bytes as the same commit on the backend alone and as the CPU oracle.
 
 use backend_api::{Backend, MatrixShape};
-use prover::{Admission, DeviceSet, Job};
+use commit::{Admission, DeviceSet, Job};
 
 use super::concurrency::concurrency_tables;
 use super::table::{Committed, commit_table, oracle, read_back};
@@ -42,7 +42,7 @@ pub fn device_set_over_logical_devices<B: Backend + 'static>(backend: &'static B
         jobs.push(Job { trace: &t.data, shape, params: &t.params });
     }
     let outcomes = set
-        .run(&jobs, |_, b, c| read_back(b, c).map_err(prover::ProverError::from))
+        .run(&jobs, |_, b, c| read_back(b, c).map_err(commit::ProverError::from))
         .map_err(|e| Failure(format!("the batch was refused: {e}")))?;
     ensure!(outcomes.len() == tables.len(), "{} outcomes for {} jobs", outcomes.len(), tables.len());
 

@@ -2,7 +2,7 @@
 //! nothing, and leaves the backend healthy.
 
 use backend_api::{Backend, Error, HashKind, LeafLayout};
-use prover::{Admission, CommitParams, ProverError};
+use commit::{Admission, CommitParams, ProverError};
 
 use super::table::{Table, commit_table, oracle, read_back};
 use crate::{Context as _, Failure, Gen, Outcome, ensure, ensure_live};

@@ -1,7 +1,7 @@
 //! Reliability checks: a commit is either correct or refused, every time — under concurrency, under
 //! allocation failures, across repetitions and thread counts, and for hostile copy batches.
 //!
-//! - **Whole commits, not kernels.** These checks drive [`prover::commit_admitted`], the pipeline
+//! - **Whole commits, not kernels.** These checks drive [`commit::commit_admitted`], the pipeline
 //!   users run, on the backend under test; the kernel-level checks are the rest of this crate.
 //! - **The CPU backend is the oracle.** Every expected result is the [`backend_cpu::CpuBackend`]
 //!   commit of the same table on a fresh instance, and that oracle is itself checked against the

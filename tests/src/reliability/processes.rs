@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use backend_api::memory::MemoryModel;
 use backend_api::{MatrixShape, hex};
-use prover::{Admission, CommitParams, EXIT_WAIT_TIMED_OUT, Ticket, synthetic_trace};
+use commit::{Admission, CommitParams, EXIT_WAIT_TIMED_OUT, Ticket, synthetic_trace};
 
 use super::table::{Table, oracle};
 use crate::{Failure, Outcome, ensure};
@@ -314,17 +314,25 @@ pub fn sigkill_of_a_waiting_process_frees_its_share(setup: &ProcessSetup<'_>) ->
     result
 }
 
-/// Runs a process check on `backend` (the prover binary at `exe`), or prints
-/// `SKIPPED <backend>::<name>: <reason>` when the backend cannot be made here (a failure when
+/// Runs a process check on `backend` (the prover binary at `exe`, whose device queue for that
+/// backend has the key `device_key`), or prints `SKIPPED <backend>::<name>: <reason>` when the
+/// caller could not make the backend (`device_key` is then `Err(reason)`; a failure when
 /// `require_env` is `1`).
+///
+/// The caller forms the key the binary forms (`prover`'s own tests take it from
+/// `prover::select`), so this crate needs neither the binary's crate nor its backend selection.
 ///
 /// # Panics
 /// When the check fails, or when the backend could not be made and `require_env` is `1`.
-pub fn run_process_check(exe: &Path, backend: &str, name: &str, require_env: &str, check: ProcessCheck) {
-    let registry = prover::select::Registry::builtin();
-    let key = registry.select(backend).map(|(b, _)| b.device_key()).map_err(|e| e.to_string());
-    let required = std::env::var(require_env).as_deref() == Ok("1");
-    match key {
+pub fn run_process_check(
+    exe: &Path,
+    backend: &str,
+    device_key: Result<String, String>,
+    name: &str,
+    require_env: &str,
+    check: ProcessCheck,
+) {
+    match device_key {
         Ok(device_key) => {
             let start = Instant::now();
             if let Err(f) = check(&ProcessSetup { exe, backend, device_key: &device_key }) {
@@ -332,14 +340,10 @@ pub fn run_process_check(exe: &Path, backend: &str, name: &str, require_env: &st
             }
             println!("{backend}::{name}: passed in {:.2} s", start.elapsed().as_secs_f64());
         }
-        Err(reason) if required => {
-            panic!("{backend}::{name}: {require_env}=1 but the backend could not be made: {reason}")
-        }
-        Err(reason) => {
-            let line = format!("SKIPPED {backend}::{name}: {reason} (set {require_env}=1 to make this a failure)");
-            use std::io::Write as _;
-            let _ = writeln!(std::io::stderr(), "{line}");
-            println!("{line}");
-        }
+        Err(reason) => crate::reference::skip::skip(
+            &format!("{backend}::{name}"),
+            format_args!("the backend could not be made: {reason}"),
+            require_env,
+        ),
     }
 }

@@ -45,7 +45,7 @@ pub fn run_reliability_check<B: Backend>(
     require_env: &str,
     check: ReliabilityCheck<B>,
 ) {
-    let required = std::env::var(require_env).as_deref() == Ok("1");
+    let required = crate::reference::skip::required(require_env);
     crate::run_or_skip(backend, backend_name, name, require_env, required, |b| run_reliability_outcome(b, name, check));
 }
 

@@ -5,7 +5,7 @@ use std::fmt;
 
 use backend_api::{Backend, Error, MatrixShape};
 use backend_cpu::CpuBackend;
-use prover::{Admission, CommitParams, CommitPlan, Commitment, NoProgress, ProverError, TraceInput, commit_admitted};
+use commit::{Admission, CommitParams, CommitPlan, Commitment, NoProgress, ProverError, TraceInput, commit_admitted};
 
 use crate::{Context as _, Failure, Gen, Outcome, ensure, ensure_words_eq, reference};
 

@@ -8,7 +8,7 @@ use backend_api::{
     AllocTracker, Backend, CopyRange, DeviceBuffer as _, DeviceInfo, Error, HashKind, LdeParams, LeafSpec, MatrixShape,
     Result, TreeShape,
 };
-use prover::{Admission, CommitParams, ProverError};
+use commit::{Admission, CommitParams, ProverError};
 
 use super::concurrency::concurrent_commits_within;
 use super::*;

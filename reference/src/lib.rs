@@ -1,9 +1,18 @@
-//! Independent naive references: slow, obvious, and sharing no code with any backend.
+//! Independent naive references: slow, obvious, and sharing no code with any backend. The
+//! conformance suite (as `conformance::reference`) and the backends' own unit tests check against
+//! them.
 //!
 //! Nothing here calls `backend_api::field`, the transpose plan or a backend: the field arithmetic
-//! is `u128 % p`, the roots of unity are `7^((p-1)/N)` by this module's own square-and-multiply,
+//! is `u128 % p`, the roots of unity are `7^((p-1)/N)` by this crate's own square-and-multiply,
 //! the transpose moves one index at a time, leaf preimages are serialised byte by byte and fed to
 //! `sha3::Keccak256` / `blake3::hash`, and the Merkle root is recomputed recursively.
+//!
+//! Beside the references, the two rules every test and bench of the workspace shares: [`skip`]
+//! (a test that cannot run here says `SKIPPED`, or fails under `REQUIRE_*=1`) and
+//! [`env`](mod@env) (a bench's numeric settings).
+
+pub mod env;
+pub mod skip;
 
 use std::ops::Range;
 

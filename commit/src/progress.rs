@@ -3,8 +3,7 @@
 use std::fmt;
 
 /// One phase of the fused commit, in pipeline order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Phase {
     /// Uploading a host trace into the snapshot's buffer, from which the LDE then extends it
     /// (only a host trace committed with a snapshot; a device trace has nothing to upload).
@@ -13,7 +12,6 @@ pub enum Phase {
     /// which a backend may overlap (CUDA, from page-locked memory: column groups uploaded on a
     /// copy stream while the LDE runs on the groups already there); it replaces the `upload` and
     /// `lde` phases of a host trace committed without a snapshot.
-    #[serde(rename = "upload+lde")]
     UploadLde,
     /// The coset LDE, row-major.
     Lde,
@@ -25,7 +23,6 @@ pub enum Phase {
     /// column-major, in one call ([`backend_api::Backend::hash_leaves_then_transpose`]), which a
     /// backend may interleave (CUDA hashes each block of rows beside the transpose's move of the
     /// block before it).
-    #[serde(rename = "leaves+transpose")]
     LeavesTranspose,
     /// Completing the Merkle trees.
     Merkle,

@@ -540,9 +540,11 @@ mod tests {
     fn a_waiting_commit_is_admitted_when_a_ticket_drops() {
         let a = Admission::waiting(1000, Duration::from_secs(30), "test device");
         let held = a.admit(&model(200)).unwrap(); // 800
+        // The clock starts before the waiter is spawned: on a loaded machine the thread may start
+        // late, and the wait is measured against the drop below, not against its start.
+        let t0 = Instant::now();
         std::thread::scope(|s| {
             let waiter = s.spawn(|| {
-                let t0 = Instant::now();
                 let t = a.admit(&model(100)).unwrap(); // 400: waits for `held`
                 (t0.elapsed(), t.bytes())
             });
