@@ -51,16 +51,16 @@ fn commit_parity_extreme_blowups() {
 /// --scratch-cap 24 --out f` wrote 55 wrong bytes on llvmpipe).
 #[test]
 fn commit_parity_under_tiny_scratch_caps() {
-    use prover::{CommitParams, NoProgress, TraceInput};
+    use commit::{CommitParams, NoProgress, TraceInput};
     let Some(gpu) = wgpu_or_skip("commit_parity_under_tiny_scratch_caps") else { return };
     let cpu = backend_cpu::CpuBackend::new();
     for (log_rows, cols, blowup, cap) in [(14, 2, 1, 24), (14, 2, 1, 72), (13, 4, 2, 40), (12, 3, 2, 32)] {
         let shape = backend_api::MatrixShape::new(1 << log_rows, cols).unwrap();
-        let trace = prover::synthetic_trace(shape, 0x5eed_0000 + log_rows as u64 + cols as u64);
+        let trace = commit::synthetic_trace(shape, 0x5eed_0000 + log_rows as u64 + cols as u64);
         let params = CommitParams { blowup, scratch_cap: cap, ..Default::default() };
         let what = format!("2^{log_rows} x {cols} at blowup {blowup} under a {cap} B scratch cap");
-        let c_cpu = prover::commit(&cpu, TraceInput::host(&trace, shape), &params, &NoProgress).unwrap();
-        let c_gpu = prover::commit(&gpu, TraceInput::host(&trace, shape), &params, &NoProgress)
+        let c_cpu = commit::commit(&cpu, TraceInput::host(&trace, shape), &params, &NoProgress).unwrap();
+        let c_gpu = commit::commit(&gpu, TraceInput::host(&trace, shape), &params, &NoProgress)
             .unwrap_or_else(|e| panic!("{what}: {e}"));
         let (want, got) = (cpu.download_vec(&c_cpu.lde).unwrap(), gpu.download_vec(&c_gpu.lde).unwrap());
         let wrong = want.iter().zip(&got).filter(|(w, g)| w != g).count();
