@@ -464,9 +464,7 @@ impl backend_api::RawBackend for CudaBackend {
         let fused =
             hash::BlockPassLeaves::new(&jobs.iter().map(|j| (j.spec, &*j.out, j.out_digest)).collect::<Vec<_>>());
         match fused {
-            Some(leaves) => {
-                transpose::transpose_hashing(&self.device, buf, shape, scratch_cap, Some(&leaves))
-            }
+            Some(leaves) => transpose::transpose_hashing(&self.device, buf, shape, scratch_cap, Some(&leaves)),
             None => backend_api::leaves_then_transpose_in_turn(self, buf, shape, jobs, scratch_cap),
         }
     }

@@ -1,77 +1,13 @@
 //! Device tests of the coset LDE: every route (in place, from a trace buffer, owned, from host
 //! memory in column groups) against a naive reference, the tables the device keeps, and the
 //! grouped upload's error path. Each needs a GPU: skipped visibly without one
-//! ([`super::device_or_skip`]). The naive reference itself needs none.
+//! ([`super::device_or_skip`]).
 
 use super::{PINNED_COUNT, assert_same_words, device_or_skip, table};
 use crate::driver;
 
-/// The naive coset LDE, u128 % p throughout and roots taken from the generator 7 here: each
-/// column interpolated in O(n^2) (`c_k = 1/n * sum_j t_j w_n^-jk`), then evaluated at
-/// `s * w_N^i` by Horner in O(n N).
-fn naive_lde(trace: &[u64], n: usize, m: usize, blowup: usize, shift: u64) -> Vec<u64> {
-    const PR: u128 = backend_api::field::P as u128;
-    let mulr = |a: u64, b: u64| ((a as u128 % PR) * (b as u128 % PR) % PR) as u64;
-    let powr = |mut b: u64, mut e: u128| {
-        let mut acc = 1;
-        while e > 0 {
-            if e & 1 == 1 {
-                acc = mulr(acc, b);
-            }
-            b = mulr(b, b);
-            e >>= 1;
-        }
-        acc
-    };
-    let big_n = n * blowup;
-    let w_n = powr(7, (PR - 1) / n as u128);
-    let w_big = powr(7, (PR - 1) / big_n as u128);
-    let w_n_inv = powr(w_n, PR - 2);
-    let n_inv = powr(n as u64, PR - 2);
-    let mut out = vec![0u64; big_n * m];
-    for c in 0..m {
-        let coeffs: Vec<u64> = (0..n)
-            .map(|k| {
-                let step = powr(w_n_inv, k as u128);
-                let (mut acc, mut x) = (0u128, 1u64);
-                for j in 0..n {
-                    acc = (acc + mulr(trace[j * m + c], x) as u128) % PR;
-                    x = mulr(x, step);
-                }
-                mulr(acc as u64, n_inv)
-            })
-            .collect();
-        let mut point = (shift as u128 % PR) as u64;
-        for i in 0..big_n {
-            let mut acc = 0u64;
-            for &ck in coeffs.iter().rev() {
-                acc = ((mulr(acc, point) as u128 + ck as u128) % PR) as u64;
-            }
-            out[i * m + c] = acc;
-            point = mulr(point, w_big);
-        }
-    }
-    out
-}
-
-/// The naive reference itself, on values known in closed form: with B = 1 and s = 1 it returns
-/// the canonicalised trace; a 2-row column `(a, b)` is the line `(a + b)/2 + (a - b)/2 * x`, so at
-/// `s * w_N^i` (`w_4 = 2^48`, a 4th root of unity since 2^96 = -1 mod p) it takes
-/// `(a + b)/2 + (a - b)/2 * s * 2^(48 i)`.
-#[test]
-fn naive_reference_reproduces_known_values() {
-    use backend_api::field::{P, add, canonical, inverse, mul, pow, sub};
-    let trace = table(8 * 3, 5);
-    assert_eq!(naive_lde(&trace, 8, 3, 1, 1), trace.iter().map(|&x| canonical(x)).collect::<Vec<_>>());
-    let (a, b, s) = (P + 5, u64::MAX, 7);
-    let got = naive_lde(&[a, b], 2, 1, 2, s);
-    let half = inverse(2);
-    let (c0, c1) = (mul(add(canonical(a), canonical(b)), half), mul(sub(canonical(a), canonical(b)), half));
-    for (i, &g) in got.iter().enumerate() {
-        let x = mul(s, pow(1 << 48, i as u64));
-        assert_eq!(g, add(c0, mul(c1, x)), "row {i}");
-    }
-}
+/// The one naive reference of the workspace (`naive-reference`): u128 % p, its own roots, O(n^2).
+use naive_reference::coset_lde as naive_lde;
 
 /// The in-place LDE (inverse NTT in the buffer's first rows, its last pass in ranges of tiles
 /// from the top down, the forward NTT), `coset_lde` from a trace buffer (its first inverse pass

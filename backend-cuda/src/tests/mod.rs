@@ -10,8 +10,6 @@
 //! The conformance suite (`tests/tests/cuda.rs`) checks every `Backend` method against its naive
 //! references; these tests check what is particular to this backend.
 
-use std::io::Write as _;
-
 use crate::driver;
 
 mod device;
@@ -21,9 +19,7 @@ mod nvrtc;
 /// Prints a visible skip of `test` (straight to the process's stderr, past the test harness's
 /// capture), or fails when the environment variable `require` is `1`.
 fn skip(test: &str, reason: &str, require: &str) {
-    assert!(std::env::var(require).as_deref() != Ok("1"), "{require}=1: backend_cuda::{test}: {reason}");
-    let _ =
-        writeln!(std::io::stderr(), "SKIPPED backend_cuda::{test}: {reason} (set {require}=1 to make this a failure)");
+    naive_reference::skip::skip(&format!("backend_cuda::{test}"), reason, require);
 }
 
 /// `true` when NVRTC is loadable; otherwise a visible skip ([`skip`], `REQUIRE_NVRTC`).
