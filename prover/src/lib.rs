@@ -26,6 +26,7 @@ mod input;
 mod progress;
 pub mod report;
 mod reservations;
+mod secure_fs;
 pub mod select;
 mod trace;
 pub mod units;
