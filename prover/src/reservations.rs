@@ -82,8 +82,10 @@ impl Reservations {
 
     /// Holds the directory lock for the duration of `f`.
     fn locked<T>(&self, f: impl FnOnce() -> Result<T, FsError>) -> Result<T, FsError> {
-        let lock = self.dir.open_file(LOCK, Open::CreateOrExisting)?.ok_or_else(|| {
-            FsError::Io { path: self.dir.path().join(LOCK), action: "open it", source: io::ErrorKind::NotFound.into() }
+        let lock = self.dir.open_file(LOCK, Open::CreateOrExisting)?.ok_or_else(|| FsError::Io {
+            path: self.dir.path().join(LOCK),
+            action: "open it",
+            source: io::ErrorKind::NotFound.into(),
         })?;
         lock.lock().map_err(self.io(LOCK, "lock it"))?;
         let out = f();
@@ -281,7 +283,10 @@ fn user_tag() -> String {
     }
     #[cfg(not(unix))]
     {
-        std::env::var("USERNAME").or_else(|_| std::env::var("USER")).map(|u| sanitize(&u)).unwrap_or_else(|_| "user".into())
+        std::env::var("USERNAME")
+            .or_else(|_| std::env::var("USER"))
+            .map(|u| sanitize(&u))
+            .unwrap_or_else(|_| "user".into())
     }
 }
 

@@ -199,10 +199,7 @@ mod imp {
         if mode.intersects(Mode::WGRP | Mode::WOTH) {
             return Err(FsError::Unsafe {
                 path: path.to_owned(),
-                problem: format!(
-                    "mode {:o} lets other users create, replace or delete its files",
-                    st.st_mode & 0o7777
-                ),
+                problem: format!("mode {:o} lets other users create, replace or delete its files", st.st_mode & 0o7777),
                 fix: format!(
                     "remove it (it holds nothing while no commit waits), or run `chmod 700 {}` if no one else \
                      has put anything in it",
@@ -235,8 +232,7 @@ mod imp {
         Ok(())
     }
 
-    const DIR_FLAGS: OFlags =
-        OFlags::RDONLY.union(OFlags::DIRECTORY).union(OFlags::NOFOLLOW).union(OFlags::CLOEXEC);
+    const DIR_FLAGS: OFlags = OFlags::RDONLY.union(OFlags::DIRECTORY).union(OFlags::NOFOLLOW).union(OFlags::CLOEXEC);
 
     impl PrivateDir {
         /// Opens `path` as a private directory, creating it (mode `0700`, its missing parents

@@ -119,7 +119,11 @@ fn chmod(path: &Path, mode: u32) {
 fn assert_refused(out: &Output, path: &Path, words: &[&str]) {
     let (stdout, stderr) = text(out);
     assert_eq!(out.status.code(), Some(2), "expected the unsafe-path refusal, got:\n{stdout}\n{stderr}");
-    assert!(stderr.contains(&format!("error: {}: ", path.display())), "the error must name {}: {stderr}", path.display());
+    assert!(
+        stderr.contains(&format!("error: {}: ", path.display())),
+        "the error must name {}: {stderr}",
+        path.display()
+    );
     for w in words {
         assert!(stderr.contains(w), "{w:?} missing from: {stderr}");
     }
@@ -160,8 +164,8 @@ fn a_symlink_trap_in_a_world_writable_default_root_is_refused_and_the_target_is_
     chmod(&root.join("cpu"), 0o777);
     symlink(&notes, root.join("cpu").join("seq")).unwrap();
     let out = m.prover(&COMMIT);
-    assert_refused(&out, &root, &["mode 777", "other users", "chmod 700"]);
     assert_untouched(&notes);
+    assert_refused(&out, &root, &["mode 777", "other users", "chmod 700"]);
     assert_eq!(std::fs::read_link(root.join("cpu").join("seq")).unwrap(), notes, "the link itself is left alone");
 }
 
@@ -195,8 +199,8 @@ fn another_users_symlink_trap_is_refused_and_the_victims_file_is_unchanged() {
     }
     std::os::unix::fs::lchown(cpu.join("seq"), Some(MALLORY_UID), Some(MALLORY_UID)).unwrap();
     let out = m.command(path_str(&exe), Some(OTHER_UID)).env("HOME", &home).args(COMMIT).output().unwrap();
-    assert_refused(&out, &root, &[&format!("owned by uid {MALLORY_UID}, not by this user (uid {OTHER_UID})")]);
     assert_untouched(&notes);
+    assert_refused(&out, &root, &[&format!("owned by uid {MALLORY_UID}, not by this user (uid {OTHER_UID})")]);
 }
 
 /// A default root that another user made first is refused, whatever its mode.
@@ -393,8 +397,12 @@ fn two_users_commit_side_by_side_with_a_queue_each() {
     let wait = [&COMMIT[..8], &["30s"]].concat();
     for round in 0..3 {
         let mine = m.command(path_str(&exe), None).args(&wait).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn();
-        let theirs =
-            m.command(path_str(&exe), Some(OTHER_UID)).args(&wait).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn();
+        let theirs = m
+            .command(path_str(&exe), Some(OTHER_UID))
+            .args(&wait)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn();
         let (mine, theirs) = (mine.unwrap().wait_with_output().unwrap(), theirs.unwrap().wait_with_output().unwrap());
         assert_eq!(root_of(&mine), want, "round {round}: this user's commit");
         assert_eq!(root_of(&theirs), want, "round {round}: uid {OTHER_UID}'s commit");
