@@ -438,4 +438,31 @@ mod tests {
         assert!(err.to_string().contains("cannot read the trace file"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
+
+    /// A file that shrinks or grows after it was checked and opened: a typed error, after reading
+    /// no more than the shape's bytes.
+    #[test]
+    fn a_file_that_changes_length_while_read_is_an_error() {
+        let dir = std::env::temp_dir().join(format!("prover-input-change-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.bin");
+        let shape = MatrixShape::new(8, 4).unwrap();
+        let data = synthetic_trace(shape, 3);
+        for (what, new_len) in [("shrinks", 100u64), ("grows", 4096)] {
+            write_u64_file(&path, &data).unwrap();
+            let file = open_trace(&path, shape).unwrap();
+            // Another writer changes the file between the check and the read.
+            std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(new_len).unwrap();
+            let mut out = vec![0u64; shape.len()];
+            let msg = read_opened(&file, &path, shape, &mut out, 5).unwrap_err().to_string();
+            assert!(msg.contains("the trace file changed while reading"), "{what}: {msg}");
+        }
+        // Unchanged, the same calls read it.
+        write_u64_file(&path, &data).unwrap();
+        let file = open_trace(&path, shape).unwrap();
+        let mut out = vec![0u64; shape.len()];
+        read_opened(&file, &path, shape, &mut out, 5).unwrap();
+        assert_eq!(out, data);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -365,4 +365,87 @@ mod tests {
         res.release(b);
         let _ = fs::remove_dir_all(&root);
     }
+
+    /// The queue number never repeats one a live reservation has, even when `seq` was lost or
+    /// garbled; `seq` is replaced through a new file, never rewritten in place.
+    #[test]
+    fn queue_numbers_survive_a_lost_or_garbled_seq() {
+        let root = temp_root("seq");
+        let res = Reservations::open(&root, "dev").unwrap();
+        let a = res.enqueue(1).unwrap();
+        let b = res.enqueue(1).unwrap();
+        assert_eq!((a.seq, b.seq), (0, 1));
+        let seq = res.dir().join(SEQ);
+        for garbage in ["", "not a number\n", "0\n"] {
+            fs::write(&seq, garbage).unwrap();
+            let c = res.enqueue(1).unwrap();
+            assert_eq!(c.seq, 2, "seq {garbage:?}: must follow the live reservations");
+            res.release(c);
+        }
+        fs::remove_file(&seq).unwrap();
+        let c = res.enqueue(1).unwrap();
+        assert_eq!(c.seq, 2);
+        assert_eq!(fs::read_to_string(&seq).unwrap(), "3\n");
+        // A hard link to `seq` keeps its old bytes: the file is replaced, not rewritten.
+        let other = root.join("seq-link");
+        fs::hard_link(&seq, &other).unwrap();
+        let d = res.enqueue(1).unwrap();
+        assert_eq!(
+            (fs::read_to_string(&other).unwrap().as_str(), fs::read_to_string(&seq).unwrap().as_str()),
+            ("3\n", "4\n")
+        );
+        for r in [a, b, c, d] {
+            res.release(r);
+        }
+        let _ = fs::remove_dir_all(&root);
+    }
+
+    /// A live reservation longer than one line, a FIFO or another user's file in the queue is
+    /// refused with the typed error naming it: never read without bound, waited on, or trusted.
+    #[cfg(unix)]
+    #[test]
+    fn oversized_special_and_foreign_entries_are_refused() {
+        let root = temp_root("entries");
+        let res = Reservations::open(&root, "dev").unwrap();
+        // A live (locked) reservation whose file grew past one line.
+        let a = res.enqueue(1).unwrap();
+        let path = res.dir().join(&a.name);
+        fs::write(&path, format!("1 waiting{}", " ".repeat(1000))).unwrap();
+        let err = res.view().unwrap_err().to_string();
+        assert!(err.contains(&a.name) && err.contains("more than 256 B"), "{err}");
+        res.release(a);
+        // A FIFO named like a reservation.
+        let fifo = res.dir().join("r-00000000000000000099-1");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        match res.view().unwrap_err() {
+            FsError::Unsafe { path, problem, fix } => {
+                assert_eq!(path, fifo);
+                assert!(problem.contains("a FIFO") && fix.contains("remove it"), "{problem}; {fix}");
+            }
+            e => panic!("expected the unsafe-path refusal, got {e}"),
+        }
+        fs::remove_file(&fifo).unwrap();
+        assert_eq!(res.view().unwrap(), QueueView::default());
+        // Another user's file (needs root to make one).
+        if rustix::process::geteuid().is_root() {
+            let foreign = res.dir().join("r-00000000000000000098-1");
+            fs::write(&foreign, "1 admitted\n").unwrap();
+            std::os::unix::fs::chown(&foreign, Some(65534), Some(65534)).unwrap();
+            let err = res.view().unwrap_err().to_string();
+            assert!(err.contains("owned by uid 65534, not by this user (uid 0)"), "{err}");
+            // The conversion the CLI prints and exits with.
+            let err: crate::ProverError = res.view().unwrap_err().into();
+            assert!(matches!(err, crate::ProverError::UnsafePath { .. }) && err.exit_code() == crate::EXIT_USAGE);
+        } else {
+            println!("SKIPPED the foreign-owner case: needs root to chown a file");
+        }
+        let _ = fs::remove_dir_all(&root);
+    }
 }
