@@ -350,7 +350,7 @@ fn fifos_and_directories_in_the_queue_are_refused_without_hanging() {
             if fifo {
                 rustix::fs::mknodat(
                     rustix::fs::CWD,
-                    &cpu.join(name),
+                    cpu.join(name),
                     rustix::fs::FileType::Fifo,
                     rustix::fs::Mode::from_raw_mode(0o600),
                     0,
