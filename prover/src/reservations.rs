@@ -3,7 +3,7 @@
 //! A directory per device (named by its key, e.g. the CUDA UUID) holds:
 //! - `lock`: every reader and writer holds an exclusive `flock` on it for one short scan or
 //!   update, never while waiting, so the directory is always seen in a consistent state;
-//! - `seq`: the next queue number (decimal text);
+//! - `seq`: the next queue number (decimal text), replaced through `seq.tmp` and a rename;
 //! - `r-<seq>-<pid>`: one reservation, `"<bytes> waiting"`, `"<bytes> admitted"` (its commit may
 //!   still be allocating) or `"<bytes> settled"` (its commit has made its last allocation, so the
 //!   driver's free memory already counts it). Its owner holds an exclusive `flock` on it from
@@ -16,6 +16,14 @@
 //!
 //! **Order.** Queue numbers are handed out under the directory lock, so they follow arrival;
 //! a reservation is admitted only when no older one is still waiting (first come, first served).
+//!
+//! **One user's.** The root and the device's directory are [`PrivateDir`]s: created `0700`,
+//! refused unless owned by the effective user, not writable by group or others and not symbolic
+//! links, then used through their descriptors. Every file is opened relative to the directory
+//! without following links or blocking, refused unless a regular file of the same user, and read
+//! through a small bound. Another user can therefore neither redirect a write of the queue nor
+//! forge or stall a reservation; each user has a queue of their own, and users see each other
+//! only through the driver's free memory (`docs/files-and-permissions.md`).
 //!
 //! `flock` locks belong to an open file description, so two threads of one process that each
 //! open a reservation see each other exactly as two processes do.
