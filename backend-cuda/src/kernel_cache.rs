@@ -14,6 +14,11 @@
 //!   fix, turns the cache off (with a warning) instead of being trusted.
 //! - **Checked before use:** an entry is a header (magic, payload length, BLAKE3 of the payload)
 //!   and the payload; a truncated or corrupt entry is detected, recompiled and replaced.
+//! - **Only regular files, of bounded size:** an entry is opened without following symbolic
+//!   links and without blocking, and must be a regular file of this user of at most
+//!   [`MAX_ENTRY_BYTES`]; it is read through that bound. Anything else in its place (a link to
+//!   `/dev/zero`, a FIFO, a directory, another user's file, a file far larger than any image) is
+//!   a miss with one warning: never followed, never read without bound, never waited on.
 //! - **Safe under concurrency:** an entry is written to a private temporary file in the same
 //!   directory and renamed over the final name, so a reader sees either no entry or a whole one,
 //!   whatever number of processes compile the same kernel at once.
@@ -36,6 +41,10 @@ const FORMAT: &[u8] = b"stark-commit kernel cache v1";
 const MAGIC: &[u8; 8] = b"SCKC\x01\0\0\0";
 /// Magic, payload length (u64 LE), BLAKE3 of the payload.
 const HEADER: usize = 8 + 8 + 32;
+/// The largest entry read or stored, header included: 64 MiB. The largest image (a CUBIN of
+/// every kernel of one file for one architecture) is a few MiB; an entry beyond this bound is
+/// not a cache entry of ours.
+pub(crate) const MAX_ENTRY_BYTES: u64 = 64 << 20;
 
 /// The key of one compiled image: a hex BLAKE3 digest of its inputs.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -76,6 +85,9 @@ enum Problem {
     Corrupt,
     /// An entry could not be written.
     Unwritable,
+    /// Something other than a regular file of this user of bounded size stood where an entry
+    /// should be (a symbolic link, a FIFO, a device, a directory, an oversized file).
+    NotAnEntry,
 }
 
 /// An on-disk cache of kernel images in one directory.
@@ -84,7 +96,7 @@ pub(crate) struct KernelCache {
     dir: Option<PathBuf>,
     /// The directory after its ownership and permission checks (`None`: unusable).
     checked: OnceLock<Option<PathBuf>>,
-    warned: [AtomicBool; 3],
+    warned: [AtomicBool; 4],
     /// Every warning printed, for tests and reports.
     warnings: Mutex<Vec<String>>,
 }
@@ -145,10 +157,25 @@ impl KernelCache {
         match read_entry(&path) {
             Ok(Some(image)) => return Ok((image, ImageOrigin::Cache)),
             Ok(None) => {}
-            Err(why) => self.warn(Problem::Corrupt, format!("{}: {why}; recompiling", path.display())),
+            Err(Unusable::Corrupt(why)) => {
+                self.warn(Problem::Corrupt, format!("{}: {why}; recompiling", path.display()));
+            }
+            Err(Unusable::NotAnEntry(why)) => self.warn(
+                Problem::NotAnEntry,
+                format!("{}: {why}; treated as a miss, recompiling and replacing it", path.display()),
+            ),
         }
         let image = compile()?;
-        if let Err(e) = write_entry(dir, &path, &image) {
+        if (HEADER + image.len()) as u64 > MAX_ENTRY_BYTES {
+            self.warn(
+                Problem::Unwritable,
+                format!(
+                    "not storing {}: the image is {} B, more than an entry may hold ({MAX_ENTRY_BYTES} B)",
+                    path.display(),
+                    image.len()
+                ),
+            );
+        } else if let Err(e) = write_entry(dir, &path, &image) {
             self.warn(Problem::Unwritable, format!("cannot store {}: {e}", path.display()));
         }
         Ok((image, ImageOrigin::Compiled))
@@ -232,24 +259,107 @@ fn prepare_dir(dir: &Path) -> std::result::Result<(), String> {
     Ok(())
 }
 
-/// Reads an entry: `Ok(None)` when there is none, `Err` with the reason when it is unreadable,
-/// truncated or does not match its hash.
-fn read_entry(path: &Path) -> std::result::Result<Option<Vec<u8>>, String> {
-    let bytes = match fs::read(path) {
-        Ok(b) => b,
+/// Why an entry was not used.
+#[derive(Debug)]
+enum Unusable {
+    /// Unreadable, truncated or not matching its hash.
+    Corrupt(String),
+    /// Not a regular file of this user of at most [`MAX_ENTRY_BYTES`].
+    NotAnEntry(String),
+}
+
+/// Opens an entry without following a symbolic link and without blocking (a FIFO in its place
+/// would otherwise wait for a writer), and checks that it is a regular file of this user of at
+/// most [`MAX_ENTRY_BYTES`]: `Ok(None)` when there is none.
+fn open_entry(path: &Path) -> std::result::Result<Option<(fs::File, u64)>, Unusable> {
+    let mut opts = fs::OpenOptions::new();
+    opts.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut opts, libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    #[cfg(not(unix))]
+    {
+        if fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(Unusable::NotAnEntry("a symbolic link, not a regular file (not followed)".into()));
+        }
+    }
+    let file = match opts.open(path) {
+        Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("unreadable ({e})")),
+        Err(e) => {
+            let link = fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+            return Err(if link {
+                let to = fs::read_link(path).map(|t| format!(" to {}", t.display())).unwrap_or_default();
+                Unusable::NotAnEntry(format!("a symbolic link{to}, not a regular file (not followed)"))
+            } else if fs::symlink_metadata(path).is_ok_and(|m| !m.is_file()) {
+                Unusable::NotAnEntry(format!("not a regular file ({e})"))
+            } else {
+                Unusable::Corrupt(format!("unreadable ({e})"))
+            });
+        }
     };
+    let meta = file.metadata().map_err(|e| Unusable::Corrupt(format!("cannot inspect it ({e})")))?;
+    if !meta.is_file() {
+        return Err(Unusable::NotAnEntry(format!("{}, not a regular file", kind_of(&meta.file_type()))));
+    }
+    if meta.len() > MAX_ENTRY_BYTES {
+        return Err(Unusable::NotAnEntry(format!("{} B, more than any entry holds ({MAX_ENTRY_BYTES} B)", meta.len())));
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt as _;
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let me = unsafe { libc::geteuid() };
+        if meta.uid() != me {
+            return Err(Unusable::NotAnEntry(format!("owned by uid {}, not by this user (uid {me})", meta.uid())));
+        }
+    }
+    Ok(Some((file, meta.len())))
+}
+
+/// What a file type is, in words.
+fn kind_of(t: &fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt as _;
+        if t.is_fifo() {
+            return "a FIFO";
+        }
+        if t.is_char_device() {
+            return "a character device";
+        }
+        if t.is_block_device() {
+            return "a block device";
+        }
+        if t.is_socket() {
+            return "a socket";
+        }
+    }
+    if t.is_dir() { "a directory" } else { "a special file" }
+}
+
+/// Reads an entry: `Ok(None)` when there is none, `Err` with the reason when it is not a regular
+/// file of bounded size ([`open_entry`]), unreadable, truncated or does not match its hash.
+fn read_entry(path: &Path) -> std::result::Result<Option<Vec<u8>>, Unusable> {
+    use std::io::Read as _;
+    let Some((file, len)) = open_entry(path)? else { return Ok(None) };
+    let mut bytes = Vec::with_capacity(len as usize);
+    // Through the bound even if the file grows after the check.
+    file.take(MAX_ENTRY_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Unusable::Corrupt(format!("unreadable ({e})")))?;
+    if bytes.len() as u64 > MAX_ENTRY_BYTES {
+        return Err(Unusable::NotAnEntry(format!("grew past {MAX_ENTRY_BYTES} B while read")));
+    }
     if bytes.len() < HEADER || &bytes[..8] != MAGIC {
-        return Err(format!("not a cache entry ({} bytes, bad header)", bytes.len()));
+        return Err(Unusable::Corrupt(format!("not a cache entry ({} bytes, bad header)", bytes.len())));
     }
     let len = u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes"));
     let payload = &bytes[HEADER..];
     if payload.len() as u64 != len {
-        return Err(format!("truncated: {} payload bytes, the header says {len}", payload.len()));
+        return Err(Unusable::Corrupt(format!("truncated: {} payload bytes, the header says {len}", payload.len())));
     }
     if blake3::hash(payload).as_bytes() != &bytes[16..HEADER] {
-        return Err("content does not match its hash".into());
+        return Err(Unusable::Corrupt("content does not match its hash".into()));
     }
     Ok(Some(payload.to_vec()))
 }
@@ -436,6 +546,138 @@ mod tests {
         // A healthy entry is then a hit.
         let (_, o) = cache.get_or_compile(&key, compile_counted(&n, "hash")).unwrap();
         assert_eq!(o, ImageOrigin::Cache);
+    }
+
+    /// Runs one lookup of `key` in a fresh cache on `d` on another thread, failing if it does
+    /// not finish within 10 s (a hostile entry must never hang or read without bound).
+    fn lookup_in_time(d: &Path, key: &CacheKey, seed: &'static str) -> (Vec<u8>, ImageOrigin, Vec<String>) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (d, key) = (d.to_owned(), key.clone());
+        std::thread::spawn(move || {
+            let cache = KernelCache::at(&d);
+            let n = AtomicUsize::new(0);
+            let (img, o) = cache.get_or_compile(&key, compile_counted(&n, seed)).unwrap();
+            let _ = tx.send((img, o, cache.warnings()));
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(10))
+            .unwrap_or_else(|_| panic!("the lookup did not finish in 10 s: a hostile entry hung or ran unbounded"))
+    }
+
+    /// What stands where an entry should be is a miss with one warning, whatever it is, and the
+    /// lookup finishes at once: a link to `/dev/zero` (unbounded read), a FIFO (an open that
+    /// waits for a writer), a link to a valid entry elsewhere (not ours to trust), a directory
+    /// (not replaceable: the image is still returned), a file beyond the size bound.
+    #[cfg(unix)]
+    #[test]
+    fn entries_that_are_not_regular_files_are_misses_with_a_warning_and_never_hang() {
+        let dir = TempDir::new("hostile");
+        let d = dir.0.join("k");
+        let key = CacheKey::new(&[b"hostile.cu"]);
+        let n = AtomicUsize::new(0);
+        KernelCache::at(&d).get_or_compile(&key, compile_counted(&n, "hostile")).unwrap();
+        let path = d.join(key.file_name());
+        let good = fs::read(&path).unwrap();
+        let elsewhere = dir.0.join("valid-entry-elsewhere.bin");
+        fs::write(&elsewhere, &good).unwrap();
+        let mkfifo = |p: &Path| {
+            let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+            // SAFETY: `c` is a NUL-terminated path that outlives the call.
+            assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo {}", p.display());
+        };
+        type Plant = Box<dyn Fn(&Path)>;
+        let cases: Vec<(&str, Plant, &str, bool)> = vec![
+            (
+                "a link to /dev/zero",
+                Box::new(|p| std::os::unix::fs::symlink("/dev/zero", p).unwrap()),
+                "symbolic link to /dev/zero",
+                true,
+            ),
+            ("a FIFO", Box::new(mkfifo), "a FIFO, not a regular file", true),
+            (
+                "a link to a valid entry",
+                Box::new(move |p| std::os::unix::fs::symlink(&elsewhere, p).unwrap()),
+                "not followed",
+                true,
+            ),
+            (
+                "an oversized file",
+                Box::new(|p| fs::File::create(p).unwrap().set_len(MAX_ENTRY_BYTES + 1).unwrap()),
+                "more than any entry holds",
+                true,
+            ),
+            (
+                "a directory",
+                Box::new(|p| fs::create_dir_all(p.join("inner")).unwrap()),
+                "a directory, not a regular file",
+                false,
+            ),
+        ];
+        for (what, plant, words, replaced) in cases {
+            let _ = fs::remove_file(&path);
+            plant(&path);
+            let t0 = std::time::Instant::now();
+            let (img, o, warnings) = lookup_in_time(&d, &key, "hostile");
+            assert_eq!((o, img), (ImageOrigin::Compiled, fake_image("hostile")), "{what}: must be a miss");
+            let hostile: Vec<_> = warnings.iter().filter(|w| w.contains("treated as a miss")).collect();
+            assert_eq!(hostile.len(), 1, "{what}: one warning: {warnings:?}");
+            assert!(hostile[0].contains(words) && hostile[0].contains(&key.file_name()), "{what}: {warnings:?}");
+            assert!(t0.elapsed() < std::time::Duration::from_secs(10), "{what}: took {:?}", t0.elapsed());
+            if replaced {
+                // The rename replaced what was planted (a link is replaced, not written through).
+                let meta = fs::symlink_metadata(&path).unwrap();
+                assert!(meta.is_file(), "{what}: not replaced by a regular file");
+                assert_eq!(fs::read(&path).unwrap(), good, "{what}");
+            } else {
+                assert!(warnings.iter().any(|w| w.contains("cannot store")), "{what}: {warnings:?}");
+                fs::remove_dir_all(&path).unwrap();
+            }
+        }
+        // The valid file the link pointed to is untouched.
+        assert_eq!(fs::read(dir.0.join("valid-entry-elsewhere.bin")).unwrap(), good);
+        // One cache meeting several hostile entries warns once for the kind.
+        let cache = KernelCache::at(&d);
+        for i in 0..3 {
+            let k = CacheKey::new(&[format!("many-{i}").as_bytes()]);
+            std::os::unix::fs::symlink("/dev/zero", d.join(k.file_name())).unwrap();
+            let (img, o) = cache.get_or_compile(&k, compile_counted(&n, "many")).unwrap();
+            assert_eq!((o, img), (ImageOrigin::Compiled, fake_image("many")));
+        }
+        assert_eq!(cache.warnings().len(), 1, "{:?}", cache.warnings());
+    }
+
+    /// An entry another user owns (planted while the directory was open to others, before it
+    /// was tightened) is not trusted: a miss with a warning. Needs root to make such a file.
+    #[cfg(unix)]
+    #[test]
+    fn an_entry_of_another_user_is_a_miss() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            println!("SKIPPED an_entry_of_another_user_is_a_miss: needs root to chown a file");
+            return;
+        }
+        let dir = TempDir::new("foreign");
+        let d = dir.0.join("k");
+        let key = CacheKey::new(&[b"foreign.cu"]);
+        let n = AtomicUsize::new(0);
+        KernelCache::at(&d).get_or_compile(&key, compile_counted(&n, "planted")).unwrap();
+        let path = d.join(key.file_name());
+        std::os::unix::fs::chown(&path, Some(65534), Some(65534)).unwrap();
+        let (img, o, warnings) = lookup_in_time(&d, &key, "honest");
+        assert_eq!((o, img), (ImageOrigin::Compiled, fake_image("honest")), "a foreign entry must not load");
+        assert!(warnings.iter().any(|w| w.contains("owned by uid 65534")), "{warnings:?}");
+    }
+
+    /// An image larger than an entry may hold is returned and not stored.
+    #[test]
+    fn an_image_beyond_the_bound_is_not_stored() {
+        let dir = TempDir::new("huge");
+        let d = dir.0.join("k");
+        let cache = KernelCache::at(&d);
+        let key = CacheKey::new(&[b"huge"]);
+        let (img, o) = cache.get_or_compile(&key, || Ok(vec![7u8; MAX_ENTRY_BYTES as usize])).unwrap();
+        assert_eq!((o, img.len()), (ImageOrigin::Compiled, MAX_ENTRY_BYTES as usize));
+        assert!(!d.join(key.file_name()).exists());
+        assert!(cache.warnings().iter().any(|w| w.contains("more than an entry may hold")), "{:?}", cache.warnings());
     }
 
     #[test]

@@ -203,12 +203,16 @@ impl Admission {
     /// (e.g. [`crate::default_reservation_root`] and the CUDA device's UUID). Each process passes
     /// its own budget; the bytes admitted to all of them count against it.
     ///
+    /// `root` and the device's directory in it are created `0700` and must be the effective
+    /// user's alone: owned by them, not writable by group or others, not symbolic links.
+    ///
     /// # Errors
-    /// [`ProverError::Input`] when the directory cannot be created.
+    /// - [`ProverError::UnsafePath`] when `root` or the device's directory is not the user's
+    ///   alone (the message names it, what is wrong and the fix), or when a file of the queue is
+    ///   a symbolic link or not a regular file (then also from [`Admission::admit`]).
+    /// - [`ProverError::Input`] when the directory cannot be created or read.
     pub fn cross_process(budget: usize, timeout: Duration, root: &Path, device_key: &str) -> Result<Self> {
-        let res = Reservations::open(root, device_key).map_err(|e| {
-            ProverError::input(root.join(device_key), format!("cannot use the reservation directory: {e}"))
-        })?;
+        let res = Reservations::open(root, device_key)?;
         let device = format!("{device_key} (queue {})", res.dir().display());
         Ok(Self { inner: Inner::new(budget, Some(timeout), device, Some(res)) })
     }
@@ -238,11 +242,13 @@ impl Admission {
     /// admission the bytes held by every live process in its queue.
     ///
     /// # Errors
-    /// [`ProverError::Input`] when a cross-process admission's directory cannot be read.
+    /// [`ProverError::Input`] when a cross-process admission's directory cannot be read;
+    /// [`ProverError::UnsafePath`] when a file of its queue is a symbolic link or not a regular
+    /// file of this user.
     pub fn device_in_flight(&self) -> Result<usize> {
         match &self.inner.shared {
             None => Ok(self.in_flight()),
-            Some(res) => Ok(res.view().map_err(|e| self.io_error(res, e))?.admitted),
+            Some(res) => Ok(res.view()?.admitted),
         }
     }
 
@@ -262,7 +268,9 @@ impl Admission {
     ///   in flight: with the refusing policy, when they do not fit together now; with a waiting
     ///   policy, at once when the model alone exceeds the budget (it could never be admitted).
     /// - [`ProverError::WaitTimedOut`]: a waiting policy's timeout passed first.
-    /// - [`ProverError::Input`]: a cross-process admission's directory cannot be used.
+    /// - [`ProverError::Input`]: a cross-process admission's directory cannot be used;
+    ///   [`ProverError::UnsafePath`]: a file of its queue is a symbolic link or not a regular file
+    ///   of this user (nothing is written through it).
     pub fn admit_on(&self, model: &MemoryModel, memory: &dyn Fn() -> Option<DeviceMemory>) -> Result<Ticket> {
         let bytes = model.total();
         let start = Instant::now();
@@ -350,7 +358,7 @@ impl Admission {
     ) -> Result<Ticket> {
         let bytes = model.total();
         self.refuse_if_never_fits(model, 0)?;
-        let mut me = res.enqueue(bytes).map_err(|e| self.io_error(res, e))?;
+        let mut me = res.enqueue(bytes)?;
         loop {
             let mem = memory();
             let budget = self.inner.budget;
@@ -361,7 +369,7 @@ impl Admission {
                 Ok(why) => why,
                 Err(e) => {
                     res.release(me);
-                    return Err(self.io_error(res, e));
+                    return Err(e.into());
                 }
             };
             let Some(why) = why else {
@@ -374,10 +382,6 @@ impl Admission {
             }
             std::thread::sleep(deadline.map_or(POLL, |d| (d - now).min(POLL)));
         }
-    }
-
-    fn io_error(&self, res: &Reservations, e: std::io::Error) -> ProverError {
-        ProverError::input(res.dir(), format!("cannot use the reservation directory: {e}"))
     }
 }
 

@@ -7,8 +7,9 @@ pub const EXIT_OK: u8 = 0;
 /// Exit code of a refusal (the table does not fit the budget, or `prover plan` says it does not
 /// fit), an unavailable backend, or a device error.
 pub const EXIT_REFUSED_OR_DEVICE: u8 = 1;
-/// Exit code of a usage or input error: bad flags (clap uses 2 too), a bad input file, or a shape
-/// or parameter the commit rejects before touching a device.
+/// Exit code of a usage or input error: bad flags (clap uses 2 too), a bad input file, a shape or
+/// parameter the commit rejects before touching a device, or a path refused as unsafe
+/// ([`ProverError::UnsafePath`]: a reservation directory other users can write, a symbolic link).
 pub const EXIT_USAGE: u8 = 2;
 /// Exit code of a commit that waited for device memory (`--wait-for-memory`) until its timeout:
 /// nothing was allocated, and the same commit may succeed later or on another device.
@@ -72,20 +73,35 @@ pub enum ProverError {
     #[error("{0}")]
     ResultsDiffer(String),
 
+    /// A path the prover refuses to use because another user could redirect or forge what it
+    /// reads or writes there: a reservation directory that is not the caller's alone, a symbolic
+    /// link where a file of the queue or the `--out` file should be, something other than a
+    /// regular file. Nothing was written through it.
+    #[error("{path}: {problem}; {fix}")]
+    UnsafePath {
+        /// The path refused.
+        path: PathBuf,
+        /// What is wrong with it (owner, mode, file type), with the values found.
+        problem: String,
+        /// What to do about it.
+        fix: String,
+    },
+
     /// A command-line combination the CLI cannot run.
     #[error("{0}")]
     Usage(String),
 }
 
 impl ProverError {
-    /// The CLI exit code for this error: [`EXIT_USAGE`] for usage, input and validation errors,
+    /// The CLI exit code for this error: [`EXIT_USAGE`] for usage, input and validation errors and
+    /// unsafe paths,
     /// [`EXIT_WAIT_TIMED_OUT`] for a wait for memory that timed out, [`EXIT_REFUSED_OR_DEVICE`]
     /// for refusals, unavailable backends and device errors.
     pub fn exit_code(&self) -> u8 {
         use backend_api::Error as E;
         match self {
             ProverError::WaitTimedOut { .. } => EXIT_WAIT_TIMED_OUT,
-            ProverError::Usage(_) | ProverError::Input { .. } => EXIT_USAGE,
+            ProverError::Usage(_) | ProverError::Input { .. } | ProverError::UnsafePath { .. } => EXIT_USAGE,
             ProverError::Backend(
                 E::InvalidShape(_)
                 | E::InvalidArgument(_)

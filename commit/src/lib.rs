@@ -27,14 +27,15 @@ mod error;
 mod input;
 mod progress;
 mod reservations;
+mod secure_fs;
 
 pub use admission::{Admission, Blocked, DeviceMemory, POLL, Ticket};
 pub use commit::{CommitParams, CommitPlan, Commitment, PhaseTimings, TreePlan, commit, commit_admitted};
 pub use device_set::{DeviceSet, Job, JobOutcome, SetMember};
 pub use error::{EXIT_OK, EXIT_REFUSED_OR_DEVICE, EXIT_USAGE, EXIT_WAIT_TIMED_OUT, ProverError, Result};
 pub use input::{
-    TraceInput, check_trace_file, read_trace_file, read_trace_file_into, synthetic_trace, synthetic_trace_into,
-    write_u64_file,
+    TraceInput, check_output_file, check_trace_file, read_trace_file, read_trace_file_into, synthetic_trace,
+    synthetic_trace_into, write_u64_file,
 };
 pub use progress::{NoProgress, Phase, Progress};
 pub use reservations::default_reservation_root;

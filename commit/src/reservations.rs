@@ -3,7 +3,7 @@
 //! A directory per device (named by its key, e.g. the CUDA UUID) holds:
 //! - `lock`: every reader and writer holds an exclusive `flock` on it for one short scan or
 //!   update, never while waiting, so the directory is always seen in a consistent state;
-//! - `seq`: the next queue number (decimal text);
+//! - `seq`: the next queue number (decimal text), replaced through `seq.tmp` and a rename;
 //! - `r-<seq>-<pid>`: one reservation, `"<bytes> waiting"`, `"<bytes> admitted"` (its commit may
 //!   still be allocating) or `"<bytes> settled"` (its commit has made its last allocation, so the
 //!   driver's free memory already counts it). Its owner holds an exclusive `flock` on it from
@@ -17,23 +17,33 @@
 //! **Order.** Queue numbers are handed out under the directory lock, so they follow arrival;
 //! a reservation is admitted only when no older one is still waiting (first come, first served).
 //!
+//! **One user's.** The root and the device's directory are [`PrivateDir`]s: created `0700`,
+//! refused unless owned by the effective user, not writable by group or others and not symbolic
+//! links, then used through their descriptors. Every file is opened relative to the directory
+//! without following links or blocking, refused unless a regular file of the same user, and read
+//! through a small bound. Another user can therefore neither redirect a write of the queue nor
+//! forge or stall a reservation; each user has a queue of their own, and users see each other
+//! only through the driver's free memory (`docs/files-and-permissions.md`).
+//!
 //! `flock` locks belong to an open file description, so two threads of one process that each
 //! open a reservation see each other exactly as two processes do.
 
-use std::fs::{self, File, OpenOptions, TryLockError};
-use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::fs::{File, TryLockError};
+use std::io::{self, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+
+use crate::secure_fs::{FsError, Open, PrivateDir, read_small};
 
 /// One device's reservation directory.
 #[derive(Debug)]
 pub(crate) struct Reservations {
-    dir: PathBuf,
+    dir: PrivateDir,
 }
 
 /// A reservation this process holds; its file stays locked until it is dropped.
 #[derive(Debug)]
 pub(crate) struct Reservation {
-    path: PathBuf,
+    name: String,
     file: File,
     seq: u64,
     bytes: usize,
@@ -53,74 +63,105 @@ pub(crate) struct QueueView {
     pub(crate) ahead: usize,
 }
 
+/// The names of the directory's fixed files.
+const LOCK: &str = "lock";
+const SEQ: &str = "seq";
+
 impl Reservations {
     /// Opens (creating it if needed) the reservation directory of device `key` under `root`.
-    pub(crate) fn open(root: &Path, key: &str) -> io::Result<Self> {
-        let dir = root.join(sanitize(key));
-        fs::create_dir_all(&dir)?;
+    ///
+    /// `root` and the device's directory are created `0700` and must be owned by the effective
+    /// user, not writable by group or others, and not symbolic links (checked at every open);
+    /// otherwise [`FsError::Unsafe`] names the directory, what is wrong and the fix.
+    pub(crate) fn open(root: &Path, key: &str) -> Result<Self, FsError> {
+        let dir = PrivateDir::open_root(root)?.open_subdir(&sanitize(key))?;
         Ok(Self { dir })
     }
 
     /// The directory.
     pub(crate) fn dir(&self) -> &Path {
-        &self.dir
+        self.dir.path()
+    }
+
+    fn io(&self, name: &str, action: &'static str) -> impl FnOnce(io::Error) -> FsError + use<> {
+        let path = self.dir.path().join(name);
+        move |source| FsError::Io { path, action, source }
     }
 
     /// Holds the directory lock for the duration of `f`.
-    fn locked<T>(&self, f: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
-        let lock =
-            OpenOptions::new().create(true).truncate(false).read(true).write(true).open(self.dir.join("lock"))?;
-        lock.lock()?;
+    fn locked<T>(&self, f: impl FnOnce() -> Result<T, FsError>) -> Result<T, FsError> {
+        let lock = self.dir.open_file(LOCK, Open::CreateOrExisting)?.ok_or_else(|| FsError::Io {
+            path: self.dir.path().join(LOCK),
+            action: "open it",
+            source: io::ErrorKind::NotFound.into(),
+        })?;
+        lock.lock().map_err(self.io(LOCK, "lock it"))?;
         let out = f();
         // Closing the file drops the lock too; unlocking first keeps the order explicit.
         let _ = lock.unlock();
         out
     }
 
+    /// The next queue number: the one `seq` holds, and never one a live reservation already has
+    /// (should `seq` have been lost or garbled). Under the directory lock.
+    fn next_seq(&self) -> Result<u64, FsError> {
+        let stored = match self.dir.open_file(SEQ, Open::Existing)? {
+            Some(file) => read_small(&file, &self.dir.path().join(SEQ))?.trim().parse::<u64>().unwrap_or(0),
+            None => 0,
+        };
+        let used = self.dir.names()?.iter().filter_map(|n| parse_name(n)).max().map_or(0, |s| s.saturating_add(1));
+        Ok(stored.max(used))
+    }
+
     /// Joins the queue: a new `waiting` reservation of `bytes`, locked by this process.
-    pub(crate) fn enqueue(&self, bytes: usize) -> io::Result<Reservation> {
+    pub(crate) fn enqueue(&self, bytes: usize) -> Result<Reservation, FsError> {
         self.locked(|| {
-            let seq_path = self.dir.join("seq");
-            let seq = match fs::read_to_string(&seq_path) {
-                Ok(s) => s.trim().parse::<u64>().unwrap_or(0),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => 0,
-                Err(e) => return Err(e),
-            };
-            fs::write(&seq_path, format!("{}\n", seq + 1))?;
-            let path = self.dir.join(format!("r-{seq:020}-{}", std::process::id()));
-            let file = OpenOptions::new().create_new(true).read(true).write(true).open(&path)?;
+            let seq = self.next_seq()?;
+            // Written to a new file renamed over `seq`: never through a path someone could
+            // have pointed elsewhere.
+            self.dir.replace(SEQ, format!("{}\n", seq.saturating_add(1)).as_bytes())?;
+            let name = format!("r-{seq:020}-{}", std::process::id());
+            let file = self.dir.open_file(&name, Open::CreateNew)?.ok_or_else(|| FsError::Io {
+                path: self.dir.path().join(&name),
+                action: "create it",
+                source: io::ErrorKind::NotFound.into(),
+            })?;
             // Locked before the directory lock is released, so no scan ever sees it unlocked.
-            file.lock()?;
-            let mut r = Reservation { path, file, seq, bytes };
-            r.write_state(State::Waiting)?;
+            file.lock().map_err(self.io(&name, "lock it"))?;
+            let mut r = Reservation { name, file, seq, bytes };
+            r.write_state(State::Waiting).map_err(self.io(&r.name, "write it"))?;
             Ok(r)
         })
     }
 
     /// Scans the queue as `me` sees it, deleting the files of dead owners, then lets `decide`
     /// admit `me` (its state is rewritten to `admitted`) or not, all under the directory lock.
-    pub(crate) fn poll<T>(&self, me: &mut Reservation, decide: impl FnOnce(QueueView) -> (bool, T)) -> io::Result<T> {
+    pub(crate) fn poll<T>(
+        &self,
+        me: &mut Reservation,
+        decide: impl FnOnce(QueueView) -> (bool, T),
+    ) -> Result<T, FsError> {
         self.locked(|| {
             let view = self.scan(Some(me.seq))?;
             let (admit, out) = decide(view);
             if admit {
-                me.write_state(State::Admitted)?;
+                me.write_state(State::Admitted).map_err(self.io(&me.name, "write it"))?;
             }
             Ok(out)
         })
     }
 
     /// The queue as an outsider sees it (every live reservation), dead owners' files deleted.
-    pub(crate) fn view(&self) -> io::Result<QueueView> {
+    pub(crate) fn view(&self) -> Result<QueueView, FsError> {
         self.locked(|| self.scan(None))
     }
 
     /// Rewrites `me` to hold `bytes` (no more than before) and marks it settled: its commit has
     /// made its last allocation. Under the directory lock.
-    pub(crate) fn settle(&self, me: &mut Reservation, bytes: usize) -> io::Result<()> {
+    pub(crate) fn settle(&self, me: &mut Reservation, bytes: usize) -> Result<(), FsError> {
         self.locked(|| {
             me.bytes = bytes;
-            me.write_state(State::Settled)
+            me.write_state(State::Settled).map_err(self.io(&me.name, "write it"))
         })
     }
 
@@ -128,44 +169,37 @@ impl Reservations {
     pub(crate) fn release(&self, me: Reservation) {
         // Deleted under the directory lock so that no scan reads a half-gone reservation; if
         // anything fails the file stays, unlocked once `me` drops, and the next scan deletes it.
-        let _ = self.locked(|| fs::remove_file(&me.path));
+        let _ = self.locked(|| self.dir.remove(&me.name));
         drop(me);
     }
 
-    fn scan(&self, me: Option<u64>) -> io::Result<QueueView> {
+    fn scan(&self, me: Option<u64>) -> Result<QueueView, FsError> {
         let mut view = QueueView::default();
-        for entry in fs::read_dir(&self.dir)? {
-            let entry = entry?;
-            let name = entry.file_name();
-            let Some(seq) = name.to_str().and_then(parse_name) else { continue };
+        for name in self.dir.names()? {
+            let Some(seq) = parse_name(&name) else { continue };
             if Some(seq) == me {
                 continue;
             }
-            let path = entry.path();
-            let mut file = match OpenOptions::new().read(true).write(true).open(&path) {
-                Ok(f) => f,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(e),
-            };
+            // Not followed if it is a link, refused if it is not a regular file of this user.
+            let Some(file) = self.dir.open_file(&name, Open::Existing)? else { continue };
             match file.try_lock() {
                 Ok(()) => {
                     // Nobody holds it: its owner is gone (killed, crashed), so is its claim.
-                    let _ = fs::remove_file(&path);
+                    let _ = self.dir.remove(&name);
                     continue;
                 }
                 Err(TryLockError::WouldBlock) => {}
-                Err(TryLockError::Error(e)) => return Err(e),
+                Err(TryLockError::Error(e)) => return Err(self.io(&name, "lock it")(e)),
             }
-            let mut text = String::new();
-            file.read_to_string(&mut text)?;
-            let (bytes, state) = parse_state(&text).ok_or_else(|| {
-                io::Error::new(
+            let path = self.dir.path().join(&name);
+            let text = read_small(&file, &path)?;
+            let (bytes, state) = parse_state(&text).ok_or_else(|| FsError::Io {
+                path: path.clone(),
+                action: "read the reservation",
+                source: io::Error::new(
                     io::ErrorKind::InvalidData,
-                    format!(
-                        "{}: a live reservation reads {text:?}, expected \"<bytes> waiting|admitted|settled\"",
-                        path.display()
-                    ),
-                )
+                    format!("a live reservation reads {text:?}, expected \"<bytes> waiting|admitted|settled\""),
+                ),
             })?;
             match state {
                 State::Waiting => {
@@ -238,7 +272,10 @@ pub(crate) fn sanitize(key: &str) -> String {
 }
 
 /// Where reservation directories live by default: `$XDG_RUNTIME_DIR/stark-commit` when that
-/// variable names a directory (per user, cleared at logout), else `<temp>/stark-commit-<uid>`.
+/// variable names a directory (per user, cleared at logout), else `<temp>/stark-commit-<uid>`
+/// (the effective uid). Each user has a queue of their own there; the directory is created `0700`
+/// and refused when it is not the user's alone (another user may have made it first in a shared
+/// temporary directory): see `docs/files-and-permissions.md`.
 pub fn default_reservation_root() -> PathBuf {
     if let Some(dir) = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from).filter(|d| d.is_dir()) {
         return dir.join("stark-commit");
@@ -246,23 +283,26 @@ pub fn default_reservation_root() -> PathBuf {
     std::env::temp_dir().join(format!("stark-commit-{}", user_tag()))
 }
 
-/// The user id on Unix (the owner of `/proc/self`, or of the home directory), else the user name.
+/// The effective user id on Unix, else the user name.
 fn user_tag() -> String {
     #[cfg(unix)]
     {
-        use std::os::unix::fs::MetadataExt;
-        if let Some(meta) =
-            fs::metadata("/proc/self").ok().or_else(|| std::env::var_os("HOME").and_then(|h| fs::metadata(h).ok()))
-        {
-            return meta.uid().to_string();
-        }
+        rustix::process::geteuid().as_raw().to_string()
     }
-    std::env::var("USER").or_else(|_| std::env::var("USERNAME")).map(|u| sanitize(&u)).unwrap_or_else(|_| "user".into())
+    #[cfg(not(unix))]
+    {
+        std::env::var("USERNAME")
+            .or_else(|_| std::env::var("USER"))
+            .map(|u| sanitize(&u))
+            .unwrap_or_else(|_| "user".into())
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use std::fs;
 
     fn temp_root(name: &str) -> PathBuf {
         let root = std::env::temp_dir().join(format!("stark-commit-test-{}-{name}", std::process::id()));
@@ -318,7 +358,7 @@ mod tests {
         let res = Reservations::open(&root, "dev").unwrap();
         let mut a = res.enqueue(100).unwrap();
         res.poll(&mut a, |_| (true, ())).unwrap();
-        let path = a.path.clone();
+        let path = res.dir().join(&a.name);
         // What the kernel does when the owner dies: the lock goes, the file stays.
         a.file.unlock().unwrap();
         std::mem::forget(a);
@@ -327,10 +367,93 @@ mod tests {
         assert!(!path.exists(), "a dead owner's file must be deleted by the scan");
         // A live reservation whose file was garbled is an error that names the file.
         let b = res.enqueue(1).unwrap();
-        fs::write(&b.path, "garbage").unwrap();
+        fs::write(res.dir().join(&b.name), "garbage").unwrap();
         let err = res.view().unwrap_err();
         assert!(err.to_string().contains("garbage") && err.to_string().contains("r-"), "{err}");
         res.release(b);
+        let _ = fs::remove_dir_all(&root);
+    }
+
+    /// The queue number never repeats one a live reservation has, even when `seq` was lost or
+    /// garbled; `seq` is replaced through a new file, never rewritten in place.
+    #[test]
+    fn queue_numbers_survive_a_lost_or_garbled_seq() {
+        let root = temp_root("seq");
+        let res = Reservations::open(&root, "dev").unwrap();
+        let a = res.enqueue(1).unwrap();
+        let b = res.enqueue(1).unwrap();
+        assert_eq!((a.seq, b.seq), (0, 1));
+        let seq = res.dir().join(SEQ);
+        for garbage in ["", "not a number\n", "0\n"] {
+            fs::write(&seq, garbage).unwrap();
+            let c = res.enqueue(1).unwrap();
+            assert_eq!(c.seq, 2, "seq {garbage:?}: must follow the live reservations");
+            res.release(c);
+        }
+        fs::remove_file(&seq).unwrap();
+        let c = res.enqueue(1).unwrap();
+        assert_eq!(c.seq, 2);
+        assert_eq!(fs::read_to_string(&seq).unwrap(), "3\n");
+        // A hard link to `seq` keeps its old bytes: the file is replaced, not rewritten.
+        let other = root.join("seq-link");
+        fs::hard_link(&seq, &other).unwrap();
+        let d = res.enqueue(1).unwrap();
+        assert_eq!(
+            (fs::read_to_string(&other).unwrap().as_str(), fs::read_to_string(&seq).unwrap().as_str()),
+            ("3\n", "4\n")
+        );
+        for r in [a, b, c, d] {
+            res.release(r);
+        }
+        let _ = fs::remove_dir_all(&root);
+    }
+
+    /// A live reservation longer than one line, a FIFO or another user's file in the queue is
+    /// refused with the typed error naming it: never read without bound, waited on, or trusted.
+    #[cfg(unix)]
+    #[test]
+    fn oversized_special_and_foreign_entries_are_refused() {
+        let root = temp_root("entries");
+        let res = Reservations::open(&root, "dev").unwrap();
+        // A live (locked) reservation whose file grew past one line.
+        let a = res.enqueue(1).unwrap();
+        let path = res.dir().join(&a.name);
+        fs::write(&path, format!("1 waiting{}", " ".repeat(1000))).unwrap();
+        let err = res.view().unwrap_err().to_string();
+        assert!(err.contains(&a.name) && err.contains("more than 256 B"), "{err}");
+        res.release(a);
+        // A FIFO named like a reservation.
+        let fifo = res.dir().join("r-00000000000000000099-1");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        match res.view().unwrap_err() {
+            FsError::Unsafe { path, problem, fix } => {
+                assert_eq!(path, fifo);
+                assert!(problem.contains("a FIFO") && fix.contains("remove it"), "{problem}; {fix}");
+            }
+            e => panic!("expected the unsafe-path refusal, got {e}"),
+        }
+        fs::remove_file(&fifo).unwrap();
+        assert_eq!(res.view().unwrap(), QueueView::default());
+        // Another user's file (needs root to make one).
+        if rustix::process::geteuid().is_root() {
+            let foreign = res.dir().join("r-00000000000000000098-1");
+            fs::write(&foreign, "1 admitted\n").unwrap();
+            std::os::unix::fs::chown(&foreign, Some(65534), Some(65534)).unwrap();
+            let err = res.view().unwrap_err().to_string();
+            assert!(err.contains("owned by uid 65534, not by this user (uid 0)"), "{err}");
+            // The conversion the CLI prints and exits with.
+            let err: crate::ProverError = res.view().unwrap_err().into();
+            assert!(matches!(err, crate::ProverError::UnsafePath { .. }) && err.exit_code() == crate::EXIT_USAGE);
+        } else {
+            println!("SKIPPED the foreign-owner case: needs root to chown a file");
+        }
         let _ = fs::remove_dir_all(&root);
     }
 }

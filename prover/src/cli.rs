@@ -3,7 +3,9 @@
 //!
 //! Exit codes: 0 success (and `plan`: the shape fits); 1 refusal (the table does not fit the
 //! budget, or `plan`: it does not fit), an unavailable backend or a device error; 2 a usage or
-//! input error (bad flags, a bad trace file, a shape or parameter the commit rejects).
+//! input error (bad flags, a bad trace file, a shape or parameter the commit rejects, an unsafe
+//! path: a reservation directory others can write, a symbolic link for `--out`); 3 a wait for
+//! memory that timed out.
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -30,7 +32,8 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
     version,
     about = "Commit STARK trace tables (coset LDE + Merkle trees + in-place transpose) on CPU, CUDA or wgpu",
     after_help = "Exit codes: 0 success (plan: fits); 1 refused / does not fit / backend unavailable / device \
-                  error; 2 usage or input error."
+                  error; 2 usage or input error, or an unsafe path (a reservation directory others can write, a \
+                  symbolic link for --out); 3 --wait-for-memory timed out."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -132,7 +135,8 @@ struct CommitArgs {
     /// Rows of the --input table.
     #[arg(long, requires = "input")]
     rows: Option<usize>,
-    /// A raw trace: rows*cols little-endian u64, row-major (needs --rows and --cols).
+    /// A raw trace: rows*cols little-endian u64, row-major (needs --rows and --cols); a regular
+    /// file (a FIFO, directory or device is refused).
     #[arg(long, value_name = "FILE", requires = "rows")]
     input: Option<PathBuf>,
     /// Coset shift (non-zero mod p).
@@ -140,7 +144,8 @@ struct CommitArgs {
     shift: u64,
     #[command(flatten)]
     run: RunArgs,
-    /// Write the column-major LDE here as raw little-endian u64.
+    /// Write the column-major LDE here as raw little-endian u64: through a new file renamed over
+    /// FILE (an existing regular file is replaced; a symbolic link, FIFO or device is refused).
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
     /// Queue the copy of the row-major LDE to host memory before the transpose, as a prover that
@@ -659,7 +664,9 @@ impl BackendVisitor for BatchOn<'_> {
     }
 }
 
-/// Refuses an `--out` path whose directory does not exist before any work is done.
+/// Refuses an `--out` path whose directory does not exist, that is a directory, a symbolic link
+/// or anything but a regular file, before any work is done (and [`write_u64_file`] checks again
+/// when it writes, through a new file renamed over the path).
 fn check_out_path(out: &std::path::Path) -> Result<()> {
     let dir = match out.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
@@ -671,7 +678,7 @@ fn check_out_path(out: &std::path::Path) -> Result<()> {
     if out.is_dir() {
         return Err(ProverError::input(out, "cannot write the LDE: the path is a directory"));
     }
-    Ok(())
+    crate::check_output_file(out)
 }
 
 /// The commit, written once for every backend.
