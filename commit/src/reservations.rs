@@ -416,12 +416,30 @@ mod tests {
         let root = temp_root("entries");
         let res = Reservations::open(&root, "dev").unwrap();
         // A live (locked) reservation whose file grew past one line.
+        // One of exactly the bound is read; one byte more is refused.
         let a = res.enqueue(1).unwrap();
         let path = res.dir().join(&a.name);
-        fs::write(&path, format!("1 waiting{}", " ".repeat(1000))).unwrap();
+        let line = format!("7 admitted{}", " ".repeat(246));
+        assert_eq!(line.len() as u64, crate::secure_fs::SMALL_FILE_MAX);
+        fs::write(&path, &line).unwrap();
+        assert_eq!(res.view().unwrap().admitted, 7);
+        fs::write(&path, format!("{line} ")).unwrap();
         let err = res.view().unwrap_err().to_string();
         assert!(err.contains(&a.name) && err.contains("more than 256 B"), "{err}");
         res.release(a);
+        // A socket where the lock should be (it cannot even be opened): refused, named.
+        let lock = res.dir().join(LOCK);
+        fs::remove_file(&lock).unwrap();
+        let listener = std::os::unix::net::UnixListener::bind(&lock).unwrap();
+        match res.view().unwrap_err() {
+            FsError::Unsafe { path, problem, .. } => {
+                assert_eq!(path, lock);
+                assert_eq!(problem, "a socket, where a regular file must be");
+            }
+            e => panic!("expected the unsafe-path refusal, got {e}"),
+        }
+        drop(listener);
+        fs::remove_file(&lock).unwrap();
         // A FIFO named like a reservation.
         let fifo = res.dir().join("r-00000000000000000099-1");
         rustix::fs::mknodat(

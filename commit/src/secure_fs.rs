@@ -139,10 +139,12 @@ mod imp {
         FsError::Io { path: path.to_owned(), action, source: io::Error::from(e) }
     }
 
-    /// Why opening `name` in `dirfd` without following links failed, when it is what was there
-    /// that refused it (a symbolic link, a directory where a file should be): then a typed
-    /// refusal naming it; otherwise the I/O error.
-    fn open_failure(dirfd: impl rustix::fd::AsFd, name: &Path, path: &Path, e: Errno, what: &str) -> FsError {
+    /// Why opening `name` in `dirfd` without following links failed: when what is there is not
+    /// of the `expected` type (a symbolic link, a socket, a regular file where a directory must
+    /// be), a typed refusal naming it; otherwise the I/O error.
+    fn open_failure(dirfd: impl rustix::fd::AsFd, name: &Path, path: &Path, e: Errno, expected: FileType) -> FsError {
+        let dir = expected == FileType::Directory;
+        let what = if dir { "a directory" } else { "a regular file" };
         match rustix::fs::statat(&dirfd, name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Symlink => {
                 let target = rustix::fs::readlinkat(&dirfd, name, Vec::new())
@@ -151,21 +153,17 @@ mod imp {
                 FsError::Unsafe {
                     path: path.to_owned(),
                     problem: format!("a symbolic link{target}, where {what} must be; it is not followed"),
-                    fix: if what.contains("directory") {
+                    fix: if dir {
                         "remove the link, or pass the directory it points to if that directory is yours alone".into()
                     } else {
                         REMOVE_FILE.into()
                     },
                 }
             }
-            Ok(st) if e == Errno::ISDIR || e == Errno::NOTDIR => FsError::Unsafe {
+            Ok(st) if FileType::from_raw_mode(st.st_mode) != expected => FsError::Unsafe {
                 path: path.to_owned(),
                 problem: format!("{}, where {what} must be", kind(&st)),
-                fix: if what.contains("directory") {
-                    "remove it, or pass another directory of your own".into()
-                } else {
-                    REMOVE_FILE.into()
-                },
+                fix: if dir { "remove it, or pass another directory of your own".into() } else { REMOVE_FILE.into() },
             },
             _ => io_err(path, "open it", e),
         }
@@ -261,7 +259,7 @@ mod imp {
                 Err(e) => return Err(io_err(&path, "create the directory", e)),
             }
             let fd = rustix::fs::openat(&at, name, DIR_FLAGS, Mode::empty())
-                .map_err(|e| open_failure(&at, name, &path, e, "a directory"))?;
+                .map_err(|e| open_failure(&at, name, &path, e, FileType::Directory))?;
             check_dir(&fd, &path)?;
             Ok(Self { fd, path })
         }
@@ -284,7 +282,7 @@ mod imp {
             let fd = match rustix::fs::openat(&self.fd, name, flags, Mode::RUSR | Mode::WUSR) {
                 Ok(fd) => fd,
                 Err(Errno::NOENT) if how == Open::Existing => return Ok(None),
-                Err(e) => return Err(open_failure(&self.fd, Path::new(name), &path, e, "a regular file")),
+                Err(e) => return Err(open_failure(&self.fd, Path::new(name), &path, e, FileType::RegularFile)),
             };
             let file = File::from(fd);
             check_file(&file, &path)?;

@@ -302,6 +302,23 @@ fn a_root_that_is_a_symlink_is_refused() {
     assert_eq!(std::fs::read_dir(&real).unwrap().count(), 0);
 }
 
+/// A regular file where the root or the device's directory should be is refused.
+#[test]
+fn a_root_that_is_a_regular_file_is_refused() {
+    let m = Machine::new("file-root");
+    let file = m.base.join("a-file");
+    precious(&file);
+    let out = m.prover(&[&COMMIT[..], &["--reservations", path_str(&file)]].concat());
+    assert_refused(&out, &file, &["a regular file, where a directory must be"]);
+    assert_untouched(&file);
+    let root = m.base.join("res");
+    std::fs::create_dir(&root).unwrap();
+    precious(&root.join("cpu"));
+    let out = m.prover(&[&COMMIT[..], &["--reservations", path_str(&root)]].concat());
+    assert_refused(&out, &root.join("cpu"), &["a regular file, where a directory must be"]);
+    assert_untouched(&root.join("cpu"));
+}
+
 /// Plants `name` in the device directory of a fresh private root as a link to a precious file,
 /// runs the commit and checks the refusal and the target.
 fn planted_link_is_refused(name: &str) {
