@@ -77,8 +77,9 @@ impl MemoryModel {
         let lde = lde_shape.bytes();
         let trace = if shape.snapshot { shape.lde.trace().bytes() } else { 0 };
         let twiddles = LdeTwiddles::bytes_for(shape.lde.log_trace_rows(), shape.lde.log_blowup());
-        let split = if shape.split { 2 } else { 1 };
-        let sum = [lde, trace, scratch, twiddles].iter().map(|&b| b as u128).sum::<u128>() + tree_bytes as u128 * split;
+        // At most two node arrays of (2 * 2^32 - 1) * 32 B each: far below usize::MAX.
+        let trees = tree_bytes * if shape.split { 2 } else { 1 };
+        let sum: u128 = [lde, trace, trees, scratch, twiddles].iter().map(|&b| b as u128).sum();
         if sum > usize::MAX as u128 {
             let elems = usize::try_from(sum / ELEM_BYTES as u128).unwrap_or(usize::MAX);
             return Err(Error::SizeOverflow {
@@ -86,7 +87,7 @@ impl MemoryModel {
                 elems,
             });
         }
-        Ok(Self { lde, trace, trees: tree_bytes * split as usize, scratch, twiddles })
+        Ok(Self { lde, trace, trees, scratch, twiddles })
     }
 
     /// The terms with their names, in report order.
