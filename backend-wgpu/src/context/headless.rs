@@ -41,12 +41,11 @@ pub enum QuietHeadless {
 /// of `main`, before any thread (rayon's pool, a runtime, a logger) starts:
 ///
 /// ```no_run
-/// fn main() {
-///     // First, while this is the only thread: `Quieted` or `NotNeeded`.
-///     let quiet = backend_wgpu::quiet_headless_vulkan();
-///     // ... construct `WgpuBackend`s from here on.
-/// #   let _ = quiet;
-/// }
+/// // The first statement of `main`, while this is the process's only thread: `Quieted`, or
+/// // `NotNeeded` where a compositor can be reached.
+/// let quiet = backend_wgpu::quiet_headless_vulkan();
+/// assert!(!matches!(quiet, backend_wgpu::QuietHeadless::OtherThreads { .. }));
+/// // ... construct `WgpuBackend`s from here on.
 /// ```
 ///
 /// A test harness runs tests on threads, so there it returns [`QuietHeadless::OtherThreads`]; set
