@@ -1,8 +1,10 @@
 //! Choosing a backend at run time: which are compiled in, which are usable here, and `auto`.
 //!
 //! The pipeline is generic over [`Backend`]; this module is the one place that names the
-//! concrete backends. A [`SelectedBackend`] hands its backend to a [`BackendVisitor`], so callers
-//! write their work once, generically.
+//! concrete backends. [`Registry::select_from`] picks the first usable backend of a fallback list
+//! (`"cuda,wgpu,cpu"`), with or without software adapters; [`Registry::select`] takes one name.
+//! A [`SelectedBackend`] runs work written once, generically: a body with
+//! [`with_backend!`](crate::with_backend), or a [`BackendVisitor`].
 //!
 //! # Ports
 //!
@@ -19,7 +21,8 @@
 //! [`AUTO_RANK_CUDA`], a hardware (non-software) wgpu adapter [`AUTO_RANK_WGPU`], and a port the
 //! rank it was given with [`Port::auto_rank`] (a port without one is never picked by `auto`).
 //! Between equal ranks the built-in backend comes first, then ports in registration order. The
-//! CPU comes last, always: it is always usable.
+//! CPU comes last, always: it is always usable. `auto` skips a software adapter (llvmpipe, WARP)
+//! and goes on; `select_from("auto", true)` accepts one, and an explicit `wgpu` always does.
 
 use std::marker::PhantomData;
 
