@@ -196,4 +196,100 @@ impl Error {
     pub fn is_out_of_memory(&self) -> bool {
         matches!(self, Error::OutOfMemory { .. } | Error::HostOutOfMemory { .. } | Error::InjectedFault { .. })
     }
+
+    /// Whether a memory budget refused the work before anything was allocated
+    /// ([`Error::Refused`]); [`Error::refusal`] gives its terms.
+    pub fn is_refused(&self) -> bool {
+        matches!(self, Error::Refused(_))
+    }
+
+    /// The refusal's terms (the model term by term, the budget, the bytes already admitted), when
+    /// a memory budget refused the work.
+    pub fn refusal(&self) -> Option<&Refusal> {
+        match self {
+            Error::Refused(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// Whether the caller's input was rejected before any device work: a shape, a parameter, a
+    /// scratch cap, a length, a range, a copy batch, a size that overflows, or a buffer of another
+    /// backend instance. The same input fails the same way on every backend; fix the input.
+    pub fn is_invalid_input(&self) -> bool {
+        matches!(
+            self,
+            Error::InvalidShape(_)
+                | Error::InvalidArgument(_)
+                | Error::ScratchTooSmall { .. }
+                | Error::LengthMismatch { .. }
+                | Error::OverlappingCopies { .. }
+                | Error::OutOfBounds { .. }
+                | Error::SizeOverflow { .. }
+                | Error::ForeignBuffer { .. }
+        )
+    }
+
+    /// Whether the device was lost ([`Error::DeviceLost`]): the backend instance and its buffers
+    /// are no longer usable; construct a new backend to go on.
+    pub fn is_device_lost(&self) -> bool {
+        matches!(self, Error::DeviceLost { .. })
+    }
+
+    /// Whether the device or its driver failed: a failed driver call ([`Error::Device`], its
+    /// driver error as [`std::error::Error::source`]), a kernel that did not compile, or a lost
+    /// device.
+    pub fn is_device_error(&self) -> bool {
+        matches!(self, Error::Device { .. } | Error::KernelCompile { .. } | Error::DeviceLost { .. })
+    }
+
+    /// Whether the backend cannot be used here at all ([`Error::BackendUnavailable`]: no driver,
+    /// no adapter, not compiled in).
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, Error::BackendUnavailable { .. })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::MemoryModel;
+
+    #[test]
+    fn each_error_answers_exactly_one_kind_question() {
+        let model = MemoryModel { lde: 64, trace: 0, trees: 32, scratch: 8, twiddles: 16 };
+        let refused = Error::Refused(Box::new(Refusal { model: model.clone(), budget: 100, in_flight: 0 }));
+        let cases: Vec<(Error, &str)> = vec![
+            (Error::InvalidShape("0 rows".into()), "invalid"),
+            (Error::InvalidArgument("shift 0".into()), "invalid"),
+            (Error::ScratchTooSmall { cap: 1, cols: 2, min: 24 }, "invalid"),
+            (Error::LengthMismatch { what: "trace", expected: 4, actual: 3 }, "invalid"),
+            (Error::OutOfBounds { what: "download", start: 0, end: 9, len: 8 }, "invalid"),
+            (Error::SizeOverflow { what: "alloc", elems: usize::MAX }, "invalid"),
+            (Error::ForeignBuffer { backend: "cpu", what: "lde" }, "invalid"),
+            (Error::OutOfMemory { backend: "cpu", requested: 8, free: 0, total: 8 }, "oom"),
+            (Error::InjectedFault { index: 0, bytes: 8 }, "oom"),
+            (refused, "refused"),
+            (Error::BackendUnavailable { backend: "cuda", reason: "no driver".into() }, "unavailable"),
+            (Error::Device { backend: "wgpu", op: "map".into(), source: "timeout".into() }, "device"),
+            (Error::KernelCompile { backend: "cuda", kernel: "lde.cu".into(), log: "error".into() }, "device"),
+            (Error::DeviceLost { backend: "wgpu", reason: "reset".into() }, "lost"),
+        ];
+        for (e, kind) in &cases {
+            let answers = [
+                ("invalid", e.is_invalid_input()),
+                ("oom", e.is_out_of_memory()),
+                ("refused", e.is_refused()),
+                ("unavailable", e.is_unavailable()),
+                ("device", e.is_device_error() && !e.is_device_lost()),
+                ("lost", e.is_device_lost()),
+            ];
+            let yes: Vec<&str> = answers.iter().filter(|a| a.1).map(|a| a.0).collect();
+            assert_eq!(yes, [*kind], "{e}");
+            assert_eq!(e.refusal().is_some(), *kind == "refused", "{e}");
+        }
+        // A lost device is a device error too.
+        assert!(cases.last().unwrap().0.is_device_error());
+        let r = cases[9].0.refusal().unwrap();
+        assert_eq!((r.model.total(), r.budget, r.in_flight), (120, 100, 0));
+    }
 }

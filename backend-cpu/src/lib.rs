@@ -41,6 +41,8 @@ mod transpose;
 
 use std::sync::Arc;
 
+#[cfg(doc)]
+use backend_api::Backend;
 use backend_api::{AllocTracker, CopyRange, DeviceInfo, HashKind, LdeParams, LeafSpec, MatrixShape, Result, TreeShape};
 
 pub use memory::{CpuBuffer, CpuDownload};

@@ -30,6 +30,10 @@
 //!   device `DeviceLost`, a wgpu error `Device`, a shader that does not compile `KernelCompile`,
 //!   and a shape beyond what one dispatch can bind `InvalidArgument` naming the limit. wgpu's uncaptured errors are captured, never
 //!   panics.
+//! - **Quiet on headless machines.** Without a display, Mesa's Vulkan layer prints
+//!   `error: XDG_RUNTIME_DIR is invalid` twice per instance although nothing failed; call
+//!   [`quiet_headless_vulkan`] first in `main` to switch that layer off (safely: it checks that
+//!   no other thread runs).
 
 mod context;
 mod copy;
@@ -49,7 +53,7 @@ use backend_api::{
     AllocTracker, CopyRange, DeviceInfo, HashKind, LdeParams, LeafSpec, MatrixShape, Preparation, Result, TreeShape,
 };
 
-pub use context::{DeviceTime, PipelinePrep, WgpuError};
+pub use context::{DeviceTime, PipelinePrep, QuietHeadless, WgpuError, quiet_headless_vulkan};
 pub use hash::SOFTWARE_MAX_LEAF_BYTES;
 pub use memory::{WgpuBuffer, WgpuDownload};
 

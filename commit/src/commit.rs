@@ -348,6 +348,78 @@ fn finish<B: Backend>(
 }
 
 impl<B: Backend> Commitment<B> {
+    /// The whole LDE on the host, column-major `lde_shape` (column `c` is the `N` elements from
+    /// `c * N` on, in natural row order): the evaluations of every column over the coset.
+    ///
+    /// Cost: one blocking download of `N * cols * 8` bytes into a new `Vec`, after all work
+    /// issued on `backend` before; the device buffer stays as it is. For one column,
+    /// [`Commitment::lde_column`] moves `N * 8` bytes.
+    ///
+    /// # Errors
+    /// [`Error::ForeignBuffer`] when `backend` is not the instance that made this commitment; a
+    /// device error from the copy or earlier work.
+    pub fn lde_to_host(&self, backend: &B) -> Result<Vec<u64>> {
+        Ok(backend.download_vec(&self.lde)?)
+    }
+
+    /// Column `col` of the LDE on the host: its `N` evaluations over the coset, in natural row
+    /// order.
+    ///
+    /// Cost: one blocking download of `N * 8` bytes (a contiguous range: the LDE is column-major),
+    /// after all work issued on `backend` before.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a column outside `0..cols`; as [`Commitment::lde_to_host`].
+    pub fn lde_column(&self, backend: &B, col: usize) -> Result<Vec<u64>> {
+        let (rows, cols) = (self.lde_shape.rows(), self.lde_shape.cols());
+        if col >= cols {
+            return Err(Error::InvalidArgument(format!(
+                "column {col} is outside 0..{cols} of the {rows} x {cols} LDE"
+            ))
+            .into());
+        }
+        let mut out = vec![0u64; rows];
+        backend.download(&self.lde, col * rows, &mut out)?;
+        Ok(out)
+    }
+
+    /// Waits for the row-major host copy of the LDE ([`CommitParams::host_copy`]) and takes it:
+    /// `N x cols` row-major, row `r` the `cols` elements from `r * cols` on. The commitment keeps
+    /// no copy, so a second call fails.
+    ///
+    /// Cost: the copy was queued before the leaves were hashed and ran beside the rest of the
+    /// commit, so this waits only for what of it is left (nothing, usually, since the roots'
+    /// download already waited for all device work); no further device memory or copy. The
+    /// host buffer is the backend's ([`Backend::alloc_host`] memory: page-locked on CUDA, given
+    /// back to its pool when dropped).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when the commit was made without `host_copy` or the copy was
+    /// already taken; a device error from the copy or from work queued before it.
+    pub fn wait_host_copy(&mut self) -> Result<B::HostBuffer> {
+        use backend_api::PendingDownload;
+        let pending = self.host_copy.take().ok_or_else(|| {
+            Error::InvalidArgument(
+                "this commitment holds no host copy: commit with `CommitParams { host_copy: true, .. }`, and take \
+                 the copy once"
+                    .into(),
+            )
+        })?;
+        Ok(pending.wait()?)
+    }
+
+    /// Root `tree` (0, or 1 of a split commit) as 64 lower-case hex digits, byte 0 first; `None`
+    /// past the last tree. Cost: none beyond formatting; the roots are already on the host.
+    pub fn root_hex(&self, tree: usize) -> Option<String> {
+        self.roots.get(tree).map(|r| backend_api::hex(r))
+    }
+
+    /// Every root as 64 lower-case hex digits, in tree order (one, or two for a split commit).
+    /// Cost: none beyond formatting.
+    pub fn roots_hex(&self) -> Vec<String> {
+        self.roots.iter().map(|r| backend_api::hex(r)).collect()
+    }
+
     /// The commitment with the seconds its admission took recorded in its timings.
     fn admitted_after(mut self, admission_seconds: f64) -> Self {
         self.timings.admission_seconds = admission_seconds;
@@ -389,5 +461,100 @@ impl<'a, B: Backend> Clock<'a, B> {
             total_seconds: self.start.elapsed().as_secs_f64(),
             admission_seconds: 0.0,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::progress::NoProgress;
+    use backend_cpu::CpuBackend;
+    use naive_reference as naive;
+
+    fn trace(rows: usize, cols: usize) -> Vec<u64> {
+        // Values above p too: the LDE reads them canonically.
+        (0..rows * cols).map(|i| (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)).collect()
+    }
+
+    #[test]
+    fn the_helpers_read_back_what_the_naive_lde_and_trees_give() {
+        let cpu = CpuBackend::new();
+        let (n, m, blowup, shift) = (16, 3, 4, 7);
+        let data = trace(n, m);
+        let params = CommitParams {
+            blowup,
+            shift,
+            split: Some(1),
+            host_copy: true,
+            layout: LeafLayout::LambdaVmPairs,
+            ..Default::default()
+        };
+        let mut c =
+            commit(&cpu, TraceInput::host(&data, MatrixShape::new(n, m).unwrap()), &params, &NoProgress).unwrap();
+        let rows_major = naive::coset_lde(&data, n, m, blowup, shift);
+        let big_n = n * blowup;
+        assert_eq!(c.lde_to_host(&cpu).unwrap(), naive::transpose(&rows_major, big_n, m));
+        for col in 0..m {
+            let want: Vec<u64> = (0..big_n).map(|r| rows_major[r * m + col]).collect();
+            assert_eq!(c.lde_column(&cpu, col).unwrap(), want, "column {col}");
+        }
+        let err = c.lde_column(&cpu, m).unwrap_err();
+        assert!(err.is_invalid_input() && err.to_string().contains("column 3 is outside 0..3"), "{err}");
+
+        // The row-major host copy, once.
+        assert_eq!(&c.wait_host_copy().unwrap()[..], &rows_major[..]);
+        let again = c.wait_host_copy().unwrap_err();
+        assert!(again.is_invalid_input() && again.to_string().contains("host_copy: true"), "{again}");
+
+        // Two trees over [0, 1) and [1, 3), lambda-vm pairs; roots as hex.
+        let roots: Vec<[u8; 32]> = [0..1, 1..3]
+            .into_iter()
+            .map(|r| {
+                naive::merkle_root(
+                    &naive::leaf_digests(&rows_major, m, HashKind::Keccak256, LeafLayout::LambdaVmPairs, r),
+                    HashKind::Keccak256,
+                )
+            })
+            .collect();
+        assert_eq!(c.roots, roots);
+        let hexes: Vec<String> = roots.iter().map(|r| r.iter().map(|b| format!("{b:02x}")).collect()).collect();
+        assert_eq!(c.roots_hex(), hexes);
+        assert_eq!(c.root_hex(1).as_deref(), Some(hexes[1].as_str()));
+        assert_eq!(c.root_hex(2), None);
+    }
+
+    #[test]
+    fn the_helpers_refuse_another_backend_s_commitment() {
+        let (a, b) = (CpuBackend::new(), CpuBackend::new());
+        let data = trace(4, 2);
+        let c =
+            commit(&a, TraceInput::host(&data, MatrixShape::new(4, 2).unwrap()), &CommitParams::default(), &NoProgress)
+                .unwrap();
+        let err = c.lde_to_host(&b).unwrap_err();
+        assert!(err.is_invalid_input() && matches!(err.backend_error(), Some(Error::ForeignBuffer { .. })), "{err}");
+        assert!(c.lde_column(&b, 0).is_err());
+        // Without `host_copy` there is none to wait for.
+        let mut c = c;
+        assert!(c.wait_host_copy().unwrap_err().is_invalid_input());
+    }
+
+    #[test]
+    fn a_refusal_is_asked_for_its_terms() {
+        let cpu = CpuBackend::new();
+        let data = trace(64, 5);
+        let params = CommitParams { budget: Some(4096), ..Default::default() };
+        let err = commit(&cpu, TraceInput::host(&data, MatrixShape::new(64, 5).unwrap()), &params, &NoProgress)
+            .err()
+            .expect("4 KiB holds no 128 x 5 LDE");
+        assert!(err.is_refused() && !err.is_invalid_input() && !err.is_out_of_memory() && !err.is_device_error());
+        let r = err.refusal().unwrap();
+        assert_eq!((r.budget, r.in_flight, r.model.lde), (4096, 0, 128 * 5 * 8));
+        assert_eq!(cpu.memory().live, 0, "a refused commit allocates nothing");
+        assert_eq!(err.exit_code(), crate::EXIT_REFUSED_OR_DEVICE);
+        let bad = commit(&cpu, TraceInput::host(&data[..10], MatrixShape::new(64, 5).unwrap()), &params, &NoProgress)
+            .err()
+            .unwrap();
+        assert!(bad.is_invalid_input() && !bad.is_refused() && bad.refusal().is_none(), "{bad}");
+        assert_eq!(bad.exit_code(), crate::EXIT_USAGE);
     }
 }

@@ -68,6 +68,16 @@ pub enum ProverError {
         budgets: Vec<(String, usize)>,
     },
 
+    /// No backend of a fallback list (the `prover` crate's `Registry::select_from`) could be constructed:
+    /// each one tried, with why it was skipped.
+    #[error("no backend of `{list}` is usable here: {}", tried.join("; "))]
+    NoBackendUsable {
+        /// The list as given.
+        list: String,
+        /// One `name: reason` per backend tried, in order.
+        tried: Vec<String>,
+    },
+
     /// Commits that must agree did not (the same table gave different roots on two devices): a
     /// bug, reported rather than hidden.
     #[error("{0}")]
@@ -98,28 +108,66 @@ impl ProverError {
     /// [`EXIT_WAIT_TIMED_OUT`] for a wait for memory that timed out, [`EXIT_REFUSED_OR_DEVICE`]
     /// for refusals, unavailable backends and device errors.
     pub fn exit_code(&self) -> u8 {
-        use backend_api::Error as E;
         match self {
             ProverError::WaitTimedOut { .. } => EXIT_WAIT_TIMED_OUT,
             ProverError::Usage(_) | ProverError::Input { .. } | ProverError::UnsafePath { .. } => EXIT_USAGE,
-            ProverError::Backend(
-                E::InvalidShape(_)
-                | E::InvalidArgument(_)
-                | E::ScratchTooSmall { .. }
-                | E::LengthMismatch { .. }
-                | E::OverlappingCopies { .. }
-                | E::OutOfBounds { .. }
-                | E::SizeOverflow { .. },
-            ) => EXIT_USAGE,
-            ProverError::Backend(_) | ProverError::NoDeviceFits { .. } | ProverError::ResultsDiffer(_) => {
-                EXIT_REFUSED_OR_DEVICE
-            }
+            ProverError::Backend(e) if e.is_invalid_input() => EXIT_USAGE,
+            ProverError::Backend(_)
+            | ProverError::NoDeviceFits { .. }
+            | ProverError::NoBackendUsable { .. }
+            | ProverError::ResultsDiffer(_) => EXIT_REFUSED_OR_DEVICE,
         }
     }
 
     /// An [`ProverError::Input`] for `path`.
     pub fn input(path: impl Into<PathBuf>, message: impl Into<String>) -> Self {
         ProverError::Input { path: path.into(), message: message.into() }
+    }
+
+    /// The backend's error inside, when this is one ([`ProverError::Backend`]).
+    pub fn backend_error(&self) -> Option<&backend_api::Error> {
+        match self {
+            ProverError::Backend(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// Whether a memory budget refused the commit before anything was allocated
+    /// ([`backend_api::Error::Refused`]); [`ProverError::refusal`] gives its terms.
+    pub fn is_refused(&self) -> bool {
+        self.refusal().is_some()
+    }
+
+    /// The refusal's terms when a memory budget refused the commit: the model term by term
+    /// ([`backend_api::memory::MemoryModel::terms`]), the budget and the bytes already admitted.
+    pub fn refusal(&self) -> Option<&backend_api::memory::Refusal> {
+        self.backend_error().and_then(backend_api::Error::refusal)
+    }
+
+    /// Whether the caller's input was rejected before any device work: a shape or parameter the
+    /// commit does not accept, a trace of the wrong length ([`backend_api::Error::is_invalid_input`]),
+    /// or an input file that cannot be used ([`ProverError::Input`]). Fix the input; retrying or
+    /// another backend gives the same error.
+    pub fn is_invalid_input(&self) -> bool {
+        matches!(self, ProverError::Input { .. })
+            || self.backend_error().is_some_and(backend_api::Error::is_invalid_input)
+    }
+
+    /// Whether the device ran out of memory (or page-locked host memory could not be had)
+    /// although admission let the commit in: the budget is above what the device really has free.
+    pub fn is_out_of_memory(&self) -> bool {
+        self.backend_error().is_some_and(backend_api::Error::is_out_of_memory)
+    }
+
+    /// Whether the device was lost: the backend and its buffers are no longer usable.
+    pub fn is_device_lost(&self) -> bool {
+        self.backend_error().is_some_and(backend_api::Error::is_device_lost)
+    }
+
+    /// Whether the device or its driver failed ([`backend_api::Error::is_device_error`]: a driver
+    /// call, a kernel compile, a lost device).
+    pub fn is_device_error(&self) -> bool {
+        self.backend_error().is_some_and(backend_api::Error::is_device_error)
     }
 }
 

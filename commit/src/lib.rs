@@ -17,6 +17,8 @@
 //!   device; the [`Ticket`] in a [`Commitment`] holds the bytes its buffers keep on the device.
 //!   A waiting admission queues commits that do not fit yet, in one process or across processes
 //!   ([`Admission::cross_process`]).
+//! - **One import.** [`prelude`] holds what a commit needs: the backend trait, shapes, hashes,
+//!   layouts, the pipeline, its errors and a refusal's terms.
 //! - **Many devices.** A [`DeviceSet`] places a batch of independent commits over several
 //!   devices (or logical shares of one) by their modelled bytes.
 
@@ -25,6 +27,7 @@ mod commit;
 pub mod device_set;
 mod error;
 mod input;
+pub mod prelude;
 mod progress;
 mod reservations;
 mod secure_fs;

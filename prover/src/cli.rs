@@ -261,30 +261,17 @@ pub fn main_with<P: Ports>(ports: P) -> ExitCode {
     }
 }
 
-/// Keeps a headless run's stderr free of window-system errors that are not errors.
-///
-/// wgpu 30 enables every window-system extension the Vulkan driver offers (it has no
-/// compute-only instance option), and Mesa's device-selection layer
-/// (`VK_LAYER_MESA_device_select`, installed with Mesa's Vulkan drivers) then connects to the
-/// Wayland display to put the display's GPU first. Where `XDG_RUNTIME_DIR` is unset or not an
-/// absolute path no compositor can be reached, and libwayland prints
-/// `error: XDG_RUNTIME_DIR is invalid or not set in the environment.` twice per Vulkan instance
-/// although nothing failed. There, this sets `NODEVICE_SELECT=1`, the layer's own off switch: the
-/// adapter choice is unchanged (wgpu ranks the adapters itself) and every real error still
-/// prints. Nothing is set when the user set `NODEVICE_SELECT` or `MESA_VK_DEVICE_SELECT` (a
-/// user who selects a device keeps the layer) or when `XDG_RUNTIME_DIR` is usable.
-///
-/// # Safety
-/// It changes the process environment, so no other thread may be running: call it first in
-/// `main`, as the `prover` binary does.
-pub unsafe fn quiet_headless_vulkan() {
-    let runtime_dir_usable = std::env::var_os("XDG_RUNTIME_DIR").is_some_and(|d| d.to_string_lossy().starts_with('/'));
-    let user_chose =
-        std::env::var_os("NODEVICE_SELECT").is_some() || std::env::var_os("MESA_VK_DEVICE_SELECT").is_some();
-    if !runtime_dir_usable && !user_chose {
-        // SAFETY: the caller guarantees that no other thread runs, so nothing reads the
-        // environment while it changes.
-        unsafe { std::env::set_var("NODEVICE_SELECT", "1") };
+/// Keeps a headless run's stderr free of window-system errors that are not errors: Mesa's
+/// Vulkan device-selection layer prints `error: XDG_RUNTIME_DIR is invalid` twice per Vulkan
+/// instance on a machine without a display. With the `wgpu` feature this is
+/// `backend_wgpu::quiet_headless_vulkan` (which sets `NODEVICE_SELECT=1` only where needed and
+/// only while no other thread runs, so it is safe); without it, no Vulkan instance is made and it
+/// does nothing. Call it first in `main`, as the `prover` binary does.
+pub fn quiet_headless_vulkan() {
+    #[cfg(feature = "wgpu")]
+    {
+        // Only `OtherThreads` would say it did nothing for want of safety: the caller's job.
+        let _ = backend_wgpu::quiet_headless_vulkan();
     }
 }
 
@@ -295,9 +282,16 @@ fn fail(e: &ProverError) -> ExitCode {
 }
 
 /// Restricts every subcommand's `--backend` to the registry's names, each with its description.
+/// A built-in backend that is not compiled in is accepted but not listed, so that asking for it
+/// says how to rebuild with it.
 fn with_backend_choices<P: Ports>(cmd: clap::Command, registry: &Registry<P>) -> clap::Command {
-    let choices: Vec<PossibleValue> =
-        registry.choices().into_iter().map(|(name, about)| PossibleValue::new(name).help(about)).collect();
+    let listed = registry.choices();
+    let hidden = ["cuda", "wgpu"].into_iter().filter(|b| !listed.iter().any(|c| c.0 == *b));
+    let choices: Vec<PossibleValue> = listed
+        .iter()
+        .map(|&(name, about)| PossibleValue::new(name).help(about))
+        .chain(hidden.map(|name| PossibleValue::new(name).hide(true)))
+        .collect();
     cmd.mut_subcommands(|sub| {
         sub.mut_args(|arg| {
             if arg.get_id() == "backend" { arg.value_parser(PossibleValuesParser::new(choices.clone())) } else { arg }

@@ -2,7 +2,7 @@
 //! memory, list the backends. The code lives in [`prover::cli`].
 
 fn main() -> std::process::ExitCode {
-    // SAFETY: the first statement of `main`: no other thread exists yet.
-    unsafe { prover::cli::quiet_headless_vulkan() };
+    // First, while no other thread exists.
+    prover::cli::quiet_headless_vulkan();
     prover::cli::main()
 }

@@ -1,8 +1,10 @@
 //! Choosing a backend at run time: which are compiled in, which are usable here, and `auto`.
 //!
 //! The pipeline is generic over [`Backend`]; this module is the one place that names the
-//! concrete backends. A [`SelectedBackend`] hands its backend to a [`BackendVisitor`], so callers
-//! write their work once, generically.
+//! concrete backends. [`Registry::select_from`] picks the first usable backend of a fallback list
+//! (`"cuda,wgpu,cpu"`), with or without software adapters; [`Registry::select`] takes one name.
+//! A [`SelectedBackend`] runs work written once, generically: a body with
+//! [`with_backend!`](crate::with_backend), or a [`BackendVisitor`].
 //!
 //! # Ports
 //!
@@ -19,7 +21,8 @@
 //! [`AUTO_RANK_CUDA`], a hardware (non-software) wgpu adapter [`AUTO_RANK_WGPU`], and a port the
 //! rank it was given with [`Port::auto_rank`] (a port without one is never picked by `auto`).
 //! Between equal ranks the built-in backend comes first, then ports in registration order. The
-//! CPU comes last, always: it is always usable.
+//! CPU comes last, always: it is always usable. `auto` skips a software adapter (llvmpipe, WARP)
+//! and goes on; `select_from("auto", true)` accepts one, and an explicit `wgpu` always does.
 
 use std::marker::PhantomData;
 
@@ -50,6 +53,96 @@ pub enum SelectedBackend<X = NoPort> {
     Wgpu(backend_wgpu::WgpuBackend),
     /// A port's backend.
     Port(X),
+}
+
+/// Runs a closure-like body on the backend inside a
+/// [`SelectedBackend`](crate::select::SelectedBackend) of the built-in backends (what
+/// [`Registry::builtin`](crate::select::Registry::builtin) selects), with `b` bound to the
+/// concrete backend: `with_backend!(selected, |b| body)` (`selected` by value or by reference;
+/// it is only borrowed).
+///
+/// The body is compiled once per backend compiled in (`b` is a `&CpuBackend`, a
+/// `&CudaBackend`, a `&WgpuBackend` in turn), so it can call generic code such as
+/// [`commit()`](crate::commit()) and keep the concrete buffer types; its value must have the same
+/// type for every backend. It uses local variables as a closure body would, but it is not a
+/// closure: `?` and `return` in it act on the enclosing function.
+///
+/// Why a macro: a Rust closure cannot be generic over its argument's type, and the backends'
+/// buffer types differ, so `selected.run(|b| ...)` cannot exist without trait objects (which
+/// the associated buffer types of [`Backend`](crate::prelude::Backend) rule out). The macro
+/// expands to a `match` over the variants, one arm per backend compiled into `prover`.
+///
+/// A registry with ports selects a `SelectedBackend<X>` whose port type `X` the macro cannot
+/// name; there, write the work as a [`BackendVisitor`](crate::select::BackendVisitor) (a struct
+/// with a generic method) and call [`visit`](crate::select::SelectedBackend::visit). Given such
+/// a selection, the macro does not compile (`expected NoPort`).
+///
+/// ```
+/// use prover::prelude::*;
+///
+/// let (selected, _skipped) = Registry::builtin().select_from("cuda,wgpu,cpu", true)?;
+/// let trace: Vec<u64> = (0..64).collect();
+/// let shape = MatrixShape::new(16, 4)?;
+/// let roots = prover::with_backend!(&selected, |b| {
+///     commit(b, TraceInput::host(&trace, shape), &CommitParams::default(), &NoProgress)?.roots_hex()
+/// });
+/// assert_eq!(roots.len(), 1);
+/// # Ok::<(), ProverError>(())
+/// ```
+#[cfg(all(feature = "cuda", feature = "wgpu"))]
+#[macro_export]
+macro_rules! with_backend {
+    ($selected:expr, |$b:ident| $body:expr) => {
+        match &$selected {
+            $crate::select::SelectedBackend::Cpu($b) => $body,
+            $crate::select::SelectedBackend::Cuda($b) => $body,
+            $crate::select::SelectedBackend::Wgpu($b) => $body,
+            $crate::select::SelectedBackend::Port(port) => $crate::select::NoPort::never(port),
+        }
+    };
+}
+
+/// Runs a closure-like body on the backend inside a `SelectedBackend` (this build of
+/// `prover` has the CUDA backend, not the wgpu one); see the documentation of a build with
+/// every feature.
+#[cfg(all(feature = "cuda", not(feature = "wgpu")))]
+#[macro_export]
+macro_rules! with_backend {
+    ($selected:expr, |$b:ident| $body:expr) => {
+        match &$selected {
+            $crate::select::SelectedBackend::Cpu($b) => $body,
+            $crate::select::SelectedBackend::Cuda($b) => $body,
+            $crate::select::SelectedBackend::Port(port) => $crate::select::NoPort::never(port),
+        }
+    };
+}
+
+/// Runs a closure-like body on the backend inside a `SelectedBackend` (this build of
+/// `prover` has the wgpu backend, not the CUDA one); see the documentation of a build with
+/// every feature.
+#[cfg(all(not(feature = "cuda"), feature = "wgpu"))]
+#[macro_export]
+macro_rules! with_backend {
+    ($selected:expr, |$b:ident| $body:expr) => {
+        match &$selected {
+            $crate::select::SelectedBackend::Cpu($b) => $body,
+            $crate::select::SelectedBackend::Wgpu($b) => $body,
+            $crate::select::SelectedBackend::Port(port) => $crate::select::NoPort::never(port),
+        }
+    };
+}
+
+/// Runs a closure-like body on the backend inside a `SelectedBackend` (this build of
+/// `prover` has only the CPU backend); see the documentation of a build with every feature.
+#[cfg(not(any(feature = "cuda", feature = "wgpu")))]
+#[macro_export]
+macro_rules! with_backend {
+    ($selected:expr, |$b:ident| $body:expr) => {
+        match &$selected {
+            $crate::select::SelectedBackend::Cpu($b) => $body,
+            $crate::select::SelectedBackend::Port(port) => $crate::select::NoPort::never(port),
+        }
+    };
 }
 
 /// Work written once over any backend.
@@ -190,6 +283,13 @@ pub trait PortBackend {
 
 /// The port backend of a registry without ports: it has no values.
 pub enum NoPort {}
+
+impl NoPort {
+    /// Any type from a value that cannot exist: the port arm of [`with_backend!`](crate::with_backend).
+    pub fn never<T>(port: &NoPort) -> T {
+        match *port {}
+    }
+}
 
 impl PortBackend for NoPort {
     fn name(&self) -> &'static str {
@@ -423,15 +523,20 @@ impl<P: Ports> Registry<P> {
         &self.entries
     }
 
-    /// Every `--backend` value with a one-line description: `auto`, the built-in backends, the
-    /// ports.
+    /// Every backend this binary can be asked for, with a one-line description: `auto`, the
+    /// built-in backends compiled in (`cpu` always; `cuda` and `wgpu` only with their features),
+    /// the ports. [`Registry::probe_all`] says which of them are usable here.
     pub fn choices(&self) -> Vec<(&'static str, &'static str)> {
         let mut all = vec![
             (AUTO, "the first usable backend in `auto`'s order (`prover backends` shows it)"),
             ("cpu", "the CPU (rayon) backend, always available"),
-            ("cuda", "the CUDA backend, device 0 (needs the `cuda` feature)"),
-            ("wgpu", "the wgpu backend, software adapters allowed (needs the `wgpu` feature)"),
         ];
+        if cfg!(feature = "cuda") {
+            all.push(("cuda", "the CUDA backend, device 0"));
+        }
+        if cfg!(feature = "wgpu") {
+            all.push(("wgpu", "the wgpu backend, software adapters allowed"));
+        }
         all.extend(self.entries.iter().map(|e| (e.name, e.about)));
         all
     }
@@ -446,7 +551,9 @@ impl<P: Ports> Registry<P> {
     }
 
     /// The backend `name` names, and for `auto` why each candidate before the chosen one was
-    /// skipped.
+    /// skipped. An explicit name admits a software adapter (`wgpu` on lavapipe); `auto` skips
+    /// one and goes on, ending on the CPU. For a fallback list, or `auto` with software adapters
+    /// admitted, use [`Registry::select_from`].
     ///
     /// # Errors
     /// [`ProverError::Usage`] for a name that is neither `auto` nor a backend of this registry;
@@ -467,6 +574,70 @@ impl<P: Ports> Registry<P> {
         unreachable!("auto_order ends with the CPU, which is always usable")
     }
 
+    /// The first usable backend of a comma-separated fallback list, e.g. `"cuda,wgpu,cpu"`, and
+    /// why each one before it was skipped. Names are tried in the order given; `auto` in the list
+    /// stands for `auto`'s order ([`Registry::auto_order`]). `allow_software` admits software
+    /// adapters (lavapipe/llvmpipe, WARP) for every name of the list, `auto` included; without it
+    /// a backend on a software adapter is skipped like an unusable one. A name of a backend that
+    /// is not compiled in is skipped with that reason, so one list serves every build.
+    ///
+    /// [`Registry::select`] differs in two ways: it takes one name, and an explicit name admits a
+    /// software adapter while `auto` does not.
+    ///
+    /// ```
+    /// # use prover::select::Registry;
+    /// let registry = Registry::builtin();
+    /// let (backend, skipped) = registry.select_from("cuda,wgpu,cpu", false)?;
+    /// // Without GPUs: the CPU, after CUDA and wgpu were each skipped with a reason.
+    /// # if !cfg!(feature = "cuda") && !cfg!(feature = "wgpu") {
+    /// assert_eq!((backend.name(), skipped.len()), ("cpu", 2));
+    /// # }
+    /// # Ok::<(), prover::ProverError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`ProverError::Usage`] for an empty list, an empty entry, or a name that is none of
+    /// `auto`, `cpu`, `cuda`, `wgpu` or a port's; [`ProverError::NoBackendUsable`], naming each
+    /// backend tried and why, when none of the list is usable.
+    pub fn select_from(&self, list: &str, allow_software: bool) -> Result<(SelectedBackend<P::Backend>, Vec<String>)> {
+        let mut names: Vec<&str> = Vec::new();
+        for name in list.split(',').map(str::trim) {
+            if name == AUTO {
+                names.extend(self.auto_order());
+            } else if name.is_empty() {
+                return Err(ProverError::Usage(format!(
+                    "backend list `{list}` has an empty entry; give names separated by commas, e.g. `cuda,wgpu,cpu`"
+                )));
+            } else if BUILTIN.contains(&name) || self.entries.iter().any(|e| e.name == name) {
+                names.push(name);
+            } else {
+                return Err(self.unknown(name));
+            }
+        }
+        let mut skipped = Vec::new();
+        for (i, candidate) in names.iter().enumerate() {
+            if names[..i].contains(candidate) {
+                continue;
+            }
+            match self.make(candidate, allow_software) {
+                Ok(b) if allow_software || !b.is_software() => return Ok((b, skipped)),
+                Ok(_) => skipped.push(format!(
+                    "{candidate}: only a software adapter is available (allow software adapters to use it)"
+                )),
+                Err(e) => skipped.push(format!("{candidate}: {e}")),
+            }
+        }
+        Err(ProverError::NoBackendUsable { list: list.to_owned(), tried: skipped })
+    }
+
+    /// The error for a name that is no backend of this registry.
+    fn unknown(&self, name: &str) -> ProverError {
+        ProverError::Usage(format!(
+            "unknown backend `{name}`; this binary has: {}",
+            self.choices().iter().map(|c| c.0).collect::<Vec<_>>().join(", ")
+        ))
+    }
+
     /// Constructs the backend `name`; `allow_software` admits software wgpu adapters.
     fn make(&self, name: &str, allow_software: bool) -> Result<SelectedBackend<P::Backend>> {
         match name {
@@ -475,10 +646,7 @@ impl<P: Ports> Registry<P> {
             "wgpu" => wgpu(allow_software),
             _ => match self.ports.make(name) {
                 Some(made) => Ok(SelectedBackend::Port(made?)),
-                None => Err(ProverError::Usage(format!(
-                    "unknown backend `{name}`; this binary has: {}",
-                    self.choices().iter().map(|c| c.0).collect::<Vec<_>>().join(", ")
-                ))),
+                None => Err(self.unknown(name)),
             },
         }
     }
@@ -599,7 +767,8 @@ mod tests {
             registry.ports().iter().map(|e| e.name).collect::<Vec<_>>(),
             ["first", "tie", "low", "between", "rayon"]
         );
-        assert_eq!(registry.choices().len(), 4 + 5);
+        let compiled = 2 + usize::from(cfg!(feature = "cuda")) + usize::from(cfg!(feature = "wgpu"));
+        assert_eq!(registry.choices().len(), compiled + 5);
         if !cfg!(feature = "cuda") && !cfg!(feature = "wgpu") {
             // Every ranked candidate fails, so auto names each one and ends on the CPU.
             let (b, skipped) = registry.select(AUTO).unwrap();
@@ -627,7 +796,13 @@ mod tests {
         assert!(!registry.auto_order().contains(&"rayon"));
         assert_eq!(registry.select("rayon").unwrap().0.name(), "rayon");
         let err = registry.select("metal").err().unwrap();
-        assert_eq!(err.to_string(), "unknown backend `metal`; this binary has: auto, cpu, cuda, wgpu, rayon");
+        let builtin = match (cfg!(feature = "cuda"), cfg!(feature = "wgpu")) {
+            (true, true) => "auto, cpu, cuda, wgpu",
+            (true, false) => "auto, cpu, cuda",
+            (false, true) => "auto, cpu, wgpu",
+            (false, false) => "auto, cpu",
+        };
+        assert_eq!(err.to_string(), format!("unknown backend `metal`; this binary has: {builtin}, rayon"));
         assert_eq!(err.exit_code(), crate::EXIT_USAGE);
     }
 
@@ -640,6 +815,143 @@ mod tests {
         let status = registry.probe_all();
         assert!(status[3].reason.as_deref().unwrap().contains("no absent device here"), "{status:?}");
         assert!(status[3].device.is_none() && status[3].port);
+    }
+
+    #[test]
+    fn choices_list_only_what_is_compiled_in() {
+        let names: Vec<&str> = Registry::builtin().choices().iter().map(|c| c.0).collect();
+        assert_eq!(names[..2], ["auto", "cpu"]);
+        assert_eq!(names.contains(&"cuda"), cfg!(feature = "cuda"), "{names:?}");
+        assert_eq!(names.contains(&"wgpu"), cfg!(feature = "wgpu"), "{names:?}");
+        // Every name listed is selectable by name or fails only for want of a device.
+        let registry = Registry::builtin();
+        for name in names {
+            if let Err(e) = registry.select(name) {
+                assert!(
+                    matches!(e, ProverError::Backend(ref b) if b.is_unavailable() || b.is_device_error()),
+                    "{name}: {e}"
+                );
+                assert!(!e.to_string().contains("not compiled"), "{name}: {e}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_fallback_list_is_tried_in_its_order() {
+        let ports = (absent_port("absent", 1), rayon_port(None));
+        let registry = Registry::with_ports(ports).unwrap();
+        // The absent port is skipped with its reason; an unranked port is reachable by name.
+        let (b, skipped) = registry.select_from("absent, rayon ,cpu", false).unwrap();
+        assert_eq!(b.name(), "rayon");
+        assert_eq!(skipped.len(), 1);
+        assert!(skipped[0].starts_with("absent: ") && skipped[0].contains("no absent device here"), "{skipped:?}");
+        // A name given twice is tried once.
+        let err = registry.select_from("absent,absent", true).err().unwrap();
+        match &err {
+            ProverError::NoBackendUsable { list, tried } => {
+                assert_eq!((list.as_str(), tried.len()), ("absent,absent", 1), "{err}");
+            }
+            other => panic!("expected NoBackendUsable, got {other}"),
+        }
+        assert_eq!(err.exit_code(), crate::EXIT_REFUSED_OR_DEVICE);
+        assert!(err.to_string().starts_with("no backend of `absent,absent` is usable here: absent: "), "{err}");
+        // `auto` in a list is auto's order; the CPU ends it.
+        let (b, skipped) = registry.select_from("absent,auto", false).unwrap();
+        if !cfg!(feature = "cuda") && !cfg!(feature = "wgpu") {
+            assert_eq!(b.name(), "cpu");
+            let names: Vec<&str> = skipped.iter().map(|s| s.split(':').next().unwrap()).collect();
+            assert_eq!(names, ["absent", "cuda", "wgpu"], "{skipped:?}");
+        }
+        // Hostile lists: usage errors before anything is constructed.
+        for list in ["", ",", "cpu,", " , cpu", "cpu,metal", "CPU", "cpu;wgpu"] {
+            let err = registry.select_from(list, true).err().unwrap();
+            assert_eq!(err.exit_code(), crate::EXIT_USAGE, "{list:?}: {err}");
+        }
+        let err = registry.select_from("cpu,metal", true).err().unwrap();
+        assert!(err.to_string().contains("unknown backend `metal`"), "{err}");
+        // A built-in that is not compiled in is skipped, not a usage error.
+        if !cfg!(feature = "cuda") {
+            let (b, skipped) = registry.select_from("cuda,cpu", false).unwrap();
+            assert_eq!(b.name(), "cpu");
+            assert!(skipped[0].contains("--features cuda"), "{skipped:?}");
+        }
+    }
+
+    /// The software flag decides whether a software adapter counts, for `auto` as for `wgpu`.
+    #[cfg(feature = "wgpu")]
+    #[test]
+    fn the_software_flag_admits_a_software_adapter() {
+        let registry = Registry::builtin();
+        let Some((wgpu, _)) = naive_reference::skip::or_skip(registry.select("wgpu"), "wgpu selection", "REQUIRE_WGPU")
+        else {
+            return;
+        };
+        if !wgpu.is_software() {
+            return;
+        }
+        let (b, _) = registry.select_from("wgpu,cpu", true).unwrap();
+        assert_eq!(b.name(), "wgpu");
+        let (b, skipped) = registry.select_from("wgpu,cpu", false).unwrap();
+        assert_eq!(b.name(), "cpu");
+        assert!(skipped[0].contains("software adapter"), "{skipped:?}");
+        assert!(matches!(registry.select_from("wgpu", false), Err(ProverError::NoBackendUsable { .. })));
+        if !cfg!(feature = "cuda") {
+            assert_eq!(registry.select_from("auto", true).unwrap().0.name(), "wgpu");
+            assert_eq!(registry.select_from("auto", false).unwrap().0.name(), "cpu");
+        }
+    }
+
+    /// Each usable built-in backend's device key is one safe file name: it names a directory of
+    /// the cross-process reservation queue.
+    #[test]
+    fn every_device_key_is_one_safe_file_name() {
+        let registry = Registry::builtin();
+        let mut seen = 0;
+        for (name, _) in registry.choices().into_iter().filter(|c| c.0 != AUTO) {
+            let Ok((b, _)) = registry.select(name) else { continue };
+            let key = b.device_key();
+            seen += 1;
+            assert!(!key.is_empty() && key.len() <= 255, "{name}: {key:?}");
+            assert!(key.bytes().all(|c| c.is_ascii_alphanumeric() || b"-_.".contains(&c)), "{name}: {key:?}");
+            assert!(!key.starts_with(['.', '-']) && !key.ends_with(['-', '.']), "{name}: {key:?}");
+            assert!(key.starts_with(name), "{name}: {key:?}");
+            // The key is stable: a second instance of the same device gives the same one.
+            assert_eq!(registry.select(name).unwrap().0.device_key(), key, "{name}");
+        }
+        assert_eq!(registry.select("cpu").unwrap().0.device_key(), "cpu");
+        if cfg!(feature = "wgpu") && naive_reference::skip::required("REQUIRE_WGPU") {
+            assert!(seen >= 2, "wgpu is required but was not usable");
+        }
+    }
+
+    #[test]
+    fn with_backend_runs_generic_work_on_the_selected_backend() {
+        let (selected, _) = Registry::builtin().select("cpu").unwrap();
+        let trace: Vec<u64> = (0..32).collect();
+        let shape = backend_api::MatrixShape::new(8, 4).unwrap();
+        let run = || -> crate::Result<Vec<String>> {
+            Ok(crate::with_backend!(selected, |b| {
+                crate::commit(
+                    b,
+                    crate::TraceInput::host(&trace, shape),
+                    &crate::CommitParams::default(),
+                    &crate::NoProgress,
+                )?
+                .roots_hex()
+            }))
+        };
+        let roots = run().unwrap();
+        let want = crate::commit(
+            &CpuBackend::new(),
+            crate::TraceInput::host(&trace, shape),
+            &crate::CommitParams::default(),
+            &crate::NoProgress,
+        )
+        .unwrap()
+        .roots_hex();
+        assert_eq!(roots, want);
+        let by_ref = crate::with_backend!(&selected, |b| b.info().backend);
+        assert_eq!(by_ref, "cpu");
     }
 
     #[test]

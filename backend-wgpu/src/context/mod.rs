@@ -11,6 +11,7 @@
 //! - `adapter.rs`: the instance, adapter choice and the device request ([`Setup`]);
 //! - `device.rs`: [`Gpu`], what every operation on the device shares;
 //! - `fault.rs`: wgpu's error and device-lost callbacks, turned into typed errors;
+//! - `headless.rs`: [`quiet_headless_vulkan`], no window-system error lines without a display;
 //! - `pipeline.rs`: the WGSL modules ([`Module`], [`Kernel`]), the pipeline cache and its
 //!   parallel preparation ([`PipelinePrep`]);
 //! - `space.rs`: buffers as one virtual element space, and the segment windows a dispatch binds;
@@ -23,6 +24,7 @@ mod adapter;
 mod command;
 mod device;
 mod fault;
+mod headless;
 mod pipeline;
 mod space;
 mod timer;
@@ -32,6 +34,7 @@ pub(crate) use command::{Recorder, Table};
 pub(crate) use device::Gpu;
 pub use fault::WgpuError;
 pub(crate) use fault::device_error;
+pub use headless::{QuietHeadless, quiet_headless_vulkan};
 pub use pipeline::PipelinePrep;
 pub(crate) use pipeline::{Kernel, Module};
 pub(crate) use space::{Space, Window};

@@ -5,8 +5,8 @@
 use prover::select::Port;
 
 fn main() -> std::process::ExitCode {
-    // SAFETY: the first statement of `main`: no other thread exists yet.
-    unsafe { prover::cli::quiet_headless_vulkan() };
+    // First, while no other thread exists.
+    prover::cli::quiet_headless_vulkan();
     prover::cli::main_with(Port::new("toy", "a single-threaded host backend (examples/toy-backend)", || {
         Ok(toy_backend::ToyBackend::new())
     }))
