@@ -213,9 +213,9 @@ mod tests {
         };
         for (snapshot, split) in [(true, false), (true, true)] {
             let err = MemoryModel::of(&shape(snapshot, split)).unwrap_err();
-            // The terms in elements: 2^61 (LDE) + 2^61 (snapshot) + the trees, scratch and tables.
+            // The terms in elements: 2^60 (LDE) + 2^60 (snapshot) + the trees, scratch and tables.
             assert!(
-                matches!(err, Error::SizeOverflow { elems, .. } if elems > 1 << 62 && elems < (1 << 62) + (1 << 40)),
+                matches!(err, Error::SizeOverflow { elems, .. } if elems > 1 << 61 && elems < (1 << 61) + (1 << 40)),
                 "{err}"
             );
             assert!(err.to_string().contains("commit memory model"), "{err}");
