@@ -75,6 +75,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_lde_tables_are_built_and_their_bytes_counted() {
+        use crate::field::LdeTwiddles;
+        use crate::shape::MatrixShape;
+        let lde = LdeParams::new(MatrixShape::new(1 << 6, 3).unwrap(), 4, 7).unwrap();
+        let prep = |lde| Preparation {
+            hash: HashKind::Keccak256,
+            pageable_upload_bytes: 0,
+            device_bytes: None,
+            lde_elems: 0,
+            lde,
+        };
+        // (2^6 / 2 + 2^6) + 2^8 / 2 elements of the inverse, coset and forward tables.
+        assert_eq!(prep(Some(lde)).build_lde_tables(), LdeTwiddles::bytes_for(6, 2));
+        assert_eq!(LdeTwiddles::bytes_for(6, 2), (32 + 64 + 128) * 8);
+        assert_eq!(prep(None).build_lde_tables(), 0);
+    }
+
+    #[test]
     fn keys_become_single_safe_file_names() {
         assert_eq!(file_safe_key("cpu"), "cpu");
         assert_eq!(file_safe_key("cuda-GPU-6d1e0c7b-1a2b"), "cuda-GPU-6d1e0c7b-1a2b");
