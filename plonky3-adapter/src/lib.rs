@@ -2,9 +2,11 @@
 //!
 //! A Plonky3 prover over Goldilocks moves its LDE to one of our backends by changing one type:
 //! `Radix2DitParallel<Goldilocks>` becomes [`BackendDft<CudaBackend>`](BackendDft) (or
-//! `WgpuBackend`, or `CpuBackend`). The proof is byte-identical (this crate's tests prove a
-//! Fibonacci AIR with p3-uni-stark both ways and compare the serialized proofs) and verifies
-//! with Plonky3's stock verifier.
+//! `WgpuBackend`, `CpuBackend`, or any port's backend type). The proof is byte-identical with
+//! every proof-of-work bit at 0 ([Byte-identical proofs](#byte-identical-proofs); this crate's
+//! tests prove a Fibonacci AIR with p3-uni-stark both ways, on every backend and on the porting
+//! guide's toy backend, and compare the serialized proofs) and verifies with Plonky3's stock
+//! verifier.
 //!
 //! - **Plonky3 0.9.0-rc.2, pinned exactly** (`=0.9.0-rc.2`): the newest published release, and
 //!   the one our LDE was checked against element for element (`coset_lde_batch` of
@@ -15,7 +17,8 @@
 //! - **Only the LDE moves.** [`BackendDft`] overrides `coset_lde_batch`, the one call of the
 //!   PCS commit that costs; every other method (`dft_batch`, inverses, coset DFTs, the
 //!   closure-taking LDE variants) is Plonky3's `Radix2DitParallel`, bit for bit. Small traces
-//!   also stay there, below a measured per-backend threshold ([`DefaultDevice::MIN_BACKEND_ELEMS`]).
+//!   also stay there, below a per-backend threshold ([`BackendDft::with_min_backend_elems`];
+//!   the built-in backends' measured ones are [`DefaultDevice::MIN_BACKEND_ELEMS`]).
 //! - **Cheapest for the PCS.** The result is a `BitReversedMatrixView` over bit-reversed
 //!   storage, so `TwoAdicFriPcs`'s `bit_reverse_rows()` is free; the backend's natural-order
 //!   output is scattered into bit-reversed order chunk by chunk as it downloads. `Goldilocks`
