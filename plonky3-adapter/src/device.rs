@@ -1,17 +1,33 @@
-//! What `BackendDft::default()` opens: one process-wide backend per backend type.
+//! What `BackendDft::default()` opens: a registered backend, a built-in backend's process-wide
+//! device, or (for a backend that is neither) Plonky3's own DFT.
 
-use std::sync::{Arc, OnceLock};
+use std::any::{Any, TypeId};
+use std::sync::{Arc, OnceLock, RwLock};
 
 use backend_api::Backend;
 use backend_cpu::CpuBackend;
 
-/// A backend that [`BackendDft::default`](crate::BackendDft) can open without arguments.
+mod sealed {
+    /// Only the built-in backends get a device without being told which.
+    pub trait Builtin {}
+    impl Builtin for backend_cpu::CpuBackend {}
+    #[cfg(feature = "cuda")]
+    impl Builtin for backend_cuda::CudaBackend {}
+    #[cfg(feature = "wgpu")]
+    impl Builtin for backend_wgpu::WgpuBackend {}
+}
+
+/// A built-in backend that [`BackendDft::default`](crate::BackendDft) opens without arguments:
+/// `CpuBackend`, and `CudaBackend` / `WgpuBackend` with this crate's `cuda` / `wgpu` features.
 ///
 /// Plonky3 builds its DFTs with `Default::default()` (its test helpers do, and so does much user
 /// code), so the default device has to be found without being told. Each implementation opens
 /// one backend per process, on first use, and hands every `BackendDft` the same one: opening a
 /// GPU context (and compiling its kernels) once per `default()` would cost more than most LDEs.
-pub trait DefaultDevice: Backend + Sized + 'static {
+///
+/// The trait is sealed. Any other backend (a port, or a built-in one on another device) gets its
+/// `Default` from [`register_default`].
+pub trait DefaultDevice: Backend + Sized + sealed::Builtin + 'static {
     /// The smallest LDE input, in elements (`rows * columns` of the trace), that
     /// [`BackendDft`](crate::BackendDft) sends to this backend; smaller ones run on Plonky3's
     /// CPU DFT, which is faster there. Measured: see BENCHMARKS.md, "Plonky3 adapter".
@@ -76,4 +92,129 @@ impl DefaultDevice for backend_wgpu::WgpuBackend {
         static WGPU: OnceLock<Result<Arc<backend_wgpu::WgpuBackend>, String>> = OnceLock::new();
         open_once(&WGPU, || backend_wgpu::WgpuBackend::new(backend_wgpu::WgpuOptions::default()))
     }
+}
+
+/// A type-erased backend handle, downcast back to `Arc<B>` by its `TypeId`.
+type AnyBackend = Arc<dyn Any + Send + Sync>;
+
+/// One registration: the backend and its size threshold.
+struct Registered {
+    type_id: TypeId,
+    backend: AnyBackend,
+    min_backend_elems: usize,
+}
+
+/// The process-wide registrations, one per backend type (a handful at most: a linear scan).
+static REGISTRY: RwLock<Vec<Registered>> = RwLock::new(Vec::new());
+
+/// Makes `backend` the one [`BackendDft::<B>::default()`](crate::BackendDft) uses from now on in
+/// this process, with LDE inputs of fewer than `min_backend_elems` trace elements (`rows *
+/// columns`) left on Plonky3's CPU DFT (0 sends every LDE the backend can take to it). Returns
+/// the backend registered for `B` before, if any.
+///
+/// This is how a port (any [`Backend`] outside this crate's built-in ones) gets a useful
+/// `Default`, which Plonky3 code that builds its DFT with `Default::default()` needs. It also
+/// overrides a built-in backend's [`DefaultDevice`] choice (e.g. a `CudaBackend` on device 1,
+/// or another threshold). Registration is read when `default()` runs: DFTs made before it keep
+/// what they had, so register before building the PCS.
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use backend_cpu::CpuBackend;
+/// use plonky3_adapter::{BackendDft, register_default};
+///
+/// // Every `BackendDft::<CpuBackend>::default()` from here on sends all LDEs to this backend.
+/// let backend = Arc::new(CpuBackend::new());
+/// register_default(Arc::clone(&backend), 0);
+/// let dft = BackendDft::<CpuBackend>::default();
+/// assert!(Arc::ptr_eq(&dft.backend()?, &backend));
+/// assert_eq!(dft.min_backend_elems(), 0);
+/// # Ok::<(), String>(())
+/// ```
+pub fn register_default<B: Backend + 'static>(backend: Arc<B>, min_backend_elems: usize) -> Option<Arc<B>> {
+    let entry = Registered { type_id: TypeId::of::<B>(), backend, min_backend_elems };
+    let mut registry = REGISTRY.write().unwrap_or_else(|e| e.into_inner());
+    let previous = match registry.iter_mut().find(|r| r.type_id == entry.type_id) {
+        Some(slot) => Some(std::mem::replace(slot, entry).backend),
+        None => {
+            registry.push(entry);
+            None
+        }
+    };
+    previous.and_then(|b| b.downcast::<B>().ok())
+}
+
+/// Removes the registration of `B` made by [`register_default`] and returns its backend; later
+/// `BackendDft::<B>::default()` calls fall back as if there had been none.
+pub fn unregister_default<B: Backend + 'static>() -> Option<Arc<B>> {
+    let mut registry = REGISTRY.write().unwrap_or_else(|e| e.into_inner());
+    let at = registry.iter().position(|r| r.type_id == TypeId::of::<B>())?;
+    registry.swap_remove(at).backend.downcast::<B>().ok()
+}
+
+/// The backend and threshold registered for `B`, if any.
+pub(crate) fn registered<B: Backend + 'static>() -> Option<(Arc<B>, usize)> {
+    let registry = REGISTRY.read().unwrap_or_else(|e| e.into_inner());
+    let entry = registry.iter().find(|r| r.type_id == TypeId::of::<B>())?;
+    let backend = Arc::clone(&entry.backend).downcast::<B>().ok()?;
+    Some((backend, entry.min_backend_elems))
+}
+
+/// A built-in backend's opener (type-erased) and threshold.
+struct Builtin {
+    open: fn() -> Result<AnyBackend, String>,
+    min_backend_elems: usize,
+}
+
+fn builtin_entry<D: DefaultDevice>() -> Builtin {
+    fn open<D: DefaultDevice>() -> Result<AnyBackend, String> {
+        D::shared().map(|b| b as AnyBackend)
+    }
+    Builtin { open: open::<D>, min_backend_elems: D::MIN_BACKEND_ELEMS }
+}
+
+/// `B`'s [`DefaultDevice`] implementation when `B` is a built-in backend: Rust has no
+/// specialization, so a blanket `Default` finds it by `TypeId`.
+fn builtin<B: 'static>() -> Option<Builtin> {
+    let id = TypeId::of::<B>();
+    if id == TypeId::of::<CpuBackend>() {
+        return Some(builtin_entry::<CpuBackend>());
+    }
+    #[cfg(feature = "cuda")]
+    if id == TypeId::of::<backend_cuda::CudaBackend>() {
+        return Some(builtin_entry::<backend_cuda::CudaBackend>());
+    }
+    #[cfg(feature = "wgpu")]
+    if id == TypeId::of::<backend_wgpu::WgpuBackend>() {
+        return Some(builtin_entry::<backend_wgpu::WgpuBackend>());
+    }
+    None
+}
+
+/// The built-in threshold of `B`, when `B` is a built-in backend.
+pub(crate) fn builtin_min_backend_elems<B: 'static>() -> Option<usize> {
+    builtin::<B>().map(|b| b.min_backend_elems)
+}
+
+/// Opens the built-in default device of `B` ([`DefaultDevice::shared`]), or says how to get
+/// one when `B` is not a built-in backend.
+pub(crate) fn open_default<B: Backend + 'static>() -> Result<Arc<B>, String> {
+    let Some(builtin) = builtin::<B>() else {
+        return Err(unregistered_reason::<B>());
+    };
+    (builtin.open)()?
+        .downcast::<B>()
+        .map_err(|_| format!("the built-in default device is not a {}", std::any::type_name::<B>()))
+}
+
+/// Why a backend that is neither registered nor built in has no default device, and the fix.
+fn unregistered_reason<B>() -> String {
+    let name = std::any::type_name::<B>();
+    let short = name.rsplit("::").next().unwrap_or(name);
+    format!(
+        "no default backend is registered for {name}: call \
+         `plonky3_adapter::register_default::<{short}>(Arc::new(backend), min_backend_elems)` before \
+         `BackendDft::default()`, or build the DFT with `BackendDft::new(Arc::new(backend))`"
+    )
 }

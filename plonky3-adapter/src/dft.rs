@@ -14,7 +14,9 @@ use p3_matrix::dense::{RowMajorMatrix, RowMajorMatrixView, RowMajorMatrixViewMut
 
 use crate::bitrev::{STAGING_BYTES, download_bit_reversed};
 use crate::convert::{as_words, into_field_vec};
-use crate::device::DefaultDevice;
+#[cfg(doc)]
+use crate::device::{DefaultDevice, register_default};
+use crate::device::{builtin_min_backend_elems, open_default, registered};
 
 /// What [`BackendDft`] does when the backend fails in the middle of an LDE (out of device
 /// memory, a lost device, a driver error). Plonky3's DFT trait cannot return an error, so the
@@ -86,7 +88,8 @@ struct Shared<B> {
 enum Source<B> {
     /// Given by the caller.
     Given(Arc<B>),
-    /// The process-wide default, opened on first use ([`DefaultDevice::shared`]).
+    /// A built-in backend's process-wide default, opened on first use
+    /// ([`DefaultDevice::shared`]), or the reason there is none.
     Default(fn() -> Result<Arc<B>, String>),
 }
 
@@ -107,20 +110,32 @@ impl<B: Backend> fmt::Debug for BackendDft<B> {
     }
 }
 
-/// The process-wide default backend of `B` ([`DefaultDevice::shared`]), opened lazily on the
-/// first LDE large enough to use it, with `B`'s measured size threshold
-/// ([`DefaultDevice::MIN_BACKEND_ELEMS`]) and [`OnDeviceError::FallBackToCpu`].
+/// The backend [`register_default`] registered for `B`, else a built-in backend's process-wide
+/// device ([`DefaultDevice`]), else none: every LDE then runs on Plonky3's `Radix2DitParallel`.
 ///
-/// - `BackendDft<CpuBackend>`: the CPU backend.
-/// - `BackendDft<CudaBackend>` (feature `cuda`): CUDA device 0.
-/// - `BackendDft<WgpuBackend>` (feature `wgpu`): the first hardware adapter.
+/// | `B` | Backend | LDEs on it |
+/// |---|---|---|
+/// | registered with [`register_default`] | the registered one | from its `min_backend_elems` |
+/// | `CpuBackend` | the CPU backend | none ([`DefaultDevice::MIN_BACKEND_ELEMS`] is `usize::MAX`: Plonky3's DFT is faster) |
+/// | `CudaBackend` (feature `cuda`) | CUDA device 0, opened on first use | from 2^14 elements |
+/// | `WgpuBackend` (feature `wgpu`) | the first hardware adapter, opened on first use | from 2^14 elements |
+/// | any other (a port) | none | none: one `tracing` warning says how to register |
 ///
-/// When that backend cannot be opened (no GPU, no driver), one `tracing` warning says why and
-/// every call runs on Plonky3's `Radix2DitParallel`: the result is the same, only the speed
-/// differs. [`BackendDft::stats`] shows where calls ran; use [`BackendDft::new`] to fail instead.
-impl<B: DefaultDevice> Default for BackendDft<B> {
+/// The registration is read when `default()` runs. When the backend cannot be opened (no GPU, no
+/// driver) or there is none, one `tracing` warning per backend type says why at the first
+/// `coset_lde_batch`, and every call runs on Plonky3's `Radix2DitParallel`: the result is the
+/// same, only the speed differs, and [`DftStats::cpu_ldes`] counts it. Use [`BackendDft::new`]
+/// to name the backend explicitly, or [`BackendDft::backend`] to fail instead of falling back.
+impl<B: Backend + 'static> Default for BackendDft<B> {
     fn default() -> Self {
-        Self::from_source(Source::Default(B::shared), B::MIN_BACKEND_ELEMS, OnDeviceError::default())
+        let on_error = OnDeviceError::default();
+        if let Some((backend, min)) = registered::<B>() {
+            return Self::from_source(Source::Given(backend), min, on_error);
+        }
+        // Not a built-in backend: threshold 0 so that the first LDE reports the missing
+        // registration (once) instead of going to the CPU silently.
+        let min = builtin_min_backend_elems::<B>().unwrap_or(0);
+        Self::from_source(Source::Default(open_default::<B>), min, on_error)
     }
 }
 
@@ -180,7 +195,8 @@ impl<B: Backend> BackendDft<B> {
     /// The backend, opening the default one if that has not happened yet.
     ///
     /// # Errors
-    /// Why the default backend could not be opened.
+    /// Why the default backend could not be opened, or, for a backend that is neither built in
+    /// nor registered with [`register_default`], how to register one.
     pub fn backend(&self) -> Result<Arc<B>, String> {
         match &self.shared.source {
             Source::Given(b) => Ok(Arc::clone(b)),
@@ -242,8 +258,8 @@ impl<B: Backend> BackendDft<B> {
     }
 }
 
-/// Needs `B: DefaultDevice` because the trait needs `Default`.
-impl<B: DefaultDevice> TwoAdicSubgroupDft<Goldilocks> for BackendDft<B> {
+/// For every backend, ports included; see `Default` for what [`BackendDft::default`] opens.
+impl<B: Backend + 'static> TwoAdicSubgroupDft<Goldilocks> for BackendDft<B> {
     type Evaluations = BitReversedMatrixView<RowMajorMatrix<Goldilocks>>;
 
     /// Plonky3's `Radix2DitParallel` (the backends have a coset LDE, not a bare DFT).
@@ -358,7 +374,7 @@ fn warn_once_unavailable<B>(reason: &str) {
     let mut warned = WARNED.lock().unwrap_or_else(|e| e.into_inner());
     if warned.get_or_insert_with(HashSet::new).insert(name) {
         tracing::warn!(
-            "plonky3-adapter: {name} is unavailable ({reason}); its LDEs run on Plonky3's Radix2DitParallel"
+            "plonky3-adapter: {name} is unavailable ({reason}); its LDEs run on Plonky3's Radix2DitParallel (the same results, slower)"
         );
     }
 }

@@ -2,9 +2,11 @@
 //!
 //! A Plonky3 prover over Goldilocks moves its LDE to one of our backends by changing one type:
 //! `Radix2DitParallel<Goldilocks>` becomes [`BackendDft<CudaBackend>`](BackendDft) (or
-//! `WgpuBackend`, or `CpuBackend`). The proof is byte-identical (this crate's tests prove a
-//! Fibonacci AIR with p3-uni-stark both ways and compare the serialized proofs) and verifies
-//! with Plonky3's stock verifier.
+//! `WgpuBackend`, `CpuBackend`, or any port's backend type). The proof is byte-identical with
+//! every proof-of-work bit at 0 ([Byte-identical proofs](#byte-identical-proofs); this crate's
+//! tests prove a Fibonacci AIR with p3-uni-stark both ways, on every backend and on the porting
+//! guide's toy backend, and compare the serialized proofs) and verifies with Plonky3's stock
+//! verifier.
 //!
 //! - **Plonky3 0.9.0-rc.2, pinned exactly** (`=0.9.0-rc.2`): the newest published release, and
 //!   the one our LDE was checked against element for element (`coset_lde_batch` of
@@ -15,29 +17,97 @@
 //! - **Only the LDE moves.** [`BackendDft`] overrides `coset_lde_batch`, the one call of the
 //!   PCS commit that costs; every other method (`dft_batch`, inverses, coset DFTs, the
 //!   closure-taking LDE variants) is Plonky3's `Radix2DitParallel`, bit for bit. Small traces
-//!   also stay there, below a measured per-backend threshold ([`DefaultDevice::MIN_BACKEND_ELEMS`]).
+//!   also stay there, below a per-backend threshold ([`BackendDft::with_min_backend_elems`];
+//!   the built-in backends' measured ones are [`DefaultDevice::MIN_BACKEND_ELEMS`]).
 //! - **Cheapest for the PCS.** The result is a `BitReversedMatrixView` over bit-reversed
 //!   storage, so `TwoAdicFriPcs`'s `bit_reverse_rows()` is free; the backend's natural-order
 //!   output is scattered into bit-reversed order chunk by chunk as it downloads. `Goldilocks`
 //!   is `repr(transparent)` over `u64`: traces and results cross as casts, never element
 //!   copies.
-//! - **`Default` does something useful.** It opens the process-wide default device of the
-//!   backend type lazily and, if there is none, runs Plonky3's CPU DFT (see
-//!   [`BackendDft`]'s `Default`).
+//! - **Every backend, ports included.** `BackendDft<B>` is a `TwoAdicSubgroupDft` for every
+//!   [`Backend`](backend_api::Backend) `B`; see [Which constructor](#which-constructor).
 //! - **Device errors cannot be returned** through `TwoAdicSubgroupDft`: [`OnDeviceError`]
 //!   chooses between a CPU fallback with a warning (the default) and a panic carrying the
 //!   backend's message.
 //!
 //! # Use from Plonky3
 //!
-//! ```ignore
-//! use backend_cuda::CudaBackend;
+//! A uni-stark prover over Goldilocks changes the DFT type of its PCS and nothing else. The
+//! complete, runnable program (Keccak-256 MMCS, challenger, FRI parameters, an AIR, prove,
+//! verify, compare with stock Plonky3) is this crate's `examples/prove.rs`
+//! (`cargo run -p plonky3-adapter --example prove`); its core:
+//!
+//! ```
+//! use std::sync::Arc;
+//!
+//! use backend_cpu::CpuBackend;
+//! use p3_challenger::{HashChallenger, SerializingChallenger64};
+//! use p3_commit::ExtensionMmcs;
+//! use p3_field::extension::BinomialExtensionField;
+//! use p3_fri::{FriParameters, TwoAdicFriPcs};
+//! use p3_goldilocks::Goldilocks;
+//! use p3_keccak::Keccak256Hash;
+//! use p3_merkle_tree::MerkleTreeMmcs;
+//! use p3_symmetric::{CompressionFunctionFromHasher, SerializingHasher};
+//! use p3_uni_stark::StarkConfig;
 //! use plonky3_adapter::BackendDft;
 //!
-//! type Dft = BackendDft<CudaBackend>; // was: p3_dft::Radix2DitParallel<Goldilocks>
-//! type Pcs = TwoAdicFriPcs<Goldilocks, Dft, ValMmcs, ChallengeMmcs>;
-//! let pcs = Pcs::new(Dft::default(), val_mmcs, fri_params);
+//! type Val = Goldilocks;
+//! type Challenge = BinomialExtensionField<Val, 2>;
+//! type ValMmcs = MerkleTreeMmcs<
+//!     Val, u8, SerializingHasher<Keccak256Hash>, CompressionFunctionFromHasher<Keccak256Hash, 2, 32>, 2, 32,
+//! >;
+//! type ChallengeMmcs = ExtensionMmcs<Val, Challenge, ValMmcs>;
+//! type Dft = BackendDft<CpuBackend>; // was: p3_dft::Radix2DitParallel<Val>
+//! type Pcs = TwoAdicFriPcs<Val, Dft, ValMmcs, ChallengeMmcs>;
+//! type Challenger = SerializingChallenger64<Val, HashChallenger<u8, Keccak256Hash, 32>>;
+//! type Config = StarkConfig<Pcs, Challenge, Challenger>;
+//!
+//! let val_mmcs = ValMmcs::new(
+//!     SerializingHasher::new(Keccak256Hash {}),
+//!     CompressionFunctionFromHasher::new(Keccak256Hash {}),
+//!     0, // cap height: one root
+//! );
+//! let fri = FriParameters {
+//!     log_blowup: 1,
+//!     log_final_poly_len: 0,
+//!     max_log_arity: 1,
+//!     num_queries: 100,
+//!     // Proof-of-work bits other than 0 make proofs differ between runs; see below.
+//!     commit_proof_of_work_bits: 0,
+//!     batch_proof_of_work_bits: 0,
+//!     query_proof_of_work_bits: 0,
+//!     mmcs: ChallengeMmcs::new(val_mmcs.clone()),
+//! };
+//! let dft = BackendDft::new(Arc::new(CpuBackend::new())); // or `Dft::default()`
+//! let pcs = Pcs::new(dft, val_mmcs, fri);
+//! let config = Config::new(pcs, Challenger::from_hasher(vec![], Keccak256Hash {}));
+//! // p3_uni_stark::prove(&config, &air, trace, &public_values), then verify, as with stock Plonky3.
+//! # let _ = config;
 //! ```
+//!
+//! # Which constructor
+//!
+//! - **[`BackendDft::new`]`(Arc::new(backend))`**: the explicit way, for any backend (a port
+//!   such as the porting guide's toy backend included). Every LDE the backend can take goes to
+//!   it; [`BackendDft::with_min_backend_elems`] keeps small ones on the CPU.
+//! - **`BackendDft::<B>::default()`**, for code that builds its DFT with `Default` (Plonky3's
+//!   test helpers, generic provers): a backend registered with [`register_default`], else, for
+//!   the built-in backends ([`DefaultDevice`]: `CpuBackend`, `CudaBackend`, `WgpuBackend`), the
+//!   process-wide default device with its measured threshold, else (a port nobody registered)
+//!   Plonky3's own `Radix2DitParallel`, with one `tracing` warning saying how to register. The
+//!   results are the same every way; [`BackendDft::stats`] shows where the LDEs ran.
+//!
+//! # Byte-identical proofs
+//!
+//! With every proof-of-work bit at 0 (`commit_proof_of_work_bits`, `batch_proof_of_work_bits`,
+//! `query_proof_of_work_bits` of `FriParameters`), a proof is a function of the statement and
+//! the configuration, and a `BackendDft` proof is byte-for-byte the proof
+//! `Radix2DitParallel` gives (this crate's tests compare the postcard serializations, on every
+//! backend and on the toy port). With proof-of-work bits, Plonky3 grinds for its witness with
+//! rayon's `find_any`, which returns whichever thread's witness it meets first: two runs may
+//! then give different, equally valid proofs, stock Plonky3's included. Such proofs still
+//! verify with the stock verifier; only a byte comparison needs the bits at 0.
 //!
 //! # Design note: a device-resident `Mmcs`
 //!
@@ -79,5 +149,5 @@ mod convert;
 mod device;
 mod dft;
 
-pub use device::DefaultDevice;
+pub use device::{DefaultDevice, register_default, unregister_default};
 pub use dft::{BackendDft, DftStats, OnDeviceError};

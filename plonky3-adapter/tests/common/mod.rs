@@ -24,7 +24,9 @@ pub fn matrix(seed: u64, rows: usize, cols: usize) -> RowMajorMatrix<Goldilocks>
     RowMajorMatrix::new(values, cols)
 }
 
-/// Prints a visible skip for `what`, or panics when `require_env` is `1`.
+/// Prints a visible skip for `what`, or panics when `require_env` is `1` (used by the GPU
+/// features' tests only).
+#[allow(unused_imports)]
 pub use naive_reference::skip::skip;
 
 /// A `TwoAdicSubgroupDft<Goldilocks>` newtype over a `BackendDft` made by `$make` (an expression
