@@ -54,6 +54,13 @@ impl CudaBuffer {
     /// As [`CudaBuffer::alloc`].
     pub(crate) fn alloc_from(device: &Arc<Device>, len: usize, pool: Option<sys::CUmemoryPool>) -> Result<Self> {
         let bytes = validate::alloc_bytes(len)?;
+        // More than the device has is refused at once, before the tracker counts it: the driver
+        // would refuse it too, but a size near 2^64 is not always reported as out of memory.
+        if bytes > device.total_memory {
+            let (free, total) =
+                device.bind().ok().and_then(|()| cu::mem_get_info().ok()).unwrap_or((0, device.total_memory));
+            return Err(Error::OutOfMemory { backend: driver::BACKEND, requested: bytes, free, total });
+        }
         let reserved = device.tracker.reserve(bytes)?;
         let ptr = if bytes == 0 {
             0
