@@ -119,12 +119,14 @@ impl PendingDownload for Ready {
 pub struct HostBackend {
     tracker: Arc<AllocTracker>,
     bug: Bug,
+    /// Calls of `synchronize`, so that a test sees the front forward them.
+    syncs: std::sync::atomic::AtomicUsize,
 }
 
 impl HostBackend {
     pub fn new(bug: Bug) -> Self {
         let tracker = if bug == Bug::SharedTracker { Arc::clone(&SHARED_TRACKER) } else { Arc::default() };
-        Self { tracker, bug }
+        Self { tracker, bug, syncs: Default::default() }
     }
 
     fn hash(&self, kind: HashKind, bytes: &[u8]) -> [u8; 32] {
@@ -217,7 +219,38 @@ impl backend_api::RawBackend for HostBackend {
     }
 
     fn synchronize(&self) -> Result<()> {
+        self.syncs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Ok(())
+    }
+
+    /// Builds the LDE's host tables and says so.
+    fn prepare(&self, prep: &backend_api::Preparation, step: &mut dyn FnMut(&str)) -> Result<()> {
+        step(&format!("host tables of {} B built", prep.build_lde_tables()));
+        Ok(())
+    }
+
+    /// A key that is not a file name as it stands, for the front to make safe.
+    fn device_key(&self) -> String {
+        format!("selftest host/{:?}", self.bug)
+    }
+
+    /// A host copy of `data`, timed: the "bus" of a host backend.
+    fn transfer_floor(&self, data: &[u64]) -> Result<Option<backend_api::TransferFloor>> {
+        let t = std::time::Instant::now();
+        let copy = data.to_vec();
+        let h2d_seconds = t.elapsed().as_secs_f64();
+        let t = std::time::Instant::now();
+        drop(std::hint::black_box(copy).to_vec());
+        Ok(Some(backend_api::TransferFloor {
+            what: "host copy".into(),
+            h2d_seconds,
+            d2h_seconds: t.elapsed().as_secs_f64(),
+        }))
+    }
+
+    /// The suite's stand-in device is an emulation on the host.
+    fn is_software(&self) -> bool {
+        true
     }
 
     fn transpose_in_place(&self, buf: &mut HostBuffer, shape: MatrixShape, scratch_cap: usize) -> Result<()> {
@@ -516,6 +549,31 @@ fn the_front_validates_for_a_port_that_checks_nothing() {
         backend_api::RawBackend::transpose_in_place(&port, &mut buf, shape, 1 << 20)
     }));
     assert!(!matches!(below, Ok(Err(_))), "the port's own method must not validate, or this test proves nothing");
+}
+
+/// The front hands the hooks to the port (the device key made file-safe on the way).
+#[test]
+fn the_front_forwards_the_hooks_to_the_port() {
+    use std::sync::atomic::Ordering;
+    let b = HostBackend::new(Bug::None);
+    assert_eq!(Backend::device_key(&b), "selftest-host-None");
+    assert!(Backend::is_software(&b));
+    let lde = LdeParams::new(MatrixShape::new(16, 2).unwrap(), 2, 7).unwrap();
+    let prep = backend_api::Preparation {
+        hash: HashKind::Blake3,
+        pageable_upload_bytes: 0,
+        device_bytes: None,
+        lde_elems: 64,
+        lde: Some(lde),
+    };
+    let mut steps = Vec::new();
+    Backend::prepare(&b, &prep, &mut |s| steps.push(s.to_string())).unwrap();
+    assert_eq!(steps, [format!("host tables of {} B built", backend_api::field::LdeTwiddles::bytes_for(4, 1))]);
+    let floor = Backend::transfer_floor(&b, &[1, 2, 3]).unwrap().expect("a floor");
+    assert_eq!(floor.what, "host copy");
+    let before = b.syncs.load(Ordering::SeqCst);
+    Backend::synchronize(&b).unwrap();
+    assert_eq!(b.syncs.load(Ordering::SeqCst), before + 1);
 }
 
 #[test]
