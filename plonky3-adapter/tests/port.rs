@@ -13,30 +13,12 @@ use std::sync::{Arc, Mutex};
 use backend_api::Backend;
 use backend_cpu::CpuBackend;
 use common::matrix;
-use common::stark::{FibonacciAir, Val, config, fibonacci_trace};
+use common::stark::{Val, prove_and_verify, stock};
 use p3_dft::{Radix2DitParallel, TwoAdicSubgroupDft};
 use p3_field::Field;
 use p3_matrix::Matrix;
-use p3_uni_stark::{prove, verify};
 use plonky3_adapter::{BackendDft, DefaultDevice, DftStats, register_default, unregister_default};
 use toy_backend::ToyBackend;
-
-/// Proves the `pairs`-wide Fibonacci AIR over `rows` rows with `dft`; returns the serialized proof
-/// after checking that the stock verifier accepts it and rejects a wrong public value.
-fn prove_and_verify<D: TwoAdicSubgroupDft<Val> + Sync>(dft: D, pairs: usize, rows: usize) -> Vec<u8> {
-    let config = config(dft);
-    let air = FibonacciAir { pairs };
-    let (trace, public) = fibonacci_trace(pairs, rows);
-    let proof = prove(&config, &air, trace, &public).expect("proving succeeds");
-    verify(&config, &air, &proof, &public).expect("the stock verifier accepts the proof");
-    let wrong = vec![public[0] + Val::new(1)];
-    assert!(verify(&config, &air, &proof, &wrong).is_err(), "a wrong public value verified");
-    postcard::to_allocvec(&proof).expect("the proof serializes")
-}
-
-fn stock(pairs: usize, rows: usize) -> Vec<u8> {
-    prove_and_verify(Radix2DitParallel::<Val>::default(), pairs, rows)
-}
 
 // Plonky3's DFT conformance tests over the port, every LDE on it (threshold 0).
 forwarding_dft!(ToyAll, ToyBackend, BackendDft::new(Arc::new(ToyBackend::new())));

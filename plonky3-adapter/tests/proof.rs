@@ -8,29 +8,8 @@ mod common;
 use std::sync::Arc;
 
 use backend_cpu::CpuBackend;
-use common::stark::{FibonacciAir, Val, config, fibonacci_trace};
-use p3_dft::{Radix2DitParallel, TwoAdicSubgroupDft};
-use p3_uni_stark::{prove, verify};
+use common::stark::{prove_and_verify, stock};
 use plonky3_adapter::BackendDft;
-
-/// Proves the `pairs`-wide Fibonacci AIR over `rows` rows with `dft`; returns the serialized proof
-/// after checking that the stock verifier accepts it.
-fn prove_and_verify<D: TwoAdicSubgroupDft<Val> + Sync>(dft: D, pairs: usize, rows: usize) -> Vec<u8> {
-    let config = config(dft);
-    let air = FibonacciAir { pairs };
-    let (trace, public) = fibonacci_trace(pairs, rows);
-    let proof = prove(&config, &air, trace, &public).expect("proving succeeds");
-    verify(&config, &air, &proof, &public).expect("the stock verifier accepts the proof");
-    // A wrong public value must be rejected.
-    let wrong = vec![public[0] + Val::new(1)];
-    assert!(verify(&config, &air, &proof, &wrong).is_err(), "a wrong public value verified");
-    postcard::to_allocvec(&proof).expect("the proof serializes")
-}
-
-/// The stock proof of the same statement.
-fn stock(pairs: usize, rows: usize) -> Vec<u8> {
-    prove_and_verify(Radix2DitParallel::<Val>::default(), pairs, rows)
-}
 
 #[test]
 fn cpu_backend_proof_is_byte_identical_to_stock_and_verifies() {

@@ -125,3 +125,21 @@ pub fn fibonacci_trace(pairs: usize, rows: usize) -> (RowMajorMatrix<Val>, Vec<V
     debug_assert!(last_b.as_canonical_u64() < 0xFFFF_FFFF_0000_0001);
     (RowMajorMatrix::new(values, width), vec![last_b])
 }
+
+/// Proves the `pairs`-wide Fibonacci AIR over `rows` rows with `dft`; returns the serialized proof
+/// after checking that the stock verifier accepts it and rejects a wrong public value.
+pub fn prove_and_verify<D: TwoAdicSubgroupDft<Val> + Sync>(dft: D, pairs: usize, rows: usize) -> Vec<u8> {
+    let config = config(dft);
+    let air = FibonacciAir { pairs };
+    let (trace, public) = fibonacci_trace(pairs, rows);
+    let proof = p3_uni_stark::prove(&config, &air, trace, &public).expect("proving succeeds");
+    p3_uni_stark::verify(&config, &air, &proof, &public).expect("the stock verifier accepts the proof");
+    let wrong = vec![public[0] + Val::new(1)];
+    assert!(p3_uni_stark::verify(&config, &air, &proof, &wrong).is_err(), "a wrong public value verified");
+    postcard::to_allocvec(&proof).expect("the proof serializes")
+}
+
+/// The stock proof of the same statement (Plonky3's `Radix2DitParallel`).
+pub fn stock(pairs: usize, rows: usize) -> Vec<u8> {
+    prove_and_verify(p3_dft::Radix2DitParallel::<Val>::default(), pairs, rows)
+}
