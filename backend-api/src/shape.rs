@@ -86,25 +86,44 @@ impl fmt::Display for MatrixShape {
     }
 }
 
-/// The hash used for leaves and for inner Merkle nodes.
+/// The hash used for leaves and for inner Merkle nodes (CONVENTIONS.md, "Hash functions").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum HashKind {
     /// Original Keccak-256 (pad `0x01`), as `sha3::Keccak256` and Ethereum; not SHA3-256.
     Keccak256,
     /// Standard BLAKE3 of the whole input (`blake3::hash`), chunk tree included.
     Blake3,
+    /// Plonky3's Goldilocks Poseidon2 of width 8 (`default_goldilocks_poseidon2_8` of
+    /// p3-goldilocks): leaves through the padding-free sponge of rate 4 over the row's field
+    /// elements (`PaddingFreeSponge<_, 8, 4, 4>`), nodes through the truncated permutation of
+    /// `left || right` (`TruncatedPermutation<_, 2, 4, 8>`). Its digest is 4 canonical field
+    /// elements, so a digest's 4 words are those elements. Defined over the `rows` layout only.
+    Poseidon2,
 }
 
 impl HashKind {
     /// Every hash, for tests and listings.
-    pub const ALL: [HashKind; 2] = [HashKind::Keccak256, HashKind::Blake3];
+    pub const ALL: [HashKind; 3] = [HashKind::Keccak256, HashKind::Blake3, HashKind::Poseidon2];
 
     /// The CLI spelling.
     pub fn name(self) -> &'static str {
         match self {
             HashKind::Keccak256 => "keccak256",
             HashKind::Blake3 => "blake3",
+            HashKind::Poseidon2 => "poseidon2",
         }
+    }
+
+    /// Whether the hash absorbs field elements (an algebraic hash) rather than bytes.
+    pub const fn is_algebraic(self) -> bool {
+        matches!(self, HashKind::Poseidon2)
+    }
+
+    /// Whether leaves of `layout` are defined for this hash: every layout for the byte hashes,
+    /// `rows` only for Poseidon2 (`lambda-vm-pairs` is defined by its big-endian bytes, which
+    /// an algebraic hash never sees).
+    pub const fn supports(self, layout: LeafLayout) -> bool {
+        !self.is_algebraic() || matches!(layout, LeafLayout::Rows)
     }
 }
 
@@ -168,10 +187,17 @@ impl LeafSpec {
     /// whole row, `0..m`, for an unsplit tree).
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for an empty column range.
+    /// [`Error::InvalidArgument`] for an empty column range, or for a layout the hash does not
+    /// define ([`HashKind::supports`]: `lambda-vm-pairs` under Poseidon2).
     pub fn new(hash: HashKind, layout: LeafLayout, cols: Range<usize>) -> Result<Self> {
         if cols.start >= cols.end {
             return Err(Error::InvalidArgument(format!("leaf column range {}..{} is empty", cols.start, cols.end)));
+        }
+        if !hash.supports(layout) {
+            return Err(Error::InvalidArgument(format!(
+                "the {layout} leaf layout is not defined for {hash} (it is defined by big-endian bytes, which an \
+                 algebraic hash never sees); use the rows layout"
+            )));
         }
         Ok(Self { hash, layout, col_start: cols.start, col_end: cols.end })
     }
@@ -388,6 +414,22 @@ mod tests {
         for (rows, cols) in [(8, 3), (6, 4), (1, 4)] {
             let err = spec.validate(MatrixShape::new(rows, cols).unwrap()).unwrap_err();
             assert!(matches!(err, Error::InvalidArgument(_)), "{rows} x {cols}: {err}");
+        }
+    }
+
+    #[test]
+    fn poseidon2_is_defined_over_the_rows_layout_only() {
+        let err = LeafSpec::new(HashKind::Poseidon2, LeafLayout::LambdaVmPairs, 0..4).unwrap_err();
+        assert!(matches!(&err, Error::InvalidArgument(m) if m.contains("lambda-vm-pairs") && m.contains("poseidon2")), "{err}");
+        let spec = LeafSpec::new(HashKind::Poseidon2, LeafLayout::Rows, 0..4).unwrap();
+        assert_eq!(spec.validate(MatrixShape::new(3, 4).unwrap()).unwrap(), 3);
+        for kind in HashKind::ALL {
+            for layout in LeafLayout::ALL {
+                let expected = !(kind == HashKind::Poseidon2 && layout == LeafLayout::LambdaVmPairs);
+                assert_eq!(kind.supports(layout), expected, "{kind} {layout}");
+                assert_eq!(LeafSpec::new(kind, layout, 0..2).is_ok(), expected, "{kind} {layout}");
+            }
+            assert_eq!(kind.is_algebraic(), kind == HashKind::Poseidon2);
         }
     }
 

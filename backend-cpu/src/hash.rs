@@ -1,11 +1,14 @@
 //! Leaf hashing: one digest per leaf, leaves in parallel.
 //!
-//! Hashes come from the `sha3` (`Keccak256`, the original Keccak pad) and `blake3` crates; this
-//! module only lays the preimage bytes out (CONVENTIONS.md, "Leaves"):
+//! Hashes come from the `sha3` (`Keccak256`, the original Keccak pad) and `blake3` crates, and
+//! Poseidon2 from Plonky3 (`crate::poseidon2`); this module only lays the preimages out
+//! (CONVENTIONS.md, "Leaves"):
 //!
 //! - `rows`: the row's elements in `spec.cols`, canonical, 8 bytes little-endian each. On a
 //!   little-endian host a row whose elements are all canonical already *is* its preimage, so it
 //!   is hashed straight from the matrix; otherwise it is serialised through a reused buffer.
+//! - Poseidon2 (`rows` only): the row's elements in `spec.cols`, canonical, absorbed as field
+//!   elements; `crate::poseidon2::LANES` leaves per packed call.
 //! - `lambda-vm-pairs`: rows `br(2i)` and `br(2i+1)`, canonical, 8 bytes big-endian each,
 //!   serialised through the same buffer. Leaves are computed in the order that reads rows
 //!   sequentially (see `hash_with`) and written at their bit-reversed indices.
@@ -140,8 +143,30 @@ pub(crate) fn hash_leaves_into(
     match spec.hash() {
         HashKind::Keccak256 => hash_with::<sha3::Keccak256>(matrix, shape, spec, out),
         HashKind::Blake3 => hash_with::<blake3::Hasher>(matrix, shape, spec, out),
+        HashKind::Poseidon2 => poseidon2_rows(matrix, shape, spec, out),
     }
     Ok(())
+}
+
+/// Poseidon2 leaves over the `rows` layout (the only one [`LeafSpec::new`] accepts for it):
+/// `LANES` leaves per packed sponge, the last group of fewer leaves one at a time.
+fn poseidon2_rows(matrix: &[u64], shape: MatrixShape, spec: &LeafSpec, out: &mut [u64]) {
+    use crate::poseidon2::{LANES, leaf, leaves_packed};
+    debug_assert_eq!(spec.layout(), LeafLayout::Rows);
+    let (cols, range) = (shape.cols(), spec.cols());
+    let row = |r: usize| &matrix[r * cols + range.start..r * cols + range.end];
+    out.par_chunks_mut(LANES * DIGEST_WORDS).with_min_len(4).enumerate().for_each(|(g, o)| {
+        let first = g * LANES;
+        if o.len() == LANES * DIGEST_WORDS {
+            let mut digests = [[0u64; DIGEST_WORDS]; LANES];
+            leaves_packed(|lane| row(first + lane), &mut digests);
+            o.copy_from_slice(digests.as_flattened());
+        } else {
+            for (k, d) in o.chunks_exact_mut(DIGEST_WORDS).enumerate() {
+                d.copy_from_slice(&leaf(row(first + k)));
+            }
+        }
+    });
 }
 
 fn hash_with<H: Hasher32>(matrix: &[u64], shape: MatrixShape, spec: &LeafSpec, out: &mut [u64]) {
@@ -193,12 +218,9 @@ impl SharedDigests {
     }
 }
 
-/// The digest of `bytes` under `hash`, for the Merkle nodes.
-pub(crate) fn hash_bytes(hash: HashKind, bytes: &[u8]) -> [u8; 32] {
-    match hash {
-        HashKind::Keccak256 => sha3::Keccak256::one_shot(bytes),
-        HashKind::Blake3 => blake3::Hasher::one_shot(bytes),
-    }
+/// The digest of `bytes` under a byte hash, for the Merkle nodes.
+pub(crate) fn hash_bytes<H: Hasher32>(bytes: &[u8]) -> [u8; 32] {
+    H::one_shot(bytes)
 }
 
 #[cfg(test)]
@@ -235,6 +257,8 @@ mod tests {
             .map(|p| match spec.hash() {
                 HashKind::Keccak256 => sha3::Keccak256::digest(p).into(),
                 HashKind::Blake3 => *blake3::hash(p).as_bytes(),
+                // The naive sponge over the canonical little-endian elements.
+                HashKind::Poseidon2 => naive_reference::hash(HashKind::Poseidon2, p),
             })
             .collect()
     }
@@ -271,7 +295,7 @@ mod tests {
             for non_canonical in [false, true] {
                 let m = random_matrix(&mut rng, rows * cols, non_canonical);
                 for hash in HashKind::ALL {
-                    for layout in LeafLayout::ALL {
+                    for layout in LeafLayout::ALL.into_iter().filter(|&l| hash.supports(l)) {
                         let spec = LeafSpec::new(hash, layout, range.clone()).unwrap();
                         let leaves = spec.validate(shape).unwrap();
                         // Write at digest offset 1 of a buffer with one spare digest each side.
@@ -290,11 +314,11 @@ mod tests {
     #[test]
     fn known_answers() {
         assert_eq!(
-            hex(&hash_bytes(HashKind::Keccak256, b"")),
+            hex(&hash_bytes::<sha3::Keccak256>(b"")),
             "c5d2460186f7233c927e7db2dcc703c0e500b653ca82273b7bfad8045d85a470"
         );
         assert_eq!(
-            hex(&hash_bytes(HashKind::Blake3, b"")),
+            hex(&hash_bytes::<blake3::Hasher>(b"")),
             "af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262"
         );
         // A non-canonical p + 5 hashes as 5.

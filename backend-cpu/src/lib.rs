@@ -14,8 +14,10 @@
 //!   need no `unsafe`; the raw-pointer code is the tile transpose, whose tasks write disjoint
 //!   elements of one exclusively borrowed slice, and the LDE's AVX-512 loads and stores of
 //!   eight-element chunks, behind a run-time CPU feature check.
-//! - **The crates' hashes, not ours.** Keccak-256 from `sha3` (the original Keccak pad) and
-//!   BLAKE3 from `blake3`; this crate only lays out leaf preimages (CONVENTIONS.md).
+//! - **The crates' hashes, not ours.** Keccak-256 from `sha3` (the original Keccak pad),
+//!   BLAKE3 from `blake3` and Poseidon2 from Plonky3 (p3-goldilocks's permutation, p3-symmetric's
+//!   sponge and compression, on Plonky3's packed field type); this crate only lays out leaf
+//!   preimages (CONVENTIONS.md).
 //! - **A hand-written NTT, measured against Plonky3's.** The LDE is a radix-2 NTT over the
 //!   row-major layout with the shared [`backend_api::field::LdeTwiddles`] tables, in place in
 //!   its output buffer: a butterfly combines two contiguous rows; the narrow stages of both
@@ -37,6 +39,7 @@ mod hash;
 mod lde;
 mod memory;
 mod merkle;
+mod poseidon2;
 mod transpose;
 
 use std::sync::Arc;

@@ -8,7 +8,8 @@
 use backend_api::{DIGEST_WORDS, HashKind, Result, TreeShape, digest_to_words, validate};
 use rayon::prelude::*;
 
-use crate::hash::hash_bytes;
+use crate::hash::{Hasher32, hash_bytes};
+use crate::poseidon2;
 
 /// [`crate::CpuBackend::merkle_tree_in_place`] over a host slice of node words.
 ///
@@ -30,18 +31,42 @@ pub(crate) fn merkle_tree_in_place(nodes: &mut [u64], tree: TreeShape, hash: Has
         let (upper, lower) = nodes.split_at_mut((2 * width - 1) * DIGEST_WORDS);
         let parents = &mut upper[(width - 1) * DIGEST_WORDS..];
         let children = &lower[..2 * width * DIGEST_WORDS];
-        parents.par_chunks_mut(DIGEST_WORDS).zip(children.par_chunks(2 * DIGEST_WORDS)).with_min_len(64).for_each(
-            |(p, c)| {
-                let mut bytes = [0u8; 2 * DIGEST_WORDS * 8];
-                for (b, w) in bytes.chunks_exact_mut(8).zip(c) {
-                    b.copy_from_slice(&w.to_le_bytes());
-                }
-                p.copy_from_slice(&digest_to_words(&hash_bytes(hash, &bytes)));
-            },
-        );
+        match hash {
+            HashKind::Keccak256 => byte_parents::<sha3::Keccak256>(parents, children),
+            HashKind::Blake3 => byte_parents::<blake3::Hasher>(parents, children),
+            HashKind::Poseidon2 => poseidon2_parents(parents, children),
+        }
         width /= 2;
     }
     Ok(())
+}
+
+/// One level of a byte hash: `parent = H(left || right)` over the 64 bytes of the two digests.
+fn byte_parents<H: Hasher32>(parents: &mut [u64], children: &[u64]) {
+    parents.par_chunks_mut(DIGEST_WORDS).zip(children.par_chunks(2 * DIGEST_WORDS)).with_min_len(64).for_each(
+        |(p, c)| {
+            let mut bytes = [0u8; 2 * DIGEST_WORDS * 8];
+            for (b, w) in bytes.chunks_exact_mut(8).zip(c) {
+                b.copy_from_slice(&w.to_le_bytes());
+            }
+            p.copy_from_slice(&digest_to_words(&hash_bytes::<H>(&bytes)));
+        },
+    );
+}
+
+/// One level of Poseidon2: the compression of `left || right`, `poseidon2::LANES` parents per
+/// packed call (each child word read mod p).
+fn poseidon2_parents(parents: &mut [u64], children: &[u64]) {
+    let group = poseidon2::LANES * DIGEST_WORDS;
+    parents.par_chunks_mut(group).zip(children.par_chunks(2 * group)).with_min_len(16).for_each(|(p, c)| {
+        if p.len() == group {
+            poseidon2::parents_packed(c, p);
+        } else {
+            for (d, pair) in p.chunks_exact_mut(DIGEST_WORDS).zip(c.chunks_exact(2 * DIGEST_WORDS)) {
+                d.copy_from_slice(&poseidon2::parent(pair));
+            }
+        }
+    });
 }
 
 #[cfg(test)]
@@ -56,10 +81,13 @@ mod tests {
             return leaves[0];
         }
         let (l, r) = leaves.split_at(leaves.len() / 2);
-        let pre = [root(l, hash), root(r, hash)].concat();
+        let (l, r) = (root(l, hash), root(r, hash));
+        let pre = [l, r].concat();
         match hash {
             HashKind::Keccak256 => sha3::Keccak256::digest(&pre).into(),
             HashKind::Blake3 => *blake3::hash(&pre).as_bytes(),
+            // The naive compression (each child word read mod p: blake3 digests are not canonical).
+            HashKind::Poseidon2 => naive_reference::parent(hash, &l, &r),
         }
     }
 

@@ -57,6 +57,8 @@ enum Command {
 enum HashArg {
     Keccak256,
     Blake3,
+    /// Plonky3's Goldilocks Poseidon2 (width 8); the rows layout only.
+    Poseidon2,
 }
 
 impl From<HashArg> for HashKind {
@@ -64,6 +66,7 @@ impl From<HashArg> for HashKind {
         match h {
             HashArg::Keccak256 => HashKind::Keccak256,
             HashArg::Blake3 => HashKind::Blake3,
+            HashArg::Poseidon2 => HashKind::Poseidon2,
         }
     }
 }

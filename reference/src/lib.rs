@@ -5,13 +5,15 @@
 //! Nothing here calls `backend_api::field`, the transpose plan or a backend: the field arithmetic
 //! is `u128 % p`, the roots of unity are `7^((p-1)/N)` by this crate's own square-and-multiply,
 //! the transpose moves one index at a time, leaf preimages are serialised byte by byte and fed to
-//! `sha3::Keccak256` / `blake3::hash`, and the Merkle root is recomputed recursively.
+//! `sha3::Keccak256` / `blake3::hash` or to a naive Poseidon2 ([`poseidon2`]: explicit matrices,
+//! `u128 % p`), and the Merkle root is recomputed recursively.
 //!
 //! Beside the references, the two rules every test and bench of the workspace shares: [`skip`]
 //! (a test that cannot run here says `SKIPPED`, or fails under `REQUIRE_*=1`) and
 //! [`env`](mod@env) (a bench's numeric settings).
 
 pub mod env;
+pub mod poseidon2;
 pub mod skip;
 
 use std::ops::Range;
@@ -123,11 +125,13 @@ pub fn coset_lde(trace: &[u64], n: usize, m: usize, blowup: usize, shift: u64) -
     out
 }
 
-/// The digest of `bytes` with `sha3::Keccak256` or `blake3::hash`.
+/// The digest of a leaf preimage: `sha3::Keccak256` or `blake3::hash` of `bytes`; for Poseidon2,
+/// the sponge over `bytes` read as little-endian 8-byte elements (a multiple of 8 bytes).
 pub fn hash(kind: HashKind, bytes: &[u8]) -> [u8; 32] {
     match kind {
         HashKind::Keccak256 => sha3::Keccak256::digest(bytes).into(),
         HashKind::Blake3 => *blake3::hash(bytes).as_bytes(),
+        HashKind::Poseidon2 => poseidon2::digest_bytes(&poseidon2::sponge(&poseidon2::words(bytes))),
     }
 }
 
@@ -186,8 +190,13 @@ pub fn leaf_digests(
     (0..leaves).map(|i| hash(kind, &leaf_preimage(matrix, cols, layout, range.clone(), i))).collect()
 }
 
-/// `H(left || right)`.
+/// `H(left || right)`; for Poseidon2 the compression of the two digests' elements (each
+/// 8-byte little-endian word read mod p).
 pub fn parent(kind: HashKind, left: &[u8; 32], right: &[u8; 32]) -> [u8; 32] {
+    if kind == HashKind::Poseidon2 {
+        let elements = |d: &[u8; 32]| -> [u64; 4] { poseidon2::words(d).try_into().expect("4 words") };
+        return poseidon2::digest_bytes(&poseidon2::compress(&elements(left), &elements(right)));
+    }
     let mut bytes = [0u8; 64];
     bytes[..32].copy_from_slice(left);
     bytes[32..].copy_from_slice(right);

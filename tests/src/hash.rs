@@ -1,7 +1,7 @@
 //! Checks of [`Backend::hash_leaves`] and [`Backend::hash_leaves_into`] against preimages
-//! serialised by hand and hashed by the `sha3` / `blake3` crates.
+//! serialised by hand and hashed by the `sha3` / `blake3` crates or the naive Poseidon2.
 //!
-//! Coverage: both hashes x both layouts (`rows`, `lambda-vm-pairs`) x column ranges (the full
+//! Coverage: every hash x every layout it defines (`rows`, `lambda-vm-pairs`) x column ranges (the full
 //! row, `[0, s)` and `[s, m)` as in split trees, and an inner range); leaf counts that are not
 //! powers of two; one row; non-canonical inputs; writing at a digest offset.
 //!
@@ -13,7 +13,8 @@
 //! two rows, twice as long: 8 / 9 columns give 128 / 144 bytes, 17 columns 272 bytes (two full
 //! blocks) and 34 columns 544 bytes (four). For BLAKE3, 8 columns are one 64-byte block and 128
 //! columns (64 for pairs) exactly one 1024-byte chunk; 129, 316 and 612 columns (8 KiB+ pairs)
-//! take the chunk tree.
+//! take the chunk tree. For Poseidon2 (rate 4 elements), 1 to 9, 12, 13 and 16 columns put the
+//! last block at every fill from 1 to 4 elements, one and several blocks.
 
 use std::ops::Range;
 
@@ -131,6 +132,17 @@ fn sweep<B: Backend>(
     Ok(())
 }
 
+/// Column counts around Poseidon2's rate of 4 elements (see the module doc).
+pub const POSEIDON2_COLS: [usize; 12] = [1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 16];
+
+/// Poseidon2 with the `rows` layout (the only one it defines), at every fill of the last block.
+///
+/// # Errors
+/// The first digest that differs.
+pub fn hash_leaves_poseidon2_rows<B: Backend>(backend: &B) -> Outcome {
+    sweep(backend, "hash_leaves_poseidon2_rows", HashKind::Poseidon2, LeafLayout::Rows, &ROWS_LAYOUT_ROWS, &POSEIDON2_COLS)
+}
+
 /// Row counts for the `rows` layout: one row, non-powers of two, and powers of two.
 pub const ROWS_LAYOUT_ROWS: [usize; 7] = [1, 2, 3, 5, 7, 33, 64];
 /// Row counts for `lambda-vm-pairs`: powers of two >= 2.
@@ -138,12 +150,27 @@ pub const PAIRS_LAYOUT_ROWS: [usize; 5] = [2, 4, 8, 32, 64];
 /// Column counts around the hash block boundaries (see the module doc).
 pub const BOUNDARY_COLS: [usize; 10] = [1, 2, 3, 8, 9, 16, 17, 18, 34, 35];
 
-/// Known answers: `keccak256("")` and `blake3("")` from CONVENTIONS.md, through the reference, so
-/// the crates the suite trusts are pinned; and Keccak-256 is not SHA3-256.
+/// The first two elements of the Poseidon2 permutation of `[0, 1, ..., 7]`, from CONVENTIONS.md
+/// (Plonky3's own test vector).
+pub const POSEIDON2_OF_0_TO_7: [u64; 2] = [0x020c_f04a_1b21_4d14, 0x84e1_4aaa_eaca_ed25];
+
+/// Known answers: `keccak256("")`, `blake3("")` and the Poseidon2 permutation of `[0, ..., 7]`
+/// from CONVENTIONS.md, through the reference, so the implementations the suite trusts are
+/// pinned; and Keccak-256 is not SHA3-256.
 ///
 /// # Errors
-/// A crate that does not produce the documented digest.
+/// A reference that does not produce the documented digest.
 pub fn hash_known_answers<B: Backend>(_backend: &B) -> Outcome {
+    let mut state = [0, 1, 2, 3, 4, 5, 6, 7];
+    reference::poseidon2::permute(&mut state);
+    ensure!(
+        state[..2] == POSEIDON2_OF_0_TO_7,
+        "poseidon2([0..8]) starts {:#x}, {:#x}; CONVENTIONS.md says {:#x}, {:#x}",
+        state[0],
+        state[1],
+        POSEIDON2_OF_0_TO_7[0],
+        POSEIDON2_OF_0_TO_7[1]
+    );
     let k = hex(&reference::hash(HashKind::Keccak256, b""));
     ensure!(k == KECCAK256_EMPTY, "keccak256(\"\") is {k}, CONVENTIONS.md says {KECCAK256_EMPTY}");
     let b = hex(&reference::hash(HashKind::Blake3, b""));
@@ -211,7 +238,7 @@ pub fn hash_leaves_wide_rows<B: Backend>(backend: &B) -> Outcome {
         for (layout, rows) in [(LeafLayout::Rows, [1usize, 5, 16]), (LeafLayout::LambdaVmPairs, [2, 8, 16])] {
             for r in rows {
                 let host = g.matrix(r * m);
-                for kind in HashKind::ALL {
+                for kind in HashKind::ALL.into_iter().filter(|k| k.supports(layout)) {
                     for range in [0..m, 0..m / 2, m / 2..m, 0..128.min(m - 1)] {
                         check_leaves(backend, &host, m, kind, layout, range)?;
                     }
@@ -233,7 +260,7 @@ pub fn hash_leaves_many_rows<B: Backend>(backend: &B) -> Outcome {
         for (layout, rows) in [(LeafLayout::Rows, [1000usize, 1025]), (LeafLayout::LambdaVmPairs, [1024, 4096])] {
             for r in rows {
                 let host = g.matrix(r * m);
-                for kind in HashKind::ALL {
+                for kind in HashKind::ALL.into_iter().filter(|k| k.supports(layout)) {
                     check_leaves(backend, &host, m, kind, layout, 0..m)?;
                     check_leaves(backend, &host, m, kind, layout, 1..m)?;
                 }
@@ -260,7 +287,7 @@ pub fn hash_leaves_non_canonical<B: Backend>(backend: &B) -> Outcome {
             .collect();
         let canonical: Vec<u64> = host.iter().map(|&x| reference::canon(x)).collect();
         for kind in HashKind::ALL {
-            for layout in LeafLayout::ALL {
+            for layout in LeafLayout::ALL.into_iter().filter(|&l| kind.supports(l)) {
                 if layout == LeafLayout::LambdaVmPairs && rows < 2 {
                     continue;
                 }
@@ -293,7 +320,7 @@ pub fn hash_leaves_into_offset<B: Backend>(backend: &B) -> Outcome {
         let host = g.matrix(rows * cols);
         let shape = MatrixShape::new(rows, cols).ctx("shape")?;
         for kind in HashKind::ALL {
-            for layout in LeafLayout::ALL {
+            for layout in LeafLayout::ALL.into_iter().filter(|&l| kind.supports(l)) {
                 if layout == LeafLayout::LambdaVmPairs && (rows < 2 || !rows.is_power_of_two()) {
                     continue;
                 }

@@ -83,6 +83,15 @@ pub fn merkle_tree_blake3<B: Backend>(backend: &B) -> Outcome {
     sweep(backend, "merkle_tree_blake3", HashKind::Blake3)
 }
 
+/// Poseidon2 trees (the compression of `left || right`) over 1, 2, 3, 4, 5, 8, 13, 64, 1000,
+/// 1024 and 4097 leaves; the random leaf digests hold words `>= p`, which are read mod p.
+///
+/// # Errors
+/// The first node that differs.
+pub fn merkle_tree_poseidon2<B: Backend>(backend: &B) -> Outcome {
+    sweep(backend, "merkle_tree_poseidon2", HashKind::Poseidon2)
+}
+
 /// `merkle_tree_in_place` over a node array whose leaves sit at `[L-1, L-1+leaves)` and whose
 /// other nodes (inner nodes and the padding slots) hold garbage: every node must be rewritten.
 ///

@@ -20,12 +20,13 @@ pub struct Case {
     pub split: Option<usize>,
 }
 
-/// Both hashes, a split tree, and the pairs layout on a split tree.
-pub const CASES: [Case; 4] = [
+/// Every hash, split trees, and the pairs layout on a split tree.
+pub const CASES: [Case; 5] = [
     Case { hash: HashKind::Keccak256, layout: LeafLayout::Rows, split: None },
     Case { hash: HashKind::Blake3, layout: LeafLayout::Rows, split: None },
     Case { hash: HashKind::Keccak256, layout: LeafLayout::Rows, split: Some(100) },
     Case { hash: HashKind::Blake3, layout: LeafLayout::LambdaVmPairs, split: Some(200) },
+    Case { hash: HashKind::Poseidon2, layout: LeafLayout::Rows, split: Some(150) },
 ];
 
 /// The backend, or `None` after a visible `SKIPPED <test>: <reason>` line (a panic when

@@ -3,7 +3,8 @@
 //!
 //! The host backend is written independently of [`crate::reference`] where it can be: its
 //! transpose executes the shared plan ([`TransposePlan::execute_host`]), its LDE uses
-//! `backend_api::field` arithmetic, its Merkle tree is built bottom-up level by level.
+//! `backend_api::field` arithmetic, its Merkle tree is built bottom-up level by level. Its
+//! Poseidon2 is the reference's (the suite has no second one): its bugs are in how it calls it.
 
 use std::sync::Arc;
 
@@ -16,6 +17,8 @@ use backend_api::{
     LeafSpec, MatrixShape, PendingDownload, Result, TreeShape,
 };
 use sha3::Digest as _;
+
+use crate::reference;
 
 /// A deliberate bug.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,6 +45,10 @@ pub enum Bug {
     Sha3NotKeccak,
     /// Merkle padding repeats a zero digest instead of the last leaf.
     ZeroPadding,
+    /// Poseidon2 leaves whose length is a multiple of the rate absorb one more (zero) block.
+    Poseidon2ExtraBlock,
+    /// Poseidon2 nodes go through the sponge (two blocks) instead of the compression.
+    Poseidon2SpongeNodes,
     /// The LDE returns the raw input when blowup = 1 and shift = 1 (no canonicalisation).
     IdentityShortcut,
     /// The LDE truncates the shift to 32 bits (p + 7 becomes 8).
@@ -131,6 +138,10 @@ impl HostBackend {
 
     fn hash(&self, kind: HashKind, bytes: &[u8]) -> [u8; 32] {
         match kind {
+            HashKind::Poseidon2 if self.bug == Bug::Poseidon2ExtraBlock && bytes.len() % 32 == 0 => {
+                reference::hash(kind, &[bytes, &[0u8; 32][..]].concat())
+            }
+            HashKind::Poseidon2 => reference::hash(kind, bytes),
             HashKind::Keccak256 if self.bug == Bug::Sha3NotKeccak => sha3::Sha3_256::digest(bytes).into(),
             HashKind::Keccak256 => sha3::Keccak256::digest(bytes).into(),
             HashKind::Blake3 if self.bug == Bug::Blake3FirstChunkOnly => {
@@ -380,7 +391,11 @@ impl backend_api::RawBackend for HostBackend {
                 let mut bytes = [0u8; 64];
                 bytes[..32].copy_from_slice(&digest(&nodes.data, 2 * p + 1));
                 bytes[32..].copy_from_slice(&digest(&nodes.data, 2 * p + 2));
-                let d = self.hash(hash, &bytes);
+                let d = if hash == HashKind::Poseidon2 && self.bug != Bug::Poseidon2SpongeNodes {
+                    reference::parent(hash, &digest(&nodes.data, 2 * p + 1), &digest(&nodes.data, 2 * p + 2))
+                } else {
+                    self.hash(hash, &bytes)
+                };
                 self.digest_into(&mut nodes.data[p * DIGEST_WORDS..(p + 1) * DIGEST_WORDS], &d);
             }
             level_start = parent_start;
@@ -494,7 +509,9 @@ const CAUGHT_BY: &[(Bug, &[&str])] = &[
     (Bug::PairsNoBitReverse, &["hash_leaves_keccak_pairs", "hash_leaves_blake3_pairs", "hash_leaves_wide_rows"]),
     (Bug::Blake3FirstChunkOnly, &["hash_leaves_wide_rows"]),
     (Bug::Sha3NotKeccak, &["hash_leaves_keccak_rows", "merkle_tree_keccak", "merkle_tree_in_place"]),
-    (Bug::ZeroPadding, &["merkle_tree_keccak", "merkle_tree_blake3", "merkle_tree_in_place"]),
+    (Bug::ZeroPadding, &["merkle_tree_keccak", "merkle_tree_blake3", "merkle_tree_poseidon2", "merkle_tree_in_place"]),
+    (Bug::Poseidon2ExtraBlock, &["hash_leaves_poseidon2_rows", "hash_leaves_wide_rows", "leaves_then_transpose"]),
+    (Bug::Poseidon2SpongeNodes, &["merkle_tree_poseidon2", "merkle_tree_in_place"]),
     (Bug::IdentityShortcut, &["coset_lde_identity", "coset_lde_in_place_garbage_rows"]),
     (Bug::ShiftTruncated, &["coset_lde_shifts", "coset_lde_in_place_small_domains", "coset_lde_in_place_garbage_rows"]),
     (

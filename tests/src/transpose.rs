@@ -269,10 +269,10 @@ pub fn check_leaves_then_transpose<B: Backend>(
 /// # Errors
 /// The first case that differs from the references.
 pub fn leaves_then_transpose<B: Backend>(backend: &B) -> Outcome {
-    use HashKind::{Blake3, Keccak256};
+    use HashKind::{Blake3, Keccak256, Poseidon2};
     use LeafLayout::{LambdaVmPairs, Rows};
     let mut g = Gen::new("leaves_then_transpose");
-    for kind in [Keccak256, Blake3] {
+    for kind in [Keccak256, Blake3, Poseidon2] {
         // (rows, cols, rows per block or 0 for the default cap)
         for (rows, cols, k) in [
             (64, 5, 8),

@@ -1,15 +1,52 @@
 //! Leaf hashing: the preimage bytes of each layout (CONVENTIONS.md, "Leaves"), hashed with the
-//! `sha3` and `blake3` crates.
+//! `sha3` and `blake3` crates, or read back as field elements for Plonky3's Poseidon2.
 
 use backend_api::field::{bit_reverse, canonical};
 use backend_api::{DIGEST_WORDS, HashKind, LeafLayout, LeafSpec, MatrixShape, Result, digest_to_words, validate};
+use p3_field::PrimeField64;
+use p3_goldilocks::{Goldilocks, Poseidon2Goldilocks, default_goldilocks_poseidon2_8};
+use p3_symmetric::{CryptographicHasher, PaddingFreeSponge, PseudoCompressionFunction, TruncatedPermutation};
 use sha3::Digest;
 
-/// One 32-byte digest of `bytes`.
-pub(crate) fn hash_bytes(hash: HashKind, bytes: &[u8]) -> [u8; 32] {
+/// The little-endian 8-byte words of `bytes` as field elements (each read mod p).
+fn elements(bytes: &[u8]) -> impl Iterator<Item = Goldilocks> + '_ {
+    bytes.chunks_exact(8).map(|b| Goldilocks::new(canonical(u64::from_le_bytes(b.try_into().expect("8 bytes")))))
+}
+
+/// A Poseidon2 digest's 32 bytes: its 4 elements, canonical, little-endian.
+fn poseidon2_bytes(digest: [Goldilocks; 4]) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    for (o, x) in out.chunks_exact_mut(8).zip(digest) {
+        o.copy_from_slice(&x.as_canonical_u64().to_le_bytes());
+    }
+    out
+}
+
+/// The digest of a leaf preimage: the byte hashes over `bytes`; Poseidon2's padding-free sponge
+/// of rate 4 over its elements.
+pub(crate) fn leaf_digest(hash: HashKind, bytes: &[u8]) -> [u8; 32] {
     match hash {
         HashKind::Keccak256 => sha3::Keccak256::digest(bytes).into(),
         HashKind::Blake3 => *blake3::hash(bytes).as_bytes(),
+        HashKind::Poseidon2 => {
+            let sponge = PaddingFreeSponge::<Poseidon2Goldilocks<8>, 8, 4, 4>::new(default_goldilocks_poseidon2_8());
+            poseidon2_bytes(sponge.hash_iter(elements(bytes)))
+        }
+    }
+}
+
+/// The parent of two digests (`children` is `left || right`, 64 bytes): `H(left || right)` for
+/// the byte hashes, Poseidon2's truncated permutation of the 8 elements.
+pub(crate) fn node_digest(hash: HashKind, children: &[u8; 64]) -> [u8; 32] {
+    match hash {
+        HashKind::Keccak256 | HashKind::Blake3 => leaf_digest(hash, children),
+        HashKind::Poseidon2 => {
+            let compress = TruncatedPermutation::<Poseidon2Goldilocks<8>, 2, 4, 8>::new(default_goldilocks_poseidon2_8());
+            let mut halves = elements(children);
+            let mut half = || -> [Goldilocks; 4] { std::array::from_fn(|_| halves.next().expect("8 elements")) };
+            let (left, right) = (half(), half());
+            poseidon2_bytes(compress.compress([left, right]))
+        }
     }
 }
 
@@ -40,7 +77,7 @@ pub(crate) fn hash_leaves_into(
                 }
             }
         }
-        digest.copy_from_slice(&digest_to_words(&hash_bytes(spec.hash(), &bytes)));
+        digest.copy_from_slice(&digest_to_words(&leaf_digest(spec.hash(), &bytes)));
     }
     Ok(())
 }

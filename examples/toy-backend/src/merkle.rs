@@ -1,10 +1,10 @@
 //! Merkle trees over the `2L - 1` node array (CONVENTIONS.md, "Merkle tree"): the leaves padded
 //! to `L` by repeating the last leaf digest, then `node[p] = H(node[2p+1] || node[2p+2])` from
-//! the last parent up to the root.
+//! the last parent up to the root (Poseidon2: the compression of `left || right`).
 
 use backend_api::{DIGEST_WORDS, HashKind, Result, TreeShape, digest_to_words, validate};
 
-use crate::hash::hash_bytes;
+use crate::hash::node_digest;
 
 /// [`crate::ToyBackend::merkle_tree_in_place`] over a host slice of node words.
 ///
@@ -22,7 +22,7 @@ pub(crate) fn merkle_tree_in_place(nodes: &mut [u64], tree: TreeShape, hash: Has
         for (b, w) in children.chunks_exact_mut(8).zip(words) {
             b.copy_from_slice(&w.to_le_bytes());
         }
-        nodes[p * DIGEST_WORDS..(p + 1) * DIGEST_WORDS].copy_from_slice(&digest_to_words(&hash_bytes(hash, &children)));
+        nodes[p * DIGEST_WORDS..(p + 1) * DIGEST_WORDS].copy_from_slice(&digest_to_words(&node_digest(hash, &children)));
     }
     Ok(())
 }
