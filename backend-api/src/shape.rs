@@ -420,7 +420,10 @@ mod tests {
     #[test]
     fn poseidon2_is_defined_over_the_rows_layout_only() {
         let err = LeafSpec::new(HashKind::Poseidon2, LeafLayout::LambdaVmPairs, 0..4).unwrap_err();
-        assert!(matches!(&err, Error::InvalidArgument(m) if m.contains("lambda-vm-pairs") && m.contains("poseidon2")), "{err}");
+        assert!(
+            matches!(&err, Error::InvalidArgument(m) if m.contains("lambda-vm-pairs") && m.contains("poseidon2")),
+            "{err}"
+        );
         let spec = LeafSpec::new(HashKind::Poseidon2, LeafLayout::Rows, 0..4).unwrap();
         assert_eq!(spec.validate(MatrixShape::new(3, 4).unwrap()).unwrap(), 3);
         for kind in HashKind::ALL {

@@ -1,5 +1,6 @@
 //! Leaf hashing (hash.cu): one thread per leaf, Keccak-256 or standard BLAKE3 (the full chunk
-//! tree for leaves over 1 KiB), both leaf layouts, any column range.
+//! tree for leaves over 1 KiB) over both leaf layouts, or Poseidon2 (poseidon2.cuh) over the
+//! `rows` layout, any column range.
 
 use backend_api::DeviceBuffer as _;
 use backend_api::{DIGEST_WORDS, ELEM_BYTES, Error, HashKind, LeafLayout, LeafSpec, MatrixShape, Result, validate};
@@ -47,6 +48,8 @@ pub(crate) fn kernel_name(hash: HashKind, layout: LeafLayout, leaf_bytes: usize)
         (HashKind::Blake3, LeafLayout::LambdaVmPairs, false) => "leaves_blake3_pairs",
         (HashKind::Blake3, LeafLayout::Rows, true) => "leaves_blake3_rows_long",
         (HashKind::Blake3, LeafLayout::LambdaVmPairs, true) => "leaves_blake3_pairs_long",
+        // `LeafSpec::new` refuses Poseidon2 with the pairs layout, so only rows reach here.
+        (HashKind::Poseidon2, _, _) => "leaves_poseidon2_rows",
     }
 }
 
@@ -132,11 +135,13 @@ const ONLY_MOVERS_PER_SM: usize = 5;
 /// pass"). A multiprocessor holds five blocks of either kernel, so every mover takes a hashing
 /// block's place. Keccak-256 leaves (0.36 ms a 2^16-row block) hide one mover's block; BLAKE3
 /// leaves (0.12 ms) are shorter than one mover takes to move a block, so the chain of moves sets
-/// the pace and two movers shorten it.
+/// the pace and two movers shorten it. Poseidon2 leaves cost several times Keccak's, so one
+/// mover, as for Keccak (a choice from that arithmetic, not yet measured on the H200).
 pub(crate) fn block_pass_kernel(hash: HashKind) -> (&'static str, usize) {
     match hash {
         HashKind::Keccak256 => ("leaves_block_keccak", 1),
         HashKind::Blake3 => ("leaves_block_blake3", 2),
+        HashKind::Poseidon2 => ("leaves_block_poseidon2", 1),
     }
 }
 
@@ -188,7 +193,8 @@ impl BlockPassLeaves {
     /// path does (BENCHMARKS.md, "The fresh process").
     pub(crate) fn cold_prefix_blocks(&self, full_blocks: usize) -> usize {
         match self.hash {
-            HashKind::Keccak256 => (full_blocks / 8).max(1),
+            // Poseidon2's leaves are longer still than Keccak's: the same eighth covers the plan.
+            HashKind::Keccak256 | HashKind::Poseidon2 => (full_blocks / 8).max(1),
             HashKind::Blake3 => full_blocks,
         }
     }

@@ -13,6 +13,15 @@ use crate::module::Source;
 const TOP: usize = 1024;
 const BLOCK: u32 = 256;
 
+/// The kernels of `hash`'s levels: one launch per level, and the top levels in one block.
+pub(crate) fn level_kernels(hash: HashKind) -> (&'static str, &'static str) {
+    match hash {
+        HashKind::Keccak256 => ("merkle_level_keccak", "merkle_top_keccak"),
+        HashKind::Blake3 => ("merkle_level_blake3", "merkle_top_blake3"),
+        HashKind::Poseidon2 => ("merkle_level_poseidon2", "merkle_top_poseidon2"),
+    }
+}
+
 /// [`backend_api::Backend::merkle_tree_in_place`].
 pub(crate) fn merkle_tree_in_place(
     device: &Device,
@@ -32,10 +41,7 @@ pub(crate) fn merkle_tree_in_place(
         // node array, whose length was checked.
         unsafe { device.launch(&kernel, LaunchConfig::linear(grid, BLOCK, 0), args)? };
     }
-    let (level, top) = match hash {
-        HashKind::Keccak256 => ("merkle_level_keccak", "merkle_top_keccak"),
-        HashKind::Blake3 => ("merkle_level_blake3", "merkle_top_blake3"),
-    };
+    let (level, top) = level_kernels(hash);
     // The level with `width` parents is nodes [width - 1, 2 * width - 1).
     let mut width = padded / 2;
     if width > TOP {

@@ -86,7 +86,7 @@ impl CommitPlan {
     /// - [`Error::InvalidShape`]: zero rows or columns, rows or blowup not a power of two, an LDE
     ///   domain `N = rows * blowup` above 2^32;
     /// - [`Error::InvalidArgument`]: a zero shift, a split column outside `1..cols`, the
-    ///   `lambda-vm-pairs` layout with `N < 2`;
+    ///   `lambda-vm-pairs` layout with `N < 2` or with Poseidon2 (which defines `rows` only);
     /// - [`Error::ScratchTooSmall`]: a scratch cap that cannot hold one run of the LDE's transpose;
     /// - [`Error::SizeOverflow`]: a commit whose modelled bytes overflow `usize`.
     pub fn new(rows: usize, cols: usize, params: &CommitParams) -> Result<Self> {

@@ -105,8 +105,8 @@ fn check_commit_plan(raw: [u64; 8]) {
     let params = CommitParams {
         blowup,
         shift,
-        hash: HashKind::ALL[raw[5] as usize % 2],
-        layout: LeafLayout::ALL[(raw[5] >> 1) as usize % 2],
+        hash: HashKind::ALL[raw[5] as usize % 3],
+        layout: LeafLayout::ALL[(raw[5] >> 2) as usize % 2],
         split,
         scratch_cap: small(raw[6], 32),
         budget: Some(raw[7] as usize),

@@ -117,7 +117,7 @@ pub fn compress(left: &[u64; OUT], right: &[u64; OUT]) -> [u64; OUT] {
 
 /// Little-endian 8-byte words of `bytes` (whose length is a multiple of 8).
 pub fn words(bytes: &[u8]) -> Vec<u64> {
-    assert!(bytes.len() % 8 == 0, "a Poseidon2 preimage is whole 8-byte elements, got {} bytes", bytes.len());
+    assert!(bytes.len().is_multiple_of(8), "a Poseidon2 preimage is whole 8-byte elements, got {} bytes", bytes.len());
     bytes.chunks_exact(8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes"))).collect()
 }
 

@@ -2,8 +2,10 @@
 //
 // Layouts: `rows` (leaf r = row r's columns [c0, c1), canonical, little-endian) and
 // `lambda-vm-pairs` (leaf i = rows br(2i) || br(2i+1), canonical, big-endian). Each element is
-// one 8-byte lane of the message, so both hashes absorb whole u64 lanes.
+// one 8-byte lane of the message, so both byte hashes absorb whole u64 lanes; Poseidon2 (rows
+// layout only) absorbs the canonical elements themselves, 4 per permutation.
 #include "hashes.cuh"
+#include "poseidon2.cuh"
 
 struct LeafParams {
     const u64* matrix;  // row-major, `cols` columns
@@ -73,6 +75,25 @@ __device__ __forceinline__ void keccak_leaf(const LeafParams& p, u64 leaf) {
     keccak_f1600(s);
     u64* o = p.out + 4 * leaf;
     o[0] = s[0]; o[1] = s[1]; o[2] = s[2]; o[3] = s[3];
+}
+
+// Poseidon2's padding-free sponge of rate 4 over one `rows` leaf: each block of up to 4 elements
+// (read as they are: the permutation takes any u64) overwrites state positions [0, k) and is
+// permuted (one permutation call site, so the unrolled
+// permutation is emitted once); the digest is state positions 0-3.
+__device__ __forceinline__ void poseidon2_leaf(const LeafParams& p, u64 leaf) {
+    const u64* row = p.matrix + leaf * p.cols + p.c0;
+    u64 s[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) s[i] = 0;
+    for (u64 j = 0; j < p.width; j += 4) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+            if (j + i < p.width) s[i] = row[j + i];
+        poseidon2_permute(s);
+    }
+    u64* o = p.out + 4 * leaf;
+    o[0] = gl_canon(s[0]); o[1] = gl_canon(s[1]); o[2] = gl_canon(s[2]); o[3] = gl_canon(s[3]);
 }
 
 // The BLAKE3 chaining-value stack of at most D entries, top at index 0. Pushes and pops shift
@@ -185,6 +206,9 @@ LEAF_KERNEL(leaves_blake3_rows, (blake3_leaf<false, 4>(p, leaf)))
 #if ALL_KERNELS || WANT_leaves_blake3_pairs
 LEAF_KERNEL(leaves_blake3_pairs, (blake3_leaf<true, 4>(p, leaf)))
 #endif
+#if ALL_KERNELS || WANT_leaves_poseidon2_rows
+LEAF_KERNEL(leaves_poseidon2_rows, (poseidon2_leaf(p, leaf)))
+#endif
 // Any length up to 2^32 chunks (the stack spills to local memory).
 #if ALL_KERNELS || WANT_leaves_blake3_rows_long
 LEAF_KERNEL(leaves_blake3_rows_long, (blake3_leaf<false, 32>(p, leaf)))
@@ -218,7 +242,7 @@ struct BlockLeaves {
     u64 movers;            // thread blocks [0, movers) move; the rest hash
 };
 
-template <int HASH>  // 0: Keccak-256, 1: BLAKE3 (leaves of at most 16 chunks)
+template <int HASH>  // 0: Keccak-256, 1: BLAKE3 (leaves of at most 16 chunks), 2: Poseidon2
 __device__ __forceinline__ void leaves_block(const BlockLeaves& p) {
     const u32 tid = threadIdx.x, nthreads = blockDim.x;
     // A launch with movers is queued with programmatic stream serialization: the next launch's
@@ -232,7 +256,8 @@ __device__ __forceinline__ void leaves_block(const BlockLeaves& p) {
             for (u64 t = 0; t < p.trees; ++t) {
                 const LeafParams lp = {p.hash_src, p.out[t], p.cols, p.c0[t], p.width[t], p.hash_rows, 0};
                 if (HASH == 0) keccak_leaf<false>(lp, row);
-                else blake3_leaf<false, 4>(lp, row);
+                else if (HASH == 1) blake3_leaf<false, 4>(lp, row);
+                else poseidon2_leaf(lp, row);
             }
         }
         return;
@@ -272,5 +297,10 @@ extern "C" __global__ void __launch_bounds__(128) leaves_block_keccak(const __gr
 #if ALL_KERNELS || WANT_leaves_block_blake3
 extern "C" __global__ void __launch_bounds__(128) leaves_block_blake3(const __grid_constant__ BlockLeaves p) {
     leaves_block<1>(p);
+}
+#endif
+#if ALL_KERNELS || WANT_leaves_block_poseidon2
+extern "C" __global__ void __launch_bounds__(128) leaves_block_poseidon2(const __grid_constant__ BlockLeaves p) {
+    leaves_block<2>(p);
 }
 #endif

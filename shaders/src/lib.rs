@@ -8,11 +8,16 @@ pub mod cuda {
     pub const COMMON: &str = include_str!("../cuda/common.cuh");
     /// Keccak-f\[1600\] and the BLAKE3 compression function (`#include "hashes.cuh"`).
     pub const HASHES: &str = include_str!("../cuda/hashes.cuh");
+    /// The Poseidon2 permutation over Goldilocks, width 8 (`#include "poseidon2.cuh"`).
+    pub const POSEIDON2: &str = include_str!("../cuda/poseidon2.cuh");
+    /// Poseidon2's round constants, generated from p3-goldilocks (`#include
+    /// "poseidon2_constants.cuh"`; `tests/poseidon2_constants.rs` keeps it so).
+    pub const POSEIDON2_CONSTANTS: &str = include_str!("../cuda/poseidon2_constants.cuh");
     /// The in-place transpose: tiled block transpose and the fused run-pass kernel.
     pub const TRANSPOSE: &str = include_str!("../cuda/transpose.cu");
     /// Batched copies: one gather launch per batch.
     pub const COPY: &str = include_str!("../cuda/copy.cu");
-    /// Leaf hashing, both layouts, both hashes, column ranges.
+    /// Leaf hashing: both layouts for the byte hashes, Poseidon2 over rows, column ranges.
     pub const HASH: &str = include_str!("../cuda/hash.cu");
     /// Merkle tree levels and leaf padding.
     pub const MERKLE: &str = include_str!("../cuda/merkle.cu");
@@ -21,7 +26,12 @@ pub mod cuda {
     pub const LDE: &str = include_str!("../cuda/lde.cu");
 
     /// The headers every kernel file may `#include`, as (include name, text), for NVRTC.
-    pub const HEADERS: &[(&str, &str)] = &[("common.cuh", COMMON), ("hashes.cuh", HASHES)];
+    pub const HEADERS: &[(&str, &str)] = &[
+        ("common.cuh", COMMON),
+        ("hashes.cuh", HASHES),
+        ("poseidon2.cuh", POSEIDON2),
+        ("poseidon2_constants.cuh", POSEIDON2_CONSTANTS),
+    ];
     /// Every kernel file, as (file name, text).
     pub const SOURCES: &[(&str, &str)] =
         &[("transpose.cu", TRANSPOSE), ("copy.cu", COPY), ("hash.cu", HASH), ("merkle.cu", MERKLE), ("lde.cu", LDE)];

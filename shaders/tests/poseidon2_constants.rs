@@ -31,7 +31,9 @@ fn flat() -> (Vec<u64>, Vec<u64>, Vec<u64>) {
 
 fn cuda() -> String {
     let (external, internal, diag) = flat();
-    let mut s = format!("// {HEADER}\n//\n// External round constants: rounds 0-3 (initial) then 4-7 (final), 8 per round.\n#pragma once\n\n");
+    let mut s = format!(
+        "// {HEADER}\n//\n// External round constants: rounds 0-3 (initial) then 4-7 (final), 8 per round.\n#pragma once\n\n"
+    );
     let mut array = |name: &str, values: &[u64]| {
         writeln!(s, "__device__ __constant__ static const unsigned long long {name}[{}] = {{", values.len()).unwrap();
         for v in values {
@@ -94,4 +96,14 @@ fn the_wgsl_constants_are_plonky3s() {
 fn the_tables_have_the_shape_the_kernels_assume() {
     let (external, internal, diag) = flat();
     assert_eq!((external.len(), internal.len(), diag.len()), (64, 22, 8));
+}
+
+/// The CUDA kernel (cuda/poseidon2.cuh, `p2_internal`) multiplies by the internal diagonal with
+/// additions and halvings for these values: -2, 1, 2, 1/2, 3, -1/2, -3, -4.
+#[test]
+fn the_internal_diagonal_is_the_one_the_cuda_kernel_specialises() {
+    const P: u64 = 0xFFFF_FFFF_0000_0001;
+    let half = P.div_ceil(2); // (p + 1) / 2 = 1/2
+    let (_, _, diag) = flat();
+    assert_eq!(diag, [P - 2, 1, 2, half, 3, P - half, P - 3, P - 4]);
 }

@@ -140,7 +140,14 @@ pub const POSEIDON2_COLS: [usize; 12] = [1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 16];
 /// # Errors
 /// The first digest that differs.
 pub fn hash_leaves_poseidon2_rows<B: Backend>(backend: &B) -> Outcome {
-    sweep(backend, "hash_leaves_poseidon2_rows", HashKind::Poseidon2, LeafLayout::Rows, &ROWS_LAYOUT_ROWS, &POSEIDON2_COLS)
+    sweep(
+        backend,
+        "hash_leaves_poseidon2_rows",
+        HashKind::Poseidon2,
+        LeafLayout::Rows,
+        &ROWS_LAYOUT_ROWS,
+        &POSEIDON2_COLS,
+    )
 }
 
 /// Row counts for the `rows` layout: one row, non-powers of two, and powers of two.

@@ -138,7 +138,7 @@ impl HostBackend {
 
     fn hash(&self, kind: HashKind, bytes: &[u8]) -> [u8; 32] {
         match kind {
-            HashKind::Poseidon2 if self.bug == Bug::Poseidon2ExtraBlock && bytes.len() % 32 == 0 => {
+            HashKind::Poseidon2 if self.bug == Bug::Poseidon2ExtraBlock && bytes.len().is_multiple_of(32) => {
                 reference::hash(kind, &[bytes, &[0u8; 32][..]].concat())
             }
             HashKind::Poseidon2 => reference::hash(kind, bytes),

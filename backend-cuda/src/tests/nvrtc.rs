@@ -1,7 +1,7 @@
 //! Tests that need no GPU: NVRTC compiles every kernel file (skipped visibly without NVRTC), the
 //! cache key, the compile error's log, and the driver layer's typed errors.
 
-use backend_api::Error;
+use backend_api::{Error, HashKind, LeafLayout};
 use cudarc::driver::sys::CUresult;
 
 use super::nvrtc_or_skip;
@@ -61,26 +61,26 @@ fn kernels_named_by_the_host_code_exist() {
     if !nvrtc_or_skip("kernels_named_by_the_host_code_exist") {
         return;
     }
+    // Every kernel the host code names for every hash, layout and leaf length.
+    let mut leaf_kernels: Vec<&str> = Vec::new();
+    for hash in HashKind::ALL {
+        for layout in LeafLayout::ALL.into_iter().filter(|&l| hash.supports(l)) {
+            for leaf_bytes in [8, 64 << 10] {
+                leaf_kernels.push(crate::hash::kernel_name(hash, layout, leaf_bytes));
+            }
+        }
+        leaf_kernels.push(crate::hash::block_pass_kernel(hash).0);
+    }
+    let mut merkle_kernels = vec!["merkle_pad"];
+    for hash in HashKind::ALL {
+        let (level, top) = crate::merkle::level_kernels(hash);
+        merkle_kernels.extend([level, top]);
+    }
     let names: &[(Source, &[&str])] = &[
         (Source::Transpose, &["transpose_tile", "transpose_fused_runs_v1", "transpose_fused_runs_v2"]),
         (Source::Copy, &["copy_gather"]),
-        (
-            Source::Hash,
-            &[
-                "leaves_keccak_rows",
-                "leaves_keccak_pairs",
-                "leaves_blake3_rows",
-                "leaves_blake3_pairs",
-                "leaves_blake3_rows_long",
-                "leaves_blake3_pairs_long",
-                "leaves_block_keccak",
-                "leaves_block_blake3",
-            ],
-        ),
-        (
-            Source::Merkle,
-            &["merkle_pad", "merkle_level_keccak", "merkle_level_blake3", "merkle_top_keccak", "merkle_top_blake3"],
-        ),
+        (Source::Hash, &leaf_kernels),
+        (Source::Merkle, &merkle_kernels),
         (
             Source::Lde,
             &[

@@ -41,7 +41,8 @@ pub(crate) fn node_digest(hash: HashKind, children: &[u8; 64]) -> [u8; 32] {
     match hash {
         HashKind::Keccak256 | HashKind::Blake3 => leaf_digest(hash, children),
         HashKind::Poseidon2 => {
-            let compress = TruncatedPermutation::<Poseidon2Goldilocks<8>, 2, 4, 8>::new(default_goldilocks_poseidon2_8());
+            let compress =
+                TruncatedPermutation::<Poseidon2Goldilocks<8>, 2, 4, 8>::new(default_goldilocks_poseidon2_8());
             let mut halves = elements(children);
             let mut half = || -> [Goldilocks; 4] { std::array::from_fn(|_| halves.next().expect("8 elements")) };
             let (left, right) = (half(), half());

@@ -22,7 +22,8 @@ pub(crate) fn merkle_tree_in_place(nodes: &mut [u64], tree: TreeShape, hash: Has
         for (b, w) in children.chunks_exact_mut(8).zip(words) {
             b.copy_from_slice(&w.to_le_bytes());
         }
-        nodes[p * DIGEST_WORDS..(p + 1) * DIGEST_WORDS].copy_from_slice(&digest_to_words(&node_digest(hash, &children)));
+        nodes[p * DIGEST_WORDS..(p + 1) * DIGEST_WORDS]
+            .copy_from_slice(&digest_to_words(&node_digest(hash, &children)));
     }
     Ok(())
 }

@@ -23,7 +23,8 @@ pub fn concurrency_tables(g: &mut Gen) -> Vec<Table> {
         let cols = 2 + g.below(11);
         let hash = HashKind::ALL[i % 3];
         // Poseidon2 defines the rows layout only.
-        let layout = if hash.supports(LeafLayout::LambdaVmPairs) { LeafLayout::ALL[(i / 2) % 2] } else { LeafLayout::Rows };
+        let layout =
+            if hash.supports(LeafLayout::LambdaVmPairs) { LeafLayout::ALL[(i / 2) % 2] } else { LeafLayout::Rows };
         let params = CommitParams {
             blowup: [2, 4][g.below(2)],
             shift: [7, 3, g.u64() | 1][g.below(3)],
