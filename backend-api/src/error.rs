@@ -1,7 +1,5 @@
 //! The one error type every backend returns.
 
-use crate::memory::Refusal;
-
 /// Result alias used across every backend.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -135,10 +133,6 @@ pub enum Error {
         reason: String,
     },
 
-    /// The commit does not fit the memory budget; nothing was allocated.
-    #[error("{0}")]
-    Refused(Box<Refusal>),
-
     /// The backend cannot be used here (no driver, no adapter, not compiled in).
     #[error("backend {backend} is unavailable: {reason}")]
     BackendUnavailable {
@@ -197,21 +191,6 @@ impl Error {
         matches!(self, Error::OutOfMemory { .. } | Error::HostOutOfMemory { .. } | Error::InjectedFault { .. })
     }
 
-    /// Whether a memory budget refused the work before anything was allocated
-    /// ([`Error::Refused`]); [`Error::refusal`] gives its terms.
-    pub fn is_refused(&self) -> bool {
-        matches!(self, Error::Refused(_))
-    }
-
-    /// The refusal's terms (the model term by term, the budget, the bytes already admitted), when
-    /// a memory budget refused the work.
-    pub fn refusal(&self) -> Option<&Refusal> {
-        match self {
-            Error::Refused(r) => Some(r),
-            _ => None,
-        }
-    }
-
     /// Whether the caller's input was rejected before any device work: a shape, a parameter, a
     /// scratch cap, a length, a range, a copy batch, a size that overflows, or a buffer of another
     /// backend instance. The same input fails the same way on every backend; fix the input.
@@ -252,12 +231,9 @@ impl Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memory::MemoryModel;
 
     #[test]
     fn each_error_answers_exactly_one_kind_question() {
-        let model = MemoryModel { lde: 64, trace: 0, trees: 32, scratch: 8, twiddles: 16 };
-        let refused = Error::Refused(Box::new(Refusal { model: model.clone(), budget: 100, in_flight: 0 }));
         let cases: Vec<(Error, &str)> = vec![
             (Error::InvalidShape("0 rows".into()), "invalid"),
             (Error::InvalidArgument("shift 0".into()), "invalid"),
@@ -268,7 +244,6 @@ mod tests {
             (Error::ForeignBuffer { backend: "cpu", what: "lde" }, "invalid"),
             (Error::OutOfMemory { backend: "cpu", requested: 8, free: 0, total: 8 }, "oom"),
             (Error::InjectedFault { index: 0, bytes: 8 }, "oom"),
-            (refused, "refused"),
             (Error::BackendUnavailable { backend: "cuda", reason: "no driver".into() }, "unavailable"),
             (Error::Device { backend: "wgpu", op: "map".into(), source: "timeout".into() }, "device"),
             (Error::KernelCompile { backend: "cuda", kernel: "lde.cu".into(), log: "error".into() }, "device"),
@@ -278,18 +253,14 @@ mod tests {
             let answers = [
                 ("invalid", e.is_invalid_input()),
                 ("oom", e.is_out_of_memory()),
-                ("refused", e.is_refused()),
                 ("unavailable", e.is_unavailable()),
                 ("device", e.is_device_error() && !e.is_device_lost()),
                 ("lost", e.is_device_lost()),
             ];
             let yes: Vec<&str> = answers.iter().filter(|a| a.1).map(|a| a.0).collect();
             assert_eq!(yes, [*kind], "{e}");
-            assert_eq!(e.refusal().is_some(), *kind == "refused", "{e}");
         }
         // A lost device is a device error too.
         assert!(cases.last().unwrap().0.is_device_error());
-        let r = cases[9].0.refusal().unwrap();
-        assert_eq!((r.model.total(), r.budget, r.in_flight), (120, 100, 0));
     }
 }

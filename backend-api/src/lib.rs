@@ -13,8 +13,9 @@
 //!   moves over the same constants; a backend only supplies the kernels.
 //! - **Same bytes everywhere.** CONVENTIONS.md fixes the field, the LDE, the leaf layouts, the
 //!   hashes and the tree layout; shapes and specs here validate against it once for all backends.
-//! - **Refuse before allocating.** The [`memory`] model sums what a commit puts on the device;
-//!   admission compares it with a budget and names every term when it refuses.
+//! - **Count every byte.** Each backend reserves its allocations in an [`AllocTracker`] before
+//!   making them (live and peak bytes, fault injection); budgets and admission are the commit
+//!   pipeline's policy (the `commit` crate's memory model), not part of this contract.
 //! - **Observable allocation.** Every backend allocates through a [`fault::AllocTracker`]: live
 //!   and peak bytes, and a hook that fails the N-th allocation for fault-injection tests.
 
@@ -23,7 +24,6 @@ pub mod copy;
 mod error;
 pub mod fault;
 pub mod field;
-pub mod memory;
 pub mod plan;
 mod port;
 mod prepare;

@@ -8,7 +8,7 @@
 //!
 //! Three policies:
 //! - [`Admission::new`]: a commit that does not fit now is refused at once
-//!   ([`backend_api::Error::Refused`]).
+//!   ([`crate::ProverError::Refused`]).
 //! - [`Admission::waiting`]: it waits its turn in this process, up to a timeout.
 //! - [`Admission::cross_process`]: it waits its turn among every process that uses the same
 //!   reservation directory for the same device (see `reservations.rs`: `flock`-held files, so a
@@ -34,7 +34,7 @@ use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use backend_api::memory::{MemoryModel, Refusal, admit, human_bytes};
+use crate::memory::{MemoryModel, Refusal, admit, human_bytes};
 
 use crate::error::{ProverError, Result};
 use crate::reservations::{QueueView, Reservation, Reservations};
@@ -264,7 +264,7 @@ impl Admission {
     /// also asks `memory` (the driver's free and total bytes, `None` when unknown) at every look.
     ///
     /// # Errors
-    /// - [`backend_api::Error::Refused`] naming every term of the model, the budget and the bytes
+    /// - [`crate::ProverError::Refused`] naming every term of the model, the budget and the bytes
     ///   in flight: with the refusing policy, when they do not fit together now; with a waiting
     ///   policy, at once when the model alone exceeds the budget (it could never be admitted).
     /// - [`ProverError::WaitTimedOut`]: a waiting policy's timeout passed first.
@@ -290,7 +290,7 @@ impl Admission {
     fn refuse_if_never_fits(&self, model: &MemoryModel, in_flight: usize) -> Result<()> {
         if model.total() > self.inner.budget {
             let refusal = Refusal { model: model.clone(), budget: self.inner.budget, in_flight };
-            return Err(backend_api::Error::Refused(Box::new(refusal)).into());
+            return Err(crate::ProverError::Refused(Box::new(refusal)));
         }
         Ok(())
     }
@@ -450,7 +450,6 @@ impl Drop for Ticket {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use backend_api::Error;
 
     fn model(total_quarter: usize) -> MemoryModel {
         MemoryModel {
@@ -472,7 +471,7 @@ mod tests {
         let err = a.admit(&model(1)).unwrap_err();
         let msg = err.to_string();
         assert!(msg.contains("1000 B") && msg.contains("already admitted"), "{msg}");
-        assert!(matches!(err, crate::ProverError::Backend(Error::Refused(ref r)) if r.in_flight == 1000));
+        assert!(matches!(err, crate::ProverError::Refused(ref r) if r.in_flight == 1000));
         t2.shrink_to(200);
         assert_eq!((a.in_flight(), t2.bytes()), (600, 200));
         t2.shrink_to(500); // never grows
@@ -590,7 +589,7 @@ mod tests {
         let t0 = Instant::now();
         let err = a.admit(&model(300)).unwrap_err();
         assert!(t0.elapsed() < Duration::from_millis(50), "refusal took {:?}", t0.elapsed());
-        assert!(matches!(err, ProverError::Backend(Error::Refused(_))), "{err:?}");
+        assert!(matches!(err, ProverError::Refused(_)), "{err:?}");
         // Device memory held by someone else blocks too, and a zero timeout looks once.
         let b = Admission::waiting(1000, Duration::ZERO, "dev");
         let err = b.admit_on(&model(10), &|| Some(DeviceMemory { free: 39, total: 10_000 })).unwrap_err();

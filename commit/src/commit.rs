@@ -2,7 +2,7 @@
 
 use std::time::Instant;
 
-use backend_api::memory::{CommitShape, MemoryModel, default_budget};
+use crate::memory::{CommitShape, MemoryModel, default_budget};
 use backend_api::{
     Backend, DEFAULT_SCRATCH_CAP, DIGEST_WORDS, Error, HashKind, LdeParams, LeafJob, LeafLayout, LeafSpec, MatrixShape,
     TreeShape, digests_from_words, field::DEFAULT_SHIFT,
@@ -206,7 +206,7 @@ pub struct Commitment<B: Backend> {
 ///
 /// # Errors
 /// [`CommitPlan::new`]'s validation errors; [`Error::LengthMismatch`] when the input does not hold
-/// `rows * cols` elements; [`Error::Refused`] listing every modelled term when the commit does not
+/// `rows * cols` elements; [`crate::ProverError::Refused`] listing every modelled term when the commit does not
 /// fit; device errors. On error every buffer the commit allocated is freed.
 pub fn commit<B: Backend>(
     backend: &B,

@@ -19,9 +19,15 @@ pub const EXIT_WAIT_TIMED_OUT: u8 = 3;
 #[derive(Debug, thiserror::Error)]
 pub enum ProverError {
     /// A backend error: validation of the shape and parameters (these come from `backend-api`, so
-    /// every backend rejects the same inputs with the same words), a refusal, or a device fault.
+    /// every backend rejects the same inputs with the same words), or a device fault.
     #[error(transparent)]
     Backend(#[from] backend_api::Error),
+
+    /// The commit does not fit the memory budget ([`crate::memory::admit`]); nothing was
+    /// allocated. The refusal names every term of the model, the budget and what else was
+    /// admitted.
+    #[error("{0}")]
+    Refused(Box<crate::memory::Refusal>),
 
     /// An input or output file could not be used; `message` carries the sizes involved.
     #[error("{path}: {message}")]
@@ -36,8 +42,8 @@ pub enum ProverError {
     #[error(
         "timed out after {:.1} s waiting for {needed} B ({}) of device memory on {device} (budget {budget} B, {}): {blocked}",
         waited.as_secs_f64(),
-        backend_api::memory::human_bytes(*needed),
-        backend_api::memory::human_bytes(*budget)
+        crate::memory::human_bytes(*needed),
+        crate::memory::human_bytes(*budget)
     )]
     WaitTimedOut {
         /// The commit's modelled bytes.
@@ -56,8 +62,8 @@ pub enum ProverError {
     /// runs whole on one device.
     #[error(
         "job {job} needs {needed} B ({}), more than the budget of any device in the set: {}; a commit runs whole on one device",
-        backend_api::memory::human_bytes(*needed),
-        budgets.iter().map(|(d, b)| format!("{d} {b} B ({})", backend_api::memory::human_bytes(*b))).collect::<Vec<_>>().join(", ")
+        crate::memory::human_bytes(*needed),
+        budgets.iter().map(|(d, b)| format!("{d} {b} B ({})", crate::memory::human_bytes(*b))).collect::<Vec<_>>().join(", ")
     )]
     NoDeviceFits {
         /// The job's index in the batch.
@@ -113,6 +119,7 @@ impl ProverError {
             ProverError::Usage(_) | ProverError::Input { .. } | ProverError::UnsafePath { .. } => EXIT_USAGE,
             ProverError::Backend(e) if e.is_invalid_input() => EXIT_USAGE,
             ProverError::Backend(_)
+            | ProverError::Refused(_)
             | ProverError::NoDeviceFits { .. }
             | ProverError::NoBackendUsable { .. }
             | ProverError::ResultsDiffer(_) => EXIT_REFUSED_OR_DEVICE,
@@ -133,15 +140,18 @@ impl ProverError {
     }
 
     /// Whether a memory budget refused the commit before anything was allocated
-    /// ([`backend_api::Error::Refused`]); [`ProverError::refusal`] gives its terms.
+    /// ([`ProverError::Refused`]); [`ProverError::refusal`] gives its terms.
     pub fn is_refused(&self) -> bool {
         self.refusal().is_some()
     }
 
     /// The refusal's terms when a memory budget refused the commit: the model term by term
-    /// ([`backend_api::memory::MemoryModel::terms`]), the budget and the bytes already admitted.
-    pub fn refusal(&self) -> Option<&backend_api::memory::Refusal> {
-        self.backend_error().and_then(backend_api::Error::refusal)
+    /// ([`crate::memory::MemoryModel::terms`]), the budget and the bytes already admitted.
+    pub fn refusal(&self) -> Option<&crate::memory::Refusal> {
+        match self {
+            ProverError::Refused(r) => Some(r),
+            _ => None,
+        }
     }
 
     /// Whether the caller's input was rejected before any device work: a shape or parameter the

@@ -5,7 +5,7 @@
 //! - **Generic, not branched.** [`commit()`] takes any [`backend_api::Backend`]; this crate names
 //!   no concrete backend.
 //! - **Refuse before allocating.** Validation ([`CommitPlan::new`]) and admission
-//!   ([`Admission::admit`], against the backend-api memory model) run before the first
+//!   ([`Admission::admit`], against the [`memory`] model of this crate) run before the first
 //!   allocation; a table that does not fit is refused with every modelled term listed.
 //! - **One buffer, in place.** The trace is uploaded straight into the first `n` rows of the
 //!   `N`-row LDE buffer and extended in place there (row-major), leaves are hashed straight into
@@ -27,6 +27,7 @@ mod commit;
 pub mod device_set;
 mod error;
 mod input;
+pub mod memory;
 pub mod prelude;
 mod progress;
 mod reservations;

@@ -29,7 +29,7 @@
 //! # Ok::<(), ProverError>(())
 //! ```
 
-pub use backend_api::memory::{MemoryModel, Refusal};
+pub use crate::memory::{MemoryModel, Refusal};
 pub use backend_api::{
     Backend, DEFAULT_SCRATCH_CAP, DIGEST_BYTES, DeviceBuffer, Error as BackendError, HashKind, HostBuffer, LdeParams,
     LeafLayout, LeafSpec, MatrixShape, TreeShape, hex,

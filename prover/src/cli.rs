@@ -20,10 +20,10 @@ use crate::{
     Result, TraceInput, commit_admitted, default_reservation_root, read_trace_file_into, synthetic_trace_into,
     write_u64_file,
 };
-use backend_api::memory::{admit, default_budget};
 use backend_api::{Backend, DEFAULT_SCRATCH_CAP, DeviceInfo, HashKind, HostBuffer, LeafLayout, MatrixShape};
 use clap::builder::{PossibleValue, PossibleValuesParser};
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
+use commit::memory::{admit, default_budget};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 #[derive(Parser, Debug)]

@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use backend_api::memory::{MemoryModel, human_bytes};
 use backend_api::{Backend, DeviceInfo, MatrixShape, hex};
+use commit::memory::{MemoryModel, human_bytes};
 use serde::Serialize;
 
 use crate::ProverError;

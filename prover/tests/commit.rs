@@ -122,7 +122,7 @@ fn a_refused_commit_allocates_nothing_and_lists_every_term<B: Backend>(backend: 
     for term in ["LDE", "trace", "Merkle trees", "transpose scratch", "twiddles", "total", "1000 B"] {
         assert!(msg.contains(term), "{term:?} missing from:\n{msg}");
     }
-    assert!(matches!(err, ProverError::Backend(Error::Refused(_))));
+    assert!(matches!(err, ProverError::Refused(_)));
     assert_eq!(err.exit_code(), prover::EXIT_REFUSED_OR_DEVICE);
 }
 

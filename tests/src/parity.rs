@@ -4,9 +4,9 @@
 //! every root and every node array compared, and the tracker's peak reported against the memory
 //! model (checked against the model plus 1% when measuring).
 
-use backend_api::memory::MemoryModel;
 use backend_api::{Backend, HashKind, LeafLayout, MatrixShape};
 use backend_cpu::CpuBackend;
+use commit::memory::MemoryModel;
 use commit::{CommitParams, NoProgress, TraceInput};
 
 /// One commit configuration of a parity run.

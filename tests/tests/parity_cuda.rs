@@ -10,10 +10,10 @@
 //! Without a GPU each test prints `SKIPPED`; `REQUIRE_CUDA=1` makes that a failure.
 #![cfg(feature = "cuda")]
 
-use backend_api::memory::MemoryModel;
 use backend_api::{Backend, DEFAULT_SCRATCH_CAP, MatrixShape};
 use backend_cpu::CpuBackend;
 use backend_cuda::{CudaBackend, CudaOptions};
+use commit::memory::MemoryModel;
 use commit::{CommitParams, NoProgress, TraceInput};
 use conformance::parity::{self, CASES, Probe};
 

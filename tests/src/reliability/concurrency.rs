@@ -5,7 +5,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
-use backend_api::{Backend, Error, HashKind, LeafLayout};
+use backend_api::{Backend, HashKind, LeafLayout};
 use commit::{Admission, CommitParams, ProverError};
 
 use super::table::{Committed, Table, commit_table, oracle, read_back};
@@ -56,7 +56,7 @@ enum Attempt {
 /// some commits must be refused for lack of budget *while others are in flight*. Checked:
 /// - every admitted commit's roots, column-major LDE, snapshot and host copy equal the CPU oracle's
 ///   for its table;
-/// - every refused commit got [`Error::Refused`] and nothing else, for a commit that would have fit
+/// - every refused commit got [`ProverError::Refused`] and nothing else, for a commit that would have fit
 ///   the budget alone (so the refusal counted the bytes in flight), with the in-flight bytes it
 ///   reported above zero;
 /// - at least one commit was admitted and at least one refused;
@@ -126,7 +126,7 @@ pub(super) fn concurrent_commits_within<B: Backend + 'static>(backend: &'static 
                             .map_err(|e| format!("{table}: reading back: {e}"))
                     }))
                     .unwrap_or_else(|p| Err(caught("reading back", p))),
-                    Ok(Err(ProverError::Backend(Error::Refused(r)))) => {
+                    Ok(Err(ProverError::Refused(r))) => {
                         Ok(Attempt::Refused { model_total: r.model.total(), budget: r.budget, in_flight: r.in_flight })
                     }
                     Ok(Err(e)) => Err(format!("{table}: expected success or the admission refusal, got: {e}")),

@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use backend_api::memory::MemoryModel;
 use backend_api::{MatrixShape, hex};
+use commit::memory::MemoryModel;
 use commit::{Admission, CommitParams, EXIT_WAIT_TIMED_OUT, Ticket, synthetic_trace};
 
 use super::table::{Table, oracle};

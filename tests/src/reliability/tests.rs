@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use backend_api::{
-    AllocTracker, Backend, CopyRange, DeviceBuffer as _, DeviceInfo, Error, HashKind, LdeParams, LeafSpec, MatrixShape,
+    AllocTracker, Backend, CopyRange, DeviceBuffer as _, DeviceInfo, HashKind, LdeParams, LeafSpec, MatrixShape,
     Result, TreeShape,
 };
 use commit::{Admission, CommitParams, ProverError};
@@ -208,7 +208,7 @@ fn a_budget_below_one_commit_refuses_before_allocating() {
     let total = table.plan().unwrap().model.total();
     let before = b.memory();
     match commit_table(b, &table, &Admission::new(total - 1)) {
-        Err(ProverError::Backend(Error::Refused(r))) => assert_eq!((r.budget, r.in_flight), (total - 1, 0)),
+        Err(ProverError::Refused(r)) => assert_eq!((r.budget, r.in_flight), (total - 1, 0)),
         Err(e) => panic!("expected a refusal, got {e}"),
         Ok(_) => panic!("a commit over budget was admitted"),
     }

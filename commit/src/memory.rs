@@ -12,20 +12,25 @@
 //!
 //! The trace needs no buffer of its own: the first `n` rows of the row-major `N`-row LDE buffer are
 //! exactly its size, so the commit writes it there and runs
-//! [`Backend::coset_lde_in_place`](crate::Backend::coset_lde_in_place). Only the snapshot is a
+//! [`Backend::coset_lde_in_place`](backend_api::Backend::coset_lde_in_place). Only the snapshot is a
 //! separate trace-sized buffer: the trace is uploaded into it, extended from it into the LDE
-//! buffer ([`Backend::coset_lde`](crate::Backend::coset_lde)), and later transposed in place. A
+//! buffer ([`Backend::coset_lde`](backend_api::Backend::coset_lde)), and later transposed in place. A
 //! trace already on the device is the caller's, not a term of the model.
 //!
 //! The model is an upper bound on the commit's peak: the scratch and the twiddles are never live
 //! together, but counting both keeps the bound simple and safe.
+//!
+//! This is commit policy, not part of the port contract: backends count their bytes in
+//! [`backend_api::AllocTracker`] and know nothing of budgets; the pipeline admits a commit
+//! ([`admit`], [`crate::Admission`]) before it asks a backend for anything.
 
 use std::fmt;
 
-use crate::error::{Error, Result};
-use crate::field::LdeTwiddles;
-use crate::plan::TransposeGeometry;
-use crate::shape::{ELEM_BYTES, LdeParams, LeafLayout, TreeShape};
+use backend_api::field::LdeTwiddles;
+use backend_api::plan::TransposeGeometry;
+use backend_api::{ELEM_BYTES, Error, LdeParams, LeafLayout, Result, TreeShape};
+
+use crate::ProverError;
 
 /// Default share of device memory a commit may use: 80%.
 pub const DEFAULT_BUDGET_FRACTION: f64 = 0.8;
@@ -147,10 +152,10 @@ impl fmt::Display for Refusal {
 /// Admits a model against a budget.
 ///
 /// # Errors
-/// [`Error::Refused`] listing every term when `in_flight + model.total() > budget`.
-pub fn admit(model: &MemoryModel, budget: usize, in_flight: usize) -> Result<()> {
+/// [`ProverError::Refused`] listing every term when `in_flight + model.total() > budget`.
+pub fn admit(model: &MemoryModel, budget: usize, in_flight: usize) -> crate::Result<()> {
     if in_flight.saturating_add(model.total()) > budget {
-        return Err(Error::Refused(Box::new(Refusal { model: model.clone(), budget, in_flight })));
+        return Err(ProverError::Refused(Box::new(Refusal { model: model.clone(), budget, in_flight })));
     }
     Ok(())
 }
@@ -175,8 +180,7 @@ pub fn human_bytes(bytes: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::DEFAULT_SCRATCH_CAP;
-    use crate::shape::MatrixShape;
+    use backend_api::{DEFAULT_SCRATCH_CAP, MatrixShape};
 
     fn model_with(log_n: u32, cols: usize, blowup: usize, split: bool, snapshot: bool) -> MemoryModel {
         let trace = MatrixShape::new(1 << log_n, cols).unwrap();
@@ -224,7 +228,7 @@ mod tests {
         let m = MemoryModel::of(&shape(false, false)).unwrap();
         assert!(m.total() > 1 << 63 && m.total() < usize::MAX, "{}", m.total());
         let refusal = admit(&m, 1 << 40, usize::MAX - 5).unwrap_err();
-        assert!(matches!(refusal, Error::Refused(_)), "{refusal}");
+        assert!(matches!(refusal, ProverError::Refused(_)), "{refusal}");
         // A hand-built model saturates instead of wrapping.
         let huge = MemoryModel { lde: usize::MAX, trace: usize::MAX, trees: 1, scratch: 1, twiddles: 1 };
         assert_eq!(huge.total(), usize::MAX);
@@ -268,7 +272,7 @@ mod tests {
         // With the snapshot it is the 30.36 GiB of a separate trace buffer, refused at 32 GiB.
         let s = model_with(22, 316, 2, false, true);
         assert_eq!(s.total(), 32_596_557_792);
-        assert!(matches!(admit(&s, default_budget(32 * GIB), 0), Err(Error::Refused(_))));
+        assert!(matches!(admit(&s, default_budget(32 * GIB), 0), Err(ProverError::Refused(_))));
     }
 
     #[test]
