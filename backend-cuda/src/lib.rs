@@ -76,8 +76,8 @@ use backend_api::{
     Result, TransferFloor, TreeShape,
 };
 
-pub use host::PinnedHost;
 pub use embedded::EmbeddedKernels;
+pub use host::PinnedHost;
 pub use kernel_cache::ImageOrigin;
 pub use memory::{CudaBuffer, CudaDownload};
 pub use module::{KernelCacheReport, KernelPrep, UnitPrep};

@@ -154,7 +154,14 @@ pub(crate) fn compile_unit(unit: Unit, target: &str) -> Result<(Vec<u8>, String)
 /// ([`kernel_units::unit_key`]; the embedded images carry the same keys).
 pub(crate) fn cache_key(unit: Unit, target: &str, nvrtc_version: (i32, i32)) -> CacheKey {
     let (name, text) = unit.source.file();
-    CacheKey::from_digest(kernel_units::unit_key(name, text, unit.kernel, target, nvrtc_version, shaders::cuda::HEADERS))
+    CacheKey::from_digest(kernel_units::unit_key(
+        name,
+        text,
+        unit.kernel,
+        target,
+        nvrtc_version,
+        shaders::cuda::HEADERS,
+    ))
 }
 
 /// The image of `unit` for `target`: from `cache`, else compiled by NVRTC (and stored).
@@ -175,7 +182,11 @@ pub(crate) fn image(unit: Unit, target: &str, cache: &KernelCache) -> Result<(Ve
 ///
 /// # Errors
 /// As [`image`] and [`target_for`].
-pub(crate) fn device_image(unit: Unit, cap: (i32, i32), cache: &KernelCache) -> Result<(Cow<'static, [u8]>, ImageOrigin)> {
+pub(crate) fn device_image(
+    unit: Unit,
+    cap: (i32, i32),
+    cache: &KernelCache,
+) -> Result<(Cow<'static, [u8]>, ImageOrigin)> {
     if let Some(bytes) = unit.embedded(arch_of(cap)) {
         return Ok((Cow::Borrowed(bytes), ImageOrigin::Embedded));
     }
@@ -303,7 +314,10 @@ pub(crate) fn parallel_map<T: Sync, R: Send>(items: &[T], threads: usize, f: imp
         }
     });
     // A thread that panicked re-raised its panic when the scope ended: every slot is filled.
-    results.into_iter().map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner()).expect("every item was mapped")).collect()
+    results
+        .into_iter()
+        .map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner()).expect("every item was mapped"))
+        .collect()
 }
 
 /// A kernel handle, valid while its module is loaded (for the life of the [`crate::context::Device`]).

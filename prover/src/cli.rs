@@ -870,7 +870,8 @@ fn run_prepare(args: &PrepareArgs) -> Result<u8> {
             ImageOrigin::Compiled => "compiled",
             ImageOrigin::Cache => "cached",
         };
-        let archs = args.arch.iter().map(|a| backend_cuda::parse_arch(a.trim())).collect::<std::result::Result<Vec<_>, _>>()?;
+        let archs =
+            args.arch.iter().map(|a| backend_cuda::parse_arch(a.trim())).collect::<std::result::Result<Vec<_>, _>>()?;
         let options = backend_cuda::CudaOptions::from_env()?;
         let mut done = Vec::new();
         if archs.is_empty() {

@@ -108,7 +108,9 @@ fn prepare_named_architectures_fills_the_cache_once() {
         assert_eq!(origin, "compiled", "{unit}");
         assert!(target.starts_with("compute_"), "{unit}: {target}");
     }
-    assert!(compiled.iter().any(|u| u.0 == "lde.cu:ntt_dif_pass_lean16") && compiled.iter().any(|u| u.0 == "merkle.cu"));
+    assert!(
+        compiled.iter().any(|u| u.0 == "lde.cu:ntt_dif_pass_lean16") && compiled.iter().any(|u| u.0 == "merkle.cu")
+    );
     let entries = || std::fs::read_dir(&dir).unwrap().count();
     assert_eq!(entries(), compiled.len(), "one cache entry per unit");
     // Again: everything is in the cache, nothing is compiled, nothing is added.
