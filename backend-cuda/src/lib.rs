@@ -593,8 +593,14 @@ impl backend_api::RawBackend for CudaBackend {
                 u.image_bytes
             ));
         }
-        let cached = units.iter().filter(|u| u.origin == ImageOrigin::Cache).count();
-        step(&format!("kernels ready ({} units, {cached} from the cache)", units.len()));
+        let count = |o: ImageOrigin| units.iter().filter(|u| u.origin == o).count();
+        step(&format!(
+            "kernels ready ({} units: {} embedded, {} from the cache, {} compiled)",
+            units.len(),
+            count(ImageOrigin::Embedded),
+            count(ImageOrigin::Cache),
+            count(ImageOrigin::Compiled)
+        ));
         let tables = prep.build_lde_tables();
         if prep.lde.is_some() {
             step("LDE tables built");
