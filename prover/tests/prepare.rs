@@ -5,7 +5,9 @@
 
 mod common;
 
-use common::{path_str, temp_dir, text};
+use common::text;
+#[cfg(feature = "cuda")]
+use common::{path_str, temp_dir};
 
 /// Runs the prover with `args` and the kernel cache in `cache` (or the default when `None`).
 fn prepare(args: &[&str], cache: Option<&std::path::Path>) -> std::process::Output {
