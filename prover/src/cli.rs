@@ -826,6 +826,7 @@ fn run_backends<P: Ports>(args: &BackendsArgs, registry: &Registry<P>) -> Result
 }
 
 /// One kernel unit as `prover prepare` reports it.
+#[cfg(feature = "cuda")]
 #[derive(serde::Serialize, Debug)]
 struct PreparedUnit {
     /// `lde.cu:ntt_dif_pass_lean16`, or a whole file such as `merkle.cu`.
@@ -841,6 +842,7 @@ struct PreparedUnit {
 }
 
 /// What `prover prepare` did for one architecture.
+#[cfg(feature = "cuda")]
 #[derive(serde::Serialize, Debug)]
 struct PreparedArch {
     /// `sm_90`.
