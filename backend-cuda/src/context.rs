@@ -143,6 +143,8 @@ impl Device {
             attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
             attr(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
         );
+        let arch = crate::module::arch_of(capability);
+        driver::nvrtc_needed(arch, crate::embedded::covers(arch), crate::embedded::ARCHS)?;
         let sm_count = attr(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?.max(1) as u32;
         let max_shared_optin = attr(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?.max(0) as usize;
         let name = cu::device::get_name(dev).map_err(err("cuDeviceGetName"))?;

@@ -5,12 +5,13 @@
 //! Every other driver call of the crate goes through `cudarc::driver::result` at its call site
 //! (in [`crate::context`], [`crate::memory`], [`crate::module`] and the operation files), each in
 //! an `unsafe` block with its reason, its error mapped by [`err`]. What lives here:
-//! - library presence ([`libraries_present`], [`nvrtc_present`], [`driver_present`]): under
+//! - library presence ([`libraries_present`], [`nvrtc_present`], [`driver_present`],
+//!   [`nvrtc_needed`]): under
 //!   cudarc's dynamic loading a missing library is a panic inside cudarc, so presence is checked
 //!   before any other call, by loading the library once and keeping it;
 //! - the mapping ([`error_from`], and [`err`] for `map_err`);
 //! - calls cudarc 0.19 does not wrap: `cuMemcpy2DAsync`, `cuMemHostRegister` /
-//!   `cuMemHostUnregister`, `cuStreamQuery`, `cuDriverGetVersion`, a symbol lookup; the memory
+//!   `cuMemHostUnregister`, `cuStreamQuery`, a symbol lookup; the memory
 //!   pool's attributes (typed over cudarc's untyped `mem_pool::{get,set}_attribute`); and NVRTC
 //!   programs with headers, CUBIN output, the supported architectures and the version.
 //!
@@ -29,29 +30,40 @@ use cudarc::nvrtc::sys as nvrtc;
 /// The backend's name in errors and [`backend_api::DeviceInfo`].
 pub(crate) const BACKEND: &str = "cuda";
 
-/// Whether the driver library (`libcuda`) and NVRTC (`libnvrtc`) can be loaded, checked once per
-/// process.
+/// Whether the driver library (`libcuda`) can be loaded. NVRTC is checked when a device is
+/// opened ([`nvrtc_needed`]): a device whose architecture has embedded images needs none.
 ///
 /// # Errors
-/// [`Error::BackendUnavailable`] naming the library that is missing.
+/// [`Error::BackendUnavailable`] naming the library.
 pub(crate) fn libraries_present() -> Result<()> {
-    static PRESENT: OnceLock<std::result::Result<(), String>> = OnceLock::new();
-    PRESENT
-        .get_or_init(|| {
-            if !driver_present() {
-                return Err("the CUDA driver library (libcuda.so) was not found: no NVIDIA driver is installed \
-                            or it is not on the loader path"
-                    .to_string());
-            }
-            if !nvrtc_present() {
-                return Err("NVRTC (libnvrtc.so.13) was not found: install the CUDA 13 toolkit or the \
-                            nvidia-cuda-nvrtc wheel and put its lib folder on LD_LIBRARY_PATH"
-                    .to_string());
-            }
-            Ok(())
-        })
-        .clone()
-        .map_err(unavailable)
+    if driver_present() {
+        return Ok(());
+    }
+    Err(unavailable(
+        "the CUDA driver library (libcuda.so) was not found: no NVIDIA driver is installed or it is not on the loader \
+         path",
+    ))
+}
+
+/// `Ok` when kernels for architecture `arch` (`90`) can be had: NVRTC loads, or this build embeds
+/// images for `arch` (`embedded` says which architectures it does, for the message).
+///
+/// # Errors
+/// [`Error::BackendUnavailable`] saying what to install.
+pub(crate) fn nvrtc_needed(arch: i32, embedded: bool, embedded_archs: &[i32]) -> Result<()> {
+    if embedded || nvrtc_present() {
+        return Ok(());
+    }
+    let have = if embedded_archs.is_empty() {
+        "this build embeds no kernel images".to_string()
+    } else {
+        let archs: Vec<String> = embedded_archs.iter().map(|a| format!("sm_{a}")).collect();
+        format!("this build embeds kernel images for {} only", archs.join(", "))
+    };
+    Err(unavailable(format!(
+        "NVRTC (libnvrtc.so.13) was not found and {have}, none for this device's sm_{arch}: install the CUDA 13 \
+         toolkit or the nvidia-cuda-nvrtc wheel and put its lib folder on LD_LIBRARY_PATH"
+    )))
 }
 
 /// Whether NVRTC alone can be loaded (kernels can be compiled without a GPU). Once found, the
@@ -162,20 +174,6 @@ pub(crate) fn has_symbol(symbol: &str) -> bool {
     }
     // SAFETY: the library is present (checked above); `get` only looks the symbol up.
     unsafe { sys::culib().get::<*const c_void>(name.as_bytes_with_nul()).is_ok() }
-}
-
-/// The driver's CUDA version (`cuDriverGetVersion`, e.g. 13000), part of the kernel cache's key.
-///
-/// # Errors
-/// [`Error::BackendUnavailable`] without the driver library.
-pub(crate) fn driver_version() -> Result<i32> {
-    if !driver_present() {
-        return Err(unavailable("the CUDA driver library (libcuda) was not found"));
-    }
-    let mut v = 0;
-    // SAFETY: one writable int; the driver library is loadable (checked above).
-    check("cuDriverGetVersion", unsafe { sys::cuDriverGetVersion(&mut v) })?;
-    Ok(v)
 }
 
 /// Whether all work queued on `s` has finished (`cuStreamQuery`), without waiting.

@@ -1,9 +1,11 @@
 //! The on-disk cache of compiled kernel images (CUBIN, or PTX for drivers newer than NVRTC).
 //!
-//! - **Keyed by everything that changes the image:** a BLAKE3 hash over the cache format, the
+//! - **Keyed by everything that changes the image:** a BLAKE3 hash over the key format, the
 //!   kernel file's name and text, every header, the NVRTC options (architecture and kernel
-//!   selection included), and the NVRTC and driver versions. A changed source or toolkit is a
-//!   different key, never a stale hit.
+//!   selection included), and the NVRTC version ([`crate::kernel_units::unit_key`]). A changed
+//!   source or toolkit is a different key, never a stale hit. The driver is not part of it: it
+//!   takes no part in producing an image, so a cache filled without a GPU (`prover prepare
+//!   --arch`, a container build) is the one the device's process finds.
 //! - **Where:** what [`crate::CudaOptions::kernel_cache`] says, resolved once when a device is
 //!   opened: a directory, no cache, or by default the platform's cache directory
 //!   ([`default_dir`]: `$XDG_CACHE_HOME/stark-commit/kernels` or `~/.cache/stark-commit/kernels`
@@ -35,8 +37,6 @@ use backend_api::Result;
 
 use crate::options::KernelCacheSetting;
 
-/// Bumped whenever the entry layout or the key's composition changes.
-const FORMAT: &[u8] = b"stark-commit kernel cache v1";
 /// The first bytes of every entry.
 const MAGIC: &[u8; 8] = b"SCKC\x01\0\0\0";
 /// Magic, payload length (u64 LE), BLAKE3 of the payload.
@@ -53,13 +53,21 @@ pub(crate) struct CacheKey(String);
 impl CacheKey {
     /// The key of the image compiled from `parts` (each part is length-prefixed, so no two
     /// different lists of parts give the same hashed bytes).
+    /// ([`crate::kernel_units::key_digest`], which also covers the key format).
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn new(parts: &[&[u8]]) -> Self {
-        let mut h = blake3::Hasher::new();
-        for part in std::iter::once(&FORMAT).chain(parts) {
-            h.update(&(part.len() as u64).to_le_bytes());
-            h.update(part);
-        }
-        Self(h.finalize().to_hex().to_string())
+        Self(crate::kernel_units::key_digest(parts))
+    }
+
+    /// The key whose hex digest is `digest` ([`crate::kernel_units::unit_key`]).
+    pub(crate) fn from_digest(digest: String) -> Self {
+        Self(digest)
+    }
+
+    /// The hex digest.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn as_str(&self) -> &str {
+        &self.0
     }
 
     fn file_name(&self) -> String {
@@ -70,6 +78,9 @@ impl CacheKey {
 /// Where an image came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ImageOrigin {
+    /// Compiled when the crate was built, and embedded in the binary (the `embedded-kernels`
+    /// feature): no NVRTC and no cache were used.
+    Embedded,
     /// Read from the on-disk cache.
     Cache,
     /// Compiled by NVRTC (and stored, when the cache is usable).

@@ -11,12 +11,19 @@
 //!   themselves); kernel arguments are typed (`launch`: `#[repr(C)]` parameter blocks through a
 //!   borrowing builder); the operation files (`transpose`, `copy`, `hash`, `merkle`, `lde`) only
 //!   use those.
-//! - **Kernels are files.** `shaders/cuda/*.cu`, compiled by NVRTC to CUBIN for the device's own
-//!   architecture at first use (the heavy files one kernel per program), kept on disk in a
-//!   private cache keyed by source, architecture and NVRTC/driver versions
-//!   ([`CudaOptions::kernel_cache`] chooses its directory or turns it off; see
-//!   [`CudaBackend::prepare_kernels`]), and loaded once per context; a compile error carries
-//!   NVRTC's log.
+//! - **Kernels are files, compiled ahead where possible.** `shaders/cuda/*.cu`. With the
+//!   `embedded-kernels` feature (default) and NVRTC present where the crate is built (the CUDA 13
+//!   toolkit, or the `nvidia-cuda-nvrtc` wheel's `lib` folder on `LD_LIBRARY_PATH`), the build
+//!   script compiles every unit to CUBIN for each architecture from `sm_80` up that this NVRTC
+//!   supports (`sm_80` to `sm_121` with NVRTC 13.0) and embeds the images: a device of those
+//!   architectures loads its kernels at once, with no NVRTC installed and nothing on disk
+//!   ([`embedded_kernels`] says what a binary holds). Otherwise (another architecture, a build
+//!   without NVRTC or with the feature off, which the build reports in a `cargo:warning`) they are
+//!   compiled by NVRTC for the device's own architecture at first use (the heavy files one kernel
+//!   per program), kept on disk in a private cache keyed by source, architecture and NVRTC
+//!   version ([`CudaOptions::kernel_cache`] chooses its directory or turns it off; see
+//!   [`CudaBackend::prepare_kernels`], and [`prepare_kernel_cache`] to fill it ahead without a
+//!   device), and loaded once per context; a compile error carries NVRTC's log.
 //! - **One stream, no hidden waits.** Every operation of an instance is queued on one
 //!   non-default stream; only calls that return host data (`download`, `wait`, `synchronize`)
 //!   block. Small metadata (copy lists, plan moves) travels as kernel parameters, so operations
@@ -45,9 +52,11 @@
 mod context;
 mod copy;
 mod driver;
+mod embedded;
 mod hash;
 mod host;
 mod kernel_cache;
+mod kernel_units;
 mod launch;
 mod lde;
 mod memory;
@@ -67,13 +76,65 @@ use backend_api::{
     Result, TransferFloor, TreeShape,
 };
 
+pub use embedded::EmbeddedKernels;
 pub use host::PinnedHost;
 pub use kernel_cache::ImageOrigin;
 pub use memory::{CudaBuffer, CudaDownload};
-pub use module::KernelPrep;
+pub use module::{KernelCacheReport, KernelPrep, UnitPrep};
 pub use options::{CudaOptions, KERNEL_CACHE_ENV, KernelCacheSetting, MAX_UPLOAD_GROUPS, UPLOAD_OVERLAP_MIN_BYTES};
 
 use context::Device;
+
+/// The kernel images this binary carries: compiled when the crate was built (the
+/// `embedded-kernels` feature, with NVRTC present at build time), for which architectures, by
+/// which NVRTC; or why there are none.
+pub fn embedded_kernels() -> EmbeddedKernels {
+    embedded::summary()
+}
+
+/// Parses an architecture as `sm_90` or `90` into its number (`90`).
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for anything else (`compute_90`, an architecture-specific `sm_90a`,
+/// a number that is no compute capability), with the accepted forms.
+pub fn parse_arch(text: &str) -> Result<i32> {
+    let digits = text.strip_prefix("sm_").unwrap_or(text);
+    match digits.parse::<i32>() {
+        Ok(a) if (10..=999).contains(&a) && digits.bytes().all(|b| b.is_ascii_digit()) => Ok(a),
+        _ => Err(Error::InvalidArgument(format!(
+            "cuda: {text:?} is not a GPU architecture: expected sm_XX or XX, e.g. sm_90 for compute capability 9.0 \
+             (architecture-specific targets such as sm_90a are not used)"
+        ))),
+    }
+}
+
+/// Makes every kernel ready, ahead of any process that runs them, for a device of architecture
+/// `arch` (`90` for `sm_90`, [`parse_arch`]) without needing such a device, or any GPU: for each
+/// unit, the embedded image when this binary has one for `arch` (nothing to do), else the image
+/// from the kernel cache `cache` selects when it is there, else NVRTC compiles it (CUBIN for
+/// `sm_XX` when this NVRTC knows it, else PTX for the newest `compute_XX` below, as for a
+/// device) and stores it there, on as many threads as the machine has. A process on such a
+/// device with the same cache setting then compiles nothing. For a container image: run it in
+/// the image's build with the cache directory the containers will use.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for a relative cache directory or an architecture older than
+/// `sm_80` (the kernels use its asynchronous copies); [`Error::BackendUnavailable`] when
+/// a unit needs compiling and NVRTC is missing or knows no architecture at or below `arch`;
+/// [`Error::KernelCompile`] with NVRTC's log.
+pub fn prepare_kernel_cache(arch: i32, cache: &KernelCacheSetting) -> Result<KernelCacheReport> {
+    cache.validate()?;
+    if arch < kernel_units::EMBED_MIN_ARCH {
+        return Err(Error::InvalidArgument(format!(
+            "cuda: sm_{arch} is older than the kernels support: they use sm_80's asynchronous copies (cp.async); name \
+             sm_80 or newer"
+        )));
+    }
+    let kc = kernel_cache::KernelCache::from_setting(cache);
+    let threads = std::thread::available_parallelism().map_or(4, |n| n.get());
+    let units = module::prepare_for_arch(&module::Unit::all(), (arch / 10, arch % 10), threads, &kc)?;
+    Ok(KernelCacheReport { arch, cache_dir: kc.dir().map(|d| d.to_path_buf()), units, warnings: kc.warnings() })
+}
 
 /// The CUDA backend on one device.
 pub struct CudaBackend {
@@ -215,6 +276,19 @@ impl CudaBackend {
         let threads = std::thread::available_parallelism().map_or(4, |n| n.get());
         self.device.bind()?;
         self.device.prepare(&units, threads)
+    }
+
+    /// [`CudaBackend::prepare_kernels`] for every kernel this backend can launch (every unit of
+    /// every kernel file, both hashes and layouts): compiles what is neither embedded nor in the
+    /// kernel cache, stores it there, and loads it. What `prover prepare` runs on a machine with
+    /// the device.
+    ///
+    /// # Errors
+    /// As [`CudaBackend::prepare_kernels`].
+    pub fn prepare_all_kernels(&self) -> Result<Vec<KernelPrep>> {
+        let threads = std::thread::available_parallelism().map_or(4, |n| n.get());
+        self.device.bind()?;
+        self.device.prepare(&module::Unit::all(), threads)
     }
 
     /// Allocates `len` page-locked host elements (zeroed) that transfers read and write at bus
@@ -519,8 +593,14 @@ impl backend_api::RawBackend for CudaBackend {
                 u.image_bytes
             ));
         }
-        let cached = units.iter().filter(|u| u.origin == ImageOrigin::Cache).count();
-        step(&format!("kernels ready ({} units, {cached} from the cache)", units.len()));
+        let count = |o: ImageOrigin| units.iter().filter(|u| u.origin == o).count();
+        step(&format!(
+            "kernels ready ({} units: {} embedded, {} from the cache, {} compiled)",
+            units.len(),
+            count(ImageOrigin::Embedded),
+            count(ImageOrigin::Cache),
+            count(ImageOrigin::Compiled)
+        ));
         let tables = prep.build_lde_tables();
         if prep.lde.is_some() {
             step("LDE tables built");

@@ -1,20 +1,24 @@
 //! NVRTC compilation of the kernel files in `shaders/cuda`, the on-disk image cache in front of
 //! it, and the per-context module table.
 //!
-//! - **Compiled units.** A light file (`transpose.cu`, `copy.cu`, `merkle.cu`) is one NVRTC
-//!   program. A heavy file (`lde.cu`, `hash.cu`: fully unrolled register kernels, seconds of
-//!   ptxas each) is compiled one kernel per program (`-DKERNEL_SELECT -DWANT_<name>=1`), so a
-//!   process compiles only the kernels it launches, and [`Modules::prepare`] compiles several in
-//!   parallel.
-//! - **For the device's own architecture:** CUBIN for `sm_XX` when this NVRTC knows it, so the
-//!   driver loads machine code and JIT-compiles nothing; else PTX for the newest `compute_XX` it
-//!   knows, which the driver finishes.
+//! - **Compiled units** ([`crate::kernel_units`]). A light file (`transpose.cu`, `copy.cu`,
+//!   `merkle.cu`) is one NVRTC program. A heavy file (`lde.cu`, `hash.cu`: fully unrolled
+//!   register kernels, seconds of ptxas each) is compiled one kernel per program
+//!   (`-DKERNEL_SELECT -DWANT_<name>=1`), so a process compiles only the kernels it launches, and
+//!   [`Modules::prepare`] compiles several in parallel.
+//! - **Embedded first** ([`crate::embedded`]): a build with NVRTC carries the CUBIN of every
+//!   unit for each architecture from `sm_80` up that its NVRTC knows; a device of one of those
+//!   loads it without NVRTC or the cache. An image the driver refuses falls back to what follows.
+//! - **Else for the device's own architecture:** CUBIN for `sm_XX` when this NVRTC knows it, so
+//!   the driver loads machine code and JIT-compiles nothing; else PTX for the newest `compute_XX`
+//!   it knows, which the driver finishes.
 //! - **Cached on disk** ([`crate::kernel_cache`]): keyed by the unit's source, options,
-//!   architecture and the NVRTC and driver versions, so a later process loads the image instead
-//!   of compiling it.
+//!   architecture and the NVRTC version ([`crate::kernel_units::unit_key`]), so a later process
+//!   loads the image instead of compiling it.
 //! - A unit that fails to compile is an [`Error::KernelCompile`]
 //!   carrying NVRTC's log; it is neither cached nor kept, so the next call tries again.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -27,6 +31,7 @@ use cudarc::driver::sys;
 
 use crate::driver::{self, err};
 use crate::kernel_cache::{CacheKey, ImageOrigin, KernelCache};
+use crate::{embedded, kernel_units};
 
 /// One kernel file of `shaders/cuda`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -66,7 +71,9 @@ impl Source {
         }
     }
 
-    /// Whether the file is compiled one kernel per NVRTC program.
+    /// Whether the file is compiled one kernel per NVRTC program: it holds
+    /// `#if ALL_KERNELS || WANT_<name>` guards ([`kernel_units::file_units`]; a unit test checks
+    /// that this answer matches the file's text).
     pub(crate) fn per_kernel(self) -> bool {
         matches!(self, Source::Hash | Source::Lde)
     }
@@ -82,6 +89,17 @@ pub(crate) struct Unit {
 }
 
 impl Unit {
+    /// Every unit of every kernel file: the light files whole, each guarded kernel of a heavy file
+    /// alone ([`kernel_units::file_units`]), in [`Source::ALL`] order.
+    pub(crate) fn all() -> Vec<Unit> {
+        Source::ALL
+            .into_iter()
+            .flat_map(|source| {
+                kernel_units::file_units(source.file().1).into_iter().map(move |kernel| Unit { source, kernel })
+            })
+            .collect()
+    }
+
     /// The unit that holds kernel `name` of `source`.
     pub(crate) fn of(source: Source, name: &'static str) -> Self {
         Self { source, kernel: source.per_kernel().then_some(name) }
@@ -97,18 +115,20 @@ impl Unit {
 
     /// The NVRTC options for `target`, with the kernel selection of a one-kernel unit.
     pub(crate) fn options(&self, target: &str) -> Vec<String> {
-        let mut o = compile_options(target);
-        if let Some(k) = self.kernel {
-            o.push("-DKERNEL_SELECT=1".into());
-            o.push(format!("-DWANT_{k}=1"));
-        }
-        o
+        kernel_units::unit_options(target, self.kernel)
+    }
+
+    /// This unit's embedded image for architecture `arch` (`90`), when this build has one.
+    pub(crate) fn embedded(&self, arch: i32) -> Option<&'static [u8]> {
+        let (file, text) = self.source.file();
+        embedded::find(file, text, self.kernel, arch).map(|i| i.bytes)
     }
 }
 
 /// NVRTC options for a target: `sm_90` gives CUBIN, `compute_90` PTX.
+#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) fn compile_options(target: &str) -> Vec<String> {
-    vec![format!("--gpu-architecture={target}"), "-std=c++17".into(), "-lineinfo".into(), "-DNVRTC_BUILD=1".into()]
+    kernel_units::unit_options(target, None)
 }
 
 /// Compiles one kernel file whole for `target` (`sm_XX` or `compute_XX`) and returns the image
@@ -130,17 +150,18 @@ pub(crate) fn compile_unit(unit: Unit, target: &str) -> Result<(Vec<u8>, String)
     driver::nvrtc_compile(name, text, shaders::cuda::HEADERS, &unit.options(target))
 }
 
-/// The cache key of `unit` compiled for `target` by this NVRTC for this driver.
-pub(crate) fn cache_key(unit: Unit, target: &str, nvrtc_version: (i32, i32), driver_version: i32) -> CacheKey {
+/// The cache key of `unit` compiled for `target` by NVRTC `nvrtc_version`
+/// ([`kernel_units::unit_key`]; the embedded images carry the same keys).
+pub(crate) fn cache_key(unit: Unit, target: &str, nvrtc_version: (i32, i32)) -> CacheKey {
     let (name, text) = unit.source.file();
-    let options = unit.options(target).join("\n");
-    let versions = format!("nvrtc {}.{} driver {driver_version}", nvrtc_version.0, nvrtc_version.1);
-    let mut parts: Vec<&[u8]> = vec![name.as_bytes(), text.as_bytes(), options.as_bytes(), versions.as_bytes()];
-    for (h_name, h_text) in shaders::cuda::HEADERS {
-        parts.push(h_name.as_bytes());
-        parts.push(h_text.as_bytes());
-    }
-    CacheKey::new(&parts)
+    CacheKey::from_digest(kernel_units::unit_key(
+        name,
+        text,
+        unit.kernel,
+        target,
+        nvrtc_version,
+        shaders::cuda::HEADERS,
+    ))
 }
 
 /// The image of `unit` for `target`: from `cache`, else compiled by NVRTC (and stored).
@@ -148,7 +169,7 @@ pub(crate) fn cache_key(unit: Unit, target: &str, nvrtc_version: (i32, i32), dri
 /// # Errors
 /// As [`compile`].
 pub(crate) fn image(unit: Unit, target: &str, cache: &KernelCache) -> Result<(Vec<u8>, ImageOrigin)> {
-    let key = cache_key(unit, target, driver::nvrtc_version()?, driver::driver_version()?);
+    let key = cache_key(unit, target, driver::nvrtc_version()?);
     let (mut image, origin) = cache.get_or_compile(&key, || compile_unit(unit, target).map(|(image, _log)| image))?;
     if !target.starts_with("sm_") && image.last() != Some(&0) {
         image.push(0);
@@ -156,12 +177,34 @@ pub(crate) fn image(unit: Unit, target: &str, cache: &KernelCache) -> Result<(Ve
     Ok((image, origin))
 }
 
+/// The image of `unit` for a device of compute capability `cap`: the embedded CUBIN when this
+/// build has one for the device's architecture, else [`image`] for [`target_for`]'s target.
+///
+/// # Errors
+/// As [`image`] and [`target_for`].
+pub(crate) fn device_image(
+    unit: Unit,
+    cap: (i32, i32),
+    cache: &KernelCache,
+) -> Result<(Cow<'static, [u8]>, ImageOrigin)> {
+    if let Some(bytes) = unit.embedded(arch_of(cap)) {
+        return Ok((Cow::Borrowed(bytes), ImageOrigin::Embedded));
+    }
+    let (image, origin) = image(unit, &target_for(cap)?, cache)?;
+    Ok((Cow::Owned(image), origin))
+}
+
+/// `90` for compute capability `(9, 0)`.
+pub(crate) fn arch_of(cap: (i32, i32)) -> i32 {
+    cap.0 * 10 + cap.1
+}
+
 /// The NVRTC target for a device of compute capability `cap`.
 ///
 /// # Errors
 /// [`Error::BackendUnavailable`] when this NVRTC knows no architecture at or below the device's.
 pub(crate) fn target_for(cap: (i32, i32)) -> Result<String> {
-    let arch = cap.0 * 10 + cap.1;
+    let arch = arch_of(cap);
     let supported = driver::nvrtc_supported_archs()?;
     if supported.contains(&arch) {
         return Ok(format!("sm_{arch}"));
@@ -176,7 +219,7 @@ pub(crate) fn target_for(cap: (i32, i32)) -> Result<String> {
 }
 
 /// A unit's image, where it came from, and the time it took.
-type Prepared = (Vec<u8>, ImageOrigin, Duration);
+type Prepared = (Cow<'static, [u8]>, ImageOrigin, Duration);
 
 /// What preparing one unit cost, as [`crate::CudaBackend::prepare_kernels`] reports it.
 #[derive(Clone, Debug)]
@@ -185,12 +228,96 @@ pub struct KernelPrep {
     pub unit: String,
     /// Where the image came from.
     pub origin: ImageOrigin,
-    /// Time to compile the unit or read it from the cache.
+    /// Time to compile the unit or read it from the cache (about nothing for an embedded one).
     pub image_time: Duration,
     /// Time to load the image into the context (`cuModuleLoadData`).
     pub load_time: Duration,
     /// Image size in bytes.
     pub image_bytes: usize,
+}
+
+/// What making one unit ready for a named architecture did, as [`crate::prepare_kernel_cache`]
+/// reports it.
+#[derive(Clone, Debug)]
+pub struct UnitPrep {
+    /// `lde.cu:ntt_dif_pass_lean16`, or a whole file such as `merkle.cu`.
+    pub unit: String,
+    /// What the image is for: `sm_90` (CUBIN), or `compute_90` (PTX, when NVRTC does not know the
+    /// architecture).
+    pub target: String,
+    /// [`ImageOrigin::Embedded`]: nothing to do; [`ImageOrigin::Cache`]: already in the cache;
+    /// [`ImageOrigin::Compiled`]: compiled now and stored.
+    pub origin: ImageOrigin,
+    /// Time to compile the unit or read it from the cache.
+    pub time: Duration,
+    /// Image size in bytes.
+    pub image_bytes: usize,
+}
+
+/// What [`crate::prepare_kernel_cache`] did.
+#[derive(Clone, Debug)]
+pub struct KernelCacheReport {
+    /// The architecture, `90` for `sm_90`.
+    pub arch: i32,
+    /// The kernel cache directory; `None` when caching is off (then compiled units are not kept).
+    pub cache_dir: Option<std::path::PathBuf>,
+    /// One entry per unit, in file order.
+    pub units: Vec<UnitPrep>,
+    /// The kernel cache's warnings (a directory it could not use, an entry it could not store).
+    pub warnings: Vec<String>,
+}
+
+/// Every unit of `units` for a device of compute capability `cap`, without a device: the embedded
+/// image when there is one, else from `cache` or compiled and stored ([`image`]), on up to
+/// `threads` threads.
+///
+/// # Errors
+/// The first unit's error, in `units` order.
+pub(crate) fn prepare_for_arch(
+    units: &[Unit],
+    cap: (i32, i32),
+    threads: usize,
+    cache: &KernelCache,
+) -> Result<Vec<UnitPrep>> {
+    let arch = arch_of(cap);
+    let target = match units.iter().all(|u| u.embedded(arch).is_some()) {
+        true => format!("sm_{arch}"),
+        false => target_for(cap)?,
+    };
+    parallel_map(units, threads, |&unit| {
+        let t = Instant::now();
+        let (origin, image_bytes, target) = match unit.embedded(arch) {
+            Some(bytes) => (ImageOrigin::Embedded, bytes.len(), format!("sm_{arch}")),
+            None => image(unit, &target, cache).map(|(img, origin)| (origin, img.len(), target.clone()))?,
+        };
+        Ok(UnitPrep { unit: unit.label(), target, origin, time: t.elapsed(), image_bytes })
+    })
+    .into_iter()
+    .collect()
+}
+
+/// `f` over every item, on up to `threads` scoped threads taking the next item as they finish
+/// one; the results in `items` order.
+pub(crate) fn parallel_map<T: Sync, R: Send>(items: &[T], threads: usize, f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: Vec<Mutex<Option<R>>> = items.iter().map(|_| Mutex::new(None)).collect();
+    std::thread::scope(|s| {
+        for _ in 0..threads.clamp(1, items.len().max(1)) {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(item) = items.get(i) else { break };
+                    let r = f(item);
+                    *results[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+                }
+            });
+        }
+    });
+    // A thread that panicked re-raised its panic when the scope ended: every slot is filled.
+    results
+        .into_iter()
+        .map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner()).expect("every item was mapped"))
+        .collect()
 }
 
 /// A kernel handle, valid while its module is loaded (for the life of the [`crate::context::Device`]).
@@ -208,12 +335,43 @@ pub(crate) struct Kernel {
 /// # Errors
 /// A driver error (an image for another architecture, a PTX newer than the driver).
 fn load_image(image: &[u8]) -> Result<sys::CUmodule> {
+    if image.is_empty() {
+        return Err(Error::InvalidArgument("an empty kernel image".into()));
+    }
     if !image.starts_with(b"\x7fELF") && image.last() != Some(&0) {
         return Err(Error::InvalidArgument("a PTX image without its NUL terminator".into()));
     }
     // SAFETY: a complete CUBIN or NUL-terminated PTX image (checked above for PTX); the driver
     // copies what it needs before returning.
     unsafe { cu::module::load_data(image.as_ptr().cast()) }.map_err(err("cuModuleLoadData"))
+}
+
+/// Loads `bytes` (from [`device_image`], of `origin`); when an embedded image is refused by the
+/// driver (one this driver cannot load), loads the run-time path's image for the device instead,
+/// with one warning, and returns its origin and size beside the module.
+///
+/// # Errors
+/// The load error of a run-time image, or the run-time path's error after a refused embedded one.
+fn load_or_fall_back(
+    unit: Unit,
+    cap: (i32, i32),
+    cache: &KernelCache,
+    bytes: &[u8],
+    origin: ImageOrigin,
+) -> Result<(sys::CUmodule, Option<(ImageOrigin, usize)>)> {
+    match load_image(bytes) {
+        Ok(raw) => Ok((raw, None)),
+        Err(e) if origin == ImageOrigin::Embedded && !matches!(e, Error::DeviceLost { .. }) => {
+            eprintln!(
+                "warning: cuda: the embedded image of {} for sm_{} was refused ({e}); compiling it with NVRTC",
+                unit.label(),
+                arch_of(cap)
+            );
+            let (fresh, origin) = image(unit, &target_for(cap)?, cache)?;
+            Ok((load_image(&fresh)?, Some((origin, fresh.len()))))
+        }
+        Err(e) => Err(e),
+    }
 }
 
 struct Module {
@@ -251,9 +409,9 @@ impl Modules {
             match loaded.get(&unit) {
                 Some(m) => Arc::clone(m),
                 None => {
-                    let target = target_for(cap)?;
-                    let (image, _) = image(unit, &target, cache)?;
-                    let m = Arc::new(Module { raw: load_image(&image)?, functions: Mutex::default() });
+                    let (image, origin) = device_image(unit, cap, cache)?;
+                    let (raw, _) = load_or_fall_back(unit, cap, cache, &image, origin)?;
+                    let m = Arc::new(Module { raw, functions: Mutex::default() });
                     loaded.insert(unit, Arc::clone(&m));
                     m
                 }
@@ -294,46 +452,27 @@ impl Modules {
         threads: usize,
         cache: &KernelCache,
     ) -> Result<Vec<KernelPrep>> {
-        let target = target_for(cap)?;
         let todo: Vec<Unit> = {
             let loaded = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
             let mut seen = std::collections::HashSet::new();
             units.iter().copied().filter(|u| !loaded.contains_key(u) && seen.insert(*u)).collect()
         };
-        let next = std::sync::atomic::AtomicUsize::new(0);
-        let results: Vec<Mutex<Option<Result<Prepared>>>> = todo.iter().map(|_| Mutex::new(None)).collect();
-        std::thread::scope(|s| {
-            for _ in 0..threads.clamp(1, todo.len().max(1)) {
-                s.spawn(|| {
-                    loop {
-                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some(&unit) = todo.get(i) else { break };
-                        let t = Instant::now();
-                        let r = image(unit, &target, cache).map(|(img, origin)| (img, origin, t.elapsed()));
-                        *results[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
-                    }
-                });
-            }
+        let results: Vec<Result<Prepared>> = parallel_map(&todo, threads, |&unit| {
+            let t = Instant::now();
+            device_image(unit, cap, cache).map(|(img, origin)| (img, origin, t.elapsed()))
         });
         let mut report = Vec::with_capacity(todo.len());
-        for (unit, slot) in todo.into_iter().zip(results) {
-            let r = slot.into_inner().unwrap_or_else(|p| p.into_inner());
-            let (img, origin, image_time) =
-                r.unwrap_or_else(|| Err(Error::InvalidArgument("a compile thread stopped".into())))?;
+        for (unit, r) in todo.into_iter().zip(results) {
+            let (img, origin, image_time) = r?;
             let mut loaded = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
             if loaded.contains_key(&unit) {
                 continue;
             }
             let t = Instant::now();
-            let raw = load_image(&img)?;
+            let (raw, fallback) = load_or_fall_back(unit, cap, cache, &img, origin)?;
             loaded.insert(unit, Arc::new(Module { raw, functions: Mutex::default() }));
-            report.push(KernelPrep {
-                unit: unit.label(),
-                origin,
-                image_time,
-                load_time: t.elapsed(),
-                image_bytes: img.len(),
-            });
+            let (origin, image_bytes) = fallback.unwrap_or((origin, img.len()));
+            report.push(KernelPrep { unit: unit.label(), origin, image_time, load_time: t.elapsed(), image_bytes });
         }
         Ok(report)
     }

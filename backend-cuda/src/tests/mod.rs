@@ -4,6 +4,9 @@
 //!   present; `REQUIRE_NVRTC=1` makes its absence a failure), the compile error path carries the
 //!   log, the cache key covers what changes an image, and the driver layer reports a missing
 //!   device as a typed error instead of panicking.
+//! - [`embedded`]: no GPU needed. The kernel images embedded at build time: every unit for every
+//!   architecture, byte-equal to NVRTC's run-time output, lookups that refuse other architectures
+//!   and sources; a named architecture's kernel cache filled without a device.
 //! - [`device`] and [`device_lde`]: need a CUDA device. Without one each prints `SKIPPED` and
 //!   passes; `REQUIRE_CUDA=1` makes that a failure (set it on GPU machines).
 //!
@@ -14,6 +17,7 @@ use crate::driver;
 
 mod device;
 mod device_lde;
+mod embedded;
 mod nvrtc;
 
 /// Prints a visible skip of `test` (straight to the process's stderr, past the test harness's

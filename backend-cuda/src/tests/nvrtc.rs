@@ -134,23 +134,39 @@ fn one_kernel_units_define_exactly_their_kernel() {
     }
 }
 
-/// The cache key changes with everything that changes the image.
+/// The cache key changes with everything that changes the image, and with nothing else: the
+/// driver takes no part in producing an image, so it is not in the key.
 #[test]
 fn cache_keys_cover_unit_target_and_versions() {
     use module::{Unit, cache_key};
     let lde = Unit::of(Source::Lde, "ntt_dif_pass");
-    let base = cache_key(lde, "sm_90", (13, 0), 13000);
-    assert_eq!(base, cache_key(lde, "sm_90", (13, 0), 13000));
+    let base = cache_key(lde, "sm_90", (13, 0));
+    assert_eq!(base, cache_key(lde, "sm_90", (13, 0)));
     for (what, other) in [
-        ("kernel", cache_key(Unit::of(Source::Lde, "ntt_dit_pass"), "sm_90", (13, 0), 13000)),
-        ("file", cache_key(Unit::of(Source::Merkle, "merkle_pad"), "sm_90", (13, 0), 13000)),
-        ("architecture", cache_key(lde, "sm_100", (13, 0), 13000)),
-        ("PTX target", cache_key(lde, "compute_90", (13, 0), 13000)),
-        ("NVRTC version", cache_key(lde, "sm_90", (13, 1), 13000)),
-        ("driver version", cache_key(lde, "sm_90", (13, 0), 13010)),
+        ("kernel", cache_key(Unit::of(Source::Lde, "ntt_dit_pass"), "sm_90", (13, 0))),
+        ("file", cache_key(Unit::of(Source::Merkle, "merkle_pad"), "sm_90", (13, 0))),
+        ("architecture", cache_key(lde, "sm_100", (13, 0))),
+        ("PTX target", cache_key(lde, "compute_90", (13, 0))),
+        ("NVRTC minor version", cache_key(lde, "sm_90", (13, 1))),
+        ("NVRTC major version", cache_key(lde, "sm_90", (12, 0))),
     ] {
         assert_ne!(base, other, "the key ignores the {what}");
     }
+    // An independent composition of the key: BLAKE3 over length-prefixed parts.
+    let mut h = blake3::Hasher::new();
+    let (name, text) = Source::Lde.file();
+    let options =
+        "--gpu-architecture=sm_90\n-std=c++17\n-lineinfo\n-DNVRTC_BUILD=1\n-DKERNEL_SELECT=1\n-DWANT_ntt_dif_pass=1";
+    let mut parts: Vec<&[u8]> =
+        vec![b"stark-commit kernel cache v2", name.as_bytes(), text.as_bytes(), options.as_bytes(), b"nvrtc 13.0"];
+    for (h_name, h_text) in shaders::cuda::HEADERS {
+        parts.extend([h_name.as_bytes(), h_text.as_bytes()]);
+    }
+    for p in parts {
+        h.update(&(p.len() as u64).to_le_bytes());
+        h.update(p);
+    }
+    assert_eq!(base, crate::kernel_cache::CacheKey::from_digest(h.finalize().to_hex().to_string()));
     // Light files are one unit whatever kernel is asked for; heavy ones one per kernel.
     assert_eq!(Unit::of(Source::Merkle, "merkle_pad"), Unit::of(Source::Merkle, "merkle_top_keccak"));
     assert_ne!(Unit::of(Source::Hash, "leaves_keccak_rows"), Unit::of(Source::Hash, "leaves_keccak_pairs"));
