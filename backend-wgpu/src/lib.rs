@@ -54,7 +54,7 @@ use backend_api::{
 };
 
 pub use context::{DeviceTime, PipelinePrep, QuietHeadless, WgpuError, quiet_headless_vulkan};
-pub use hash::SOFTWARE_MAX_LEAF_BYTES;
+pub use hash::{SOFTWARE_MAX_LEAF_BYTES, SOFTWARE_MAX_POSEIDON2_LEAF_BYTES, software_max_leaf_bytes};
 pub use memory::{WgpuBuffer, WgpuDownload};
 
 use context::{Gpu, Setup};

@@ -9,6 +9,7 @@ use crate::memory::WgpuBuffer;
 
 const KECCAK: Kernel = Kernel { module: Module::Merkle, entry: "merkle_keccak", items_per_group: 64 };
 const BLAKE3: Kernel = Kernel { module: Module::Merkle, entry: "merkle_blake3", items_per_group: 64 };
+const POSEIDON2: Kernel = Kernel { module: Module::Merkle, entry: "merkle_poseidon2", items_per_group: 64 };
 const PAD: Kernel = Kernel { module: Module::Merkle, entry: "merkle_pad", items_per_group: 64 };
 
 /// The kernels [`merkle_tree_in_place`] launches for `hash`: the padding copy and the levels.
@@ -18,6 +19,7 @@ pub(crate) fn kernels(hash: HashKind) -> [Kernel; 2] {
         match hash {
             HashKind::Keccak256 => KECCAK,
             HashKind::Blake3 => BLAKE3,
+            HashKind::Poseidon2 => POSEIDON2,
         },
     ]
 }
