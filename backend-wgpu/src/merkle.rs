@@ -1,6 +1,8 @@
 //! Merkle trees over a node array (`shaders/wgsl/merkle.wgsl`): the padding leaves are copies of
 //! the last leaf, then one dispatch (or a few, per segment) per level, from the leaves up; wgpu
-//! orders the dispatches, so each level sees the one below it complete.
+//! orders the dispatches, so each level sees the one below it complete. A parent is Keccak-256
+//! or BLAKE3 of its children's 64 bytes, or, for Poseidon2, the first 4 elements of the
+//! permutation of the children's 8 words, each read mod p (Plonky3's `TruncatedPermutation`).
 
 use backend_api::{DIGEST_WORDS, DeviceBuffer as _, HashKind, Result, TreeShape, validate};
 
