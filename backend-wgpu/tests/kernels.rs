@@ -410,6 +410,45 @@ fn poseidon2_permutation_matches_the_naive_reference() {
     });
 }
 
+/// The premises of the Poseidon2 kernels' speed and of [`backend_wgpu::SOFTWARE_MAX_POSEIDON2_LEAF_BYTES`],
+/// checked on naga's IR of the hash module (both arithmetic files): the permutation's functions
+/// contain no loop (a software adapter counts loop iterations per invocation), and no round
+/// constant is indexed at run time (naga copies a constant array into a local variable for every
+/// such access, which GPUs keep in local memory): every `P2_*` constant is folded to its value.
+#[test]
+fn the_poseidon2_permutation_has_no_loop_and_folds_its_constants() {
+    use shaders::wgsl::*;
+    use wgpu::naga;
+    fn has_loop(block: &naga::Block) -> bool {
+        block.iter().any(|st| match st {
+            naga::Statement::Loop { .. } => true,
+            naga::Statement::Block(b) => has_loop(b),
+            naga::Statement::If { accept, reject, .. } => has_loop(accept) || has_loop(reject),
+            naga::Statement::Switch { cases, .. } => cases.iter().any(|c| has_loop(&c.body)),
+            _ => false,
+        })
+    }
+    for field in [GOLDILOCKS, GOLDILOCKS_INT64] {
+        let src = [WINDOW, field, KECCAK, BLAKE3, POSEIDON2_CONSTANTS, POSEIDON2, HASH].join("\n");
+        let module = naga::front::wgsl::parse_str(&src).expect("hash.wgsl parses");
+        let mut permutation = 0;
+        for (_, f) in module.functions.iter() {
+            let name = f.name.as_deref().unwrap_or("");
+            if !(name.starts_with("p2_") || name == "poseidon2_permute") {
+                continue;
+            }
+            permutation += 1;
+            assert!(!has_loop(&f.body), "{name} has a loop");
+            for (_, e) in f.expressions.iter() {
+                if let naga::Expression::Constant(c) = e {
+                    panic!("{name} reads the constant {:?} at run time", module.constants[*c].name);
+                }
+            }
+        }
+        assert_eq!(permutation, 8, "the permutation's functions (p2_*, poseidon2_permute)");
+    }
+}
+
 #[test]
 fn transpose_matches_naive() {
     both(|b| {
