@@ -1,5 +1,7 @@
-//! Leaf hashing: Keccak-256 and BLAKE3 over the rows of a row-major matrix, both layouts, any
-//! column range (`shaders/wgsl/hash.wgsl`, one invocation per leaf).
+//! Leaf hashing: Keccak-256 and BLAKE3 over the rows of a row-major matrix, both layouts, and
+//! Poseidon2's padding-free sponge over the rows layout (the only one it defines), any column
+//! range (`shaders/wgsl/hash.wgsl`, one invocation per leaf; the Poseidon2 permutation is
+//! `shaders/wgsl/poseidon2.wgsl`, every round written out).
 //!
 //! The matrix is bound through window A, the digests through window B. Rows-layout dispatches
 //! cover row ranges that span at most one segment; pairs-layout dispatches cover ranges of
@@ -16,23 +18,44 @@ use crate::memory::WgpuBuffer;
 
 const KECCAK: Kernel = Kernel { module: Module::Hash, entry: "leaves_keccak", items_per_group: 64 };
 const BLAKE3: Kernel = Kernel { module: Module::Hash, entry: "leaves_blake3", items_per_group: 64 };
+const POSEIDON2: Kernel = Kernel { module: Module::Hash, entry: "leaves_poseidon2", items_per_group: 64 };
 
 /// The kernels [`hash_leaves_into`] launches for leaf hash `hash` (both layouts).
 pub(crate) fn kernels(hash: HashKind) -> [Kernel; 1] {
     [match hash {
         HashKind::Keccak256 => KECCAK,
         HashKind::Blake3 => BLAKE3,
+        HashKind::Poseidon2 => POSEIDON2,
     }]
 }
 
-/// [`backend_api::Backend::hash_leaves_into`].
-/// The longest leaf, in bytes, that a software adapter (Mesa's llvmpipe) hashes correctly, with a
-/// margin: llvmpipe ends an invocation's loops after 65,535 iterations in total
-/// (`LP_MAX_TGSI_LOOP_ITERATIONS`), silently, and one invocation absorbs a whole leaf. Measured on
-/// llvmpipe (LLVM 15): Keccak-256 leaves were right at 160,000 B and wrong at 216,000 B; BLAKE3
-/// leaves right at 320,000 B and all zeros at 560,000 B. Longer leaves are refused there.
+/// The longest leaf, in bytes, that a software adapter (Mesa's llvmpipe) hashes correctly with
+/// Keccak-256 or BLAKE3, with a margin: llvmpipe ends an invocation's loops after 65,535
+/// iterations in total (`LP_MAX_TGSI_LOOP_ITERATIONS`), silently, and one invocation absorbs a
+/// whole leaf. Measured on llvmpipe (LLVM 15): Keccak-256 leaves were right at 160,000 B and wrong
+/// at 216,000 B; BLAKE3 leaves right at 320,000 B and all zeros at 560,000 B. Longer leaves are
+/// refused there.
 pub const SOFTWARE_MAX_LEAF_BYTES: usize = 128 << 10;
 
+/// The longest leaf, in bytes, that a software adapter hashes correctly with Poseidon2, with a
+/// margin of half the loop budget. The permutation runs no loop (every round is written out,
+/// `shaders/wgsl/poseidon2.wgsl`) and the sponge reads a block's 4 elements without one, so a
+/// leaf of `n` elements costs `ceil(n / 4)` iterations. Measured on llvmpipe (Mesa 22.3, LLVM 15),
+/// as that count predicts: leaves of 65,535 blocks (2,097,120 B) were right, leaves of 65,536
+/// blocks (2,097,152 B) and more came back as the digest of their first 65,535 blocks.
+pub const SOFTWARE_MAX_POSEIDON2_LEAF_BYTES: usize = 1 << 20;
+
+/// The longest leaf, in bytes, that a software adapter hashes correctly with `hash`
+/// ([`SOFTWARE_MAX_LEAF_BYTES`], [`SOFTWARE_MAX_POSEIDON2_LEAF_BYTES`]); longer leaves are
+/// refused there with [`Error::InvalidArgument`]. A hardware adapter hashes leaves of any length.
+pub const fn software_max_leaf_bytes(hash: HashKind) -> usize {
+    match hash {
+        HashKind::Keccak256 | HashKind::Blake3 => SOFTWARE_MAX_LEAF_BYTES,
+        HashKind::Poseidon2 => SOFTWARE_MAX_POSEIDON2_LEAF_BYTES,
+    }
+}
+
+/// [`backend_api::Backend::hash_leaves_into`].
 pub(crate) fn hash_leaves_into(
     gpu: &Gpu,
     matrix: &WgpuBuffer,
@@ -55,11 +78,13 @@ pub(crate) fn hash_leaves_into(
         )));
     }
     let leaf_bytes = spec.leaf_bytes();
-    if gpu.hw.info.device_type == wgpu::DeviceType::Cpu && leaf_bytes > SOFTWARE_MAX_LEAF_BYTES {
+    let max = software_max_leaf_bytes(spec.hash());
+    if gpu.hw.info.device_type == wgpu::DeviceType::Cpu && leaf_bytes > max {
         return Err(Error::InvalidArgument(format!(
-            "{NAME}: {op}: a leaf of {leaf_bytes} B is longer than a software adapter hashes correctly \
-             ({SOFTWARE_MAX_LEAF_BYTES} B): Mesa's llvmpipe stops every loop of an invocation after 65,535 \
-             iterations in total, and one invocation hashes one leaf; use a hardware adapter or the CPU backend"
+            "{NAME}: {op}: a {hash} leaf of {leaf_bytes} B is longer than a software adapter hashes correctly \
+             ({max} B): Mesa's llvmpipe stops every loop of an invocation after 65,535 iterations in total, \
+             and one invocation hashes one leaf; use a hardware adapter or the CPU backend",
+            hash = spec.hash()
         )));
     }
     let out0 = out0 as u64;

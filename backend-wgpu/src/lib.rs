@@ -13,6 +13,12 @@
 //!   of the largest power-of-two size the adapter binds as one storage buffer; every dispatch
 //!   binds the (at most four) segments it touches, and the host cuts each operation into such
 //!   dispatches. The adapter's real limits are requested, not the defaults.
+//! - **Three hashes.** Leaves and Merkle nodes in Keccak-256, BLAKE3 or Plonky3's Goldilocks
+//!   Poseidon2 of width 8 (`shaders/wgsl/poseidon2.wgsl`: every round written out, the round
+//!   constants as immediates, so the state stays in registers), one invocation per leaf or node.
+//!   On a software adapter (llvmpipe), which silently ends an invocation's loops after 65,535
+//!   iterations, leaves longer than [`software_max_leaf_bytes`] are refused rather than hashed
+//!   wrong.
 //! - **Same plans, same tables.** The in-place transpose executes the schedule of
 //!   [`backend_api::plan::TransposePlan`] (every run-pass batch through the copy shader); the LDE
 //!   uses [`backend_api::field::LdeTwiddles`]. Kernels live in `shaders/wgsl/*.wgsl`.
@@ -54,7 +60,7 @@ use backend_api::{
 };
 
 pub use context::{DeviceTime, PipelinePrep, QuietHeadless, WgpuError, quiet_headless_vulkan};
-pub use hash::SOFTWARE_MAX_LEAF_BYTES;
+pub use hash::{SOFTWARE_MAX_LEAF_BYTES, SOFTWARE_MAX_POSEIDON2_LEAF_BYTES, software_max_leaf_bytes};
 pub use memory::{WgpuBuffer, WgpuDownload};
 
 use context::{Gpu, Setup};

@@ -1,6 +1,8 @@
 //! Merkle trees over a node array (`shaders/wgsl/merkle.wgsl`): the padding leaves are copies of
 //! the last leaf, then one dispatch (or a few, per segment) per level, from the leaves up; wgpu
-//! orders the dispatches, so each level sees the one below it complete.
+//! orders the dispatches, so each level sees the one below it complete. A parent is Keccak-256
+//! or BLAKE3 of its children's 64 bytes, or, for Poseidon2, the first 4 elements of the
+//! permutation of the children's 8 words, each read mod p (Plonky3's `TruncatedPermutation`).
 
 use backend_api::{DIGEST_WORDS, DeviceBuffer as _, HashKind, Result, TreeShape, validate};
 
@@ -9,6 +11,7 @@ use crate::memory::WgpuBuffer;
 
 const KECCAK: Kernel = Kernel { module: Module::Merkle, entry: "merkle_keccak", items_per_group: 64 };
 const BLAKE3: Kernel = Kernel { module: Module::Merkle, entry: "merkle_blake3", items_per_group: 64 };
+const POSEIDON2: Kernel = Kernel { module: Module::Merkle, entry: "merkle_poseidon2", items_per_group: 64 };
 const PAD: Kernel = Kernel { module: Module::Merkle, entry: "merkle_pad", items_per_group: 64 };
 
 /// The kernels [`merkle_tree_in_place`] launches for `hash`: the padding copy and the levels.
@@ -18,6 +21,7 @@ pub(crate) fn kernels(hash: HashKind) -> [Kernel; 2] {
         match hash {
             HashKind::Keccak256 => KECCAK,
             HashKind::Blake3 => BLAKE3,
+            HashKind::Poseidon2 => POSEIDON2,
         },
     ]
 }

@@ -1,6 +1,6 @@
 //! Kernel tests of the wgpu backend against independent references (naive index transposes, and
-//! `conformance::reference`'s O(n^2) LDE in `u128 % p` and leaf and node hashes by the `sha3` and
-//! `blake3` crates), on one-segment buffers and on buffers cut into many small segments
+//! `conformance::reference`'s O(n^2) LDE in `u128 % p`, leaf and node hashes by the `sha3` and
+//! `blake3` crates, and its naive Poseidon2 permutation with explicit matrices), on one-segment buffers and on buffers cut into many small segments
 //! (`WgpuOptions::max_segment_bytes`), so that every multi-segment path runs at small shapes on
 //! the software device. The small-segment backend
 //! also keeps the portable u32-pair arithmetic, so both arithmetic paths run where the adapter has
@@ -277,7 +277,7 @@ fn lde_tables_are_kept_in_the_pool_between_calls() {
 }
 
 #[test]
-fn leaves_match_sha3_and_blake3() {
+fn leaves_match_sha3_blake3_and_the_naive_poseidon2() {
     both(|b| {
         let mut r = rng("leaves");
         // 300 columns: 2400 B rows, three BLAKE3 chunks (4800 B, five, for pairs).
@@ -287,7 +287,7 @@ fn leaves_match_sha3_and_blake3() {
             let shape = MatrixShape::new(rows, cols).unwrap();
             for kind in HashKind::ALL {
                 for layout in LeafLayout::ALL {
-                    if layout == LeafLayout::LambdaVmPairs && rows < 2 {
+                    if (layout == LeafLayout::LambdaVmPairs && rows < 2) || !kind.supports(layout) {
                         continue;
                     }
                     for range in [0..cols, cols / 3..cols, 0..cols.div_ceil(2)] {
@@ -330,6 +330,123 @@ fn merkle_matches_reference() {
             }
         }
     });
+}
+
+/// Plonky3's known answer (p3-goldilocks, `test_default_goldilocks_poseidon2_width_8`): the
+/// permutation of `[0, 1, ..., 7]`, whose first 4 elements are the compression of
+/// `[0, 1, 2, 3] || [4, 5, 6, 7]`.
+const POSEIDON2_OF_0_TO_7: [u64; 4] = [0x020cf04a1b214d14, 0x84e14aaaeacaed25, 0x1ae0f640e81c7457, 0xa4d204cbaeb0d8a5];
+
+fn permuted(mut state: [u64; 8]) -> [u64; 8] {
+    reference::poseidon2::permute(&mut state);
+    state
+}
+
+/// The WGSL Poseidon2 permutation, on both arithmetic paths, against the naive permutation of
+/// `conformance::reference` (explicit 8 x 8 matrices, products in `u128 % p`), through the two
+/// kernels that run it on inputs a test chooses whole:
+/// - nodes: a tree over 2^k random digests makes each parent `perm(left || right)[0..4]` of 8
+///   chosen words, hostile ones (`p`, `p + 1`, `u64::MAX`, ...) included, which must be read mod p;
+///   the level above permutes the kernel's own outputs, so every node is checked against a tree
+///   built here from `permute` alone, and the known answer of Plonky3 is checked as a tree of 2;
+/// - leaves of 4 elements: one block, `perm([x0, x1, x2, x3, 0, 0, 0, 0])[0..4]`;
+/// - leaves of 1 to 13 elements: the sponge written out here over `permute` (overwrite the first
+///   positions, permute), so the last 4 elements of each permutation, which feed the next block,
+///   are checked too.
+#[test]
+fn poseidon2_permutation_matches_the_naive_reference() {
+    both(|b| {
+        let mut r = rng("poseidon2 permutation");
+        let known = b.upload(&[0, 1, 2, 3, 4, 5, 6, 7]).unwrap();
+        let tree = b.download_vec(&b.merkle_tree(&known, HashKind::Poseidon2).unwrap()).unwrap();
+        assert_eq!(tree[..4], POSEIDON2_OF_0_TO_7, "Plonky3's known answer");
+
+        let hostile = [0, 1, P - 1, P, P + 1, u64::MAX - 1, u64::MAX];
+        let leaves = 256;
+        let mut words = matrix(&mut r, leaves * DIGEST_WORDS);
+        // Whole states of hostile words, and one of each hostile word everywhere else.
+        words[..8].fill(u64::MAX);
+        words[8..16].fill(P);
+        for (i, &h) in hostile.iter().enumerate() {
+            words[16 + 8 * i..24 + 8 * i].fill(h);
+        }
+        let dev = b.upload(&words).unwrap();
+        let got = b.download_vec(&b.merkle_tree(&dev, HashKind::Poseidon2).unwrap()).unwrap();
+        let mut want = vec![0u64; (2 * leaves - 1) * DIGEST_WORDS];
+        want[(leaves - 1) * DIGEST_WORDS..].copy_from_slice(&words);
+        for p in (0..leaves - 1).rev() {
+            let children: [u64; 8] = want[(2 * p + 1) * 4..(2 * p + 3) * 4].try_into().unwrap();
+            want[p * 4..p * 4 + 4].copy_from_slice(&permuted(children)[..4]);
+        }
+        assert_eq!(got.len(), want.len());
+        for p in 0..leaves - 1 {
+            assert_eq!(got[p * 4..p * 4 + 4], want[p * 4..p * 4 + 4], "node {p}: perm(left || right)[0..4]");
+        }
+
+        for cols in 1..=13 {
+            let rows = 64;
+            let mut mat = matrix(&mut r, rows * cols);
+            for (i, &h) in hostile.iter().enumerate() {
+                mat[i * cols..(i + 1) * cols].fill(h);
+            }
+            let dev = b.upload(&mat).unwrap();
+            let shape = MatrixShape::new(rows, cols).unwrap();
+            let spec = LeafSpec::new(HashKind::Poseidon2, LeafLayout::Rows, 0..cols).unwrap();
+            let got = b.download_vec(&b.hash_leaves(&dev, shape, &spec).unwrap()).unwrap();
+            for (row, elements) in mat.chunks_exact(cols).enumerate() {
+                let want = if cols == 4 {
+                    permuted(std::array::from_fn(|i| if i < 4 { elements[i] } else { 0 }))
+                } else {
+                    let mut state = [0u64; 8];
+                    for block in elements.chunks(4) {
+                        state[..block.len()].copy_from_slice(block);
+                        state = permuted(state);
+                    }
+                    state
+                };
+                assert_eq!(got[row * 4..row * 4 + 4], want[..4], "leaf of {cols} elements, row {row}");
+            }
+        }
+    });
+}
+
+/// The premises of the Poseidon2 kernels' speed and of [`backend_wgpu::SOFTWARE_MAX_POSEIDON2_LEAF_BYTES`],
+/// checked on naga's IR of the hash module (both arithmetic files): the permutation's functions
+/// contain no loop (a software adapter counts loop iterations per invocation), and no round
+/// constant is indexed at run time (naga copies a constant array into a local variable for every
+/// such access, which GPUs keep in local memory): every `P2_*` constant is folded to its value.
+#[test]
+fn the_poseidon2_permutation_has_no_loop_and_folds_its_constants() {
+    use shaders::wgsl::*;
+    use wgpu::naga;
+    fn has_loop(block: &naga::Block) -> bool {
+        block.iter().any(|st| match st {
+            naga::Statement::Loop { .. } => true,
+            naga::Statement::Block(b) => has_loop(b),
+            naga::Statement::If { accept, reject, .. } => has_loop(accept) || has_loop(reject),
+            naga::Statement::Switch { cases, .. } => cases.iter().any(|c| has_loop(&c.body)),
+            _ => false,
+        })
+    }
+    for field in [GOLDILOCKS, GOLDILOCKS_INT64] {
+        let src = [WINDOW, field, KECCAK, BLAKE3, POSEIDON2_CONSTANTS, POSEIDON2, HASH].join("\n");
+        let module = naga::front::wgsl::parse_str(&src).expect("hash.wgsl parses");
+        let mut permutation = 0;
+        for (_, f) in module.functions.iter() {
+            let name = f.name.as_deref().unwrap_or("");
+            if !(name.starts_with("p2_") || name == "poseidon2_permute") {
+                continue;
+            }
+            permutation += 1;
+            assert!(!has_loop(&f.body), "{name} has a loop");
+            for (_, e) in f.expressions.iter() {
+                if let naga::Expression::Constant(c) = e {
+                    panic!("{name} reads the constant {:?} at run time", module.constants[*c].name);
+                }
+            }
+        }
+        assert_eq!(permutation, 8, "the permutation's functions (p2_*, poseidon2_permute)");
+    }
 }
 
 #[test]
@@ -433,6 +550,7 @@ fn prepare_kernels_creates_each_commit_pipeline_once() {
     );
     assert!(b.prepare_kernels(HashKind::Keccak256).unwrap().is_empty(), "pipelines made twice");
     assert_eq!(names(b.prepare_kernels(HashKind::Blake3).unwrap()), ["leaves_blake3", "merkle_blake3"]);
+    assert_eq!(names(b.prepare_kernels(HashKind::Poseidon2).unwrap()), ["leaves_poseidon2", "merkle_poseidon2"]);
     let mut r = rng("prepared");
     let (n, m, blowup, shift) = (64, 5, 4, 7);
     let trace = matrix(&mut r, n * m);

@@ -284,41 +284,41 @@ fn options_out_of_range_are_refused_by_name() {
     }
 }
 
-/// Leaves as long as a software adapter hashes correctly match the `sha3` and `blake3` crates'
-/// digests; one element longer, on a software adapter (llvmpipe), is refused with a typed error
-/// naming the limit, never hashed wrong. (A hardware adapter hashes them: checked against the
-/// crates too.)
+/// Leaves as long as a software adapter hashes correctly with each hash match the `sha3` and
+/// `blake3` crates' digests and the naive Poseidon2 sponge; one element longer, on a software
+/// adapter (llvmpipe), is refused with a typed error naming the limit, never hashed wrong. (A
+/// hardware adapter hashes them: checked against the references too.)
 #[test]
 fn wide_leaves_are_right_or_refused_on_a_software_adapter() {
     use backend_api::{DIGEST_WORDS, HashKind, LeafLayout, LeafSpec};
-    use backend_wgpu::SOFTWARE_MAX_LEAF_BYTES;
+    use backend_wgpu::software_max_leaf_bytes;
     let _serial = serial();
     let Some(b) = backend(false) else { return };
     let mut r = rng("wide-leaves");
-    let longest = SOFTWARE_MAX_LEAF_BYTES / 8;
-    for hash in [HashKind::Keccak256, HashKind::Blake3] {
+    for hash in HashKind::ALL {
+        let longest = software_max_leaf_bytes(hash) / 8;
         for cols in [longest, longest + 1, 34_000] {
             let shape = MatrixShape::new(1, cols).unwrap();
             let data = matrix(&mut r, cols);
             let spec = LeafSpec::new(hash, LeafLayout::Rows, 0..cols).unwrap();
             let dev = b.upload(&data).unwrap();
             let got = b.hash_leaves(&dev, shape, &spec).and_then(|d| b.download_vec(&d));
-            let want = reference::leaf_digests(&data, cols, hash, LeafLayout::Rows, 0..cols);
             match got {
                 Ok(words) => {
                     assert_eq!(words.len(), DIGEST_WORDS);
+                    let want = reference::leaf_digests(&data, cols, hash, LeafLayout::Rows, 0..cols);
                     assert_eq!(reference::words_to_digests(&words), want, "{hash:?} leaf of {cols} elements");
                 }
                 Err(e) => {
                     assert!(b.is_software() && cols > longest, "{hash:?}, {cols} columns refused: {e}");
                     assert!(matches!(e, Error::InvalidArgument(_)), "{e:?}");
                     assert!(e.to_string().contains("65,535 iterations"), "{e}");
+                    assert!(e.to_string().contains(&format!("{} B", cols * 8)), "{e}");
+                    assert!(e.to_string().contains(&format!("a {hash} leaf")), "{e}");
                 }
             }
             if b.is_software() && cols > longest {
-                let err =
-                    b.hash_leaves(&dev, shape, &spec).expect_err("a software adapter hashed a leaf past its limit");
-                assert!(err.to_string().contains(&format!("{} B", cols * 8)), "{err}");
+                b.hash_leaves(&dev, shape, &spec).expect_err("a software adapter hashed a leaf past its limit");
             }
         }
     }

@@ -52,13 +52,19 @@ pub mod wgsl {
     pub const KECCAK: &str = include_str!("../wgsl/keccak.wgsl");
     /// The BLAKE3 compression function.
     pub const BLAKE3: &str = include_str!("../wgsl/blake3.wgsl");
+    /// Poseidon2's round constants and internal diagonal (Plonky3's Goldilocks width 8), generated
+    /// from p3-goldilocks and checked against it by this crate's tests.
+    pub const POSEIDON2_CONSTANTS: &str = include_str!("../wgsl/poseidon2_constants.wgsl");
+    /// The Poseidon2 permutation (Plonky3's Goldilocks width 8), every round written out, over
+    /// [`GOLDILOCKS`] or [`GOLDILOCKS_INT64`] and [`POSEIDON2_CONSTANTS`].
+    pub const POSEIDON2: &str = include_str!("../wgsl/poseidon2.wgsl");
     /// Batched copies (tile table).
     pub const COPY: &str = include_str!("../wgsl/copy.wgsl");
     /// The block transpose of the in-place transpose plan.
     pub const TRANSPOSE: &str = include_str!("../wgsl/transpose.wgsl");
-    /// Leaf hashing, both layouts, both hashes.
+    /// Leaf hashing: Keccak-256 and BLAKE3 over both layouts, Poseidon2's sponge over rows.
     pub const HASH: &str = include_str!("../wgsl/hash.wgsl");
-    /// Merkle tree levels and leaf padding.
+    /// Merkle tree levels (Keccak-256, BLAKE3, Poseidon2's compression) and leaf padding.
     pub const MERKLE: &str = include_str!("../wgsl/merkle.wgsl");
     /// Coset LDE: multi-stage NTT passes, coset scaling and the spreading of rows to their blocks.
     pub const LDE: &str = include_str!("../wgsl/lde.wgsl");

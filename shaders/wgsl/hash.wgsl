@@ -1,4 +1,4 @@
-// Leaf hashing (Keccak-256 and BLAKE3), one invocation per leaf. The matrix is in window A, the
+// Leaf hashing (Keccak-256, BLAKE3 and Poseidon2), one invocation per leaf. The matrix is in window A, the
 // digests go to window B.
 //
 // args: 0 base (virtual element of the matrix's (0, 0)), 1 cols of the matrix, 2 c0, 3 width
@@ -10,7 +10,8 @@
 // Rows layout: invocation t hashes row first + t into digest first + t; elements canonical,
 // 8 bytes little-endian. Pairs layout: invocation t takes j = first + t and hashes rows j and
 // half + j (that is br(2i) and br(2i+1) for leaf i = br(j) over `bits` bits) into digest i;
-// elements canonical, 8 bytes big-endian.
+// elements canonical, 8 bytes big-endian. Poseidon2 (rows layout only) absorbs the elements
+// themselves, canonical.
 
 var<private> leaf_row_a: u32;
 var<private> leaf_row_b: u32;
@@ -176,6 +177,41 @@ fn leaves_blake3(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
         stack[sp] = cv;
         sp += 1u;
     }
+}
+
+// Poseidon2's padding-free sponge of rate 4 (Plonky3's `PaddingFreeSponge<_, 8, 4, 4>`): the
+// state starts at zero; each block of 4 elements overwrites positions 0-3 and is permuted; a
+// last block of k < 4 elements overwrites positions 0..k only (the others keep the previous
+// permutation's output) and is permuted. The digest is positions 0-3, whose 4 words are its
+// 4 elements. Rows layout only (the host never dispatches it over pairs).
+@compute @workgroup_size(64)
+fn leaves_poseidon2(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let d = leaf_begin(wid, lid);
+    if d == NO_LEAF {
+        return;
+    }
+    let n = arg(3);
+    var s: array<vec2<u32>, 8>;
+    // One loop iteration per block: the reads are written out, each past the leaf's end
+    // skipped, so a partial last block keeps the state's tail.
+    for (var e = 0u; e < n; e += 4u) {
+        s[0] = leaf_elem(e);
+        if e + 1u < n {
+            s[1] = leaf_elem(e + 1u);
+        }
+        if e + 2u < n {
+            s[2] = leaf_elem(e + 2u);
+        }
+        if e + 3u < n {
+            s[3] = leaf_elem(e + 3u);
+        }
+        poseidon2_permute(&s);
+    }
+    let o = arg(8) + d * 4u;
+    st_b(o, s[0]);
+    st_b(o + 1u, s[1]);
+    st_b(o + 2u, s[2]);
+    st_b(o + 3u, s[3]);
 }
 
 fn b3_concat(l: array<u32, 8>, r: array<u32, 8>) -> array<u32, 16> {

@@ -1,5 +1,6 @@
 // Merkle tree levels over the node array in window A (node p's digest at elements 4p..4p+4):
-// node[p] = H(node[2p + 1] || node[2p + 2]), one invocation per parent.
+// node[p] = H(node[2p + 1] || node[2p + 2]), one invocation per parent (Poseidon2: the first 4
+// elements of the permutation of the children's 8 words, each read mod p).
 //
 // merkle_*: args 0 first parent of the dispatch; count parents.
 // merkle_pad: args 0 source digest, 1 first destination digest; count digests to fill.
@@ -49,6 +50,33 @@ fn merkle_blake3(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
     }
     let p = arg(0) + t;
     store_node(p, b3_compress(b3_iv(), merkle_children(p), 0u, 64u, CHUNK_START | CHUNK_END | ROOT));
+}
+
+// Plonky3's `TruncatedPermutation<_, 2, 4, 8>`: parent = perm(left || right)[0..4].
+@compute @workgroup_size(64)
+fn merkle_poseidon2(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let t = group_index(wid) * 64u + lid;
+    if t >= P.count {
+        return;
+    }
+    let p = arg(0) + t;
+    let c = (2u * p + 1u) * 4u;
+    // The permutation reads each element mod p.
+    var s = array<vec2<u32>, 8>(
+        ld_a(c),
+        ld_a(c + 1u),
+        ld_a(c + 2u),
+        ld_a(c + 3u),
+        ld_a(c + 4u),
+        ld_a(c + 5u),
+        ld_a(c + 6u),
+        ld_a(c + 7u),
+    );
+    poseidon2_permute(&s);
+    st_a(p * 4u, s[0]);
+    st_a(p * 4u + 1u, s[1]);
+    st_a(p * 4u + 2u, s[2]);
+    st_a(p * 4u + 3u, s[3]);
 }
 
 @compute @workgroup_size(64)

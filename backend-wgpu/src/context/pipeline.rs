@@ -27,8 +27,8 @@ impl Module {
         let parts: &[&str] = match self {
             Module::Copy => &[WINDOW, COPY],
             Module::Transpose => &[WINDOW, TRANSPOSE],
-            Module::Hash => &[WINDOW, field, KECCAK, BLAKE3, HASH],
-            Module::Merkle => &[WINDOW, KECCAK, BLAKE3, MERKLE],
+            Module::Hash => &[WINDOW, field, KECCAK, BLAKE3, POSEIDON2_CONSTANTS, POSEIDON2, HASH],
+            Module::Merkle => &[WINDOW, field, KECCAK, BLAKE3, POSEIDON2_CONSTANTS, POSEIDON2, MERKLE],
             Module::Lde => &[WINDOW, field, LDE],
         };
         parts.join("\n")

@@ -252,7 +252,8 @@ fn main() {
     for hash in HashKind::ALL {
         for layout in LeafLayout::ALL.into_iter().filter(|&l| hash.supports(l)) {
             let name = format!("hash_leaves {hash} {layout}");
-            if !run(&name) {
+            // Poseidon2 defines the rows layout only.
+            if !hash.supports(layout) || !run(&name) {
                 continue;
             }
             let spec = LeafSpec::new(hash, layout, 0..args.cols).expect("leaf spec");
