@@ -148,6 +148,8 @@ mod bitrev;
 mod convert;
 mod device;
 mod dft;
+mod mmcs;
 
 pub use device::{DefaultDevice, register_default, unregister_default};
 pub use dft::{BackendDft, DftStats, OnDeviceError};
+pub use mmcs::{BackendMmcs, BackendProverData, Digest, KeccakMerkleMmcs, MmcsStats};
