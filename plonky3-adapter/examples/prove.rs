@@ -160,8 +160,10 @@ fn stock_verify(bytes: &[u8], pairs: usize, rows: usize) -> Result<(), String> {
 fn stock_proof(pairs: usize, rows: usize) -> Result<Vec<u8>, String> {
     let config = config(Radix2DitParallel::<Val>::default(), stock_mmcs());
     let (trace, public) = fibonacci_trace(pairs, rows);
-    let proof = prove(&config, &FibonacciAir { pairs }, trace, &public).map_err(|e| format!("proving failed: {e:?}"))?;
-    verify(&config, &FibonacciAir { pairs }, &proof, &public).map_err(|e| format!("the proof does not verify: {e:?}"))?;
+    let proof =
+        prove(&config, &FibonacciAir { pairs }, trace, &public).map_err(|e| format!("proving failed: {e:?}"))?;
+    verify(&config, &FibonacciAir { pairs }, &proof, &public)
+        .map_err(|e| format!("the proof does not verify: {e:?}"))?;
     postcard::to_allocvec(&proof).map_err(|e| format!("the proof does not serialize: {e}"))
 }
 

@@ -6,7 +6,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use backend_api::{
-    Backend, CopyRange, DIGEST_WORDS, DeviceBuffer, Error, HashKind, LeafLayout, LeafSpec, MatrixShape, TreeShape, digests_from_words,
+    Backend, CopyRange, DIGEST_WORDS, DeviceBuffer, Error, HashKind, LeafLayout, LeafSpec, MatrixShape, TreeShape,
+    digests_from_words,
 };
 use p3_commit::{BatchOpening, BatchOpeningRef, Mmcs};
 use p3_goldilocks::Goldilocks;
@@ -186,9 +187,10 @@ impl<B: Backend> BackendMmcs<B> {
         {
             return self.backend.upload(as_words(&rows));
         }
-        let len = group.height.checked_mul(group.width).ok_or_else(|| {
-            Error::InvalidShape(format!("{} rows x {} columns overflow", group.height, group.width))
-        })?;
+        let len = group
+            .height
+            .checked_mul(group.width)
+            .ok_or_else(|| Error::InvalidShape(format!("{} rows x {} columns overflow", group.height, group.width)))?;
         let mut host = self.backend.alloc_host(len)?;
         host.par_chunks_mut(group.width).enumerate().try_for_each(|(r, out)| {
             let mut at = 0;
@@ -240,7 +242,9 @@ impl<B: Backend> BackendMmcs<B> {
                 let first = tree.first_leaf();
                 let folded = layers[d];
                 let from_folded: Vec<CopyRange> = (0..n)
-                    .map(|i| CopyRange::new((folded.offset + i) * DIGEST_WORDS, (first + 2 * i) * DIGEST_WORDS, DIGEST_WORDS))
+                    .map(|i| {
+                        CopyRange::new((folded.offset + i) * DIGEST_WORDS, (first + 2 * i) * DIGEST_WORDS, DIGEST_WORDS)
+                    })
                     .collect();
                 backend.batched_copy(&buffers[folded.segment], &mut nodes, &from_folded)?;
                 let from_rows: Vec<CopyRange> = (0..n)

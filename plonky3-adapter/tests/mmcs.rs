@@ -62,10 +62,8 @@ const DEVICE_SHAPES: &[Shape] = &[
 
 /// Shapes Plonky3 takes that the device path hands to Plonky3's own `MerkleTree`: a tallest height
 /// that is not a power of two (Plonky3 pads with zero digests), or a height with no columns.
-const HOST_SHAPES: &[Shape] = &[&[(12, 3)], &[(7, 2), (4, 1), (2, 3), (1, 1)], &[(5, 1), (3, 2)], &[(16, 0)], &[
-    (16, 2),
-    (4, 0),
-]];
+const HOST_SHAPES: &[Shape] =
+    &[&[(12, 3)], &[(7, 2), (4, 1), (2, 3), (1, 1)], &[(5, 1), (3, 2)], &[(16, 0)], &[(16, 2), (4, 0)]];
 
 fn matrices(seed: u64, shape: Shape) -> Vec<RowMajorMatrix<Val>> {
     shape.iter().enumerate().map(|(i, &(h, w))| matrix(seed * 100 + i as u64, h, w)).collect()
@@ -101,12 +99,22 @@ fn row_by_row(seed: u64, shape: Shape) -> Vec<RowByRow> {
     shape
         .iter()
         .enumerate()
-        .map(|(i, &(height, width))| RowByRow { values: matrix(seed * 100 + i as u64, height, width).values, width, height })
+        .map(|(i, &(height, width))| RowByRow {
+            values: matrix(seed * 100 + i as u64, height, width).values,
+            width,
+            height,
+        })
         .collect()
 }
 
 /// `shape` as `RowByRow` matrices, and as `RowMajorMatrix`es when no width is 0.
-fn compare_shape<B: Backend>(ours: &BackendMmcs<B>, stock: &KeccakMerkleMmcs, seed: u64, shape: Shape, what: &str) -> bool {
+fn compare_shape<B: Backend>(
+    ours: &BackendMmcs<B>,
+    stock: &KeccakMerkleMmcs,
+    seed: u64,
+    shape: Shape,
+    what: &str,
+) -> bool {
     let on_device = compare(ours, stock, row_by_row(seed, shape), what);
     if shape.iter().all(|&(_, w)| w > 0) {
         assert_eq!(compare(ours, stock, matrices(seed, shape), what), on_device, "{what}");
@@ -208,10 +216,7 @@ fn all_shapes<B: Backend>(backend: Arc<B>, name: &str) -> MmcsStats {
             .enumerate()
             .map(|(i, &(h, w))| {
                 let base = matrix(90 + i as u64, h, 2 * w);
-                RowMajorMatrix::new(
-                    base.values.chunks_exact(2).map(|c| Challenge::new([c[0], c[1]])).collect(),
-                    w,
-                )
+                RowMajorMatrix::new(base.values.chunks_exact(2).map(|c| Challenge::new([c[0], c[1]])).collect(), w)
             })
             .collect();
         compare_ext(&ext_ours, &ext_stock, mats, &format!("{name} extension {shape:?}"));

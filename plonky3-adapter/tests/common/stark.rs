@@ -76,7 +76,11 @@ pub type BackendPcs<D, B> = TwoAdicFriPcs<Val, D, BackendMmcs<B>, BackendChallen
 pub type BackendConfig<D, B> = StarkConfig<BackendPcs<D, B>, Challenge, Challenger>;
 
 /// [`pcs`] with `mmcs` (cap height 0, as [`val_mmcs`]) for the trace, the quotient and FRI.
-pub fn backend_pcs<D: TwoAdicSubgroupDft<Val>, B: Backend>(dft: D, mmcs: BackendMmcs<B>, log_blowup: usize) -> BackendPcs<D, B> {
+pub fn backend_pcs<D: TwoAdicSubgroupDft<Val>, B: Backend>(
+    dft: D,
+    mmcs: BackendMmcs<B>,
+    log_blowup: usize,
+) -> BackendPcs<D, B> {
     BackendPcs::new(dft, mmcs.clone(), fri(ExtensionMmcs::new(mmcs), log_blowup))
 }
 
