@@ -644,10 +644,32 @@ impl<B: Backend> Mmcs<Goldilocks> for BackendMmcs<B> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use p3_matrix::dense::RowMajorMatrix;
 
-    fn dummy(height: usize, width: usize) -> RowMajorMatrix<Goldilocks> {
-        RowMajorMatrix::new(vec![Goldilocks::new(1); height * width], width)
+    /// A `height x width` matrix of ones (any width, 0 included, keeps its height).
+    struct Ones {
+        height: usize,
+        width: usize,
+    }
+
+    impl Matrix<Goldilocks> for Ones {
+        fn width(&self) -> usize {
+            self.width
+        }
+
+        fn height(&self) -> usize {
+            self.height
+        }
+
+        unsafe fn row_unchecked(
+            &self,
+            _r: usize,
+        ) -> impl IntoIterator<Item = Goldilocks, IntoIter = impl Iterator<Item = Goldilocks> + Send + Sync> {
+            std::iter::repeat_n(Goldilocks::new(1), self.width)
+        }
+    }
+
+    fn dummy(height: usize, width: usize) -> Ones {
+        Ones { height, width }
     }
 
     #[test]
@@ -660,6 +682,33 @@ mod tests {
         assert_eq!(Plan::new(&[dummy(8, 1), dummy(2, 0)]).unwrap_err(), HostReason::NoColumns(2));
         assert_eq!(Plan::new(&[dummy(8, 1), dummy(3, 1)]).unwrap_err(), HostReason::Refused);
         assert_eq!(Plan::new(&[dummy(0, 1)]).unwrap_err(), HostReason::Refused);
-        assert_eq!(Plan::new::<RowMajorMatrix<Goldilocks>>(&[]).unwrap_err(), HostReason::Refused);
+        assert_eq!(Plan::new::<Ones>(&[]).unwrap_err(), HostReason::Refused);
+    }
+
+    #[test]
+    fn the_host_recomputation_of_a_device_tree_has_every_digest_of_it() {
+        use backend_cpu::CpuBackend;
+        use p3_matrix::dense::RowMajorMatrix;
+        use rand::{Rng, SeedableRng};
+
+        // Mixed heights (three segments on the device) and a tallest level larger than the
+        // cached top, so both the cache and the downloads are compared.
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+        let shape = [(1usize << 12, 3usize), (1 << 7, 2), (1 << 12, 1), (4, 5)];
+        let mats: Vec<RowMajorMatrix<Goldilocks>> = shape
+            .iter()
+            .map(|&(h, w)| RowMajorMatrix::new((0..h * w).map(|_| Goldilocks::new(rng.random())).collect(), w))
+            .collect();
+        let mmcs = BackendMmcs::new(Arc::new(CpuBackend::new()), 0);
+        let (_, data) = mmcs.commit(mats);
+        let Tree::Device(tree) = &data.tree else { panic!("the commit fell back to the host") };
+        assert_eq!(tree.segments.buffers.len(), 3);
+        let host = host_layers(&tree.matrices, &tree.plan);
+        assert_eq!(host.len(), tree.segments.layers.len());
+        for (l, layer) in host.iter().enumerate() {
+            assert_eq!(layer.len(), 1 << (12 - l), "layer {l}");
+            let wanted: Vec<(usize, usize)> = (0..layer.len()).map(|i| (l, i)).collect();
+            assert_eq!(&tree.device_digests(&wanted).unwrap(), layer, "layer {l}");
+        }
     }
 }
