@@ -162,8 +162,8 @@
 //!   the backend.
 //! - **Speed on the CPU.** The CPU backend hashes with the scalar `sha3` crate, Plonky3 with its
 //!   multi-lane SIMD Keccak: `BackendMmcs<CpuBackend>` is the oracle for the GPU backends, not a
-//!   speed-up (this crate's `pcs` bench, `mmcs commit` row: 0.17x of stock for a 2^15 x 64 LDE
-//!   on 2 host cores).
+//!   speed-up (this crate's `pcs` bench, `mmcs commit` row: 0.17x to 0.20x of stock's speed for
+//!   2^15 x 64 and 2^17 x 64 LDEs on 2 host cores).
 
 mod bitrev;
 mod convert;
