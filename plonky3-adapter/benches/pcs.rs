@@ -5,10 +5,15 @@
 //!   2^`k` x 16 traces, k = 4..=14, blowup 2, with the backend threshold at 0: where the backend
 //!   starts to win is the adapter's size threshold.
 //! - `commit`: `TwoAdicFriPcs::commit` of one random 2^`PCS_LOG_ROWS` (default 16) x `PCS_COLS`
-//!   (default 256) trace, blowup 2, Keccak-256 MMCS: the LDE plus Plonky3's CPU Merkle tree.
-//!   The two commitments are compared before timing.
+//!   (default 256) trace, blowup 2, Keccak-256 MMCS: the LDE plus Plonky3's CPU Merkle tree
+//!   (`pcs commit`), and the same with `BackendMmcs` hashing the leaves and the tree on the backend
+//!   (`pcs commit with BackendMmcs`). `mmcs commit` times the Merkle commit alone, of the
+//!   2^(`PCS_LOG_ROWS` + 1)-row LDE: Plonky3's `MerkleTreeMmcs` against `BackendMmcs`. The
+//!   commitments are compared before timing.
 //! - `prove`: a whole p3-uni-stark proof of the Fibonacci AIR with `PROOF_PAIRS` (default 128)
-//!   sequences over 2^`PROOF_LOG_ROWS` (default 12) rows; the serialized proofs are compared first.
+//!   sequences over 2^`PROOF_LOG_ROWS` (default 12) rows, with `BackendDft` (`prove`) and with
+//!   `BackendDft` and `BackendMmcs` (`prove with BackendMmcs`); the serialized proofs are compared
+//!   first.
 //!
 //! Each side runs `BENCH_REPS` (default 5) times, alternating, and the best times are compared
 //! (`PAIRED ...` lines, as the backend benches print). The backends measured are the CPU
@@ -22,6 +27,7 @@ mod stark;
 use std::time::Instant;
 
 use backend_cpu::CpuBackend;
+use p3_commit::{Mmcs, Pcs};
 use p3_dft::{Radix2DitParallel, TwoAdicSubgroupDft};
 use p3_field::PrimeCharacteristicRing;
 use p3_field::coset::TwoAdicMultiplicativeCoset;
@@ -29,7 +35,7 @@ use p3_goldilocks::Goldilocks;
 use p3_matrix::Matrix;
 use p3_matrix::bitrev::BitReversibleMatrix;
 use p3_matrix::dense::RowMajorMatrix;
-use plonky3_adapter::{BackendDft, DefaultDevice};
+use plonky3_adapter::{BackendDft, BackendMmcs, DefaultDevice};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use stark::{Challenge, Challenger, FibonacciAir, Val};
@@ -81,10 +87,12 @@ fn run<B: DefaultDevice>(name: &str) {
         return;
     }
     let ours = BackendDft::<B>::default();
-    match ours.backend() {
-        Ok(b) => println!("BACKEND {name}: {:?}", b.info()),
+    let backend = match ours.backend() {
+        Ok(b) => b,
         Err(reason) => return println!("SKIPPED bench {name}: {reason}"),
-    }
+    };
+    println!("BACKEND {name}: {:?}", backend.info());
+    let mmcs = BackendMmcs::new(backend, 0);
     let stock = Radix2DitParallel::<Val>::default();
     let reps = env("BENCH_REPS", 5);
 
@@ -106,13 +114,17 @@ fn run<B: DefaultDevice>(name: &str) {
     let domain = TwoAdicMultiplicativeCoset::new(Val::ONE, log_rows).expect("a two-adic domain");
     let stock_pcs = stark::pcs(stock.clone(), 1);
     let our_pcs = stark::pcs(ours.clone(), 1);
-    let commit_stock = |t| {
-        <stark::Pcs<_> as p3_commit::Pcs<Challenge, Challenger>>::commit(&stock_pcs, vec![(domain, t)]).expect("commit")
+    let tree_pcs = stark::backend_pcs(ours.clone(), mmcs.clone(), 1);
+    let commit_stock =
+        |t| <stark::Pcs<_> as Pcs<Challenge, Challenger>>::commit(&stock_pcs, vec![(domain, t)]).expect("commit");
+    let commit_ours =
+        |t| <stark::Pcs<_> as Pcs<Challenge, Challenger>>::commit(&our_pcs, vec![(domain, t)]).expect("commit");
+    let commit_tree = |t| {
+        <stark::BackendPcs<_, B> as Pcs<Challenge, Challenger>>::commit(&tree_pcs, vec![(domain, t)]).expect("commit")
     };
-    let commit_ours = |t| {
-        <stark::Pcs<_> as p3_commit::Pcs<Challenge, Challenger>>::commit(&our_pcs, vec![(domain, t)]).expect("commit")
-    };
-    assert_eq!(commit_stock(trace.clone()).0, commit_ours(trace.clone()).0, "the commitments differ");
+    let want = commit_stock(trace.clone()).0;
+    assert_eq!(commit_ours(trace.clone()).0, want, "the commitments differ");
+    assert_eq!(commit_tree(trace.clone()).0, want, "the commitments with BackendMmcs differ");
     paired(
         &format!("{name} lde 2^{log_rows}x{cols}"),
         reps,
@@ -121,7 +133,24 @@ fn run<B: DefaultDevice>(name: &str) {
         |m| pcs_lde(&ours, m),
     );
     paired(&format!("{name} pcs commit 2^{log_rows}x{cols}"), reps, || trace.clone(), commit_stock, commit_ours);
-    drop(trace);
+    paired(
+        &format!("{name} pcs commit with BackendMmcs 2^{log_rows}x{cols}"),
+        reps,
+        || trace.clone(),
+        commit_stock,
+        commit_tree,
+    );
+    let lde = pcs_lde(&stock, trace.clone());
+    let stock_mmcs = stark::val_mmcs();
+    assert_eq!(stock_mmcs.commit_matrix(lde.clone()).0, mmcs.commit_matrix(lde.clone()).0, "the Merkle caps differ");
+    paired(
+        &format!("{name} mmcs commit 2^{}x{cols}", log_rows + 1),
+        reps,
+        || lde.clone(),
+        |m| stock_mmcs.commit_matrix(m),
+        |m| mmcs.commit_matrix(m),
+    );
+    drop((trace, lde));
 
     let (proof_rows, pairs) = (1usize << env("PROOF_LOG_ROWS", 12), env("PROOF_PAIRS", 128));
     let air = FibonacciAir { pairs };
@@ -139,7 +168,18 @@ fn run<B: DefaultDevice>(name: &str) {
         prove_stock,
         prove_ours,
     );
-    println!("STATS {name}: {:?}", ours.stats());
+    let tree_config = stark::backend_config(ours.clone(), mmcs.clone());
+    let prove_tree = |t| p3_uni_stark::prove(&tree_config, &air, t, &public).expect("proof");
+    let c = prove_tree(fib.clone());
+    assert_eq!(postcard::to_allocvec(&a).unwrap(), postcard::to_allocvec(&c).unwrap(), "the proofs differ");
+    paired(
+        &format!("{name} prove with BackendMmcs fibonacci 2^{}x{}", proof_rows.trailing_zeros(), 2 * pairs),
+        reps,
+        || fib.clone(),
+        prove_stock,
+        prove_tree,
+    );
+    println!("STATS {name}: {:?} {:?}", ours.stats(), mmcs.stats());
 }
 
 fn main() {

@@ -1,7 +1,8 @@
-//! A complete Plonky3 uni-stark prover over Goldilocks whose LDEs run on one of this workspace's
-//! backends: a Keccak-256 MMCS, the Fiat-Shamir challenger, FRI parameters, the PCS with
-//! `BackendDft`, a Fibonacci AIR, prove, verify, and a byte comparison with the proof stock
-//! Plonky3 (`Radix2DitParallel`) makes of the same statement.
+//! A complete Plonky3 uni-stark prover over Goldilocks whose LDEs and Merkle trees run on one of
+//! this workspace's backends: the Keccak-256 MMCS, the Fiat-Shamir challenger, FRI parameters,
+//! the PCS with `BackendDft` and `BackendMmcs`, a Fibonacci AIR, prove, verify with the stock
+//! verifier, and a byte comparison with the proof stock Plonky3 (`Radix2DitParallel`,
+//! `MerkleTreeMmcs`) makes of the same statement.
 //!
 //! ```text
 //! cargo run -p plonky3-adapter --example prove                                  # CPU backend
@@ -31,8 +32,8 @@ use p3_keccak::Keccak256Hash;
 use p3_matrix::dense::RowMajorMatrix;
 use p3_merkle_tree::MerkleTreeMmcs;
 use p3_symmetric::{CompressionFunctionFromHasher, SerializingHasher};
-use p3_uni_stark::{StarkConfig, prove, verify};
-use plonky3_adapter::BackendDft;
+use p3_uni_stark::{Proof, StarkConfig, prove, verify};
+use plonky3_adapter::{BackendDft, BackendMmcs};
 
 // --- The configuration: what a Plonky3 prover over Goldilocks with Keccak-256 declares. -------
 
@@ -48,17 +49,23 @@ type ValMmcs = MerkleTreeMmcs<
     2,
     32,
 >;
-type ChallengeMmcs = ExtensionMmcs<Val, Challenge, ValMmcs>;
 type Challenger = SerializingChallenger64<Val, HashChallenger<u8, Keccak256Hash, 32>>;
-type Config<Dft> = StarkConfig<TwoAdicFriPcs<Val, Dft, ValMmcs, ChallengeMmcs>, Challenge, Challenger>;
+/// The PCS over a DFT and an MMCS for the trace and quotient; FRI's MMCS is its extension.
+type Pcs<Dft, Mmcs> = TwoAdicFriPcs<Val, Dft, Mmcs, ExtensionMmcs<Val, Challenge, Mmcs>>;
+type Config<Dft, Mmcs> = StarkConfig<Pcs<Dft, Mmcs>, Challenge, Challenger>;
+/// Stock Plonky3.
+type StockConfig = Config<Radix2DitParallel<Val>, ValMmcs>;
+/// The same configuration with the LDEs and the Merkle trees on backend `B`.
+type BackendConfig<B> = Config<BackendDft<B>, BackendMmcs<B>>;
 
-/// The STARK configuration over `dft`: the only line that differs from stock Plonky3 is the DFT.
-fn config<Dft: TwoAdicSubgroupDft<Val>>(dft: Dft) -> Config<Dft> {
-    let val_mmcs = ValMmcs::new(
-        SerializingHasher::new(Keccak256Hash {}),
-        CompressionFunctionFromHasher::new(Keccak256Hash {}),
-        0, // cap height 0: the commitment is one root
-    );
+/// The stock MMCS: cap height 0, the commitment is one root.
+fn stock_mmcs() -> ValMmcs {
+    ValMmcs::new(SerializingHasher::new(Keccak256Hash {}), CompressionFunctionFromHasher::new(Keccak256Hash {}), 0)
+}
+
+/// The STARK configuration over `dft` and `val_mmcs`: the lines that differ from stock Plonky3
+/// are the DFT and the MMCS (`BackendMmcs::new(backend, 0)` for `stock_mmcs()`).
+fn config<Dft: TwoAdicSubgroupDft<Val>, Mmcs: Clone>(dft: Dft, val_mmcs: Mmcs) -> Config<Dft, Mmcs> {
     let fri = FriParameters {
         log_blowup: 1,
         log_final_poly_len: 0,
@@ -69,7 +76,7 @@ fn config<Dft: TwoAdicSubgroupDft<Val>>(dft: Dft) -> Config<Dft> {
         commit_proof_of_work_bits: 0,
         batch_proof_of_work_bits: 0,
         query_proof_of_work_bits: 0,
-        mmcs: ChallengeMmcs::new(val_mmcs.clone()),
+        mmcs: ExtensionMmcs::new(val_mmcs.clone()),
     };
     let pcs = TwoAdicFriPcs::new(dft, val_mmcs, fri);
     Config::new(pcs, Challenger::from_hasher(vec![], Keccak256Hash {}))
@@ -133,35 +140,56 @@ fn fibonacci_trace(pairs: usize, rows: usize) -> (RowMajorMatrix<Val>, Vec<Val>)
     (RowMajorMatrix::new(values, width), vec![last_b])
 }
 
-/// Proves and verifies with `dft`; returns the postcard-serialized proof.
-fn prove_and_verify<Dft: TwoAdicSubgroupDft<Val> + Sync>(
-    dft: Dft,
-    pairs: usize,
-    rows: usize,
-) -> Result<Vec<u8>, String> {
-    let config = config(dft);
-    let air = FibonacciAir { pairs };
+/// Proves with `config` and returns the postcard-serialized proof.
+fn prove_bytes<B: Backend + 'static>(config: &BackendConfig<B>, pairs: usize, rows: usize) -> Result<Vec<u8>, String> {
     let (trace, public) = fibonacci_trace(pairs, rows);
-    let proof = prove(&config, &air, trace, &public).map_err(|e| format!("proving failed: {e:?}"))?;
-    verify(&config, &air, &proof, &public).map_err(|e| format!("the proof does not verify: {e:?}"))?;
+    let proof = prove(config, &FibonacciAir { pairs }, trace, &public).map_err(|e| format!("proving failed: {e:?}"))?;
     postcard::to_allocvec(&proof).map_err(|e| format!("the proof does not serialize: {e}"))
 }
 
-/// The example on `backend`: prove with it, prove with stock Plonky3, compare.
+/// Deserializes `bytes` as a stock proof and checks it with the stock verifier.
+fn stock_verify(bytes: &[u8], pairs: usize, rows: usize) -> Result<(), String> {
+    let proof: Proof<StockConfig> =
+        postcard::from_bytes(bytes).map_err(|e| format!("the proof does not deserialize: {e}"))?;
+    let (_, public) = fibonacci_trace(pairs, rows);
+    let config = config(Radix2DitParallel::<Val>::default(), stock_mmcs());
+    verify(&config, &FibonacciAir { pairs }, &proof, &public).map_err(|e| format!("the proof does not verify: {e:?}"))
+}
+
+/// Stock Plonky3's proof of the same statement, verified, serialized.
+fn stock_proof(pairs: usize, rows: usize) -> Result<Vec<u8>, String> {
+    let config = config(Radix2DitParallel::<Val>::default(), stock_mmcs());
+    let (trace, public) = fibonacci_trace(pairs, rows);
+    let proof =
+        prove(&config, &FibonacciAir { pairs }, trace, &public).map_err(|e| format!("proving failed: {e:?}"))?;
+    verify(&config, &FibonacciAir { pairs }, &proof, &public)
+        .map_err(|e| format!("the proof does not verify: {e:?}"))?;
+    postcard::to_allocvec(&proof).map_err(|e| format!("the proof does not serialize: {e}"))
+}
+
+/// The example on `backend`: prove with it, verify with the stock verifier, prove with stock
+/// Plonky3, compare.
 fn run<B: Backend + 'static>(backend: Arc<B>, pairs: usize, log_rows: u32) -> Result<(), Failure> {
     let info = backend.info();
     println!("backend: {} ({})", info.backend, info.device);
     let rows = 1usize << log_rows;
     println!("statement: Fibonacci AIR, {pairs} sequences ({} columns) x 2^{log_rows} rows", 2 * pairs);
 
-    let dft = BackendDft::new(backend);
-    let ours = prove_and_verify(dft.clone(), pairs, rows).map_err(Failure::Proof)?;
+    let dft = BackendDft::new(Arc::clone(&backend));
+    let mmcs = BackendMmcs::new(backend, 0);
+    let ours = prove_bytes(&config(dft.clone(), mmcs.clone()), pairs, rows).map_err(Failure::Proof)?;
+    stock_verify(&ours, pairs, rows).map_err(Failure::Proof)?;
     let stats = dft.stats();
     println!(
         "LDEs: {} on the backend, {} on Plonky3's CPU DFT, {} device errors",
         stats.backend_ldes, stats.cpu_ldes, stats.device_errors
     );
-    let stock = prove_and_verify(Radix2DitParallel::<Val>::default(), pairs, rows).map_err(Failure::Proof)?;
+    let trees = mmcs.stats();
+    println!(
+        "Merkle commits: {} on the backend, {} on the host, {} device errors, {} digest downloads for openings",
+        trees.device_commits, trees.host_commits, trees.device_errors, trees.digest_downloads
+    );
+    let stock = stock_proof(pairs, rows).map_err(Failure::Proof)?;
     if ours != stock {
         return Err(Failure::Proof(format!(
             "the proof ({} bytes) differs from stock Plonky3's ({} bytes)",

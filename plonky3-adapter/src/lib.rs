@@ -1,12 +1,14 @@
-//! Plonky3 drop-in: the backends' coset LDE behind Plonky3's own DFT trait.
+//! Plonky3 drop-in: the backends' coset LDE behind Plonky3's own DFT trait, and their Keccak-256
+//! leaf hashes and Merkle tree behind its MMCS trait.
 //!
 //! A Plonky3 prover over Goldilocks moves its LDE to one of our backends by changing one type:
 //! `Radix2DitParallel<Goldilocks>` becomes [`BackendDft<CudaBackend>`](BackendDft) (or
-//! `WgpuBackend`, `CpuBackend`, or any port's backend type). The proof is byte-identical with
-//! every proof-of-work bit at 0 ([Byte-identical proofs](#byte-identical-proofs); this crate's
-//! tests prove a Fibonacci AIR with p3-uni-stark both ways, on every backend and on the porting
-//! guide's toy backend, and compare the serialized proofs) and verifies with Plonky3's stock
-//! verifier.
+//! `WgpuBackend`, `CpuBackend`, or any port's backend type). It moves its Merkle trees by
+//! changing a second: the Keccak-256 `MerkleTreeMmcs` ([`KeccakMerkleMmcs`]) becomes
+//! [`BackendMmcs<CudaBackend>`](BackendMmcs). The proof is byte-identical with every
+//! proof-of-work bit at 0 ([Byte-identical proofs](#byte-identical-proofs); this crate's tests
+//! prove a Fibonacci AIR with p3-uni-stark both ways, on every backend and on the porting guide's
+//! toy backend, and compare the serialized proofs) and verifies with Plonky3's stock verifier.
 //!
 //! - **Plonky3 0.9.0-rc.2, pinned exactly** (`=0.9.0-rc.2`): the newest published release, and
 //!   the one our LDE was checked against element for element (`coset_lde_batch` of
@@ -28,14 +30,19 @@
 //!   [`Backend`](backend_api::Backend) `B`; see [Which constructor](#which-constructor).
 //! - **Device errors cannot be returned** through `TwoAdicSubgroupDft`: [`OnDeviceError`]
 //!   chooses between a CPU fallback with a warning (the default) and a panic carrying the
-//!   backend's message.
+//!   backend's message. `Mmcs::commit` cannot return one either: [`BackendMmcs`] commits with
+//!   Plonky3's own `MerkleTree` on the host, with a warning.
+//! - **The Merkle trees move too** with [`BackendMmcs`]: the trace's, the quotient's and every FRI
+//!   layer's leaves and tree are computed by the backend, and openings download only the sibling
+//!   digests they send; see [Device Merkle trees](#device-merkle-trees-backendmmcs).
 //!
 //! # Use from Plonky3
 //!
-//! A uni-stark prover over Goldilocks changes the DFT type of its PCS and nothing else. The
-//! complete, runnable program (Keccak-256 MMCS, challenger, FRI parameters, an AIR, prove,
-//! verify, compare with stock Plonky3) is this crate's `examples/prove.rs`
-//! (`cargo run -p plonky3-adapter --example prove`); its core:
+//! A uni-stark prover over Goldilocks changes the DFT type of its PCS and, to move its Merkle
+//! trees as well, its MMCS type; nothing else. The complete, runnable program (Keccak-256 MMCS,
+//! challenger, FRI parameters, an AIR, prove, verify with the stock verifier, compare with stock
+//! Plonky3) is this crate's `examples/prove.rs` (`cargo run -p plonky3-adapter --example
+//! prove`); its core:
 //!
 //! ```
 //! use std::sync::Arc;
@@ -47,27 +54,24 @@
 //! use p3_fri::{FriParameters, TwoAdicFriPcs};
 //! use p3_goldilocks::Goldilocks;
 //! use p3_keccak::Keccak256Hash;
-//! use p3_merkle_tree::MerkleTreeMmcs;
-//! use p3_symmetric::{CompressionFunctionFromHasher, SerializingHasher};
 //! use p3_uni_stark::StarkConfig;
-//! use plonky3_adapter::BackendDft;
+//! use plonky3_adapter::{BackendDft, BackendMmcs};
 //!
 //! type Val = Goldilocks;
 //! type Challenge = BinomialExtensionField<Val, 2>;
-//! type ValMmcs = MerkleTreeMmcs<
-//!     Val, u8, SerializingHasher<Keccak256Hash>, CompressionFunctionFromHasher<Keccak256Hash, 2, 32>, 2, 32,
-//! >;
+//! // was: MerkleTreeMmcs<Val, u8, SerializingHasher<Keccak256Hash>,
+//! //                     CompressionFunctionFromHasher<Keccak256Hash, 2, 32>, 2, 32>
+//! type ValMmcs = BackendMmcs<CpuBackend>;
 //! type ChallengeMmcs = ExtensionMmcs<Val, Challenge, ValMmcs>;
 //! type Dft = BackendDft<CpuBackend>; // was: p3_dft::Radix2DitParallel<Val>
 //! type Pcs = TwoAdicFriPcs<Val, Dft, ValMmcs, ChallengeMmcs>;
 //! type Challenger = SerializingChallenger64<Val, HashChallenger<u8, Keccak256Hash, 32>>;
 //! type Config = StarkConfig<Pcs, Challenge, Challenger>;
 //!
-//! let val_mmcs = ValMmcs::new(
-//!     SerializingHasher::new(Keccak256Hash {}),
-//!     CompressionFunctionFromHasher::new(Keccak256Hash {}),
-//!     0, // cap height: one root
-//! );
+//! let backend = Arc::new(CpuBackend::new());
+//! // was: ValMmcs::new(SerializingHasher::new(Keccak256Hash {}),
+//! //                   CompressionFunctionFromHasher::new(Keccak256Hash {}), 0)
+//! let val_mmcs = ValMmcs::new(Arc::clone(&backend), 0); // cap height 0: one root
 //! let fri = FriParameters {
 //!     log_blowup: 1,
 //!     log_final_poly_len: 0,
@@ -79,7 +83,7 @@
 //!     query_proof_of_work_bits: 0,
 //!     mmcs: ChallengeMmcs::new(val_mmcs.clone()),
 //! };
-//! let dft = BackendDft::new(Arc::new(CpuBackend::new())); // or `Dft::default()`
+//! let dft = BackendDft::new(backend); // or `Dft::default()`
 //! let pcs = Pcs::new(dft, val_mmcs, fri);
 //! let config = Config::new(pcs, Challenger::from_hasher(vec![], Keccak256Hash {}));
 //! // p3_uni_stark::prove(&config, &air, trace, &public_values), then verify, as with stock Plonky3.
@@ -109,45 +113,64 @@
 //! then give different, equally valid proofs, stock Plonky3's included. Such proofs still
 //! verify with the stock verifier; only a byte comparison needs the bits at 0.
 //!
-//! # Design note: a device-resident `Mmcs`
+//! # Device Merkle trees: `BackendMmcs`
 //!
-//! `BackendDft` still downloads every LDE, because `TwoAdicFriPcs::commit` hands the DFT's
-//! output to `InputMmcs::commit_matrix` as a host `RowMajorMatrix`. The next step keeps the LDE
-//! on the device between the DFT and the Merkle tree:
+//! [`BackendMmcs`] is an `Mmcs<Goldilocks>` whose commitment (`MerkleCap`), opening proof
+//! (`Vec<[u8; 32]>`) and multi-opening proof (`PrunedMerklePaths`) are the types and bytes of
+//! [`KeccakMerkleMmcs`], Plonky3's Keccak-256 byte MMCS, at any cap height. What it does, against
+//! Plonky3's layout:
 //!
-//! - **What the traits allow.** `Mmcs<Goldilocks>` is generic over the committed matrix type
-//!   (`commit<M: Matrix<T>>(Vec<M>)`) and its `ProverData<M>` is an associated type, so an Mmcs
-//!   may keep anything as prover data: the device LDE buffer and the device node array. But
-//!   `TwoAdicFriPcs` fixes `M = RowMajorMatrix<Val>` and calls the DFT and the Mmcs separately;
-//!   a device-resident path therefore needs its own `Pcs` (a thin copy of `TwoAdicFriPcs::commit`
-//!   that calls the backend's LDE, leaf hash and tree without a download), or a DFT whose
-//!   `Evaluations` type is a device-backed matrix that the Mmcs recognises (possible:
-//!   `Evaluations: BitReversibleMatrix + 'static` is all the trait asks, but every `Matrix`
-//!   method would then need a host path too).
-//! - **What openings need.** `open_batch(index, data)` returns the opened rows of every matrix
-//!   at the query index and the authentication path: a few rows and `log2(N)` digests per
-//!   query. Those are small downloads (`Backend::download` at an offset); `get_matrices` must
-//!   still return host matrices (the PCS reads the committed LDE back for
-//!   `get_evaluations_on_domain`), so either keep a lazily downloaded host copy or serve those
-//!   reads from the device row by row.
-//! - **Layout differences** from our `rows` leaf layout and tree (CONVENTIONS.md):
-//!   Plonky3 commits the *bit-reversed* LDE (the leaf kernel must read row `br(i)` for leaf `i`,
-//!   or the LDE must be bit-reversed on the device first); it pads a layer that is not a power
-//!   of two with zero digests instead of repeating the last leaf (irrelevant for power-of-two
-//!   heights, which are all a two-adic PCS commits); several matrices of the same height are
-//!   concatenated into one leaf preimage (a leaf spec over several buffers); shorter matrices
-//!   are hashed and injected at the tree level of their height (`H(H(left || right) || ...)`
-//!   per Plonky3's `MerkleTree::new`); and the commitment is a cap of `2^cap_height` digests,
-//!   not one root (our node array already holds every level, so a cap is a slice of it).
-//! - **Serialization** stays Plonky3's: `SerializingHasher<Keccak256Hash>` hashes canonical
-//!   `u64` little-endian words with the `0x01`-padded Keccak-256, exactly our `keccak256` over
-//!   the `rows` layout, and `CompressionFunctionFromHasher<Keccak256Hash, 2, 32>` is our
-//!   `H(left || right)`. The same byte-identical-proof test would prove it.
+//! - **Serialization.** `SerializingHasher<Keccak256Hash>` hashes canonical `u64` little-endian
+//!   words with the `0x01`-padded Keccak-256, exactly our `keccak256` over the `rows` leaf layout
+//!   (CONVENTIONS.md, "Leaves"), and `CompressionFunctionFromHasher<Keccak256Hash, 2, 32>` is our
+//!   `H(left || right)`. The PCS hands the MMCS the LDE already in bit-reversed row order, so leaf
+//!   `i` is row `i` of the matrix it receives.
+//! - **Several matrices of one height** are one leaf preimage, their rows concatenated in the
+//!   order given: one matrix is uploaded straight from its storage, several are concatenated row
+//!   by row on the host (in the backend's fastest host memory) and uploaded once, so one leaf spec
+//!   covers them.
+//! - **Shorter matrices** (Plonky3 injects them at the level of their height:
+//!   `node_i = H(H(left || right) || H(rows_i))`) are hashed on the device, interleaved with the
+//!   level below by [`Backend::batched_copy`](backend_api::Backend::batched_copy) into the leaves
+//!   of a new tree segment, whose next level is then Plonky3's injected level. Mixed heights stay
+//!   on the device. (A uni-stark proof of one AIR commits one height per commitment: the trace,
+//!   the quotient chunks, one FRI layer; mixed heights come from multi-table provers.)
+//! - **Padding.** Plonky3 pads a layer that is not a power of two with zero digests, our tree
+//!   repeats the last leaf; so a tallest height that is not a power of two (never the case in a
+//!   two-adic PCS) commits with Plonky3's own `MerkleTree` on the host, as does a height whose
+//!   matrices all have width 0.
+//! - **The cap** is a level of the node array.
+//! - **Openings.** The prover data keeps the device node arrays, the top `2^11 - 1` nodes of the
+//!   last segment on the host, and the committed matrices (which `get_matrices` returns: the PCS
+//!   reads the LDE back). Rows come from the host matrices; a sibling digest below the cached top
+//!   is one 32-byte download.
+//! - **Errors.** A device error during a commit commits on the host with a warning; during an
+//!   opening, the tree is recomputed on the host from the committed matrices, with a warning.
+//!   Plonky3's own panics (heights off its ladder, an opening index past the tallest height)
+//!   stay, with its messages.
+//!
+//! What stays on the host, and the next steps:
+//!
+//! - **The LDE's round trip.** `TwoAdicFriPcs::commit` calls the DFT and then
+//!   `InputMmcs::commit` with a host `RowMajorMatrix`, so the LDE still comes down from the device
+//!   (`BackendDft`) and goes back up (`BackendMmcs`). A fused commit needs its own `Pcs` (a thin
+//!   copy of `TwoAdicFriPcs::commit` that runs the LDE, the leaves in bit-reversed row order and
+//!   the tree without leaving the device, keeping the LDE there as prover data), or a DFT whose
+//!   `Evaluations` type is a device-backed matrix that the MMCS recognises.
+//! - **Openings and FRI.** The evaluations at the opening points, the reduced openings and FRI's
+//!   folding are Plonky3's host code; only FRI's Merkle commits (through `ExtensionMmcs`) run on
+//!   the backend.
+//! - **Speed on the CPU.** The CPU backend hashes with the scalar `sha3` crate, Plonky3 with its
+//!   multi-lane SIMD Keccak: `BackendMmcs<CpuBackend>` is the oracle for the GPU backends, not a
+//!   speed-up (this crate's `pcs` bench, `mmcs commit` row: 0.17x to 0.20x of stock's speed for
+//!   2^15 x 64 and 2^17 x 64 LDEs on 2 host cores).
 
 mod bitrev;
 mod convert;
 mod device;
 mod dft;
+mod mmcs;
 
 pub use device::{DefaultDevice, register_default, unregister_default};
 pub use dft::{BackendDft, DftStats, OnDeviceError};
+pub use mmcs::{BackendMmcs, BackendProverData, Digest, KeccakMerkleMmcs, MmcsStats};

@@ -13,11 +13,11 @@ use std::sync::{Arc, Mutex};
 use backend_api::Backend;
 use backend_cpu::CpuBackend;
 use common::matrix;
-use common::stark::{Val, prove_and_verify, stock};
+use common::stark::{Val, prove_and_verify, prove_with_mmcs, stock};
 use p3_dft::{Radix2DitParallel, TwoAdicSubgroupDft};
 use p3_field::Field;
 use p3_matrix::Matrix;
-use plonky3_adapter::{BackendDft, DefaultDevice, DftStats, register_default, unregister_default};
+use plonky3_adapter::{BackendDft, BackendMmcs, DefaultDevice, DftStats, register_default, unregister_default};
 use toy_backend::ToyBackend;
 
 // Plonky3's DFT conformance tests over the port, every LDE on it (threshold 0).
@@ -49,6 +49,27 @@ fn toy_port_proof_is_byte_identical_to_stock_and_runs_on_the_port() {
         assert!(backend.memory().allocations >= 2, "the toy backend allocated nothing: {:?}", backend.memory());
         assert_eq!(backend.memory().live, 0, "the LDE buffers were not released");
     }
+}
+
+#[test]
+fn toy_port_mmcs_proof_is_byte_identical_to_stock() {
+    // The LDEs and every Merkle tree of the proof on the port.
+    for (pairs, rows) in [(1, 1 << 3), (2, 1 << 9)] {
+        let backend = Arc::new(ToyBackend::new());
+        let dft = BackendDft::new(Arc::clone(&backend));
+        let mmcs = BackendMmcs::new(Arc::clone(&backend), 0);
+        assert_eq!(prove_with_mmcs(dft.clone(), mmcs.clone(), pairs, rows), stock(pairs, rows), "{pairs} x {rows}");
+        let stats = mmcs.stats();
+        assert!(stats.device_commits >= 3 && stats.host_commits == 0 && stats.device_errors == 0, "{stats:?}");
+        assert_eq!(backend.memory().live, 0, "the trees were not released: {:?}", backend.memory());
+    }
+    // A port too small for the trees: every commit falls back to the host, the proof is unchanged.
+    let backend = Arc::new(ToyBackend::with_memory(4 << 10));
+    let mmcs = BackendMmcs::new(Arc::clone(&backend), 0);
+    assert_eq!(prove_with_mmcs(Radix2DitParallel::<Val>::default(), mmcs.clone(), 4, 1 << 10), stock(4, 1 << 10));
+    let stats = mmcs.stats();
+    assert!(stats.host_commits >= 2 && stats.device_errors >= 2, "{stats:?}");
+    assert_eq!(backend.memory().live, 0);
 }
 
 #[test]

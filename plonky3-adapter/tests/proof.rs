@@ -1,15 +1,18 @@
 //! A real proof: p3-uni-stark over Goldilocks with a Keccak-256 MMCS and a Fibonacci AIR, proved
-//! with Plonky3's stock `Radix2DitParallel` and with `BackendDft` on each backend. Each proof
-//! verifies with Plonky3's stock verifier, and its postcard serialization is byte-identical to
-//! the stock proof's. A tampered proof is rejected, so the verification is not vacuous.
+//! with Plonky3's stock `Radix2DitParallel` and `MerkleTreeMmcs`, and with `BackendDft` and
+//! `BackendMmcs` on each backend. Each proof verifies with Plonky3's stock verifier (for
+//! `BackendMmcs`, with the stock configuration types, over the deserialized bytes), and its
+//! postcard serialization is byte-identical to the stock proof's. A wrong public value is
+//! rejected, so the verification is not vacuous.
 
 mod common;
 
 use std::sync::Arc;
 
 use backend_cpu::CpuBackend;
-use common::stark::{prove_and_verify, stock};
-use plonky3_adapter::BackendDft;
+use common::stark::{prove_and_verify, prove_with_mmcs, stock};
+use p3_dft::Radix2DitParallel;
+use plonky3_adapter::{BackendDft, BackendMmcs};
 
 #[test]
 fn cpu_backend_proof_is_byte_identical_to_stock_and_verifies() {
@@ -21,6 +24,26 @@ fn cpu_backend_proof_is_byte_identical_to_stock_and_verifies() {
         let stats = dft.stats();
         assert!(stats.backend_ldes >= 2 && stats.device_errors == 0, "{pairs} x {rows}: {stats:?}");
     }
+}
+
+#[test]
+fn cpu_backend_mmcs_proof_is_byte_identical_to_stock_and_verifies() {
+    // The LDEs and the Merkle trees (trace, quotient, every FRI layer) on the CPU backend.
+    for (pairs, rows) in [(1, 1 << 3), (1, 1 << 10), (8, 1 << 9)] {
+        let backend = Arc::new(CpuBackend::new());
+        let dft = BackendDft::new(Arc::clone(&backend));
+        let mmcs = BackendMmcs::new(backend, 0);
+        let ours = prove_with_mmcs(dft.clone(), mmcs.clone(), pairs, rows);
+        assert_eq!(ours, stock(pairs, rows), "{pairs} pairs x {rows} rows: the proofs differ");
+        let (lde, tree) = (dft.stats(), mmcs.stats());
+        assert!(lde.backend_ldes >= 2 && lde.device_errors == 0, "{pairs} x {rows}: {lde:?}");
+        // The trace, the quotient and at least one FRI layer, none on the host.
+        assert!(tree.device_commits >= 3 && tree.host_commits == 0 && tree.device_errors == 0, "{tree:?}");
+    }
+    // The MMCS alone, beside Plonky3's own DFT.
+    let mmcs = BackendMmcs::new(Arc::new(CpuBackend::new()), 0);
+    assert_eq!(prove_with_mmcs(Radix2DitParallel::default(), mmcs.clone(), 4, 1 << 8), stock(4, 1 << 8));
+    assert!(mmcs.stats().device_commits >= 3, "{:?}", mmcs.stats());
 }
 
 #[test]
@@ -41,9 +64,13 @@ fn wgpu_backend_proof_is_byte_identical_to_stock() {
         Ok(b) => Arc::new(b),
         Err(e) => return common::skip("plonky3_adapter proof::wgpu", e, "REQUIRE_WGPU"),
     };
-    let dft = BackendDft::new(backend);
+    let dft = BackendDft::new(Arc::clone(&backend));
     assert_eq!(prove_and_verify(dft.clone(), 2, 1 << 9), stock(2, 1 << 9));
     assert!(dft.stats().backend_ldes >= 2, "{:?}", dft.stats());
+    let mmcs = BackendMmcs::new(backend, 0);
+    assert_eq!(prove_with_mmcs(dft.clone(), mmcs.clone(), 2, 1 << 9), stock(2, 1 << 9));
+    let stats = mmcs.stats();
+    assert!(stats.device_commits >= 3 && stats.host_commits == 0, "{stats:?}");
 }
 
 #[cfg(feature = "cuda")]
@@ -59,4 +86,10 @@ fn cuda_backend_proof_is_byte_identical_to_stock() {
     }
     let stats = dft.stats();
     assert!(stats.backend_ldes >= 4 && stats.device_errors == 0, "{stats:?}");
+    let mmcs = BackendMmcs::new(dft.backend().expect("opened above"), 0);
+    for (pairs, rows) in [(1, 1 << 10), (8, 1 << 14)] {
+        assert_eq!(prove_with_mmcs(dft.clone(), mmcs.clone(), pairs, rows), stock(pairs, rows), "{pairs} x {rows}");
+    }
+    let stats = mmcs.stats();
+    assert!(stats.device_commits >= 6 && stats.host_commits == 0 && stats.device_errors == 0, "{stats:?}");
 }

@@ -1,9 +1,11 @@
-//! A p3-uni-stark setup over Goldilocks with a Keccak-256 MMCS, generic over the DFT, and a
-//! Fibonacci AIR of any width (`pairs` independent Fibonacci sequences side by side), shared by
-//! the proof test and the PCS benchmark.
+//! A p3-uni-stark setup over Goldilocks with a Keccak-256 MMCS, generic over the DFT (and with
+//! `BackendMmcs` in place of Plonky3's MMCS), and a Fibonacci AIR of any width (`pairs`
+//! independent Fibonacci sequences side by side), shared by the proof tests and the PCS
+//! benchmark.
 
 #![allow(dead_code)]
 
+use backend_api::Backend;
 use p3_air::{Air, AirBuilder, BaseAir, WindowAccess};
 use p3_challenger::{HashChallenger, SerializingChallenger64};
 use p3_commit::ExtensionMmcs;
@@ -17,6 +19,7 @@ use p3_matrix::dense::RowMajorMatrix;
 use p3_merkle_tree::MerkleTreeMmcs;
 use p3_symmetric::{CompressionFunctionFromHasher, SerializingHasher};
 use p3_uni_stark::StarkConfig;
+use plonky3_adapter::BackendMmcs;
 
 /// The base field.
 pub type Val = Goldilocks;
@@ -48,7 +51,12 @@ pub fn val_mmcs() -> ValMmcs {
 /// different, equally valid proofs. Without grinding a proof is a function of its inputs, which
 /// is what a byte-for-byte comparison needs (seen on the 16-core H200 host, 2026-12-03).
 pub fn pcs<D: TwoAdicSubgroupDft<Val>>(dft: D, log_blowup: usize) -> Pcs<D> {
-    let fri = FriParameters {
+    Pcs::new(dft, val_mmcs(), fri(ChallengeMmcs::new(val_mmcs()), log_blowup))
+}
+
+/// The FRI parameters of [`pcs`] over the challenge MMCS `mmcs`.
+fn fri<M>(mmcs: M, log_blowup: usize) -> FriParameters<M> {
+    FriParameters {
         log_blowup,
         log_final_poly_len: 0,
         max_log_arity: 1,
@@ -56,9 +64,29 @@ pub fn pcs<D: TwoAdicSubgroupDft<Val>>(dft: D, log_blowup: usize) -> Pcs<D> {
         batch_proof_of_work_bits: 0,
         commit_proof_of_work_bits: 0,
         query_proof_of_work_bits: 0,
-        mmcs: ChallengeMmcs::new(val_mmcs()),
-    };
-    Pcs::new(dft, val_mmcs(), fri)
+        mmcs,
+    }
+}
+
+/// FRI's MMCS over `BackendMmcs`.
+pub type BackendChallengeMmcs<B> = ExtensionMmcs<Val, Challenge, BackendMmcs<B>>;
+/// The two-adic FRI PCS over DFT `D` with the Merkle trees on backend `B`.
+pub type BackendPcs<D, B> = TwoAdicFriPcs<Val, D, BackendMmcs<B>, BackendChallengeMmcs<B>>;
+/// The STARK configuration of [`BackendPcs`].
+pub type BackendConfig<D, B> = StarkConfig<BackendPcs<D, B>, Challenge, Challenger>;
+
+/// [`pcs`] with `mmcs` (cap height 0, as [`val_mmcs`]) for the trace, the quotient and FRI.
+pub fn backend_pcs<D: TwoAdicSubgroupDft<Val>, B: Backend>(
+    dft: D,
+    mmcs: BackendMmcs<B>,
+    log_blowup: usize,
+) -> BackendPcs<D, B> {
+    BackendPcs::new(dft, mmcs.clone(), fri(ExtensionMmcs::new(mmcs), log_blowup))
+}
+
+/// [`config`] with `mmcs`.
+pub fn backend_config<D: TwoAdicSubgroupDft<Val>, B: Backend>(dft: D, mmcs: BackendMmcs<B>) -> BackendConfig<D, B> {
+    BackendConfig::new(backend_pcs(dft, mmcs, 1), Challenger::from_hasher(vec![], Keccak256Hash {}))
 }
 
 /// The STARK configuration with `dft` and blowup 2.
@@ -137,6 +165,29 @@ pub fn prove_and_verify<D: TwoAdicSubgroupDft<Val> + Sync>(dft: D, pairs: usize,
     let wrong = vec![public[0] + Val::new(1)];
     assert!(p3_uni_stark::verify(&config, &air, &proof, &wrong).is_err(), "a wrong public value verified");
     postcard::to_allocvec(&proof).expect("the proof serializes")
+}
+
+/// Proves the Fibonacci AIR with `dft` and the Merkle trees on `mmcs`'s backend; returns the
+/// serialized proof after checking that the stock verifier, with the stock configuration types,
+/// accepts the proof deserialized from those bytes and rejects a wrong public value.
+pub fn prove_with_mmcs<D: TwoAdicSubgroupDft<Val> + Sync, B: Backend>(
+    dft: D,
+    mmcs: BackendMmcs<B>,
+    pairs: usize,
+    rows: usize,
+) -> Vec<u8> {
+    let ours = backend_config(dft, mmcs);
+    let air = FibonacciAir { pairs };
+    let (trace, public) = fibonacci_trace(pairs, rows);
+    let proof = p3_uni_stark::prove(&ours, &air, trace, &public).expect("proving succeeds");
+    let bytes = postcard::to_allocvec(&proof).expect("the proof serializes");
+    let stock_config = config(p3_dft::Radix2DitParallel::<Val>::default());
+    let stock_proof: p3_uni_stark::Proof<Config<p3_dft::Radix2DitParallel<Val>>> =
+        postcard::from_bytes(&bytes).expect("the proof deserializes as a stock proof");
+    p3_uni_stark::verify(&stock_config, &air, &stock_proof, &public).expect("the stock verifier accepts the proof");
+    let wrong = vec![public[0] + Val::new(1)];
+    assert!(p3_uni_stark::verify(&stock_config, &air, &stock_proof, &wrong).is_err(), "a wrong public value verified");
+    bytes
 }
 
 /// The stock proof of the same statement (Plonky3's `Radix2DitParallel`).

@@ -1,0 +1,714 @@
+//! `BackendMmcs`: Plonky3's Keccak-256 `MerkleTreeMmcs` over Goldilocks whose leaf hashes and
+//! Merkle tree run on a [`Backend`].
+
+use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use backend_api::{
+    Backend, CopyRange, DIGEST_WORDS, DeviceBuffer, Error, HashKind, LeafLayout, LeafSpec, MatrixShape, TreeShape,
+    digests_from_words,
+};
+use p3_commit::{BatchOpening, BatchOpeningRef, Mmcs};
+use p3_goldilocks::Goldilocks;
+use p3_keccak::Keccak256Hash;
+use p3_matrix::{Dimensions, Matrix};
+use p3_merkle_tree::{MerkleCap, MerkleTree, MerkleTreeError, MerkleTreeMmcs, PrunedMerklePaths};
+use p3_symmetric::{CompressionFunctionFromHasher, CryptographicHasher, PseudoCompressionFunction, SerializingHasher};
+use rayon::prelude::*;
+
+use crate::convert::as_words;
+
+/// Plonky3's Keccak-256 MMCS over Goldilocks rows, the one [`BackendMmcs`] reproduces byte for
+/// byte: leaves are Keccak-256 over a row's canonical `u64` little-endian words
+/// (`SerializingHasher<Keccak256Hash>`), inner nodes Keccak-256 over `left || right`
+/// (`CompressionFunctionFromHasher<Keccak256Hash, 2, 32>`), a binary tree (arity 2) of 32-byte
+/// digests.
+pub type KeccakMerkleMmcs = MerkleTreeMmcs<
+    Goldilocks,
+    u8,
+    SerializingHasher<Keccak256Hash>,
+    CompressionFunctionFromHasher<Keccak256Hash, 2, 32>,
+    2,
+    32,
+>;
+
+/// One 32-byte Keccak-256 digest, as Plonky3's byte MMCS holds it.
+pub type Digest = [u8; 32];
+
+/// The hash of every leaf and node: the one [`KeccakMerkleMmcs`] uses.
+const HASH: HashKind = HashKind::Keccak256;
+
+/// Node levels of the last tree segment kept on the host after a commit: the top `2^TOP_LEVELS`
+/// digests (64 KiB), which hold the cap and serve the upper levels of every authentication path
+/// without a download.
+const TOP_LEVELS: u32 = 11;
+
+/// How many commits a [`BackendMmcs`] made where, and what its openings cost (clones share the
+/// counters).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MmcsStats {
+    /// Commits whose leaves and tree the backend computed.
+    pub device_commits: usize,
+    /// Commits computed by Plonky3's own `MerkleTree` on the host: a tallest height that is not a
+    /// power of two, a height whose matrices all have width 0, or a device error.
+    pub host_commits: usize,
+    /// Device errors met (each then handled on the host: the commit or the opening is unchanged).
+    pub device_errors: usize,
+    /// Small downloads of node digests made for openings (the top of each tree is on the host).
+    pub digest_downloads: usize,
+}
+
+#[derive(Default)]
+struct Counters {
+    device_commits: AtomicUsize,
+    host_commits: AtomicUsize,
+    device_errors: AtomicUsize,
+    digest_downloads: AtomicUsize,
+}
+
+/// Plonky3's [`Mmcs`] over Goldilocks with the commitment, the proofs and the opened values of
+/// [`KeccakMerkleMmcs`] (the same types, the same bytes), whose leaf hashes and Merkle tree are
+/// computed by a [`Backend`].
+///
+/// Use it wherever Plonky3 takes the Keccak byte MMCS, e.g. as the `InputMmcs` of
+/// `TwoAdicFriPcs` and inside the FRI `ExtensionMmcs`; proofs are byte-identical to stock and
+/// verify with the stock verifier (stock configuration types, deserialized proof).
+///
+/// - **Commit.** The matrices of the tallest height are uploaded as one row-major device matrix
+///   (one matrix straight from its storage; several concatenated row by row on the host, in
+///   the backend's fastest host memory, then uploaded once), their leaves hashed with
+///   [`Backend::hash_leaves_into`] (`keccak256`, `rows` layout) into the node array, and the tree
+///   completed with [`Backend::merkle_tree_in_place`]. Shorter matrices (Plonky3 injects them at
+///   the level of their height: `node = H(H(left || right) || H(row))`) start a new tree
+///   segment on the device whose leaves interleave the level below with their row hashes
+///   ([`Backend::batched_copy`]), so mixed heights stay on the device too.
+/// - **Prover data** keeps the device node arrays, the top of the last tree on the host
+///   (the cap and the upper path levels), and the committed matrices themselves, which
+///   [`Mmcs::get_matrices`] returns (the PCS reads them back). The uploaded matrices are freed
+///   once hashed.
+/// - **Openings.** Rows come from the host matrices; each sibling digest below the cached top is
+///   one 32-byte [`Backend::download`] at its offset. `open_multi_batch` sends the pruned
+///   frontier Plonky3 sends, in its order.
+/// - **Host fallbacks** (the result is the same, [`MmcsStats`] counts them):
+///   - A tallest height that is not a power of two: Plonky3 pads such layers with zero digests,
+///     our tree repeats the last leaf, so the commit is Plonky3's own `MerkleTree` on the host.
+///     Two-adic PCS heights are powers of two; this only concerns direct users of the MMCS.
+///   - A height whose matrices all have width 0 (a leaf over no bytes, which our leaf specs
+///     refuse): Plonky3's `MerkleTree`.
+///   - A device error (out of memory, a lost device) during a commit: a `tracing` warning and
+///     Plonky3's `MerkleTree`. `Mmcs::commit` cannot return an error, and a host commit beats a
+///     panic. During an opening: one warning, and the tree's digests are recomputed on the host
+///     from the committed matrices for that tree's openings.
+/// - **Panics** only where [`KeccakMerkleMmcs`] panics, with its messages: heights off
+///   Plonky3's `ceil(max_height / 2^k)` ladder, no matrices or only empty ones (the commit is
+///   handed to Plonky3, which refuses it), and an opening index past the tallest height.
+/// - **Verification** is Plonky3's: `verify_batch` and `verify_multi_batch` are those of
+///   [`KeccakMerkleMmcs`].
+pub struct BackendMmcs<B: Backend> {
+    backend: Arc<B>,
+    stock: KeccakMerkleMmcs,
+    cap_height: usize,
+    counters: Arc<Counters>,
+}
+
+impl<B: Backend> Clone for BackendMmcs<B> {
+    fn clone(&self) -> Self {
+        Self {
+            backend: Arc::clone(&self.backend),
+            stock: self.stock.clone(),
+            cap_height: self.cap_height,
+            counters: Arc::clone(&self.counters),
+        }
+    }
+}
+
+impl<B: Backend> fmt::Debug for BackendMmcs<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BackendMmcs")
+            .field("backend", &std::any::type_name::<B>())
+            .field("cap_height", &self.cap_height)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+impl<B: Backend> BackendMmcs<B> {
+    /// The MMCS on `backend` with a cap of `2^cap_height` digests: the same as
+    /// `KeccakMerkleMmcs::new(SerializingHasher::new(Keccak256Hash {}),
+    /// CompressionFunctionFromHasher::new(Keccak256Hash {}), cap_height)` (0: the commitment is
+    /// one root).
+    pub fn new(backend: Arc<B>, cap_height: usize) -> Self {
+        let stock = KeccakMerkleMmcs::new(
+            SerializingHasher::new(Keccak256Hash {}),
+            CompressionFunctionFromHasher::new(Keccak256Hash {}),
+            cap_height,
+        );
+        Self { backend, stock, cap_height, counters: Arc::default() }
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &Arc<B> {
+        &self.backend
+    }
+
+    /// The cap height.
+    pub fn cap_height(&self) -> usize {
+        self.cap_height
+    }
+
+    /// Plonky3's MMCS this one reproduces (its host fallback and its verifier).
+    pub fn stock(&self) -> &KeccakMerkleMmcs {
+        &self.stock
+    }
+
+    /// Where the commits ran so far.
+    pub fn stats(&self) -> MmcsStats {
+        let c = &self.counters;
+        MmcsStats {
+            device_commits: c.device_commits.load(Ordering::Relaxed),
+            host_commits: c.host_commits.load(Ordering::Relaxed),
+            device_errors: c.device_errors.load(Ordering::Relaxed),
+            digest_downloads: c.digest_downloads.load(Ordering::Relaxed),
+        }
+    }
+
+    fn host_commit<M: Matrix<Goldilocks>>(&self, inputs: Vec<M>) -> (MerkleCap<Goldilocks, Digest>, Tree<B, M>) {
+        self.counters.host_commits.fetch_add(1, Ordering::Relaxed);
+        let (cap, tree) = self.stock.commit(inputs);
+        (cap, Tree::Host(tree))
+    }
+
+    /// Uploads the matrices of `group` as one row-major `height x width` device matrix.
+    fn upload_group<M: Matrix<Goldilocks>>(&self, inputs: &[M], group: &Group) -> backend_api::Result<B::Buffer> {
+        let members: Vec<&M> = group.members.iter().map(|&i| &inputs[i]).filter(|m| m.width() > 0).collect();
+        if let [single] = members[..]
+            && let Some(rows) = single.contiguous_rows(0..single.height())
+        {
+            return self.backend.upload(as_words(&rows));
+        }
+        let len = group
+            .height
+            .checked_mul(group.width)
+            .ok_or_else(|| Error::InvalidShape(format!("{} rows x {} columns overflow", group.height, group.width)))?;
+        let mut host = self.backend.alloc_host(len)?;
+        host.par_chunks_mut(group.width).enumerate().try_for_each(|(r, out)| {
+            let mut at = 0;
+            for m in &members {
+                let row = m.row_slice(r).ok_or_else(|| {
+                    Error::InvalidArgument(format!(
+                        "a committed matrix of height {} has no row {r} (its Matrix implementation is inconsistent)",
+                        m.height()
+                    ))
+                })?;
+                out[at..at + row.len()].copy_from_slice(as_words(&row));
+                at += row.len();
+            }
+            Ok::<(), Error>(())
+        })?;
+        self.backend.upload(&host)
+    }
+
+    /// The leaves and the tree on the device: the node arrays and where each of Plonky3's digest
+    /// layers lies in them.
+    fn device_tree<M: Matrix<Goldilocks>>(&self, inputs: &[M], plan: &Plan) -> backend_api::Result<Segments<B>> {
+        let backend = &*self.backend;
+        let mut buffers: Vec<B::Buffer> = Vec::with_capacity(plan.groups.len());
+        let mut layers: Vec<LayerAt> = Vec::with_capacity(plan.log_max as usize + 1);
+        for (g, group) in plan.groups.iter().enumerate() {
+            let shape = MatrixShape::new(group.height, group.width)?;
+            let spec = LeafSpec::new(HASH, LeafLayout::Rows, 0..group.width)?;
+            let matrix = self.upload_group(inputs, group)?;
+            let log_height = group.height.trailing_zeros();
+            if g == 0 {
+                // The tallest matrices' rows are the leaves of the first segment.
+                let tree = TreeShape::new(group.height)?;
+                let mut nodes = backend.alloc(tree.words())?;
+                backend.hash_leaves_into(&matrix, shape, &spec, &mut nodes, tree.first_leaf())?;
+                drop(matrix);
+                backend.merkle_tree_in_place(&mut nodes, tree, HASH)?;
+                buffers.push(nodes);
+                layers.extend((0..=log_height).map(|d| LayerAt::heap_level(0, log_height - d)));
+            } else {
+                // Injection at layer `d`, whose `n` nodes become H(folded_i || H(rows_i)): a tree
+                // over the `2n` leaves `folded_0, H(rows_0), folded_1, H(rows_1), ...` has them as
+                // its next level, and every level above is Plonky3's up to the next injection.
+                let n = group.height;
+                let d = (plan.log_max - log_height) as usize;
+                let injected = backend.hash_leaves(&matrix, shape, &spec)?;
+                drop(matrix);
+                let tree = TreeShape::new(2 * n)?;
+                let mut nodes = backend.alloc(tree.words())?;
+                let first = tree.first_leaf();
+                let folded = layers[d];
+                let from_folded: Vec<CopyRange> = (0..n)
+                    .map(|i| {
+                        CopyRange::new((folded.offset + i) * DIGEST_WORDS, (first + 2 * i) * DIGEST_WORDS, DIGEST_WORDS)
+                    })
+                    .collect();
+                backend.batched_copy(&buffers[folded.segment], &mut nodes, &from_folded)?;
+                let from_rows: Vec<CopyRange> = (0..n)
+                    .map(|i| CopyRange::new(i * DIGEST_WORDS, (first + 2 * i + 1) * DIGEST_WORDS, DIGEST_WORDS))
+                    .collect();
+                backend.batched_copy(&injected, &mut nodes, &from_rows)?;
+                drop(injected);
+                backend.merkle_tree_in_place(&mut nodes, tree, HASH)?;
+                let segment = buffers.len();
+                buffers.push(nodes);
+                layers.truncate(d);
+                layers.extend((0..=log_height).map(|e| LayerAt::heap_level(segment, log_height - e)));
+            }
+        }
+        // The top of the last segment: the cap and the upper path levels, kept on the host.
+        let last = buffers.len() - 1;
+        let top_digests = (buffers[last].len() / DIGEST_WORDS).min((1 << TOP_LEVELS) - 1);
+        let mut words = vec![0u64; top_digests * DIGEST_WORDS];
+        backend.download(&buffers[last], 0, &mut words)?;
+        Ok(Segments { buffers, layers, top: digests_from_words(&words), top_segment: last })
+    }
+}
+
+/// What [`BackendMmcs`] keeps of a commit: the committed matrices, and the device tree (or, for
+/// a host fallback, Plonky3's `MerkleTree`).
+pub struct BackendProverData<B: Backend, M> {
+    tree: Tree<B, M>,
+}
+
+impl<B: Backend, M> BackendProverData<B, M> {
+    /// Whether the tree lives on the device (otherwise the commit fell back to Plonky3's
+    /// `MerkleTree` on the host; see [`BackendMmcs`]).
+    pub fn is_on_device(&self) -> bool {
+        matches!(self.tree, Tree::Device(_))
+    }
+}
+
+impl<B: Backend, M> fmt::Debug for BackendProverData<B, M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.tree {
+            Tree::Device(d) => f
+                .debug_struct("BackendProverData")
+                .field("on_device", &true)
+                .field("matrices", &d.matrices.len())
+                .field("layers", &d.segments.layers.len())
+                .finish(),
+            Tree::Host(_) => f.debug_struct("BackendProverData").field("on_device", &false).finish(),
+        }
+    }
+}
+
+enum Tree<B: Backend, M> {
+    Device(DeviceTree<B, M>),
+    Host(MerkleTree<Goldilocks, u8, M, 2, 32>),
+}
+
+/// Where one of Plonky3's digest layers lies: `len` digests from digest `offset` of segment
+/// `segment`'s node array.
+#[derive(Clone, Copy, Debug)]
+struct LayerAt {
+    segment: usize,
+    offset: usize,
+}
+
+impl LayerAt {
+    /// The level of `2^log_nodes` nodes of a heap-ordered node array (CONVENTIONS.md, "Merkle
+    /// tree": the level of `k` nodes starts at node `k - 1`).
+    fn heap_level(segment: usize, log_nodes: u32) -> Self {
+        Self { segment, offset: (1usize << log_nodes) - 1 }
+    }
+}
+
+/// The device node arrays of one commit.
+struct Segments<B: Backend> {
+    buffers: Vec<B::Buffer>,
+    /// Plonky3's digest layers, leaves first, root last.
+    layers: Vec<LayerAt>,
+    /// The first digests of `buffers[top_segment]`, on the host.
+    top: Vec<Digest>,
+    top_segment: usize,
+}
+
+struct DeviceTree<B: Backend, M> {
+    backend: Arc<B>,
+    matrices: Vec<M>,
+    plan: Plan,
+    segments: Segments<B>,
+    counters: Arc<Counters>,
+    /// Every digest layer recomputed on the host, after a device error during an opening.
+    host_layers: OnceLock<Vec<Vec<Digest>>>,
+}
+
+impl<B: Backend, M: Matrix<Goldilocks>> DeviceTree<B, M> {
+    /// The layers an authentication path crosses under a cap of height `cap_height`.
+    fn proof_levels(&self, cap_height: usize) -> usize {
+        let top = self.segments.layers.len() - 1;
+        top - cap_height.min(top)
+    }
+
+    /// The opened rows at global `index` (Plonky3's `index >> (log_max - log_height)`).
+    fn rows_at(&self, index: usize) -> Vec<Vec<Goldilocks>> {
+        self.matrices
+            .iter()
+            .map(|m| {
+                let reduced = index >> (self.plan.log_max - m.height().trailing_zeros());
+                // `index < max_height` and every height is a power of two dividing it.
+                m.row(reduced).map(|r| r.into_iter().collect()).unwrap_or_else(|| {
+                    panic!("plonky3-adapter: a committed matrix of height {} has no row {reduced}", m.height())
+                })
+            })
+            .collect()
+    }
+
+    /// The digests at `(layer, index)`, from the cached top, small downloads, or (after a device
+    /// error) the host's own recomputation of the tree.
+    fn digests(&self, wanted: &[(usize, usize)]) -> Vec<Digest> {
+        if let Some(host) = self.host_layers.get() {
+            return wanted.iter().map(|&(l, i)| host[l][i]).collect();
+        }
+        match self.device_digests(wanted) {
+            Ok(d) => d,
+            Err(e) => {
+                self.counters.device_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(
+                    "plonky3-adapter: {} download of Merkle digests for an opening failed: {e}; recomputing this tree on the host",
+                    self.backend.info().backend
+                );
+                let host = self.host_layers.get_or_init(|| host_layers(&self.matrices, &self.plan));
+                wanted.iter().map(|&(l, i)| host[l][i]).collect()
+            }
+        }
+    }
+
+    fn device_digests(&self, wanted: &[(usize, usize)]) -> backend_api::Result<Vec<Digest>> {
+        let s = &self.segments;
+        let mut words = [0u64; DIGEST_WORDS];
+        wanted
+            .iter()
+            .map(|&(layer, index)| {
+                let at = s.layers[layer];
+                let node = at.offset + index;
+                if at.segment == s.top_segment && node < s.top.len() {
+                    return Ok(s.top[node]);
+                }
+                self.counters.digest_downloads.fetch_add(1, Ordering::Relaxed);
+                self.backend.download(&s.buffers[at.segment], node * DIGEST_WORDS, &mut words)?;
+                Ok(digests_from_words(&words)[0])
+            })
+            .collect()
+    }
+}
+
+/// The matrices of one height, in the order they were given.
+#[derive(Clone, Debug)]
+struct Group {
+    height: usize,
+    /// The sum of the members' widths (> 0).
+    width: usize,
+    members: Vec<usize>,
+}
+
+/// A commit the device path takes: every height a power of two, groups tallest first.
+#[derive(Clone, Debug)]
+struct Plan {
+    log_max: u32,
+    groups: Vec<Group>,
+}
+
+/// Why a commit goes to Plonky3's `MerkleTree` instead of the device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum HostReason {
+    /// No matrices, an empty one, or heights off Plonky3's ladder: Plonky3 refuses (panics).
+    Refused,
+    /// The tallest height is not a power of two.
+    NotPowerOfTwo(usize),
+    /// Every matrix of one height has width 0.
+    NoColumns(usize),
+}
+
+impl Plan {
+    fn new<M: Matrix<Goldilocks>>(inputs: &[M]) -> Result<Self, HostReason> {
+        let max = inputs.iter().map(Matrix::height).max().ok_or(HostReason::Refused)?;
+        if max == 0 {
+            return Err(HostReason::Refused);
+        }
+        if !max.is_power_of_two() {
+            return Err(HostReason::NotPowerOfTwo(max));
+        }
+        // Under a power-of-two maximum, Plonky3's ladder `ceil(max / 2^k)` is the powers of two
+        // up to it; anything else is refused by Plonky3 itself.
+        if inputs.iter().any(|m| !m.height().is_power_of_two()) {
+            return Err(HostReason::Refused);
+        }
+        // Tallest first, in the given order within one height (Plonky3's stable sort).
+        let mut order: Vec<usize> = (0..inputs.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(inputs[i].height()));
+        let mut groups: Vec<Group> = Vec::new();
+        for i in order {
+            let (height, width) = (inputs[i].height(), inputs[i].width());
+            match groups.last_mut() {
+                Some(g) if g.height == height => {
+                    g.width = g.width.checked_add(width).ok_or(HostReason::Refused)?;
+                    g.members.push(i);
+                }
+                _ => groups.push(Group { height, width, members: vec![i] }),
+            }
+        }
+        if let Some(g) = groups.iter().find(|g| g.width == 0) {
+            return Err(HostReason::NoColumns(g.height));
+        }
+        Ok(Self { log_max: max.trailing_zeros(), groups })
+    }
+}
+
+/// Every digest layer of a device-path tree, computed on the host with Plonky3's hash and
+/// compression: the fallback of openings after a device error.
+fn host_layers<M: Matrix<Goldilocks>>(matrices: &[M], plan: &Plan) -> Vec<Vec<Digest>> {
+    let hash = SerializingHasher::new(Keccak256Hash {});
+    let compress = CompressionFunctionFromHasher::<Keccak256Hash, 2, 32>::new(Keccak256Hash {});
+    let row_hashes = |group: &Group| -> Vec<Digest> {
+        (0..group.height)
+            .into_par_iter()
+            .map(|r| {
+                let rows = group.members.iter().flat_map(|&i| matrices[i].row(r).into_iter().flatten());
+                CryptographicHasher::<Goldilocks, Digest>::hash_iter(&hash, rows)
+            })
+            .collect()
+    };
+    let mut layers = vec![row_hashes(&plan.groups[0])];
+    let mut injections = plan.groups[1..].iter().peekable();
+    while layers.last().is_some_and(|l| l.len() > 1) {
+        let below = layers.last().map(Vec::as_slice).unwrap_or_default();
+        let mut level: Vec<Digest> = below.par_chunks_exact(2).map(|p| compress.compress([p[0], p[1]])).collect();
+        if let Some(group) = injections.next_if(|g| g.height == level.len()) {
+            let rows = row_hashes(group);
+            level.par_iter_mut().zip(rows).for_each(|(node, row)| *node = compress.compress([*node, row]));
+        }
+        layers.push(level);
+    }
+    layers
+}
+
+impl<B: Backend> Mmcs<Goldilocks> for BackendMmcs<B> {
+    type ProverData<M> = BackendProverData<B, M>;
+    type Commitment = <KeccakMerkleMmcs as Mmcs<Goldilocks>>::Commitment;
+    type Proof = <KeccakMerkleMmcs as Mmcs<Goldilocks>>::Proof;
+    type MultiProof = <KeccakMerkleMmcs as Mmcs<Goldilocks>>::MultiProof;
+    type Error = MerkleTreeError;
+
+    /// On the backend (see [`BackendMmcs`] for the host fallbacks).
+    ///
+    /// # Panics
+    /// Where [`KeccakMerkleMmcs::commit`] panics: no matrices, only empty ones, or heights off
+    /// Plonky3's `ceil(max_height / 2^k)` ladder.
+    fn commit<M: Matrix<Goldilocks>>(&self, inputs: Vec<M>) -> (Self::Commitment, Self::ProverData<M>) {
+        let plan = match Plan::new(&inputs) {
+            Ok(plan) => plan,
+            Err(reason) => {
+                tracing::debug!("plonky3-adapter: BackendMmcs commits on the host ({reason:?})");
+                let (cap, tree) = self.host_commit(inputs);
+                return (cap, BackendProverData { tree });
+            }
+        };
+        let segments = match self.device_tree(&inputs, &plan) {
+            Ok(s) => s,
+            Err(e) => {
+                self.counters.device_errors.fetch_add(1, Ordering::Relaxed);
+                let dims: Vec<String> = inputs.iter().map(|m| format!("{}x{}", m.height(), m.width())).collect();
+                tracing::warn!(
+                    "plonky3-adapter: {} Merkle commit of [{}] failed: {e}; committing with Plonky3's MerkleTree on the host",
+                    self.backend.info().backend,
+                    dims.join(", ")
+                );
+                let (cap, tree) = self.host_commit(inputs);
+                return (cap, BackendProverData { tree });
+            }
+        };
+        self.counters.device_commits.fetch_add(1, Ordering::Relaxed);
+        let tree = DeviceTree {
+            backend: Arc::clone(&self.backend),
+            matrices: inputs,
+            plan,
+            segments,
+            counters: Arc::clone(&self.counters),
+            host_layers: OnceLock::new(),
+        };
+        // The cap: the layer `cap_height` below the root (Plonky3 caps the height at the root).
+        let root = tree.segments.layers.len() - 1;
+        let layer = root - self.cap_height.min(root);
+        let wanted: Vec<(usize, usize)> = (0..1usize << (root - layer)).map(|i| (layer, i)).collect();
+        let cap = MerkleCap::new(tree.digests(&wanted));
+        (cap, BackendProverData { tree: Tree::Device(tree) })
+    }
+
+    /// # Panics
+    /// When `index` is not below the tallest height, as [`KeccakMerkleMmcs::open_batch`].
+    fn open_batch<M: Matrix<Goldilocks>>(
+        &self,
+        index: usize,
+        prover_data: &Self::ProverData<M>,
+    ) -> BatchOpening<Goldilocks, Self> {
+        match &prover_data.tree {
+            Tree::Host(tree) => {
+                let (values, proof) = self.stock.open_batch(index, tree).unpack();
+                BatchOpening::new(values, proof)
+            }
+            Tree::Device(tree) => {
+                let max_height = 1usize << tree.plan.log_max;
+                assert!(index < max_height, "index {index} out of bounds for height {max_height}");
+                let wanted: Vec<(usize, usize)> =
+                    (0..tree.proof_levels(self.cap_height)).map(|l| (l, (index >> l) ^ 1)).collect();
+                BatchOpening::new(tree.rows_at(index), tree.digests(&wanted))
+            }
+        }
+    }
+
+    fn get_matrices<'a, M: Matrix<Goldilocks>>(&self, prover_data: &'a Self::ProverData<M>) -> Vec<&'a M> {
+        match &prover_data.tree {
+            Tree::Host(tree) => self.stock.get_matrices(tree),
+            Tree::Device(tree) => tree.matrices.iter().collect(),
+        }
+    }
+
+    /// [`KeccakMerkleMmcs::verify_batch`].
+    fn verify_batch(
+        &self,
+        commit: &Self::Commitment,
+        dimensions: &[Dimensions],
+        index: usize,
+        batch_opening: BatchOpeningRef<'_, Goldilocks, Self>,
+    ) -> Result<(), Self::Error> {
+        let (values, proof) = batch_opening.unpack();
+        self.stock.verify_batch(commit, dimensions, index, BatchOpeningRef::new(values, proof))
+    }
+
+    /// The rows at every index and Plonky3's pruned authentication paths: each sibling digest
+    /// that no other queried path recomputes, level by level, groups by ascending parent.
+    ///
+    /// # Panics
+    /// When an index is not below the tallest height, as
+    /// [`KeccakMerkleMmcs::open_multi_batch`].
+    fn open_multi_batch<M: Matrix<Goldilocks>>(
+        &self,
+        indices: &[usize],
+        prover_data: &Self::ProverData<M>,
+    ) -> (Vec<Vec<Vec<Goldilocks>>>, Self::MultiProof) {
+        let tree = match &prover_data.tree {
+            Tree::Host(tree) => return self.stock.open_multi_batch(indices, tree),
+            Tree::Device(tree) => tree,
+        };
+        let max_height = 1usize << tree.plan.log_max;
+        let values: Vec<_> = indices
+            .iter()
+            .map(|&index| {
+                assert!(index < max_height, "index {index} out of bounds for height {max_height}");
+                tree.rows_at(index)
+            })
+            .collect();
+        // Plonky3's frontier walk (p3-merkle-tree's `prune_paths`) over a binary tree: at each
+        // level the sorted distinct nodes pair up by parent, and each missing child is sent.
+        let mut nodes = indices.to_vec();
+        nodes.sort_unstable();
+        nodes.dedup();
+        let mut wanted = Vec::new();
+        for level in 0..tree.proof_levels(self.cap_height) {
+            let mut parents = Vec::with_capacity(nodes.len());
+            let mut i = 0;
+            while i < nodes.len() {
+                let parent = nodes[i] / 2;
+                for child in [2 * parent, 2 * parent + 1] {
+                    if nodes.get(i) == Some(&child) {
+                        i += 1;
+                    } else {
+                        wanted.push((level, child));
+                    }
+                }
+                parents.push(parent);
+            }
+            nodes = parents;
+        }
+        (values, PrunedMerklePaths { sibling_hashes: tree.digests(&wanted) })
+    }
+
+    /// [`KeccakMerkleMmcs::verify_multi_batch`].
+    fn verify_multi_batch<R: AsRef<[Goldilocks]> + PartialEq>(
+        &self,
+        commit: &Self::Commitment,
+        dimensions: &[Dimensions],
+        indices: &[usize],
+        opened_values: &[Vec<R>],
+        proof: &Self::MultiProof,
+    ) -> Result<(), Self::Error> {
+        self.stock.verify_multi_batch(commit, dimensions, indices, opened_values, proof)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `height x width` matrix of ones (any width, 0 included, keeps its height).
+    struct Ones {
+        height: usize,
+        width: usize,
+    }
+
+    impl Matrix<Goldilocks> for Ones {
+        fn width(&self) -> usize {
+            self.width
+        }
+
+        fn height(&self) -> usize {
+            self.height
+        }
+
+        unsafe fn row_unchecked(
+            &self,
+            _r: usize,
+        ) -> impl IntoIterator<Item = Goldilocks, IntoIter = impl Iterator<Item = Goldilocks> + Send + Sync> {
+            std::iter::repeat_n(Goldilocks::new(1), self.width)
+        }
+    }
+
+    fn dummy(height: usize, width: usize) -> Ones {
+        Ones { height, width }
+    }
+
+    #[test]
+    fn plans_group_tallest_first_in_order_and_name_the_host_cases() {
+        let plan = Plan::new(&[dummy(4, 1), dummy(16, 2), dummy(4, 3), dummy(16, 0), dummy(16, 5)]).unwrap();
+        let groups: Vec<_> = plan.groups.iter().map(|g| (g.height, g.width, g.members.clone())).collect();
+        assert_eq!(groups, [(16, 7, vec![1, 3, 4]), (4, 4, vec![0, 2])]);
+        assert_eq!(plan.log_max, 4);
+        assert_eq!(Plan::new(&[dummy(12, 1)]).unwrap_err(), HostReason::NotPowerOfTwo(12));
+        assert_eq!(Plan::new(&[dummy(8, 1), dummy(2, 0)]).unwrap_err(), HostReason::NoColumns(2));
+        assert_eq!(Plan::new(&[dummy(8, 1), dummy(3, 1)]).unwrap_err(), HostReason::Refused);
+        assert_eq!(Plan::new(&[dummy(0, 1)]).unwrap_err(), HostReason::Refused);
+        assert_eq!(Plan::new::<Ones>(&[]).unwrap_err(), HostReason::Refused);
+    }
+
+    #[test]
+    fn the_host_recomputation_of_a_device_tree_has_every_digest_of_it() {
+        use backend_cpu::CpuBackend;
+        use p3_matrix::dense::RowMajorMatrix;
+        use rand::{Rng, SeedableRng};
+
+        // Mixed heights (three segments on the device) and a tallest level larger than the
+        // cached top, so both the cache and the downloads are compared.
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+        let shape = [(1usize << 12, 3usize), (1 << 7, 2), (1 << 12, 1), (4, 5)];
+        let mats: Vec<RowMajorMatrix<Goldilocks>> = shape
+            .iter()
+            .map(|&(h, w)| RowMajorMatrix::new((0..h * w).map(|_| Goldilocks::new(rng.random())).collect(), w))
+            .collect();
+        let mmcs = BackendMmcs::new(Arc::new(CpuBackend::new()), 0);
+        let (_, data) = mmcs.commit(mats);
+        let Tree::Device(tree) = &data.tree else { panic!("the commit fell back to the host") };
+        assert_eq!(tree.segments.buffers.len(), 3);
+        let host = host_layers(&tree.matrices, &tree.plan);
+        assert_eq!(host.len(), tree.segments.layers.len());
+        for (l, layer) in host.iter().enumerate() {
+            assert_eq!(layer.len(), 1 << (12 - l), "layer {l}");
+            let wanted: Vec<(usize, usize)> = (0..layer.len()).map(|i| (l, i)).collect();
+            assert_eq!(&tree.device_digests(&wanted).unwrap(), layer, "layer {l}");
+        }
+    }
+}
