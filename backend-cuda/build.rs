@@ -68,7 +68,7 @@ fn main() {
     };
     let started = Instant::now();
     let version = nvrtc.version();
-    let archs: Vec<i32> = nvrtc.supported_archs().into_iter().filter(|&a| a >= kernel_units::EMBED_MIN_ARCH).collect();
+    let archs = kernel_units::embed_archs(&nvrtc.supported_archs());
     let images_dir = out.join("kernel-images");
     std::fs::create_dir_all(&images_dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", images_dir.display()));
 

@@ -1,6 +1,8 @@
 //! The kernel images compiled when the crate was built (`build.rs`, the `embedded-kernels`
-//! feature): CUBIN for every unit of every kernel file, for each architecture from `sm_80` up
-//! that the build's NVRTC supports.
+//! feature): CUBIN for every unit of every kernel file, for one architecture per major version
+//! from `sm_80` up that the build's NVRTC supports ([`kernel_units::embed_archs`]); a device runs
+//! the image of its major version's embedded architecture at or below its own
+//! ([`kernel_units::image_arch`]: `sm_89` runs `sm_80`'s, CUDA's binary compatibility).
 //!
 //! **Keyed as the kernel cache keys them** ([`crate::kernel_units::unit_key`]): the file's name
 //! and text, the options (the `sm_XX` target and the kernel selection), the NVRTC version that
@@ -10,8 +12,8 @@
 //! and the NVRTC version recorded at build time; an image is used only when its key matches, so
 //! an image never stands for another source or option set.
 //!
-//! A device whose architecture has no image (older than `sm_80`, or newer than the build's NVRTC
-//! knows), or an image the driver refuses to load, takes the run-time path: NVRTC and the on-disk
+//! A device whose architecture has no image (older than `sm_80`, or of a major version the
+//! build's NVRTC does not know), or an image the driver refuses to load, takes the run-time path: NVRTC and the on-disk
 //! cache.
 
 use crate::kernel_units;
@@ -51,14 +53,13 @@ pub(crate) struct Image {
 // `STATUS`, `ARCHS` (ascending) and `IMAGES` (sorted by key), written by the build script.
 include!(concat!(env!("OUT_DIR"), "/embedded_kernels.rs"));
 
-/// The image of kernel file `file` (text `text`), unit `kernel`, for architecture `arch` (`90`),
-/// when this build embeds one under the key the kernel cache would give it.
+/// The image of kernel file `file` (text `text`), unit `kernel`, that a device of architecture
+/// `arch` (`90`) runs, when this build embeds one under the key the kernel cache would give it
+/// (the key of the image's own architecture, [`kernel_units::image_arch`]).
 pub(crate) fn find(file: &str, text: &str, kernel: Option<&str>, arch: i32) -> Option<&'static Image> {
     let Status::Built { nvrtc } = STATUS else { return None };
-    if !ARCHS.contains(&arch) {
-        return None;
-    }
-    let key = kernel_units::unit_key(file, text, kernel, &format!("sm_{arch}"), nvrtc, shaders::cuda::HEADERS);
+    let image_arch = kernel_units::image_arch(arch, ARCHS)?;
+    let key = kernel_units::unit_key(file, text, kernel, &format!("sm_{image_arch}"), nvrtc, shaders::cuda::HEADERS);
     find_key(IMAGES, &key)
 }
 
@@ -67,9 +68,9 @@ pub(crate) fn find_key<'t>(table: &'t [Image], key: &str) -> Option<&'t Image> {
     table.binary_search_by(|i| i.key.cmp(key)).ok().map(|at| &table[at])
 }
 
-/// Whether this build embeds images for architecture `arch`.
+/// Whether this build embeds images that a device of architecture `arch` runs.
 pub(crate) fn covers(arch: i32) -> bool {
-    matches!(STATUS, Status::Built { .. }) && ARCHS.contains(&arch)
+    matches!(STATUS, Status::Built { .. }) && kernel_units::image_arch(arch, ARCHS).is_some()
 }
 
 /// What this binary embeds, as [`crate::embedded_kernels`] reports it.

@@ -29,6 +29,25 @@ pub(crate) const GUARD: &str = "#if ALL_KERNELS || WANT_";
 /// `sm_80`: `transpose.cu` uses its asynchronous copies, `cp.async`).
 pub(crate) const EMBED_MIN_ARCH: i32 = 80;
 
+/// The architectures the build embeds images for, out of those NVRTC supports: one per major
+/// version, its lowest minor from [`EMBED_MIN_ARCH`] up (`sm_80`, `sm_90`, `sm_100`, `sm_110`,
+/// `sm_120` for CUDA 13). A CUBIN for `sm_XY` runs on every `sm_XZ` with `Z >= Y` (CUDA's binary
+/// compatibility within a major version), so `sm_86` and `sm_89` run the `sm_80` image and
+/// `sm_121` the `sm_120` one: a fifth of the images of one per architecture, for the same
+/// devices. Ascending.
+pub(crate) fn embed_archs(supported: &[i32]) -> Vec<i32> {
+    let mut archs: Vec<i32> = supported.iter().copied().filter(|&a| a >= EMBED_MIN_ARCH).collect();
+    archs.sort_unstable();
+    archs.dedup_by_key(|a| *a / 10);
+    archs
+}
+
+/// The embedded architecture whose image a device of architecture `arch` runs: the highest of
+/// `embedded` (ascending) with `arch`'s major version and a minor no higher than `arch`'s.
+pub(crate) fn image_arch(arch: i32, embedded: &[i32]) -> Option<i32> {
+    embedded.iter().rev().copied().find(|&a| a / 10 == arch / 10 && a <= arch && arch >= EMBED_MIN_ARCH)
+}
+
 /// The kernels of a file compiled one kernel per program, in file order: the names of its
 /// `#if ALL_KERNELS || WANT_<name>` guards (empty for a file compiled whole).
 pub(crate) fn guarded_kernels(text: &str) -> Vec<&str> {
@@ -44,8 +63,9 @@ pub(crate) fn file_units(text: &str) -> Vec<Option<&str>> {
 /// NVRTC options for `target` (`sm_90` gives CUBIN, `compute_90` PTX), with the kernel selection
 /// of a one-kernel unit.
 pub(crate) fn unit_options(target: &str, kernel: Option<&str>) -> Vec<String> {
-    let mut o =
-        vec![format!("--gpu-architecture={target}"), "-std=c++17".into(), "-lineinfo".into(), "-DNVRTC_BUILD=1".into()];
+    // No `-lineinfo`: it triples every image (the embedded ones included) and only a profiler
+    // reads it; add it here to profile with source lines.
+    let mut o = vec![format!("--gpu-architecture={target}"), "-std=c++17".into(), "-DNVRTC_BUILD=1".into()];
     if let Some(k) = kernel {
         o.push("-DKERNEL_SELECT=1".into());
         o.push(format!("-DWANT_{k}=1"));

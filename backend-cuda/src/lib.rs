@@ -14,9 +14,10 @@
 //! - **Kernels are files, compiled ahead where possible.** `shaders/cuda/*.cu`. With the
 //!   `embedded-kernels` feature (default) and NVRTC present where the crate is built (the CUDA 13
 //!   toolkit, or the `nvidia-cuda-nvrtc` wheel's `lib` folder on `LD_LIBRARY_PATH`), the build
-//!   script compiles every unit to CUBIN for each architecture from `sm_80` up that this NVRTC
-//!   supports (`sm_80` to `sm_121` with NVRTC 13.0) and embeds the images: a device of those
-//!   architectures loads its kernels at once, with no NVRTC installed and nothing on disk
+//!   script compiles every unit to CUBIN for one architecture per major version from `sm_80` up
+//!   that this NVRTC supports (`sm_80`, `sm_90`, `sm_100`, `sm_110`, `sm_120` with NVRTC 13.0;
+//!   each runs on its major version's newer minors, `sm_89` on `sm_80`'s) and embeds the images:
+//!   a device of those architectures loads its kernels at once, with no NVRTC installed and nothing on disk
 //!   ([`embedded_kernels`] says what a binary holds). Otherwise (another architecture, a build
 //!   without NVRTC or with the feature off, which the build reports in a `cargo:warning`) they are
 //!   compiled by NVRTC for the device's own architecture at first use (the heavy files one kernel

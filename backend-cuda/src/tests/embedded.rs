@@ -1,6 +1,7 @@
 //! The embedded kernel images (`build.rs`, `crate::embedded`) and the preparation of the kernel
 //! cache for a named architecture: no GPU needed. With the `embedded-kernels` feature and NVRTC at
-//! build time, every unit has an image for every architecture from `sm_80` up that NVRTC knows,
+//! build time, every unit has an image for one architecture per major version from `sm_80` up
+//! that NVRTC knows,
 //! each a CUBIN for its own architecture, equal byte for byte to what NVRTC compiles at run time;
 //! lookups refuse other architectures and other sources. Without the feature (the fallback
 //! build), nothing is embedded and kernels come from NVRTC and the cache.
@@ -66,8 +67,8 @@ fn the_unit_list_is_read_from_the_files() {
     assert_eq!(kernel_units::file_units("extern \"C\" __global__ void k() {}"), [None]);
 }
 
-/// A build with the feature and NVRTC embeds every launched unit for every architecture from
-/// `sm_80` up that its NVRTC supports, each a CUBIN for that architecture.
+/// A build with the feature and NVRTC embeds every launched unit for one architecture per major
+/// version from `sm_80` up that its NVRTC supports, each a CUBIN for that architecture.
 #[test]
 fn every_launched_unit_is_embedded_for_every_architecture() {
     let Status::Built { nvrtc } = embedded::STATUS else {
@@ -96,8 +97,13 @@ fn every_launched_unit_is_embedded_for_every_architecture() {
     }
     // This NVRTC's architectures from sm_80 up, when it is the one that built the images.
     if driver::nvrtc_present() && driver::nvrtc_version().unwrap() == nvrtc {
-        let supported: Vec<i32> = driver::nvrtc_supported_archs().unwrap().into_iter().filter(|&a| a >= 80).collect();
-        assert_eq!(embedded::ARCHS, supported.as_slice());
+        // One per major version, its lowest minor (written out, not through `embed_archs`).
+        let supported: Vec<i32> = driver::nvrtc_supported_archs().unwrap();
+        let mut majors: Vec<i32> = supported.iter().filter(|&&a| a >= 80).map(|a| a / 10).collect();
+        majors.dedup();
+        let lowest: Vec<i32> =
+            majors.iter().map(|&m| *supported.iter().filter(|&&a| a / 10 == m).min().unwrap()).collect();
+        assert_eq!(embedded::ARCHS, lowest.as_slice());
     }
     let summary = crate::embedded_kernels();
     assert_eq!((summary.nvrtc_version, summary.images, summary.not_built), (Some(nvrtc), embedded::IMAGES.len(), None));
@@ -142,9 +148,17 @@ fn embedded_images_equal_runtime_nvrtc_output() {
 #[test]
 fn lookups_refuse_other_architectures_and_sources() {
     let (file, text) = Source::Copy.file();
-    for arch in [0, 52, 75, 79, 81, 95, 99, 130, 999, -90] {
+    for arch in [0, 52, 75, 79, 130, 999, -90, -80] {
         assert!(embedded::find(file, text, None, arch).is_none(), "an image for sm_{arch}");
         assert!(!embedded::covers(arch), "covers sm_{arch}");
+    }
+    // A newer minor of an embedded major version runs the image of that major's architecture.
+    for (device, image) in [(86, 80), (89, 80), (95, 90), (103, 100), (121, 120)] {
+        if embedded::ARCHS.contains(&image) {
+            let found = embedded::find(file, text, None, device).unwrap_or_else(|| panic!("none for sm_{device}"));
+            assert_eq!(found.arch, image, "sm_{device}");
+            assert!(embedded::covers(device));
+        }
     }
     let edited = format!("{text}\n// edited\n");
     for &arch in embedded::ARCHS {
@@ -249,4 +263,33 @@ fn a_build_without_the_feature_embeds_nothing() {
     for u in Unit::all() {
         assert!(u.embedded(90).is_none());
     }
+}
+
+/// One image per major version, its lowest minor, serves that major's newer minors and nothing
+/// else (synthetic architecture lists, so this runs whatever the build embedded).
+#[test]
+fn one_image_per_major_version_serves_its_newer_minors() {
+    let cuda13 = [75, 80, 86, 87, 88, 89, 90, 100, 103, 110, 120, 121];
+    assert_eq!(kernel_units::embed_archs(&cuda13), [80, 90, 100, 110, 120]);
+    assert_eq!(kernel_units::embed_archs(&[121, 120, 90]), [90, 120]);
+    assert!(kernel_units::embed_archs(&[52, 75]).is_empty());
+    let embedded = [80, 90, 100, 110, 120];
+    for (device, image) in [
+        (80, Some(80)),
+        (86, Some(80)),
+        (89, Some(80)),
+        (90, Some(90)),
+        (99, Some(90)),
+        (103, Some(100)),
+        (121, Some(120)),
+        (75, None),
+        (79, None),
+        (70, None),
+        (130, None),
+        (8, None),
+    ] {
+        assert_eq!(kernel_units::image_arch(device, &embedded), image, "sm_{device}");
+    }
+    // An image never serves an older minor of its major version.
+    assert_eq!(kernel_units::image_arch(80, &[86]), None);
 }

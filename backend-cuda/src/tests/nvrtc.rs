@@ -155,8 +155,7 @@ fn cache_keys_cover_unit_target_and_versions() {
     // An independent composition of the key: BLAKE3 over length-prefixed parts.
     let mut h = blake3::Hasher::new();
     let (name, text) = Source::Lde.file();
-    let options =
-        "--gpu-architecture=sm_90\n-std=c++17\n-lineinfo\n-DNVRTC_BUILD=1\n-DKERNEL_SELECT=1\n-DWANT_ntt_dif_pass=1";
+    let options = "--gpu-architecture=sm_90\n-std=c++17\n-DNVRTC_BUILD=1\n-DKERNEL_SELECT=1\n-DWANT_ntt_dif_pass=1";
     let mut parts: Vec<&[u8]> =
         vec![b"stark-commit kernel cache v2", name.as_bytes(), text.as_bytes(), options.as_bytes(), b"nvrtc 13.0"];
     for (h_name, h_text) in shaders::cuda::HEADERS {
