@@ -23,7 +23,7 @@ fn wgpu_or_skip(test: &str) -> Option<WgpuBackend> {
 fn commit_parity_small() {
     let Some(gpu) = wgpu_or_skip("commit_parity_small") else { return };
     parity::compare(&gpu, "wgpu", (1 << 8, 316, 2), &CASES, None);
-    parity::compare(&gpu, "wgpu", (1 << 6, 3, 4), &CASES[..2], None);
+    parity::compare(&gpu, "wgpu", (1 << 6, 3, 4), &CASES[..3], None);
     assert_eq!(gpu.memory().live, 0, "the commits left device memory allocated");
 }
 
@@ -31,7 +31,7 @@ fn commit_parity_small() {
 #[ignore = "production shape: 2^21 x 316 at blowup 2, a 10.6 GB LDE; run with --include-ignored on a GPU"]
 fn commit_parity_production() {
     let Some(gpu) = wgpu_or_skip("commit_parity_production") else { return };
-    parity::compare(&gpu, "wgpu", (1 << 21, 316, 2), &CASES[..2], Some(&mut TrackerOnly));
+    parity::compare(&gpu, "wgpu", (1 << 21, 316, 2), &CASES[..3], Some(&mut TrackerOnly));
     assert_eq!(gpu.memory().live, 0, "the commits left device memory allocated");
 }
 
