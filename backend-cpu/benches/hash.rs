@@ -4,6 +4,13 @@
 //! `blake3::hash` per leaf, rayon-parallel over leaves exactly like the backend. The matrix is
 //! 2^`BENCH_HASH_LOG_ROWS` (default 16) rows x `BENCH_HASH_COLS` (default 316) canonical values;
 //! `BENCH_HASH_ROWS_ONLY=1` skips the `lambda-vm-pairs` layout.
+//!
+//! `PAIRED keccak_lanes/...` times, on one thread, `p3-keccak`'s batched Keccak-256 (one message
+//! per SIMD lane of the Keccak-f it picks at run time) against the `sha3` crate one message at a
+//! time, over `n` messages of a Merkle node's 64 bytes and of a default leaf's bytes: where the
+//! batched call stops winning as `n` falls below the lane count. `PAIRED keccak_f/...` times the
+//! packed permutation the build enables (`p3_keccak::VECTOR_LEN` lanes: SSE2's two without
+//! `-C target-cpu`) against as many scalar ones, which is what a CPU without AVX2 would get.
 
 use std::hint::black_box;
 use std::time::Duration;
@@ -88,9 +95,57 @@ fn bench_leaves<B: Backend>(c: &mut Criterion, backend: &B, shape: MatrixShape) 
     }
 }
 
+fn bench_keccak_lanes(leaf_bytes: usize) {
+    use p3_symmetric::CryptographicHasher;
+    let lanes = <p3_keccak::Keccak256Hash as CryptographicHasher<u8, [u8; 32]>>::LANES;
+    let reps = env("BENCH_PAIRED_REPS", 7);
+    for len in [64, leaf_bytes] {
+        for n in [1, 2, lanes / 2, lanes, 64 * lanes] {
+            let messages: Vec<u8> = (0..n * len).map(|i| (i * 31 + 7) as u8).collect();
+            let (mut batched, mut scalar) = (vec![[0u8; 32]; n], vec![[0u8; 32]; n]);
+            // Enough calls for a measurable time, the same on both sides.
+            let calls = (1 << 22) / (n * len.div_ceil(136) * 136);
+            paired(&format!("keccak_lanes/{len}B/x{n}"), reps, ["batched", "sha3"], |side| {
+                for _ in 0..calls.max(1) {
+                    if side == 0 {
+                        p3_keccak::Keccak256Hash.hash_many(black_box(&messages), &mut batched);
+                    } else {
+                        for (d, m) in scalar.iter_mut().zip(black_box(&messages).chunks_exact(len)) {
+                            *d = sha3::Keccak256::digest(m).into();
+                        }
+                    }
+                }
+            });
+            assert_eq!(batched, scalar, "{len} bytes x{n}");
+        }
+    }
+}
+
+fn bench_keccak_f() {
+    use p3_keccak::{KeccakF, VECTOR_LEN};
+    use p3_symmetric::Permutation;
+    let mut packed = [[0u64; VECTOR_LEN]; 25];
+    let mut scalar = [[0u64; 25]; VECTOR_LEN];
+    paired(&format!("keccak_f/x{VECTOR_LEN}"), env("BENCH_PAIRED_REPS", 7), ["packed", "scalar"], |side| {
+        for _ in 0..20_000 {
+            if side == 0 {
+                KeccakF.permute_mut(black_box(&mut packed));
+            } else {
+                for s in black_box(&mut scalar) {
+                    KeccakF.permute_mut(s);
+                }
+            }
+        }
+    });
+    let lanes: [[u64; 25]; VECTOR_LEN] = std::array::from_fn(|l| std::array::from_fn(|w| packed[w][l]));
+    assert_eq!(lanes, scalar, "the packed and scalar permutations agree");
+}
+
 fn benches(c: &mut Criterion) {
     let shape =
         MatrixShape::new(1 << env("BENCH_HASH_LOG_ROWS", 16), env("BENCH_HASH_COLS", 316)).expect("bench shape");
+    bench_keccak_f();
+    bench_keccak_lanes(shape.cols() * 8);
     bench_leaves(c, &CpuBackend::new(), shape);
 }
 

@@ -4,11 +4,15 @@
 //! the one below, `node[p] = H(node[2p+1] || node[2p+2])` over 64 bytes, the parents of one level
 //! in parallel. A level's parents and children are disjoint index ranges, so `split_at_mut`
 //! hands rayon the parents mutably and the children shared.
+//!
+//! Keccak-256 hashes [`KECCAK_NODE_GROUP`] parents per call of `p3-keccak`'s batched sponge (one
+//! parent per SIMD lane of the widest Keccak-f the running CPU has): a level's children are
+//! already the parents' 64-byte preimages end to end.
 
 use backend_api::{DIGEST_WORDS, HashKind, Result, TreeShape, digest_to_words, validate};
 use rayon::prelude::*;
 
-use crate::hash::{Hasher32, hash_bytes};
+use crate::hash::{Hasher32, KECCAK_GROUP, hash_bytes, keccak256_many};
 use crate::poseidon2;
 
 /// [`crate::CpuBackend::merkle_tree_in_place`] over a host slice of node words.
@@ -32,13 +36,34 @@ pub(crate) fn merkle_tree_in_place(nodes: &mut [u64], tree: TreeShape, hash: Has
         let parents = &mut upper[(width - 1) * DIGEST_WORDS..];
         let children = &lower[..2 * width * DIGEST_WORDS];
         match hash {
-            HashKind::Keccak256 => byte_parents::<sha3::Keccak256>(parents, children),
+            HashKind::Keccak256 => keccak_parents(parents, children),
             HashKind::Blake3 => byte_parents::<blake3::Hasher>(parents, children),
             HashKind::Poseidon2 => poseidon2_parents(parents, children),
         }
         width /= 2;
     }
     Ok(())
+}
+
+/// Keccak-256 parents per rayon item: whole lane groups of the batched sponge.
+const KECCAK_NODE_GROUP: usize = 4 * KECCAK_GROUP;
+
+/// One level of Keccak-256, [`KECCAK_NODE_GROUP`] parents per batched call.
+fn keccak_parents(parents: &mut [u64], children: &[u64]) {
+    let group = KECCAK_NODE_GROUP * DIGEST_WORDS;
+    parents.par_chunks_mut(group).zip(children.par_chunks(2 * group)).for_each(|(p, c)| {
+        if cfg!(target_endian = "little") {
+            // The child words in little-endian memory are the digest bytes themselves.
+            keccak256_many(bytemuck::cast_slice(c), p);
+        } else {
+            let mut bytes = [0u8; KECCAK_NODE_GROUP * 2 * DIGEST_WORDS * 8];
+            let bytes = &mut bytes[..c.len() * 8];
+            for (b, w) in bytes.chunks_exact_mut(8).zip(c) {
+                b.copy_from_slice(&w.to_le_bytes());
+            }
+            keccak256_many(bytes, p);
+        }
+    });
 }
 
 /// One level of a byte hash: `parent = H(left || right)` over the 64 bytes of the two digests.
@@ -113,6 +138,26 @@ mod tests {
                 for p in 0..tree.first_leaf() {
                     assert_eq!(all[p], root(&[all[2 * p + 1], all[2 * p + 2]], hash));
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn keccak_levels_match_the_sha3_crate_at_every_group_edge() {
+        // Parent counts around the lane count and the rayon group, children with every bit set
+        // among random ones: each parent is the Keccak-256 of its children's 64 bytes.
+        let (l, g) = (KECCAK_GROUP, KECCAK_NODE_GROUP);
+        for parents in [1, l - 1, l, l + 1, g - 1, g, g + 1, 2 * g + l + 1] {
+            let children: Vec<u64> = (0..2 * parents * DIGEST_WORDS)
+                .map(|i| if i % 11 == 3 { u64::MAX } else { (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) })
+                .collect();
+            let mut out = vec![0u64; parents * DIGEST_WORDS];
+            keccak_parents(&mut out, &children);
+            for (k, (p, c)) in
+                digests_from_words(&out).iter().zip(digests_from_words(&children).chunks_exact(2)).enumerate()
+            {
+                let expect: [u8; 32] = sha3::Keccak256::digest([c[0], c[1]].concat()).into();
+                assert_eq!(*p, expect, "{parents} parents, parent {k}");
             }
         }
     }
