@@ -5,10 +5,11 @@
 //!   keeps every LDE on Plonky3's DFT, so the ratio is what the fallback costs.
 //! - `toy`: `BackendDft::<ToyBackend>::default()` for a port that was never registered: no
 //!   backend, so every call falls back to Plonky3's DFT.
-//! - `cpu-backend` (with `SWEEP_BACKEND_PATH=1`): `BackendDft::new(CpuBackend)`, every LDE on the
-//!   CPU backend: why the CPU backend's threshold is "never".
-//! - `cuda`, `wgpu` (with the crate's features and a device): the built-in default, measured
-//!   threshold included.
+//! - `cuda`, `wgpu` (with the crate's features): the built-in default, measured threshold
+//!   included; where no device opens, every call falls back.
+//! - `<side>-all` (with `SWEEP_BACKEND_PATH=1`, for sides with a backend): the same DFT with
+//!   threshold 0, every LDE the backend can take on it. `cpu-all` shows why the CPU backend's
+//!   threshold is "never"; on a GPU, where the ratio crosses 1 is where the threshold belongs.
 //!
 //! Before timing, each side's output must equal stock's element for element, in the same
 //! (bit-reversed) storage. Then each sample times about two milliseconds of calls, the two sides
@@ -22,7 +23,6 @@
 //! `cpu,toy`) picks sides.
 
 use std::hint::black_box;
-use std::sync::Arc;
 use std::time::Instant;
 
 use backend_api::Backend;
@@ -89,15 +89,20 @@ fn sample<A: TwoAdicSubgroupDft<F>, B: TwoAdicSubgroupDft<F>>(
 
 /// One side of the sweep: a name and a `BackendDft` over some backend.
 struct Side<B: Backend> {
-    name: &'static str,
+    name: String,
     dft: BackendDft<B>,
     worst: (f64, String),
     worst_median: (f64, String),
 }
 
 impl<B: Backend + 'static> Side<B> {
-    fn new(name: &'static str, dft: BackendDft<B>) -> Self {
-        Self { name, dft, worst: (f64::INFINITY, String::new()), worst_median: (f64::INFINITY, String::new()) }
+    fn new(name: &str, dft: BackendDft<B>) -> Self {
+        Self {
+            name: name.to_owned(),
+            dft,
+            worst: (f64::INFINITY, String::new()),
+            worst_median: (f64::INFINITY, String::new()),
+        }
     }
 
     fn measure(&mut self, stock: &Radix2DitParallel<F>, mat: &RowMajorMatrix<F>, reps: usize) {
@@ -151,21 +156,28 @@ impl<B: Backend + 'static> Side<B> {
     }
 }
 
-/// Runs one side over the whole sweep.
-fn sweep<B: Backend + 'static>(mut side: Side<B>, stock: &Radix2DitParallel<F>, reps: usize, max_elems: usize) {
-    if std::env::var("SWEEP_SIDES").is_ok_and(|list| !list.split(',').any(|s| s == side.name)) {
-        return;
-    }
-    for log_rows in 6..=16 {
-        for cols in [1, 16, 256] {
-            if (cols << log_rows) > max_elems {
-                continue;
-            }
-            let mat = random_trace((log_rows * 1000 + cols) as u64, 1 << log_rows, cols);
-            side.measure(stock, &mat, reps);
+/// Runs `dft` over the whole sweep as side `name`, and with `SWEEP_BACKEND_PATH=1` the same DFT
+/// with threshold 0 as side `<name>-all`, when it has a backend (where the backend starts to win
+/// is where its threshold belongs).
+fn sweep<B: Backend + 'static>(name: &str, dft: BackendDft<B>, stock: &Radix2DitParallel<F>) {
+    let (reps, max_elems) = (env("SWEEP_REPS", 7), env("SWEEP_MAX_ELEMS", 1 << 22));
+    let all = (env("SWEEP_BACKEND_PATH", 0) != 0 && dft.backend().is_ok())
+        .then(|| Side::new(&format!("{name}-all"), dft.clone().with_min_backend_elems(0)));
+    for mut side in [Some(Side::new(name, dft)), all].into_iter().flatten() {
+        if std::env::var("SWEEP_SIDES").is_ok_and(|list| !list.split(',').any(|s| s == side.name)) {
+            continue;
         }
+        for log_rows in 6..=16 {
+            for cols in [1, 16, 256] {
+                if (cols << log_rows) > max_elems {
+                    continue;
+                }
+                let mat = random_trace((log_rows * 1000 + cols) as u64, 1 << log_rows, cols);
+                side.measure(stock, &mat, reps);
+            }
+        }
+        side.report();
     }
-    side.report();
 }
 
 fn main() {
@@ -181,16 +193,11 @@ fn main() {
 }
 
 fn run() {
-    let (reps, max_elems) = (env("SWEEP_REPS", 7), env("SWEEP_MAX_ELEMS", 1 << 22));
     let stock = Radix2DitParallel::<F>::default();
-    sweep(Side::new("cpu", BackendDft::<CpuBackend>::default()), &stock, reps, max_elems);
-    sweep(Side::new("toy", BackendDft::<ToyBackend>::default()), &stock, reps, max_elems);
-    if env("SWEEP_BACKEND_PATH", 0) != 0 {
-        let all = BackendDft::new(Arc::new(CpuBackend::new()));
-        sweep(Side::new("cpu-backend", all), &stock, reps, max_elems);
-    }
+    sweep("cpu", BackendDft::<CpuBackend>::default(), &stock);
+    sweep("toy", BackendDft::<ToyBackend>::default(), &stock);
     #[cfg(feature = "cuda")]
-    sweep(Side::new("cuda", BackendDft::<backend_cuda::CudaBackend>::default()), &stock, reps, max_elems);
+    sweep("cuda", BackendDft::<backend_cuda::CudaBackend>::default(), &stock);
     #[cfg(feature = "wgpu")]
-    sweep(Side::new("wgpu", BackendDft::<backend_wgpu::WgpuBackend>::default()), &stock, reps, max_elems);
+    sweep("wgpu", BackendDft::<backend_wgpu::WgpuBackend>::default(), &stock);
 }
