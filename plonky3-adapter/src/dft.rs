@@ -60,7 +60,8 @@ pub struct DftStats {
 ///   the caller's matrix, its result returned as is (the same storage, no copy, conversion or
 ///   permutation). Below the threshold the decision is one comparison; above it the backend is
 ///   opened, or found missing, once per DFT and its clones, not per call. The `dft_sweep` bench
-///   pairs the two over 2^6 to 2^16 rows x 1, 16 and 256 columns (BENCHMARKS.md).
+///   pairs the two over 2^6 to 2^16 rows x 1, 16 and 256 columns (BENCHMARKS.md, "2-core CPU
+///   VM").
 /// - **Evaluations.** A `BitReversedMatrixView` over bit-reversed storage, as `Radix2DitParallel`
 ///   returns: the PCS's `bit_reverse_rows()` then hands it the storage for free. The backend's
 ///   natural-order LDE is downloaded in chunks and each chunk's rows scattered to their
