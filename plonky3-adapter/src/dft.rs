@@ -186,7 +186,8 @@ impl<B: Backend> BackendDft<B> {
         };
         let rebuilt = Self::from_source(source, min_backend_elems, on_error);
         if let Some(resolved) = self.shared.resolved.get() {
-            // Already settled (set only if still empty, which it is): not opened again.
+            // The backend this DFT settled on carries over, not opened again (`rebuilt` is new,
+            // so its cell is empty and `set` cannot fail).
             let _ = rebuilt.shared.resolved.set(resolved.clone());
         }
         rebuilt
