@@ -30,7 +30,8 @@ mod sealed {
 pub trait DefaultDevice: Backend + Sized + sealed::Builtin + 'static {
     /// The smallest LDE input, in elements (`rows * columns` of the trace), that
     /// [`BackendDft`](crate::BackendDft) sends to this backend; smaller ones run on Plonky3's
-    /// CPU DFT, which is faster there. Measured: see BENCHMARKS.md, "Plonky3 adapter".
+    /// CPU DFT, which is faster there. Measured with the `pcs` and `dft_sweep` benches: see
+    /// BENCHMARKS.md, "H200 host CPU" and "2-core CPU VM".
     const MIN_BACKEND_ELEMS: usize;
 
     /// The process-wide default backend of this type, opened on the first call.
@@ -53,8 +54,11 @@ fn open_once<B>(
 impl DefaultDevice for CpuBackend {
     /// Never (`usize::MAX`): measured on the H200 host's 16 cores, Plonky3's `Radix2DitParallel`
     /// (AVX2) beats the CPU backend's LDE from 2^12 elements up (stock / backend 0.23-0.91x, and
-    /// 0.88x at 2^20 x 256), and below that both take under 0.2 ms (BENCHMARKS.md, "Plonky3
-    /// adapter"). So `BackendDft::<CpuBackend>::default()` is Plonky3's DFT;
+    /// 0.88x at 2^20 x 256), and below that both take under 0.2 ms. On a 2-core VM
+    /// (`dft_sweep`, inside a rayon pool as a prover calls it) the CPU backend wins only at 16
+    /// columns up to 2^10 rows (1.0-1.7x) and loses at 1 and 256 columns from 2^6 rows up
+    /// (0.1-0.45x): no element count separates the two. So `BackendDft::<CpuBackend>::default()`
+    /// is Plonky3's DFT, at its speed;
     /// `BackendDft::new(Arc::new(CpuBackend::new()))` still sends every LDE to the CPU backend
     /// (the oracle the GPU backends are compared with).
     const MIN_BACKEND_ELEMS: usize = usize::MAX;
@@ -68,7 +72,7 @@ impl DefaultDevice for CpuBackend {
 /// CUDA device 0 with its own stream (`CudaBackend::new(0)`).
 #[cfg(feature = "cuda")]
 impl DefaultDevice for backend_cuda::CudaBackend {
-    /// Measured on the H200 (BENCHMARKS.md, "Plonky3 adapter"): below 2^14 elements (128 KiB)
+    /// Measured on the H200 (BENCHMARKS.md, "H200 host CPU"): below 2^14 elements (128 KiB)
     /// the CUDA path is slower than Plonky3's (0.72-0.81x at 2^10-2^12 x 16 elements), from 2^14
     /// to 2^18 elements the two are even (0.98-1.07x), and at 2^20 x 256 it is 2.76x faster.
     const MIN_BACKEND_ELEMS: usize = 1 << 14;

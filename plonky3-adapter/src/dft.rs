@@ -1,8 +1,8 @@
 //! `BackendDft`: Plonky3's `TwoAdicSubgroupDft<Goldilocks>` with the coset LDE on a backend.
 
 use std::fmt;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use backend_api::{Backend, LdeParams, MatrixShape};
 use p3_dft::{Layout, Radix2DitParallel, TwoAdicSubgroupDft};
@@ -55,6 +55,13 @@ pub struct DftStats {
 ///   a zero shift), and every other method (`dft_batch`, `idft_batch`, the coset variants and
 ///   `coset_lde_batch_with_transform`, whose closure needs the coefficients) run on Plonky3's
 ///   `Radix2DitParallel`, so they behave exactly as Plonky3's own DFT, panics included.
+/// - **What falling back costs.** Nothing measurable: the decision is taken before anything
+///   touches the trace, and a call that falls back is `Radix2DitParallel::coset_lde_batch` on
+///   the caller's matrix, its result returned as is (the same storage, no copy, conversion or
+///   permutation). Below the threshold the decision is one comparison; above it the backend is
+///   opened, or found missing, once per DFT and its clones, not per call. The `dft_sweep` bench
+///   pairs the two over 2^6 to 2^16 rows x 1, 16 and 256 columns (BENCHMARKS.md, "2-core CPU
+///   VM").
 /// - **Evaluations.** A `BitReversedMatrixView` over bit-reversed storage, as `Radix2DitParallel`
 ///   returns: the PCS's `bit_reverse_rows()` then hands it the storage for free. The backend's
 ///   natural-order LDE is downloaded in chunks and each chunk's rows scattered to their
@@ -76,6 +83,11 @@ pub struct BackendDft<B: Backend> {
 
 struct Shared<B> {
     source: Source<B>,
+    /// The backend or why there is none, settled once (at the first LDE that would use it, or
+    /// the first [`BackendDft::backend`] call): later calls read it instead of opening again.
+    resolved: OnceLock<Result<Arc<B>, String>>,
+    /// Whether this DFT already handed its "unavailable" reason to the process-wide warning.
+    warned: AtomicBool,
     cpu: Radix2DitParallel<Goldilocks>,
     min_backend_elems: usize,
     on_error: OnDeviceError,
@@ -148,9 +160,15 @@ impl<B: Backend> BackendDft<B> {
     }
 
     fn from_source(source: Source<B>, min_backend_elems: usize, on_error: OnDeviceError) -> Self {
+        let resolved = match &source {
+            Source::Given(b) => OnceLock::from(Ok(Arc::clone(b))),
+            Source::Default(_) => OnceLock::new(),
+        };
         Self {
             shared: Arc::new(Shared {
                 source,
+                resolved,
+                warned: AtomicBool::new(false),
                 cpu: Radix2DitParallel::default(),
                 min_backend_elems,
                 on_error,
@@ -166,7 +184,13 @@ impl<B: Backend> BackendDft<B> {
             Source::Given(b) => Source::Given(Arc::clone(b)),
             Source::Default(open) => Source::Default(*open),
         };
-        Self::from_source(source, min_backend_elems, on_error)
+        let rebuilt = Self::from_source(source, min_backend_elems, on_error);
+        if let Some(resolved) = self.shared.resolved.get() {
+            // The backend this DFT settled on carries over, not opened again (`rebuilt` is new,
+            // so its cell is empty and `set` cannot fail).
+            let _ = rebuilt.shared.resolved.set(resolved.clone());
+        }
+        rebuilt
     }
 
     /// The same DFT with LDEs of fewer than `elems` trace elements (`rows * columns`) on the CPU.
@@ -198,10 +222,15 @@ impl<B: Backend> BackendDft<B> {
     /// Why the default backend could not be opened, or, for a backend that is neither built in
     /// nor registered with [`register_default`], how to register one.
     pub fn backend(&self) -> Result<Arc<B>, String> {
-        match &self.shared.source {
+        self.resolved().clone()
+    }
+
+    /// The backend or why there is none, opened on the first call only.
+    fn resolved(&self) -> &Result<Arc<B>, String> {
+        self.shared.resolved.get_or_init(|| match &self.shared.source {
             Source::Given(b) => Ok(Arc::clone(b)),
             Source::Default(open) => open(),
-        }
+        })
     }
 
     /// Where the LDEs ran so far.
@@ -213,16 +242,39 @@ impl<B: Backend> BackendDft<B> {
         }
     }
 
-    /// The LDE parameters when this call goes to the backend; `None` sends it to the CPU DFT
-    /// (below the threshold, or a shape our backends refuse, which Plonky3 then handles its way).
-    fn backend_params(
+    /// Where `coset_lde_batch` of this trace runs: on the backend (returned with the LDE's
+    /// parameters) when the trace has at least [`BackendDft::min_backend_elems`] elements
+    /// (`rows * columns`), a shape the backends take, and the backend can be opened; otherwise
+    /// (`None`) on Plonky3's DFT. The whole decision, taken before anything touches the trace:
+    /// below the threshold one comparison, above it a few more and a load (the backend is
+    /// opened once per DFT, and the reason why it cannot be is warned about once).
+    fn route(
         &self,
         mat: &RowMajorMatrix<Goldilocks>,
         added_bits: usize,
         shift: Goldilocks,
-    ) -> Option<LdeParams> {
+    ) -> Option<(&Arc<B>, LdeParams)> {
+        if mat.values.len() < self.shared.min_backend_elems {
+            return None;
+        }
+        let params = Self::backend_params(mat, added_bits, shift)?;
+        match self.resolved() {
+            Ok(backend) => Some((backend, params)),
+            Err(reason) => {
+                if !self.shared.warned.swap(true, Ordering::Relaxed) {
+                    warn_once_unavailable::<B>(reason);
+                }
+                None
+            }
+        }
+    }
+
+    /// The LDE parameters when the backend takes this shape; `None` (no columns, a height that
+    /// is not a power of two, a domain over 2^32, a zero shift) sends it to the CPU DFT, which
+    /// handles it Plonky3's way.
+    fn backend_params(mat: &RowMajorMatrix<Goldilocks>, added_bits: usize, shift: Goldilocks) -> Option<LdeParams> {
         let (rows, cols) = (mat.height(), mat.width());
-        if mat.values.len() < self.shared.min_backend_elems || cols == 0 {
+        if cols == 0 {
             return None;
         }
         let blowup = u32::try_from(added_bits).ok().and_then(|b| 1usize.checked_shl(b))?;
@@ -295,17 +347,12 @@ impl<B: Backend + 'static> TwoAdicSubgroupDft<Goldilocks> for BackendDft<B> {
         added_bits: usize,
         shift: Goldilocks,
     ) -> Self::Evaluations {
-        let Some(params) = self.backend_params(&mat, added_bits, shift) else {
+        // Below the threshold (or with no backend) this is exactly `Radix2DitParallel`'s call,
+        // with its result returned as is: no copy, conversion or permutation on the way.
+        let Some((backend, params)) = self.route(&mat, added_bits, shift) else {
             return self.cpu_lde(mat, added_bits, shift);
         };
-        let backend = match self.backend() {
-            Ok(b) => b,
-            Err(reason) => {
-                warn_once_unavailable::<B>(&reason);
-                return self.cpu_lde(mat, added_bits, shift);
-            }
-        };
-        match Self::lde_on(&backend, &mat, &params) {
+        match Self::lde_on(backend, &mat, &params) {
             Ok(values) => {
                 self.shared.backend_ldes.fetch_add(1, Ordering::Relaxed);
                 RowMajorMatrix::new(values, params.trace().cols()).bit_reverse_rows()

@@ -339,3 +339,103 @@ fn clones_share_the_backend_and_the_counters() {
     let shown = format!("{dft:?}");
     assert!(shown.contains("CpuBackend") && shown.contains("backend_ldes: 1"), "{shown}");
 }
+
+/// `dft`'s `coset_lde_batch` of `mat`: the matrix `bit_reverse_rows()` hands the PCS (the storage
+/// itself) must be exactly `Radix2DitParallel`'s. Returns whether the call ran on the backend.
+fn storage_equals_stock<B: Backend + 'static>(
+    dft: &BackendDft<B>,
+    mat: &RowMajorMatrix<F>,
+    added_bits: usize,
+    shift: F,
+) -> bool {
+    let before = dft.stats();
+    let ours = dft.coset_lde_batch(mat.clone(), added_bits, shift).bit_reverse_rows();
+    let stock = Radix2DitParallel::<F>::default().coset_lde_batch(mat.clone(), added_bits, shift).bit_reverse_rows();
+    let shape = format!("{} x {}, added_bits {added_bits}, shift {shift}", mat.height(), mat.width());
+    assert_eq!(ours, stock, "{shape}: the storage differs from Radix2DitParallel's");
+    let after = dft.stats();
+    let (on_backend, on_cpu) = (after.backend_ldes - before.backend_ldes, after.cpu_ldes - before.cpu_ldes);
+    assert_eq!(on_backend + on_cpu, 1, "{shape}: one LDE counted once, saw {before:?} -> {after:?}");
+    on_backend == 1
+}
+
+#[test]
+fn below_the_threshold_the_result_is_radix2_dit_parallels_own() {
+    // The shipped CPU default (threshold "never"), a CPU backend with a threshold above every
+    // shape here, and a port that was never registered (no backend at all): every LDE is
+    // Radix2DitParallel's, storage and all, over heights 1 to 2^10, widths 1 to 17, blowups 1
+    // to 8, shifts including zero and a non-canonical one.
+    let default = BackendDft::<CpuBackend>::default();
+    let high = cpu_all().with_min_backend_elems(1 << 20);
+    let port = BackendDft::<toy_backend::ToyBackend>::default();
+    let shifts = [F::GENERATOR, F::ONE, F::ZERO, F::new(P + 3)];
+    let mut seed = 100;
+    for log_h in 0..=10 {
+        for width in [1, 4, 17] {
+            for added_bits in [0, 1, 3] {
+                for shift in shifts {
+                    seed += 1;
+                    let mat = matrix(seed, 1 << log_h, width);
+                    assert!(!storage_equals_stock(&default, &mat, added_bits, shift));
+                    assert!(!storage_equals_stock(&high, &mat, added_bits, shift));
+                    assert!(!storage_equals_stock(&port, &mat, added_bits, shift));
+                }
+            }
+        }
+    }
+    for dft_stats in [default.stats(), high.stats()] {
+        assert_eq!(dft_stats, DftStats { backend_ldes: 0, cpu_ldes: 396, device_errors: 0 });
+    }
+    assert_eq!(port.stats(), DftStats { backend_ldes: 0, cpu_ldes: 396, device_errors: 0 });
+    // The port's missing backend was settled once and is reported the same way every time.
+    let reason = port.backend().expect_err("an unregistered port has no default backend");
+    assert!(reason.contains("register_default"), "{reason}");
+    assert_eq!(port.backend().expect_err("still none"), reason);
+}
+
+#[test]
+fn the_threshold_counts_trace_elements_and_is_inclusive() {
+    // Threshold 64 elements (rows * columns): below it Plonky3's DFT, from it on the backend;
+    // both give Radix2DitParallel's storage.
+    let dft = cpu_all().with_min_backend_elems(64);
+    let cases = [
+        // (rows, cols, on the backend)
+        (16, 3, false), // 48
+        (4, 15, false), // 60
+        (1, 63, false), // 63, one row
+        (32, 2, true),  // 64
+        (64, 1, true),  // 64
+        (8, 8, true),   // 64
+        (1, 64, true),  // 64, one row
+        (2, 33, true),  // 66
+        (1 << 10, 1, true),
+    ];
+    for (i, &(rows, cols, want)) in cases.iter().enumerate() {
+        let got = storage_equals_stock(&dft, &matrix(200 + i as u64, rows, cols), 1, F::GENERATOR);
+        assert_eq!(got, want, "{rows} x {cols} = {} elements against a threshold of 64", rows * cols);
+    }
+    // The edges of the setting: 0 takes every shape the backend can, usize::MAX none.
+    let mat = matrix(300, 1, 1);
+    assert!(storage_equals_stock(&cpu_all().with_min_backend_elems(0), &mat, 2, F::GENERATOR));
+    assert!(storage_equals_stock(&cpu_all().with_min_backend_elems(1), &mat, 2, F::GENERATOR));
+    assert!(!storage_equals_stock(&cpu_all().with_min_backend_elems(2), &mat, 2, F::GENERATOR));
+    let big = matrix(301, 1 << 12, 8);
+    assert!(!storage_equals_stock(&cpu_all().with_min_backend_elems(usize::MAX), &big, 1, F::GENERATOR));
+    assert!(storage_equals_stock(&cpu_all().with_min_backend_elems(1 << 15), &big, 1, F::GENERATOR));
+    assert!(!storage_equals_stock(&cpu_all().with_min_backend_elems((1 << 15) + 1), &big, 1, F::GENERATOR));
+    // Above the threshold, a shape the backends refuse still goes to Plonky3's DFT.
+    assert!(!storage_equals_stock(&dft, &matrix(302, 64, 2), 1, F::ZERO));
+}
+
+#[test]
+fn a_threshold_change_keeps_the_settled_backend() {
+    // The backend a DFT settled on carries over to `with_min_backend_elems` and
+    // `with_on_device_error`, whose counters start from zero.
+    let dft = BackendDft::<CpuBackend>::default();
+    let backend = dft.backend().expect("the CPU backend always opens");
+    let all = dft.clone().with_min_backend_elems(0).with_on_device_error(OnDeviceError::Panic);
+    assert!(Arc::ptr_eq(&all.backend().unwrap(), &backend));
+    assert!(storage_equals_stock(&all, &matrix(400, 32, 2), 1, F::GENERATOR));
+    assert_eq!(all.stats(), DftStats { backend_ldes: 1, cpu_ldes: 0, device_errors: 0 });
+    assert_eq!(dft.stats(), DftStats::default());
+}
