@@ -160,10 +160,11 @@
 //! - **Openings and FRI.** The evaluations at the opening points, the reduced openings and FRI's
 //!   folding are Plonky3's host code; only FRI's Merkle commits (through `ExtensionMmcs`) run on
 //!   the backend.
-//! - **Speed on the CPU.** The CPU backend hashes with the scalar `sha3` crate, Plonky3 with its
-//!   multi-lane SIMD Keccak: `BackendMmcs<CpuBackend>` is the oracle for the GPU backends, not a
-//!   speed-up (this crate's `pcs` bench, `mmcs commit` row: 0.17x to 0.20x of stock's speed for
-//!   2^15 x 64 and 2^17 x 64 LDEs on 2 host cores).
+//! - **Speed on the CPU.** The CPU backend hashes Keccak leaves and nodes with p3-keccak's
+//!   multi-lane Keccak, as Plonky3 does: `BackendMmcs<CpuBackend>` is the oracle for the GPU
+//!   backends, about as fast as stock (this crate's `pcs` bench, `mmcs commit` row: 0.97x of
+//!   stock's speed at 2^15 x 64, 0.67x at 2^17 x 64 where the copy of the matrix into a backend
+//!   buffer shows, on 2 host cores).
 
 mod bitrev;
 mod convert;
