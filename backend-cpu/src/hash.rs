@@ -330,11 +330,6 @@ impl SharedDigests {
     }
 }
 
-/// The digest of `bytes` under a byte hash, for the Merkle nodes.
-pub(crate) fn hash_bytes<H: Hasher32>(bytes: &[u8]) -> [u8; 32] {
-    H::one_shot(bytes)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -495,11 +490,11 @@ mod tests {
     #[test]
     fn known_answers() {
         assert_eq!(
-            hex(&hash_bytes::<sha3::Keccak256>(b"")),
+            hex(&<sha3::Keccak256 as Hasher32>::one_shot(b"")),
             "c5d2460186f7233c927e7db2dcc703c0e500b653ca82273b7bfad8045d85a470"
         );
         assert_eq!(
-            hex(&hash_bytes::<blake3::Hasher>(b"")),
+            hex(&<blake3::Hasher as Hasher32>::one_shot(b"")),
             "af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262"
         );
         // A non-canonical p + 5 hashes as 5.

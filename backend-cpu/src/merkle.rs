@@ -12,7 +12,7 @@
 use backend_api::{DIGEST_WORDS, HashKind, Result, TreeShape, digest_to_words, validate};
 use rayon::prelude::*;
 
-use crate::hash::{Hasher32, KECCAK_GROUP, hash_bytes, keccak256_many};
+use crate::hash::{Hasher32, KECCAK_GROUP, keccak256_many};
 use crate::poseidon2;
 
 /// [`crate::CpuBackend::merkle_tree_in_place`] over a host slice of node words.
@@ -74,7 +74,7 @@ fn byte_parents<H: Hasher32>(parents: &mut [u64], children: &[u64]) {
             for (b, w) in bytes.chunks_exact_mut(8).zip(c) {
                 b.copy_from_slice(&w.to_le_bytes());
             }
-            p.copy_from_slice(&digest_to_words(&hash_bytes::<H>(&bytes)));
+            p.copy_from_slice(&digest_to_words(&H::one_shot(&bytes)));
         },
     );
 }

@@ -1,6 +1,8 @@
 //! Leaf hashing: the preimage bytes of each layout (CONVENTIONS.md, "Leaves"), hashed with the
 //! `sha3` and `blake3` crates, or read back as field elements for Plonky3's Poseidon2.
 
+use std::sync::OnceLock;
+
 use backend_api::field::{bit_reverse, canonical};
 use backend_api::{DIGEST_WORDS, HashKind, LeafLayout, LeafSpec, MatrixShape, Result, digest_to_words, validate};
 use p3_field::PrimeField64;
@@ -22,16 +24,26 @@ fn poseidon2_bytes(digest: [Goldilocks; 4]) -> [u8; 32] {
     out
 }
 
+type Sponge = PaddingFreeSponge<Poseidon2Goldilocks<8>, 8, 4, 4>;
+type Compression = TruncatedPermutation<Poseidon2Goldilocks<8>, 2, 4, 8>;
+
+/// Plonky3's Poseidon2 sponge and compression, built once (building one copies the round
+/// constants).
+fn poseidon2() -> &'static (Sponge, Compression) {
+    static INSTANCE: OnceLock<(Sponge, Compression)> = OnceLock::new();
+    INSTANCE.get_or_init(|| {
+        let perm = default_goldilocks_poseidon2_8();
+        (Sponge::new(perm.clone()), Compression::new(perm))
+    })
+}
+
 /// The digest of a leaf preimage: the byte hashes over `bytes`; Poseidon2's padding-free sponge
 /// of rate 4 over its elements.
 pub(crate) fn leaf_digest(hash: HashKind, bytes: &[u8]) -> [u8; 32] {
     match hash {
         HashKind::Keccak256 => sha3::Keccak256::digest(bytes).into(),
         HashKind::Blake3 => *blake3::hash(bytes).as_bytes(),
-        HashKind::Poseidon2 => {
-            let sponge = PaddingFreeSponge::<Poseidon2Goldilocks<8>, 8, 4, 4>::new(default_goldilocks_poseidon2_8());
-            poseidon2_bytes(sponge.hash_iter(elements(bytes)))
-        }
+        HashKind::Poseidon2 => poseidon2_bytes(poseidon2().0.hash_iter(elements(bytes))),
     }
 }
 
@@ -41,12 +53,10 @@ pub(crate) fn node_digest(hash: HashKind, children: &[u8; 64]) -> [u8; 32] {
     match hash {
         HashKind::Keccak256 | HashKind::Blake3 => leaf_digest(hash, children),
         HashKind::Poseidon2 => {
-            let compress =
-                TruncatedPermutation::<Poseidon2Goldilocks<8>, 2, 4, 8>::new(default_goldilocks_poseidon2_8());
             let mut halves = elements(children);
             let mut half = || -> [Goldilocks; 4] { std::array::from_fn(|_| halves.next().expect("8 elements")) };
             let (left, right) = (half(), half());
-            poseidon2_bytes(compress.compress([left, right]))
+            poseidon2_bytes(poseidon2().1.compress([left, right]))
         }
     }
 }
