@@ -133,9 +133,8 @@ fn run<B: DefaultDevice>(name: &str) {
         |t| <stark::Pcs<_> as Pcs<Challenge, Challenger>>::commit(&stock_pcs, vec![(domain, t)]).expect("commit");
     let commit_ours =
         |t| <stark::Pcs<_> as Pcs<Challenge, Challenger>>::commit(&our_pcs, vec![(domain, t)]).expect("commit");
-    let commit_tree = |t| {
-        <stark::BackendPcs<_, B> as Pcs<Challenge, Challenger>>::commit(&tree_pcs, vec![(domain, t)]).expect("commit")
-    };
+    let commit_tree =
+        |t| <stark::MmcsPcs<_, B> as Pcs<Challenge, Challenger>>::commit(&tree_pcs, vec![(domain, t)]).expect("commit");
     let want = commit_stock(trace.clone()).0;
     assert_eq!(commit_ours(trace.clone()).0, want, "the commitments differ");
     assert_eq!(commit_tree(trace.clone()).0, want, "the commitments with BackendMmcs differ");

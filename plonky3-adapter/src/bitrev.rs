@@ -35,15 +35,16 @@ impl RowsOut {
     }
 }
 
-/// Downloads the row-major `rows x cols` matrix in `buf` (rows a power of two) so that output
-/// row `br(r)` holds row `r` (`br` reverses `log2(rows)` bits), staging `chunk_rows` rows at a
-/// time.
+/// Downloads the row-major `rows x cols` matrix that starts at element `at` of `buf` (rows a
+/// power of two) so that output row `br(r)` holds row `r` (`br` reverses `log2(rows)` bits),
+/// staging `chunk_rows` rows at a time.
 ///
 /// # Errors
 /// The backend's download errors; nothing is returned then (the partial output is freed).
 pub(crate) fn download_bit_reversed<B: Backend>(
     backend: &B,
     buf: &B::Buffer,
+    at: usize,
     rows: usize,
     cols: usize,
     chunk_rows: usize,
@@ -62,14 +63,14 @@ pub(crate) fn download_bit_reversed<B: Backend>(
     };
     let chunks = rows.div_ceil(chunk_rows);
     let (start, len) = chunk(0);
-    backend.download(buf, start * cols, &mut cur[..len * cols])?;
+    backend.download(buf, at + start * cols, &mut cur[..len * cols])?;
     for k in 0..chunks {
         let (start, len) = chunk(k);
         let (fetched, ()) = rayon::join(
             || match k + 1 < chunks {
                 true => {
                     let (s, l) = chunk(k + 1);
-                    backend.download(buf, s * cols, &mut next[..l * cols])
+                    backend.download(buf, at + s * cols, &mut next[..l * cols])
                 }
                 false => Ok(()),
             },
@@ -122,9 +123,13 @@ mod tests {
                 want[j * cols..(j + 1) * cols].copy_from_slice(&natural[src * cols..(src + 1) * cols]);
             }
             let buf = backend.upload(&natural).unwrap();
+            // The same matrix behind 7 other words: `at` shifts every read.
+            let behind = backend.upload(&[[9; 7].as_slice(), &natural].concat()).unwrap();
             for chunk_rows in [1, 2, 3, rows, rows + 5] {
-                let got = download_bit_reversed(&backend, &buf, rows, cols, chunk_rows).unwrap();
+                let got = download_bit_reversed(&backend, &buf, 0, rows, cols, chunk_rows).unwrap();
                 assert_eq!(got, want, "2^{log_rows} x {cols}, chunks of {chunk_rows} rows");
+                let got = download_bit_reversed(&backend, &behind, 7, rows, cols, chunk_rows).unwrap();
+                assert_eq!(got, want, "2^{log_rows} x {cols} at 7, chunks of {chunk_rows} rows");
             }
         }
     }
@@ -134,7 +139,7 @@ mod tests {
         // A buffer shorter than the shape claims: the first out-of-range chunk fails cleanly.
         let backend = CpuBackend::new();
         let buf = backend.upload(&[1, 2, 3, 4, 5, 6]).unwrap();
-        let err = download_bit_reversed(&backend, &buf, 4, 2, 1).unwrap_err();
+        let err = download_bit_reversed(&backend, &buf, 0, 4, 2, 1).unwrap_err();
         assert!(matches!(err, backend_api::Error::OutOfBounds { .. }), "{err}");
     }
 }

@@ -295,7 +295,7 @@ impl<B: Backend> BackendDft<B> {
         backend.write(&mut lde, 0, as_words(&mat.values))?;
         backend.coset_lde_in_place(&mut lde, params)?;
         let chunk_rows = (STAGING_BYTES / (shape.cols() * size_of::<u64>())).max(1);
-        let words = download_bit_reversed(backend, &lde, shape.rows(), shape.cols(), chunk_rows)?;
+        let words = download_bit_reversed(backend, &lde, 0, shape.rows(), shape.cols(), chunk_rows)?;
         Ok(into_field_vec(words))
     }
 

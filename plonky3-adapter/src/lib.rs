@@ -171,7 +171,9 @@ mod convert;
 mod device;
 mod dft;
 mod mmcs;
+mod pcs;
 
 pub use device::{DefaultDevice, register_default, unregister_default};
 pub use dft::{BackendDft, DftStats, OnDeviceError};
 pub use mmcs::{BackendMmcs, BackendProverData, Digest, KeccakMerkleMmcs, MmcsStats};
+pub use pcs::{BackendPcs, InnerPcs, PcsStats};

@@ -17,6 +17,7 @@ use p3_merkle_tree::{MerkleCap, MerkleTree, MerkleTreeError, MerkleTreeMmcs, Pru
 use p3_symmetric::{CompressionFunctionFromHasher, CryptographicHasher, PseudoCompressionFunction, SerializingHasher};
 use rayon::prelude::*;
 
+use crate::bitrev::{STAGING_BYTES, download_bit_reversed};
 use crate::convert::as_words;
 
 /// Plonky3's Keccak-256 MMCS over Goldilocks rows, the one [`BackendMmcs`] reproduces byte for
@@ -259,12 +260,69 @@ impl<B: Backend> BackendMmcs<B> {
                 layers.extend((0..=log_height).map(|e| LayerAt::heap_level(segment, log_height - e)));
             }
         }
-        // The top of the last segment: the cap and the upper path levels, kept on the host.
-        let last = buffers.len() - 1;
-        let top_digests = (buffers[last].len() / DIGEST_WORDS).min((1 << TOP_LEVELS) - 1);
-        let mut words = vec![0u64; top_digests * DIGEST_WORDS];
-        backend.download(&buffers[last], 0, &mut words)?;
-        Ok(Segments { buffers, layers, top: digests_from_words(&words), top_segment: last })
+        Segments::new(backend, buffers, layers)
+    }
+
+    /// Commits matrices of one height whose LDE is already on the backend, in natural row order:
+    /// `lde` holds the row-major `shape` matrix whose row `br(i)` is row `i` of the concatenation
+    /// of `matrices` (the same LDE on the host, in the bit-reversed row order the PCS commits).
+    /// The leaves are hashed from `lde` in natural order and put in Plonky3's order through the
+    /// host: one digest per row, `1 / width` of the LDE's bytes.
+    ///
+    /// # Errors
+    /// The backend's errors; [`Error::InvalidArgument`] when `matrices` are not one group of
+    /// `shape`'s height and total width (a caller's bug).
+    pub(crate) fn commit_device_lde<M: Matrix<Goldilocks>>(
+        &self,
+        lde: &B::Buffer,
+        shape: MatrixShape,
+        matrices: Vec<M>,
+    ) -> backend_api::Result<(MerkleCap<Goldilocks, Digest>, BackendProverData<B, M>)> {
+        let plan = Plan::new(&matrices)
+            .ok()
+            .filter(|p| matches!(&p.groups[..], [g] if g.height == shape.rows() && g.width == shape.cols()))
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!("the committed matrices are not one {shape} group of the device LDE"))
+            })?;
+        let backend = &*self.backend;
+        let (rows, log_rows) = (shape.rows(), shape.rows().trailing_zeros());
+        let tree = TreeShape::new(rows)?;
+        let mut nodes = backend.alloc(tree.words())?;
+        let spec = LeafSpec::new(HASH, LeafLayout::Rows, 0..shape.cols())?;
+        backend.hash_leaves_into(lde, shape, &spec, &mut nodes, tree.first_leaf())?;
+        // Plonky3's leaf `i` is the digest of natural row `br(i)`.
+        let first = tree.first_leaf() * DIGEST_WORDS;
+        let chunk_rows = STAGING_BYTES / (DIGEST_WORDS * size_of::<u64>());
+        let leaves = download_bit_reversed(backend, &nodes, first, rows, DIGEST_WORDS, chunk_rows)?;
+        backend.write(&mut nodes, first, &leaves)?;
+        backend.merkle_tree_in_place(&mut nodes, tree, HASH)?;
+        let layers = (0..=log_rows).map(|d| LayerAt::heap_level(0, log_rows - d)).collect();
+        let segments = Segments::new(backend, vec![nodes], layers)?;
+        self.counters.device_commits.fetch_add(1, Ordering::Relaxed);
+        Ok(self.device_commit(matrices, plan, segments))
+    }
+
+    /// The commitment and prover data of a tree on the device.
+    fn device_commit<M: Matrix<Goldilocks>>(
+        &self,
+        matrices: Vec<M>,
+        plan: Plan,
+        segments: Segments<B>,
+    ) -> (MerkleCap<Goldilocks, Digest>, BackendProverData<B, M>) {
+        let tree = DeviceTree {
+            backend: Arc::clone(&self.backend),
+            matrices,
+            plan,
+            segments,
+            counters: Arc::clone(&self.counters),
+            host_layers: OnceLock::new(),
+        };
+        // The cap: the layer `cap_height` below the root (Plonky3 caps the height at the root).
+        let root = tree.segments.layers.len() - 1;
+        let layer = root - self.cap_height.min(root);
+        let wanted: Vec<(usize, usize)> = (0..1usize << (root - layer)).map(|i| (layer, i)).collect();
+        let cap = MerkleCap::new(tree.digests(&wanted));
+        (cap, BackendProverData { tree: Tree::Device(tree) })
     }
 }
 
@@ -325,6 +383,18 @@ struct Segments<B: Backend> {
     /// The first digests of `buffers[top_segment]`, on the host.
     top: Vec<Digest>,
     top_segment: usize,
+}
+
+impl<B: Backend> Segments<B> {
+    /// The node arrays, with the top of the last one (the cap and the upper path levels)
+    /// downloaded to the host.
+    fn new(backend: &B, buffers: Vec<B::Buffer>, layers: Vec<LayerAt>) -> backend_api::Result<Self> {
+        let last = buffers.len() - 1;
+        let top_digests = (buffers[last].len() / DIGEST_WORDS).min((1 << TOP_LEVELS) - 1);
+        let mut words = vec![0u64; top_digests * DIGEST_WORDS];
+        backend.download(&buffers[last], 0, &mut words)?;
+        Ok(Self { buffers, layers, top: digests_from_words(&words), top_segment: last })
+    }
 }
 
 struct DeviceTree<B: Backend, M> {
@@ -523,20 +593,7 @@ impl<B: Backend> Mmcs<Goldilocks> for BackendMmcs<B> {
             }
         };
         self.counters.device_commits.fetch_add(1, Ordering::Relaxed);
-        let tree = DeviceTree {
-            backend: Arc::clone(&self.backend),
-            matrices: inputs,
-            plan,
-            segments,
-            counters: Arc::clone(&self.counters),
-            host_layers: OnceLock::new(),
-        };
-        // The cap: the layer `cap_height` below the root (Plonky3 caps the height at the root).
-        let root = tree.segments.layers.len() - 1;
-        let layer = root - self.cap_height.min(root);
-        let wanted: Vec<(usize, usize)> = (0..1usize << (root - layer)).map(|i| (layer, i)).collect();
-        let cap = MerkleCap::new(tree.digests(&wanted));
-        (cap, BackendProverData { tree: Tree::Device(tree) })
+        self.device_commit(inputs, plan, segments)
     }
 
     /// # Panics

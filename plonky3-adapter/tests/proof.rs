@@ -93,3 +93,65 @@ fn cuda_backend_proof_is_byte_identical_to_stock() {
     let stats = mmcs.stats();
     assert!(stats.device_commits >= 6 && stats.host_commits == 0 && stats.device_errors == 0, "{stats:?}");
 }
+
+/// Fibonacci shapes (pairs, rows) and Keccak-f permutation counts the fused PCS is checked at.
+const FIBONACCI: [(usize, usize); 3] = [(1, 1 << 3), (1, 1 << 10), (8, 1 << 9)];
+const KECCAK_HASHES: [usize; 2] = [2, 21];
+
+/// Proves every statement with `BackendPcs` on `backend` and checks each proof is the stock
+/// proof's bytes (and verifies, inside `prove_checked`): the trace commits fused, the quotient
+/// through the stock commit.
+fn fused_proofs_are_stock<B: backend_api::Backend + 'static>(
+    backend: Arc<B>,
+    fibonacci: &[(usize, usize)],
+    keccak: &[usize],
+) {
+    use common::stark::{FibonacciAir, config, fibonacci_trace, fused_config, keccak_trace, prove_checked};
+    use p3_uni_stark::StarkGenericConfig;
+    let stock_config = config(Radix2DitParallel::default());
+    let dft = BackendDft::new(Arc::clone(&backend));
+    let ours = fused_config(dft, BackendMmcs::new(backend, 0));
+    let mut proofs = 0;
+    for &(pairs, rows) in fibonacci {
+        let air = FibonacciAir { pairs };
+        let (trace, public) = fibonacci_trace(pairs, rows);
+        let want = prove_checked(&stock_config, &air, trace.clone(), &public);
+        assert_eq!(prove_checked(&ours, &air, trace, &public), want, "Fibonacci {pairs} pairs x {rows} rows");
+        proofs += 1;
+    }
+    for &hashes in keccak {
+        let air = p3_keccak_air::KeccakAir {};
+        let trace = keccak_trace(hashes);
+        let want = prove_checked(&stock_config, &air, trace.clone(), &[]);
+        assert_eq!(prove_checked(&ours, &air, trace, &[]), want, "Keccak-f AIR, {hashes} permutations");
+        proofs += 1;
+    }
+    let stats = ours.pcs().stats();
+    assert_eq!((stats.fused_commits, stats.device_errors), (proofs, 0), "{stats:?}");
+    assert!(stats.stock_commits >= proofs, "the quotient commits: {stats:?}");
+}
+
+#[test]
+fn cpu_backend_fused_pcs_proofs_are_byte_identical_to_stock() {
+    fused_proofs_are_stock(Arc::new(CpuBackend::new()), &FIBONACCI, &KECCAK_HASHES);
+}
+
+#[cfg(feature = "wgpu")]
+#[test]
+fn wgpu_backend_fused_pcs_proofs_are_byte_identical_to_stock() {
+    use backend_wgpu::{WgpuBackend, WgpuOptions};
+    match WgpuBackend::new(WgpuOptions { allow_software: true, ..Default::default() }) {
+        Ok(b) => fused_proofs_are_stock(Arc::new(b), &FIBONACCI, &KECCAK_HASHES[..1]),
+        Err(e) => common::skip("plonky3_adapter proof::wgpu fused", e, "REQUIRE_WGPU"),
+    }
+}
+
+#[cfg(feature = "cuda")]
+#[test]
+fn cuda_backend_fused_pcs_proofs_are_byte_identical_to_stock() {
+    use backend_cuda::CudaBackend;
+    match BackendDft::<CudaBackend>::default().backend() {
+        Ok(b) => fused_proofs_are_stock(b, &[(1, 1 << 10), (8, 1 << 14)], &KECCAK_HASHES),
+        Err(reason) => common::skip("plonky3_adapter proof::cuda fused", &reason, "REQUIRE_CUDA"),
+    }
+}

@@ -10,6 +10,7 @@ use p3_air::{Air, AirBuilder, BaseAir, WindowAccess};
 use p3_challenger::{HashChallenger, SerializingChallenger64};
 use p3_commit::ExtensionMmcs;
 use p3_dft::TwoAdicSubgroupDft;
+use p3_field::coset::TwoAdicMultiplicativeCoset;
 use p3_field::extension::BinomialExtensionField;
 use p3_field::{PrimeCharacteristicRing, PrimeField64};
 use p3_fri::{FriParameters, TwoAdicFriPcs};
@@ -18,8 +19,8 @@ use p3_keccak::Keccak256Hash;
 use p3_matrix::dense::RowMajorMatrix;
 use p3_merkle_tree::MerkleTreeMmcs;
 use p3_symmetric::{CompressionFunctionFromHasher, SerializingHasher};
-use p3_uni_stark::StarkConfig;
-use plonky3_adapter::BackendMmcs;
+use p3_uni_stark::{StarkConfig, StarkGenericConfig};
+use plonky3_adapter::{BackendDft, BackendMmcs, BackendPcs};
 
 /// The base field.
 pub type Val = Goldilocks;
@@ -71,17 +72,28 @@ fn fri<M>(mmcs: M, log_blowup: usize) -> FriParameters<M> {
 /// FRI's MMCS over `BackendMmcs`.
 pub type BackendChallengeMmcs<B> = ExtensionMmcs<Val, Challenge, BackendMmcs<B>>;
 /// The two-adic FRI PCS over DFT `D` with the Merkle trees on backend `B`.
-pub type BackendPcs<D, B> = TwoAdicFriPcs<Val, D, BackendMmcs<B>, BackendChallengeMmcs<B>>;
-/// The STARK configuration of [`BackendPcs`].
-pub type BackendConfig<D, B> = StarkConfig<BackendPcs<D, B>, Challenge, Challenger>;
+pub type MmcsPcs<D, B> = TwoAdicFriPcs<Val, D, BackendMmcs<B>, BackendChallengeMmcs<B>>;
+/// The STARK configuration of [`MmcsPcs`].
+pub type BackendConfig<D, B> = StarkConfig<MmcsPcs<D, B>, Challenge, Challenger>;
+/// The fused PCS on backend `B`.
+pub type FusedPcs<B> = BackendPcs<B, BackendChallengeMmcs<B>>;
+/// The STARK configuration of [`FusedPcs`].
+pub type FusedConfig<B> = StarkConfig<FusedPcs<B>, Challenge, Challenger>;
 
 /// [`pcs`] with `mmcs` (cap height 0, as [`val_mmcs`]) for the trace, the quotient and FRI.
 pub fn backend_pcs<D: TwoAdicSubgroupDft<Val>, B: Backend>(
     dft: D,
     mmcs: BackendMmcs<B>,
     log_blowup: usize,
-) -> BackendPcs<D, B> {
-    BackendPcs::new(dft, mmcs.clone(), fri(ExtensionMmcs::new(mmcs), log_blowup))
+) -> MmcsPcs<D, B> {
+    MmcsPcs::new(dft, mmcs.clone(), fri(ExtensionMmcs::new(mmcs), log_blowup))
+}
+
+/// The fused PCS with `dft` and `mmcs` (cap height 0) for the trace, the quotient and FRI,
+/// blowup 2.
+pub fn fused_config<B: Backend + 'static>(dft: BackendDft<B>, mmcs: BackendMmcs<B>) -> FusedConfig<B> {
+    let pcs = FusedPcs::new(dft, mmcs.clone(), fri(ExtensionMmcs::new(mmcs), 1));
+    FusedConfig::new(pcs, Challenger::from_hasher(vec![], Keccak256Hash {}))
 }
 
 /// [`config`] with `mmcs`.
@@ -193,4 +205,49 @@ pub fn prove_with_mmcs<D: TwoAdicSubgroupDft<Val> + Sync, B: Backend>(
 /// The stock proof of the same statement (Plonky3's `Radix2DitParallel`).
 pub fn stock(pairs: usize, rows: usize) -> Vec<u8> {
     prove_and_verify(p3_dft::Radix2DitParallel::<Val>::default(), pairs, rows)
+}
+
+/// Proves `air` over `trace` with `config`; returns the serialized proof after checking that the
+/// stock verifier, with the stock configuration types, accepts the proof deserialized from those
+/// bytes, and refuses the same bytes with one bit flipped in the middle (which must not
+/// deserialize, or not verify).
+pub fn prove_checked<SC, A>(config: &SC, air: &A, trace: RowMajorMatrix<Val>, public: &[Val]) -> Vec<u8>
+where
+    SC: StarkGenericConfig<
+            Pcs: p3_commit::Pcs<Challenge, Challenger, Domain = TwoAdicMultiplicativeCoset<Val>>,
+            Challenge = Challenge,
+            Challenger = Challenger,
+        >,
+    A: p3_uni_stark::QuotientAir<SC>
+        + for<'a> Air<p3_air::DebugConstraintBuilder<'a, Val>>
+        + Air<p3_uni_stark::SymbolicAirBuilder<Val>>
+        + for<'a> Air<p3_uni_stark::VerifierConstraintFolder<'a, Config<p3_dft::Radix2DitParallel<Val>>>>,
+    p3_uni_stark::Proof<SC>: serde::Serialize,
+{
+    let proof = p3_uni_stark::prove(config, air, trace, public).expect("proving succeeds");
+    let bytes = postcard::to_allocvec(&proof).expect("the proof serializes");
+    let stock_config = config_for_verifier();
+    let stock_proof: p3_uni_stark::Proof<Config<p3_dft::Radix2DitParallel<Val>>> =
+        postcard::from_bytes(&bytes).expect("the proof deserializes as a stock proof");
+    p3_uni_stark::verify(&stock_config, air, &stock_proof, public).expect("the stock verifier accepts the proof");
+    let mut flipped = bytes.clone();
+    flipped[bytes.len() / 2] ^= 0x10;
+    let refused = postcard::from_bytes::<p3_uni_stark::Proof<Config<p3_dft::Radix2DitParallel<Val>>>>(&flipped)
+        .map_or(true, |p| p3_uni_stark::verify(&stock_config, air, &p, public).is_err());
+    assert!(refused, "a proof with a flipped bit verified");
+    bytes
+}
+
+/// The stock configuration the verifier side uses.
+fn config_for_verifier() -> Config<p3_dft::Radix2DitParallel<Val>> {
+    config(p3_dft::Radix2DitParallel::<Val>::default())
+}
+
+/// The Keccak-f AIR's trace of `hashes` permutations of seeded inputs (24 rows each, padded to a
+/// power of two).
+pub fn keccak_trace(hashes: usize) -> RowMajorMatrix<Val> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(hashes as u64);
+    let inputs: Vec<[u64; 25]> = (0..hashes).map(|_| std::array::from_fn(|_| rng.random())).collect();
+    p3_keccak_air::generate_trace_rows::<Val>(inputs, 1)
 }

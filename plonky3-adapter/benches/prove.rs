@@ -1,0 +1,220 @@
+//! Whole p3-uni-stark proofs, stock Plonky3 (`Radix2DitParallel`, Keccak `MerkleTreeMmcs`, all
+//! host cores) against `BackendPcs` on each backend in the same run, with each proof's time
+//! split into Plonky3's own phases:
+//!
+//! - `commit`: the trace commit (`commit to trace data`);
+//! - `quotient`: the quotient's evaluation on the host (`quotient_values`);
+//! - `quotient commit`: its chunks' commit (`commit to quotient poly chunks`);
+//! - `open`: the openings without FRI (`open` less `FRI prover`);
+//! - `fri`: FRI's commit and query phases (`FRI prover`);
+//! - `other`: the rest of `prove` (transcript, selectors).
+//!
+//! Statements: the Fibonacci AIR with 128 sequences (256 columns) over 2^k rows for each k of
+//! `PROVE_LOG_ROWS` (default `12,14`), and Plonky3's Keccak-f AIR (p3-keccak-air, 2,633 columns)
+//! over the permutation counts of `KECCAK_HASHES` (default `85`: 2^11 rows). Each proof is first
+//! checked byte for byte against stock and with the stock verifier. Each side runs `BENCH_REPS`
+//! (default 3) times, alternating, and the best whole proof of each side is reported with its
+//! split (`PROOF ...` lines) and the ratio stock / ours (`PAIRED ...` lines). `BENCH_BACKENDS`
+//! (e.g. `cuda`) picks backends among `cpu`, `cuda` and `wgpu` (built with their features).
+//!
+//! ```text
+//! PROVE_LOG_ROWS=16,18,20 KECCAK_HASHES=1365,5461 BENCH_BACKENDS=cuda \
+//!     cargo bench -p plonky3-adapter --features cuda --bench prove
+//! ```
+
+#[path = "../tests/common/stark.rs"]
+#[allow(missing_docs)]
+mod stark;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use backend_cpu::CpuBackend;
+use p3_dft::Radix2DitParallel;
+use plonky3_adapter::{BackendDft, BackendMmcs, DefaultDevice};
+use stark::{FibonacciAir, Val};
+
+use naive_reference::env::env;
+
+/// The spans the split reads, by name.
+const SPANS: [&str; 5] =
+    ["commit to trace data", "quotient_values", "commit to quotient poly chunks", "open", "FRI prover"];
+
+/// A `tracing` subscriber that sums the time spent inside each span of [`SPANS`].
+#[derive(Default)]
+struct SpanTimes {
+    next_id: AtomicU64,
+    /// Span id -> (its name's index in SPANS, when it was entered).
+    live: Mutex<HashMap<u64, (usize, Option<Instant>)>>,
+    total: Mutex<[Duration; SPANS.len()]>,
+}
+
+impl tracing::Subscriber for SpanTimes {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+
+    fn new_span(&self, span: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
+        if let Some(k) = SPANS.iter().position(|&n| n == span.metadata().name()) {
+            self.live.lock().unwrap().insert(id, (k, None));
+        }
+        tracing::span::Id::from_u64(id)
+    }
+
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+
+    fn event(&self, _: &tracing::Event<'_>) {}
+
+    fn enter(&self, id: &tracing::span::Id) {
+        if let Some(entry) = self.live.lock().unwrap().get_mut(&id.into_u64()) {
+            entry.1 = Some(Instant::now());
+        }
+    }
+
+    fn exit(&self, id: &tracing::span::Id) {
+        if let Some((k, Some(at))) = self.live.lock().unwrap().get_mut(&id.into_u64()).map(|e| (e.0, e.1.take())) {
+            self.total.lock().unwrap()[k] += at.elapsed();
+        }
+    }
+}
+
+/// One proof's time and its split, in seconds.
+#[derive(Clone, Copy, Debug)]
+struct Split {
+    total: f64,
+    phases: [f64; SPANS.len()],
+}
+
+impl Split {
+    fn line(&self) -> String {
+        let [commit, quotient, quotient_commit, open, fri] = self.phases;
+        let other = self.total - commit - quotient - quotient_commit - open;
+        format!(
+            "total {:.1} ms = commit {:.1} + quotient {:.1} + quotient commit {:.1} + open {:.1} + fri {:.1} + other {:.1}",
+            self.total * 1e3,
+            commit * 1e3,
+            quotient * 1e3,
+            quotient_commit * 1e3,
+            (open - fri) * 1e3,
+            fri * 1e3,
+            other * 1e3
+        )
+    }
+}
+
+/// Runs `prove` once under a [`SpanTimes`] subscriber.
+fn timed(prove: impl FnOnce()) -> Split {
+    let times = Arc::new(SpanTimes::default());
+    let t = Instant::now();
+    tracing::subscriber::with_default(Arc::clone(&times), prove);
+    let total = t.elapsed().as_secs_f64();
+    let phases = times.total.lock().unwrap().map(|d| d.as_secs_f64());
+    Split { total, phases }
+}
+
+/// Alternates the two sides `reps` times each (`setup` makes each run's trace outside the
+/// timing) and prints the best proof of each with its split.
+fn paired<I>(
+    label: &str,
+    reps: usize,
+    mut setup: impl FnMut() -> I,
+    mut stock: impl FnMut(I),
+    mut ours: impl FnMut(I),
+) {
+    let (mut best_a, mut best_b): (Option<Split>, Option<Split>) = (None, None);
+    for round in 0..reps {
+        for first in [round % 2 == 0, round % 2 != 0] {
+            let input = setup();
+            let (best, split) =
+                if first { (&mut best_a, timed(|| stock(input))) } else { (&mut best_b, timed(|| ours(input))) };
+            if best.is_none_or(|b| split.total < b.total) {
+                *best = Some(split);
+            }
+        }
+    }
+    let (a, b) = (best_a.expect("reps >= 1"), best_b.expect("reps >= 1"));
+    println!("PROOF {label} stock: {}", a.line());
+    println!("PROOF {label} ours:  {}", b.line());
+    let ratio = |k: usize| a.phases[k] / b.phases[k];
+    println!(
+        "PAIRED {label}: stock best {:.1} ms, ours {:.1} ms, stock/ours = {:.3} (commit {:.2}x, open+fri {:.2}x; {reps} alternating runs each)",
+        a.total * 1e3,
+        b.total * 1e3,
+        a.total / b.total,
+        ratio(0),
+        ratio(3),
+    );
+}
+
+fn list(name: &str, default: &str) -> Vec<usize> {
+    let text = std::env::var(name).unwrap_or_else(|_| default.to_string());
+    text.split(',')
+        .map(|x| x.trim().parse().unwrap_or_else(|e| panic!("{name}={text:?}: {x:?} is not a number ({e})")))
+        .collect()
+}
+
+fn run<B: DefaultDevice>(name: &str) {
+    if std::env::var("BENCH_BACKENDS").is_ok_and(|l| !l.split(',').any(|b| b == name)) {
+        return;
+    }
+    let dft = BackendDft::<B>::default();
+    let backend = match dft.backend() {
+        Ok(b) => b,
+        Err(reason) => return println!("SKIPPED bench {name}: {reason}"),
+    };
+    println!("BACKEND {name}: {:?}", backend.info());
+    let reps = env("BENCH_REPS", 3);
+    let stock = stark::config(Radix2DitParallel::<Val>::default());
+    let ours = stark::fused_config(dft, BackendMmcs::new(backend, 0));
+
+    for k in list("PROVE_LOG_ROWS", "12,14") {
+        let air = FibonacciAir { pairs: 128 };
+        let (trace, public) = stark::fibonacci_trace(128, 1 << k);
+        let want = stark::prove_checked(&stock, &air, trace.clone(), &public);
+        assert_eq!(
+            stark::prove_checked(&ours, &air, trace.clone(), &public),
+            want,
+            "fibonacci 2^{k}: the proofs differ"
+        );
+        paired(
+            &format!("{name} prove fibonacci 2^{k}x256"),
+            reps,
+            || trace.clone(),
+            |t| p3_uni_stark::prove(&stock, &air, t, &public).map(drop).expect("proof"),
+            |t| p3_uni_stark::prove(&ours, &air, t, &public).map(drop).expect("proof"),
+        );
+    }
+    for hashes in list("KECCAK_HASHES", "85") {
+        let air = p3_keccak_air::KeccakAir {};
+        let trace = stark::keccak_trace(hashes);
+        let rows = trace.values.len() / p3_keccak_air::NUM_KECCAK_COLS;
+        let want = stark::prove_checked(&stock, &air, trace.clone(), &[]);
+        assert_eq!(stark::prove_checked(&ours, &air, trace.clone(), &[]), want, "keccak {hashes}: the proofs differ");
+        paired(
+            &format!(
+                "{name} prove keccak-f {hashes} permutations 2^{}x{}",
+                rows.trailing_zeros(),
+                p3_keccak_air::NUM_KECCAK_COLS
+            ),
+            reps,
+            || trace.clone(),
+            |t| p3_uni_stark::prove(&stock, &air, t, &[]).map(drop).expect("proof"),
+            |t| p3_uni_stark::prove(&ours, &air, t, &[]).map(drop).expect("proof"),
+        );
+    }
+    println!("STATS {name}: {:?}", p3_uni_stark::StarkGenericConfig::pcs(&ours).stats());
+}
+
+fn main() {
+    println!("host threads: {}", std::thread::available_parallelism().map_or(0, |n| n.get()));
+    run::<CpuBackend>("cpu");
+    #[cfg(feature = "cuda")]
+    run::<backend_cuda::CudaBackend>("cuda");
+    #[cfg(feature = "wgpu")]
+    run::<backend_wgpu::WgpuBackend>("wgpu");
+}

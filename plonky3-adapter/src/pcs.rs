@@ -1,0 +1,362 @@
+//! `BackendPcs`: Plonky3's two-adic FRI PCS whose commit runs on a backend without the LDE's
+//! round trip through the host.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use backend_api::{Backend, LdeParams, MatrixShape};
+use p3_challenger::{CanObserve, FieldChallenger, GrindingChallenger};
+use p3_commit::{Mmcs, OpenedValues, OpeningRequest, Pcs, PeriodicLdeTable, UnivariateStarkPcs};
+use p3_field::coset::TwoAdicMultiplicativeCoset;
+use p3_field::{ExtensionField, Field, PrimeCharacteristicRing, PrimeField64};
+use p3_fri::{FriParameters, TwoAdicFriPcs};
+use p3_goldilocks::Goldilocks;
+use p3_matrix::Matrix;
+use p3_matrix::dense::RowMajorMatrix;
+use p3_merkle_tree::MerkleCap;
+use rayon::prelude::*;
+
+use crate::bitrev::{STAGING_BYTES, download_bit_reversed};
+use crate::convert::{as_words, into_field_vec};
+use crate::dft::BackendDft;
+use crate::mmcs::{BackendMmcs, BackendProverData, Digest};
+
+/// The stock PCS a [`BackendPcs`] wraps: its openings, FRI and verifier, and every commit the
+/// fused path does not take.
+pub type InnerPcs<B, FriMmcs> = TwoAdicFriPcs<Goldilocks, BackendDft<B>, BackendMmcs<B>, FriMmcs>;
+
+/// A commitment and its prover data.
+type Committed<B> = (MerkleCap<Goldilocks, Digest>, BackendProverData<B, RowMajorMatrix<Goldilocks>>);
+
+/// How many commits a [`BackendPcs`] fused on the device, and how many went through the stock
+/// `TwoAdicFriPcs::commit` (clones share the counters).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PcsStats {
+    /// Commits whose LDE, leaves and tree ran on the backend in one pass, the LDE coming down
+    /// once (into the host copy the openings read) and never going back up.
+    pub fused_commits: usize,
+    /// Commits through `TwoAdicFriPcs::commit` ([`BackendDft`] then [`BackendMmcs`]): matrices of
+    /// several heights or cosets, below the DFT's threshold, no backend, or after a device error.
+    pub stock_commits: usize,
+    /// Device errors met by the fused path (each commit then went the stock way, with a warning).
+    pub device_errors: usize,
+}
+
+#[derive(Default)]
+struct Counters {
+    fused_commits: AtomicUsize,
+    stock_commits: AtomicUsize,
+    device_errors: AtomicUsize,
+}
+
+/// Plonky3's `TwoAdicFriPcs` over Goldilocks with [`BackendDft`] and [`BackendMmcs`] on one
+/// backend, whose commits of same-coset matrices are fused on the device: the trace goes up once,
+/// the LDE is computed, its leaves hashed and its tree built there, and the LDE comes down once,
+/// straight into the bit-reversed host copy the openings read. `TwoAdicFriPcs::commit` instead
+/// downloads the LDE from the DFT and uploads it again for the MMCS.
+///
+/// - **The same proof.** Its types (commitment, prover data, proof, errors) are those of the
+///   wrapped [`InnerPcs`], and a proof is byte-identical to stock `TwoAdicFriPcs` with
+///   `Radix2DitParallel` and the Keccak `MerkleTreeMmcs` under the same parameters (this crate's
+///   proof tests compare the bytes, and verify with the stock verifier). Opening, FRI and
+///   verification are `TwoAdicFriPcs`'s own, with the FRI layers' trees on the backend when
+///   `FriMmcs` is an `ExtensionMmcs` over [`BackendMmcs`].
+/// - **Which commits fuse.** A commit whose matrices share one domain (height and coset, as a
+///   trace or a preprocessed commit does) and have at least one column each, of at least
+///   [`BackendDft::min_backend_elems`] elements in all, when the DFT and the MMCS hold the same
+///   backend instance. Several matrices are concatenated column-wise on the host before the
+///   upload (one leaf covers a row of each, in order) and split again on the way down. Other
+///   commits (the quotient's chunks lie on different cosets) go through `TwoAdicFriPcs::commit`.
+/// - **Leaf order.** Plonky3 commits the LDE in bit-reversed row order; the fused path hashes the
+///   natural-order rows on the device and permutes the leaf digests (32 bytes per row) through
+///   the host before the tree is built.
+/// - **Errors.** `Pcs::commit` returns Plonky3's own error type, which has no device variant: a
+///   device error in the fused path logs a `tracing` warning and commits the stock way (whose
+///   DFT and MMCS fall back to the host in turn); [`PcsStats`] counts it.
+pub struct BackendPcs<B: Backend, FriMmcs> {
+    inner: InnerPcs<B, FriMmcs>,
+    dft: BackendDft<B>,
+    mmcs: BackendMmcs<B>,
+    log_blowup: usize,
+    counters: Arc<Counters>,
+}
+
+impl<B: Backend, FriMmcs: Clone> Clone for BackendPcs<B, FriMmcs> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            dft: self.dft.clone(),
+            mmcs: self.mmcs.clone(),
+            log_blowup: self.log_blowup,
+            counters: Arc::clone(&self.counters),
+        }
+    }
+}
+
+impl<B: Backend, FriMmcs> fmt::Debug for BackendPcs<B, FriMmcs> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BackendPcs")
+            .field("dft", &self.dft)
+            .field("mmcs", &self.mmcs)
+            .field("log_blowup", &self.log_blowup)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+impl<B: Backend, FriMmcs> BackendPcs<B, FriMmcs> {
+    /// The PCS with `dft` and `mmcs` (which should hold the same backend instance for commits to
+    /// fuse) and FRI's parameters: the arguments of `TwoAdicFriPcs::new`.
+    pub fn new(dft: BackendDft<B>, mmcs: BackendMmcs<B>, fri: FriParameters<FriMmcs>) -> Self {
+        let log_blowup = fri.log_blowup;
+        let inner = TwoAdicFriPcs::new(dft.clone(), mmcs.clone(), fri);
+        Self { inner, dft, mmcs, log_blowup, counters: Arc::default() }
+    }
+
+    /// The wrapped stock PCS.
+    pub fn inner(&self) -> &InnerPcs<B, FriMmcs> {
+        &self.inner
+    }
+
+    /// The DFT (shared with the wrapped PCS).
+    pub fn dft(&self) -> &BackendDft<B> {
+        &self.dft
+    }
+
+    /// The input MMCS (shared with the wrapped PCS): its [`Mmcs::get_matrices`] returns the
+    /// committed LDEs.
+    pub fn mmcs(&self) -> &BackendMmcs<B> {
+        &self.mmcs
+    }
+
+    /// Where the commits ran so far.
+    pub fn stats(&self) -> PcsStats {
+        let c = &self.counters;
+        PcsStats {
+            fused_commits: c.fused_commits.load(Ordering::Relaxed),
+            stock_commits: c.stock_commits.load(Ordering::Relaxed),
+            device_errors: c.device_errors.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The backend and the LDE's parameters when this commit fuses (see [`BackendPcs`]).
+    fn fusion(
+        &self,
+        evaluations: &[(TwoAdicMultiplicativeCoset<Goldilocks>, RowMajorMatrix<Goldilocks>)],
+    ) -> Option<(Arc<B>, LdeParams)> {
+        let (domain, first) = evaluations.first()?;
+        let same_domain = evaluations.iter().all(|(d, m)| {
+            d.size() == domain.size() && d.shift() == domain.shift() && m.height() == d.size() && m.width() > 0
+        });
+        if !same_domain {
+            return None;
+        }
+        let cols: usize = evaluations.iter().map(|(_, m)| m.width()).sum();
+        let elems = first.height().checked_mul(cols)?;
+        if elems < self.dft.min_backend_elems() {
+            return None;
+        }
+        let backend = self.dft.backend().ok()?;
+        if !Arc::ptr_eq(&backend, self.mmcs.backend()) {
+            return None;
+        }
+        // `TwoAdicFriPcs::coset_ldes`: evaluations over `xH` become evaluations over `gK`.
+        let shift = Goldilocks::GENERATOR / domain.shift();
+        let blowup = u32::try_from(self.log_blowup).ok().and_then(|b| 1usize.checked_shl(b))?;
+        let trace = MatrixShape::new(first.height(), cols).ok()?;
+        let params = LdeParams::new(trace, blowup, shift.as_canonical_u64()).ok()?;
+        Some((backend, params))
+    }
+
+    /// The fused commit: the trace up, the LDE, leaves and tree on the device, the LDE down into
+    /// bit-reversed host matrices, one per input matrix.
+    fn commit_fused(
+        &self,
+        backend: &B,
+        params: &LdeParams,
+        evaluations: &[(TwoAdicMultiplicativeCoset<Goldilocks>, RowMajorMatrix<Goldilocks>)],
+    ) -> backend_api::Result<Committed<B>> {
+        let shape = params.lde_shape();
+        // The trace goes straight into the first rows of the LDE buffer, extended in place.
+        let mut lde = backend.alloc(shape.len())?;
+        match evaluations {
+            [(_, one)] => backend.write(&mut lde, 0, as_words(&one.values))?,
+            several => {
+                // Column-wise concatenation, so one leaf covers a row of each matrix in order.
+                let mut trace = vec![0u64; params.trace().len()];
+                trace.par_chunks_mut(shape.cols()).enumerate().for_each(|(r, out)| {
+                    let mut at = 0;
+                    for (_, m) in several {
+                        let w = m.width();
+                        out[at..at + w].copy_from_slice(as_words(&m.values[r * w..(r + 1) * w]));
+                        at += w;
+                    }
+                });
+                backend.write(&mut lde, 0, &trace)?;
+            }
+        }
+        backend.coset_lde_in_place(&mut lde, params)?;
+        let chunk_rows = (STAGING_BYTES / (shape.cols() * size_of::<u64>())).max(1);
+        let words = download_bit_reversed(backend, &lde, 0, shape.rows(), shape.cols(), chunk_rows)?;
+        let widths: Vec<usize> = evaluations.iter().map(|(_, m)| m.width()).collect();
+        self.mmcs.commit_device_lde(&lde, shape, split_columns(words, &widths))
+    }
+}
+
+/// The row-major matrix `words` of `widths.iter().sum()` columns as one matrix per width, in
+/// order (the matrix itself when there is one).
+fn split_columns(words: Vec<u64>, widths: &[usize]) -> Vec<RowMajorMatrix<Goldilocks>> {
+    if let [w] = widths {
+        return vec![RowMajorMatrix::new(into_field_vec(words), *w)];
+    }
+    let cols: usize = widths.iter().sum();
+    let rows = words.len() / cols;
+    let mut at = 0;
+    widths
+        .iter()
+        .map(|&w| {
+            let mut values = vec![Goldilocks::ZERO; rows * w];
+            values.par_chunks_mut(w).zip(words.par_chunks(cols)).for_each(|(out, row)| {
+                for (o, &x) in out.iter_mut().zip(&row[at..at + w]) {
+                    *o = Goldilocks::new(x);
+                }
+            });
+            at += w;
+            RowMajorMatrix::new(values, w)
+        })
+        .collect()
+}
+
+impl<B, FriMmcs, Challenge, Challenger> Pcs<Challenge, Challenger> for BackendPcs<B, FriMmcs>
+where
+    B: Backend + 'static,
+    FriMmcs: Mmcs<Challenge>,
+    Challenge: ExtensionField<Goldilocks>,
+    Challenger:
+        FieldChallenger<Goldilocks> + CanObserve<FriMmcs::Commitment> + GrindingChallenger<Witness = Goldilocks>,
+{
+    type Domain = TwoAdicMultiplicativeCoset<Goldilocks>;
+    type Commitment = <InnerPcs<B, FriMmcs> as Pcs<Challenge, Challenger>>::Commitment;
+    type ProverData = <InnerPcs<B, FriMmcs> as Pcs<Challenge, Challenger>>::ProverData;
+    type Proof = <InnerPcs<B, FriMmcs> as Pcs<Challenge, Challenger>>::Proof;
+    type Error = <InnerPcs<B, FriMmcs> as Pcs<Challenge, Challenger>>::Error;
+    type ProverError = <InnerPcs<B, FriMmcs> as Pcs<Challenge, Challenger>>::ProverError;
+
+    fn natural_domain_for_degree(&self, degree: usize) -> Self::Domain {
+        Pcs::<Challenge, Challenger>::natural_domain_for_degree(&self.inner, degree)
+    }
+
+    /// Fused on the device when the matrices share one domain (see [`BackendPcs`]); otherwise,
+    /// and after a device error, `TwoAdicFriPcs::commit`.
+    ///
+    /// # Panics
+    /// Where `TwoAdicFriPcs::commit` panics (a matrix whose height is not its domain's size).
+    fn commit(
+        &self,
+        evaluations: impl IntoIterator<Item = (Self::Domain, RowMajorMatrix<Goldilocks>)>,
+    ) -> Result<(Self::Commitment, Self::ProverData), Self::ProverError> {
+        let evaluations: Vec<_> = evaluations.into_iter().collect();
+        let Some((backend, params)) = self.fusion(&evaluations) else {
+            self.counters.stock_commits.fetch_add(1, Ordering::Relaxed);
+            return Pcs::<Challenge, Challenger>::commit(&self.inner, evaluations);
+        };
+        match self.commit_fused(&backend, &params, &evaluations) {
+            Ok(done) => {
+                self.counters.fused_commits.fetch_add(1, Ordering::Relaxed);
+                Ok(done)
+            }
+            Err(e) => {
+                self.counters.device_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(
+                    "plonky3-adapter: {} fused commit of {} (blowup {}) failed: {e}; committing through TwoAdicFriPcs",
+                    backend.info().backend,
+                    params.trace(),
+                    params.blowup()
+                );
+                self.counters.stock_commits.fetch_add(1, Ordering::Relaxed);
+                Pcs::<Challenge, Challenger>::commit(&self.inner, evaluations)
+            }
+        }
+    }
+
+    /// `TwoAdicFriPcs::open`.
+    fn open(
+        &self,
+        commitment_data_with_opening_points: Vec<OpeningRequest<'_, Self::ProverData, Challenge>>,
+        challenger: &mut Challenger,
+    ) -> Result<(OpenedValues<Challenge>, Self::Proof), Self::ProverError> {
+        self.inner.open(commitment_data_with_opening_points, challenger)
+    }
+
+    /// `TwoAdicFriPcs::verify`.
+    fn verify(
+        &self,
+        commitments_with_opening_points: Vec<p3_commit::CommitmentOpening<Challenge, Self::Commitment, Self::Domain>>,
+        proof: &Self::Proof,
+        challenger: &mut Challenger,
+    ) -> Result<(), Self::Error> {
+        self.inner.verify(commitments_with_opening_points, proof, challenger)
+    }
+}
+
+impl<B, FriMmcs, Challenge, Challenger> UnivariateStarkPcs<Challenge, Challenger> for BackendPcs<B, FriMmcs>
+where
+    B: Backend + 'static,
+    FriMmcs: Mmcs<Challenge>,
+    Challenge: ExtensionField<Goldilocks>,
+    Challenger:
+        FieldChallenger<Goldilocks> + CanObserve<FriMmcs::Commitment> + GrindingChallenger<Witness = Goldilocks>,
+{
+    type EvaluationsOnDomain<'a> =
+        <InnerPcs<B, FriMmcs> as UnivariateStarkPcs<Challenge, Challenger>>::EvaluationsOnDomain<'a>;
+
+    const ZK: bool = <InnerPcs<B, FriMmcs> as UnivariateStarkPcs<Challenge, Challenger>>::ZK;
+
+    fn log_max_trace_height(&self) -> usize {
+        UnivariateStarkPcs::<Challenge, Challenger>::log_max_trace_height(&self.inner)
+    }
+
+    fn log_min_trace_height(&self) -> usize {
+        UnivariateStarkPcs::<Challenge, Challenger>::log_min_trace_height(&self.inner)
+    }
+
+    fn get_quotient_ldes(
+        &self,
+        evaluations: impl IntoIterator<Item = (Self::Domain, RowMajorMatrix<Goldilocks>)>,
+        num_chunks: usize,
+    ) -> Result<Vec<RowMajorMatrix<Goldilocks>>, Self::ProverError> {
+        UnivariateStarkPcs::<Challenge, Challenger>::get_quotient_ldes(&self.inner, evaluations, num_chunks)
+    }
+
+    fn commit_ldes(
+        &self,
+        ldes: Vec<RowMajorMatrix<Goldilocks>>,
+    ) -> Result<(Self::Commitment, Self::ProverData), Self::ProverError> {
+        self.counters.stock_commits.fetch_add(1, Ordering::Relaxed);
+        UnivariateStarkPcs::<Challenge, Challenger>::commit_ldes(&self.inner, ldes)
+    }
+
+    fn get_evaluations_on_domain<'a>(
+        &self,
+        prover_data: &'a Self::ProverData,
+        idx: usize,
+        domain: Self::Domain,
+    ) -> Self::EvaluationsOnDomain<'a> {
+        UnivariateStarkPcs::<Challenge, Challenger>::get_evaluations_on_domain(&self.inner, prover_data, idx, domain)
+    }
+
+    fn build_periodic_lde_table(
+        &self,
+        periodic_cols: &[Vec<Goldilocks>],
+        trace_domain: Self::Domain,
+        quotient_domain: Self::Domain,
+    ) -> PeriodicLdeTable<Goldilocks> {
+        UnivariateStarkPcs::<Challenge, Challenger>::build_periodic_lde_table(
+            &self.inner,
+            periodic_cols,
+            trace_domain,
+            quotient_domain,
+        )
+    }
+}

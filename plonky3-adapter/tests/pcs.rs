@@ -1,0 +1,173 @@
+//! `BackendPcs` commits against stock `TwoAdicFriPcs` (Plonky3's `Radix2DitParallel` and Keccak
+//! `MerkleTreeMmcs`): the same commitment and the same committed LDEs, on the fused path (one
+//! matrix, several matrices of one coset) and on every way around it (several cosets, below the
+//! threshold, two backend instances, a device error).
+
+mod common;
+
+use std::sync::Arc;
+
+use backend_api::Backend;
+use backend_cpu::CpuBackend;
+use common::matrix;
+use common::stark::{BackendChallengeMmcs, Challenge, Challenger, Val, pcs, val_mmcs};
+use p3_commit::{ExtensionMmcs, Mmcs, Pcs};
+use p3_dft::Radix2DitParallel;
+use p3_field::coset::TwoAdicMultiplicativeCoset;
+use p3_field::{Field, PrimeCharacteristicRing};
+use p3_fri::FriParameters;
+use p3_matrix::Matrix;
+use p3_matrix::dense::RowMajorMatrix;
+use plonky3_adapter::{BackendDft, BackendMmcs, BackendPcs, PcsStats};
+use toy_backend::ToyBackend;
+
+type Fused<B> = BackendPcs<B, BackendChallengeMmcs<B>>;
+
+/// The fused PCS over `dft` and `mmcs`, blowup 2^`log_blowup`.
+fn fused<B: Backend + 'static>(dft: BackendDft<B>, mmcs: BackendMmcs<B>, log_blowup: usize) -> Fused<B> {
+    let fri = FriParameters {
+        log_blowup,
+        log_final_poly_len: 0,
+        max_log_arity: 1,
+        num_queries: 2,
+        commit_proof_of_work_bits: 0,
+        batch_proof_of_work_bits: 0,
+        query_proof_of_work_bits: 0,
+        mmcs: ExtensionMmcs::new(mmcs.clone()),
+    };
+    Fused::new(dft, mmcs, fri)
+}
+
+/// [`fused`] with the DFT and the MMCS on one `backend`, every LDE on it (threshold 0).
+fn on<B: Backend + 'static>(backend: Arc<B>, log_blowup: usize) -> Fused<B> {
+    fused(BackendDft::new(Arc::clone(&backend)), BackendMmcs::new(backend, 0), log_blowup)
+}
+
+/// The domain of `rows` rows on the coset `shift * H` (`shift = 1`: the subgroup).
+fn domain(rows: usize, shift: Val) -> TwoAdicMultiplicativeCoset<Val> {
+    TwoAdicMultiplicativeCoset::new(shift, rows.trailing_zeros() as usize).unwrap()
+}
+
+/// Commits `inputs` with `ours` and with stock `TwoAdicFriPcs`, compares the commitments' bytes
+/// and every committed LDE, and returns what `ours` counted for this commit.
+fn same_as_stock<B: Backend + 'static>(
+    ours: &Fused<B>,
+    log_blowup: usize,
+    inputs: &[(TwoAdicMultiplicativeCoset<Val>, RowMajorMatrix<Val>)],
+) -> PcsStats {
+    let before = ours.stats();
+    let stock = pcs(Radix2DitParallel::<Val>::default(), log_blowup);
+    let (want_cap, want_data) = Pcs::<Challenge, Challenger>::commit(&stock, inputs.to_vec()).unwrap();
+    let (cap, data) = Pcs::<Challenge, Challenger>::commit(ours, inputs.to_vec()).unwrap();
+    assert_eq!(
+        postcard::to_allocvec(&cap).unwrap(),
+        postcard::to_allocvec(&want_cap).unwrap(),
+        "the commitments differ"
+    );
+    let want = val_mmcs().get_matrices(&want_data);
+    let got = ours.mmcs().get_matrices(&data);
+    assert_eq!(got.len(), want.len());
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!((g.height(), g.width()), (w.height(), w.width()), "matrix {i}");
+        assert!(g.values == w.values, "matrix {i}: the committed LDEs differ");
+    }
+    let after = ours.stats();
+    PcsStats {
+        fused_commits: after.fused_commits - before.fused_commits,
+        stock_commits: after.stock_commits - before.stock_commits,
+        device_errors: after.device_errors - before.device_errors,
+    }
+}
+
+const FUSED: PcsStats = PcsStats { fused_commits: 1, stock_commits: 0, device_errors: 0 };
+const STOCK: PcsStats = PcsStats { fused_commits: 0, stock_commits: 1, device_errors: 0 };
+
+/// One matrix, and several of one coset (a leaf then covers a row of each, in order), with
+/// non-canonical words, on the subgroup and on a coset, at blowups 2 and 8: fused, as stock.
+fn one_coset_commits_fuse<B: Backend + 'static>(backend: Arc<B>) {
+    let shift = Val::GENERATOR.exp_u64(5);
+    for log_blowup in [1, 3] {
+        let ours = on(Arc::clone(&backend), log_blowup);
+        for (rows, widths, shift) in [
+            (1usize, vec![2], Val::ONE),
+            (2, vec![1], shift),
+            (1 << 6, vec![7], Val::ONE),
+            (1 << 9, vec![3, 1, 5], shift),
+            (1 << 4, vec![1, 1], Val::ONE),
+        ] {
+            let inputs: Vec<_> = widths
+                .iter()
+                .enumerate()
+                .map(|(i, &w)| (domain(rows, shift), matrix(i as u64 + rows as u64, rows, w)))
+                .collect();
+            let what = format!("{rows} rows x {widths:?}, blowup 2^{log_blowup}");
+            assert_eq!(same_as_stock(&ours, log_blowup, &inputs), FUSED, "{what}");
+        }
+    }
+    assert_eq!(backend.memory().live, 0, "the fused commits' buffers were not released (prover data dropped)");
+}
+
+#[test]
+fn cpu_one_coset_commits_fuse_and_match_stock() {
+    one_coset_commits_fuse(Arc::new(CpuBackend::new()));
+}
+
+#[test]
+fn toy_port_one_coset_commits_fuse_and_match_stock() {
+    one_coset_commits_fuse(Arc::new(ToyBackend::new()));
+}
+
+#[cfg(feature = "wgpu")]
+#[test]
+fn wgpu_one_coset_commits_fuse_and_match_stock() {
+    use backend_wgpu::{WgpuBackend, WgpuOptions};
+    match WgpuBackend::new(WgpuOptions { allow_software: true, ..Default::default() }) {
+        Ok(b) => one_coset_commits_fuse(Arc::new(b)),
+        Err(e) => common::skip("plonky3_adapter pcs::wgpu", e, "REQUIRE_WGPU"),
+    }
+}
+
+#[cfg(feature = "cuda")]
+#[test]
+fn cuda_one_coset_commits_fuse_and_match_stock() {
+    use backend_cuda::CudaBackend;
+    match BackendDft::<CudaBackend>::default().backend() {
+        Ok(b) => one_coset_commits_fuse(b),
+        Err(reason) => common::skip("plonky3_adapter pcs::cuda", &reason, "REQUIRE_CUDA"),
+    }
+}
+
+#[test]
+fn commits_the_fused_path_does_not_take_go_the_stock_way_with_the_same_result() {
+    let backend = Arc::new(CpuBackend::new());
+    let ours = on(Arc::clone(&backend), 1);
+    let shift = Val::GENERATOR.exp_u64(3);
+    // Two cosets (as a quotient's chunks): stock.
+    let cosets = [(domain(1 << 5, Val::ONE), matrix(1, 1 << 5, 2)), (domain(1 << 5, shift), matrix(2, 1 << 5, 3))];
+    assert_eq!(same_as_stock(&ours, 1, &cosets), STOCK);
+    // Two heights: stock.
+    let heights = [(domain(1 << 5, Val::ONE), matrix(3, 1 << 5, 2)), (domain(1 << 3, Val::ONE), matrix(4, 1 << 3, 1))];
+    assert_eq!(same_as_stock(&ours, 1, &heights), STOCK);
+    // Below the DFT's threshold: stock; at it: fused.
+    let input = [(domain(1 << 6, Val::ONE), matrix(6, 1 << 6, 4))];
+    let dft = BackendDft::new(Arc::clone(&backend)).with_min_backend_elems((1 << 6) * 4 + 1);
+    let high = fused(dft, BackendMmcs::new(Arc::clone(&backend), 0), 1);
+    assert_eq!(same_as_stock(&high, 1, &input), STOCK);
+    let dft = BackendDft::new(Arc::clone(&backend)).with_min_backend_elems((1 << 6) * 4);
+    let at = fused(dft, BackendMmcs::new(Arc::clone(&backend), 0), 1);
+    assert_eq!(same_as_stock(&at, 1, &input), FUSED);
+    // The DFT and the MMCS on two instances (a buffer of one is foreign to the other): stock.
+    let two = fused(BackendDft::new(Arc::new(CpuBackend::new())), BackendMmcs::new(backend, 0), 1);
+    assert_eq!(same_as_stock(&two, 1, &input), STOCK);
+}
+
+#[test]
+fn a_device_error_in_the_fused_commit_commits_the_stock_way() {
+    // 48 KiB of port memory: the 2^10 x 4 trace's LDE (64 KiB) does not fit; the stock path's
+    // DFT and MMCS then fall back to the host in turn, and the commitment is unchanged.
+    let backend = Arc::new(ToyBackend::with_memory(48 << 10));
+    let ours = on(Arc::clone(&backend), 1);
+    let input = [(domain(1 << 10, Val::ONE), matrix(7, 1 << 10, 4))];
+    assert_eq!(same_as_stock(&ours, 1, &input), PcsStats { fused_commits: 0, stock_commits: 1, device_errors: 1 });
+    assert_eq!(backend.memory().live, 0);
+}
