@@ -1,6 +1,7 @@
 //! A complete Plonky3 uni-stark prover over Goldilocks whose LDEs and Merkle trees run on one of
 //! this workspace's backends: the Keccak-256 MMCS, the Fiat-Shamir challenger, FRI parameters,
-//! the PCS with `BackendDft` and `BackendMmcs`, a Fibonacci AIR, prove, verify with the stock
+//! the PCS (`BackendPcs` over `BackendDft` and `BackendMmcs`: the trace commit fused on the
+//! backend), a Fibonacci AIR, prove, verify with the stock
 //! verifier, and a byte comparison with the proof stock Plonky3 (`Radix2DitParallel`,
 //! `MerkleTreeMmcs`) makes of the same statement.
 //!
@@ -33,7 +34,7 @@ use p3_matrix::dense::RowMajorMatrix;
 use p3_merkle_tree::MerkleTreeMmcs;
 use p3_symmetric::{CompressionFunctionFromHasher, SerializingHasher};
 use p3_uni_stark::{Proof, StarkConfig, prove, verify};
-use plonky3_adapter::{BackendDft, BackendMmcs};
+use plonky3_adapter::{BackendDft, BackendMmcs, BackendPcs};
 
 // --- The configuration: what a Plonky3 prover over Goldilocks with Keccak-256 declares. -------
 
@@ -55,18 +56,19 @@ type Pcs<Dft, Mmcs> = TwoAdicFriPcs<Val, Dft, Mmcs, ExtensionMmcs<Val, Challenge
 type Config<Dft, Mmcs> = StarkConfig<Pcs<Dft, Mmcs>, Challenge, Challenger>;
 /// Stock Plonky3.
 type StockConfig = Config<Radix2DitParallel<Val>, ValMmcs>;
-/// The same configuration with the LDEs and the Merkle trees on backend `B`.
-type BackendConfig<B> = Config<BackendDft<B>, BackendMmcs<B>>;
+/// The same configuration with the LDEs and the Merkle trees on backend `B`, and the trace commit
+/// fused there: `BackendPcs` in place of `TwoAdicFriPcs`.
+type BackendConfig<B> =
+    StarkConfig<BackendPcs<B, ExtensionMmcs<Val, Challenge, BackendMmcs<B>>>, Challenge, Challenger>;
 
 /// The stock MMCS: cap height 0, the commitment is one root.
 fn stock_mmcs() -> ValMmcs {
     ValMmcs::new(SerializingHasher::new(Keccak256Hash {}), CompressionFunctionFromHasher::new(Keccak256Hash {}), 0)
 }
 
-/// The STARK configuration over `dft` and `val_mmcs`: the lines that differ from stock Plonky3
-/// are the DFT and the MMCS (`BackendMmcs::new(backend, 0)` for `stock_mmcs()`).
-fn config<Dft: TwoAdicSubgroupDft<Val>, Mmcs: Clone>(dft: Dft, val_mmcs: Mmcs) -> Config<Dft, Mmcs> {
-    let fri = FriParameters {
+/// FRI's parameters over `mmcs`, the same for stock Plonky3 and the backend.
+fn fri<M>(mmcs: M) -> FriParameters<M> {
+    FriParameters {
         log_blowup: 1,
         log_final_poly_len: 0,
         max_log_arity: 1,
@@ -76,10 +78,22 @@ fn config<Dft: TwoAdicSubgroupDft<Val>, Mmcs: Clone>(dft: Dft, val_mmcs: Mmcs) -
         commit_proof_of_work_bits: 0,
         batch_proof_of_work_bits: 0,
         query_proof_of_work_bits: 0,
-        mmcs: ExtensionMmcs::new(val_mmcs.clone()),
-    };
-    let pcs = TwoAdicFriPcs::new(dft, val_mmcs, fri);
+        mmcs,
+    }
+}
+
+/// The stock STARK configuration over `dft` and `val_mmcs`.
+fn config<Dft: TwoAdicSubgroupDft<Val>, Mmcs: Clone>(dft: Dft, val_mmcs: Mmcs) -> Config<Dft, Mmcs> {
+    let pcs = TwoAdicFriPcs::new(dft, val_mmcs.clone(), fri(ExtensionMmcs::new(val_mmcs)));
     Config::new(pcs, Challenger::from_hasher(vec![], Keccak256Hash {}))
+}
+
+/// The configuration on `backend`: the lines that differ from stock Plonky3 are the DFT
+/// (`BackendDft` for `Radix2DitParallel`), the MMCS (`BackendMmcs::new(backend, 0)` for
+/// `stock_mmcs()`) and the PCS (`BackendPcs::new` for `TwoAdicFriPcs::new`, the same arguments).
+fn backend_config<B: Backend + 'static>(dft: BackendDft<B>, val_mmcs: BackendMmcs<B>) -> BackendConfig<B> {
+    let pcs = BackendPcs::new(dft, val_mmcs.clone(), fri(ExtensionMmcs::new(val_mmcs)));
+    StarkConfig::new(pcs, Challenger::from_hasher(vec![], Keccak256Hash {}))
 }
 
 // --- The statement: `pairs` Fibonacci sequences side by side. ---------------------------------
@@ -177,7 +191,8 @@ fn run<B: Backend + 'static>(backend: Arc<B>, pairs: usize, log_rows: u32) -> Re
 
     let dft = BackendDft::new(Arc::clone(&backend));
     let mmcs = BackendMmcs::new(backend, 0);
-    let ours = prove_bytes(&config(dft.clone(), mmcs.clone()), pairs, rows).map_err(Failure::Proof)?;
+    let config = backend_config(dft.clone(), mmcs.clone());
+    let ours = prove_bytes(&config, pairs, rows).map_err(Failure::Proof)?;
     stock_verify(&ours, pairs, rows).map_err(Failure::Proof)?;
     let stats = dft.stats();
     println!(
@@ -188,6 +203,11 @@ fn run<B: Backend + 'static>(backend: Arc<B>, pairs: usize, log_rows: u32) -> Re
     println!(
         "Merkle commits: {} on the backend, {} on the host, {} device errors, {} digest downloads for openings",
         trees.device_commits, trees.host_commits, trees.device_errors, trees.digest_downloads
+    );
+    let pcs = p3_uni_stark::StarkGenericConfig::pcs(&config).stats();
+    println!(
+        "PCS commits: {} fused on the backend, {} through TwoAdicFriPcs::commit, {} device errors",
+        pcs.fused_commits, pcs.stock_commits, pcs.device_errors
     );
     let stock = stock_proof(pairs, rows).map_err(Failure::Proof)?;
     if ours != stock {

@@ -1,5 +1,5 @@
-//! Plonky3 drop-in: the backends' coset LDE behind Plonky3's own DFT trait, and their Keccak-256
-//! leaf hashes and Merkle tree behind its MMCS trait.
+//! Plonky3 drop-in: the backends' coset LDE behind Plonky3's own DFT trait, their Keccak-256
+//! leaf hashes and Merkle tree behind its MMCS trait, and both fused behind its PCS trait.
 //!
 //! A Plonky3 prover over Goldilocks moves its LDE to one of our backends by changing one type:
 //! `Radix2DitParallel<Goldilocks>` becomes [`BackendDft<CudaBackend>`](BackendDft) (or
@@ -35,6 +35,10 @@
 //! - **The Merkle trees move too** with [`BackendMmcs`]: the trace's, the quotient's and every FRI
 //!   layer's leaves and tree are computed by the backend, and openings download only the sibling
 //!   digests they send; see [Device Merkle trees](#device-merkle-trees-backendmmcs).
+//! - **The trace commit fuses** with [`BackendPcs`], `TwoAdicFriPcs` with the same types whose
+//!   commits of one-coset matrices run the LDE, the leaves and the tree on the backend in one
+//!   pass: the trace goes up once and the LDE comes down once, into the host copy the openings
+//!   read, instead of coming down from the DFT and going up again for the MMCS.
 //!
 //! # Use from Plonky3
 //!
@@ -151,12 +155,10 @@
 //!
 //! What stays on the host, and the next steps:
 //!
-//! - **The LDE's round trip.** `TwoAdicFriPcs::commit` calls the DFT and then
-//!   `InputMmcs::commit` with a host `RowMajorMatrix`, so the LDE still comes down from the device
-//!   (`BackendDft`) and goes back up (`BackendMmcs`). A fused commit needs its own `Pcs` (a thin
-//!   copy of `TwoAdicFriPcs::commit` that runs the LDE, the leaves in bit-reversed row order and
-//!   the tree without leaving the device, keeping the LDE there as prover data), or a DFT whose
-//!   `Evaluations` type is a device-backed matrix that the MMCS recognises.
+//! - **The LDE's host copy.** `TwoAdicFriPcs`'s prover data is the MMCS's over host
+//!   `RowMajorMatrix`es, which its openings read; so even [`BackendPcs`]'s fused commit brings the
+//!   LDE down once. Serving the openings from the device needs the openings themselves on the
+//!   device (next point).
 //! - **Openings and FRI.** The evaluations at the opening points, the reduced openings and FRI's
 //!   folding are Plonky3's host code; only FRI's Merkle commits (through `ExtensionMmcs`) run on
 //!   the backend.
