@@ -11,14 +11,16 @@
 //!
 //! Statements: the Fibonacci AIR with 128 sequences (256 columns) over 2^k rows for each k of
 //! `PROVE_LOG_ROWS` (default `12,14`), and Plonky3's Keccak-f AIR (p3-keccak-air, 2,633 columns)
-//! over the permutation counts of `KECCAK_HASHES` (default `85`: 2^11 rows). Each proof is first
+//! over the permutation counts of `KECCAK_HASHES` (default `85`: 2^11 rows), with the Keccak-256
+//! MMCS; and the Fibonacci AIR over 2^k rows for each k of `PROVE_POSEIDON2_LOG_ROWS` (default
+//! `12`) with Plonky3's Poseidon2 MMCS and a duplex challenger (`BackendMmcs<_, Poseidon2>`). Each proof is first
 //! checked byte for byte against stock and with the stock verifier. Each side runs `BENCH_REPS`
 //! (default 3) times, alternating, and the best whole proof of each side is reported with its
 //! split (`PROOF ...` lines) and the ratio stock / ours (`PAIRED ...` lines). `BENCH_BACKENDS`
 //! (e.g. `cuda`) picks backends among `cpu`, `cuda` and `wgpu` (built with their features).
 //!
 //! ```text
-//! PROVE_LOG_ROWS=16,18,20 KECCAK_HASHES=1365,5461 BENCH_BACKENDS=cuda \
+//! PROVE_LOG_ROWS=16,18,20 KECCAK_HASHES=1365,2730 PROVE_POSEIDON2_LOG_ROWS=18 BENCH_BACKENDS=cuda \
 //!     cargo bench -p plonky3-adapter --features cuda --bench prove
 //! ```
 
@@ -170,7 +172,7 @@ fn run<B: DefaultDevice>(name: &str) {
     println!("BACKEND {name}: {:?}", backend.info());
     let reps = env("BENCH_REPS", 3);
     let stock = stark::config(Radix2DitParallel::<Val>::default());
-    let ours = stark::fused_config(dft, BackendMmcs::new(backend, 0));
+    let ours = stark::fused_config(dft, BackendMmcs::new(Arc::clone(&backend), 0));
 
     for k in list("PROVE_LOG_ROWS", "12,14") {
         let air = FibonacciAir { pairs: 128 };
@@ -187,6 +189,23 @@ fn run<B: DefaultDevice>(name: &str) {
             || trace.clone(),
             |t| p3_uni_stark::prove(&stock, &air, t, &public).map(drop).expect("proof"),
             |t| p3_uni_stark::prove(&ours, &air, t, &public).map(drop).expect("proof"),
+        );
+    }
+    // The Poseidon2 configuration (Plonky3's Poseidon2 MMCS, a duplex challenger): stock against
+    // `BackendPcs` with `BackendMmcs<_, Poseidon2>`.
+    let (stock_p2, ours_p2) = (stark::poseidon2::stock(), stark::poseidon2::fused(Arc::clone(&backend)));
+    for k in list("PROVE_POSEIDON2_LOG_ROWS", "12") {
+        let air = FibonacciAir { pairs: 128 };
+        let (trace, public) = stark::fibonacci_trace(128, 1 << k);
+        let want = stark::prove_checked_against(&stock_p2, &stock_p2, &air, trace.clone(), &public);
+        let got = stark::prove_checked_against(&ours_p2, &stock_p2, &air, trace.clone(), &public);
+        assert_eq!(got, want, "poseidon2 fibonacci 2^{k}: the proofs differ");
+        paired(
+            &format!("{name} prove poseidon2 fibonacci 2^{k}x256"),
+            reps,
+            || trace.clone(),
+            |t| p3_uni_stark::prove(&stock_p2, &air, t, &public).map(drop).expect("proof"),
+            |t| p3_uni_stark::prove(&ours_p2, &air, t, &public).map(drop).expect("proof"),
         );
     }
     for hashes in list("KECCAK_HASHES", "85") {

@@ -172,10 +172,12 @@ mod bitrev;
 mod convert;
 mod device;
 mod dft;
+mod digest;
 mod mmcs;
 mod pcs;
 
 pub use device::{DefaultDevice, register_default, unregister_default};
 pub use dft::{BackendDft, DftStats, OnDeviceError};
-pub use mmcs::{BackendMmcs, BackendProverData, Digest, KeccakMerkleMmcs, MmcsStats};
+pub use digest::{Digest, Keccak256, KeccakMerkleMmcs, MmcsHash, Poseidon2, Poseidon2MerkleMmcs};
+pub use mmcs::{BackendMmcs, BackendProverData, MmcsStats};
 pub use pcs::{BackendPcs, InnerPcs, PcsStats};

@@ -6,39 +6,19 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use backend_api::{
-    Backend, CopyRange, DIGEST_WORDS, DeviceBuffer, Error, HashKind, LeafLayout, LeafSpec, MatrixShape, TreeShape,
-    digests_from_words,
+    Backend, CopyRange, DIGEST_WORDS, DeviceBuffer, Error, LeafLayout, LeafSpec, MatrixShape, TreeShape,
 };
 use p3_commit::{BatchOpening, BatchOpeningRef, Mmcs};
 use p3_goldilocks::Goldilocks;
-use p3_keccak::Keccak256Hash;
 use p3_matrix::{Dimensions, Matrix};
-use p3_merkle_tree::{MerkleCap, MerkleTree, MerkleTreeError, MerkleTreeMmcs, PrunedMerklePaths};
-use p3_symmetric::{CompressionFunctionFromHasher, CryptographicHasher, PseudoCompressionFunction, SerializingHasher};
+use p3_merkle_tree::{MerkleCap, MerkleTreeError};
 use rayon::prelude::*;
 
 use crate::bitrev::{STAGING_BYTES, download_bit_reversed};
 use crate::convert::as_words;
-
-/// Plonky3's Keccak-256 MMCS over Goldilocks rows, the one [`BackendMmcs`] reproduces byte for
-/// byte: leaves are Keccak-256 over a row's canonical `u64` little-endian words
-/// (`SerializingHasher<Keccak256Hash>`), inner nodes Keccak-256 over `left || right`
-/// (`CompressionFunctionFromHasher<Keccak256Hash, 2, 32>`), a binary tree (arity 2) of 32-byte
-/// digests.
-pub type KeccakMerkleMmcs = MerkleTreeMmcs<
-    Goldilocks,
-    u8,
-    SerializingHasher<Keccak256Hash>,
-    CompressionFunctionFromHasher<Keccak256Hash, 2, 32>,
-    2,
-    32,
->;
-
-/// One 32-byte Keccak-256 digest, as Plonky3's byte MMCS holds it.
-pub type Digest = [u8; 32];
-
-/// The hash of every leaf and node: the one [`KeccakMerkleMmcs`] uses.
-const HASH: HashKind = HashKind::Keccak256;
+use crate::digest::{Keccak256, MmcsHash};
+#[cfg(doc)]
+use crate::digest::{KeccakMerkleMmcs, Poseidon2, Poseidon2MerkleMmcs};
 
 /// Node levels of the last tree segment kept on the host after a commit: the top `2^TOP_LEVELS`
 /// digests (64 KiB), which hold the cap and serve the upper levels of every authentication path
@@ -106,14 +86,14 @@ struct Counters {
 ///   handed to Plonky3, which refuses it), and an opening index past the tallest height.
 /// - **Verification** is Plonky3's: `verify_batch` and `verify_multi_batch` are those of
 ///   [`KeccakMerkleMmcs`].
-pub struct BackendMmcs<B: Backend> {
+pub struct BackendMmcs<B: Backend, H: MmcsHash = Keccak256> {
     backend: Arc<B>,
-    stock: KeccakMerkleMmcs,
+    stock: H::Stock,
     cap_height: usize,
     counters: Arc<Counters>,
 }
 
-impl<B: Backend> Clone for BackendMmcs<B> {
+impl<B: Backend, H: MmcsHash> Clone for BackendMmcs<B, H> {
     fn clone(&self) -> Self {
         Self {
             backend: Arc::clone(&self.backend),
@@ -124,10 +104,11 @@ impl<B: Backend> Clone for BackendMmcs<B> {
     }
 }
 
-impl<B: Backend> fmt::Debug for BackendMmcs<B> {
+impl<B: Backend, H: MmcsHash> fmt::Debug for BackendMmcs<B, H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BackendMmcs")
             .field("backend", &std::any::type_name::<B>())
+            .field("hash", &H::KIND)
             .field("cap_height", &self.cap_height)
             .field("stats", &self.stats())
             .finish()
@@ -135,17 +116,21 @@ impl<B: Backend> fmt::Debug for BackendMmcs<B> {
 }
 
 impl<B: Backend> BackendMmcs<B> {
-    /// The MMCS on `backend` with a cap of `2^cap_height` digests: the same as
-    /// `KeccakMerkleMmcs::new(SerializingHasher::new(Keccak256Hash {}),
-    /// CompressionFunctionFromHasher::new(Keccak256Hash {}), cap_height)` (0: the commitment is
-    /// one root).
+    /// The Keccak-256 MMCS on `backend` with a cap of `2^cap_height` digests (0: the commitment
+    /// is one root): the same as `KeccakMerkleMmcs::new(SerializingHasher::new(Keccak256Hash {}),
+    /// CompressionFunctionFromHasher::new(Keccak256Hash {}), cap_height)`. Other hashes:
+    /// [`BackendMmcs::with_hash`].
     pub fn new(backend: Arc<B>, cap_height: usize) -> Self {
-        let stock = KeccakMerkleMmcs::new(
-            SerializingHasher::new(Keccak256Hash {}),
-            CompressionFunctionFromHasher::new(Keccak256Hash {}),
-            cap_height,
-        );
-        Self { backend, stock, cap_height, counters: Arc::default() }
+        Self::with_hash(backend, cap_height)
+    }
+}
+
+impl<B: Backend, H: MmcsHash> BackendMmcs<B, H> {
+    /// The MMCS of hash `H` on `backend` with a cap of `2^cap_height` digests: the same as
+    /// Plonky3's MMCS of `H` ([`MmcsHash::Stock`]) with that cap height, e.g.
+    /// `BackendMmcs::<_, Poseidon2>::with_hash(backend, 0)` for [`Poseidon2MerkleMmcs`].
+    pub fn with_hash(backend: Arc<B>, cap_height: usize) -> Self {
+        Self { backend, stock: H::stock(cap_height), cap_height, counters: Arc::default() }
     }
 
     /// The backend.
@@ -159,7 +144,7 @@ impl<B: Backend> BackendMmcs<B> {
     }
 
     /// Plonky3's MMCS this one reproduces (its host fallback and its verifier).
-    pub fn stock(&self) -> &KeccakMerkleMmcs {
+    pub fn stock(&self) -> &H::Stock {
         &self.stock
     }
 
@@ -174,7 +159,7 @@ impl<B: Backend> BackendMmcs<B> {
         }
     }
 
-    fn host_commit<M: Matrix<Goldilocks>>(&self, inputs: Vec<M>) -> (MerkleCap<Goldilocks, Digest>, Tree<B, M>) {
+    fn host_commit<M: Matrix<Goldilocks>>(&self, inputs: Vec<M>) -> (MerkleCap<Goldilocks, H::Digest>, Tree<B, H, M>) {
         self.counters.host_commits.fetch_add(1, Ordering::Relaxed);
         let (cap, tree) = self.stock.commit(inputs);
         (cap, Tree::Host(tree))
@@ -212,13 +197,13 @@ impl<B: Backend> BackendMmcs<B> {
 
     /// The leaves and the tree on the device: the node arrays and where each of Plonky3's digest
     /// layers lies in them.
-    fn device_tree<M: Matrix<Goldilocks>>(&self, inputs: &[M], plan: &Plan) -> backend_api::Result<Segments<B>> {
+    fn device_tree<M: Matrix<Goldilocks>>(&self, inputs: &[M], plan: &Plan) -> backend_api::Result<Segments<B, H>> {
         let backend = &*self.backend;
         let mut buffers: Vec<B::Buffer> = Vec::with_capacity(plan.groups.len());
         let mut layers: Vec<LayerAt> = Vec::with_capacity(plan.log_max as usize + 1);
         for (g, group) in plan.groups.iter().enumerate() {
             let shape = MatrixShape::new(group.height, group.width)?;
-            let spec = LeafSpec::new(HASH, LeafLayout::Rows, 0..group.width)?;
+            let spec = LeafSpec::new(H::KIND, LeafLayout::Rows, 0..group.width)?;
             let matrix = self.upload_group(inputs, group)?;
             let log_height = group.height.trailing_zeros();
             if g == 0 {
@@ -227,7 +212,7 @@ impl<B: Backend> BackendMmcs<B> {
                 let mut nodes = backend.alloc(tree.words())?;
                 backend.hash_leaves_into(&matrix, shape, &spec, &mut nodes, tree.first_leaf())?;
                 drop(matrix);
-                backend.merkle_tree_in_place(&mut nodes, tree, HASH)?;
+                backend.merkle_tree_in_place(&mut nodes, tree, H::KIND)?;
                 buffers.push(nodes);
                 layers.extend((0..=log_height).map(|d| LayerAt::heap_level(0, log_height - d)));
             } else {
@@ -253,7 +238,7 @@ impl<B: Backend> BackendMmcs<B> {
                     .collect();
                 backend.batched_copy(&injected, &mut nodes, &from_rows)?;
                 drop(injected);
-                backend.merkle_tree_in_place(&mut nodes, tree, HASH)?;
+                backend.merkle_tree_in_place(&mut nodes, tree, H::KIND)?;
                 let segment = buffers.len();
                 buffers.push(nodes);
                 layers.truncate(d);
@@ -277,7 +262,7 @@ impl<B: Backend> BackendMmcs<B> {
         lde: &B::Buffer,
         shape: MatrixShape,
         matrices: Vec<M>,
-    ) -> backend_api::Result<(MerkleCap<Goldilocks, Digest>, BackendProverData<B, M>)> {
+    ) -> backend_api::Result<Committed<B, M, H>> {
         let plan = Plan::new(&matrices)
             .ok()
             .filter(|p| matches!(&p.groups[..], [g] if g.height == shape.rows() && g.width == shape.cols()))
@@ -288,14 +273,14 @@ impl<B: Backend> BackendMmcs<B> {
         let (rows, log_rows) = (shape.rows(), shape.rows().trailing_zeros());
         let tree = TreeShape::new(rows)?;
         let mut nodes = backend.alloc(tree.words())?;
-        let spec = LeafSpec::new(HASH, LeafLayout::Rows, 0..shape.cols())?;
+        let spec = LeafSpec::new(H::KIND, LeafLayout::Rows, 0..shape.cols())?;
         backend.hash_leaves_into(lde, shape, &spec, &mut nodes, tree.first_leaf())?;
         // Plonky3's leaf `i` is the digest of natural row `br(i)`.
         let first = tree.first_leaf() * DIGEST_WORDS;
         let chunk_rows = STAGING_BYTES / (DIGEST_WORDS * size_of::<u64>());
         let leaves = download_bit_reversed(backend, &nodes, first, rows, DIGEST_WORDS, chunk_rows)?;
         backend.write(&mut nodes, first, &leaves)?;
-        backend.merkle_tree_in_place(&mut nodes, tree, HASH)?;
+        backend.merkle_tree_in_place(&mut nodes, tree, H::KIND)?;
         let layers = (0..=log_rows).map(|d| LayerAt::heap_level(0, log_rows - d)).collect();
         let segments = Segments::new(backend, vec![nodes], layers)?;
         self.counters.device_commits.fetch_add(1, Ordering::Relaxed);
@@ -307,8 +292,8 @@ impl<B: Backend> BackendMmcs<B> {
         &self,
         matrices: Vec<M>,
         plan: Plan,
-        segments: Segments<B>,
-    ) -> (MerkleCap<Goldilocks, Digest>, BackendProverData<B, M>) {
+        segments: Segments<B, H>,
+    ) -> Committed<B, M, H> {
         let tree = DeviceTree {
             backend: Arc::clone(&self.backend),
             matrices,
@@ -326,13 +311,16 @@ impl<B: Backend> BackendMmcs<B> {
     }
 }
 
+/// A commitment and what [`BackendMmcs`] keeps of it.
+pub(crate) type Committed<B, M, H> = (MerkleCap<Goldilocks, <H as MmcsHash>::Digest>, BackendProverData<B, M, H>);
+
 /// What [`BackendMmcs`] keeps of a commit: the committed matrices, and the device tree (or, for
 /// a host fallback, Plonky3's `MerkleTree`).
-pub struct BackendProverData<B: Backend, M> {
-    tree: Tree<B, M>,
+pub struct BackendProverData<B: Backend, M, H: MmcsHash = Keccak256> {
+    tree: Tree<B, H, M>,
 }
 
-impl<B: Backend, M> BackendProverData<B, M> {
+impl<B: Backend, M, H: MmcsHash> BackendProverData<B, M, H> {
     /// Whether the tree lives on the device (otherwise the commit fell back to Plonky3's
     /// `MerkleTree` on the host; see [`BackendMmcs`]).
     pub fn is_on_device(&self) -> bool {
@@ -340,7 +328,7 @@ impl<B: Backend, M> BackendProverData<B, M> {
     }
 }
 
-impl<B: Backend, M> fmt::Debug for BackendProverData<B, M> {
+impl<B: Backend, M, H: MmcsHash> fmt::Debug for BackendProverData<B, M, H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.tree {
             Tree::Device(d) => f
@@ -354,9 +342,9 @@ impl<B: Backend, M> fmt::Debug for BackendProverData<B, M> {
     }
 }
 
-enum Tree<B: Backend, M> {
-    Device(DeviceTree<B, M>),
-    Host(MerkleTree<Goldilocks, u8, M, 2, 32>),
+enum Tree<B: Backend, H: MmcsHash, M> {
+    Device(DeviceTree<B, H, M>),
+    Host(<H::Stock as Mmcs<Goldilocks>>::ProverData<M>),
 }
 
 /// Where one of Plonky3's digest layers lies: `len` digests from digest `offset` of segment
@@ -376,16 +364,16 @@ impl LayerAt {
 }
 
 /// The device node arrays of one commit.
-struct Segments<B: Backend> {
+struct Segments<B: Backend, H: MmcsHash> {
     buffers: Vec<B::Buffer>,
     /// Plonky3's digest layers, leaves first, root last.
     layers: Vec<LayerAt>,
     /// The first digests of `buffers[top_segment]`, on the host.
-    top: Vec<Digest>,
+    top: Vec<H::Digest>,
     top_segment: usize,
 }
 
-impl<B: Backend> Segments<B> {
+impl<B: Backend, H: MmcsHash> Segments<B, H> {
     /// The node arrays, with the top of the last one (the cap and the upper path levels)
     /// downloaded to the host.
     fn new(backend: &B, buffers: Vec<B::Buffer>, layers: Vec<LayerAt>) -> backend_api::Result<Self> {
@@ -393,21 +381,21 @@ impl<B: Backend> Segments<B> {
         let top_digests = (buffers[last].len() / DIGEST_WORDS).min((1 << TOP_LEVELS) - 1);
         let mut words = vec![0u64; top_digests * DIGEST_WORDS];
         backend.download(&buffers[last], 0, &mut words)?;
-        Ok(Self { buffers, layers, top: digests_from_words(&words), top_segment: last })
+        Ok(Self { buffers, layers, top: H::from_words(&words), top_segment: last })
     }
 }
 
-struct DeviceTree<B: Backend, M> {
+struct DeviceTree<B: Backend, H: MmcsHash, M> {
     backend: Arc<B>,
     matrices: Vec<M>,
     plan: Plan,
-    segments: Segments<B>,
+    segments: Segments<B, H>,
     counters: Arc<Counters>,
     /// Every digest layer recomputed on the host, after a device error during an opening.
-    host_layers: OnceLock<Vec<Vec<Digest>>>,
+    host_layers: OnceLock<Vec<Vec<H::Digest>>>,
 }
 
-impl<B: Backend, M: Matrix<Goldilocks>> DeviceTree<B, M> {
+impl<B: Backend, H: MmcsHash, M: Matrix<Goldilocks>> DeviceTree<B, H, M> {
     /// The layers an authentication path crosses under a cap of height `cap_height`.
     fn proof_levels(&self, cap_height: usize) -> usize {
         let top = self.segments.layers.len() - 1;
@@ -430,7 +418,7 @@ impl<B: Backend, M: Matrix<Goldilocks>> DeviceTree<B, M> {
 
     /// The digests at `(layer, index)`, from the cached top, small downloads, or (after a device
     /// error) the host's own recomputation of the tree.
-    fn digests(&self, wanted: &[(usize, usize)]) -> Vec<Digest> {
+    fn digests(&self, wanted: &[(usize, usize)]) -> Vec<H::Digest> {
         if let Some(host) = self.host_layers.get() {
             return wanted.iter().map(|&(l, i)| host[l][i]).collect();
         }
@@ -442,13 +430,13 @@ impl<B: Backend, M: Matrix<Goldilocks>> DeviceTree<B, M> {
                     "plonky3-adapter: {} download of Merkle digests for an opening failed: {e}; recomputing this tree on the host",
                     self.backend.info().backend
                 );
-                let host = self.host_layers.get_or_init(|| host_layers(&self.matrices, &self.plan));
+                let host = self.host_layers.get_or_init(|| host_layers::<H, M>(&self.matrices, &self.plan));
                 wanted.iter().map(|&(l, i)| host[l][i]).collect()
             }
         }
     }
 
-    fn device_digests(&self, wanted: &[(usize, usize)]) -> backend_api::Result<Vec<Digest>> {
+    fn device_digests(&self, wanted: &[(usize, usize)]) -> backend_api::Result<Vec<H::Digest>> {
         let s = &self.segments;
         let mut words = [0u64; DIGEST_WORDS];
         wanted
@@ -461,7 +449,7 @@ impl<B: Backend, M: Matrix<Goldilocks>> DeviceTree<B, M> {
                 }
                 self.counters.digest_downloads.fetch_add(1, Ordering::Relaxed);
                 self.backend.download(&s.buffers[at.segment], node * DIGEST_WORDS, &mut words)?;
-                Ok(digests_from_words(&words)[0])
+                Ok(H::from_words(&words)[0])
             })
             .collect()
     }
@@ -531,37 +519,32 @@ impl Plan {
 
 /// Every digest layer of a device-path tree, computed on the host with Plonky3's hash and
 /// compression: the fallback of openings after a device error.
-fn host_layers<M: Matrix<Goldilocks>>(matrices: &[M], plan: &Plan) -> Vec<Vec<Digest>> {
-    let hash = SerializingHasher::new(Keccak256Hash {});
-    let compress = CompressionFunctionFromHasher::<Keccak256Hash, 2, 32>::new(Keccak256Hash {});
-    let row_hashes = |group: &Group| -> Vec<Digest> {
+fn host_layers<H: MmcsHash, M: Matrix<Goldilocks>>(matrices: &[M], plan: &Plan) -> Vec<Vec<H::Digest>> {
+    let row_hashes = |group: &Group| -> Vec<H::Digest> {
         (0..group.height)
             .into_par_iter()
-            .map(|r| {
-                let rows = group.members.iter().flat_map(|&i| matrices[i].row(r).into_iter().flatten());
-                CryptographicHasher::<Goldilocks, Digest>::hash_iter(&hash, rows)
-            })
+            .map(|r| H::hash_row(group.members.iter().flat_map(|&i| matrices[i].row(r).into_iter().flatten())))
             .collect()
     };
     let mut layers = vec![row_hashes(&plan.groups[0])];
     let mut injections = plan.groups[1..].iter().peekable();
     while layers.last().is_some_and(|l| l.len() > 1) {
         let below = layers.last().map(Vec::as_slice).unwrap_or_default();
-        let mut level: Vec<Digest> = below.par_chunks_exact(2).map(|p| compress.compress([p[0], p[1]])).collect();
+        let mut level: Vec<H::Digest> = below.par_chunks_exact(2).map(|p| H::compress(p[0], p[1])).collect();
         if let Some(group) = injections.next_if(|g| g.height == level.len()) {
             let rows = row_hashes(group);
-            level.par_iter_mut().zip(rows).for_each(|(node, row)| *node = compress.compress([*node, row]));
+            level.par_iter_mut().zip(rows).for_each(|(node, row)| *node = H::compress(*node, row));
         }
         layers.push(level);
     }
     layers
 }
 
-impl<B: Backend> Mmcs<Goldilocks> for BackendMmcs<B> {
-    type ProverData<M> = BackendProverData<B, M>;
-    type Commitment = <KeccakMerkleMmcs as Mmcs<Goldilocks>>::Commitment;
-    type Proof = <KeccakMerkleMmcs as Mmcs<Goldilocks>>::Proof;
-    type MultiProof = <KeccakMerkleMmcs as Mmcs<Goldilocks>>::MultiProof;
+impl<B: Backend, H: MmcsHash> Mmcs<Goldilocks> for BackendMmcs<B, H> {
+    type ProverData<M> = BackendProverData<B, M, H>;
+    type Commitment = MerkleCap<Goldilocks, H::Digest>;
+    type Proof = Vec<H::Digest>;
+    type MultiProof = <H::Stock as Mmcs<Goldilocks>>::MultiProof;
     type Error = MerkleTreeError;
 
     /// On the backend (see [`BackendMmcs`] for the host fallbacks).
@@ -682,7 +665,7 @@ impl<B: Backend> Mmcs<Goldilocks> for BackendMmcs<B> {
             }
             nodes = parents;
         }
-        (values, PrunedMerklePaths { sibling_hashes: tree.digests(&wanted) })
+        (values, H::multi_proof(tree.digests(&wanted)))
     }
 
     /// [`KeccakMerkleMmcs::verify_multi_batch`].
@@ -760,7 +743,7 @@ mod tests {
         let (_, data) = mmcs.commit(mats);
         let Tree::Device(tree) = &data.tree else { panic!("the commit fell back to the host") };
         assert_eq!(tree.segments.buffers.len(), 3);
-        let host = host_layers(&tree.matrices, &tree.plan);
+        let host = host_layers::<Keccak256, _>(&tree.matrices, &tree.plan);
         assert_eq!(host.len(), tree.segments.layers.len());
         for (l, layer) in host.iter().enumerate() {
             assert_eq!(layer.len(), 1 << (12 - l), "layer {l}");

@@ -14,20 +14,17 @@ use p3_fri::{FriParameters, TwoAdicFriPcs};
 use p3_goldilocks::Goldilocks;
 use p3_matrix::Matrix;
 use p3_matrix::dense::RowMajorMatrix;
-use p3_merkle_tree::MerkleCap;
 use rayon::prelude::*;
 
 use crate::bitrev::{STAGING_BYTES, download_bit_reversed};
 use crate::convert::{as_words, into_field_vec};
 use crate::dft::BackendDft;
-use crate::mmcs::{BackendMmcs, BackendProverData, Digest};
+use crate::digest::{Keccak256, MmcsHash};
+use crate::mmcs::{BackendMmcs, Committed};
 
 /// The stock PCS a [`BackendPcs`] wraps: its openings, FRI and verifier, and every commit the
 /// fused path does not take.
-pub type InnerPcs<B, FriMmcs> = TwoAdicFriPcs<Goldilocks, BackendDft<B>, BackendMmcs<B>, FriMmcs>;
-
-/// A commitment and its prover data.
-type Committed<B> = (MerkleCap<Goldilocks, Digest>, BackendProverData<B, RowMajorMatrix<Goldilocks>>);
+pub type InnerPcs<B, FriMmcs, H = Keccak256> = TwoAdicFriPcs<Goldilocks, BackendDft<B>, BackendMmcs<B, H>, FriMmcs>;
 
 /// How many commits a [`BackendPcs`] fused on the device, and how many went through the stock
 /// `TwoAdicFriPcs::commit` (clones share the counters).
@@ -74,15 +71,15 @@ struct Counters {
 /// - **Errors.** `Pcs::commit` returns Plonky3's own error type, which has no device variant: a
 ///   device error in the fused path logs a `tracing` warning and commits the stock way (whose
 ///   DFT and MMCS fall back to the host in turn); [`PcsStats`] counts it.
-pub struct BackendPcs<B: Backend, FriMmcs> {
-    inner: InnerPcs<B, FriMmcs>,
+pub struct BackendPcs<B: Backend, FriMmcs, H: MmcsHash = Keccak256> {
+    inner: InnerPcs<B, FriMmcs, H>,
     dft: BackendDft<B>,
-    mmcs: BackendMmcs<B>,
+    mmcs: BackendMmcs<B, H>,
     log_blowup: usize,
     counters: Arc<Counters>,
 }
 
-impl<B: Backend, FriMmcs: Clone> Clone for BackendPcs<B, FriMmcs> {
+impl<B: Backend, FriMmcs: Clone, H: MmcsHash> Clone for BackendPcs<B, FriMmcs, H> {
     fn clone(&self) -> Self {
         Self {
             inner: self.inner.clone(),
@@ -94,7 +91,7 @@ impl<B: Backend, FriMmcs: Clone> Clone for BackendPcs<B, FriMmcs> {
     }
 }
 
-impl<B: Backend, FriMmcs> fmt::Debug for BackendPcs<B, FriMmcs> {
+impl<B: Backend, FriMmcs, H: MmcsHash> fmt::Debug for BackendPcs<B, FriMmcs, H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BackendPcs")
             .field("dft", &self.dft)
@@ -105,17 +102,17 @@ impl<B: Backend, FriMmcs> fmt::Debug for BackendPcs<B, FriMmcs> {
     }
 }
 
-impl<B: Backend, FriMmcs> BackendPcs<B, FriMmcs> {
+impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
     /// The PCS with `dft` and `mmcs` (which should hold the same backend instance for commits to
     /// fuse) and FRI's parameters: the arguments of `TwoAdicFriPcs::new`.
-    pub fn new(dft: BackendDft<B>, mmcs: BackendMmcs<B>, fri: FriParameters<FriMmcs>) -> Self {
+    pub fn new(dft: BackendDft<B>, mmcs: BackendMmcs<B, H>, fri: FriParameters<FriMmcs>) -> Self {
         let log_blowup = fri.log_blowup;
         let inner = TwoAdicFriPcs::new(dft.clone(), mmcs.clone(), fri);
         Self { inner, dft, mmcs, log_blowup, counters: Arc::default() }
     }
 
     /// The wrapped stock PCS.
-    pub fn inner(&self) -> &InnerPcs<B, FriMmcs> {
+    pub fn inner(&self) -> &InnerPcs<B, FriMmcs, H> {
         &self.inner
     }
 
@@ -126,7 +123,7 @@ impl<B: Backend, FriMmcs> BackendPcs<B, FriMmcs> {
 
     /// The input MMCS (shared with the wrapped PCS): its [`Mmcs::get_matrices`] returns the
     /// committed LDEs.
-    pub fn mmcs(&self) -> &BackendMmcs<B> {
+    pub fn mmcs(&self) -> &BackendMmcs<B, H> {
         &self.mmcs
     }
 
@@ -176,7 +173,7 @@ impl<B: Backend, FriMmcs> BackendPcs<B, FriMmcs> {
         backend: &B,
         params: &LdeParams,
         evaluations: &[(TwoAdicMultiplicativeCoset<Goldilocks>, RowMajorMatrix<Goldilocks>)],
-    ) -> backend_api::Result<Committed<B>> {
+    ) -> backend_api::Result<Committed<B, RowMajorMatrix<Goldilocks>, H>> {
         let shape = params.lde_shape();
         // The trace goes straight into the first rows of the LDE buffer, extended in place.
         let mut lde = backend.alloc(shape.len())?;
@@ -228,20 +225,21 @@ fn split_columns(words: Vec<u64>, widths: &[usize]) -> Vec<RowMajorMatrix<Goldil
         .collect()
 }
 
-impl<B, FriMmcs, Challenge, Challenger> Pcs<Challenge, Challenger> for BackendPcs<B, FriMmcs>
+impl<B, FriMmcs, H, Challenge, Challenger> Pcs<Challenge, Challenger> for BackendPcs<B, FriMmcs, H>
 where
     B: Backend + 'static,
+    H: MmcsHash,
     FriMmcs: Mmcs<Challenge>,
     Challenge: ExtensionField<Goldilocks>,
     Challenger:
         FieldChallenger<Goldilocks> + CanObserve<FriMmcs::Commitment> + GrindingChallenger<Witness = Goldilocks>,
 {
     type Domain = TwoAdicMultiplicativeCoset<Goldilocks>;
-    type Commitment = <InnerPcs<B, FriMmcs> as Pcs<Challenge, Challenger>>::Commitment;
-    type ProverData = <InnerPcs<B, FriMmcs> as Pcs<Challenge, Challenger>>::ProverData;
-    type Proof = <InnerPcs<B, FriMmcs> as Pcs<Challenge, Challenger>>::Proof;
-    type Error = <InnerPcs<B, FriMmcs> as Pcs<Challenge, Challenger>>::Error;
-    type ProverError = <InnerPcs<B, FriMmcs> as Pcs<Challenge, Challenger>>::ProverError;
+    type Commitment = <InnerPcs<B, FriMmcs, H> as Pcs<Challenge, Challenger>>::Commitment;
+    type ProverData = <InnerPcs<B, FriMmcs, H> as Pcs<Challenge, Challenger>>::ProverData;
+    type Proof = <InnerPcs<B, FriMmcs, H> as Pcs<Challenge, Challenger>>::Proof;
+    type Error = <InnerPcs<B, FriMmcs, H> as Pcs<Challenge, Challenger>>::Error;
+    type ProverError = <InnerPcs<B, FriMmcs, H> as Pcs<Challenge, Challenger>>::ProverError;
 
     fn natural_domain_for_degree(&self, degree: usize) -> Self::Domain {
         Pcs::<Challenge, Challenger>::natural_domain_for_degree(&self.inner, degree)
@@ -300,18 +298,19 @@ where
     }
 }
 
-impl<B, FriMmcs, Challenge, Challenger> UnivariateStarkPcs<Challenge, Challenger> for BackendPcs<B, FriMmcs>
+impl<B, FriMmcs, H, Challenge, Challenger> UnivariateStarkPcs<Challenge, Challenger> for BackendPcs<B, FriMmcs, H>
 where
     B: Backend + 'static,
+    H: MmcsHash,
     FriMmcs: Mmcs<Challenge>,
     Challenge: ExtensionField<Goldilocks>,
     Challenger:
         FieldChallenger<Goldilocks> + CanObserve<FriMmcs::Commitment> + GrindingChallenger<Witness = Goldilocks>,
 {
     type EvaluationsOnDomain<'a> =
-        <InnerPcs<B, FriMmcs> as UnivariateStarkPcs<Challenge, Challenger>>::EvaluationsOnDomain<'a>;
+        <InnerPcs<B, FriMmcs, H> as UnivariateStarkPcs<Challenge, Challenger>>::EvaluationsOnDomain<'a>;
 
-    const ZK: bool = <InnerPcs<B, FriMmcs> as UnivariateStarkPcs<Challenge, Challenger>>::ZK;
+    const ZK: bool = <InnerPcs<B, FriMmcs, H> as UnivariateStarkPcs<Challenge, Challenger>>::ZK;
 
     fn log_max_trace_height(&self) -> usize {
         UnivariateStarkPcs::<Challenge, Challenger>::log_max_trace_height(&self.inner)

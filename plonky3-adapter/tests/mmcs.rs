@@ -23,7 +23,7 @@ use p3_keccak::Keccak256Hash;
 use p3_matrix::Matrix;
 use p3_matrix::dense::RowMajorMatrix;
 use p3_symmetric::{CompressionFunctionFromHasher, SerializingHasher};
-use plonky3_adapter::{BackendMmcs, KeccakMerkleMmcs, MmcsStats};
+use plonky3_adapter::{BackendMmcs, Keccak256, KeccakMerkleMmcs, MmcsHash, MmcsStats, Poseidon2, Poseidon2MerkleMmcs};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use toy_backend::ToyBackend;
@@ -31,13 +31,41 @@ use toy_backend::ToyBackend;
 type Val = Goldilocks;
 type Challenge = BinomialExtensionField<Val, 2>;
 
-/// Plonky3's MMCS, spelled out as a Plonky3 user declares it (not through the adapter).
-fn stock(cap_height: usize) -> KeccakMerkleMmcs {
-    p3_merkle_tree::MerkleTreeMmcs::new(
-        SerializingHasher::new(Keccak256Hash {}),
-        CompressionFunctionFromHasher::new(Keccak256Hash {}),
-        cap_height,
-    )
+/// A hash the MMCS is checked with: Plonky3's MMCS of it spelled out as a Plonky3 user declares it
+/// (not through the adapter), and a digest changed in one place.
+trait Hash: MmcsHash {
+    fn spelled_out(cap_height: usize) -> Self::Stock;
+    fn tamper(digest: Self::Digest) -> Self::Digest;
+}
+
+impl Hash for Keccak256 {
+    fn spelled_out(cap_height: usize) -> KeccakMerkleMmcs {
+        p3_merkle_tree::MerkleTreeMmcs::new(
+            SerializingHasher::new(Keccak256Hash {}),
+            CompressionFunctionFromHasher::new(Keccak256Hash {}),
+            cap_height,
+        )
+    }
+
+    fn tamper(digest: [u8; 32]) -> [u8; 32] {
+        digest.map(|b| b ^ 1)
+    }
+}
+
+impl Hash for Poseidon2 {
+    fn spelled_out(cap_height: usize) -> Poseidon2MerkleMmcs {
+        let perm = p3_goldilocks::default_goldilocks_poseidon2_8();
+        p3_merkle_tree::MerkleTreeMmcs::new(
+            p3_symmetric::PaddingFreeSponge::new(perm.clone()),
+            p3_symmetric::TruncatedPermutation::new(perm),
+            cap_height,
+        )
+    }
+
+    fn tamper(mut digest: [Val; 4]) -> [Val; 4] {
+        digest[0] += <Val as p3_field::PrimeCharacteristicRing>::ONE;
+        digest
+    }
 }
 
 fn bytes<T: serde::Serialize>(value: &T) -> Vec<u8> {
@@ -108,9 +136,9 @@ fn row_by_row(seed: u64, shape: Shape) -> Vec<RowByRow> {
 }
 
 /// `shape` as `RowByRow` matrices, and as `RowMajorMatrix`es when no width is 0.
-fn compare_shape<B: Backend>(
-    ours: &BackendMmcs<B>,
-    stock: &KeccakMerkleMmcs,
+fn compare_shape<B: Backend, H: Hash>(
+    ours: &BackendMmcs<B, H>,
+    stock: &H::Stock,
     seed: u64,
     shape: Shape,
     what: &str,
@@ -133,10 +161,12 @@ fn indices(max_height: usize, seed: u64) -> Vec<usize> {
 
 /// Commits `mats` with both MMCSs and compares everything an opening returns; the stock verifier
 /// checks ours. Returns whether our commit stayed on the device.
-fn compare<B, M>(ours: &BackendMmcs<B>, stock: &KeccakMerkleMmcs, mats: Vec<M>, what: &str) -> bool
+fn compare<B, H, M>(ours: &BackendMmcs<B, H>, stock: &H::Stock, mats: Vec<M>, what: &str) -> bool
 where
     B: Backend,
+    H: Hash,
     M: Matrix<Val> + Clone,
+    <H::Stock as Mmcs<Val>>::MultiProof: serde::Serialize,
 {
     let dims: Vec<_> = mats.iter().map(Matrix::dimensions).collect();
     let max_height = dims.iter().map(|d| d.height).max().unwrap();
@@ -159,7 +189,7 @@ where
             .unwrap_or_else(|e| panic!("{what}: the stock verifier refused index {index}: {e:?}"));
         if let Some(first) = proof.first() {
             let mut tampered = proof.clone();
-            tampered[0] = first.map(|b| b ^ 1);
+            tampered[0] = H::tamper(*first);
             assert!(stock.verify_batch(&cap, &dims, index, BatchOpeningRef::new(&values, &tampered)).is_err());
         }
     }
@@ -184,10 +214,14 @@ where
 }
 
 /// Every shape at several cap heights (including one past the tree's depth).
-fn all_shapes<B: Backend>(backend: Arc<B>, name: &str) -> MmcsStats {
+fn all_shapes<B: Backend, H: Hash>(backend: Arc<B>, name: &str) -> MmcsStats
+where
+    <H::Stock as Mmcs<Val>>::MultiProof: serde::Serialize,
+{
+    let name = format!("{name} {}", H::KIND);
     for cap_height in [0, 1, 3, 9] {
-        let ours = BackendMmcs::new(Arc::clone(&backend), cap_height);
-        let stock = stock(cap_height);
+        let ours = BackendMmcs::<B, H>::with_hash(Arc::clone(&backend), cap_height);
+        let stock = H::spelled_out(cap_height);
         for (seed, shape) in DEVICE_SHAPES.iter().enumerate() {
             let what = format!("{name} cap {cap_height} {shape:?}");
             assert!(compare_shape(&ours, &stock, seed as u64, shape, &what), "{what}: not on the device");
@@ -204,8 +238,8 @@ fn all_shapes<B: Backend>(backend: Arc<B>, name: &str) -> MmcsStats {
     }
     // A larger tree whose lower levels are downloaded digest by digest (the top 2^11 - 1 nodes
     // are kept on the host), and the extension-field MMCS of FRI.
-    let ours = BackendMmcs::new(Arc::clone(&backend), 2);
-    let stock = stock(2);
+    let ours = BackendMmcs::<B, H>::with_hash(Arc::clone(&backend), 2);
+    let stock = H::spelled_out(2);
     compare(&ours, &stock, matrices(7, &[(1 << 12, 3), (1 << 9, 2)]), &format!("{name} 2^12"));
     assert!(ours.stats().digest_downloads > 0, "{name}: {:?}", ours.stats());
     let ext_ours = ExtensionMmcs::<Val, Challenge, _>::new(ours.clone());
@@ -243,15 +277,21 @@ where
     stock.verify_multi_batch(&cap, &dims, &set, &values, &proof).expect("the stock verifier accepts it");
 }
 
+/// [`all_shapes`] with each hash.
+fn every_hash<B: Backend>(backend: Arc<B>, name: &str) {
+    all_shapes::<B, Keccak256>(Arc::clone(&backend), name);
+    all_shapes::<B, Poseidon2>(backend, name);
+}
+
 #[test]
 fn cpu_backend_commits_and_openings_equal_stock() {
-    all_shapes(Arc::new(CpuBackend::new()), "cpu");
+    every_hash(Arc::new(CpuBackend::new()), "cpu");
 }
 
 #[test]
 fn toy_port_commits_and_openings_equal_stock() {
     let backend = Arc::new(ToyBackend::new());
-    all_shapes(Arc::clone(&backend), "toy");
+    every_hash(Arc::clone(&backend), "toy");
     assert!(backend.memory().allocations > 0, "{:?}", backend.memory());
 }
 
@@ -260,9 +300,7 @@ fn toy_port_commits_and_openings_equal_stock() {
 fn wgpu_backend_commits_and_openings_equal_stock() {
     use backend_wgpu::{WgpuBackend, WgpuOptions};
     match WgpuBackend::new(WgpuOptions { allow_software: true, ..Default::default() }) {
-        Ok(b) => {
-            all_shapes(Arc::new(b), "wgpu");
-        }
+        Ok(b) => every_hash(Arc::new(b), "wgpu"),
         Err(e) => common::skip("plonky3_adapter mmcs::wgpu", e, "REQUIRE_WGPU"),
     }
 }
@@ -271,9 +309,7 @@ fn wgpu_backend_commits_and_openings_equal_stock() {
 #[test]
 fn cuda_backend_commits_and_openings_equal_stock() {
     match backend_cuda::CudaBackend::new(0) {
-        Ok(b) => {
-            all_shapes(Arc::new(b), "cuda");
-        }
+        Ok(b) => every_hash(Arc::new(b), "cuda"),
         Err(e) => common::skip("plonky3_adapter mmcs::cuda", e, "REQUIRE_CUDA"),
     }
 }
@@ -284,7 +320,8 @@ fn a_backend_out_of_memory_commits_on_the_host_with_the_same_bytes() {
     let backend = Arc::new(ToyBackend::with_memory(4 << 10));
     let ours = BackendMmcs::new(Arc::clone(&backend), 0);
     for (seed, shape) in [&[(64usize, 5usize)][..], &[(256, 1)], &[(64, 4), (16, 2)]].into_iter().enumerate() {
-        let on_device = compare(&ours, &stock(0), matrices(seed as u64, shape), &format!("toy 4 KiB {shape:?}"));
+        let on_device =
+            compare(&ours, &Keccak256::spelled_out(0), matrices(seed as u64, shape), &format!("toy 4 KiB {shape:?}"));
         assert!(!on_device, "{shape:?}");
     }
     let stats = ours.stats();
@@ -313,7 +350,7 @@ fn panic_message<R: Debug>(f: impl FnOnce() -> R) -> String {
 #[test]
 fn what_plonky3_refuses_is_refused_with_plonky3s_message() {
     let ours = BackendMmcs::new(Arc::new(CpuBackend::new()), 0);
-    let stock = stock(0);
+    let stock = Keccak256::spelled_out(0);
     // Heights off the ladder, only empty matrices.
     for shape in [&[(8usize, 1usize), (3, 1)][..], &[(8, 1), (0, 1)], &[(0, 2)], &[(8, 2), (16, 1), (5, 1)]] {
         let want = panic_message(|| stock.commit(row_by_row(1, shape)).0);

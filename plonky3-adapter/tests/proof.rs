@@ -155,3 +155,54 @@ fn cuda_backend_fused_pcs_proofs_are_byte_identical_to_stock() {
         Err(reason) => common::skip("plonky3_adapter proof::cuda fused", &reason, "REQUIRE_CUDA"),
     }
 }
+
+/// [`fused_proofs_are_stock`] with Plonky3's Poseidon2 MMCS and a duplex challenger: the trace,
+/// quotient and FRI trees hashed with Poseidon2 on `backend`.
+fn fused_poseidon2_proofs_are_stock<B: backend_api::Backend + 'static>(backend: Arc<B>) {
+    use common::stark::{FibonacciAir, fibonacci_trace, keccak_trace, poseidon2, prove_checked_against};
+    use p3_uni_stark::StarkGenericConfig;
+    let stock = poseidon2::stock();
+    let ours = poseidon2::fused(Arc::clone(&backend));
+    let air = FibonacciAir { pairs: 8 };
+    let (trace, public) = fibonacci_trace(8, 1 << 9);
+    let want = prove_checked_against(&stock, &stock, &air, trace.clone(), &public);
+    assert_eq!(prove_checked_against(&ours, &stock, &air, trace, &public), want, "Fibonacci 8 x 2^9");
+    let air = p3_keccak_air::KeccakAir {};
+    let trace = keccak_trace(2);
+    let want = prove_checked_against(&stock, &stock, &air, trace.clone(), &[]);
+    assert_eq!(prove_checked_against(&ours, &stock, &air, trace, &[]), want, "Keccak-f AIR, 2 permutations");
+    let stats = ours.pcs().stats();
+    assert_eq!((stats.fused_commits, stats.device_errors), (2, 0), "{stats:?}");
+    let trees = ours.pcs().mmcs().stats();
+    assert!(trees.device_commits >= 6 && trees.host_commits == 0, "{trees:?}");
+}
+
+#[test]
+fn cpu_backend_fused_poseidon2_proofs_are_byte_identical_to_stock() {
+    fused_poseidon2_proofs_are_stock(Arc::new(CpuBackend::new()));
+}
+
+#[test]
+fn toy_port_fused_poseidon2_proofs_are_byte_identical_to_stock() {
+    fused_poseidon2_proofs_are_stock(Arc::new(toy_backend::ToyBackend::new()));
+}
+
+#[cfg(feature = "wgpu")]
+#[test]
+fn wgpu_backend_fused_poseidon2_proofs_are_byte_identical_to_stock() {
+    use backend_wgpu::{WgpuBackend, WgpuOptions};
+    match WgpuBackend::new(WgpuOptions { allow_software: true, ..Default::default() }) {
+        Ok(b) => fused_poseidon2_proofs_are_stock(Arc::new(b)),
+        Err(e) => common::skip("plonky3_adapter proof::wgpu poseidon2", e, "REQUIRE_WGPU"),
+    }
+}
+
+#[cfg(feature = "cuda")]
+#[test]
+fn cuda_backend_fused_poseidon2_proofs_are_byte_identical_to_stock() {
+    use backend_cuda::CudaBackend;
+    match BackendDft::<CudaBackend>::default().backend() {
+        Ok(b) => fused_poseidon2_proofs_are_stock(b),
+        Err(reason) => common::skip("plonky3_adapter proof::cuda poseidon2", &reason, "REQUIRE_CUDA"),
+    }
+}

@@ -208,9 +208,7 @@ pub fn stock(pairs: usize, rows: usize) -> Vec<u8> {
 }
 
 /// Proves `air` over `trace` with `config`; returns the serialized proof after checking that the
-/// stock verifier, with the stock configuration types, accepts the proof deserialized from those
-/// bytes, and refuses the same bytes with one bit flipped in the middle (which must not
-/// deserialize, or not verify).
+/// stock verifier of the Keccak configuration ([`config`]) accepts it ([`prove_checked_against`]).
 pub fn prove_checked<SC, A>(config: &SC, air: &A, trace: RowMajorMatrix<Val>, public: &[Val]) -> Vec<u8>
 where
     SC: StarkGenericConfig<
@@ -224,18 +222,92 @@ where
         + for<'a> Air<p3_uni_stark::VerifierConstraintFolder<'a, Config<p3_dft::Radix2DitParallel<Val>>>>,
     p3_uni_stark::Proof<SC>: serde::Serialize,
 {
+    prove_checked_against(config, &config_for_verifier(), air, trace, public)
+}
+
+/// Proves `air` over `trace` with `config`; returns the serialized proof after checking that the
+/// stock verifier, with the stock configuration `stock` (its types and parameters), accepts the
+/// proof deserialized from those bytes, and refuses the same bytes with one bit flipped in the
+/// middle (which must not deserialize, or not verify).
+pub fn prove_checked_against<SC, V, A>(
+    config: &SC,
+    stock: &V,
+    air: &A,
+    trace: RowMajorMatrix<Val>,
+    public: &[Val],
+) -> Vec<u8>
+where
+    SC: StarkGenericConfig<
+            Pcs: p3_commit::Pcs<Challenge, SC::Challenger, Domain = TwoAdicMultiplicativeCoset<Val>>,
+            Challenge = Challenge,
+        >,
+    SC::Challenger: p3_challenger::GrindingChallenger<Witness = Val>,
+    V: StarkGenericConfig<
+            Pcs: p3_commit::Pcs<Challenge, V::Challenger, Domain = TwoAdicMultiplicativeCoset<Val>>,
+            Challenge = Challenge,
+        >,
+    V::Challenger: p3_challenger::GrindingChallenger<Witness = Val>,
+    A: p3_uni_stark::QuotientAir<SC>
+        + for<'a> Air<p3_air::DebugConstraintBuilder<'a, Val>>
+        + Air<p3_uni_stark::SymbolicAirBuilder<Val>>
+        + for<'a> Air<p3_uni_stark::VerifierConstraintFolder<'a, V>>,
+    p3_uni_stark::Proof<SC>: serde::Serialize,
+    p3_uni_stark::Proof<V>: serde::de::DeserializeOwned,
+{
     let proof = p3_uni_stark::prove(config, air, trace, public).expect("proving succeeds");
     let bytes = postcard::to_allocvec(&proof).expect("the proof serializes");
-    let stock_config = config_for_verifier();
-    let stock_proof: p3_uni_stark::Proof<Config<p3_dft::Radix2DitParallel<Val>>> =
+    let stock_proof: p3_uni_stark::Proof<V> =
         postcard::from_bytes(&bytes).expect("the proof deserializes as a stock proof");
-    p3_uni_stark::verify(&stock_config, air, &stock_proof, public).expect("the stock verifier accepts the proof");
+    p3_uni_stark::verify(stock, air, &stock_proof, public).expect("the stock verifier accepts the proof");
     let mut flipped = bytes.clone();
     flipped[bytes.len() / 2] ^= 0x10;
-    let refused = postcard::from_bytes::<p3_uni_stark::Proof<Config<p3_dft::Radix2DitParallel<Val>>>>(&flipped)
-        .map_or(true, |p| p3_uni_stark::verify(&stock_config, air, &p, public).is_err());
+    let refused = postcard::from_bytes::<p3_uni_stark::Proof<V>>(&flipped)
+        .map_or(true, |p| p3_uni_stark::verify(stock, air, &p, public).is_err());
     assert!(refused, "a proof with a flipped bit verified");
     bytes
+}
+
+/// The Poseidon2 configuration recursive Goldilocks provers declare: Plonky3's Poseidon2 MMCS
+/// ([`Poseidon2MerkleMmcs`]) and a duplex challenger over the same permutation.
+pub mod poseidon2 {
+    use super::*;
+    use p3_challenger::DuplexChallenger;
+    use p3_goldilocks::{Poseidon2Goldilocks, default_goldilocks_poseidon2_8};
+    use plonky3_adapter::{MmcsHash, Poseidon2, Poseidon2MerkleMmcs};
+
+    /// The Fiat-Shamir transcript: a duplex sponge over the width-8 permutation.
+    pub type Challenger = DuplexChallenger<Val, Poseidon2Goldilocks<8>, 8, 4>;
+    /// Stock Plonky3's PCS over the Poseidon2 MMCS.
+    pub type StockPcs = TwoAdicFriPcs<
+        Val,
+        p3_dft::Radix2DitParallel<Val>,
+        Poseidon2MerkleMmcs,
+        ExtensionMmcs<Val, Challenge, Poseidon2MerkleMmcs>,
+    >;
+    /// Stock Plonky3's configuration.
+    pub type StockConfig = StarkConfig<StockPcs, Challenge, Challenger>;
+    /// The fused PCS with Poseidon2 trees on backend `B`.
+    pub type FusedPcs<B> = BackendPcs<B, ExtensionMmcs<Val, Challenge, BackendMmcs<B, Poseidon2>>, Poseidon2>;
+    /// Its configuration.
+    pub type FusedConfig<B> = StarkConfig<FusedPcs<B>, Challenge, Challenger>;
+
+    fn challenger() -> Challenger {
+        Challenger::new(default_goldilocks_poseidon2_8())
+    }
+
+    /// Stock Plonky3 with the Poseidon2 MMCS, blowup 2.
+    pub fn stock() -> StockConfig {
+        let mmcs = Poseidon2::stock(0);
+        let pcs = StockPcs::new(p3_dft::Radix2DitParallel::default(), mmcs.clone(), fri(ExtensionMmcs::new(mmcs), 1));
+        StockConfig::new(pcs, challenger())
+    }
+
+    /// The fused PCS on `backend` with the Poseidon2 MMCS, blowup 2.
+    pub fn fused<B: Backend + 'static>(backend: std::sync::Arc<B>) -> FusedConfig<B> {
+        let mmcs = BackendMmcs::<B, Poseidon2>::with_hash(std::sync::Arc::clone(&backend), 0);
+        let pcs = FusedPcs::new(BackendDft::new(backend), mmcs.clone(), fri(ExtensionMmcs::new(mmcs), 1));
+        FusedConfig::new(pcs, challenger())
+    }
 }
 
 /// The stock configuration the verifier side uses.
