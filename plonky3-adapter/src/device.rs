@@ -72,10 +72,13 @@ impl DefaultDevice for CpuBackend {
 /// CUDA device 0 with its own stream (`CudaBackend::new(0)`).
 #[cfg(feature = "cuda")]
 impl DefaultDevice for backend_cuda::CudaBackend {
-    /// Measured on the H200 (BENCHMARKS.md, "H200 host CPU"): below 2^14 elements (128 KiB)
-    /// the CUDA path is slower than Plonky3's (0.72-0.81x at 2^10-2^12 x 16 elements), from 2^14
-    /// to 2^18 elements the two are even (0.98-1.07x), and at 2^20 x 256 it is 2.76x faster.
-    const MIN_BACKEND_ELEMS: usize = 1 << 14;
+    /// 2^23 elements (64 MiB of trace). On the H200 with 16 host cores (`dft_sweep`,
+    /// BENCHMARKS.md, "Plonky3 on the H200"), the CUDA path pays a few milliseconds per call
+    /// (allocation, transfers through staging, the bit-reversing download) that Plonky3's DFT
+    /// does not: at 2^10 x 256 (2^18 elements) it ran at 0.38x of stock, while at 2^16 x 256
+    /// (2^24) the fused PCS commit ran at 2.7x. Wide traces are the worst case, so the threshold
+    /// is set by them.
+    const MIN_BACKEND_ELEMS: usize = 1 << 23;
 
     fn shared() -> Result<Arc<Self>, String> {
         static CUDA: OnceLock<Result<Arc<backend_cuda::CudaBackend>, String>> = OnceLock::new();
@@ -88,9 +91,9 @@ impl DefaultDevice for backend_cuda::CudaBackend {
 /// the adapter has it.
 #[cfg(feature = "wgpu")]
 impl DefaultDevice for backend_wgpu::WgpuBackend {
-    /// Not measured on hardware through the adapter yet: CUDA's threshold, as the wgpu backend's
-    /// transfers and dispatches cost at least as much as CUDA's.
-    const MIN_BACKEND_ELEMS: usize = 1 << 14;
+    /// CUDA's threshold, 2^23 elements: the wgpu backend's transfers and dispatches cost at least
+    /// as much as CUDA's (BENCHMARKS.md, "Plonky3 on the H200", has its `dft_sweep` rows).
+    const MIN_BACKEND_ELEMS: usize = 1 << 23;
 
     fn shared() -> Result<Arc<Self>, String> {
         static WGPU: OnceLock<Result<Arc<backend_wgpu::WgpuBackend>, String>> = OnceLock::new();

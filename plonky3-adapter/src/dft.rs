@@ -129,8 +129,8 @@ impl<B: Backend> fmt::Debug for BackendDft<B> {
 /// |---|---|---|
 /// | registered with [`register_default`] | the registered one | from its `min_backend_elems` |
 /// | `CpuBackend` | the CPU backend | none ([`DefaultDevice::MIN_BACKEND_ELEMS`] is `usize::MAX`: Plonky3's DFT is faster) |
-/// | `CudaBackend` (feature `cuda`) | CUDA device 0, opened on first use | from 2^14 elements |
-/// | `WgpuBackend` (feature `wgpu`) | the first hardware adapter, opened on first use | from 2^14 elements |
+/// | `CudaBackend` (feature `cuda`) | CUDA device 0, opened on first use | from 2^23 elements |
+/// | `WgpuBackend` (feature `wgpu`) | the first hardware adapter, opened on first use | from 2^23 elements |
 /// | any other (a port) | none | none: one `tracing` warning says how to register |
 ///
 /// The registration is read when `default()` runs. When the backend cannot be opened (no GPU, no

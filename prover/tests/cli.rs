@@ -8,7 +8,16 @@ use common::{naive_lde, path_str, prover, read_u64s, temp_dir, text, transpose, 
 
 /// Runs `args`, expects exit `code` and `want` in stderr, and no panic.
 fn expect_error(args: &[&str], code: i32, want: &str) -> String {
-    let out = prover(args);
+    expect_error_with(&[], args, code, want)
+}
+
+/// [`expect_error`] with the environment variables `env` set for the run.
+fn expect_error_with(env: &[(&str, &str)], args: &[&str], code: i32, want: &str) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_prover"))
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .expect("run the prover binary");
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(code), "prover {args:?}\nstdout: {stdout}\nstderr: {stderr}");
     assert!(stderr.contains(want), "prover {args:?}: stderr lacks {want:?}:\n{stderr}");
@@ -127,8 +136,10 @@ fn unknown_backend() {
 
 #[test]
 fn unavailable_backend() {
-    // Without the feature the binary says so; with it, this GPU-less machine has no CUDA device.
-    let stderr = expect_error(&["commit", "--log-rows", "4", "--backend", "cuda"], 1, "error: ");
+    // Without the feature the binary says so; with it, no CUDA device is visible (an empty
+    // `CUDA_VISIBLE_DEVICES` hides a GPU the machine may have).
+    let hidden = [("CUDA_VISIBLE_DEVICES", "")];
+    let stderr = expect_error_with(&hidden, &["commit", "--log-rows", "4", "--backend", "cuda"], 1, "error: ");
     assert!(stderr.to_lowercase().contains("cuda"), "{stderr}");
     if !cfg!(feature = "cuda") {
         assert!(
