@@ -725,8 +725,9 @@ mod tests {
         assert_eq!(Plan::new::<Ones>(&[]).unwrap_err(), HostReason::Refused);
     }
 
-    #[test]
-    fn the_host_recomputation_of_a_device_tree_has_every_digest_of_it() {
+    /// The host recomputation of a device tree (the openings' fallback after a device error)
+    /// against the device's own digests, with hash `H`.
+    fn host_recomputation_has_every_digest_of_the_device_tree<H: MmcsHash>() {
         use backend_cpu::CpuBackend;
         use p3_matrix::dense::RowMajorMatrix;
         use rand::{Rng, SeedableRng};
@@ -739,16 +740,22 @@ mod tests {
             .iter()
             .map(|&(h, w)| RowMajorMatrix::new((0..h * w).map(|_| Goldilocks::new(rng.random())).collect(), w))
             .collect();
-        let mmcs = BackendMmcs::new(Arc::new(CpuBackend::new()), 0);
+        let mmcs = BackendMmcs::<_, H>::with_hash(Arc::new(CpuBackend::new()), 0);
         let (_, data) = mmcs.commit(mats);
         let Tree::Device(tree) = &data.tree else { panic!("the commit fell back to the host") };
         assert_eq!(tree.segments.buffers.len(), 3);
-        let host = host_layers::<Keccak256, _>(&tree.matrices, &tree.plan);
+        let host = host_layers::<H, _>(&tree.matrices, &tree.plan);
         assert_eq!(host.len(), tree.segments.layers.len());
         for (l, layer) in host.iter().enumerate() {
-            assert_eq!(layer.len(), 1 << (12 - l), "layer {l}");
+            assert_eq!(layer.len(), 1 << (12 - l), "{} layer {l}", H::KIND);
             let wanted: Vec<(usize, usize)> = (0..layer.len()).map(|i| (l, i)).collect();
-            assert_eq!(&tree.device_digests(&wanted).unwrap(), layer, "layer {l}");
+            assert_eq!(&tree.device_digests(&wanted).unwrap(), layer, "{} layer {l}", H::KIND);
         }
+    }
+
+    #[test]
+    fn the_host_recomputation_of_a_device_tree_has_every_digest_of_it() {
+        host_recomputation_has_every_digest_of_the_device_tree::<Keccak256>();
+        host_recomputation_has_every_digest_of_the_device_tree::<crate::digest::Poseidon2>();
     }
 }

@@ -105,6 +105,8 @@ fn one_coset_commits_fuse<B: Backend + 'static>(backend: Arc<B>) {
         }
     }
     assert_eq!(backend.memory().live, 0, "the fused commits' buffers were not released (prover data dropped)");
+    let shown = format!("{:?}", on(backend, 1));
+    assert!(shown.contains("BackendPcs") && shown.contains("fused_commits: 0"), "{shown}");
 }
 
 #[test]
