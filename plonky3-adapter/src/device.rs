@@ -72,12 +72,13 @@ impl DefaultDevice for CpuBackend {
 /// CUDA device 0 with its own stream (`CudaBackend::new(0)`).
 #[cfg(feature = "cuda")]
 impl DefaultDevice for backend_cuda::CudaBackend {
-    /// 2^23 elements (64 MiB of trace). On the H200 with 16 host cores (`dft_sweep`,
-    /// BENCHMARKS.md, "Plonky3 on the H200"), the CUDA path pays a few milliseconds per call
-    /// (allocation, transfers through staging, the bit-reversing download) that Plonky3's DFT
-    /// does not: at 2^10 x 256 (2^18 elements) it ran at 0.38x of stock, while at 2^16 x 256
-    /// (2^24) the fused PCS commit ran at 2.7x. Wide traces are the worst case, so the threshold
-    /// is set by them.
+    /// 2^23 elements (64 MiB of trace). Measured on the H200 with 16 host cores (`dft_sweep`,
+    /// BENCHMARKS.md, "Plonky3 on the H200"): with every LDE on the device (threshold 0) the
+    /// CUDA path wins from 2^6 rows at 256 columns but not monotonically: 0.33x of stock at
+    /// 2^12 x 256 and 0.60x at 2^16 x 16 (both 2^20 elements; not explained yet), and 0.45-0.77x
+    /// at one column up to 2^12 rows. From 2^23 elements it ran at 1.99x (2^15 x 256) and 2.44x
+    /// (2^16 x 256); below, the calls stay on Plonky3's DFT (median of paired calls 0.975x or
+    /// better at every shape).
     const MIN_BACKEND_ELEMS: usize = 1 << 23;
 
     fn shared() -> Result<Arc<Self>, String> {
@@ -92,7 +93,8 @@ impl DefaultDevice for backend_cuda::CudaBackend {
 #[cfg(feature = "wgpu")]
 impl DefaultDevice for backend_wgpu::WgpuBackend {
     /// CUDA's threshold, 2^23 elements: the wgpu backend's transfers and dispatches cost at least
-    /// as much as CUDA's (BENCHMARKS.md, "Plonky3 on the H200", has its `dft_sweep` rows).
+    /// as much as CUDA's. On the H200 (`dft_sweep`) it then ran at 1.93x at 2^15 x 256 and 2.66x
+    /// at 2^16 x 256, and at Plonky3's speed below (median of paired calls 0.976x or better).
     const MIN_BACKEND_ELEMS: usize = 1 << 23;
 
     fn shared() -> Result<Arc<Self>, String> {
