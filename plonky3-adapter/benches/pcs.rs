@@ -37,7 +37,7 @@ use p3_goldilocks::Goldilocks;
 use p3_matrix::Matrix;
 use p3_matrix::bitrev::BitReversibleMatrix;
 use p3_matrix::dense::RowMajorMatrix;
-use plonky3_adapter::{BackendDft, BackendMmcs, DefaultDevice};
+use plonky3_adapter::{BackendMmcs, DefaultDevice};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use stark::{Challenge, Challenger, FibonacciAir, Val};
@@ -87,15 +87,7 @@ fn pcs_lde<D: TwoAdicSubgroupDft<Val>>(dft: &D, mat: RowMajorMatrix<Val>) -> Row
 }
 
 fn run<B: DefaultDevice>(name: &str) {
-    if std::env::var("BENCH_BACKENDS").is_ok_and(|list| !list.split(',').any(|b| b == name)) {
-        return;
-    }
-    let ours = BackendDft::<B>::default();
-    let backend = match ours.backend() {
-        Ok(b) => b,
-        Err(reason) => return println!("SKIPPED bench {name}: {reason}"),
-    };
-    println!("BACKEND {name}: {:?}", backend.info());
+    let Some((ours, backend)) = stark::bench_backend::<B>(name) else { return };
     let mmcs = BackendMmcs::new(backend, 0);
     let stock = Radix2DitParallel::<Val>::default();
     let reps = env("BENCH_REPS", 5);

@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 
 use backend_cpu::CpuBackend;
 use p3_dft::Radix2DitParallel;
-use plonky3_adapter::{BackendDft, BackendMmcs, DefaultDevice};
+use plonky3_adapter::{BackendMmcs, DefaultDevice};
 use stark::{FibonacciAir, Val};
 
 use naive_reference::env::env;
@@ -161,15 +161,7 @@ fn list(name: &str, default: &str) -> Vec<usize> {
 }
 
 fn run<B: DefaultDevice>(name: &str) {
-    if std::env::var("BENCH_BACKENDS").is_ok_and(|l| !l.split(',').any(|b| b == name)) {
-        return;
-    }
-    let dft = BackendDft::<B>::default();
-    let backend = match dft.backend() {
-        Ok(b) => b,
-        Err(reason) => return println!("SKIPPED bench {name}: {reason}"),
-    };
-    println!("BACKEND {name}: {:?}", backend.info());
+    let Some((dft, backend)) = stark::bench_backend::<B>(name) else { return };
     let reps = env("BENCH_REPS", 3);
     let stock = stark::config(Radix2DitParallel::<Val>::default());
     let ours = stark::fused_config(dft, BackendMmcs::new(Arc::clone(&backend), 0));

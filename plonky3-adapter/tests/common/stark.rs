@@ -323,3 +323,22 @@ pub fn keccak_trace(hashes: usize) -> RowMajorMatrix<Val> {
     let inputs: Vec<[u64; 25]> = (0..hashes).map(|_| std::array::from_fn(|_| rng.random())).collect();
     p3_keccak_air::generate_trace_rows::<Val>(inputs, 1)
 }
+
+/// For the benches: `B`'s default DFT and its backend, or `None` when `BENCH_BACKENDS` (e.g.
+/// `cuda,cpu`) leaves `name` out or no device opens (which prints a `SKIPPED` line).
+pub fn bench_backend<B: plonky3_adapter::DefaultDevice>(name: &str) -> Option<(BackendDft<B>, std::sync::Arc<B>)> {
+    if std::env::var("BENCH_BACKENDS").is_ok_and(|list| !list.split(',').any(|b| b == name)) {
+        return None;
+    }
+    let dft = BackendDft::<B>::default();
+    match dft.backend() {
+        Ok(backend) => {
+            println!("BACKEND {name}: {:?}", backend.info());
+            Some((dft, backend))
+        }
+        Err(reason) => {
+            println!("SKIPPED bench {name}: {reason}");
+            None
+        }
+    }
+}
