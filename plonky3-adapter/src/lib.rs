@@ -119,16 +119,20 @@
 //!
 //! # Device Merkle trees: `BackendMmcs`
 //!
-//! [`BackendMmcs`] is an `Mmcs<Goldilocks>` whose commitment (`MerkleCap`), opening proof
-//! (`Vec<[u8; 32]>`) and multi-opening proof (`PrunedMerklePaths`) are the types and bytes of
-//! [`KeccakMerkleMmcs`], Plonky3's Keccak-256 byte MMCS, at any cap height. What it does, against
-//! Plonky3's layout:
+//! [`BackendMmcs`] is an `Mmcs<Goldilocks>` whose commitment (`MerkleCap`), opening proof and
+//! multi-opening proof (`PrunedMerklePaths`) are the types and bytes of Plonky3's MMCS of its
+//! hash, at any cap height: [`KeccakMerkleMmcs`] (Keccak-256 bytes, the default,
+//! `BackendMmcs::new`) or [`Poseidon2MerkleMmcs`] (the width-8 Goldilocks Poseidon2 of recursive
+//! provers, `BackendMmcs::<_, Poseidon2>::with_hash`). What it does, against Plonky3's layout:
 //!
 //! - **Serialization.** `SerializingHasher<Keccak256Hash>` hashes canonical `u64` little-endian
 //!   words with the `0x01`-padded Keccak-256, exactly our `keccak256` over the `rows` leaf layout
 //!   (CONVENTIONS.md, "Leaves"), and `CompressionFunctionFromHasher<Keccak256Hash, 2, 32>` is our
-//!   `H(left || right)`. The PCS hands the MMCS the LDE already in bit-reversed row order, so leaf
-//!   `i` is row `i` of the matrix it receives.
+//!   `H(left || right)`. Plonky3's Poseidon2 sponge (`PaddingFreeSponge<_, 8, 4, 4>`) and
+//!   compression (`TruncatedPermutation<_, 2, 4, 8>`) are our `poseidon2` leaves and nodes, and a
+//!   digest's 4 elements are our digest's 4 words (CONVENTIONS.md, "Hash functions"). The PCS
+//!   hands the MMCS the LDE already in bit-reversed row order, so leaf `i` is row `i` of the
+//!   matrix it receives.
 //! - **Several matrices of one height** are one leaf preimage, their rows concatenated in the
 //!   order given: one matrix is uploaded straight from its storage, several are concatenated row
 //!   by row on the host (in the backend's fastest host memory) and uploaded once, so one leaf spec
