@@ -131,7 +131,7 @@ pub(crate) struct Rows {
 const ONLY_MOVERS_PER_SM: usize = 5;
 
 /// The fused block-pass kernel of `hash` and its movers per multiprocessor: the best of 1, 2, 4
-/// and 8 on the H200 at 2^22 x 316 (BENCHMARKS.md, "The leaves beside the transpose's block
+/// and 8 on the H200 at 2^22 x 316 (the git history of BENCHMARKS.md, "The leaves beside the transpose's block
 /// pass"). A multiprocessor holds five blocks of either kernel, so every mover takes a hashing
 /// block's place. Keccak-256 leaves (0.36 ms a 2^16-row block) hide one mover's block; BLAKE3
 /// leaves (0.12 ms) are shorter than one mover takes to move a block, so the chain of moves sets
@@ -190,7 +190,7 @@ impl BlockPassLeaves {
     /// yet to build the plan (~2 ms at 2^22 x 316, during which the device would otherwise wait):
     /// an eighth of them for Keccak-256 (about 3 ms of hashing); all of them for BLAKE3, whose
     /// leaves take less time than the plan, so that a fresh process hashes them as the unfused
-    /// path does (BENCHMARKS.md, "The fresh process").
+    /// path does (the git history of BENCHMARKS.md, "The fresh process").
     pub(crate) fn cold_prefix_blocks(&self, full_blocks: usize) -> usize {
         match self.hash {
             // Poseidon2's leaves are longer still than Keccak's: the same eighth covers the plan.

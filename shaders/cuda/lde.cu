@@ -295,10 +295,10 @@ __device__ __forceinline__ void dif_last_window_pow2(u64 v[1 << LOGR]) {
 // reduction) and 15 by nothing, where a general window multiplies all 32 by a general twiddle. With
 // a general multiplication, a butterfly by 2^e cost about what a general one does (the LDE
 // 2^21 -> 2^22 x 316 took 53.9 ms against 55.0 ms with a general twiddle per butterfly:
-// BENCHMARKS.md, "The four-step windows at radix 16"); the fused butterflies (gl_dit_pow2_lazy,
+// the git history of BENCHMARKS.md, "The four-step windows at radix 16"); the fused butterflies (gl_dit_pow2_lazy,
 // gl_pow2_red) reduce y 2^e once to at most p - 1 and share it, 21-24 SASS instructions where
 // the multiplication, add and subtract took 32-48, and the LDE took 49.5-50.1 ms
-// (BENCHMARKS.md, "The fused power-of-two butterfly").
+// (the git history of BENCHMARKS.md, "The fused power-of-two butterfly").
 // The factors depend on i mod 2^s: on the thread's low bits (its row of the window's table, as
 // in the lean form) and on the register bits below B0 (jl). Row `low` holds them at slot
 // jl (2^L - 1) + m - 1, 2^B0 (2^L - 1) <= 15 of its 2^LOGR - 1 slots.
@@ -373,7 +373,7 @@ __device__ __forceinline__ void four_step_window_of(u32 n, u32 k, bool pow2_firs
 // w_(2^(s+L) H)^((low' H + lo) bitrev_L(m)) with low' = low | (jl << w), read from the pass's
 // table t[x] (x below half the transform size; t^(x + size/2) = -t^x). (A form of this loop
 // without its two divisions ran 2.4-3.9% fewer instructions, but the forward kernel then spilled
-// and its first pass lost more than the others gained: BENCHMARKS.md, "The tile's twiddle gather
+// and its first pass lost more than the others gained: the git history of BENCHMARKS.md, "The tile's twiddle gather
 // without divisions".)
 template <bool DIT, int LOGR>
 __device__ __forceinline__ void gather_four_step(u64* tws, const NttPass& p, u32 k, u32 lo, bool pow2_first,

@@ -90,7 +90,7 @@ var<workgroup> ntt_tile: array<vec2<u32>, 1024>;
 // index is (i0 + j h) mod H = g % h + (j mod 2^s) h, times the stage's step.
 //
 // The passes are bound by the instructions they issue, not by their memory traffic
-// (BENCHMARKS.md, "Where the wgpu LDE's time goes"), so they keep them few: ntt_pass_x2 runs two
+// (the git history of BENCHMARKS.md, "Where the wgpu LDE's time goes"), so they keep them few: ntt_pass_x2 runs two
 // butterflies per invocation per stage, sharing their index arithmetic and twiddles; the stages
 // are written out with literal s (ntt_stage_dit, ntt_stage_dif), so that their tile indices fold;
 // an invocation keeps its twiddles in registers; and the butterflies are lazy (gl_add_lazy,

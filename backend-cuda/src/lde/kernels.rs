@@ -7,7 +7,7 @@
 //! `ntt_dit_pass_lean16`): radix 16 over 8 columns, 1024 threads of at most 64 registers for a
 //! 2^11-row tile, lazy reduction, its 16-point windows in four-step form. On the H200 the LDE
 //! 2^21 -> 2^22 x 316 took 63.5 ms with it against 66.2 ms with the radix-32 kernel that it
-//! replaced (BENCHMARKS.md, "The lean form at radix 16"), and less since (the four-step windows
+//! replaced (the git history of BENCHMARKS.md, "The lean form at radix 16"), and less since (the four-step windows
 //! and the fused power-of-two butterflies).
 
 use backend_api::ELEM_BYTES;
@@ -103,7 +103,7 @@ fn twiddle_slots(k: u32, dit: bool) -> usize {
 /// and L1 cache are one array, and the driver sizes the shared part to the blocks that run. A
 /// 2^11 x 8 tile with its twiddles fits a 164 KiB carve-out, 16 KiB more take the next one (196
 /// KiB), and the L1 cache that the forward passes' twiddle gathers hit shrinks by a third
-/// (BENCHMARKS.md, "shared-memory banks of the exchanges").
+/// (the git history of BENCHMARKS.md, "shared-memory banks of the exchanges").
 fn reg_pass_bytes(k: u32, dit: bool, finish: bool) -> usize {
     let (rows, pad) = (1usize << k, (1usize << k) / RADIX as usize);
     let cf = if finish && !dit { rows + pad } else { 0 };

@@ -125,7 +125,7 @@ pub(super) fn plan(log_n: u32, log_b: u32, m: usize, pitch: usize, max_k: u32, r
     // The forward NTT of size N runs the same stage split (its first log B stages are the
     // inverse's replication), without the empty pass of a 1-row trace. Both run the larger
     // passes first. (The inverse's smaller pass first, so that its pass of scattered rows has the
-    // smaller blocks as the forward's has, measured no faster on the H200: BENCHMARKS.md, "The
+    // smaller blocks as the forward's has, measured no faster on the H200: the git history of BENCHMARKS.md, "The
     // inverse's passes smaller first".)
     let forward: Vec<u32> = inverse.iter().copied().filter(|&k| k > 0).collect();
     // The register kernel may skip the B - 1 replicas of each inverse output row (the first

@@ -37,7 +37,7 @@ impl Module {
     /// Whether the module is compiled without the checks wgpu adds to shader code
     /// (`ShaderRuntimeChecks::unchecked`): index clamps on every workgroup-array access, a
     /// counter in every loop, guards on every division. Only lde.wgsl, where they cost 5% of the
-    /// LDE on the H200 (BENCHMARKS.md, "Where the wgpu LDE's time goes") and where none can fire:
+    /// LDE on the H200 (the git history of BENCHMARKS.md, "Where the wgpu LDE's time goes") and where none can fire:
     /// its workgroup indices are inside the 1,024-element tile by construction (an invocation's
     /// slots `lid + 256 k`, k < 4, and its butterflies' rows of a 2^r-row tile of 2^(10 - r)
     /// items), its loops run at most 64 times (the wide stores, B <= 64; `lde_scale`, at
