@@ -16,9 +16,9 @@
 //!   eight-element chunks, behind a run-time CPU feature check.
 //! - **The crates' hashes, not ours.** Keccak-256 from p3-keccak's multi-lane `hash_many`
 //!   (eight leaves or 32 Merkle parents per call, SIMD chosen at run time) and from `sha3` for a
-//!   lone message (the original Keccak pad both), BLAKE3 from `blake3` and Poseidon2 from Plonky3 (p3-goldilocks's permutation, p3-symmetric's
-//!   sponge and compression, on Plonky3's packed field type); this crate only lays out leaf
-//!   preimages (CONVENTIONS.md).
+//!   lone message (the original Keccak pad both), BLAKE3 from `blake3` and Poseidon2 from Plonky3
+//!   (p3-goldilocks's permutation, p3-symmetric's sponge and compression, on Plonky3's packed
+//!   field type); this crate only lays out leaf preimages (CONVENTIONS.md).
 //! - **A hand-written NTT, measured against Plonky3's.** The LDE is a radix-2 NTT over the
 //!   row-major layout with the shared [`backend_api::field::LdeTwiddles`] tables, in place in
 //!   its output buffer: a butterfly combines two contiguous rows; the narrow stages of both

@@ -4,7 +4,10 @@
 //! which the backends accept: CONVENTIONS.md, "Field"), so a slice or `Vec` of one is a slice or
 //! `Vec` of the other with the same length, size and alignment.
 
+use backend_api::Error;
 use p3_goldilocks::Goldilocks;
+use p3_matrix::Matrix;
+use rayon::prelude::*;
 
 // The layout facts the casts below rely on, checked at compile time.
 const _: () = assert!(size_of::<Goldilocks>() == size_of::<u64>());
@@ -28,6 +31,34 @@ pub(crate) fn into_field_vec(words: Vec<u64>) -> Vec<Goldilocks> {
     // new Vec frees it; every u64 is a valid Goldilocks; `words` is not dropped (ManuallyDrop),
     // so the allocation has exactly one owner.
     unsafe { Vec::from_raw_parts(ptr.cast::<Goldilocks>(), len, cap) }
+}
+
+/// Writes row `r` of every matrix of `members`, concatenated in order, to row `r` of the row-major
+/// `out` (as many columns as their widths sum to): the leaf preimage of several matrices of one
+/// height.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] when a matrix has no row `r` below its stated height (its `Matrix`
+/// implementation is inconsistent).
+pub(crate) fn concat_rows<M: Matrix<Goldilocks>>(members: &[&M], out: &mut [u64]) -> backend_api::Result<()> {
+    let width: usize = members.iter().map(|m| m.width()).sum();
+    if width == 0 {
+        return Ok(());
+    }
+    out.par_chunks_mut(width).enumerate().try_for_each(|(r, out)| {
+        let mut at = 0;
+        for m in members {
+            let row = m.row_slice(r).ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "a committed matrix of height {} has no row {r} (its Matrix implementation is inconsistent)",
+                    m.height()
+                ))
+            })?;
+            out[at..at + row.len()].copy_from_slice(as_words(&row));
+            at += row.len();
+        }
+        Ok(())
+    })
 }
 
 #[cfg(test)]

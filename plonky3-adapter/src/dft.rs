@@ -257,7 +257,22 @@ impl<B: Backend> BackendDft<B> {
         if mat.values.len() < self.shared.min_backend_elems {
             return None;
         }
-        let params = Self::backend_params(mat, added_bits, shift)?;
+        self.route_shape(mat.height(), mat.width(), added_bits, shift)
+    }
+
+    /// [`BackendDft::route`] for a `rows x cols` trace, threshold included (the fused commit of
+    /// [`crate::BackendPcs`] asks it for the concatenation of its matrices).
+    pub(crate) fn route_shape(
+        &self,
+        rows: usize,
+        cols: usize,
+        added_bits: usize,
+        shift: Goldilocks,
+    ) -> Option<(&Arc<B>, LdeParams)> {
+        if rows.checked_mul(cols)? < self.shared.min_backend_elems {
+            return None;
+        }
+        let params = backend_params(rows, cols, added_bits, shift)?;
         match self.resolved() {
             Ok(backend) => Some((backend, params)),
             Err(reason) => {
@@ -269,34 +284,14 @@ impl<B: Backend> BackendDft<B> {
         }
     }
 
-    /// The LDE parameters when the backend takes this shape; `None` (no columns, a height that
-    /// is not a power of two, a domain over 2^32, a zero shift) sends it to the CPU DFT, which
-    /// handles it Plonky3's way.
-    fn backend_params(mat: &RowMajorMatrix<Goldilocks>, added_bits: usize, shift: Goldilocks) -> Option<LdeParams> {
-        let (rows, cols) = (mat.height(), mat.width());
-        if cols == 0 {
-            return None;
-        }
-        let blowup = u32::try_from(added_bits).ok().and_then(|b| 1usize.checked_shl(b))?;
-        let trace = MatrixShape::new(rows, cols).ok()?;
-        LdeParams::new(trace, blowup, shift.as_canonical_u64()).ok()
-    }
-
     /// The coset LDE on `backend`, downloaded into bit-reversed row order.
     fn lde_on(
         backend: &B,
         mat: &RowMajorMatrix<Goldilocks>,
         params: &LdeParams,
     ) -> backend_api::Result<Vec<Goldilocks>> {
-        // The trace goes straight into the first rows of the LDE buffer, which is extended in
-        // place: the device holds one LDE-sized buffer, not the trace beside it.
-        let shape = params.lde_shape();
-        let mut lde = backend.alloc(shape.len())?;
-        backend.write(&mut lde, 0, as_words(&mat.values))?;
-        backend.coset_lde_in_place(&mut lde, params)?;
-        let chunk_rows = (STAGING_BYTES / (shape.cols() * size_of::<u64>())).max(1);
-        let words = download_bit_reversed(backend, &lde, 0, shape.rows(), shape.cols(), chunk_rows)?;
-        Ok(into_field_vec(words))
+        let lde = lde_on_device(backend, as_words(&mat.values), params)?;
+        Ok(into_field_vec(download_lde(backend, &lde, params)?))
     }
 
     fn cpu_lde(
@@ -410,6 +405,43 @@ impl<B: Backend + 'static> TwoAdicSubgroupDft<Goldilocks> for BackendDft<B> {
         self.shared.cpu_ldes.fetch_add(1, Ordering::Relaxed);
         self.shared.cpu.coset_lde_batch_with_blocks(mat, added_bits, shift, transform, make_consumer)
     }
+}
+
+/// The LDE parameters when the backends take a `rows x cols` trace; `None` (no columns, a height
+/// that is not a power of two, a domain over 2^32, a zero shift) sends it to the CPU DFT, which
+/// handles it Plonky3's way.
+fn backend_params(rows: usize, cols: usize, added_bits: usize, shift: Goldilocks) -> Option<LdeParams> {
+    if cols == 0 {
+        return None;
+    }
+    let blowup = u32::try_from(added_bits).ok().and_then(|b| 1usize.checked_shl(b))?;
+    let trace = MatrixShape::new(rows, cols).ok()?;
+    LdeParams::new(trace, blowup, shift.as_canonical_u64()).ok()
+}
+
+/// The coset LDE of the row-major host `trace` on `backend`, in natural row order: the trace goes
+/// straight into the first rows of the LDE buffer, which is extended in place, so the device holds
+/// one LDE-sized buffer, not the trace beside it.
+pub(crate) fn lde_on_device<B: Backend>(
+    backend: &B,
+    trace: &[u64],
+    params: &LdeParams,
+) -> backend_api::Result<B::Buffer> {
+    let mut lde = backend.alloc(params.lde_shape().len())?;
+    backend.write(&mut lde, 0, trace)?;
+    backend.coset_lde_in_place(&mut lde, params)?;
+    Ok(lde)
+}
+
+/// The LDE of `params` held by `lde`, downloaded into bit-reversed row order as the PCS commits it.
+pub(crate) fn download_lde<B: Backend>(
+    backend: &B,
+    lde: &B::Buffer,
+    params: &LdeParams,
+) -> backend_api::Result<Vec<u64>> {
+    let shape = params.lde_shape();
+    let chunk_rows = (STAGING_BYTES / (shape.cols() * size_of::<u64>())).max(1);
+    download_bit_reversed(backend, lde, 0, shape.rows(), shape.cols(), chunk_rows)
 }
 
 /// One warning per backend type when its default device cannot be opened.

@@ -165,7 +165,7 @@ impl MmcsHash for Poseidon2 {
     }
 }
 
-/// A digest's words are canonical: the backends' Poseidon2 digests are elements below p.
+// `Poseidon2::from_words` reads a digest as its 4 elements: one backend word each.
 const _: () = assert!(DIGEST_WORDS == 4);
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use p3_merkle_tree::{MerkleCap, MerkleTreeError};
 use rayon::prelude::*;
 
 use crate::bitrev::{STAGING_BYTES, download_bit_reversed};
-use crate::convert::as_words;
+use crate::convert::{as_words, concat_rows};
 use crate::digest::{Keccak256, MmcsHash};
 #[cfg(doc)]
 use crate::digest::{KeccakMerkleMmcs, Poseidon2, Poseidon2MerkleMmcs};
@@ -178,20 +178,7 @@ impl<B: Backend, H: MmcsHash> BackendMmcs<B, H> {
             .checked_mul(group.width)
             .ok_or_else(|| Error::InvalidShape(format!("{} rows x {} columns overflow", group.height, group.width)))?;
         let mut host = self.backend.alloc_host(len)?;
-        host.par_chunks_mut(group.width).enumerate().try_for_each(|(r, out)| {
-            let mut at = 0;
-            for m in &members {
-                let row = m.row_slice(r).ok_or_else(|| {
-                    Error::InvalidArgument(format!(
-                        "a committed matrix of height {} has no row {r} (its Matrix implementation is inconsistent)",
-                        m.height()
-                    ))
-                })?;
-                out[at..at + row.len()].copy_from_slice(as_words(&row));
-                at += row.len();
-            }
-            Ok::<(), Error>(())
-        })?;
+        concat_rows(&members, &mut host)?;
         self.backend.upload(&host)
     }
 

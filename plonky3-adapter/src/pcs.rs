@@ -5,20 +5,19 @@ use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use backend_api::{Backend, LdeParams, MatrixShape};
+use backend_api::{Backend, LdeParams};
 use p3_challenger::{CanObserve, FieldChallenger, GrindingChallenger};
 use p3_commit::{Mmcs, OpenedValues, OpeningRequest, Pcs, PeriodicLdeTable, UnivariateStarkPcs};
 use p3_field::coset::TwoAdicMultiplicativeCoset;
-use p3_field::{ExtensionField, Field, PrimeCharacteristicRing, PrimeField64};
+use p3_field::{ExtensionField, Field, PrimeCharacteristicRing};
 use p3_fri::{FriParameters, TwoAdicFriPcs};
 use p3_goldilocks::Goldilocks;
 use p3_matrix::Matrix;
 use p3_matrix::dense::RowMajorMatrix;
 use rayon::prelude::*;
 
-use crate::bitrev::{STAGING_BYTES, download_bit_reversed};
-use crate::convert::{as_words, into_field_vec};
-use crate::dft::BackendDft;
+use crate::convert::{as_words, concat_rows, into_field_vec};
+use crate::dft::{BackendDft, download_lde, lde_on_device};
 use crate::digest::{Keccak256, MmcsHash};
 use crate::mmcs::{BackendMmcs, Committed};
 
@@ -150,20 +149,10 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
             return None;
         }
         let cols: usize = evaluations.iter().map(|(_, m)| m.width()).sum();
-        let elems = first.height().checked_mul(cols)?;
-        if elems < self.dft.min_backend_elems() {
-            return None;
-        }
-        let backend = self.dft.backend().ok()?;
-        if !Arc::ptr_eq(&backend, self.mmcs.backend()) {
-            return None;
-        }
         // `TwoAdicFriPcs::coset_ldes`: evaluations over `xH` become evaluations over `gK`.
         let shift = Goldilocks::GENERATOR / domain.shift();
-        let blowup = u32::try_from(self.log_blowup).ok().and_then(|b| 1usize.checked_shl(b))?;
-        let trace = MatrixShape::new(first.height(), cols).ok()?;
-        let params = LdeParams::new(trace, blowup, shift.as_canonical_u64()).ok()?;
-        Some((backend, params))
+        let (backend, params) = self.dft.route_shape(first.height(), cols, self.log_blowup, shift)?;
+        Arc::ptr_eq(backend, self.mmcs.backend()).then(|| (Arc::clone(backend), params))
     }
 
     /// The fused commit: the trace up, the LDE, leaves and tree on the device, the LDE down into
@@ -174,30 +163,19 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
         params: &LdeParams,
         evaluations: &[(TwoAdicMultiplicativeCoset<Goldilocks>, RowMajorMatrix<Goldilocks>)],
     ) -> backend_api::Result<Committed<B, RowMajorMatrix<Goldilocks>, H>> {
-        let shape = params.lde_shape();
-        // The trace goes straight into the first rows of the LDE buffer, extended in place.
-        let mut lde = backend.alloc(shape.len())?;
-        match evaluations {
-            [(_, one)] => backend.write(&mut lde, 0, as_words(&one.values))?,
+        let lde = match evaluations {
+            [(_, one)] => lde_on_device(backend, as_words(&one.values), params)?,
             several => {
                 // Column-wise concatenation, so one leaf covers a row of each matrix in order.
+                let members: Vec<&RowMajorMatrix<Goldilocks>> = several.iter().map(|(_, m)| m).collect();
                 let mut trace = vec![0u64; params.trace().len()];
-                trace.par_chunks_mut(shape.cols()).enumerate().for_each(|(r, out)| {
-                    let mut at = 0;
-                    for (_, m) in several {
-                        let w = m.width();
-                        out[at..at + w].copy_from_slice(as_words(&m.values[r * w..(r + 1) * w]));
-                        at += w;
-                    }
-                });
-                backend.write(&mut lde, 0, &trace)?;
+                concat_rows(&members, &mut trace)?;
+                lde_on_device(backend, &trace, params)?
             }
-        }
-        backend.coset_lde_in_place(&mut lde, params)?;
-        let chunk_rows = (STAGING_BYTES / (shape.cols() * size_of::<u64>())).max(1);
-        let words = download_bit_reversed(backend, &lde, 0, shape.rows(), shape.cols(), chunk_rows)?;
+        };
+        let words = download_lde(backend, &lde, params)?;
         let widths: Vec<usize> = evaluations.iter().map(|(_, m)| m.width()).collect();
-        self.mmcs.commit_device_lde(&lde, shape, split_columns(words, &widths))
+        self.mmcs.commit_device_lde(&lde, params.lde_shape(), split_columns(words, &widths))
     }
 }
 
