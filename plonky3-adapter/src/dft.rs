@@ -421,15 +421,15 @@ fn backend_params(rows: usize, cols: usize, added_bits: usize, shift: Goldilocks
 
 /// The coset LDE of the row-major host `trace` on `backend`, in natural row order: the trace goes
 /// straight into the first rows of the LDE buffer, which is extended in place, so the device holds
-/// one LDE-sized buffer, not the trace beside it.
+/// one LDE-sized buffer, not the trace beside it. `Backend::coset_lde_from_host` lets a backend
+/// overlap the upload with the extension (CUDA does, through page-locked staging).
 pub(crate) fn lde_on_device<B: Backend>(
     backend: &B,
     trace: &[u64],
     params: &LdeParams,
 ) -> backend_api::Result<B::Buffer> {
     let mut lde = backend.alloc(params.lde_shape().len())?;
-    backend.write(&mut lde, 0, trace)?;
-    backend.coset_lde_in_place(&mut lde, params)?;
+    backend.coset_lde_from_host(&mut lde, trace, params)?;
     Ok(lde)
 }
 
