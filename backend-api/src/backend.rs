@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 use crate::fault::{AllocTracker, MemoryCounters};
 use crate::port::RawBackend;
 use crate::prepare::{Preparation, TransferFloor};
-use crate::shape::{CopyRange, DIGEST_WORDS, HashKind, LdeParams, LeafSpec, MatrixShape, TreeShape};
+use crate::shape::{CopyRange, DIGEST_WORDS, HashKind, LdeParams, LeafSpec, MatrixShape, RowStride, TreeShape};
 
 /// Static facts about the device a backend runs on.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -310,6 +310,52 @@ pub trait Backend: Send + Sync + sealed::Sealed {
     /// As [`Backend::coset_lde`]; the trace is freed either way, and nothing stays allocated on
     /// error.
     fn coset_lde_owned(&self, trace: Self::Buffer, params: &LdeParams) -> Result<Self::Buffer>;
+    /// The dot product of every row of the row-major `shape` matrix `matrix` with each of `k`
+    /// coefficient vectors, mod p: `out[r * k + j] = sum_c coeffs[j * cols + c] * matrix[r][c]`,
+    /// where `coeffs` holds the `k` vectors one after the other (`k = coeffs.len() / cols`, 1 to
+    /// [`crate::MAX_DOT_VECTORS`]) and `out` is row-major `rows x k`. Inputs may be non-canonical;
+    /// every output is canonical (CONVENTIONS.md, "Opening products"). This is the hot loop of a
+    /// PCS's reduced openings: an extension-field vector of powers of a challenge is `k` base-field
+    /// vectors, one per coordinate. Blocks until `out` is written.
+    ///
+    /// Optional: a backend without it answers [`Error::Unsupported`] and the caller computes the
+    /// products on the host.
+    ///
+    /// # Errors
+    /// [`Error::ForeignBuffer`]; the refusals of [`crate::validate::row_dot_products`], before
+    /// anything is issued; [`Error::Unsupported`]; out of memory for the coefficients; a device
+    /// error from this or earlier work.
+    fn row_dot_products(
+        &self,
+        matrix: &Self::Buffer,
+        shape: MatrixShape,
+        coeffs: &[u64],
+        out: &mut [u64],
+    ) -> Result<()>;
+
+    /// The dot product of every column of the rows `rows` of the row-major `shape` matrix
+    /// `matrix` with each of `k` weight vectors, mod p: `out[j * cols + c] = sum_i weights[j *
+    /// count + i] * matrix[first + i * step][c]`, where `weights` holds the `k` vectors of
+    /// `rows.count` weights one after the other (`k` from 1 to [`crate::MAX_DOT_VECTORS`]) and
+    /// `out` is row-major `k x cols`. Inputs may be non-canonical; every output is canonical
+    /// (CONVENTIONS.md, "Opening products"). This is a PCS's evaluation of committed columns at an
+    /// opening point by barycentric weights over the trace coset (the LDE's rows `0, blowup,
+    /// 2 * blowup, ...`). Blocks until `out` is written.
+    ///
+    /// Optional, as [`Backend::row_dot_products`].
+    ///
+    /// # Errors
+    /// [`Error::ForeignBuffer`]; the refusals of [`crate::validate::column_dot_products`], before
+    /// anything is issued; [`Error::Unsupported`]; out of memory for the weights or partial sums;
+    /// a device error from this or earlier work.
+    fn column_dot_products(
+        &self,
+        matrix: &Self::Buffer,
+        shape: MatrixShape,
+        rows: RowStride,
+        weights: &[u64],
+        out: &mut [u64],
+    ) -> Result<()>;
 
     /// Makes ready, ahead of a commit, what its first calls would otherwise pay for
     /// ([`RawBackend::prepare`]), telling `step` one line per step done, for a trace log.
@@ -509,6 +555,31 @@ impl<T: RawBackend> Backend for T {
         owned(self, &trace, "coset_lde_owned")?;
         crate::validate::coset_lde(params, trace.len())?;
         RawBackend::coset_lde_owned(self, trace, params)
+    }
+
+    fn row_dot_products(
+        &self,
+        matrix: &Self::Buffer,
+        shape: MatrixShape,
+        coeffs: &[u64],
+        out: &mut [u64],
+    ) -> Result<()> {
+        owned(self, matrix, "row_dot_products")?;
+        crate::validate::row_dot_products(shape, matrix.len(), coeffs.len(), out.len())?;
+        RawBackend::row_dot_products(self, matrix, shape, coeffs, out)
+    }
+
+    fn column_dot_products(
+        &self,
+        matrix: &Self::Buffer,
+        shape: MatrixShape,
+        rows: RowStride,
+        weights: &[u64],
+        out: &mut [u64],
+    ) -> Result<()> {
+        owned(self, matrix, "column_dot_products")?;
+        crate::validate::column_dot_products(shape, matrix.len(), rows, weights.len(), out.len())?;
+        RawBackend::column_dot_products(self, matrix, shape, rows, weights, out)
     }
 
     fn prepare(&self, prep: &Preparation, step: &mut dyn FnMut(&str)) -> Result<()> {

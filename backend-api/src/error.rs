@@ -142,6 +142,18 @@ pub enum Error {
         reason: String,
     },
 
+    /// The backend does not implement an optional operation (the opening products,
+    /// [`Backend::row_dot_products`](crate::Backend::row_dot_products) and
+    /// [`Backend::column_dot_products`](crate::Backend::column_dot_products), are optional: a caller
+    /// computes them on the host instead). Nothing was allocated or issued.
+    #[error("backend {backend} does not implement {op}")]
+    Unsupported {
+        /// The backend's name.
+        backend: &'static str,
+        /// The operation.
+        op: &'static str,
+    },
+
     /// A device kernel failed to compile; `log` is the compiler's own output.
     #[error("{backend}: kernel {kernel} failed to compile:\n{log}")]
     KernelCompile {
@@ -226,6 +238,12 @@ impl Error {
     pub fn is_unavailable(&self) -> bool {
         matches!(self, Error::BackendUnavailable { .. })
     }
+
+    /// Whether the backend does not implement the operation ([`Error::Unsupported`]): the caller
+    /// can compute the same result another way.
+    pub fn is_unsupported(&self) -> bool {
+        matches!(self, Error::Unsupported { .. })
+    }
 }
 
 #[cfg(test)]
@@ -245,6 +263,7 @@ mod tests {
             (Error::OutOfMemory { backend: "cpu", requested: 8, free: 0, total: 8 }, "oom"),
             (Error::InjectedFault { index: 0, bytes: 8 }, "oom"),
             (Error::BackendUnavailable { backend: "cuda", reason: "no driver".into() }, "unavailable"),
+            (Error::Unsupported { backend: "toy", op: "row_dot_products" }, "unsupported"),
             (Error::Device { backend: "wgpu", op: "map".into(), source: "timeout".into() }, "device"),
             (Error::KernelCompile { backend: "cuda", kernel: "lde.cu".into(), log: "error".into() }, "device"),
             (Error::DeviceLost { backend: "wgpu", reason: "reset".into() }, "lost"),
@@ -254,6 +273,7 @@ mod tests {
                 ("invalid", e.is_invalid_input()),
                 ("oom", e.is_out_of_memory()),
                 ("unavailable", e.is_unavailable()),
+                ("unsupported", e.is_unsupported()),
                 ("device", e.is_device_error() && !e.is_device_lost()),
                 ("lost", e.is_device_lost()),
             ];

@@ -2,7 +2,8 @@
 //!
 //! - **One trait, associated buffers.** [`Backend`] owns device memory through its `Buffer` type
 //!   (freed on drop) and exposes the five kernel families of a STARK commit: in-place transpose,
-//!   batched copy, leaf hashing, Merkle tree, coset LDE. Pipelines are generic over it.
+//!   batched copy, leaf hashing, Merkle tree, coset LDE; and, optionally, the opening products a
+//!   PCS's openings run over the committed LDE. Pipelines are generic over it.
 //! - **A checked front, an unchecked port.** A port implements [`RawBackend`]; every
 //!   `RawBackend` is a [`Backend`] through one sealed blanket implementation whose methods
 //!   validate every argument ([`validate`]: shapes against buffers, ranges, overflow, and that
@@ -40,6 +41,6 @@ pub use plan::DEFAULT_SCRATCH_CAP;
 pub use port::{RawBackend, leaves_then_transpose_in_turn};
 pub use prepare::{Preparation, TransferFloor, file_safe_key};
 pub use shape::{
-    CopyRange, DIGEST_BYTES, DIGEST_WORDS, ELEM_BYTES, HashKind, LdeParams, LeafLayout, LeafSpec, MAX_LOG_DOMAIN,
-    MatrixShape, TreeShape,
+    CopyRange, DIGEST_BYTES, DIGEST_WORDS, ELEM_BYTES, HashKind, LdeParams, LeafLayout, LeafSpec, MAX_DOT_VECTORS,
+    MAX_LOG_DOMAIN, MatrixShape, RowStride, TreeShape,
 };

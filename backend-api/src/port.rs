@@ -6,7 +6,7 @@ use crate::backend::{DeviceBuffer, DeviceInfo, HostBuffer, LeafJob, PendingDownl
 use crate::error::Result;
 use crate::fault::AllocTracker;
 use crate::prepare::{Preparation, TransferFloor};
-use crate::shape::{CopyRange, HashKind, LdeParams, LeafSpec, MatrixShape, TreeShape};
+use crate::shape::{CopyRange, HashKind, LdeParams, LeafSpec, MatrixShape, RowStride, TreeShape};
 
 /// The device memory and commit kernels of one backend, as a port implements them.
 ///
@@ -198,6 +198,47 @@ pub trait RawBackend: Send + Sync {
     /// As [`RawBackend::coset_lde`]; the trace is freed either way.
     fn coset_lde_owned(&self, trace: Self::Buffer, params: &LdeParams) -> Result<Self::Buffer> {
         self.coset_lde(&trace, params)
+    }
+
+    /// [`Backend::row_dot_products`]: `matrix` holds exactly `shape`, `coeffs` is `k` vectors of
+    /// `cols` coefficients (`k` from 1 to [`crate::MAX_DOT_VECTORS`]) and `out` is `rows * k`
+    /// long ([`crate::validate::row_dot_products`]).
+    ///
+    /// The default answers [`crate::Error::Unsupported`]: the operation is optional, and a caller
+    /// (the Plonky3 adapter's openings) then computes it on the host.
+    ///
+    /// # Errors
+    /// Out of memory for the coefficients; a device error from this or earlier work.
+    fn row_dot_products(
+        &self,
+        matrix: &Self::Buffer,
+        shape: MatrixShape,
+        coeffs: &[u64],
+        out: &mut [u64],
+    ) -> Result<()> {
+        let _ = (matrix, shape, coeffs, out);
+        Err(crate::Error::Unsupported { backend: self.info().backend, op: "row_dot_products" })
+    }
+
+    /// [`Backend::column_dot_products`]: `matrix` holds exactly `shape`, every row of `rows` is a
+    /// row of `shape` (`count` and `step` at least 1), `weights` is `k` vectors of `rows.count`
+    /// weights (`k` from 1 to [`crate::MAX_DOT_VECTORS`]) and `out` is `k * cols` long
+    /// ([`crate::validate::column_dot_products`]).
+    ///
+    /// The default answers [`crate::Error::Unsupported`], as for [`RawBackend::row_dot_products`].
+    ///
+    /// # Errors
+    /// Out of memory for the weights or partial sums; a device error from this or earlier work.
+    fn column_dot_products(
+        &self,
+        matrix: &Self::Buffer,
+        shape: MatrixShape,
+        rows: RowStride,
+        weights: &[u64],
+        out: &mut [u64],
+    ) -> Result<()> {
+        let _ = (matrix, shape, rows, weights, out);
+        Err(crate::Error::Unsupported { backend: self.info().backend, op: "column_dot_products" })
     }
 
     /// Makes ready what the commit `prep` describes would otherwise pay for in its first calls

@@ -13,6 +13,11 @@ pub const DIGEST_BYTES: usize = 32;
 pub const DIGEST_WORDS: usize = DIGEST_BYTES / ELEM_BYTES;
 /// The largest LDE domain the field supports: the Goldilocks two-adicity is 32.
 pub const MAX_LOG_DOMAIN: u32 = 32;
+/// The most coefficient or weight vectors one call of
+/// [`Backend::row_dot_products`](crate::Backend::row_dot_products) or
+/// [`Backend::column_dot_products`](crate::Backend::column_dot_products) takes (a device kernel keeps
+/// one accumulator per vector in registers). Eight covers a degree-4 extension opened at two points.
+pub const MAX_DOT_VECTORS: usize = 8;
 
 /// A `rows x cols` matrix of `u64` elements.
 ///
@@ -459,4 +464,35 @@ mod tests {
     }
 
     const P_PLUS_7: u64 = crate::field::P + 7;
+}
+
+/// The rows `first`, `first + step`, ..., `first + (count - 1) * step` of a matrix: the rows
+/// [`Backend::column_dot_products`](crate::Backend::column_dot_products) reads (a PCS's opening
+/// reads every `blowup`-th row of an LDE in natural order, the trace coset's rows).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RowStride {
+    /// The first row read.
+    pub first: usize,
+    /// The distance between two rows read (>= 1).
+    pub step: usize,
+    /// How many rows are read (>= 1).
+    pub count: usize,
+}
+
+impl RowStride {
+    /// `count` rows from `first`, `step` apart.
+    pub const fn new(first: usize, step: usize, count: usize) -> Self {
+        Self { first, step, count }
+    }
+
+    /// Every row of a matrix of `rows` rows.
+    pub const fn all(rows: usize) -> Self {
+        Self { first: 0, step: 1, count: rows }
+    }
+}
+
+impl fmt::Display for RowStride {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} rows from row {}, {} apart", self.count, self.first, self.step)
+    }
 }

@@ -15,7 +15,7 @@
 use crate::error::{Error, Result};
 use crate::fault::AllocTracker;
 use crate::plan::TransposeGeometry;
-use crate::shape::{DIGEST_WORDS, ELEM_BYTES, LdeParams, LeafSpec, MatrixShape, TreeShape};
+use crate::shape::{DIGEST_WORDS, ELEM_BYTES, LdeParams, LeafSpec, MAX_DOT_VECTORS, MatrixShape, RowStride, TreeShape};
 
 /// The bytes of an allocation of `len` elements, for [`Backend::alloc`](crate::Backend::alloc)
 /// and [`Backend::upload`](crate::Backend::upload).
@@ -165,6 +165,99 @@ pub fn owned(
 }
 
 /// `[start, start + len)` within a buffer of `buf_len` elements.
+/// Row dot products of a `shape` matrix held in `matrix_len` elements with `coeffs_len`
+/// coefficients into `out_len` elements ([`Backend::row_dot_products`](crate::Backend::row_dot_products)).
+/// Returns the number of coefficient vectors, `coeffs_len / cols`.
+///
+/// # Errors
+/// [`Error::LengthMismatch`] when the buffer does not hold exactly `shape`, when `coeffs_len` is
+/// not a whole number of rows of `cols` coefficients, or when `out_len` is not `rows` times that
+/// number; [`Error::InvalidArgument`] for no coefficient vector or more than [`MAX_DOT_VECTORS`].
+pub fn row_dot_products(shape: MatrixShape, matrix_len: usize, coeffs_len: usize, out_len: usize) -> Result<usize> {
+    shape.check_len("row_dot_products matrix", matrix_len)?;
+    let k = dot_vectors("row_dot_products", "coefficient", coeffs_len, shape.cols())?;
+    let expected = shape.rows() * k;
+    if out_len != expected {
+        return Err(Error::LengthMismatch {
+            what: "row_dot_products output (rows x vectors)",
+            expected,
+            actual: out_len,
+        });
+    }
+    Ok(k)
+}
+
+/// Column dot products over the rows `rows` of a `shape` matrix held in `matrix_len` elements,
+/// with `weights_len` weights, into `out_len` elements
+/// ([`Backend::column_dot_products`](crate::Backend::column_dot_products)). Returns the number of
+/// weight vectors, `weights_len / rows.count`.
+///
+/// # Errors
+/// [`Error::LengthMismatch`] when the buffer does not hold exactly `shape`, when `weights_len` is
+/// not a whole number of vectors of `rows.count` weights, or when `out_len` is not `cols` times
+/// that number; [`Error::InvalidArgument`] for a zero `step` or `count`, or for no weight vector
+/// or more than [`MAX_DOT_VECTORS`]; [`Error::OutOfBounds`] when the last row read,
+/// `first + (count - 1) * step`, is not a row of `shape` (or overflows).
+pub fn column_dot_products(
+    shape: MatrixShape,
+    matrix_len: usize,
+    rows: RowStride,
+    weights_len: usize,
+    out_len: usize,
+) -> Result<usize> {
+    shape.check_len("column_dot_products matrix", matrix_len)?;
+    if rows.step == 0 || rows.count == 0 {
+        return Err(Error::InvalidArgument(format!(
+            "column_dot_products reads {rows}: the count and the step must be at least 1"
+        )));
+    }
+    let last = (rows.count - 1).checked_mul(rows.step).and_then(|d| d.checked_add(rows.first));
+    match last {
+        Some(last) if last < shape.rows() => {}
+        _ => {
+            return Err(Error::OutOfBounds {
+                what: "column_dot_products rows",
+                start: rows.first,
+                end: last.map_or(usize::MAX, |l| l.saturating_add(1)),
+                len: shape.rows(),
+            });
+        }
+    }
+    let k = dot_vectors("column_dot_products", "weight", weights_len, rows.count)?;
+    let expected = shape.cols() * k;
+    if out_len != expected {
+        return Err(Error::LengthMismatch {
+            what: "column_dot_products output (vectors x cols)",
+            expected,
+            actual: out_len,
+        });
+    }
+    Ok(k)
+}
+
+/// The number of vectors of `per_vector` values in `len` values: a whole number from 1 to
+/// [`MAX_DOT_VECTORS`].
+fn dot_vectors(op: &'static str, kind: &str, len: usize, per_vector: usize) -> Result<usize> {
+    if !len.is_multiple_of(per_vector) {
+        return Err(Error::LengthMismatch {
+            what: if kind == "weight" {
+                "column_dot_products weights (a whole number of vectors of `count` weights)"
+            } else {
+                "row_dot_products coefficients (a whole number of vectors of `cols` coefficients)"
+            },
+            expected: len.next_multiple_of(per_vector),
+            actual: len,
+        });
+    }
+    let k = len / per_vector;
+    if k == 0 || k > MAX_DOT_VECTORS {
+        return Err(Error::InvalidArgument(format!(
+            "{op}: {len} {kind}s are {k} vectors of {per_vector}; a call takes 1 to {MAX_DOT_VECTORS}"
+        )));
+    }
+    Ok(k)
+}
+
 fn range(what: &'static str, start: usize, len: usize, buf_len: usize) -> Result<()> {
     match start.checked_add(len) {
         Some(end) if end <= buf_len => Ok(()),

@@ -40,6 +40,7 @@ mod hash;
 mod lde;
 mod memory;
 mod merkle;
+mod open;
 mod poseidon2;
 mod transpose;
 
@@ -47,7 +48,9 @@ use std::sync::Arc;
 
 #[cfg(doc)]
 use backend_api::Backend;
-use backend_api::{AllocTracker, CopyRange, DeviceInfo, HashKind, LdeParams, LeafSpec, MatrixShape, Result, TreeShape};
+use backend_api::{
+    AllocTracker, CopyRange, DeviceInfo, HashKind, LdeParams, LeafSpec, MatrixShape, Result, RowStride, TreeShape,
+};
 
 pub use memory::{CpuBuffer, CpuDownload};
 
@@ -148,6 +151,23 @@ impl backend_api::RawBackend for CpuBackend {
         out_digest: usize,
     ) -> Result<()> {
         hash::hash_leaves_into(matrix.as_slice(), shape, spec, out.as_mut_slice(), out_digest)
+    }
+
+    fn row_dot_products(&self, matrix: &CpuBuffer, shape: MatrixShape, coeffs: &[u64], out: &mut [u64]) -> Result<()> {
+        open::row_dot_products(matrix.as_slice(), shape, coeffs, out);
+        Ok(())
+    }
+
+    fn column_dot_products(
+        &self,
+        matrix: &CpuBuffer,
+        shape: MatrixShape,
+        rows: RowStride,
+        weights: &[u64],
+        out: &mut [u64],
+    ) -> Result<()> {
+        open::column_dot_products(matrix.as_slice(), shape, rows, weights, out);
+        Ok(())
     }
 
     fn merkle_tree_in_place(&self, nodes: &mut CpuBuffer, tree: TreeShape, hash: HashKind) -> Result<()> {

@@ -272,6 +272,47 @@ pub fn words_to_digests(words: &[u64]) -> Vec<[u8; 32]> {
         .collect()
 }
 
+/// Row dot products of a row-major `rows x cols` matrix with `coeffs` (vectors of `cols`
+/// coefficients, one after the other): `out[r * k + j] = sum_c coeffs[j * cols + c] * m[r][c] mod
+/// p`, term by term in `u128 % p`.
+pub fn row_dot_products(matrix: &[u64], cols: usize, coeffs: &[u64]) -> Vec<u64> {
+    let k = coeffs.len() / cols;
+    let rows = matrix.len() / cols;
+    let mut out = vec![0u64; rows * k];
+    for r in 0..rows {
+        for j in 0..k {
+            for c in 0..cols {
+                out[r * k + j] = add(out[r * k + j], mul(coeffs[j * cols + c], matrix[r * cols + c]));
+            }
+        }
+    }
+    out
+}
+
+/// Column dot products over rows `first + i * step` (`i < count`) of a row-major matrix of `cols`
+/// columns with `weights` (vectors of `count` weights, one after the other): `out[j * cols + c] =
+/// sum_i weights[j * count + i] * m[first + i * step][c] mod p`, in `u128 % p`.
+pub fn column_dot_products(
+    matrix: &[u64],
+    cols: usize,
+    first: usize,
+    step: usize,
+    count: usize,
+    weights: &[u64],
+) -> Vec<u64> {
+    let k = weights.len() / count;
+    let mut out = vec![0u64; k * cols];
+    for j in 0..k {
+        for i in 0..count {
+            let r = first + i * step;
+            for c in 0..cols {
+                out[j * cols + c] = add(out[j * cols + c], mul(weights[j * count + i], matrix[r * cols + c]));
+            }
+        }
+    }
+    out
+}
+
 /// Applies a batch of copies one element at a time, reading every source before writing (the
 /// batch is independent, so order does not matter).
 pub fn apply_copies(src: &[u64], dst: &mut [u64], copies: &[CopyRange]) {

@@ -9,7 +9,7 @@
 //!   `sha3` / `blake3` crates, a recursive Merkle root and a naive node array.
 //! - **Checks are functions.** Each check is a `pub fn name<B: Backend>(&B) -> Outcome` in a module
 //!   named after the backend file it exercises ([`transpose`], [`copy`], [`hash`], [`merkle`],
-//!   [`lde`], [`memory`]); a port can call any one of them directly, and the crate's own tests
+//!   [`lde`], [`open`], [`memory`]); a port can call any one of them directly, and the crate's own tests
 //!   prove each check can fail by running it against deliberately broken backends.
 //! - **Seeded inputs.** [`Gen`] is a ChaCha8 generator seeded from the check's name (see
 //!   [`Gen::new`]): every run sees the same matrices, including non-canonical values
@@ -55,6 +55,7 @@ pub mod hash;
 pub mod lde;
 pub mod memory;
 pub mod merkle;
+pub mod open;
 pub mod parity;
 pub use naive_reference as reference;
 pub mod reliability;
@@ -444,6 +445,10 @@ macro_rules! __conformance_checks {
             lde::coset_lde_in_place_larger_domains,
             lde::coset_lde_in_place_allocates_only_its_tables,
             lde::coset_lde_from_host,
+            open::row_dot_products_random,
+            open::column_dot_products_random,
+            open::dot_products_large_sums,
+            open::dot_products_errors,
             memory::memory_upload_download,
             memory::memory_host_buffers,
             memory::memory_size_overflow,

@@ -14,7 +14,7 @@ use backend_api::plan::TransposePlan;
 use backend_api::validate::{self, LeafOutput};
 use backend_api::{
     AllocTracker, Backend, CopyRange, DIGEST_WORDS, DeviceBuffer, DeviceInfo, HashKind, LdeParams, LeafJob, LeafLayout,
-    LeafSpec, MatrixShape, PendingDownload, Result, TreeShape,
+    LeafSpec, MatrixShape, PendingDownload, Result, RowStride, TreeShape,
 };
 use sha3::Digest as _;
 
@@ -83,6 +83,11 @@ pub enum Bug {
     /// `hash_leaves_then_transpose` hashes each tree before it validates the next tree and the
     /// transpose: a refused call has written digests.
     LeavesBeforeValidation,
+    /// The opening products add reduced products in 64 bits and fold an overflow back in, but
+    /// never subtract the last `p`: an output may be non-canonical (`p` for a sum of zero).
+    DotLazyReduction,
+    /// `column_dot_products` reads `count` consecutive rows from `first`, ignoring the step.
+    ColumnDotIgnoresStep,
     /// Every instance counts its bytes in one process-wide tracker, so a buffer's tracker cannot
     /// tell one instance from another: the front then takes other instances' buffers for its own.
     SharedTracker,
@@ -152,6 +157,18 @@ impl HostBackend {
     }
 
     /// Runs a `backend_api::validate` check, unless this backend trusts its parameters.
+    /// The sum of canonical `terms` mod p (lazily reduced under [`Bug::DotLazyReduction`]).
+    fn dot(&self, terms: impl Iterator<Item = u64>) -> u64 {
+        if self.bug == Bug::DotLazyReduction {
+            terms.fold(0u64, |s, t| {
+                let (s, over) = s.overflowing_add(t);
+                if over { s.wrapping_add(0xFFFF_FFFF) } else { s }
+            })
+        } else {
+            terms.fold(0, field::add)
+        }
+    }
+
     fn check(&self, validate: impl FnOnce() -> Result<()>) -> Result<()> {
         if self.bug == Bug::TrustsParameters { Ok(()) } else { validate() }
     }
@@ -373,6 +390,43 @@ impl backend_api::RawBackend for HostBackend {
         }
     }
 
+    fn row_dot_products(&self, matrix: &HostBuffer, shape: MatrixShape, coeffs: &[u64], out: &mut [u64]) -> Result<()> {
+        self.check(|| validate::row_dot_products(shape, matrix.data.len(), coeffs.len(), out.len()).map(drop))?;
+        let cols = shape.cols();
+        let k = coeffs.len() / cols;
+        for (r, row) in matrix.data.chunks(cols).enumerate() {
+            for (j, vector) in coeffs.chunks(cols).enumerate() {
+                out[r * k + j] = self.dot(row.iter().zip(vector).map(|(&x, &c)| field::mul(x, c)));
+            }
+        }
+        Ok(())
+    }
+
+    fn column_dot_products(
+        &self,
+        matrix: &HostBuffer,
+        shape: MatrixShape,
+        rows: RowStride,
+        weights: &[u64],
+        out: &mut [u64],
+    ) -> Result<()> {
+        self.check(|| {
+            validate::column_dot_products(shape, matrix.data.len(), rows, weights.len(), out.len()).map(drop)
+        })?;
+        let cols = shape.cols();
+        let step = if self.bug == Bug::ColumnDotIgnoresStep { 1 } else { rows.step };
+        for (j, vector) in weights.chunks(rows.count).enumerate() {
+            for c in 0..cols {
+                let terms = vector
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &w)| field::mul(w, matrix.data[(rows.first + i * step) * cols + c]));
+                out[j * cols + c] = self.dot(terms);
+            }
+        }
+        Ok(())
+    }
+
     fn merkle_tree_in_place(&self, nodes: &mut HostBuffer, tree: TreeShape, hash: HashKind) -> Result<()> {
         self.check(|| validate::merkle_tree(tree, nodes.data.len()))?;
         let digest = |n: &[u64], i: usize| -> [u8; 32] {
@@ -528,6 +582,9 @@ const CAUGHT_BY: &[(Bug, &[&str])] = &[
     (Bug::LeavesAfterTranspose, &["leaves_then_transpose"]),
     (Bug::SwapRuns, &["leaves_then_transpose"]),
     (Bug::HashRawBytes, &["leaves_then_transpose"]),
+    // Random sums almost never land in [p, 2^64): only the edge case shows it.
+    (Bug::DotLazyReduction, &["dot_products_large_sums"]),
+    (Bug::ColumnDotIgnoresStep, &["column_dot_products_random"]),
 ];
 
 /// Port bugs that the checked front makes harmless: a port that validates nothing, skips copy-batch
@@ -544,6 +601,7 @@ const MADE_HARMLESS_BY_THE_FRONT: &[(Bug, &[&str])] = &[
             "hash_leaves_errors",
             "merkle_tree_errors",
             "coset_lde_errors",
+            "dot_products_errors",
             "memory_upload_download",
             "memory_size_overflow",
         ],

@@ -20,12 +20,14 @@ mod hash;
 mod lde;
 mod memory;
 mod merkle;
+mod open;
 mod transpose;
 
 use std::sync::Arc;
 
 use backend_api::{
-    AllocTracker, CopyRange, DeviceBuffer, DeviceInfo, HashKind, LdeParams, LeafSpec, MatrixShape, Result, TreeShape,
+    AllocTracker, CopyRange, DeviceBuffer, DeviceInfo, HashKind, LdeParams, LeafSpec, MatrixShape, Result, RowStride,
+    TreeShape,
 };
 
 pub use memory::{ToyBuffer, ToyDownload};
@@ -126,6 +128,23 @@ impl backend_api::RawBackend for ToyBackend {
         out_digest: usize,
     ) -> Result<()> {
         hash::hash_leaves_into(matrix.as_slice(), shape, spec, out.as_mut_slice(), out_digest)
+    }
+
+    fn row_dot_products(&self, matrix: &ToyBuffer, shape: MatrixShape, coeffs: &[u64], out: &mut [u64]) -> Result<()> {
+        open::row_dot_products(matrix.as_slice(), shape, coeffs, out);
+        Ok(())
+    }
+
+    fn column_dot_products(
+        &self,
+        matrix: &ToyBuffer,
+        shape: MatrixShape,
+        rows: RowStride,
+        weights: &[u64],
+        out: &mut [u64],
+    ) -> Result<()> {
+        open::column_dot_products(matrix.as_slice(), shape, rows, weights, out);
+        Ok(())
     }
 
     fn merkle_tree_in_place(&self, nodes: &mut ToyBuffer, tree: TreeShape, hash: HashKind) -> Result<()> {

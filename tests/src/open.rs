@@ -1,0 +1,208 @@
+//! Checks of the opening products, [`Backend::row_dot_products`] and
+//! [`Backend::column_dot_products`], against the naive `u128 % p` references, and of the
+//! refusals every backend applies before anything is issued.
+//!
+//! The products are optional: a backend that answers [`Error::Unsupported`] prints
+//! `SKIPPED <backend>::<check>` and passes the product checks (its callers compute them on the
+//! host). The refusals come from the checked front, so every backend, one without the products
+//! included, must give them.
+
+use backend_api::{Backend, Error, MAX_DOT_VECTORS, MatrixShape, RowStride};
+
+use crate::{Context as _, Gen, Outcome, ensure, ensure_live, ensure_words_eq, expect_error, reference};
+
+/// `Some(Ok(()))` (after a `SKIPPED` line) when `result` says the backend does not implement the
+/// operation; `None` otherwise.
+fn skipped<B: Backend>(backend: &B, check: &str, result: &backend_api::Result<()>) -> Option<Outcome> {
+    match result {
+        Err(e) if e.is_unsupported() => {
+            eprintln!("SKIPPED {}::{check}: {e}", backend.info().backend);
+            Some(Ok(()))
+        }
+        _ => None,
+    }
+}
+
+/// Shapes (rows, cols) and vector counts of the product checks: one element, one row, one
+/// column, odd sizes, wide rows, and every vector count up to [`MAX_DOT_VECTORS`].
+const SHAPES: &[(usize, usize, usize)] = &[
+    (1, 1, 1),
+    (1, 7, 2),
+    (9, 1, 3),
+    (16, 3, 2),
+    (33, 17, 4),
+    (64, 256, 2),
+    (257, 5, MAX_DOT_VECTORS),
+    (1024, 33, 1),
+    (4096, 2, 2),
+];
+
+/// Row products of random matrices and coefficients (non-canonical values included) against the
+/// reference, every output canonical.
+///
+/// # Errors
+/// The first shape whose products differ.
+pub fn row_dot_products_random<B: Backend>(backend: &B) -> Outcome {
+    let mut g = Gen::new("row_dot_products_random");
+    let baseline = backend.memory().live;
+    for &(rows, cols, k) in SHAPES {
+        let shape = MatrixShape::new(rows, cols).ctx("shape")?;
+        let host = g.matrix(shape.len());
+        let coeffs = g.matrix(k * cols);
+        let matrix = backend.upload(&host).ctx("upload")?;
+        let mut out = vec![0xdead_beef; rows * k];
+        let result = backend.row_dot_products(&matrix, shape, &coeffs, &mut out);
+        if let Some(skip) = skipped(backend, "row_dot_products_random", &result) {
+            return skip;
+        }
+        let what = format!("row_dot_products of {shape} with {k} vectors");
+        result.ctx(&what)?;
+        ensure_words_eq(&what, &reference::row_dot_products(&host, cols, &coeffs), &out)?;
+        ensure_words_eq(
+            format!("{what}: the matrix afterwards"),
+            &host,
+            &backend.download_vec(&matrix).ctx("download")?,
+        )?;
+    }
+    ensure_live(backend, baseline, "row_dot_products_random")
+}
+
+/// Column products over every row, strided rows (a PCS's trace coset in an LDE), an offset
+/// first row and a single row, against the reference, every output canonical.
+///
+/// # Errors
+/// The first selection whose products differ.
+pub fn column_dot_products_random<B: Backend>(backend: &B) -> Outcome {
+    let mut g = Gen::new("column_dot_products_random");
+    let baseline = backend.memory().live;
+    for &(rows, cols, k) in SHAPES {
+        let shape = MatrixShape::new(rows, cols).ctx("shape")?;
+        let host = g.matrix(shape.len());
+        let matrix = backend.upload(&host).ctx("upload")?;
+        let mut selections = vec![RowStride::all(rows), RowStride::new(rows - 1, 1, 1)];
+        if rows >= 4 {
+            selections.push(RowStride::new(0, 2, rows / 2));
+            selections.push(RowStride::new(1, 3, (rows - 2) / 3 + 1));
+        }
+        for rows_read in selections {
+            let weights = g.matrix(k * rows_read.count);
+            let mut out = vec![0xdead_beef; k * cols];
+            let result = backend.column_dot_products(&matrix, shape, rows_read, &weights, &mut out);
+            if let Some(skip) = skipped(backend, "column_dot_products_random", &result) {
+                return skip;
+            }
+            let what = format!("column_dot_products of {shape}, {rows_read}, {k} vectors");
+            result.ctx(&what)?;
+            let expected =
+                reference::column_dot_products(&host, cols, rows_read.first, rows_read.step, rows_read.count, &weights);
+            ensure_words_eq(&what, &expected, &out)?;
+        }
+    }
+    ensure_live(backend, baseline, "column_dot_products_random")
+}
+
+/// Sums that wrap a 64-bit (and a 128-bit) accumulator if reduced late: every element and
+/// coefficient `p - 1` (so every product is 1) and `u64::MAX` (non-canonical, `2^32 - 2`), over
+/// many rows and columns.
+///
+/// # Errors
+/// The first sum that differs.
+pub fn dot_products_large_sums<B: Backend>(backend: &B) -> Outcome {
+    let p = reference::P;
+    let baseline = backend.memory().live;
+    for (rows, cols) in [(3, 4099), (5000, 3)] {
+        for value in [p - 1, u64::MAX] {
+            let shape = MatrixShape::new(rows, cols).ctx("shape")?;
+            let host = vec![value; shape.len()];
+            let matrix = backend.upload(&host).ctx("upload")?;
+            let coeffs = vec![value; 2 * cols];
+            let mut out = vec![0; rows * 2];
+            let result = backend.row_dot_products(&matrix, shape, &coeffs, &mut out);
+            if let Some(skip) = skipped(backend, "dot_products_large_sums", &result) {
+                return skip;
+            }
+            let what = format!("row_dot_products of {shape}, every value {value:#x}");
+            result.ctx(&what)?;
+            ensure_words_eq(&what, &reference::row_dot_products(&host, cols, &coeffs), &out)?;
+            let weights = vec![value; 2 * rows];
+            let mut out = vec![0; 2 * cols];
+            let what = format!("column_dot_products of {shape}, every value {value:#x}");
+            backend.column_dot_products(&matrix, shape, RowStride::all(rows), &weights, &mut out).ctx(&what)?;
+            ensure_words_eq(&what, &reference::column_dot_products(&host, cols, 0, 1, rows, &weights), &out)?;
+        }
+    }
+    // A sum of exactly p is 0, never p (a lazily reduced sum leaves p).
+    let pair = backend.upload(&[1, p - 1]).ctx("upload")?;
+    let mut out = [7u64; 1];
+    let what = "row_dot_products of the row [1, p - 1] with [1, 1]";
+    backend.row_dot_products(&pair, MatrixShape::new(1, 2).ctx("shape")?, &[1, 1], &mut out).ctx(what)?;
+    ensure_words_eq(what, &[0], &out)?;
+    let what = "column_dot_products of the column [1, p - 1] with [1, 1]";
+    backend
+        .column_dot_products(&pair, MatrixShape::new(2, 1).ctx("shape")?, RowStride::all(2), &[1, 1], &mut out)
+        .ctx(what)?;
+    ensure_words_eq(what, &[0], &out)?;
+    drop(pair);
+    ensure_live(backend, baseline, "dot_products_large_sums")
+}
+
+/// Every refusal of the checked front, with the typed error and the output untouched, on every
+/// backend (one without the products included: the front refuses first).
+///
+/// # Errors
+/// The first call that is accepted, or refused with another error, or that wrote its output.
+pub fn dot_products_errors<B: Backend>(backend: &B) -> Outcome {
+    let baseline = backend.memory().live;
+    let shape = MatrixShape::new(8, 3).ctx("shape")?;
+    let matrix = backend.upload(&[5; 24]).ctx("upload")?;
+    let short = backend.upload(&[5; 23]).ctx("upload")?;
+    let length = |e: &Error| matches!(e, Error::LengthMismatch { .. });
+    let invalid = |e: &Error| matches!(e, Error::InvalidArgument(_));
+    let bounds = |e: &Error| matches!(e, Error::OutOfBounds { .. });
+    let untouched = |what: &str, out: &[u64]| -> Outcome {
+        ensure!(out.iter().all(|&x| x == 7), "{what}: a refused call wrote its output");
+        Ok(())
+    };
+
+    let row_cases: Vec<(&str, &B::Buffer, Vec<u64>, usize, &dyn Fn(&Error) -> bool)> = vec![
+        ("a buffer that does not hold the shape", &short, vec![1; 3], 8, &length),
+        ("coefficients that are not whole vectors", &matrix, vec![1; 4], 8, &length),
+        ("no coefficient vector", &matrix, vec![], 0, &invalid),
+        ("more vectors than MAX_DOT_VECTORS", &matrix, vec![1; 3 * (MAX_DOT_VECTORS + 1)], 8 * 9, &invalid),
+        ("an output of the wrong length", &matrix, vec![1; 6], 15, &length),
+    ];
+    for (what, m, coeffs, out_len, pred) in row_cases {
+        let mut out = vec![7; out_len];
+        let what = format!("row_dot_products with {what}");
+        expect_error(backend.row_dot_products(m, shape, &coeffs, &mut out), &what, pred)?;
+        untouched(&what, &out)?;
+    }
+
+    let col_cases: Vec<(&str, &B::Buffer, RowStride, usize, usize, &dyn Fn(&Error) -> bool)> = vec![
+        ("a buffer that does not hold the shape", &short, RowStride::all(8), 8, 3, &length),
+        ("a zero step", &matrix, RowStride::new(0, 0, 2), 2, 3, &invalid),
+        ("no row", &matrix, RowStride::new(0, 1, 0), 0, 3, &invalid),
+        ("a last row past the matrix", &matrix, RowStride::new(2, 2, 4), 4, 3, &bounds),
+        ("a first row past the matrix", &matrix, RowStride::new(8, 1, 1), 1, 3, &bounds),
+        ("a step that overflows", &matrix, RowStride::new(1, usize::MAX, 2), 2, 3, &bounds),
+        ("weights that are not whole vectors", &matrix, RowStride::all(8), 9, 3, &length),
+        ("more vectors than MAX_DOT_VECTORS", &matrix, RowStride::new(0, 8, 1), MAX_DOT_VECTORS + 1, 27, &invalid),
+        ("an output of the wrong length", &matrix, RowStride::all(8), 16, 3, &length),
+    ];
+    for (what, m, rows, weights_len, out_len, pred) in col_cases {
+        let mut out = vec![7; out_len];
+        let what = format!("column_dot_products ({rows}) with {what}");
+        expect_error(backend.column_dot_products(m, shape, rows, &vec![1; weights_len], &mut out), &what, pred)?;
+        untouched(&what, &out)?;
+    }
+    // The boundary itself is accepted: the last row read is the matrix's last row.
+    let mut out = vec![0; 3];
+    let what = "column_dot_products reading rows 1, 3, 5, 7 of 8";
+    let result = backend.column_dot_products(&matrix, shape, RowStride::new(1, 2, 4), &[1; 4], &mut out);
+    if !result.as_ref().is_err_and(Error::is_unsupported) {
+        result.ctx(what)?;
+        ensure_words_eq(what, &[20, 20, 20], &out)?;
+    }
+    drop((matrix, short));
+    ensure_live(backend, baseline, "dot_products_errors")
+}
