@@ -63,6 +63,7 @@ mod lde;
 mod memory;
 mod merkle;
 mod module;
+mod open;
 mod options;
 mod staging;
 mod transpose;
@@ -74,7 +75,7 @@ use backend_api::Backend;
 use backend_api::DeviceBuffer as _;
 use backend_api::{
     AllocTracker, CopyRange, DeviceInfo, Error, HashKind, LdeParams, LeafJob, LeafSpec, MatrixShape, Preparation,
-    Result, TransferFloor, TreeShape,
+    Result, RowStride, TransferFloor, TreeShape,
 };
 
 pub use embedded::EmbeddedKernels;
@@ -542,6 +543,21 @@ impl backend_api::RawBackend for CudaBackend {
             Some(leaves) => transpose::transpose_hashing(&self.device, buf, shape, scratch_cap, Some(&leaves)),
             None => backend_api::leaves_then_transpose_in_turn(self, buf, shape, jobs, scratch_cap),
         }
+    }
+
+    fn row_dot_products(&self, matrix: &CudaBuffer, shape: MatrixShape, coeffs: &[u64], out: &mut [u64]) -> Result<()> {
+        open::row_dot_products(&self.device, matrix, shape, coeffs, out)
+    }
+
+    fn column_dot_products(
+        &self,
+        matrix: &CudaBuffer,
+        shape: MatrixShape,
+        rows: RowStride,
+        weights: &[u64],
+        out: &mut [u64],
+    ) -> Result<()> {
+        open::column_dot_products(&self.device, matrix, shape, rows, weights, out)
     }
 
     fn merkle_tree_in_place(&self, nodes: &mut CudaBuffer, tree: TreeShape, hash: HashKind) -> Result<()> {

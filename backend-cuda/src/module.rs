@@ -46,6 +46,8 @@ pub(crate) enum Source {
     Merkle,
     /// `lde.cu`: the NTT passes of the coset LDE.
     Lde,
+    /// `open.cu`: the opening products.
+    Open,
     /// `field_selftest.cu` (unit tests only, not a kernel file of the shaders crate): the device's
     /// field arithmetic in one test kernel.
     #[cfg(test)]
@@ -55,7 +57,8 @@ pub(crate) enum Source {
 impl Source {
     /// Every kernel file of the shaders crate.
     #[cfg_attr(not(test), allow(dead_code))]
-    pub(crate) const ALL: [Source; 5] = [Source::Transpose, Source::Copy, Source::Hash, Source::Merkle, Source::Lde];
+    pub(crate) const ALL: [Source; 6] =
+        [Source::Transpose, Source::Copy, Source::Hash, Source::Merkle, Source::Lde, Source::Open];
 
     /// The file name and its text.
     pub(crate) fn file(self) -> (&'static str, &'static str) {
@@ -66,6 +69,7 @@ impl Source {
             Source::Hash => ("hash.cu", cuda::HASH),
             Source::Merkle => ("merkle.cu", cuda::MERKLE),
             Source::Lde => ("lde.cu", cuda::LDE),
+            Source::Open => ("open.cu", cuda::OPEN),
             #[cfg(test)]
             Source::FieldSelfTest => ("field_selftest.cu", include_str!("tests/field_selftest.cu")),
         }

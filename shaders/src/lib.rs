@@ -24,6 +24,9 @@ pub mod cuda {
     /// Coset LDE: fused radix-2 NTT passes (a shared-memory kernel for short transforms, the
     /// radix-16 register kernel for the rest), coset scaling, zero-extension.
     pub const LDE: &str = include_str!("../cuda/lde.cu");
+    /// The opening products: row dot products (a warp per row) and column dot products (partial
+    /// sums per row chunk, then one sum per output).
+    pub const OPEN: &str = include_str!("../cuda/open.cu");
 
     /// The headers every kernel file may `#include`, as (include name, text), for NVRTC.
     pub const HEADERS: &[(&str, &str)] = &[
@@ -33,8 +36,14 @@ pub mod cuda {
         ("poseidon2_constants.cuh", POSEIDON2_CONSTANTS),
     ];
     /// Every kernel file, as (file name, text).
-    pub const SOURCES: &[(&str, &str)] =
-        &[("transpose.cu", TRANSPOSE), ("copy.cu", COPY), ("hash.cu", HASH), ("merkle.cu", MERKLE), ("lde.cu", LDE)];
+    pub const SOURCES: &[(&str, &str)] = &[
+        ("transpose.cu", TRANSPOSE),
+        ("copy.cu", COPY),
+        ("hash.cu", HASH),
+        ("merkle.cu", MERKLE),
+        ("lde.cu", LDE),
+        ("open.cu", OPEN),
+    ];
 }
 
 /// WGSL kernel sources, one per operation family.
