@@ -178,6 +178,7 @@ mod device;
 mod dft;
 mod digest;
 mod mmcs;
+mod open;
 mod pcs;
 
 pub use device::{DefaultDevice, register_default, unregister_default};

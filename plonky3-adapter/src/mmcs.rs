@@ -241,14 +241,18 @@ impl<B: Backend, H: MmcsHash> BackendMmcs<B, H> {
     /// The leaves are hashed from `lde` in natural order and put in Plonky3's order through the
     /// host: one digest per row, `1 / width` of the LDE's bytes.
     ///
+    /// With `keep`, the prover data holds `lde` for the openings ([`BackendProverData::device_lde`]);
+    /// otherwise it is freed here.
+    ///
     /// # Errors
     /// The backend's errors; [`Error::InvalidArgument`] when `matrices` are not one group of
     /// `shape`'s height and total width (a caller's bug).
     pub(crate) fn commit_device_lde<M: Matrix<Goldilocks>>(
         &self,
-        lde: &B::Buffer,
+        lde: B::Buffer,
         shape: MatrixShape,
         matrices: Vec<M>,
+        keep: bool,
     ) -> backend_api::Result<Committed<B, M, H>> {
         let plan = Plan::new(&matrices)
             .ok()
@@ -261,7 +265,7 @@ impl<B: Backend, H: MmcsHash> BackendMmcs<B, H> {
         let tree = TreeShape::new(rows)?;
         let mut nodes = backend.alloc(tree.words())?;
         let spec = LeafSpec::new(H::KIND, LeafLayout::Rows, 0..shape.cols())?;
-        backend.hash_leaves_into(lde, shape, &spec, &mut nodes, tree.first_leaf())?;
+        backend.hash_leaves_into(&lde, shape, &spec, &mut nodes, tree.first_leaf())?;
         // Plonky3's leaf `i` is the digest of natural row `br(i)`.
         let first = tree.first_leaf() * DIGEST_WORDS;
         let chunk_rows = STAGING_BYTES / (DIGEST_WORDS * size_of::<u64>());
@@ -271,7 +275,11 @@ impl<B: Backend, H: MmcsHash> BackendMmcs<B, H> {
         let layers = (0..=log_rows).map(|d| LayerAt::heap_level(0, log_rows - d)).collect();
         let segments = Segments::new(backend, vec![nodes], layers)?;
         self.counters.device_commits.fetch_add(1, Ordering::Relaxed);
-        Ok(self.device_commit(matrices, plan, segments))
+        let mut committed = self.device_commit(matrices, plan, segments);
+        if keep && let Tree::Device(tree) = &mut committed.1.tree {
+            tree.lde = Some(DeviceLde { buffer: lde, shape });
+        }
+        Ok(committed)
     }
 
     /// The commitment and prover data of a tree on the device.
@@ -288,6 +296,7 @@ impl<B: Backend, H: MmcsHash> BackendMmcs<B, H> {
             segments,
             counters: Arc::clone(&self.counters),
             host_layers: OnceLock::new(),
+            lde: None,
         };
         // The cap: the layer `cap_height` below the root (Plonky3 caps the height at the root).
         let root = tree.segments.layers.len() - 1;
@@ -313,6 +322,20 @@ impl<B: Backend, M, H: MmcsHash> BackendProverData<B, M, H> {
     pub fn is_on_device(&self) -> bool {
         matches!(self.tree, Tree::Device(_))
     }
+
+    /// Whether the committed LDE itself stays on the device for the openings (a
+    /// [`crate::BackendPcs`] fused commit on a backend with the opening products).
+    pub fn holds_device_lde(&self) -> bool {
+        self.device_lde().is_some()
+    }
+
+    /// The backend and the committed LDE kept on it, if any.
+    pub(crate) fn device_lde(&self) -> Option<(&Arc<B>, &DeviceLde<B>)> {
+        match &self.tree {
+            Tree::Device(d) => d.lde.as_ref().map(|lde| (&d.backend, lde)),
+            Tree::Host(_) => None,
+        }
+    }
 }
 
 impl<B: Backend, M, H: MmcsHash> fmt::Debug for BackendProverData<B, M, H> {
@@ -323,6 +346,7 @@ impl<B: Backend, M, H: MmcsHash> fmt::Debug for BackendProverData<B, M, H> {
                 .field("on_device", &true)
                 .field("matrices", &d.matrices.len())
                 .field("layers", &d.segments.layers.len())
+                .field("device_lde", &d.lde.as_ref().map(|l| l.shape))
                 .finish(),
             Tree::Host(_) => f.debug_struct("BackendProverData").field("on_device", &false).finish(),
         }
@@ -380,6 +404,16 @@ struct DeviceTree<B: Backend, H: MmcsHash, M> {
     counters: Arc<Counters>,
     /// Every digest layer recomputed on the host, after a device error during an opening.
     host_layers: OnceLock<Vec<Vec<H::Digest>>>,
+    /// The committed LDE, kept on the device for the openings' products (fused commits only).
+    lde: Option<DeviceLde<B>>,
+}
+
+/// A committed LDE kept on the device after a fused commit: the committed matrices side by side
+/// (matrix `i`'s columns after those of matrices `0..i`), in natural row order, so that row
+/// `br(r)` of `buffer` is row `r` of each host matrix.
+pub(crate) struct DeviceLde<B: Backend> {
+    pub(crate) buffer: B::Buffer,
+    pub(crate) shape: MatrixShape,
 }
 
 impl<B: Backend, H: MmcsHash, M: Matrix<Goldilocks>> DeviceTree<B, H, M> {

@@ -2,10 +2,10 @@
 //! round trip through the host.
 
 use std::fmt;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 
-use backend_api::{Backend, LdeParams};
+use backend_api::{Backend, LdeParams, MatrixShape};
 use p3_challenger::{CanObserve, FieldChallenger, GrindingChallenger};
 use p3_commit::{Mmcs, OpenedValues, OpeningRequest, Pcs, PeriodicLdeTable, UnivariateStarkPcs};
 use p3_field::coset::TwoAdicMultiplicativeCoset;
@@ -35,15 +35,29 @@ pub struct PcsStats {
     /// Commits through `TwoAdicFriPcs::commit` ([`BackendDft`] then [`BackendMmcs`]): matrices of
     /// several heights or cosets, below the DFT's threshold, no backend, or after a device error.
     pub stock_commits: usize,
-    /// Device errors met by the fused path (each commit then went the stock way, with a warning).
+    /// Device errors met by the fused path (each commit then went the stock way, with a warning)
+    /// and by the openings' products (each then computed on the host, with a warning).
     pub device_errors: usize,
+    /// Opening products (a matrix's evaluations at one opening point, or its rows' reduction by
+    /// powers of the batching challenge) computed on the device, over the LDE a fused commit kept.
+    pub device_openings: usize,
+    /// Products of the openings that failed on the device and were computed on the host.
+    pub host_openings: usize,
+}
+
+impl PcsStats {
+    /// No commit, no opening.
+    pub const ZERO: PcsStats =
+        PcsStats { fused_commits: 0, stock_commits: 0, device_errors: 0, device_openings: 0, host_openings: 0 };
 }
 
 #[derive(Default)]
-struct Counters {
+pub(crate) struct Counters {
     fused_commits: AtomicUsize,
     stock_commits: AtomicUsize,
-    device_errors: AtomicUsize,
+    pub(crate) device_errors: AtomicUsize,
+    pub(crate) device_openings: AtomicUsize,
+    pub(crate) host_openings: AtomicUsize,
 }
 
 /// Plonky3's `TwoAdicFriPcs` over Goldilocks with [`BackendDft`] and [`BackendMmcs`] on one
@@ -73,9 +87,14 @@ struct Counters {
 pub struct BackendPcs<B: Backend, FriMmcs, H: MmcsHash = Keccak256> {
     inner: InnerPcs<B, FriMmcs, H>,
     dft: BackendDft<B>,
-    mmcs: BackendMmcs<B, H>,
+    pub(crate) mmcs: BackendMmcs<B, H>,
+    /// FRI's parameters (the wrapped PCS's own copy is private to p3-fri).
+    pub(crate) fri: FriParameters<FriMmcs>,
     log_blowup: usize,
-    counters: Arc<Counters>,
+    pub(crate) counters: Arc<Counters>,
+    /// Whether the MMCS's backend implements the opening products (asked once, on the first
+    /// fused commit).
+    products: Arc<OnceLock<bool>>,
 }
 
 impl<B: Backend, FriMmcs: Clone, H: MmcsHash> Clone for BackendPcs<B, FriMmcs, H> {
@@ -84,8 +103,10 @@ impl<B: Backend, FriMmcs: Clone, H: MmcsHash> Clone for BackendPcs<B, FriMmcs, H
             inner: self.inner.clone(),
             dft: self.dft.clone(),
             mmcs: self.mmcs.clone(),
+            fri: self.fri.clone(),
             log_blowup: self.log_blowup,
             counters: Arc::clone(&self.counters),
+            products: Arc::clone(&self.products),
         }
     }
 }
@@ -101,15 +122,17 @@ impl<B: Backend, FriMmcs, H: MmcsHash> fmt::Debug for BackendPcs<B, FriMmcs, H> 
     }
 }
 
-impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
+impl<B: Backend, FriMmcs: Clone, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
     /// The PCS with `dft` and `mmcs` (which should hold the same backend instance for commits to
     /// fuse) and FRI's parameters: the arguments of `TwoAdicFriPcs::new`.
     pub fn new(dft: BackendDft<B>, mmcs: BackendMmcs<B, H>, fri: FriParameters<FriMmcs>) -> Self {
         let log_blowup = fri.log_blowup;
-        let inner = TwoAdicFriPcs::new(dft.clone(), mmcs.clone(), fri);
-        Self { inner, dft, mmcs, log_blowup, counters: Arc::default() }
+        let inner = TwoAdicFriPcs::new(dft.clone(), mmcs.clone(), fri.clone());
+        Self { inner, dft, mmcs, fri, log_blowup, counters: Arc::default(), products: Arc::default() }
     }
+}
 
+impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
     /// The wrapped stock PCS.
     pub fn inner(&self) -> &InnerPcs<B, FriMmcs, H> {
         &self.inner
@@ -133,7 +156,32 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
             fused_commits: c.fused_commits.load(Ordering::Relaxed),
             stock_commits: c.stock_commits.load(Ordering::Relaxed),
             device_errors: c.device_errors.load(Ordering::Relaxed),
+            device_openings: c.device_openings.load(Ordering::Relaxed),
+            host_openings: c.host_openings.load(Ordering::Relaxed),
         }
+    }
+
+    /// Whether `backend` implements the opening products ([`Backend::row_dot_products`]): asked
+    /// once with a one-element call, so a fused commit keeps its LDE on the device only where the
+    /// openings can use it.
+    fn has_products(&self, backend: &B) -> bool {
+        *self.products.get_or_init(|| {
+            let probe = backend.upload(&[1]).and_then(|one| {
+                let mut out = [0];
+                backend.row_dot_products(&one, MatrixShape::new(1, 1)?, &[1], &mut out)
+            });
+            match probe {
+                Ok(()) => true,
+                Err(e) if e.is_unsupported() => false,
+                Err(e) => {
+                    tracing::warn!(
+                        "plonky3-adapter: {} opening products unusable ({e}); openings run on the host",
+                        backend.info().backend
+                    );
+                    false
+                }
+            }
+        })
     }
 
     /// The backend and the LDE's parameters when this commit fuses (see [`BackendPcs`]).
@@ -175,7 +223,8 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
         };
         let words = download_lde(backend, &lde, params)?;
         let widths: Vec<usize> = evaluations.iter().map(|(_, m)| m.width()).collect();
-        self.mmcs.commit_device_lde(&lde, params.lde_shape(), split_columns(words, &widths))
+        let keep = self.has_products(backend);
+        self.mmcs.commit_device_lde(lde, params.lde_shape(), split_columns(words, &widths), keep)
     }
 }
 
@@ -256,13 +305,19 @@ where
         }
     }
 
-    /// `TwoAdicFriPcs::open`.
+    /// `TwoAdicFriPcs::open`, step for step, with the two products over every committed LDE (the
+    /// evaluations at the opening points, the rows' reduction by powers of the batching
+    /// challenge) on the device for matrices whose fused commit kept their LDE there; see
+    /// [`crate::open`].
     fn open(
         &self,
         commitment_data_with_opening_points: Vec<OpeningRequest<'_, Self::ProverData, Challenge>>,
         challenger: &mut Challenger,
     ) -> Result<(OpenedValues<Challenge>, Self::Proof), Self::ProverError> {
-        self.inner.open(commitment_data_with_opening_points, challenger)
+        if !commitment_data_with_opening_points.iter().any(|r| r.prover_data.holds_device_lde()) {
+            return self.inner.open(commitment_data_with_opening_points, challenger);
+        }
+        crate::open::open(self, commitment_data_with_opening_points, challenger)
     }
 
     /// `TwoAdicFriPcs::verify`.

@@ -98,13 +98,19 @@ fn cuda_backend_proof_is_byte_identical_to_stock() {
 const FIBONACCI: [(usize, usize); 3] = [(1, 1 << 3), (1, 1 << 10), (8, 1 << 9)];
 const KECCAK_HASHES: [usize; 2] = [2, 21];
 
+/// Opening products per proof where the backend has them: the trace's evaluations at its two
+/// points (both AIRs read the next row) and its rows' reduction.
+const DEVICE_OPENINGS_PER_PROOF: usize = 3;
+
 /// Proves every statement with `BackendPcs` on `backend` and checks each proof is the stock
 /// proof's bytes (and verifies, inside `prove_checked`): the trace commits fused, the quotient
-/// through the stock commit.
+/// through the stock commit, and the trace's openings on the device where `products` (the
+/// backend implements the opening products).
 fn fused_proofs_are_stock<B: backend_api::Backend + 'static>(
     backend: Arc<B>,
     fibonacci: &[(usize, usize)],
     keccak: &[usize],
+    products: bool,
 ) {
     use common::stark::{FibonacciAir, config, fibonacci_trace, fused_config, keccak_trace, prove_checked};
     use p3_uni_stark::StarkGenericConfig;
@@ -127,13 +133,20 @@ fn fused_proofs_are_stock<B: backend_api::Backend + 'static>(
         proofs += 1;
     }
     let stats = ours.pcs().stats();
-    assert_eq!((stats.fused_commits, stats.device_errors), (proofs, 0), "{stats:?}");
+    assert_eq!((stats.fused_commits, stats.device_errors, stats.host_openings), (proofs, 0, 0), "{stats:?}");
     assert!(stats.stock_commits >= proofs, "the quotient commits: {stats:?}");
+    let openings = if products { DEVICE_OPENINGS_PER_PROOF * proofs } else { 0 };
+    assert_eq!(stats.device_openings, openings, "{stats:?}");
 }
 
 #[test]
 fn cpu_backend_fused_pcs_proofs_are_byte_identical_to_stock() {
-    fused_proofs_are_stock(Arc::new(CpuBackend::new()), &FIBONACCI, &KECCAK_HASHES);
+    fused_proofs_are_stock(Arc::new(CpuBackend::new()), &FIBONACCI, &KECCAK_HASHES, true);
+}
+
+#[test]
+fn toy_port_fused_pcs_proofs_are_byte_identical_to_stock() {
+    fused_proofs_are_stock(Arc::new(toy_backend::ToyBackend::new()), &FIBONACCI[..2], &KECCAK_HASHES[..1], true);
 }
 
 #[cfg(feature = "wgpu")]
@@ -141,7 +154,8 @@ fn cpu_backend_fused_pcs_proofs_are_byte_identical_to_stock() {
 fn wgpu_backend_fused_pcs_proofs_are_byte_identical_to_stock() {
     use backend_wgpu::{WgpuBackend, WgpuOptions};
     match WgpuBackend::new(WgpuOptions { allow_software: true, ..Default::default() }) {
-        Ok(b) => fused_proofs_are_stock(Arc::new(b), &FIBONACCI, &KECCAK_HASHES[..1]),
+        // wgpu has no opening products yet: its openings run on the host.
+        Ok(b) => fused_proofs_are_stock(Arc::new(b), &FIBONACCI, &KECCAK_HASHES[..1], false),
         Err(e) => common::skip("plonky3_adapter proof::wgpu fused", e, "REQUIRE_WGPU"),
     }
 }
@@ -151,14 +165,14 @@ fn wgpu_backend_fused_pcs_proofs_are_byte_identical_to_stock() {
 fn cuda_backend_fused_pcs_proofs_are_byte_identical_to_stock() {
     use backend_cuda::CudaBackend;
     match BackendDft::<CudaBackend>::default().backend() {
-        Ok(b) => fused_proofs_are_stock(b, &[(1, 1 << 10), (8, 1 << 14)], &KECCAK_HASHES),
+        Ok(b) => fused_proofs_are_stock(b, &[(1, 1 << 10), (8, 1 << 14)], &KECCAK_HASHES, true),
         Err(reason) => common::skip("plonky3_adapter proof::cuda fused", &reason, "REQUIRE_CUDA"),
     }
 }
 
 /// [`fused_proofs_are_stock`] with Plonky3's Poseidon2 MMCS and a duplex challenger: the trace,
 /// quotient and FRI trees hashed with Poseidon2 on `backend`.
-fn fused_poseidon2_proofs_are_stock<B: backend_api::Backend + 'static>(backend: Arc<B>) {
+fn fused_poseidon2_proofs_are_stock<B: backend_api::Backend + 'static>(backend: Arc<B>, products: bool) {
     use common::stark::{FibonacciAir, fibonacci_trace, keccak_trace, poseidon2, prove_checked_against};
     use p3_uni_stark::StarkGenericConfig;
     let stock = poseidon2::stock();
@@ -173,18 +187,19 @@ fn fused_poseidon2_proofs_are_stock<B: backend_api::Backend + 'static>(backend: 
     assert_eq!(prove_checked_against(&ours, &stock, &air, trace, &[]), want, "Keccak-f AIR, 2 permutations");
     let stats = ours.pcs().stats();
     assert_eq!((stats.fused_commits, stats.device_errors), (2, 0), "{stats:?}");
+    assert_eq!(stats.device_openings, if products { 2 * DEVICE_OPENINGS_PER_PROOF } else { 0 }, "{stats:?}");
     let trees = ours.pcs().mmcs().stats();
     assert!(trees.device_commits >= 6 && trees.host_commits == 0, "{trees:?}");
 }
 
 #[test]
 fn cpu_backend_fused_poseidon2_proofs_are_byte_identical_to_stock() {
-    fused_poseidon2_proofs_are_stock(Arc::new(CpuBackend::new()));
+    fused_poseidon2_proofs_are_stock(Arc::new(CpuBackend::new()), true);
 }
 
 #[test]
 fn toy_port_fused_poseidon2_proofs_are_byte_identical_to_stock() {
-    fused_poseidon2_proofs_are_stock(Arc::new(toy_backend::ToyBackend::new()));
+    fused_poseidon2_proofs_are_stock(Arc::new(toy_backend::ToyBackend::new()), true);
 }
 
 #[cfg(feature = "wgpu")]
@@ -192,7 +207,7 @@ fn toy_port_fused_poseidon2_proofs_are_byte_identical_to_stock() {
 fn wgpu_backend_fused_poseidon2_proofs_are_byte_identical_to_stock() {
     use backend_wgpu::{WgpuBackend, WgpuOptions};
     match WgpuBackend::new(WgpuOptions { allow_software: true, ..Default::default() }) {
-        Ok(b) => fused_poseidon2_proofs_are_stock(Arc::new(b)),
+        Ok(b) => fused_poseidon2_proofs_are_stock(Arc::new(b), false),
         Err(e) => common::skip("plonky3_adapter proof::wgpu poseidon2", e, "REQUIRE_WGPU"),
     }
 }
@@ -202,7 +217,7 @@ fn wgpu_backend_fused_poseidon2_proofs_are_byte_identical_to_stock() {
 fn cuda_backend_fused_poseidon2_proofs_are_byte_identical_to_stock() {
     use backend_cuda::CudaBackend;
     match BackendDft::<CudaBackend>::default().backend() {
-        Ok(b) => fused_poseidon2_proofs_are_stock(b),
+        Ok(b) => fused_poseidon2_proofs_are_stock(b, true),
         Err(reason) => common::skip("plonky3_adapter proof::cuda poseidon2", &reason, "REQUIRE_CUDA"),
     }
 }

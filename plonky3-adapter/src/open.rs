@@ -1,0 +1,398 @@
+//! [`crate::BackendPcs`]'s openings: `TwoAdicFriPcs::open` step for step, with its two products
+//! over every committed LDE on the device where the fused commit kept the LDE there.
+//!
+//! Plonky3's openings read each committed matrix twice:
+//! - **the evaluations at the opening points**: barycentric interpolation over the trace coset,
+//!   the first `height / blowup` rows of the bit-reversed LDE, i.e. a column dot product with
+//!   the adjusted weights ([`Backend::column_dot_products`] over the natural-order rows `0,
+//!   blowup, 2 * blowup, ...`, the weights permuted to match), scaled by one factor;
+//! - **the reduced openings**: every row compressed by powers of the batching challenge
+//!   `alpha` ([`Backend::row_dot_products`], the products permuted back to bit-reversed order).
+//!
+//! The challenge field's elements are vectors of `DIMENSION` base-field coordinates, so an
+//! extension-field weight vector is `DIMENSION` base-field vectors and one call computes every
+//! coordinate. Field arithmetic is exact, so the products equal Plonky3's whatever the order of
+//! the sums, and the rest (the transcript, the per-row quotients, FRI) is Plonky3's own code with
+//! the same inputs: the proof is the same bytes (the proof tests compare them with stock
+//! `TwoAdicFriPcs`). A matrix without a device LDE (the quotient's chunks, a stock commit) runs
+//! on the host exactly as stock; a device error logs a warning and computes that matrix on the
+//! host.
+
+use std::marker::PhantomData;
+use std::sync::atomic::Ordering;
+
+use backend_api::{Backend, MAX_DOT_VECTORS, RowStride};
+use p3_challenger::{CanObserve, FieldChallenger, GrindingChallenger};
+use p3_commit::{Mmcs, OpenedValues, OpeningRequest};
+use p3_field::coset::TwoAdicMultiplicativeCoset;
+use p3_field::{
+    BasedVectorSpace, ExtensionField, Field, PackedFieldExtension, PackedValue, PrimeCharacteristicRing, PrimeField64,
+    batch_multiplicative_inverse, dot_product,
+};
+use p3_fri::{
+    BatchMultiOpening, FriProof, FriProverError, PcsProverTranscript, PcsShape, TwoAdicFriFolding,
+    TwoAdicFriFoldingForMmcs, prover,
+};
+use p3_goldilocks::Goldilocks;
+use p3_matrix::Matrix;
+use p3_matrix::dense::{RowMajorMatrix, RowMajorMatrixView};
+use p3_matrix::interpolation::{Interpolate, compute_adjusted_weights};
+use p3_util::{log2_strict_usize, reverse_bits_len, reverse_slice_index_bits};
+use rayon::prelude::*;
+
+use crate::digest::MmcsHash;
+use crate::mmcs::{BackendMmcs, BackendProverData, DeviceLde};
+use crate::pcs::BackendPcs;
+
+type Proof<Challenge, FriMmcs, B, H> =
+    FriProof<Challenge, FriMmcs, Goldilocks, Vec<BatchMultiOpening<Goldilocks, BackendMmcs<B, H>>>>;
+
+/// One committed matrix to open: its host copy (bit-reversed rows) and, where the commit kept it,
+/// the device LDE with this matrix's first column in it.
+struct Opened<'a, B: Backend> {
+    host: RowMajorMatrixView<'a, Goldilocks>,
+    device: Option<(&'a B, &'a DeviceLde<B>, usize)>,
+}
+
+/// `TwoAdicFriPcs::open` (p3-fri 0.9.0-rc.2) with the products of [`Opened::device`] matrices on
+/// the device.
+pub(crate) fn open<B, FriMmcs, H, Challenge, Challenger>(
+    pcs: &BackendPcs<B, FriMmcs, H>,
+    requests: Vec<OpeningRequest<'_, BackendProverData<B, RowMajorMatrix<Goldilocks>, H>, Challenge>>,
+    challenger: &mut Challenger,
+) -> Result<(OpenedValues<Challenge>, Proof<Challenge, FriMmcs, B, H>), FriProverError>
+where
+    B: Backend + 'static,
+    H: MmcsHash,
+    FriMmcs: Mmcs<Challenge>,
+    Challenge: ExtensionField<Goldilocks>,
+    Challenger:
+        FieldChallenger<Goldilocks> + CanObserve<FriMmcs::Commitment> + GrindingChallenger<Witness = Goldilocks>,
+{
+    let fri = &pcs.fri;
+    let rounds: Vec<(Vec<Opened<'_, B>>, &Vec<Vec<Challenge>>)> = requests
+        .iter()
+        .map(|request| {
+            let device = request.prover_data.device_lde();
+            let mut first_col = 0;
+            let mats = pcs
+                .mmcs
+                .get_matrices(request.prover_data)
+                .into_iter()
+                .map(|m| {
+                    let at = first_col;
+                    first_col += m.width();
+                    Opened { host: m.as_view(), device: device.map(|(b, lde)| (&**b, lde, at)) }
+                })
+                .collect();
+            (mats, &request.points)
+        })
+        .collect();
+
+    // Reject every committed height before absorbing claims (`FriParameters::validate_input_height`).
+    for (mats, _) in &rounds {
+        for m in mats {
+            validate_input_height(fri.log_final_poly_len, fri.log_blowup, log2_strict_usize(m.host.height()))?;
+        }
+    }
+
+    let (global_max_height, global_max_width) = rounds
+        .iter()
+        .flat_map(|(mats, _)| mats.iter().map(|m| (m.host.height(), m.host.width())))
+        .reduce(|(hmax, wmax), (h, w)| (hmax.max(h), wmax.max(w)))
+        .expect("No Matrices Supplied?");
+    let log_global_max_height = log2_strict_usize(global_max_height);
+
+    // The coset `gH` of the largest height, bit-reversed: its first `2^i` points are `gK`, `|K| = 2^i`.
+    let coset = {
+        let coset = TwoAdicMultiplicativeCoset::new(Goldilocks::GENERATOR, log_global_max_height)
+            .expect("a committed height within the field's two-adicity");
+        let mut points: Vec<Goldilocks> = coset.iter().collect();
+        reverse_slice_index_bits(&mut points);
+        points
+    };
+    let inv_denoms = inverse_denominators(&rounds, &coset);
+    let adjusted_weights: Vec<(Challenge, Vec<Challenge>)> = inv_denoms
+        .iter()
+        .map(|(point, denoms)| (*point, compute_adjusted_weights(*point, &denoms[..denoms.len() >> fri.log_blowup])))
+        .collect();
+
+    let all_opened_values: OpenedValues<Challenge> = rounds
+        .iter()
+        .map(|(mats, points)| {
+            mats.iter()
+                .zip(points.iter())
+                .map(|(mat, points_for_mat)| {
+                    let h = mat.host.height() >> fri.log_blowup;
+                    points_for_mat
+                        .iter()
+                        .map(|&point| {
+                            let adj = &lookup(&adjusted_weights, point)[..h];
+                            match mat.device.and_then(|d| device_try(pcs, d.0, || evaluations(d, mat, h, point, adj))) {
+                                Some(evals) => evals,
+                                None => {
+                                    let (low_coset, _) = mat.host.split_rows(h);
+                                    low_coset.interpolate_coset_with_precomputation(Goldilocks::GENERATOR, point, adj)
+                                }
+                            }
+                        })
+                        .collect()
+                })
+                .collect()
+        })
+        .collect();
+
+    let mut transcript = PcsProverTranscript::<Challenger, Goldilocks, Challenge>::new(
+        challenger,
+        PcsShape::from_opened_values(fri, &all_opened_values),
+    );
+    transcript.claimed_openings(&all_opened_values);
+    let (alpha, batch_pow_witness) = transcript.batch_phase();
+    let batch_pow_witness = batch_pow_witness.unwrap_or(Goldilocks::ZERO);
+
+    let packed_alpha_powers =
+        Challenge::ExtensionPacking::packed_ext_powers_capped(alpha, global_max_width).collect::<Vec<_>>();
+    let alpha_powers: Vec<Challenge> = alpha.powers().take(global_max_width).collect();
+
+    let mut num_reduced = [0; 33];
+    let mut reduced_openings: [Option<Vec<Challenge>>; 33] = core::array::from_fn(|_| None);
+    for ((mats, points), openings_for_round) in rounds.iter().zip(all_opened_values.iter()) {
+        for ((mat, points_for_mat), openings_for_mat) in mats.iter().zip(points.iter()).zip(openings_for_round) {
+            let (height, width) = (mat.host.height(), mat.host.width());
+            let log_height = log2_strict_usize(height);
+            let reduced_opening_for_log_height =
+                reduced_openings[log_height].get_or_insert_with(|| Challenge::zero_vec(height));
+            let first_alpha_pow_offset = alpha.exp_u64(num_reduced[log_height] as u64);
+
+            // `first_alpha_pow_offset * (f_0(x) + alpha f_1(x) + ...)` for every row `x`.
+            let device = mat.device.and_then(|d| {
+                let powers: Vec<Challenge> =
+                    alpha_powers[..width].iter().map(|&p| p * first_alpha_pow_offset).collect();
+                device_try(pcs, d.0, || compressed_rows(d, mat, &powers))
+            });
+            let mat_compressed = device.unwrap_or_else(|| {
+                let offset_alpha_powers: Vec<_> = packed_alpha_powers
+                    [..width.div_ceil(<Goldilocks as p3_field::Field>::Packing::WIDTH)]
+                    .iter()
+                    .map(|&power| power * first_alpha_pow_offset)
+                    .collect();
+                mat.host.rowwise_packed_dot_product::<Challenge>(&offset_alpha_powers).collect()
+            });
+
+            for (point_index, (&point, openings)) in points_for_mat.iter().zip(openings_for_mat).enumerate() {
+                let alpha_pow_offset = alpha.exp_u64(num_reduced[log_height] as u64);
+                let reduced: Challenge = dot_product(alpha.powers(), openings.iter().copied());
+                let weighted_openings = alpha_pow_offset * reduced;
+                let rows = mat_compressed
+                    .par_iter()
+                    .zip(reduced_opening_for_log_height.par_iter_mut())
+                    .zip(lookup(&inv_denoms, point).par_iter());
+                if point_index == 0 {
+                    rows.for_each(|((&reduced_row, ro), &inv_denom)| {
+                        *ro += (weighted_openings - reduced_row) * inv_denom;
+                    });
+                } else {
+                    let rescale = alpha.exp_u64((point_index * width) as u64);
+                    rows.for_each(|((&reduced_row, ro), &inv_denom)| {
+                        *ro += (weighted_openings - rescale * reduced_row) * inv_denom;
+                    });
+                }
+                num_reduced[log_height] += width;
+            }
+        }
+    }
+
+    let fri_input: Vec<Vec<Challenge>> = reduced_openings.into_iter().rev().flatten().collect();
+    let folding: TwoAdicFriFoldingForMmcs<Goldilocks, BackendMmcs<B, H>> = TwoAdicFriFolding(PhantomData);
+    let fri_proof = transcript.delegate(|challenger| {
+        prover::prove_fri(
+            &folding,
+            fri,
+            fri_input,
+            challenger,
+            log_global_max_height,
+            &requests,
+            &pcs.mmcs,
+            batch_pow_witness,
+        )
+    });
+    let fri_proof = match fri_proof {
+        Ok(proof) => proof,
+        Err(error) => {
+            transcript.abort();
+            return Err(error);
+        }
+    };
+    transcript.finish();
+    Ok((all_opened_values, fri_proof))
+}
+
+/// `f()` on the device, counted; after an error (or for a challenge field wider than one call
+/// takes) `None`, with a warning, so the caller computes the same values on the host.
+fn device_try<B: Backend, FriMmcs, H: MmcsHash, T>(
+    pcs: &BackendPcs<B, FriMmcs, H>,
+    backend: &B,
+    f: impl FnOnce() -> backend_api::Result<T>,
+) -> Option<T> {
+    match f() {
+        Ok(v) => {
+            pcs.counters.device_openings.fetch_add(1, Ordering::Relaxed);
+            Some(v)
+        }
+        Err(e) => {
+            pcs.counters.device_errors.fetch_add(1, Ordering::Relaxed);
+            pcs.counters.host_openings.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(
+                "plonky3-adapter: {} opening products failed: {e}; computing them on the host",
+                backend.info().backend
+            );
+            None
+        }
+    }
+}
+
+/// The columns of `mat` evaluated at `point`: the column dot products of its trace coset (rows
+/// `0, step, 2 * step, ...` of the natural-order device LDE, `step = height / h`) with the
+/// adjusted weights, times `interpolate_coset_with_precomputation`'s scaling factor.
+fn evaluations<B: Backend, Challenge: ExtensionField<Goldilocks>>(
+    (backend, lde, at): (&B, &DeviceLde<B>, usize),
+    mat: &Opened<'_, B>,
+    h: usize,
+    point: Challenge,
+    adj: &[Challenge],
+) -> backend_api::Result<Vec<Challenge>> {
+    let dim = dimension::<Challenge>()?;
+    let log_h = log2_strict_usize(h);
+    // Plonky3's row `i < h` of the bit-reversed LDE is natural row `br_h(i) * step`: the weight of
+    // natural row `j * step` is `adj[br_h(j)]`.
+    let mut weights = vec![0u64; dim * h];
+    for j in 0..h {
+        let w = adj[reverse_bits_len(j, log_h)];
+        for (d, c) in w.as_basis_coefficients_slice().iter().enumerate() {
+            weights[d * h + j] = c.as_canonical_u64();
+        }
+    }
+    let cols = lde.shape.cols();
+    let mut sums = vec![0u64; dim * cols];
+    let rows = RowStride::new(0, mat.host.height() / h, h);
+    backend.column_dot_products(&lde.buffer, lde.shape, rows, &weights, &mut sums)?;
+
+    // `Interpolate::interpolate_coset_with_precomputation`'s factor, `z (z^h - g^h) / (g^h h)`.
+    let shift = Goldilocks::GENERATOR;
+    let z_pow_n = point.exp_power_of_2(log_h);
+    let g_pow_n = shift.exp_power_of_2(log_h);
+    let denom_inv = g_pow_n.mul_2exp_u64(log_h as u64).inverse();
+    let scaling_factor = point * (z_pow_n - g_pow_n) * denom_inv;
+    Ok((at..at + mat.host.width())
+        .map(|c| from_coordinates::<Challenge>(|d| sums[d * cols + c]) * scaling_factor)
+        .collect())
+}
+
+/// Every row of `mat` (bit-reversed order, as Plonky3 holds it) dotted with `powers`: row
+/// products of the natural-order device LDE, with zero coefficients outside `mat`'s columns.
+fn compressed_rows<B: Backend, Challenge: ExtensionField<Goldilocks>>(
+    (backend, lde, at): (&B, &DeviceLde<B>, usize),
+    mat: &Opened<'_, B>,
+    powers: &[Challenge],
+) -> backend_api::Result<Vec<Challenge>> {
+    let dim = dimension::<Challenge>()?;
+    let cols = lde.shape.cols();
+    let mut coeffs = vec![0u64; dim * cols];
+    for (c, p) in powers.iter().enumerate() {
+        for (d, x) in p.as_basis_coefficients_slice().iter().enumerate() {
+            coeffs[d * cols + at + c] = x.as_canonical_u64();
+        }
+    }
+    let rows = lde.shape.rows();
+    let mut products = vec![0u64; rows * dim];
+    backend.row_dot_products(&lde.buffer, lde.shape, &coeffs, &mut products)?;
+    let log_rows = log2_strict_usize(mat.host.height());
+    Ok((0..rows)
+        .into_par_iter()
+        .map(|i| {
+            let r = reverse_bits_len(i, log_rows);
+            from_coordinates::<Challenge>(|d| products[r * dim + d])
+        })
+        .collect())
+}
+
+/// The challenge field's degree over Goldilocks, when one call's vectors hold its coordinates.
+fn dimension<Challenge: ExtensionField<Goldilocks>>() -> backend_api::Result<usize> {
+    let dim = <Challenge as BasedVectorSpace<Goldilocks>>::DIMENSION;
+    if dim > MAX_DOT_VECTORS {
+        return Err(backend_api::Error::InvalidArgument(format!(
+            "a challenge field of degree {dim} needs more than the {MAX_DOT_VECTORS} vectors of one call"
+        )));
+    }
+    Ok(dim)
+}
+
+/// The challenge with canonical base-field coordinates `coord(0), coord(1), ...`.
+fn from_coordinates<Challenge: ExtensionField<Goldilocks>>(coord: impl Fn(usize) -> u64) -> Challenge {
+    Challenge::from_basis_coefficients_fn(|d| Goldilocks::new(coord(d)))
+}
+
+/// The vector stored for `point` (the points of one opening are few: a linear search).
+fn lookup<Challenge: PartialEq, V>(map: &[(Challenge, V)], point: Challenge) -> &V {
+    &map.iter().find(|(p, _)| *p == point).expect("every opening point has its precomputation").1
+}
+
+/// `TwoAdicFriPcs`'s `compute_inverse_denominators`: for each opening point `z`, `1 / (z - x)`
+/// for `x` in the bit-reversed coset of the tallest matrix opened at `z`.
+fn inverse_denominators<B: Backend, Challenge: ExtensionField<Goldilocks>>(
+    rounds: &[(Vec<Opened<'_, B>>, &Vec<Vec<Challenge>>)],
+    coset: &[Goldilocks],
+) -> Vec<(Challenge, Vec<Challenge>)> {
+    let mut max_log_height: Vec<(Challenge, usize)> = Vec::new();
+    for (mats, points) in rounds {
+        for (mat, points_for_mat) in mats.iter().zip(points.iter()) {
+            let log_height = log2_strict_usize(mat.host.height());
+            for &z in points_for_mat {
+                match max_log_height.iter_mut().find(|(p, _)| *p == z) {
+                    Some((_, lh)) => *lh = (*lh).max(log_height),
+                    None => max_log_height.push((z, log_height)),
+                }
+            }
+        }
+    }
+    max_log_height
+        .into_iter()
+        .map(|(z, log_height)| {
+            let diffs: Vec<Challenge> = coset[..1 << log_height].par_iter().map(|&x| z - x).collect();
+            (z, batch_multiplicative_inverse(&diffs))
+        })
+        .collect()
+}
+
+/// `FriParameters::validate_input_height` (crate-private in p3-fri): an input must be taller than
+/// the final polynomial's LDE, unless that polynomial is a constant.
+fn validate_input_height(
+    log_final_poly_len: usize,
+    log_blowup: usize,
+    log_input_height: usize,
+) -> Result<(), FriProverError> {
+    if log_final_poly_len == 0 {
+        return Ok(());
+    }
+    let log_final_height = log_final_poly_len.checked_add(log_blowup).ok_or(FriProverError::FinalHeightOverflow)?;
+    if log_input_height <= log_final_height {
+        return Err(FriProverError::InputHeightTooSmall { log_input_height, log_final_height });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn input_heights_are_refused_as_p3_fri_refuses_them() {
+        assert!(validate_input_height(0, 1, 1).is_ok(), "a constant final polynomial folds any height");
+        assert!(validate_input_height(2, 1, 4).is_ok());
+        assert!(matches!(
+            validate_input_height(2, 1, 3),
+            Err(FriProverError::InputHeightTooSmall { log_input_height: 3, log_final_height: 3 })
+        ));
+        assert!(matches!(validate_input_height(usize::MAX, 1, 3), Err(FriProverError::FinalHeightOverflow)));
+    }
+}
