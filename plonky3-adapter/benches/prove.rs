@@ -7,7 +7,11 @@
 //! - `quotient commit`: its chunks' commit (`commit to quotient poly chunks`);
 //! - `open`: the openings without FRI (`open` less `FRI prover`);
 //! - `fri`: FRI's commit and query phases (`FRI prover`);
-//! - `other`: the rest of `prove` (transcript, selectors).
+//! - `other`: the rest of `prove` (transcript, selectors, dropping the prover data).
+//!
+//! Each line also lists the adapter's own spans (the fused commit's steps, the device
+//! openings, dropping a device tree). `PROVE_HOST_OPENINGS=1` runs `BackendPcs` with its
+//! openings on the host (`BackendPcs::with_device_openings(false)`), for an A/B of the two.
 //!
 //! Statements: the Fibonacci AIR with 128 sequences (256 columns) over 2^k rows for each k of
 //! `PROVE_LOG_ROWS` (default `12,14`), and Plonky3's Keccak-f AIR (p3-keccak-air, 2,633 columns)
@@ -51,6 +55,9 @@ struct SpanTimes {
     /// Span id -> (its name's index in SPANS, when it was entered).
     live: Mutex<HashMap<u64, (usize, Option<Instant>)>>,
     total: Mutex<[Duration; SPANS.len()]>,
+    /// This crate's own spans (target `plonky3_adapter`), by name: where its time goes inside
+    /// Plonky3's phases (and outside them, e.g. dropping the prover data).
+    ours: Mutex<Vec<(&'static str, Duration)>>,
 }
 
 impl tracing::Subscriber for SpanTimes {
@@ -60,8 +67,16 @@ impl tracing::Subscriber for SpanTimes {
 
     fn new_span(&self, span: &tracing::span::Attributes<'_>) -> tracing::span::Id {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
-        if let Some(k) = SPANS.iter().position(|&n| n == span.metadata().name()) {
+        let meta = span.metadata();
+        if let Some(k) = SPANS.iter().position(|&n| n == meta.name()) {
             self.live.lock().unwrap().insert(id, (k, None));
+        } else if meta.target().starts_with("plonky3_adapter") {
+            let mut ours = self.ours.lock().unwrap();
+            let k = ours.iter().position(|(n, _)| *n == meta.name()).unwrap_or_else(|| {
+                ours.push((meta.name(), Duration::ZERO));
+                ours.len() - 1
+            });
+            self.live.lock().unwrap().insert(id, (SPANS.len() + k, None));
         }
         tracing::span::Id::from_u64(id)
     }
@@ -80,31 +95,38 @@ impl tracing::Subscriber for SpanTimes {
 
     fn exit(&self, id: &tracing::span::Id) {
         if let Some((k, Some(at))) = self.live.lock().unwrap().get_mut(&id.into_u64()).map(|e| (e.0, e.1.take())) {
-            self.total.lock().unwrap()[k] += at.elapsed();
+            match k.checked_sub(SPANS.len()) {
+                None => self.total.lock().unwrap()[k] += at.elapsed(),
+                Some(k) => self.ours.lock().unwrap()[k].1 += at.elapsed(),
+            }
         }
     }
 }
 
 /// One proof's time and its split, in seconds.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct Split {
     total: f64,
     phases: [f64; SPANS.len()],
+    /// The adapter's own spans, in the order first entered.
+    ours: Vec<(&'static str, f64)>,
 }
 
 impl Split {
     fn line(&self) -> String {
         let [commit, quotient, quotient_commit, open, fri] = self.phases;
         let other = self.total - commit - quotient - quotient_commit - open;
+        let ours: Vec<String> = self.ours.iter().map(|(n, t)| format!("{n} {:.1}", t * 1e3)).collect();
         format!(
-            "total {:.1} ms = commit {:.1} + quotient {:.1} + quotient commit {:.1} + open {:.1} + fri {:.1} + other {:.1}",
+            "total {:.1} ms = commit {:.1} + quotient {:.1} + quotient commit {:.1} + open {:.1} + fri {:.1} + other {:.1}{}",
             self.total * 1e3,
             commit * 1e3,
             quotient * 1e3,
             quotient_commit * 1e3,
             (open - fri) * 1e3,
             fri * 1e3,
-            other * 1e3
+            other * 1e3,
+            if ours.is_empty() { String::new() } else { format!(" [adapter spans, ms: {}]", ours.join(", ")) }
         )
     }
 }
@@ -116,7 +138,8 @@ fn timed(prove: impl FnOnce()) -> Split {
     tracing::subscriber::with_default(Arc::clone(&times), prove);
     let total = t.elapsed().as_secs_f64();
     let phases = times.total.lock().unwrap().map(|d| d.as_secs_f64());
-    Split { total, phases }
+    let ours = times.ours.lock().unwrap().iter().map(|(n, d)| (*n, d.as_secs_f64())).collect();
+    Split { total, phases, ours }
 }
 
 /// Alternates the two sides `reps` times each (`setup` makes each run's trace outside the
@@ -134,12 +157,12 @@ fn paired<I>(
             let input = setup();
             let (best, split) =
                 if first { (&mut best_a, timed(|| stock(input))) } else { (&mut best_b, timed(|| ours(input))) };
-            if best.is_none_or(|b| split.total < b.total) {
+            if best.as_ref().is_none_or(|b| split.total < b.total) {
                 *best = Some(split);
             }
         }
     }
-    let (a, b) = (best_a.expect("reps >= 1"), best_b.expect("reps >= 1"));
+    let (a, b) = (best_a.as_ref().expect("reps >= 1"), best_b.as_ref().expect("reps >= 1"));
     println!("PROOF {label} stock: {}", a.line());
     println!("PROOF {label} ours:  {}", b.line());
     let ratio = |k: usize| a.phases[k] / b.phases[k];
@@ -164,7 +187,8 @@ fn run<B: DefaultDevice>(name: &str) {
     let Some((dft, backend)) = stark::bench_backend::<B>(name) else { return };
     let reps = env("BENCH_REPS", 3);
     let stock = stark::config(Radix2DitParallel::<Val>::default());
-    let ours = stark::fused_config(dft, BackendMmcs::new(Arc::clone(&backend), 0));
+    let device_openings = env("PROVE_HOST_OPENINGS", 0) != 1;
+    let ours = stark::fused_config_with(dft, BackendMmcs::new(Arc::clone(&backend), 0), device_openings);
 
     for k in list("PROVE_LOG_ROWS", "12,14") {
         let air = FibonacciAir { pairs: 128 };

@@ -37,8 +37,10 @@
 //!   digests they send; see [Device Merkle trees](#device-merkle-trees-backendmmcs).
 //! - **The trace commit fuses** with [`BackendPcs`], `TwoAdicFriPcs` with the same types whose
 //!   commits of one-coset matrices run the LDE, the leaves and the tree on the backend in one
-//!   pass: the trace goes up once and the LDE comes down once, into the host copy the openings
-//!   read, instead of coming down from the DFT and going up again for the MMCS.
+//!   pass: the trace goes up once and the LDE comes down once, into the host copy the quotient
+//!   reads, instead of coming down from the DFT and going up again for the MMCS. Where the
+//!   backend has the opening products, the LDE also stays on the device and the openings'
+//!   evaluations and row reductions run there.
 //!
 //! # Use from Plonky3
 //!
@@ -160,12 +162,12 @@
 //! What stays on the host, and the next steps:
 //!
 //! - **The LDE's host copy.** `TwoAdicFriPcs`'s prover data is the MMCS's over host
-//!   `RowMajorMatrix`es, which its openings read; so even [`BackendPcs`]'s fused commit brings the
-//!   LDE down once. Serving the openings from the device needs the openings themselves on the
-//!   device (next point).
-//! - **Openings and FRI.** The evaluations at the opening points, the reduced openings and FRI's
-//!   folding are Plonky3's host code; only FRI's Merkle commits (through `ExtensionMmcs`) run on
-//!   the backend.
+//!   `RowMajorMatrix`es, which the quotient (`get_evaluations_on_domain`) and the query openings
+//!   read; so even [`BackendPcs`]'s fused commit brings the LDE down once, beside the copy it keeps
+//!   on the device for the openings' products.
+//! - **FRI and the quotient.** The per-row quotients of the reduced openings, FRI's folding and
+//!   the constraint quotient are Plonky3's host code; FRI's Merkle commits (through
+//!   `ExtensionMmcs`) run on the backend.
 //! - **Speed on the CPU.** The CPU backend hashes Keccak leaves and nodes with p3-keccak's
 //!   multi-lane Keccak, as Plonky3 does: `BackendMmcs<CpuBackend>` is the oracle for the GPU
 //!   backends, about as fast as stock (this crate's `pcs` bench, `mmcs commit` row: 0.97x of

@@ -111,7 +111,8 @@ where
         reverse_slice_index_bits(&mut points);
         points
     };
-    let inv_denoms = inverse_denominators(&rounds, &coset);
+    let inv_denoms =
+        tracing::debug_span!("open: inverse denominators").in_scope(|| inverse_denominators(&rounds, &coset));
     let adjusted_weights: Vec<(Challenge, Vec<Challenge>)> = inv_denoms
         .iter()
         .map(|(point, denoms)| (*point, compute_adjusted_weights(*point, &denoms[..denoms.len() >> fri.log_blowup])))
@@ -128,6 +129,7 @@ where
                         .iter()
                         .map(|&point| {
                             let adj = &lookup(&adjusted_weights, point)[..h];
+                            let _span = tracing::debug_span!("open: evaluations").entered();
                             match mat.device.and_then(|d| device_try(pcs, d.0, || evaluations(d, mat, h, point, adj))) {
                                 Some(evals) => evals,
                                 None => {
@@ -165,6 +167,7 @@ where
             let first_alpha_pow_offset = alpha.exp_u64(num_reduced[log_height] as u64);
 
             // `first_alpha_pow_offset * (f_0(x) + alpha f_1(x) + ...)` for every row `x`.
+            let span = tracing::debug_span!("open: row reduction").entered();
             let device = mat.device.and_then(|d| {
                 let powers: Vec<Challenge> =
                     alpha_powers[..width].iter().map(|&p| p * first_alpha_pow_offset).collect();
@@ -178,6 +181,8 @@ where
                     .collect();
                 mat.host.rowwise_packed_dot_product::<Challenge>(&offset_alpha_powers).collect()
             });
+            drop(span);
+            let _span = tracing::debug_span!("open: quotients").entered();
 
             for (point_index, (&point, openings)) in points_for_mat.iter().zip(openings_for_mat).enumerate() {
                 let alpha_pow_offset = alpha.exp_u64(num_reduced[log_height] as u64);

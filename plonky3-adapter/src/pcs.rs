@@ -69,9 +69,15 @@ pub(crate) struct Counters {
 /// - **The same proof.** Its types (commitment, prover data, proof, errors) are those of the
 ///   wrapped [`InnerPcs`], and a proof is byte-identical to stock `TwoAdicFriPcs` with
 ///   `Radix2DitParallel` and the Keccak `MerkleTreeMmcs` under the same parameters (this crate's
-///   proof tests compare the bytes, and verify with the stock verifier). Opening, FRI and
-///   verification are `TwoAdicFriPcs`'s own, with the FRI layers' trees on the backend when
-///   `FriMmcs` is an `ExtensionMmcs` over [`BackendMmcs`].
+///   proof tests compare the bytes, and verify with the stock verifier). FRI and verification
+///   are `TwoAdicFriPcs`'s own, with the FRI layers' trees on the backend when `FriMmcs` is an
+///   `ExtensionMmcs` over [`BackendMmcs`].
+/// - **Openings on the device.** Where the backend implements the opening products
+///   ([`Backend::row_dot_products`], [`Backend::column_dot_products`]), a fused commit keeps its
+///   LDE on the device in the prover data, and `open` is `TwoAdicFriPcs::open` step for step with
+///   the evaluations at the opening points and the rows' reduction by powers of the batching
+///   challenge computed there (see [`PcsStats::device_openings`]); other matrices open on the
+///   host, as stock.
 /// - **Which commits fuse.** A commit whose matrices share one domain (height and coset, as a
 ///   trace or a preprocessed commit does) and have at least one column each, of at least
 ///   [`BackendDft::min_backend_elems`] elements in all, when the DFT and the MMCS hold the same
@@ -95,6 +101,8 @@ pub struct BackendPcs<B: Backend, FriMmcs, H: MmcsHash = Keccak256> {
     /// Whether the MMCS's backend implements the opening products (asked once, on the first
     /// fused commit).
     products: Arc<OnceLock<bool>>,
+    /// Whether fused commits keep their LDE on the device for the openings.
+    device_openings: bool,
 }
 
 impl<B: Backend, FriMmcs: Clone, H: MmcsHash> Clone for BackendPcs<B, FriMmcs, H> {
@@ -107,6 +115,7 @@ impl<B: Backend, FriMmcs: Clone, H: MmcsHash> Clone for BackendPcs<B, FriMmcs, H
             log_blowup: self.log_blowup,
             counters: Arc::clone(&self.counters),
             products: Arc::clone(&self.products),
+            device_openings: self.device_openings,
         }
     }
 }
@@ -128,11 +137,30 @@ impl<B: Backend, FriMmcs: Clone, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
     pub fn new(dft: BackendDft<B>, mmcs: BackendMmcs<B, H>, fri: FriParameters<FriMmcs>) -> Self {
         let log_blowup = fri.log_blowup;
         let inner = TwoAdicFriPcs::new(dft.clone(), mmcs.clone(), fri.clone());
-        Self { inner, dft, mmcs, fri, log_blowup, counters: Arc::default(), products: Arc::default() }
+        Self {
+            inner,
+            dft,
+            mmcs,
+            fri,
+            log_blowup,
+            counters: Arc::default(),
+            products: Arc::default(),
+            device_openings: true,
+        }
     }
 }
 
 impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
+    /// With `false`, fused commits free their device LDE once committed and every opening runs
+    /// on the host, as `TwoAdicFriPcs::open` (the default, `true`, keeps one LDE-sized device
+    /// buffer per fused commitment until its prover data is dropped, where the backend has the
+    /// opening products). The proof is the same either way.
+    #[must_use]
+    pub fn with_device_openings(mut self, device_openings: bool) -> Self {
+        self.device_openings = device_openings;
+        self
+    }
+
     /// The wrapped stock PCS.
     pub fn inner(&self) -> &InnerPcs<B, FriMmcs, H> {
         &self.inner
@@ -211,6 +239,7 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
         params: &LdeParams,
         evaluations: &[(TwoAdicMultiplicativeCoset<Goldilocks>, RowMajorMatrix<Goldilocks>)],
     ) -> backend_api::Result<Committed<B, RowMajorMatrix<Goldilocks>, H>> {
+        let span = tracing::info_span!("fused commit: trace up, LDE").entered();
         let lde = match evaluations {
             [(_, one)] => lde_on_device(backend, as_words(&one.values), params)?,
             several => {
@@ -221,10 +250,15 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
                 lde_on_device(backend, &trace, params)?
             }
         };
+        drop(span);
+        let span = tracing::info_span!("fused commit: LDE down").entered();
         let words = download_lde(backend, &lde, params)?;
         let widths: Vec<usize> = evaluations.iter().map(|(_, m)| m.width()).collect();
-        let keep = self.has_products(backend);
-        self.mmcs.commit_device_lde(lde, params.lde_shape(), split_columns(words, &widths), keep)
+        let matrices = split_columns(words, &widths);
+        drop(span);
+        let keep = self.device_openings && self.has_products(backend);
+        let _span = tracing::info_span!("fused commit: leaves, tree").entered();
+        self.mmcs.commit_device_lde(lde, params.lde_shape(), matrices, keep)
     }
 }
 

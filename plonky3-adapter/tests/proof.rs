@@ -221,3 +221,128 @@ fn cuda_backend_fused_poseidon2_proofs_are_byte_identical_to_stock() {
         Err(reason) => common::skip("plonky3_adapter proof::cuda poseidon2", &reason, "REQUIRE_CUDA"),
     }
 }
+
+/// A port whose opening products fail on every matrix taller than one row (the one-element probe
+/// that decides whether a fused commit keeps its LDE passes): the toy port otherwise.
+struct FailingProducts(toy_backend::ToyBackend);
+
+mod failing_products {
+    use backend_api::{
+        AllocTracker, CopyRange, DeviceInfo, Error, HashKind, LdeParams, LeafSpec, MatrixShape, RawBackend, Result,
+        RowStride, TreeShape,
+    };
+    use toy_backend::{ToyBackend, ToyBuffer, ToyDownload};
+
+    use super::FailingProducts;
+
+    fn refused(shape: MatrixShape) -> Result<()> {
+        if shape.rows() > 1 {
+            return Err(Error::Device {
+                backend: "failing-products",
+                op: "dot products".into(),
+                source: "injected".into(),
+            });
+        }
+        Ok(())
+    }
+
+    impl RawBackend for FailingProducts {
+        type Buffer = ToyBuffer;
+        type Download = ToyDownload;
+        type HostBuffer = Vec<u64>;
+
+        fn info(&self) -> DeviceInfo {
+            DeviceInfo { backend: "failing-products", ..RawBackend::info(&self.0) }
+        }
+        fn tracker(&self) -> &AllocTracker {
+            RawBackend::tracker(&self.0)
+        }
+        fn alloc(&self, len: usize) -> Result<ToyBuffer> {
+            RawBackend::alloc(&self.0, len)
+        }
+        fn upload(&self, host: &[u64]) -> Result<ToyBuffer> {
+            RawBackend::upload(&self.0, host)
+        }
+        fn write(&self, buf: &mut ToyBuffer, offset: usize, host: &[u64]) -> Result<()> {
+            RawBackend::write(&self.0, buf, offset, host)
+        }
+        fn download(&self, buf: &ToyBuffer, offset: usize, out: &mut [u64]) -> Result<()> {
+            RawBackend::download(&self.0, buf, offset, out)
+        }
+        fn queue_download(&self, buf: &ToyBuffer) -> Result<ToyDownload> {
+            RawBackend::queue_download(&self.0, buf)
+        }
+        fn synchronize(&self) -> Result<()> {
+            RawBackend::synchronize(&self.0)
+        }
+        fn alloc_host(&self, len: usize) -> Result<Vec<u64>> {
+            RawBackend::alloc_host(&self.0, len)
+        }
+        fn transpose_in_place(&self, buf: &mut ToyBuffer, shape: MatrixShape, scratch_cap: usize) -> Result<()> {
+            RawBackend::transpose_in_place(&self.0, buf, shape, scratch_cap)
+        }
+        fn batched_copy(&self, src: &ToyBuffer, dst: &mut ToyBuffer, copies: &[CopyRange]) -> Result<()> {
+            RawBackend::batched_copy(&self.0, src, dst, copies)
+        }
+        fn batched_copy_within(&self, buf: &mut ToyBuffer, copies: &[CopyRange]) -> Result<()> {
+            RawBackend::batched_copy_within(&self.0, buf, copies)
+        }
+        fn hash_leaves_into(
+            &self,
+            matrix: &ToyBuffer,
+            shape: MatrixShape,
+            spec: &LeafSpec,
+            out: &mut ToyBuffer,
+            out_digest: usize,
+        ) -> Result<()> {
+            RawBackend::hash_leaves_into(&self.0, matrix, shape, spec, out, out_digest)
+        }
+        fn merkle_tree_in_place(&self, nodes: &mut ToyBuffer, tree: TreeShape, hash: HashKind) -> Result<()> {
+            RawBackend::merkle_tree_in_place(&self.0, nodes, tree, hash)
+        }
+        fn coset_lde_in_place(&self, buf: &mut ToyBuffer, params: &LdeParams) -> Result<()> {
+            RawBackend::coset_lde_in_place(&self.0, buf, params)
+        }
+        fn row_dot_products(&self, m: &ToyBuffer, shape: MatrixShape, coeffs: &[u64], out: &mut [u64]) -> Result<()> {
+            refused(shape)?;
+            RawBackend::row_dot_products(&self.0, m, shape, coeffs, out)
+        }
+        fn column_dot_products(
+            &self,
+            m: &ToyBuffer,
+            shape: MatrixShape,
+            rows: RowStride,
+            weights: &[u64],
+            out: &mut [u64],
+        ) -> Result<()> {
+            refused(shape)?;
+            RawBackend::column_dot_products(&self.0, m, shape, rows, weights, out)
+        }
+    }
+
+    // Keeps the type's constructor next to its implementation.
+    pub(super) fn new() -> FailingProducts {
+        FailingProducts(ToyBackend::new())
+    }
+}
+
+/// Opening products that fail on the device are computed on the host, each counted, and the proof
+/// is still the stock proof's bytes.
+#[test]
+fn failed_opening_products_fall_back_to_the_host_with_the_same_proof() {
+    use common::stark::{FibonacciAir, config, fibonacci_trace, fused_config, prove_checked};
+    use p3_uni_stark::StarkGenericConfig;
+    let backend = Arc::new(failing_products::new());
+    let ours = fused_config(BackendDft::new(Arc::clone(&backend)), BackendMmcs::new(backend, 0));
+    let air = FibonacciAir { pairs: 2 };
+    let (trace, public) = fibonacci_trace(2, 1 << 6);
+    let want = prove_checked(&config(Radix2DitParallel::default()), &air, trace.clone(), &public);
+    assert_eq!(prove_checked(&ours, &air, trace, &public), want);
+    let stats = ours.pcs().stats();
+    assert_eq!((stats.fused_commits, stats.device_openings), (1, 0), "{stats:?}");
+    assert_eq!(
+        (stats.host_openings, stats.device_errors),
+        (DEVICE_OPENINGS_PER_PROOF, DEVICE_OPENINGS_PER_PROOF),
+        "{stats:?}"
+    );
+}

@@ -92,7 +92,16 @@ pub fn backend_pcs<D: TwoAdicSubgroupDft<Val>, B: Backend>(
 /// The fused PCS with `dft` and `mmcs` (cap height 0) for the trace, the quotient and FRI,
 /// blowup 2.
 pub fn fused_config<B: Backend + 'static>(dft: BackendDft<B>, mmcs: BackendMmcs<B>) -> FusedConfig<B> {
-    let pcs = FusedPcs::new(dft, mmcs.clone(), fri(ExtensionMmcs::new(mmcs), 1));
+    fused_config_with(dft, mmcs, true)
+}
+
+/// [`fused_config`] with the openings on the device or (`device_openings` false) on the host.
+pub fn fused_config_with<B: Backend + 'static>(
+    dft: BackendDft<B>,
+    mmcs: BackendMmcs<B>,
+    device_openings: bool,
+) -> FusedConfig<B> {
+    let pcs = FusedPcs::new(dft, mmcs.clone(), fri(ExtensionMmcs::new(mmcs), 1)).with_device_openings(device_openings);
     FusedConfig::new(pcs, Challenger::from_hasher(vec![], Keccak256Hash {}))
 }
 
