@@ -242,7 +242,8 @@ impl<B: Backend, H: MmcsHash> BackendMmcs<B, H> {
     /// host: one digest per row, `1 / width` of the LDE's bytes.
     ///
     /// With `keep`, the prover data holds `lde` for the openings ([`BackendProverData::device_lde`]);
-    /// otherwise it is freed here.
+    /// otherwise it is freed here. `guard` (a memory admission's ticket) is dropped with the prover
+    /// data, after its device buffers.
     ///
     /// # Errors
     /// The backend's errors; [`Error::InvalidArgument`] when `matrices` are not one group of
@@ -253,6 +254,7 @@ impl<B: Backend, H: MmcsHash> BackendMmcs<B, H> {
         shape: MatrixShape,
         matrices: Vec<M>,
         keep: bool,
+        guard: Option<Box<dyn Send + Sync>>,
     ) -> backend_api::Result<Committed<B, M, H>> {
         let plan = Plan::new(&matrices)
             .ok()
@@ -276,8 +278,9 @@ impl<B: Backend, H: MmcsHash> BackendMmcs<B, H> {
         let segments = Segments::new(backend, vec![nodes], layers)?;
         self.counters.device_commits.fetch_add(1, Ordering::Relaxed);
         let mut committed = self.device_commit(matrices, plan, segments);
-        if keep && let Tree::Device(tree) = &mut committed.1.tree {
-            tree.lde = Some(DeviceLde { buffer: lde, shape });
+        if let Tree::Device(tree) = &mut committed.1.tree {
+            tree.lde = keep.then_some(DeviceLde { buffer: lde, shape });
+            tree.guard = guard;
         }
         Ok(committed)
     }
@@ -297,6 +300,7 @@ impl<B: Backend, H: MmcsHash> BackendMmcs<B, H> {
             counters: Arc::clone(&self.counters),
             host_layers: OnceLock::new(),
             lde: None,
+            guard: None,
         };
         // The cap: the layer `cap_height` below the root (Plonky3 caps the height at the root).
         let root = tree.segments.layers.len() - 1;
@@ -406,6 +410,8 @@ struct DeviceTree<B: Backend, H: MmcsHash, M> {
     host_layers: OnceLock<Vec<Vec<H::Digest>>>,
     /// The committed LDE, kept on the device for the openings' products (fused commits only).
     lde: Option<DeviceLde<B>>,
+    /// Held as long as the tree's device memory (a memory admission's ticket), released on drop.
+    guard: Option<Box<dyn Send + Sync>>,
 }
 
 impl<B: Backend, H: MmcsHash, M> Drop for DeviceTree<B, H, M> {
@@ -415,6 +421,8 @@ impl<B: Backend, H: MmcsHash, M> Drop for DeviceTree<B, H, M> {
         let _span = tracing::debug_span!("drop device tree").entered();
         drop(std::mem::take(&mut self.matrices));
         drop(self.lde.take());
+        // After the device memory it accounts for.
+        drop(self.guard.take());
     }
 }
 

@@ -5,7 +5,9 @@ use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use backend_api::{Backend, LdeParams, MatrixShape};
+use backend_api::{Backend, ELEM_BYTES, LdeParams, LeafLayout, MatrixShape, TreeShape};
+use commit::memory::{CommitShape, MemoryModel};
+use commit::{Admission, DeviceMemory, Ticket};
 use p3_challenger::{CanObserve, FieldChallenger, GrindingChallenger};
 use p3_commit::{Mmcs, OpenedValues, OpeningRequest, Pcs, PeriodicLdeTable, UnivariateStarkPcs};
 use p3_field::coset::TwoAdicMultiplicativeCoset;
@@ -43,12 +45,20 @@ pub struct PcsStats {
     pub device_openings: usize,
     /// Products of the openings that failed on the device and were computed on the host.
     pub host_openings: usize,
+    /// Fused commits the memory admission refused or timed out (each then went the stock way).
+    pub admission_refusals: usize,
 }
 
 impl PcsStats {
     /// No commit, no opening.
-    pub const ZERO: PcsStats =
-        PcsStats { fused_commits: 0, stock_commits: 0, device_errors: 0, device_openings: 0, host_openings: 0 };
+    pub const ZERO: PcsStats = PcsStats {
+        fused_commits: 0,
+        stock_commits: 0,
+        device_errors: 0,
+        device_openings: 0,
+        host_openings: 0,
+        admission_refusals: 0,
+    };
 }
 
 #[derive(Default)]
@@ -58,6 +68,7 @@ pub(crate) struct Counters {
     pub(crate) device_errors: AtomicUsize,
     pub(crate) device_openings: AtomicUsize,
     pub(crate) host_openings: AtomicUsize,
+    admission_refusals: AtomicUsize,
 }
 
 /// Plonky3's `TwoAdicFriPcs` over Goldilocks with [`BackendDft`] and [`BackendMmcs`] on one
@@ -103,6 +114,8 @@ pub struct BackendPcs<B: Backend, FriMmcs, H: MmcsHash = Keccak256> {
     products: Arc<OnceLock<bool>>,
     /// Whether fused commits keep their LDE on the device for the openings.
     device_openings: bool,
+    /// The device memory admission fused commits go through, if any.
+    admission: Option<Admission>,
 }
 
 impl<B: Backend, FriMmcs: Clone, H: MmcsHash> Clone for BackendPcs<B, FriMmcs, H> {
@@ -116,6 +129,7 @@ impl<B: Backend, FriMmcs: Clone, H: MmcsHash> Clone for BackendPcs<B, FriMmcs, H
             counters: Arc::clone(&self.counters),
             products: Arc::clone(&self.products),
             device_openings: self.device_openings,
+            admission: self.admission.clone(),
         }
     }
 }
@@ -146,6 +160,7 @@ impl<B: Backend, FriMmcs: Clone, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
             counters: Arc::default(),
             products: Arc::default(),
             device_openings: true,
+            admission: None,
         }
     }
 }
@@ -158,6 +173,20 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
     #[must_use]
     pub fn with_device_openings(mut self, device_openings: bool) -> Self {
         self.device_openings = device_openings;
+        self
+    }
+
+    /// Fused commits go through `admission` first (the `commit` crate's memory model and policy:
+    /// refuse at once, wait up to a timeout, or queue with other processes on the device): the
+    /// model is the LDE, its tree and the LDE's twiddles. Admitted, the commit holds its ticket
+    /// until its prover data is dropped (settled to the bytes it keeps: the tree, and the LDE when
+    /// the openings use it). Refused or timed out, the commit goes the stock way, on the host where
+    /// the DFT's and MMCS's own fallbacks take it, with a warning, and
+    /// [`PcsStats::admission_refusals`] counts it: `Pcs::commit`'s error type is Plonky3's, with no
+    /// room for a device refusal, and the proof is the same either way.
+    #[must_use]
+    pub fn with_admission(mut self, admission: Admission) -> Self {
+        self.admission = Some(admission);
         self
     }
 
@@ -186,6 +215,7 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
             device_errors: c.device_errors.load(Ordering::Relaxed),
             device_openings: c.device_openings.load(Ordering::Relaxed),
             host_openings: c.host_openings.load(Ordering::Relaxed),
+            admission_refusals: c.admission_refusals.load(Ordering::Relaxed),
         }
     }
 
@@ -231,6 +261,26 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
         Arc::ptr_eq(backend, self.mmcs.backend()).then(|| (Arc::clone(backend), params))
     }
 
+    /// The admission's ticket for a fused commit of `params` (none without an admission).
+    fn admit(&self, backend: &B, params: &LdeParams) -> commit::Result<Option<Ticket>> {
+        let Some(admission) = &self.admission else { return Ok(None) };
+        let cols = params.trace().cols();
+        // No transpose: the smallest scratch cap the model accepts keeps its term at one row.
+        let shape = CommitShape {
+            lde: *params,
+            layout: LeafLayout::Rows,
+            split: false,
+            scratch_cap: (cols + 1) * ELEM_BYTES,
+            snapshot: false,
+        };
+        let model = MemoryModel::of(&shape)?;
+        let memory = || {
+            let info = backend.info();
+            (info.total_memory > 0).then_some(DeviceMemory { free: info.free_memory, total: info.total_memory })
+        };
+        admission.admit_on(&model, &memory).map(Some)
+    }
+
     /// The fused commit: the trace up, the LDE, leaves and tree on the device, the LDE down into
     /// bit-reversed host matrices, one per input matrix.
     fn commit_fused(
@@ -238,6 +288,7 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
         backend: &B,
         params: &LdeParams,
         evaluations: &[(TwoAdicMultiplicativeCoset<Goldilocks>, RowMajorMatrix<Goldilocks>)],
+        ticket: Option<Ticket>,
     ) -> backend_api::Result<Committed<B, RowMajorMatrix<Goldilocks>, H>> {
         let span = tracing::info_span!("fused commit: trace up, LDE").entered();
         let lde = match evaluations {
@@ -257,8 +308,14 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
         let matrices = split_columns(words, &widths);
         drop(span);
         let keep = self.device_openings && self.has_products(backend);
+        let guard = ticket.map(|mut t| {
+            // What stays on the device with the prover data: the tree, and the LDE if kept.
+            let tree = TreeShape::new(params.lde_shape().rows()).map_or(0, |t| t.bytes());
+            t.shrink_to(tree + if keep { params.lde_shape().bytes() } else { 0 });
+            Box::new(t) as Box<dyn Send + Sync>
+        });
         let _span = tracing::info_span!("fused commit: leaves, tree").entered();
-        self.mmcs.commit_device_lde(lde, params.lde_shape(), matrices, keep)
+        self.mmcs.commit_device_lde(lde, params.lde_shape(), matrices, keep, guard)
     }
 }
 
@@ -320,7 +377,21 @@ where
             self.counters.stock_commits.fetch_add(1, Ordering::Relaxed);
             return Pcs::<Challenge, Challenger>::commit(&self.inner, evaluations);
         };
-        match self.commit_fused(&backend, &params, &evaluations) {
+        let ticket = match self.admit(&backend, &params) {
+            Ok(ticket) => ticket,
+            Err(e) => {
+                self.counters.admission_refusals.fetch_add(1, Ordering::Relaxed);
+                self.counters.stock_commits.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(
+                    "plonky3-adapter: {} fused commit of {} (blowup {}) not admitted: {e}; committing through TwoAdicFriPcs",
+                    backend.info().backend,
+                    params.trace(),
+                    params.blowup()
+                );
+                return Pcs::<Challenge, Challenger>::commit(&self.inner, evaluations);
+            }
+        };
+        match self.commit_fused(&backend, &params, &evaluations, ticket) {
             Ok(done) => {
                 self.counters.fused_commits.fetch_add(1, Ordering::Relaxed);
                 Ok(done)

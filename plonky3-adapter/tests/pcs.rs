@@ -78,6 +78,7 @@ fn same_as_stock<B: Backend + 'static>(
         device_errors: after.device_errors - before.device_errors,
         device_openings: after.device_openings - before.device_openings,
         host_openings: after.host_openings - before.host_openings,
+        admission_refusals: after.admission_refusals - before.admission_refusals,
     }
 }
 
@@ -174,4 +175,80 @@ fn a_device_error_in_the_fused_commit_commits_the_stock_way() {
     let input = [(domain(1 << 10, Val::ONE), matrix(7, 1 << 10, 4))];
     assert_eq!(same_as_stock(&ours, 1, &input), PcsStats { stock_commits: 1, device_errors: 1, ..PcsStats::ZERO });
     assert_eq!(backend.memory().live, 0);
+}
+
+/// The bytes the fused commit of `input` (one matrix, blowup 2) keeps on a backend with the
+/// opening products: its LDE and its tree.
+fn kept_bytes(rows: usize, cols: usize) -> usize {
+    let lde = backend_api::MatrixShape::new(2 * rows, cols).unwrap();
+    lde.bytes() + backend_api::TreeShape::new(2 * rows).unwrap().bytes()
+}
+
+/// The memory model of a fused commit of a `rows x cols` trace at blowup 2 (as `BackendPcs`
+/// builds it), to hold an admission's budget from outside a commit.
+fn model(rows: usize, cols: usize) -> commit::memory::MemoryModel {
+    let lde = backend_api::LdeParams::new(backend_api::MatrixShape::new(rows, cols).unwrap(), 2, 7).unwrap();
+    let shape = commit::memory::CommitShape {
+        lde,
+        layout: backend_api::LeafLayout::Rows,
+        split: false,
+        scratch_cap: (cols + 1) * 8,
+        snapshot: false,
+    };
+    commit::memory::MemoryModel::of(&shape).unwrap()
+}
+
+#[test]
+fn an_admitted_fused_commit_holds_what_it_keeps_until_its_prover_data_drops() {
+    let admission = commit::Admission::new(1 << 30);
+    let ours = on(Arc::new(CpuBackend::new()), 1).with_admission(admission.clone());
+    let input = vec![(domain(1 << 10, Val::ONE), matrix(8, 1 << 10, 4))];
+    let (_, data) = Pcs::<Challenge, Challenger>::commit(&ours, input).unwrap();
+    assert!(data.holds_device_lde());
+    assert_eq!(admission.in_flight(), kept_bytes(1 << 10, 4), "the LDE and its tree stay admitted");
+    drop(data);
+    assert_eq!(admission.in_flight(), 0);
+    // Without the device openings only the tree stays.
+    let ours = ours.with_device_openings(false);
+    let (_, data) =
+        Pcs::<Challenge, Challenger>::commit(&ours, vec![(domain(1 << 10, Val::ONE), matrix(9, 1 << 10, 4))]).unwrap();
+    assert!(!data.holds_device_lde());
+    assert_eq!(admission.in_flight(), backend_api::TreeShape::new(1 << 11).unwrap().bytes());
+    drop(data);
+    assert_eq!(admission.in_flight(), 0);
+    assert_eq!(ours.stats(), PcsStats { fused_commits: 2, ..PcsStats::ZERO });
+}
+
+#[test]
+fn a_refused_fused_commit_commits_the_stock_way() {
+    // A budget below the model (a 2^11 x 4 LDE alone is 64 KiB): refused at once.
+    let ours = on(Arc::new(CpuBackend::new()), 1).with_admission(commit::Admission::new(32 << 10));
+    let input = [(domain(1 << 10, Val::ONE), matrix(10, 1 << 10, 4))];
+    assert_eq!(same_as_stock(&ours, 1, &input), PcsStats { stock_commits: 1, admission_refusals: 1, ..PcsStats::ZERO });
+}
+
+#[test]
+fn a_waiting_admission_fuses_once_memory_is_released_and_gives_up_at_its_timeout() {
+    use std::time::Duration;
+    // Room for one such commit, not two.
+    let one = model(1 << 10, 4);
+    let budget = one.total() * 3 / 2;
+    let input = [(domain(1 << 10, Val::ONE), matrix(11, 1 << 10, 4))];
+    // One commit's bytes are held elsewhere and released after 300 ms: the commit waits, then fuses.
+    let admission = commit::Admission::waiting(budget, Duration::from_secs(20), "test device");
+    let ticket = admission.admit(&one).unwrap();
+    let ours = on(Arc::new(CpuBackend::new()), 1).with_admission(admission.clone());
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        drop(ticket);
+    });
+    let start = std::time::Instant::now();
+    assert_eq!(same_as_stock(&ours, 1, &input), FUSED);
+    assert!(start.elapsed() >= Duration::from_millis(250), "the commit did not wait: {:?}", start.elapsed());
+    release.join().unwrap();
+    // Held for good, with a 200 ms timeout: the commit gives up and goes the stock way.
+    let admission = commit::Admission::waiting(budget, Duration::from_millis(200), "test device");
+    let _ticket = admission.admit(&one).unwrap();
+    let ours = on(Arc::new(CpuBackend::new()), 1).with_admission(admission);
+    assert_eq!(same_as_stock(&ours, 1, &input), PcsStats { stock_commits: 1, admission_refusals: 1, ..PcsStats::ZERO });
 }
