@@ -47,6 +47,7 @@ mod hash;
 mod lde;
 mod memory;
 mod merkle;
+mod open;
 mod staging;
 mod transpose;
 
@@ -56,7 +57,8 @@ use std::sync::Arc;
 use backend_api::Backend;
 use backend_api::DeviceBuffer as _;
 use backend_api::{
-    AllocTracker, CopyRange, DeviceInfo, HashKind, LdeParams, LeafSpec, MatrixShape, Preparation, Result, TreeShape,
+    AllocTracker, CopyRange, DeviceInfo, HashKind, LdeParams, LeafSpec, MatrixShape, Preparation, Result, RowStride,
+    TreeShape,
 };
 
 pub use context::{DeviceTime, PipelinePrep, QuietHeadless, WgpuError, quiet_headless_vulkan};
@@ -393,6 +395,23 @@ impl backend_api::RawBackend for WgpuBackend {
     ) -> Result<()> {
         self.gpu.check("hash_leaves")?;
         hash::hash_leaves_into(&self.gpu, matrix, shape, spec, out, out_digest)
+    }
+
+    fn row_dot_products(&self, matrix: &WgpuBuffer, shape: MatrixShape, coeffs: &[u64], out: &mut [u64]) -> Result<()> {
+        self.gpu.check("row_dot_products")?;
+        open::row_dot_products(&self.gpu, matrix, shape, coeffs, out)
+    }
+
+    fn column_dot_products(
+        &self,
+        matrix: &WgpuBuffer,
+        shape: MatrixShape,
+        rows: RowStride,
+        weights: &[u64],
+        out: &mut [u64],
+    ) -> Result<()> {
+        self.gpu.check("column_dot_products")?;
+        open::column_dot_products(&self.gpu, matrix, shape, rows, weights, out)
     }
 
     fn merkle_tree_in_place(&self, nodes: &mut WgpuBuffer, tree: TreeShape, hash: HashKind) -> Result<()> {

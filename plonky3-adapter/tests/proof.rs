@@ -154,8 +154,7 @@ fn toy_port_fused_pcs_proofs_are_byte_identical_to_stock() {
 fn wgpu_backend_fused_pcs_proofs_are_byte_identical_to_stock() {
     use backend_wgpu::{WgpuBackend, WgpuOptions};
     match WgpuBackend::new(WgpuOptions { allow_software: true, ..Default::default() }) {
-        // wgpu has no opening products yet: its openings run on the host.
-        Ok(b) => fused_proofs_are_stock(Arc::new(b), &FIBONACCI, &KECCAK_HASHES[..1], false),
+        Ok(b) => fused_proofs_are_stock(Arc::new(b), &FIBONACCI, &KECCAK_HASHES[..1], true),
         Err(e) => common::skip("plonky3_adapter proof::wgpu fused", e, "REQUIRE_WGPU"),
     }
 }
@@ -207,7 +206,7 @@ fn toy_port_fused_poseidon2_proofs_are_byte_identical_to_stock() {
 fn wgpu_backend_fused_poseidon2_proofs_are_byte_identical_to_stock() {
     use backend_wgpu::{WgpuBackend, WgpuOptions};
     match WgpuBackend::new(WgpuOptions { allow_software: true, ..Default::default() }) {
-        Ok(b) => fused_poseidon2_proofs_are_stock(Arc::new(b), false),
+        Ok(b) => fused_poseidon2_proofs_are_stock(Arc::new(b), true),
         Err(e) => common::skip("plonky3_adapter proof::wgpu poseidon2", e, "REQUIRE_WGPU"),
     }
 }

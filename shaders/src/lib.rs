@@ -77,4 +77,7 @@ pub mod wgsl {
     pub const MERKLE: &str = include_str!("../wgsl/merkle.wgsl");
     /// Coset LDE: multi-stage NTT passes, coset scaling and the spreading of rows to their blocks.
     pub const LDE: &str = include_str!("../wgsl/lde.wgsl");
+    /// The opening products: row dot products (an invocation per row) and column dot products (an
+    /// invocation per vector and column), in dispatches that accumulate.
+    pub const OPEN: &str = include_str!("../wgsl/open.wgsl");
 }

@@ -16,6 +16,7 @@ pub(crate) enum Module {
     Hash,
     Merkle,
     Lde,
+    Open,
 }
 
 impl Module {
@@ -30,6 +31,7 @@ impl Module {
             Module::Hash => &[WINDOW, field, KECCAK, BLAKE3, POSEIDON2_CONSTANTS, POSEIDON2, HASH],
             Module::Merkle => &[WINDOW, field, KECCAK, BLAKE3, POSEIDON2_CONSTANTS, POSEIDON2, MERKLE],
             Module::Lde => &[WINDOW, field, LDE],
+            Module::Open => &[WINDOW, field, OPEN],
         };
         parts.join("\n")
     }
@@ -55,6 +57,7 @@ impl Module {
             Module::Hash => "hash.wgsl",
             Module::Merkle => "merkle.wgsl",
             Module::Lde => "lde.wgsl",
+            Module::Open => "open.wgsl",
         }
     }
 }

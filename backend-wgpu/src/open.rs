@@ -1,0 +1,128 @@
+//! The opening products (`shaders/wgsl/open.wgsl`): [`backend_api::Backend::row_dot_products`]
+//! with an invocation per row, [`backend_api::Backend::column_dot_products`] with an invocation
+//! per (vector, column), the coefficients or weights of each dispatch in its table.
+//!
+//! The matrix is bound through window A, the products through window B. A call runs as several
+//! dispatches that add into the products: over ranges of columns (row products) or of selected
+//! rows (column products) short enough for every invocation's loops to stay far below the 65,535
+//! iterations after which Mesa's llvmpipe silently ends them, and for each dispatch's table to fit
+//! the arena; and over ranges of rows (row products) that span at most one segment. A row wider
+//! than one segment is refused, as the leaf hashes refuse it. Both calls download the products
+//! and return when they have landed.
+
+use std::sync::Arc;
+
+use backend_api::{Error, MatrixShape, Result, RowStride};
+
+use crate::context::{Gpu, Kernel, Module, NAME, Space, Table};
+use crate::memory::{self, WgpuBuffer};
+
+const ROW_DOT: Kernel = Kernel { module: Module::Open, entry: "row_dot", items_per_group: 64 };
+const COLUMN_DOT: Kernel = Kernel { module: Module::Open, entry: "column_dot", items_per_group: 64 };
+
+/// Loop iterations one invocation runs at most: half of llvmpipe's budget.
+const LOOP_BUDGET: usize = 1 << 15;
+/// Table elements (u64) one dispatch carries at most: a quarter of the arena.
+const TABLE_ELEMS: usize = 1 << 15;
+
+/// `values` as the table's `u32` words (low word first).
+fn words(values: impl Iterator<Item = u64>) -> Vec<u32> {
+    values.flat_map(|x| [x as u32, (x >> 32) as u32]).collect()
+}
+
+/// The refusal of a matrix whose row (or selection) does not fit the bindings of one dispatch.
+fn too_wide(op: &str, what: String) -> Error {
+    Error::InvalidArgument(format!("{NAME}: {op}: {what} (the storage binding limit)"))
+}
+
+/// [`backend_api::Backend::row_dot_products`], on validated arguments.
+pub(crate) fn row_dot_products(
+    gpu: &Arc<Gpu>,
+    matrix: &WgpuBuffer,
+    shape: MatrixShape,
+    coeffs: &[u64],
+    out: &mut [u64],
+) -> Result<()> {
+    let op = "row_dot_products";
+    let (rows, cols) = (shape.rows(), shape.cols());
+    let k = coeffs.len() / cols;
+    let s = gpu.seg_elems();
+    if cols > s {
+        return Err(too_wide(op, format!("a row of {cols} elements exceeds one segment of {s} elements")));
+    }
+    if shape.len() > u32::MAX as usize {
+        return Err(too_wide(op, format!("a {shape} matrix has more elements than 32-bit indices address")));
+    }
+    let products = memory::alloc(gpu, rows * k)?;
+    let (space_a, _) = Space::new(gpu, &[&matrix.segs])?;
+    let (space_b, _) = Space::new(gpu, &[&products.segs])?;
+    // Each invocation loops over width x (k + 1) iterations; each table holds k x width elements.
+    let width = (LOOP_BUDGET / (k + 1)).min(TABLE_ELEMS / k).min(cols).max(1);
+    let row_chunk = (s / cols).min(s / k).max(1);
+    let mut rec = gpu.recorder(op);
+    for (part, c0) in (0..cols).step_by(width).enumerate() {
+        let c1 = (c0 + width).min(cols);
+        let table = words((0..k).flat_map(|j| coeffs[j * cols + c0..j * cols + c1].iter().copied()));
+        let mut first = 0;
+        while first < rows {
+            let n = row_chunk.min(rows - first);
+            let a = space_a.window::<4>(&[((first * cols) as u64, ((first + n) * cols) as u64)], op)?;
+            let b = space_b.window::<2>(&[((first * k) as u64, ((first + n) * k) as u64)], op)?;
+            let args = [0, cols as u32, k as u32, c0 as u32, c1 as u32, first as u32, u32::from(part > 0), 0];
+            rec.dispatch(ROW_DOT, n as u32, &args, a, b, Table::Arena(table.clone()))?;
+            first += n;
+        }
+    }
+    rec.flush()?;
+    memory::download(gpu, &products, 0, out)
+}
+
+/// [`backend_api::Backend::column_dot_products`], on validated arguments.
+pub(crate) fn column_dot_products(
+    gpu: &Arc<Gpu>,
+    matrix: &WgpuBuffer,
+    shape: MatrixShape,
+    rows: RowStride,
+    weights: &[u64],
+    out: &mut [u64],
+) -> Result<()> {
+    let op = "column_dot_products";
+    let cols = shape.cols();
+    let k = weights.len() / rows.count;
+    let s = gpu.seg_elems();
+    if cols > s {
+        return Err(too_wide(op, format!("a row of {cols} elements exceeds one segment of {s} elements")));
+    }
+    if shape.len() > u32::MAX as usize {
+        return Err(too_wide(op, format!("a {shape} matrix has more elements than 32-bit indices address")));
+    }
+    let products = memory::alloc(gpu, k * cols)?;
+    let (space_a, _) = Space::new(gpu, &[&matrix.segs])?;
+    let (space_b, _) = Space::new(gpu, &[&products.segs])?;
+    let b = space_b.window::<2>(&[(0, (k * cols) as u64)], op)?;
+    // Each invocation loops over `chunk` rows; the table holds k x chunk weights; the chunk's rows
+    // span at most three segments, so they touch at most the four window A binds.
+    let span_rows = (3 * s / (rows.step * cols)).max(1);
+    let chunk = LOOP_BUDGET.min(TABLE_ELEMS / k).min(span_rows).min(rows.count).max(1);
+    let mut rec = gpu.recorder(op);
+    for (part, i0) in (0..rows.count).step_by(chunk).enumerate() {
+        let i1 = (i0 + chunk).min(rows.count);
+        let table = words((0..k).flat_map(|j| weights[j * rows.count + i0..j * rows.count + i1].iter().copied()));
+        let (lo, hi) = (rows.first + i0 * rows.step, rows.first + (i1 - 1) * rows.step);
+        let a = space_a.window::<4>(&[((lo * cols) as u64, ((hi + 1) * cols) as u64)], op)?;
+        let args = [
+            0,
+            cols as u32,
+            k as u32,
+            i0 as u32,
+            i1 as u32,
+            rows.first as u32,
+            u32::from(part > 0),
+            0,
+            rows.step as u32,
+        ];
+        rec.dispatch(COLUMN_DOT, (k * cols) as u32, &args, a, b, Table::Arena(table))?;
+    }
+    rec.flush()?;
+    memory::download(gpu, &products, 0, out)
+}
