@@ -307,7 +307,7 @@ impl<B: Backend, H: MmcsHash> BackendMmcs<B, H> {
         let layer = root - self.cap_height.min(root);
         let wanted: Vec<(usize, usize)> = (0..1usize << (root - layer)).map(|i| (layer, i)).collect();
         let cap = MerkleCap::new(tree.digests(&wanted));
-        (cap, BackendProverData { tree: Tree::Device(tree) })
+        (cap, BackendProverData { tree: Tree::Device(Box::new(tree)) })
     }
 }
 
@@ -358,7 +358,7 @@ impl<B: Backend, M, H: MmcsHash> fmt::Debug for BackendProverData<B, M, H> {
 }
 
 enum Tree<B: Backend, H: MmcsHash, M> {
-    Device(DeviceTree<B, H, M>),
+    Device(Box<DeviceTree<B, H, M>>),
     Host(<H::Stock as Mmcs<Goldilocks>>::ProverData<M>),
 }
 

@@ -46,6 +46,12 @@ use crate::pcs::BackendPcs;
 
 type Proof<Challenge, FriMmcs, B, H> =
     FriProof<Challenge, FriMmcs, Goldilocks, Vec<BatchMultiOpening<Goldilocks, BackendMmcs<B, H>>>>;
+/// What `Pcs::open` returns.
+type Opening<Challenge, FriMmcs, B, H> = (OpenedValues<Challenge>, Proof<Challenge, FriMmcs, B, H>);
+/// One commitment's request: its prover data and each matrix's opening points.
+type Request<'a, B, H, Challenge> = OpeningRequest<'a, BackendProverData<B, RowMajorMatrix<Goldilocks>, H>, Challenge>;
+/// One commitment's matrices and each matrix's opening points.
+type Round<'a, B, Challenge> = (Vec<Opened<'a, B>>, &'a Vec<Vec<Challenge>>);
 
 /// One committed matrix to open: its host copy (bit-reversed rows) and, where the commit kept it,
 /// the device LDE with this matrix's first column in it.
@@ -58,9 +64,9 @@ struct Opened<'a, B: Backend> {
 /// the device.
 pub(crate) fn open<B, FriMmcs, H, Challenge, Challenger>(
     pcs: &BackendPcs<B, FriMmcs, H>,
-    requests: Vec<OpeningRequest<'_, BackendProverData<B, RowMajorMatrix<Goldilocks>, H>, Challenge>>,
+    requests: Vec<Request<'_, B, H, Challenge>>,
     challenger: &mut Challenger,
-) -> Result<(OpenedValues<Challenge>, Proof<Challenge, FriMmcs, B, H>), FriProverError>
+) -> Result<Opening<Challenge, FriMmcs, B, H>, FriProverError>
 where
     B: Backend + 'static,
     H: MmcsHash,
@@ -70,7 +76,7 @@ where
         FieldChallenger<Goldilocks> + CanObserve<FriMmcs::Commitment> + GrindingChallenger<Witness = Goldilocks>,
 {
     let fri = &pcs.fri;
-    let rounds: Vec<(Vec<Opened<'_, B>>, &Vec<Vec<Challenge>>)> = requests
+    let rounds: Vec<Round<'_, B, Challenge>> = requests
         .iter()
         .map(|request| {
             let device = request.prover_data.device_lde();
@@ -345,7 +351,7 @@ fn lookup<Challenge: PartialEq, V>(map: &[(Challenge, V)], point: Challenge) -> 
 /// `TwoAdicFriPcs`'s `compute_inverse_denominators`: for each opening point `z`, `1 / (z - x)`
 /// for `x` in the bit-reversed coset of the tallest matrix opened at `z`.
 fn inverse_denominators<B: Backend, Challenge: ExtensionField<Goldilocks>>(
-    rounds: &[(Vec<Opened<'_, B>>, &Vec<Vec<Challenge>>)],
+    rounds: &[Round<'_, B, Challenge>],
     coset: &[Goldilocks],
 ) -> Vec<(Challenge, Vec<Challenge>)> {
     let mut max_log_height: Vec<(Challenge, usize)> = Vec::new();

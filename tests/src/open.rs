@@ -146,6 +146,15 @@ pub fn dot_products_large_sums<B: Backend>(backend: &B) -> Outcome {
     ensure_live(backend, baseline, "dot_products_large_sums")
 }
 
+/// Which error a refused call must give.
+type Expected = dyn Fn(&Error) -> bool;
+/// A refused row-product call: what is wrong, the matrix, the coefficients, the output's length
+/// and the error it must give.
+type RowCase<'a, T> = (&'a str, &'a T, Vec<u64>, usize, &'a Expected);
+/// A refused column-product call: what is wrong, the matrix, the rows, the weights' and the
+/// output's lengths, and the error it must give.
+type ColumnCase<'a, T> = (&'a str, &'a T, RowStride, usize, usize, &'a Expected);
+
 /// Every refusal of the checked front, with the typed error and the output untouched, on every
 /// backend (one without the products included: the front refuses first).
 ///
@@ -164,7 +173,7 @@ pub fn dot_products_errors<B: Backend>(backend: &B) -> Outcome {
         Ok(())
     };
 
-    let row_cases: Vec<(&str, &B::Buffer, Vec<u64>, usize, &dyn Fn(&Error) -> bool)> = vec![
+    let row_cases: Vec<RowCase<'_, B::Buffer>> = vec![
         ("a buffer that does not hold the shape", &short, vec![1; 3], 8, &length),
         ("coefficients that are not whole vectors", &matrix, vec![1; 4], 8, &length),
         ("no coefficient vector", &matrix, vec![], 0, &invalid),
@@ -178,7 +187,7 @@ pub fn dot_products_errors<B: Backend>(backend: &B) -> Outcome {
         untouched(&what, &out)?;
     }
 
-    let col_cases: Vec<(&str, &B::Buffer, RowStride, usize, usize, &dyn Fn(&Error) -> bool)> = vec![
+    let col_cases: Vec<ColumnCase<'_, B::Buffer>> = vec![
         ("a buffer that does not hold the shape", &short, RowStride::all(8), 8, 3, &length),
         ("a zero step", &matrix, RowStride::new(0, 0, 2), 2, 3, &invalid),
         ("no row", &matrix, RowStride::new(0, 1, 0), 0, 3, &invalid),
