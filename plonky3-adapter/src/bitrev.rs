@@ -3,9 +3,8 @@
 //! The PCS wants the LDE's rows at bit-reversed indices. Rather than download the natural-order
 //! LDE and permute it in place afterwards (a second pass over the whole matrix, and a
 //! single-threaded first touch of every page by the driver's copy), the download goes through
-//! two staging chunks of about [`STAGING_BYTES`] of the backend's host memory (page-locked on
-//! CUDA, so the copy engine fills them directly): while the backend copies chunk `k + 1` into
-//! one, rayon scatters the rows of chunk `k` from the other to their bit-reversed places in the
+//! two staging chunks of about [`STAGING_BYTES`]: while the backend copies chunk `k + 1` into one,
+//! rayon scatters the rows of chunk `k` from the other to their bit-reversed places in the
 //! output, which they touch first, in parallel.
 
 use backend_api::{Backend, Result};
@@ -56,10 +55,8 @@ pub(crate) fn download_bit_reversed<B: Backend>(
     let total = rows * cols;
     let mut out: Vec<u64> = Vec::with_capacity(total);
     let dst = RowsOut(out.as_mut_ptr());
-    // The backend's own host memory (page-locked on CUDA): the copy engine writes the chunks
-    // directly, with no pass of the driver's or a staging ring's through the host.
-    let mut cur = backend.alloc_host(chunk_rows * cols)?;
-    let mut next = backend.alloc_host(chunk_rows * cols)?;
+    let mut cur = vec![0u64; chunk_rows * cols];
+    let mut next = vec![0u64; chunk_rows * cols];
     let chunk = |k: usize| {
         let start = k * chunk_rows;
         (start, chunk_rows.min(rows - start))
