@@ -384,4 +384,78 @@ mod tests {
         coset_lde_from_host(&same, 3, 3).unwrap();
         assert!(coset_lde_from_host(&same, 3, 6).is_err());
     }
+
+    #[test]
+    fn row_dot_products_take_whole_vectors_and_an_output_per_row_and_vector() {
+        let shape = MatrixShape::new(5, 3).unwrap();
+        for k in 1..=MAX_DOT_VECTORS {
+            assert_eq!(row_dot_products(shape, 15, 3 * k, 5 * k).unwrap(), k);
+        }
+        let err = row_dot_products(shape, 14, 3, 5).unwrap_err();
+        assert!(matches!(err, Error::LengthMismatch { what: "row_dot_products matrix", expected: 15, actual: 14 }));
+        let err = row_dot_products(shape, 15, 4, 5).unwrap_err();
+        assert!(
+            matches!(err, Error::LengthMismatch { what, expected: 6, actual: 4 } if what.contains("coefficients")),
+            "{err}"
+        );
+        for coeffs in [0, 3 * (MAX_DOT_VECTORS + 1)] {
+            let err = row_dot_products(shape, 15, coeffs, 5).unwrap_err();
+            assert!(
+                matches!(&err, Error::InvalidArgument(m) if m.starts_with("row_dot_products: ") && m.contains("coefficients")),
+                "{err}"
+            );
+        }
+        for out in [0, 5, 9, 11] {
+            let err = row_dot_products(shape, 15, 6, out).unwrap_err();
+            assert!(
+                matches!(err, Error::LengthMismatch { what: "row_dot_products output (rows x vectors)", expected: 10, actual } if actual == out),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn column_dot_products_read_rows_of_the_matrix_only() {
+        let shape = MatrixShape::new(8, 3).unwrap();
+        // Rows 1, 3, 5, 7: the last row read is the matrix's last.
+        assert_eq!(column_dot_products(shape, 24, RowStride::new(1, 2, 4), 8, 6).unwrap(), 2);
+        assert_eq!(column_dot_products(shape, 24, RowStride::new(7, 100, 1), 8, 24).unwrap(), 8);
+        assert_eq!(column_dot_products(shape, 24, RowStride::all(8), 8, 3).unwrap(), 1);
+        let err = column_dot_products(shape, 25, RowStride::all(8), 8, 3).unwrap_err();
+        assert!(matches!(err, Error::LengthMismatch { what: "column_dot_products matrix", expected: 24, actual: 25 }));
+        for rows in [RowStride::new(0, 0, 2), RowStride::new(0, 1, 0), RowStride::new(0, 0, 0)] {
+            let err = column_dot_products(shape, 24, rows, 2, 3).unwrap_err();
+            assert!(matches!(&err, Error::InvalidArgument(m) if m.contains("at least 1")), "{rows:?}: {err}");
+        }
+        for (rows, end) in [
+            (RowStride::new(2, 2, 4), 9),
+            (RowStride::new(8, 1, 1), 9),
+            (RowStride::new(0, 3, 4), 10),
+            (RowStride::new(1, usize::MAX, 2), usize::MAX),
+            (RowStride::new(usize::MAX, 1, 2), usize::MAX),
+        ] {
+            let err = column_dot_products(shape, 24, rows, rows.count, 3).unwrap_err();
+            assert!(
+                matches!(err, Error::OutOfBounds { what: "column_dot_products rows", start, end: e, len: 8 } if start == rows.first && e == end),
+                "{rows:?}: {err}"
+            );
+        }
+        let err = column_dot_products(shape, 24, RowStride::all(8), 9, 3).unwrap_err();
+        assert!(
+            matches!(err, Error::LengthMismatch { what, expected: 16, actual: 9 } if what.contains("weights")),
+            "{err}"
+        );
+        let err = column_dot_products(shape, 24, RowStride::new(0, 1, 1), MAX_DOT_VECTORS + 1, 27).unwrap_err();
+        assert!(
+            matches!(&err, Error::InvalidArgument(m) if m.starts_with("column_dot_products: ") && m.contains("weights")),
+            "{err}"
+        );
+        for out in [0, 3, 5, 7] {
+            let err = column_dot_products(shape, 24, RowStride::all(8), 16, out).unwrap_err();
+            assert!(
+                matches!(err, Error::LengthMismatch { what: "column_dot_products output (vectors x cols)", expected: 6, actual } if actual == out),
+                "{err}"
+            );
+        }
+    }
 }
