@@ -50,8 +50,8 @@ pub(crate) fn row_dot_products(
     if cols > s {
         return Err(too_wide(op, format!("a row of {cols} elements exceeds one segment of {s} elements")));
     }
-    if shape.len() > u32::MAX as usize {
-        return Err(too_wide(op, format!("a {shape} matrix has more elements than 32-bit indices address")));
+    if shape.len().max(out.len()) > u32::MAX as usize {
+        return Err(too_wide(op, format!("a {shape} matrix or its products need more than 32-bit indices")));
     }
     let products = memory::alloc(gpu, rows * k)?;
     let (space_a, _) = Space::new(gpu, &[&matrix.segs])?;
@@ -93,8 +93,8 @@ pub(crate) fn column_dot_products(
     if cols > s {
         return Err(too_wide(op, format!("a row of {cols} elements exceeds one segment of {s} elements")));
     }
-    if shape.len() > u32::MAX as usize {
-        return Err(too_wide(op, format!("a {shape} matrix has more elements than 32-bit indices address")));
+    if shape.len().max(out.len()) > u32::MAX as usize {
+        return Err(too_wide(op, format!("a {shape} matrix or its products need more than 32-bit indices")));
     }
     let products = memory::alloc(gpu, k * cols)?;
     let (space_a, _) = Space::new(gpu, &[&matrix.segs])?;
