@@ -412,8 +412,8 @@ where
 
     /// `TwoAdicFriPcs::open`, step for step, with the two products over every committed LDE (the
     /// evaluations at the opening points, the rows' reduction by powers of the batching
-    /// challenge) on the device for matrices whose fused commit kept their LDE there; see
-    /// [`crate::open`].
+    /// challenge) on the device for matrices whose fused commit kept their LDE there (see
+    /// [`BackendPcs`], "Openings on the device").
     fn open(
         &self,
         commitment_data_with_opening_points: Vec<OpeningRequest<'_, Self::ProverData, Challenge>>,
