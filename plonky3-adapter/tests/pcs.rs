@@ -1,7 +1,8 @@
 //! `BackendPcs` commits against stock `TwoAdicFriPcs` (Plonky3's `Radix2DitParallel` and Keccak
 //! `MerkleTreeMmcs`): the same commitment and the same committed LDEs, on the fused path (one
 //! matrix, several matrices of one coset) and on every way around it (several cosets, below the
-//! threshold, two backend instances, a device error).
+//! threshold, two backend instances, a device error, a memory admission's refusal); and openings
+//! of several matrices of one device LDE, with the same opened values and proof bytes.
 
 mod common;
 
@@ -251,4 +252,94 @@ fn a_waiting_admission_fuses_once_memory_is_released_and_gives_up_at_its_timeout
     let _ticket = admission.admit(&one).unwrap();
     let ours = on(Arc::new(CpuBackend::new()), 1).with_admission(admission);
     assert_eq!(same_as_stock(&ours, 1, &input), PcsStats { stock_commits: 1, admission_refusals: 1, ..PcsStats::ZERO });
+}
+
+/// Openings of two commitments, one of two matrices side by side in one device LDE (each opened
+/// at its own points) and one of another height, on `backend` with its products against stock
+/// `TwoAdicFriPcs` with the same FRI parameters: the same opened values and proof bytes, and
+/// every product on the device (the second matrix's columns sit after the first's in the LDE).
+fn several_matrices_open_as_stock<B: Backend + 'static>(backend: Arc<B>) {
+    use p3_commit::OpeningRequest;
+    use p3_field::BasedVectorSpace;
+    use p3_keccak::Keccak256Hash;
+    let log_blowup = 1;
+    let stock = pcs(Radix2DitParallel::<Val>::default(), log_blowup);
+    let mmcs = BackendMmcs::new(Arc::clone(&backend), 0);
+    let fri = common::stark::fri(ExtensionMmcs::new(mmcs.clone()), log_blowup);
+    let ours = Fused::new(BackendDft::new(backend), mmcs, fri);
+    let side_by_side =
+        vec![(domain(1 << 6, Val::ONE), matrix(14, 1 << 6, 3)), (domain(1 << 6, Val::ONE), matrix(15, 1 << 6, 5))];
+    let shorter = vec![(domain(1 << 5, Val::ONE), matrix(16, 1 << 5, 2))];
+    let point = |a: u64, b: u64| Challenge::from_basis_coefficients_slice(&[Val::new(a), Val::new(b)]).unwrap();
+    let points_a = vec![vec![point(3, 5), point(7, 11)], vec![point(3, 5)]];
+    let points_b = vec![vec![point(13, 17)]];
+    let mut results = Vec::new();
+    let before = ours.stats();
+    for side in [0, 1] {
+        let commit = |evaluations: Vec<_>| {
+            if side == 0 {
+                let (_, data) = Pcs::<Challenge, Challenger>::commit(&stock, evaluations).unwrap();
+                (Some(data), None)
+            } else {
+                let (_, data) = Pcs::<Challenge, Challenger>::commit(&ours, evaluations).unwrap();
+                assert!(data.holds_device_lde());
+                (None, Some(data))
+            }
+        };
+        let (stock_a, ours_a) = commit(side_by_side.clone());
+        let (stock_b, ours_b) = commit(shorter.clone());
+        let mut challenger = Challenger::from_hasher(vec![], Keccak256Hash {});
+        let (values, proof) = if side == 0 {
+            let requests = vec![
+                OpeningRequest { prover_data: stock_a.as_ref().unwrap(), points: points_a.clone() },
+                OpeningRequest { prover_data: stock_b.as_ref().unwrap(), points: points_b.clone() },
+            ];
+            let (v, p) = Pcs::<Challenge, Challenger>::open(&stock, requests, &mut challenger).unwrap();
+            (v, postcard::to_allocvec(&p).unwrap())
+        } else {
+            let requests = vec![
+                OpeningRequest { prover_data: ours_a.as_ref().unwrap(), points: points_a.clone() },
+                OpeningRequest { prover_data: ours_b.as_ref().unwrap(), points: points_b.clone() },
+            ];
+            let (v, p) = Pcs::<Challenge, Challenger>::open(&ours, requests, &mut challenger).unwrap();
+            (v, postcard::to_allocvec(&p).unwrap())
+        };
+        results.push((values, proof));
+    }
+    assert_eq!(results[0].0, results[1].0, "the opened values differ");
+    assert!(results[0].1 == results[1].1, "the opening proofs differ");
+    let after = ours.stats();
+    // Evaluations: 2 + 1 + 1 points; row reductions: one per matrix, 3.
+    assert_eq!(after.device_openings - before.device_openings, 7, "{after:?}");
+    assert_eq!((after.host_openings, after.device_errors), (0, 0), "{after:?}");
+}
+
+#[test]
+fn cpu_openings_of_several_matrices_match_stock() {
+    several_matrices_open_as_stock(Arc::new(CpuBackend::new()));
+}
+
+#[test]
+fn toy_port_openings_of_several_matrices_match_stock() {
+    several_matrices_open_as_stock(Arc::new(ToyBackend::new()));
+}
+
+#[cfg(feature = "wgpu")]
+#[test]
+fn wgpu_openings_of_several_matrices_match_stock() {
+    use backend_wgpu::{WgpuBackend, WgpuOptions};
+    match WgpuBackend::new(WgpuOptions { allow_software: true, ..Default::default() }) {
+        Ok(b) => several_matrices_open_as_stock(Arc::new(b)),
+        Err(e) => common::skip("plonky3_adapter pcs::wgpu openings", e, "REQUIRE_WGPU"),
+    }
+}
+
+#[cfg(feature = "cuda")]
+#[test]
+fn cuda_openings_of_several_matrices_match_stock() {
+    use backend_cuda::CudaBackend;
+    match BackendDft::<CudaBackend>::default().backend() {
+        Ok(b) => several_matrices_open_as_stock(b),
+        Err(reason) => common::skip("plonky3_adapter pcs::cuda openings", &reason, "REQUIRE_CUDA"),
+    }
 }

@@ -56,7 +56,7 @@ pub fn pcs<D: TwoAdicSubgroupDft<Val>>(dft: D, log_blowup: usize) -> Pcs<D> {
 }
 
 /// The FRI parameters of [`pcs`] over the challenge MMCS `mmcs`.
-fn fri<M>(mmcs: M, log_blowup: usize) -> FriParameters<M> {
+pub fn fri<M>(mmcs: M, log_blowup: usize) -> FriParameters<M> {
     FriParameters {
         log_blowup,
         log_final_poly_len: 0,
