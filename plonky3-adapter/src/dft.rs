@@ -422,7 +422,8 @@ fn backend_params(rows: usize, cols: usize, added_bits: usize, shift: Goldilocks
 /// The coset LDE of the row-major host `trace` on `backend`, in natural row order: the trace goes
 /// straight into the first rows of the LDE buffer, which is extended in place, so the device holds
 /// one LDE-sized buffer, not the trace beside it. `Backend::coset_lde_from_host` lets a backend
-/// overlap the upload with the extension (CUDA does, through page-locked staging).
+/// overlap the upload with the extension (CUDA does for a page-locked trace; a pageable one, as
+/// Plonky3 hands it over, takes the plain route: the upload, then the in-place LDE).
 pub(crate) fn lde_on_device<B: Backend>(
     backend: &B,
     trace: &[u64],
