@@ -30,9 +30,18 @@ fn words(values: impl Iterator<Item = u64>) -> Vec<u32> {
     values.flat_map(|x| [x as u32, (x >> 32) as u32]).collect()
 }
 
-/// The refusal of a matrix whose row (or selection) does not fit the bindings of one dispatch.
-fn too_wide(op: &str, what: String) -> Error {
-    Error::InvalidArgument(format!("{NAME}: {op}: {what} (the storage binding limit)"))
+/// Refuses a matrix whose row does not fit one segment (what a dispatch binds), or whose elements
+/// or products the kernels' 32-bit indices do not reach.
+fn check_bindings(gpu: &Gpu, op: &str, shape: MatrixShape, products: usize) -> Result<()> {
+    let (cols, s) = (shape.cols(), gpu.seg_elems());
+    let why = if cols > s {
+        format!("a row of {cols} elements exceeds one segment of {s} elements")
+    } else if shape.len().max(products) > u32::MAX as usize {
+        format!("a {shape} matrix or its products need more than 32-bit indices")
+    } else {
+        return Ok(());
+    };
+    Err(Error::InvalidArgument(format!("{NAME}: {op}: {why} (the storage binding limit)")))
 }
 
 /// [`backend_api::Backend::row_dot_products`], on validated arguments.
@@ -46,13 +55,8 @@ pub(crate) fn row_dot_products(
     let op = "row_dot_products";
     let (rows, cols) = (shape.rows(), shape.cols());
     let k = coeffs.len() / cols;
+    check_bindings(gpu, op, shape, out.len())?;
     let s = gpu.seg_elems();
-    if cols > s {
-        return Err(too_wide(op, format!("a row of {cols} elements exceeds one segment of {s} elements")));
-    }
-    if shape.len().max(out.len()) > u32::MAX as usize {
-        return Err(too_wide(op, format!("a {shape} matrix or its products need more than 32-bit indices")));
-    }
     let products = memory::alloc(gpu, rows * k)?;
     let (space_a, _) = Space::new(gpu, &[&matrix.segs])?;
     let (space_b, _) = Space::new(gpu, &[&products.segs])?;
@@ -89,13 +93,8 @@ pub(crate) fn column_dot_products(
     let op = "column_dot_products";
     let cols = shape.cols();
     let k = weights.len() / rows.count;
+    check_bindings(gpu, op, shape, out.len())?;
     let s = gpu.seg_elems();
-    if cols > s {
-        return Err(too_wide(op, format!("a row of {cols} elements exceeds one segment of {s} elements")));
-    }
-    if shape.len().max(out.len()) > u32::MAX as usize {
-        return Err(too_wide(op, format!("a {shape} matrix or its products need more than 32-bit indices")));
-    }
     let products = memory::alloc(gpu, k * cols)?;
     let (space_a, _) = Space::new(gpu, &[&matrix.segs])?;
     let (space_b, _) = Space::new(gpu, &[&products.segs])?;

@@ -282,6 +282,31 @@ fn options_out_of_range_are_refused_by_name() {
         Err(Error::InvalidArgument(msg)) => assert!(msg.contains("exceeds one segment"), "{msg}"),
         other => panic!("a 9-column LDE on 8-element segments: {other:?}"),
     }
+    // The opening products on 8-element segments: right for rows that fit one, refused by name
+    // for a row that does not (never computed wrong).
+    let host = matrix(&mut r, 40 * 5);
+    let dev = b.upload(&host).unwrap();
+    let shape = MatrixShape::new(40, 5).unwrap();
+    let coeffs = matrix(&mut r, 2 * 5);
+    let mut out = vec![0; 80];
+    b.row_dot_products(&dev, shape, &coeffs, &mut out).unwrap();
+    assert_eq!(out, reference::row_dot_products(&host, 5, &coeffs), "row products on 64 B segments");
+    let weights = matrix(&mut r, 2 * 13);
+    let mut out = vec![0; 10];
+    b.column_dot_products(&dev, shape, backend_api::RowStride::new(1, 3, 13), &weights, &mut out).unwrap();
+    assert_eq!(out, reference::column_dot_products(&host, 5, 1, 3, 13, &weights), "column products on 64 B segments");
+    let wide = b.upload(&matrix(&mut r, 2 * 9)).unwrap();
+    let wide_shape = MatrixShape::new(2, 9).unwrap();
+    let refusals = [
+        b.row_dot_products(&wide, wide_shape, &[1; 9], &mut [0; 2]),
+        b.column_dot_products(&wide, wide_shape, backend_api::RowStride::all(2), &[1; 2], &mut [0; 9]),
+    ];
+    for refused in refusals {
+        match refused {
+            Err(Error::InvalidArgument(msg)) => assert!(msg.contains("exceeds one segment"), "{msg}"),
+            other => panic!("opening products of 9-element rows on 8-element segments: {other:?}"),
+        }
+    }
 }
 
 /// Leaves as long as a software adapter hashes correctly with each hash match the `sha3` and

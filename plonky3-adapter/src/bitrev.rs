@@ -8,6 +8,7 @@
 //! output, which they touch first, in parallel.
 
 use backend_api::{Backend, Result};
+use p3_util::reverse_bits_len;
 use rayon::prelude::*;
 
 /// Bytes per staging chunk (two are live during a download).
@@ -89,7 +90,7 @@ pub(crate) fn download_bit_reversed<B: Backend>(
 /// Copies the rows of `chunk` (rows `first..` of the matrix) to rows `br(first + i)` of `dst`.
 fn scatter(chunk: &[u64], first: usize, cols: usize, log_rows: u32, dst: RowsOut) {
     chunk.par_chunks_exact(cols).enumerate().for_each(|(i, row)| {
-        let to = reverse_bits(first + i, log_rows);
+        let to = reverse_bits_len(first + i, log_rows as usize);
         // SAFETY: `dst` has capacity for 2^log_rows rows of `cols` and `to` < 2^log_rows; the
         // row indices `first + i` are distinct across all calls of one download and bit reversal
         // is a bijection, so no two writes touch the same row, and nothing reads `dst` until
@@ -97,11 +98,6 @@ fn scatter(chunk: &[u64], first: usize, cols: usize, log_rows: u32, dst: RowsOut
         // is a distinct allocation (the staging chunk).
         unsafe { std::ptr::copy_nonoverlapping(row.as_ptr(), dst.at(to * cols), cols) };
     });
-}
-
-/// `i` with its low `bits` bits reversed.
-fn reverse_bits(i: usize, bits: u32) -> usize {
-    if bits == 0 { 0 } else { i.reverse_bits() >> (usize::BITS - bits) }
 }
 
 #[cfg(test)]

@@ -264,16 +264,7 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
     /// The admission's ticket for a fused commit of `params` (none without an admission).
     fn admit(&self, backend: &B, params: &LdeParams) -> commit::Result<Option<Ticket>> {
         let Some(admission) = &self.admission else { return Ok(None) };
-        let cols = params.trace().cols();
-        // No transpose: the smallest scratch cap the model accepts keeps its term at one row.
-        let shape = CommitShape {
-            lde: *params,
-            layout: LeafLayout::Rows,
-            split: false,
-            scratch_cap: (cols + 1) * ELEM_BYTES,
-            snapshot: false,
-        };
-        let model = MemoryModel::of(&shape)?;
+        let model = fused_commit_model(params)?;
         let memory = || {
             let info = backend.info();
             (info.total_memory > 0).then_some(DeviceMemory { free: info.free_memory, total: info.total_memory })
@@ -317,6 +308,23 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
         let _span = tracing::info_span!("fused commit: leaves, tree").entered();
         self.mmcs.commit_device_lde(lde, params.lde_shape(), matrices, keep, guard)
     }
+}
+
+/// The device memory model of a fused commit of `params` (what [`BackendPcs::with_admission`]
+/// admits): the LDE, its tree and the LDE's twiddles, the `commit` crate's terms. There is no
+/// transpose, so the smallest scratch cap the model accepts keeps that term at one row.
+///
+/// # Errors
+/// `MemoryModel::of`'s (a model whose bytes overflow `usize`).
+pub fn fused_commit_model(params: &LdeParams) -> commit::Result<MemoryModel> {
+    let shape = CommitShape {
+        lde: *params,
+        layout: LeafLayout::Rows,
+        split: false,
+        scratch_cap: (params.trace().cols() + 1) * ELEM_BYTES,
+        snapshot: false,
+    };
+    Ok(MemoryModel::of(&shape)?)
 }
 
 /// The row-major matrix `words` of `widths.iter().sum()` columns as one matrix per width, in

@@ -185,18 +185,11 @@ fn kept_bytes(rows: usize, cols: usize) -> usize {
     lde.bytes() + backend_api::TreeShape::new(2 * rows).unwrap().bytes()
 }
 
-/// The memory model of a fused commit of a `rows x cols` trace at blowup 2 (as `BackendPcs`
-/// builds it), to hold an admission's budget from outside a commit.
+/// The memory model of a fused commit of a `rows x cols` trace at blowup 2, to hold an
+/// admission's budget from outside a commit.
 fn model(rows: usize, cols: usize) -> commit::memory::MemoryModel {
     let lde = backend_api::LdeParams::new(backend_api::MatrixShape::new(rows, cols).unwrap(), 2, 7).unwrap();
-    let shape = commit::memory::CommitShape {
-        lde,
-        layout: backend_api::LeafLayout::Rows,
-        split: false,
-        scratch_cap: (cols + 1) * 8,
-        snapshot: false,
-    };
-    commit::memory::MemoryModel::of(&shape).unwrap()
+    plonky3_adapter::fused_commit_model(&lde).unwrap()
 }
 
 #[test]
