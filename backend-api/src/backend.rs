@@ -225,6 +225,25 @@ pub trait Backend: Send + Sync + sealed::Sealed {
         out_digest: usize,
     ) -> Result<()>;
 
+    /// Hashes the leaves of a row-major `shape` matrix held in host memory, per `spec`, into `out`
+    /// from digest index `out_digest` on: the digests [`Backend::hash_leaves_into`] writes for the
+    /// same matrix uploaded. For a matrix that is only hashed (a Merkle tree's input), this saves
+    /// the upload's device copy where the backend can read host memory (the CPU backend hashes the
+    /// slice where it is); elsewhere it is the upload followed by the hash. The call returns once
+    /// `matrix` is no longer read.
+    ///
+    /// # Errors
+    /// As [`Backend::hash_leaves_into`] ([`crate::validate::hash_leaves`], with `matrix.len()`),
+    /// all refused before anything is written; then out of memory for the upload.
+    fn hash_leaves_from_host(
+        &self,
+        matrix: &[u64],
+        shape: MatrixShape,
+        spec: &LeafSpec,
+        out: &mut Self::Buffer,
+        out_digest: usize,
+    ) -> Result<()>;
+
     /// Hashes the leaves of every job from the row-major `shape` matrix in `buf`, then turns
     /// `buf` column-major in place: the bytes of [`Backend::hash_leaves_into`] for each job, in
     /// order, followed by [`Backend::transpose_in_place`] under `scratch_cap`. It is the commit's
@@ -509,6 +528,19 @@ impl<T: RawBackend> Backend for T {
         owned(self, out, "hash_leaves_into output")?;
         crate::validate::hash_leaves(shape, spec, matrix.len(), out.len(), out_digest)?;
         RawBackend::hash_leaves_into(self, matrix, shape, spec, out, out_digest)
+    }
+
+    fn hash_leaves_from_host(
+        &self,
+        matrix: &[u64],
+        shape: MatrixShape,
+        spec: &LeafSpec,
+        out: &mut Self::Buffer,
+        out_digest: usize,
+    ) -> Result<()> {
+        owned(self, out, "hash_leaves_from_host output")?;
+        crate::validate::hash_leaves(shape, spec, matrix.len(), out.len(), out_digest)?;
+        RawBackend::hash_leaves_from_host(self, matrix, shape, spec, out, out_digest)
     }
 
     fn hash_leaves_then_transpose(

@@ -129,6 +129,24 @@ pub trait RawBackend: Send + Sync {
         out_digest: usize,
     ) -> Result<()>;
 
+    /// [`Backend::hash_leaves_from_host`]: as [`RawBackend::hash_leaves_into`], with the matrix
+    /// in host memory. The default uploads it and hashes the copy; a backend that reads host
+    /// memory directly hashes it where it is (the CPU backend does).
+    ///
+    /// # Errors
+    /// Out of memory for the upload; a device error.
+    fn hash_leaves_from_host(
+        &self,
+        matrix: &[u64],
+        shape: MatrixShape,
+        spec: &LeafSpec,
+        out: &mut Self::Buffer,
+        out_digest: usize,
+    ) -> Result<()> {
+        let uploaded = self.upload(matrix)?;
+        self.hash_leaves_into(&uploaded, shape, spec, out, out_digest)
+    }
+
     /// [`Backend::hash_leaves_then_transpose`]: every job and the transpose are valid
     /// ([`crate::validate::leaves_then_transpose`]), and every output buffer belongs to this
     /// instance.

@@ -153,6 +153,18 @@ impl backend_api::RawBackend for CpuBackend {
         hash::hash_leaves_into(matrix.as_slice(), shape, spec, out.as_mut_slice(), out_digest)
     }
 
+    /// Hashes `matrix` where it is: host memory is this backend's memory, so no copy is made.
+    fn hash_leaves_from_host(
+        &self,
+        matrix: &[u64],
+        shape: MatrixShape,
+        spec: &LeafSpec,
+        out: &mut CpuBuffer,
+        out_digest: usize,
+    ) -> Result<()> {
+        hash::hash_leaves_into(matrix, shape, spec, out.as_mut_slice(), out_digest)
+    }
+
     fn row_dot_products(&self, matrix: &CpuBuffer, shape: MatrixShape, coeffs: &[u64], out: &mut [u64]) -> Result<()> {
         open::row_dot_products(matrix.as_slice(), shape, coeffs, out);
         Ok(())

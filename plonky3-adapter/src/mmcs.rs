@@ -165,21 +165,28 @@ impl<B: Backend, H: MmcsHash> BackendMmcs<B, H> {
         (cap, Tree::Host(tree))
     }
 
-    /// Uploads the matrices of `group` as one row-major `height x width` device matrix.
-    fn upload_group<M: Matrix<Goldilocks>>(&self, inputs: &[M], group: &Group) -> backend_api::Result<B::Buffer> {
+    /// Hashes the rows of the matrices of `group`, side by side (one row-major `height x width`
+    /// matrix), into `out` from digest `out_digest` on, from host memory
+    /// ([`Backend::hash_leaves_from_host`]): a single matrix with contiguous rows is read where it
+    /// is; several are first put side by side in the backend's host memory (page-locked on CUDA).
+    fn hash_group<M: Matrix<Goldilocks>>(
+        &self,
+        inputs: &[M],
+        group: &Group,
+        out: &mut B::Buffer,
+        out_digest: usize,
+    ) -> backend_api::Result<()> {
+        let shape = MatrixShape::new(group.height, group.width)?;
+        let spec = LeafSpec::new(H::KIND, LeafLayout::Rows, 0..group.width)?;
         let members: Vec<&M> = group.members.iter().map(|&i| &inputs[i]).filter(|m| m.width() > 0).collect();
         if let [single] = members[..]
             && let Some(rows) = single.contiguous_rows(0..single.height())
         {
-            return self.backend.upload(as_words(&rows));
+            return self.backend.hash_leaves_from_host(as_words(&rows), shape, &spec, out, out_digest);
         }
-        let len = group
-            .height
-            .checked_mul(group.width)
-            .ok_or_else(|| Error::InvalidShape(format!("{} rows x {} columns overflow", group.height, group.width)))?;
-        let mut host = self.backend.alloc_host(len)?;
+        let mut host = self.backend.alloc_host(shape.len())?;
         concat_rows(&members, &mut host)?;
-        self.backend.upload(&host)
+        self.backend.hash_leaves_from_host(&host, shape, &spec, out, out_digest)
     }
 
     /// The leaves and the tree on the device: the node arrays and where each of Plonky3's digest
@@ -189,16 +196,12 @@ impl<B: Backend, H: MmcsHash> BackendMmcs<B, H> {
         let mut buffers: Vec<B::Buffer> = Vec::with_capacity(plan.groups.len());
         let mut layers: Vec<LayerAt> = Vec::with_capacity(plan.log_max as usize + 1);
         for (g, group) in plan.groups.iter().enumerate() {
-            let shape = MatrixShape::new(group.height, group.width)?;
-            let spec = LeafSpec::new(H::KIND, LeafLayout::Rows, 0..group.width)?;
-            let matrix = self.upload_group(inputs, group)?;
             let log_height = group.height.trailing_zeros();
             if g == 0 {
                 // The tallest matrices' rows are the leaves of the first segment.
                 let tree = TreeShape::new(group.height)?;
                 let mut nodes = backend.alloc(tree.words())?;
-                backend.hash_leaves_into(&matrix, shape, &spec, &mut nodes, tree.first_leaf())?;
-                drop(matrix);
+                self.hash_group(inputs, group, &mut nodes, tree.first_leaf())?;
                 backend.merkle_tree_in_place(&mut nodes, tree, H::KIND)?;
                 buffers.push(nodes);
                 layers.extend((0..=log_height).map(|d| LayerAt::heap_level(0, log_height - d)));
@@ -208,8 +211,8 @@ impl<B: Backend, H: MmcsHash> BackendMmcs<B, H> {
                 // its next level, and every level above is Plonky3's up to the next injection.
                 let n = group.height;
                 let d = (plan.log_max - log_height) as usize;
-                let injected = backend.hash_leaves(&matrix, shape, &spec)?;
-                drop(matrix);
+                let mut injected = backend.alloc(n * DIGEST_WORDS)?;
+                self.hash_group(inputs, group, &mut injected, 0)?;
                 let tree = TreeShape::new(2 * n)?;
                 let mut nodes = backend.alloc(tree.words())?;
                 let first = tree.first_leaf();

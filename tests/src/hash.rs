@@ -1,4 +1,5 @@
-//! Checks of [`Backend::hash_leaves`] and [`Backend::hash_leaves_into`] against preimages
+//! Checks of [`Backend::hash_leaves`], [`Backend::hash_leaves_into`] and
+//! [`Backend::hash_leaves_from_host`] against preimages
 //! serialised by hand and hashed by the `sha3` / `blake3` crates or the naive Poseidon2.
 //!
 //! Coverage: every hash x every layout it defines (`rows`, `lambda-vm-pairs`) x column ranges (the full
@@ -351,6 +352,80 @@ pub fn hash_leaves_into_offset<B: Backend>(backend: &B) -> Outcome {
                 ensure_digests_eq(&what, &expected, &reference::words_to_digests(&got))?;
             }
         }
+    }
+    Ok(())
+}
+
+/// From host memory: [`Backend::hash_leaves_from_host`] writes the reference's digests at a
+/// digest offset between guard digests that must not change, for every hash and layout, one row,
+/// leaf counts that are not powers of two, a Keccak rate boundary (17 columns), a BLAKE3 chunk
+/// tree (129 columns), Poseidon2's partial last block, split column ranges, and values `>= p`.
+/// Then its refusals, each before anything is written: a host matrix that does not hold the
+/// shape ([`Error::LengthMismatch`]), an output too short for the leaves at the offset
+/// ([`Error::OutOfBounds`]), and a column range past the row ([`Error::InvalidArgument`]).
+///
+/// # Errors
+/// A digest that differs, a guard digest that changed, or a refusal missing or wrong.
+pub fn hash_leaves_from_host<B: Backend>(backend: &B) -> Outcome {
+    let mut g = Gen::new("hash_leaves_from_host");
+    for (rows, cols) in [(1, 1), (4, 3), (5, 17), (8, 129), (16, 6), (3, 13)] {
+        let host: Vec<u64> =
+            (0..rows * cols).map(|i| if i % 5 == 0 { P + g.u64() % (u64::MAX - P + 1) } else { g.u64() }).collect();
+        let shape = MatrixShape::new(rows, cols).ctx("shape")?;
+        for kind in HashKind::ALL {
+            for layout in LeafLayout::ALL.into_iter().filter(|&l| kind.supports(l)) {
+                if layout == LeafLayout::LambdaVmPairs && (rows < 2 || !rows.is_power_of_two()) {
+                    continue;
+                }
+                for range in [0..cols, cols / 2..cols] {
+                    if range.is_empty() {
+                        continue;
+                    }
+                    let leaves = layout.leaf_count(rows);
+                    let (at, guard) = (2usize, 3usize);
+                    let init: Vec<u64> = (0..(at + leaves + guard) * DIGEST_WORDS).map(|_| g.u64()).collect();
+                    let mut out = backend.upload(&init).ctx("upload")?;
+                    let spec = LeafSpec::new(kind, layout, range.clone()).ctx("leaf spec")?;
+                    let what = format!(
+                        "hash_leaves_from_host {kind} {layout} {rows} x {cols} columns {range:?} at digest {at}"
+                    );
+                    backend.hash_leaves_from_host(&host, shape, &spec, &mut out, at).ctx(&what)?;
+                    let mut expected = reference::words_to_digests(&init);
+                    expected[at..at + leaves]
+                        .copy_from_slice(&reference::leaf_digests(&host, cols, kind, layout, range));
+                    let got = backend.download_vec(&out).ctx("download")?;
+                    ensure_digests_eq(&what, &expected, &reference::words_to_digests(&got))?;
+                }
+            }
+        }
+    }
+
+    let (rows, cols) = (6, 4);
+    let host = g.matrix(rows * cols);
+    let longer = [host.as_slice(), &[1]].concat();
+    let init: Vec<u64> = (0..(rows + 2) * DIGEST_WORDS).map(|_| g.u64()).collect();
+    let mut out = backend.upload(&init).ctx("upload")?;
+    let shape = MatrixShape::new(rows, cols).ctx("shape")?;
+    let spec = |range: Range<usize>| LeafSpec::new(HashKind::Keccak256, LeafLayout::Rows, range).ctx("leaf spec");
+    let mismatch = |e: &Error| matches!(e, Error::LengthMismatch { .. });
+    let out_of_bounds = |e: &Error| matches!(e, Error::OutOfBounds { .. });
+    let invalid = |e: &Error| matches!(e, Error::InvalidArgument(_));
+    type Case<'a> = (&'static str, &'a [u64], LeafSpec, usize, &'a dyn Fn(&Error) -> bool);
+    let cases: [Case<'_>; 5] = [
+        ("a host matrix of 23 elements as 6 x 4", &host[..23], spec(0..cols)?, 0, &mismatch),
+        ("a host matrix of 25 elements as 6 x 4", &longer, spec(0..cols)?, 0, &mismatch),
+        ("6 leaves at digest 3 of 8", &host, spec(0..cols)?, 3, &out_of_bounds),
+        ("6 leaves at digest usize::MAX / 2", &host, spec(0..cols)?, usize::MAX / 2, &out_of_bounds),
+        ("columns 2..5 of 4", &host, spec(2..5)?, 0, &invalid),
+    ];
+    for (what, matrix, spec, at, pred) in cases {
+        let what = format!("hash_leaves_from_host: {what}");
+        expect_error(backend.hash_leaves_from_host(matrix, shape, &spec, &mut out, at), &what, pred)?;
+        ensure_words_eq(
+            format!("{what}: output after the error"),
+            &init,
+            &backend.download_vec(&out).ctx("download")?,
+        )?;
     }
     Ok(())
 }

@@ -429,6 +429,7 @@ macro_rules! __conformance_checks {
             hash::hash_leaves_non_canonical,
             hash::hash_leaves_into_offset,
             hash::hash_leaves_errors,
+            hash::hash_leaves_from_host,
             merkle::merkle_tree_keccak,
             merkle::merkle_tree_blake3,
             merkle::merkle_tree_poseidon2,

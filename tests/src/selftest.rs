@@ -78,6 +78,9 @@ pub enum Bug {
     /// multiple of 8 keep what the upload left (the trace in rows `[0, n)`, the buffer's old
     /// contents below), as a grouped upload that dropped its narrow last group would.
     FromHostSkipsTailColumns,
+    /// `hash_leaves_from_host` uploads the matrix one element short, so the last element reads
+    /// as 0 (an off-by-one staging copy).
+    FromHostLeavesShort,
     /// `hash_leaves_then_transpose` transposes first and hashes the column-major bytes.
     LeavesAfterTranspose,
     /// `hash_leaves_then_transpose` hashes each tree before it validates the next tree and the
@@ -457,6 +460,24 @@ impl backend_api::RawBackend for HostBackend {
         Ok(())
     }
 
+    fn hash_leaves_from_host(
+        &self,
+        matrix: &[u64],
+        shape: MatrixShape,
+        spec: &LeafSpec,
+        out: &mut HostBuffer,
+        out_digest: usize,
+    ) -> Result<()> {
+        let mut copy = matrix.to_vec();
+        if self.bug == Bug::FromHostLeavesShort
+            && let Some(last) = copy.last_mut()
+        {
+            *last = 0;
+        }
+        let uploaded = backend_api::RawBackend::upload(self, &copy)?;
+        backend_api::RawBackend::hash_leaves_into(self, &uploaded, shape, spec, out, out_digest)
+    }
+
     fn coset_lde_from_host(&self, buf: &mut HostBuffer, trace: &[u64], params: &LdeParams) -> Result<()> {
         validate::coset_lde_from_host(params, trace.len(), buf.data.len())?;
         backend_api::RawBackend::write(self, buf, 0, trace)?;
@@ -579,6 +600,7 @@ const CAUGHT_BY: &[(Bug, &[&str])] = &[
     (Bug::LeakOnError, &["memory_fault_injection"]),
     (Bug::Untracked, &["memory_counters"]),
     (Bug::FromHostSkipsTailColumns, &["coset_lde_from_host"]),
+    (Bug::FromHostLeavesShort, &["hash_leaves_from_host"]),
     (Bug::LeavesAfterTranspose, &["leaves_then_transpose"]),
     (Bug::SwapRuns, &["leaves_then_transpose"]),
     (Bug::HashRawBytes, &["leaves_then_transpose"]),
