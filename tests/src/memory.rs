@@ -202,6 +202,7 @@ pub fn memory_foreign_buffers<B: Backend>(backend: &B, make: &dyn Fn() -> backen
     foreign(backend.batched_copy_within(&mut theirs, &[CopyRange::new(0, 8, 4)]), "batched_copy_within")?;
     foreign(backend.hash_leaves_into(&theirs, shape, &spec, &mut our_nodes, 7), "hash_leaves_into (matrix)")?;
     foreign(backend.hash_leaves_into(&ours, shape, &spec, &mut their_nodes, 7), "hash_leaves_into (output)")?;
+    foreign(backend.hash_leaves_from_host(&ours_data, shape, &spec, &mut their_nodes, 7), "hash_leaves_from_host")?;
     let mut jobs = [backend_api::LeafJob { spec: &spec, out: &mut our_nodes, out_digest: 7 }];
     foreign(backend.hash_leaves_then_transpose(&mut theirs, shape, &mut jobs, DEFAULT_SCRATCH_CAP), "leaves (matrix)")?;
     let mut jobs = [backend_api::LeafJob { spec: &spec, out: &mut their_nodes, out_digest: 7 }];
