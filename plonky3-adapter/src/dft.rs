@@ -12,7 +12,7 @@ use p3_matrix::Matrix;
 use p3_matrix::bitrev::{BitReversedMatrixView, BitReversibleMatrix};
 use p3_matrix::dense::{RowMajorMatrix, RowMajorMatrixView, RowMajorMatrixViewMut};
 
-use crate::bitrev::{STAGING_BYTES, download_bit_reversed};
+use crate::bitrev::{chunk_rows, download_bit_reversed};
 use crate::convert::{as_words, into_field_vec};
 #[cfg(doc)]
 use crate::device::{DefaultDevice, register_default};
@@ -440,9 +440,8 @@ pub(crate) fn download_lde<B: Backend>(
     lde: &B::Buffer,
     params: &LdeParams,
 ) -> backend_api::Result<Vec<u64>> {
-    let shape = params.lde_shape();
-    let chunk_rows = (STAGING_BYTES / (shape.cols() * size_of::<u64>())).max(1);
-    download_bit_reversed(backend, lde, 0, shape.rows(), shape.cols(), chunk_rows)
+    let (rows, cols) = (params.lde_shape().rows(), params.lde_shape().cols());
+    download_bit_reversed(backend, lde, 0, rows, cols, chunk_rows(rows, cols))
 }
 
 /// One warning per backend type when its default device cannot be opened.

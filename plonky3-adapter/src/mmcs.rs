@@ -14,7 +14,7 @@ use p3_matrix::{Dimensions, Matrix};
 use p3_merkle_tree::{MerkleCap, MerkleTreeError};
 use rayon::prelude::*;
 
-use crate::bitrev::{STAGING_BYTES, download_bit_reversed};
+use crate::bitrev::bit_reversed_on_device;
 use crate::convert::{as_words, concat_rows};
 use crate::digest::{Keccak256, MmcsHash};
 #[cfg(doc)]
@@ -241,8 +241,8 @@ impl<B: Backend, H: MmcsHash> BackendMmcs<B, H> {
     /// Commits matrices of one height whose LDE is already on the backend, in natural row order:
     /// `lde` holds the row-major `shape` matrix whose row `br(i)` is row `i` of the concatenation
     /// of `matrices` (the same LDE on the host, in the bit-reversed row order the PCS commits).
-    /// The leaves are hashed from `lde` in natural order and put in Plonky3's order through the
-    /// host: one digest per row, `1 / width` of the LDE's bytes.
+    /// The leaves are hashed from `lde` in natural order and put in Plonky3's order on the device,
+    /// through a buffer of one digest per row (`4 / width` of the LDE's bytes).
     ///
     /// With `keep`, the prover data holds `lde` for the openings ([`BackendProverData::device_lde`]);
     /// otherwise it is freed here. `guard` (a memory admission's ticket) is dropped with the prover
@@ -271,11 +271,12 @@ impl<B: Backend, H: MmcsHash> BackendMmcs<B, H> {
         let mut nodes = backend.alloc(tree.words())?;
         let spec = LeafSpec::new(H::KIND, LeafLayout::Rows, 0..shape.cols())?;
         backend.hash_leaves_into(&lde, shape, &spec, &mut nodes, tree.first_leaf())?;
-        // Plonky3's leaf `i` is the digest of natural row `br(i)`.
+        // Plonky3's leaf `i` is the digest of natural row `br(i)`: the leaves are put in that
+        // order on the device, through a buffer of their size.
         let first = tree.first_leaf() * DIGEST_WORDS;
-        let chunk_rows = STAGING_BYTES / (DIGEST_WORDS * size_of::<u64>());
-        let leaves = download_bit_reversed(backend, &nodes, first, rows, DIGEST_WORDS, chunk_rows)?;
-        backend.write(&mut nodes, first, &leaves)?;
+        let leaves = bit_reversed_on_device(backend, &nodes, first, rows, DIGEST_WORDS)?;
+        backend.batched_copy(&leaves, &mut nodes, &[CopyRange::new(0, first, rows * DIGEST_WORDS)])?;
+        drop(leaves);
         backend.merkle_tree_in_place(&mut nodes, tree, H::KIND)?;
         let layers = (0..=log_rows).map(|d| LayerAt::heap_level(0, log_rows - d)).collect();
         let segments = Segments::new(backend, vec![nodes], layers)?;

@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use backend_api::{Backend, ELEM_BYTES, LdeParams, LeafLayout, MatrixShape, TreeShape};
+use backend_api::{Backend, DIGEST_WORDS, ELEM_BYTES, LdeParams, LeafLayout, MatrixShape, TreeShape};
 use commit::memory::{CommitShape, MemoryModel};
 use commit::{Admission, DeviceMemory, Ticket};
 use p3_challenger::{CanObserve, FieldChallenger, GrindingChallenger};
@@ -18,6 +18,7 @@ use p3_matrix::Matrix;
 use p3_matrix::dense::RowMajorMatrix;
 use rayon::prelude::*;
 
+use crate::bitrev::staging_bytes;
 use crate::convert::{as_words, concat_rows, into_field_vec};
 use crate::dft::{BackendDft, download_lde, lde_on_device};
 use crate::digest::{Keccak256, MmcsHash};
@@ -312,7 +313,9 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
 
 /// The device memory model of a fused commit of `params` (what [`BackendPcs::with_admission`]
 /// admits): the LDE, its tree and the LDE's twiddles, the `commit` crate's terms. There is no
-/// transpose, so the smallest scratch cap the model accepts keeps that term at one row.
+/// transpose: the scratch term holds the commit's own temporaries instead, the larger of the
+/// LDE download's staging buffers and the leaves' reordering buffer (one digest per row), which
+/// are never live at once.
 ///
 /// # Errors
 /// `MemoryModel::of`'s (a model whose bytes overflow `usize`).
@@ -324,7 +327,12 @@ pub fn fused_commit_model(params: &LdeParams) -> commit::Result<MemoryModel> {
         scratch_cap: (params.trace().cols() + 1) * ELEM_BYTES,
         snapshot: false,
     };
-    Ok(MemoryModel::of(&shape)?)
+    let (rows, cols) = (params.lde_shape().rows(), params.lde_shape().cols());
+    let reorder = rows
+        .checked_mul(DIGEST_WORDS * ELEM_BYTES)
+        .ok_or(backend_api::Error::SizeOverflow { what: "fused commit leaves", elems: rows })?;
+    let scratch = staging_bytes(rows, cols).max(reorder);
+    Ok(MemoryModel { scratch, ..MemoryModel::of(&shape)? })
 }
 
 /// The row-major matrix `words` of `widths.iter().sum()` columns as one matrix per width, in
