@@ -12,7 +12,7 @@ use p3_challenger::{CanObserve, FieldChallenger, GrindingChallenger};
 use p3_commit::{Mmcs, OpenedValues, OpeningRequest, Pcs, PeriodicLdeTable, UnivariateStarkPcs};
 use p3_field::coset::TwoAdicMultiplicativeCoset;
 use p3_field::{ExtensionField, Field, PrimeCharacteristicRing};
-use p3_fri::{FriParameters, TwoAdicFriPcs};
+use p3_fri::{FriParameters, FriProverError, TwoAdicFriPcs};
 use p3_goldilocks::Goldilocks;
 use p3_matrix::Matrix;
 use p3_matrix::dense::RowMajorMatrix;
@@ -62,6 +62,51 @@ impl PcsStats {
     };
 }
 
+/// What a fused commit does when the memory admission ([`BackendPcs::with_admission`]) refuses
+/// it or its wait times out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OnRefusal {
+    /// Commit through `TwoAdicFriPcs` instead (on the host where the DFT's and MMCS's own routing
+    /// takes it), with a warning: the same proof, later. The default.
+    #[default]
+    CommitStock,
+    /// Fail the commit with [`PcsError::NotAdmitted`] (p3-uni-stark reports it as
+    /// `ProvingError::Pcs { phase: "trace commitment", .. }`); nothing was allocated.
+    Fail,
+}
+
+/// Why a [`BackendPcs`] could not commit or open: `TwoAdicFriPcs`'s own reasons, and a fused
+/// commit that the memory admission turned away under [`OnRefusal::Fail`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PcsError {
+    /// `TwoAdicFriPcs`'s error: an input too short for FRI's final polynomial.
+    #[error(transparent)]
+    Fri(#[from] FriProverError),
+    /// The memory admission refused a fused commit or its wait timed out ([`OnRefusal::Fail`]);
+    /// nothing was allocated for it.
+    #[error("{backend} fused commit of {trace} (blowup {blowup}) not admitted: {source}")]
+    NotAdmitted {
+        /// The backend the commit was for.
+        backend: &'static str,
+        /// The trace's shape (every matrix of the commit side by side).
+        trace: MatrixShape,
+        /// The LDE's blowup.
+        blowup: usize,
+        /// The admission's refusal: the model's terms, the budget and what else holds it, or the
+        /// wait that timed out.
+        #[source]
+        source: Box<commit::ProverError>,
+    },
+}
+
+impl PcsError {
+    /// Whether this is a memory admission's refusal or timeout ([`PcsError::NotAdmitted`]).
+    pub fn is_not_admitted(&self) -> bool {
+        matches!(self, PcsError::NotAdmitted { .. })
+    }
+}
+
 #[derive(Default)]
 pub(crate) struct Counters {
     fused_commits: AtomicUsize,
@@ -78,8 +123,8 @@ pub(crate) struct Counters {
 /// straight into the bit-reversed host copy the openings read. `TwoAdicFriPcs::commit` instead
 /// downloads the LDE from the DFT and uploads it again for the MMCS.
 ///
-/// - **The same proof.** Its types (commitment, prover data, proof, errors) are those of the
-///   wrapped [`InnerPcs`], and a proof is byte-identical to stock `TwoAdicFriPcs` with
+/// - **The same proof.** Its commitment, prover data and proof types are those of the wrapped
+///   [`InnerPcs`], and a proof is byte-identical to stock `TwoAdicFriPcs` with
 ///   `Radix2DitParallel` and the Keccak `MerkleTreeMmcs` under the same parameters (this crate's
 ///   proof tests compare the bytes, and verify with the stock verifier). FRI and verification
 ///   are `TwoAdicFriPcs`'s own, with the FRI layers' trees on the backend when `FriMmcs` is an
@@ -97,11 +142,13 @@ pub(crate) struct Counters {
 ///   upload (one leaf covers a row of each, in order) and split again on the way down. Other
 ///   commits (the quotient's chunks lie on different cosets) go through `TwoAdicFriPcs::commit`.
 /// - **Leaf order.** Plonky3 commits the LDE in bit-reversed row order; the fused path hashes the
-///   natural-order rows on the device and permutes the leaf digests (32 bytes per row) through
-///   the host before the tree is built.
-/// - **Errors.** `Pcs::commit` returns Plonky3's own error type, which has no device variant: a
-///   device error in the fused path logs a `tracing` warning and commits the stock way (whose
-///   DFT and MMCS fall back to the host in turn); [`PcsStats`] counts it.
+///   natural-order rows on the device and permutes the leaf digests (32 bytes per row) there
+///   before the tree is built, and the LDE comes down with each chunk's rows gathered in
+///   bit-reversed order on the device first.
+/// - **Errors.** [`PcsError`]: `TwoAdicFriPcs`'s own, and a memory admission's refusal where
+///   [`OnRefusal::Fail`] asks for it. A device error in the fused path logs a `tracing` warning
+///   and commits the stock way (whose DFT and MMCS fall back to the host in turn); [`PcsStats`]
+///   counts it.
 pub struct BackendPcs<B: Backend, FriMmcs, H: MmcsHash = Keccak256> {
     inner: InnerPcs<B, FriMmcs, H>,
     dft: BackendDft<B>,
@@ -117,6 +164,8 @@ pub struct BackendPcs<B: Backend, FriMmcs, H: MmcsHash = Keccak256> {
     device_openings: bool,
     /// The device memory admission fused commits go through, if any.
     admission: Option<Admission>,
+    /// What a commit the admission refuses does.
+    on_refusal: OnRefusal,
 }
 
 impl<B: Backend, FriMmcs: Clone, H: MmcsHash> Clone for BackendPcs<B, FriMmcs, H> {
@@ -131,6 +180,7 @@ impl<B: Backend, FriMmcs: Clone, H: MmcsHash> Clone for BackendPcs<B, FriMmcs, H
             products: Arc::clone(&self.products),
             device_openings: self.device_openings,
             admission: self.admission.clone(),
+            on_refusal: self.on_refusal,
         }
     }
 }
@@ -141,6 +191,9 @@ impl<B: Backend, FriMmcs, H: MmcsHash> fmt::Debug for BackendPcs<B, FriMmcs, H> 
             .field("dft", &self.dft)
             .field("mmcs", &self.mmcs)
             .field("log_blowup", &self.log_blowup)
+            .field("device_openings", &self.device_openings)
+            .field("admission", &self.admission.is_some())
+            .field("on_refusal", &self.on_refusal)
             .field("stats", &self.stats())
             .finish()
     }
@@ -162,6 +215,7 @@ impl<B: Backend, FriMmcs: Clone, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
             products: Arc::default(),
             device_openings: true,
             admission: None,
+            on_refusal: OnRefusal::default(),
         }
     }
 }
@@ -179,15 +233,23 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
 
     /// Fused commits go through `admission` first (the `commit` crate's memory model and policy:
     /// refuse at once, wait up to a timeout, or queue with other processes on the device): the
-    /// model is the LDE, its tree and the LDE's twiddles. Admitted, the commit holds its ticket
-    /// until its prover data is dropped (settled to the bytes it keeps: the tree, and the LDE when
-    /// the openings use it). Refused or timed out, the commit goes the stock way, on the host where
-    /// the DFT's and MMCS's own fallbacks take it, with a warning, and
-    /// [`PcsStats::admission_refusals`] counts it: `Pcs::commit`'s error type is Plonky3's, with no
-    /// room for a device refusal, and the proof is the same either way.
+    /// model is [`fused_commit_model`]. Admitted, the commit holds its ticket until its prover
+    /// data is dropped (settled to the bytes it keeps: the tree, and the LDE when the openings use
+    /// it). Refused or timed out, [`PcsStats::admission_refusals`] counts it and the commit does
+    /// what [`BackendPcs::on_admission_refusal`] says: by default it goes the stock way, on the
+    /// host where the DFT's and MMCS's own fallbacks take it, with a warning (the same proof).
     #[must_use]
     pub fn with_admission(mut self, admission: Admission) -> Self {
         self.admission = Some(admission);
+        self
+    }
+
+    /// What a fused commit does when the admission refuses it or its wait times out: commit the
+    /// stock way ([`OnRefusal::CommitStock`], the default) or fail with
+    /// [`PcsError::NotAdmitted`] ([`OnRefusal::Fail`]).
+    #[must_use]
+    pub fn on_admission_refusal(mut self, on_refusal: OnRefusal) -> Self {
+        self.on_refusal = on_refusal;
         self
     }
 
@@ -373,7 +435,7 @@ where
     type ProverData = <InnerPcs<B, FriMmcs, H> as Pcs<Challenge, Challenger>>::ProverData;
     type Proof = <InnerPcs<B, FriMmcs, H> as Pcs<Challenge, Challenger>>::Proof;
     type Error = <InnerPcs<B, FriMmcs, H> as Pcs<Challenge, Challenger>>::Error;
-    type ProverError = <InnerPcs<B, FriMmcs, H> as Pcs<Challenge, Challenger>>::ProverError;
+    type ProverError = PcsError;
 
     fn natural_domain_for_degree(&self, degree: usize) -> Self::Domain {
         Pcs::<Challenge, Challenger>::natural_domain_for_degree(&self.inner, degree)
@@ -391,20 +453,24 @@ where
         let evaluations: Vec<_> = evaluations.into_iter().collect();
         let Some((backend, params)) = self.fusion(&evaluations) else {
             self.counters.stock_commits.fetch_add(1, Ordering::Relaxed);
-            return Pcs::<Challenge, Challenger>::commit(&self.inner, evaluations);
+            return Ok(Pcs::<Challenge, Challenger>::commit(&self.inner, evaluations)?);
         };
         let ticket = match self.admit(&backend, &params) {
             Ok(ticket) => ticket,
             Err(e) => {
                 self.counters.admission_refusals.fetch_add(1, Ordering::Relaxed);
+                let refused = PcsError::NotAdmitted {
+                    backend: backend.info().backend,
+                    trace: params.trace(),
+                    blowup: params.blowup(),
+                    source: Box::new(e),
+                };
+                if self.on_refusal == OnRefusal::Fail {
+                    return Err(refused);
+                }
                 self.counters.stock_commits.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(
-                    "plonky3-adapter: {} fused commit of {} (blowup {}) not admitted: {e}; committing through TwoAdicFriPcs",
-                    backend.info().backend,
-                    params.trace(),
-                    params.blowup()
-                );
-                return Pcs::<Challenge, Challenger>::commit(&self.inner, evaluations);
+                tracing::warn!("plonky3-adapter: {refused}; committing through TwoAdicFriPcs");
+                return Ok(Pcs::<Challenge, Challenger>::commit(&self.inner, evaluations)?);
             }
         };
         match self.commit_fused(&backend, &params, &evaluations, ticket) {
@@ -421,7 +487,7 @@ where
                     params.blowup()
                 );
                 self.counters.stock_commits.fetch_add(1, Ordering::Relaxed);
-                Pcs::<Challenge, Challenger>::commit(&self.inner, evaluations)
+                Ok(Pcs::<Challenge, Challenger>::commit(&self.inner, evaluations)?)
             }
         }
     }
@@ -436,9 +502,9 @@ where
         challenger: &mut Challenger,
     ) -> Result<(OpenedValues<Challenge>, Self::Proof), Self::ProverError> {
         if !commitment_data_with_opening_points.iter().any(|r| r.prover_data.holds_device_lde()) {
-            return self.inner.open(commitment_data_with_opening_points, challenger);
+            return Ok(self.inner.open(commitment_data_with_opening_points, challenger)?);
         }
-        crate::open::open(self, commitment_data_with_opening_points, challenger)
+        Ok(crate::open::open(self, commitment_data_with_opening_points, challenger)?)
     }
 
     /// `TwoAdicFriPcs::verify`.
@@ -479,7 +545,7 @@ where
         evaluations: impl IntoIterator<Item = (Self::Domain, RowMajorMatrix<Goldilocks>)>,
         num_chunks: usize,
     ) -> Result<Vec<RowMajorMatrix<Goldilocks>>, Self::ProverError> {
-        UnivariateStarkPcs::<Challenge, Challenger>::get_quotient_ldes(&self.inner, evaluations, num_chunks)
+        Ok(UnivariateStarkPcs::<Challenge, Challenger>::get_quotient_ldes(&self.inner, evaluations, num_chunks)?)
     }
 
     fn commit_ldes(
@@ -487,7 +553,7 @@ where
         ldes: Vec<RowMajorMatrix<Goldilocks>>,
     ) -> Result<(Self::Commitment, Self::ProverData), Self::ProverError> {
         self.counters.stock_commits.fetch_add(1, Ordering::Relaxed);
-        UnivariateStarkPcs::<Challenge, Challenger>::commit_ldes(&self.inner, ldes)
+        Ok(UnivariateStarkPcs::<Challenge, Challenger>::commit_ldes(&self.inner, ldes)?)
     }
 
     fn get_evaluations_on_domain<'a>(

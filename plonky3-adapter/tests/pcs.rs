@@ -1,7 +1,8 @@
 //! `BackendPcs` commits against stock `TwoAdicFriPcs` (Plonky3's `Radix2DitParallel` and Keccak
 //! `MerkleTreeMmcs`): the same commitment and the same committed LDEs, on the fused path (one
 //! matrix, several matrices of one coset) and on every way around it (several cosets, below the
-//! threshold, two backend instances, a device error, a memory admission's refusal); and openings
+//! threshold, two backend instances, a device error, a memory admission's refusal, committed the
+//! stock way or failed with the typed error); and openings
 //! of several matrices of one device LDE, with the same opened values and proof bytes.
 
 mod common;
@@ -19,7 +20,7 @@ use p3_field::{Field, PrimeCharacteristicRing};
 use p3_fri::FriParameters;
 use p3_matrix::Matrix;
 use p3_matrix::dense::RowMajorMatrix;
-use plonky3_adapter::{BackendDft, BackendMmcs, BackendPcs, PcsStats};
+use plonky3_adapter::{BackendDft, BackendMmcs, BackendPcs, OnRefusal, PcsError, PcsStats};
 use toy_backend::ToyBackend;
 
 type Fused<B> = BackendPcs<B, BackendChallengeMmcs<B>>;
@@ -218,6 +219,41 @@ fn a_refused_fused_commit_commits_the_stock_way() {
     // A budget below the model (a 2^11 x 4 LDE alone is 64 KiB): refused at once.
     let ours = on(Arc::new(CpuBackend::new()), 1).with_admission(commit::Admission::new(32 << 10));
     let input = [(domain(1 << 10, Val::ONE), matrix(10, 1 << 10, 4))];
+    assert_eq!(same_as_stock(&ours, 1, &input), PcsStats { stock_commits: 1, admission_refusals: 1, ..PcsStats::ZERO });
+}
+
+#[test]
+fn a_refused_fused_commit_fails_with_the_typed_error_when_asked_to() {
+    use std::time::Duration;
+    // Refused at once: a budget below the model (the 2^11 x 4 LDE alone is 64 KiB).
+    let backend = Arc::new(CpuBackend::new());
+    let ours = on(Arc::clone(&backend), 1)
+        .with_admission(commit::Admission::new(32 << 10))
+        .on_admission_refusal(OnRefusal::Fail);
+    let input = vec![(domain(1 << 10, Val::ONE), matrix(12, 1 << 10, 4))];
+    let err = Pcs::<Challenge, Challenger>::commit(&ours, input.clone()).map(drop).unwrap_err();
+    let PcsError::NotAdmitted { backend: name, trace, blowup, source } = &err else {
+        panic!("expected NotAdmitted, got {err:?}");
+    };
+    assert_eq!((*name, *trace, *blowup), ("cpu", backend_api::MatrixShape::new(1 << 10, 4).unwrap(), 2));
+    assert!(matches!(**source, commit::ProverError::Refused(_)), "{source:?}");
+    assert!(err.is_not_admitted() && err.to_string().contains("not admitted"), "{err}");
+    assert_eq!(ours.stats(), PcsStats { admission_refusals: 1, ..PcsStats::ZERO }, "nothing committed");
+    assert_eq!(backend.memory().live, 0, "nothing allocated");
+
+    // A wait that times out fails the same way, with the wait's own error.
+    let one = model(1 << 10, 4);
+    let admission = commit::Admission::waiting(one.total() * 3 / 2, Duration::from_millis(100), "test device");
+    let _held = admission.admit(&one).unwrap();
+    let ours = on(Arc::clone(&backend), 1).with_admission(admission).on_admission_refusal(OnRefusal::Fail);
+    let err = Pcs::<Challenge, Challenger>::commit(&ours, input.clone()).map(drop).unwrap_err();
+    assert!(
+        matches!(&err, PcsError::NotAdmitted { source, .. } if matches!(**source, commit::ProverError::WaitTimedOut { .. })),
+        "{err:?}"
+    );
+
+    // The default commits the stock way instead.
+    let ours = on(backend, 1).with_admission(commit::Admission::new(32 << 10));
     assert_eq!(same_as_stock(&ours, 1, &input), PcsStats { stock_commits: 1, admission_refusals: 1, ..PcsStats::ZERO });
 }
 

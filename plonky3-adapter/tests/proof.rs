@@ -345,3 +345,40 @@ fn failed_opening_products_fall_back_to_the_host_with_the_same_proof() {
         "{stats:?}"
     );
 }
+
+/// A fused commit that the memory admission refuses, under `OnRefusal::Fail`, fails the proof
+/// with the typed error in p3-uni-stark's `ProvingError::Pcs` (the trace commitment phase); under
+/// the default the same proof is the stock proof's bytes.
+#[test]
+fn a_refused_admission_fails_the_proof_with_the_typed_error_or_proves_the_stock_way() {
+    use common::stark::{FibonacciAir, FusedConfig, FusedPcs, config, fibonacci_trace, fri, prove_checked};
+    use p3_commit::ExtensionMmcs;
+    use p3_keccak::Keccak256Hash;
+    use p3_uni_stark::{ProvingError, StarkGenericConfig};
+    use plonky3_adapter::{OnRefusal, PcsError};
+    let air = FibonacciAir { pairs: 2 };
+    let (trace, public) = fibonacci_trace(2, 1 << 8);
+    let with = |on_refusal| {
+        let backend = Arc::new(CpuBackend::new());
+        let mmcs = BackendMmcs::new(Arc::clone(&backend), 0);
+        let pcs = FusedPcs::new(BackendDft::new(backend), mmcs.clone(), fri(ExtensionMmcs::new(mmcs), 1))
+            // 1 KiB: far below the 2^9 x 4 LDE alone.
+            .with_admission(commit::Admission::new(1 << 10))
+            .on_admission_refusal(on_refusal);
+        FusedConfig::new(pcs, common::stark::Challenger::from_hasher(vec![], Keccak256Hash {}))
+    };
+    let failing = with(OnRefusal::Fail);
+    match p3_uni_stark::prove(&failing, &air, trace.clone(), &public) {
+        Err(ProvingError::Pcs { phase, source: PcsError::NotAdmitted { backend, blowup, .. } }) => {
+            assert_eq!((phase, backend, blowup), ("trace commitment", "cpu", 2));
+        }
+        Err(other) => panic!("expected the trace commitment's NotAdmitted, got {other:?}"),
+        Ok(_) => panic!("a proof whose fused commit was refused succeeded under OnRefusal::Fail"),
+    }
+    assert_eq!(failing.pcs().stats().admission_refusals, 1);
+    let stock_way = with(OnRefusal::CommitStock);
+    let want = prove_checked(&config(Radix2DitParallel::default()), &air, trace.clone(), &public);
+    assert_eq!(prove_checked(&stock_way, &air, trace, &public), want);
+    let stats = stock_way.pcs().stats();
+    assert_eq!((stats.admission_refusals, stats.fused_commits), (1, 0), "{stats:?}");
+}
