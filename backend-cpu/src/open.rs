@@ -1,11 +1,49 @@
 //! The opening products ([`backend_api::Backend::row_dot_products`],
-//! [`backend_api::Backend::column_dot_products`]) with rayon: each product is reduced mod p once,
-//! then summed in 128 bits and reduced once per output (a sum of `2^64` reduced products still
-//! fits, so no row or column count can overflow it).
+//! [`backend_api::Backend::column_dot_products`]) with rayon: each product of two `u64`s (any
+//! values, canonical or not) is added exactly to a 192-bit sum ([`Acc`]: a 128-bit sum and a
+//! count of its overflows), which is reduced mod p once per output. No reduction per product, and
+//! no row or column count can overflow the sum (fewer than `2^64` products).
 
-use backend_api::field::reduce128;
+use backend_api::field::{P, add, mul, reduce128};
 use backend_api::{MatrixShape, RowStride};
 use rayon::prelude::*;
+
+/// An exact sum of products of `u64`s: `carries * 2^128 + low`.
+#[derive(Clone, Copy, Default)]
+struct Acc {
+    low: u128,
+    carries: u64,
+}
+
+/// `2^128 mod p` (`2^64 = 2^32 - 1 mod p`, squared: `2^64 - 2^33 + 1 = -2^32`).
+const TWO_POW_128: u64 = P - (1 << 32);
+
+impl Acc {
+    /// Adds `a * b`.
+    #[inline]
+    fn mac(&mut self, a: u64, b: u64) {
+        self.add(u128::from(a) * u128::from(b));
+    }
+
+    /// Adds `x`.
+    #[inline]
+    fn add(&mut self, x: u128) {
+        let (low, carry) = self.low.overflowing_add(x);
+        self.low = low;
+        self.carries += u64::from(carry);
+    }
+
+    /// Adds another sum.
+    fn merge(&mut self, other: Acc) {
+        self.add(other.low);
+        self.carries += other.carries;
+    }
+
+    /// The sum mod p, canonical.
+    fn reduce(self) -> u64 {
+        add(reduce128(self.low), mul(self.carries % P, TWO_POW_128))
+    }
+}
 
 /// Rows of [`column_dot_products`] one task sums before its partial sums are combined.
 const ROWS_PER_TASK: usize = 1024;
@@ -16,8 +54,11 @@ pub(crate) fn row_dot_products(matrix: &[u64], shape: MatrixShape, coeffs: &[u64
     let k = coeffs.len() / cols;
     out.par_chunks_mut(k).zip(matrix.par_chunks(cols)).for_each(|(out, row)| {
         for (o, vector) in out.iter_mut().zip(coeffs.chunks(cols)) {
-            let sum: u128 = row.iter().zip(vector).map(|(&x, &c)| u128::from(product(x, c))).sum();
-            *o = reduce128(sum);
+            let mut sum = Acc::default();
+            for (&x, &c) in row.iter().zip(vector) {
+                sum.mac(x, c);
+            }
+            *o = sum.reduce();
         }
     });
 }
@@ -36,14 +77,14 @@ pub(crate) fn column_dot_products(
         .into_par_iter()
         .step_by(ROWS_PER_TASK)
         .map(|start| {
-            let mut acc = vec![0u128; k * cols];
+            let mut acc = vec![Acc::default(); k * cols];
             for i in start..(start + ROWS_PER_TASK).min(rows.count) {
                 let r = rows.first + i * rows.step;
                 let row = &matrix[r * cols..(r + 1) * cols];
                 for (j, acc) in acc.chunks_mut(cols).enumerate() {
                     let w = weights[j * rows.count + i];
                     for (a, &x) in acc.iter_mut().zip(row) {
-                        *a += u128::from(product(x, w));
+                        a.mac(x, w);
                     }
                 }
             }
@@ -51,19 +92,51 @@ pub(crate) fn column_dot_products(
         })
         .reduce_with(|mut a, b| {
             for (x, y) in a.iter_mut().zip(b) {
-                // Both are sums of at most 2^64 values below 2^64: reduce before adding.
-                *x = u128::from(reduce128(*x)) + u128::from(reduce128(y));
+                x.merge(y);
             }
             a
         })
-        .unwrap_or_else(|| vec![0; k * cols]);
+        .unwrap_or_else(|| vec![Acc::default(); k * cols]);
     for (o, s) in out.iter_mut().zip(sums) {
-        *o = reduce128(s);
+        *o = s.reduce();
     }
 }
 
-/// `a * b mod p`, canonical.
-#[inline]
-fn product(a: u64, b: u64) -> u64 {
-    reduce128(u128::from(a) * u128::from(b))
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The exact sum of `terms` mod p, by `u128 % p` per product and per addition.
+    fn naive(terms: &[(u64, u64)]) -> u64 {
+        let p = u128::from(P);
+        terms.iter().fold(0u128, |s, &(a, b)| (s + u128::from(a) * u128::from(b) % p) % p) as u64
+    }
+
+    #[test]
+    fn sums_that_overflow_128_bits_reduce_exactly() {
+        let max = u64::MAX;
+        for terms in [
+            vec![],
+            vec![(max, max)],
+            vec![(max, max); 2],
+            vec![(max, max); 3],
+            vec![(max, max), (1, 1)],
+            vec![(P, 1), (P + 1, P + 1), (max, 2)],
+            (0..1000u64).map(|i| (max - i, max - 3 * i)).collect(),
+        ] {
+            let mut acc = Acc::default();
+            for &(a, b) in &terms {
+                acc.mac(a, b);
+            }
+            assert_eq!(acc.reduce(), naive(&terms), "{} terms", terms.len());
+            // The same sum split in two and merged.
+            let (left, right) = terms.split_at(terms.len() / 2);
+            let (mut l, mut r) = (Acc::default(), Acc::default());
+            left.iter().for_each(|&(a, b)| l.mac(a, b));
+            right.iter().for_each(|&(a, b)| r.mac(a, b));
+            l.merge(r);
+            assert_eq!(l.reduce(), naive(&terms), "{} terms, merged", terms.len());
+        }
+        assert_eq!(TWO_POW_128, ((1u128 << 127) % u128::from(P) * 2 % u128::from(P)) as u64);
+    }
 }
