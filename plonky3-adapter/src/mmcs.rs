@@ -36,7 +36,8 @@ pub struct MmcsStats {
     pub host_commits: usize,
     /// Device errors met (each then handled on the host: the commit or the opening is unchanged).
     pub device_errors: usize,
-    /// Small downloads of node digests made for openings (the top of each tree is on the host).
+    /// Downloads of node digests made for openings, one per opening (its digests below the top
+    /// of the tree, which is on the host, gathered on the device first).
     pub digest_downloads: usize,
 }
 
@@ -459,7 +460,7 @@ impl<B: Backend, H: MmcsHash, M: Matrix<Goldilocks>> DeviceTree<B, H, M> {
             .collect()
     }
 
-    /// The digests at `(layer, index)`, from the cached top, small downloads, or (after a device
+    /// The digests at `(layer, index)`, from the cached top, one download, or (after a device
     /// error) the host's own recomputation of the tree.
     fn digests(&self, wanted: &[(usize, usize)]) -> Vec<H::Digest> {
         if let Some(host) = self.host_layers.get() {
@@ -479,22 +480,63 @@ impl<B: Backend, H: MmcsHash, M: Matrix<Goldilocks>> DeviceTree<B, H, M> {
         }
     }
 
+    /// The digests at `(layer, index)`: those of the cached top from the host, the others gathered
+    /// on the device into one buffer ([`Backend::batched_copy`], one batch per segment) and
+    /// downloaded at once, so an opening waits for one transfer, not one per digest.
     fn device_digests(&self, wanted: &[(usize, usize)]) -> backend_api::Result<Vec<H::Digest>> {
         let s = &self.segments;
-        let mut words = [0u64; DIGEST_WORDS];
-        wanted
+        // Where each wanted digest comes from: the cached top, or the `i`-th of the downloaded ones.
+        enum From {
+            Top(usize),
+            Fetched { segment: usize, i: usize },
+        }
+        let mut per_segment: Vec<Vec<usize>> = vec![Vec::new(); s.buffers.len()];
+        let mut from = Vec::with_capacity(wanted.len());
+        for &(layer, index) in wanted {
+            let at = s.layers[layer];
+            let node = at.offset + index;
+            if at.segment == s.top_segment && node < s.top.len() {
+                from.push(From::Top(node));
+            } else {
+                from.push(From::Fetched { segment: at.segment, i: per_segment[at.segment].len() });
+                per_segment[at.segment].push(node);
+            }
+        }
+        // Segment `g`'s digests follow those of segments `0..g` in the download.
+        let firsts: Vec<usize> = per_segment
             .iter()
-            .map(|&(layer, index)| {
-                let at = s.layers[layer];
-                let node = at.offset + index;
-                if at.segment == s.top_segment && node < s.top.len() {
-                    return Ok(s.top[node]);
-                }
-                self.counters.digest_downloads.fetch_add(1, Ordering::Relaxed);
-                self.backend.download(&s.buffers[at.segment], node * DIGEST_WORDS, &mut words)?;
-                Ok(H::from_words(&words)[0])
+            .scan(0, |n, nodes| {
+                let first = *n;
+                *n += nodes.len();
+                Some(first)
             })
-            .collect()
+            .collect();
+        let total: usize = per_segment.iter().map(Vec::len).sum();
+        let mut fetched = Vec::new();
+        if total > 0 {
+            let mut gathered = self.backend.alloc(total * DIGEST_WORDS)?;
+            for ((nodes, &first), buffer) in per_segment.iter().zip(&firsts).zip(&s.buffers) {
+                let copies: Vec<CopyRange> = nodes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &node)| CopyRange::new(node * DIGEST_WORDS, (first + i) * DIGEST_WORDS, DIGEST_WORDS))
+                    .collect();
+                if !copies.is_empty() {
+                    self.backend.batched_copy(buffer, &mut gathered, &copies)?;
+                }
+            }
+            let mut words = vec![0u64; total * DIGEST_WORDS];
+            self.backend.download(&gathered, 0, &mut words)?;
+            self.counters.digest_downloads.fetch_add(1, Ordering::Relaxed);
+            fetched = H::from_words(&words);
+        }
+        Ok(from
+            .into_iter()
+            .map(|f| match f {
+                From::Top(node) => s.top[node],
+                From::Fetched { segment, i } => fetched[firsts[segment] + i],
+            })
+            .collect())
     }
 }
 
