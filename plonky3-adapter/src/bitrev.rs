@@ -11,8 +11,10 @@
 use backend_api::{Backend, CopyRange, Result};
 use p3_util::reverse_bits_len;
 
-/// Bytes per staging buffer (two are live during a download of more than one chunk).
-pub(crate) const STAGING_BYTES: usize = 32 << 20;
+/// Bytes per staging buffer (two are live during a download of more than one chunk): 128 MiB, so
+/// that one chunk's download fills the CUDA backend's whole staging ring (four 32 MiB page-locked
+/// blocks) and its transfers overlap its copies out of the ring.
+pub(crate) const STAGING_BYTES: usize = 128 << 20;
 
 /// Rows per chunk of a `rows x cols` matrix: as many as fit [`STAGING_BYTES`], at least one,
 /// at most `rows`.
@@ -144,7 +146,7 @@ mod tests {
 
     #[test]
     fn staging_is_one_buffer_for_one_chunk_and_two_otherwise() {
-        let one = chunk_rows(1 << 20, 1 << 23);
+        let one = chunk_rows(1 << 20, 1 << 25);
         assert_eq!(one, 1, "a row wider than the staging buffer is still one row per chunk");
         assert_eq!(staging_bytes(4, 3), 4 * 3 * 8, "a small matrix is one chunk");
         let rows = STAGING_BYTES / 8;

@@ -57,21 +57,22 @@ struct Counters {
 /// `TwoAdicFriPcs` and inside the FRI `ExtensionMmcs`; proofs are byte-identical to stock and
 /// verify with the stock verifier (stock configuration types, deserialized proof).
 ///
-/// - **Commit.** The matrices of the tallest height are uploaded as one row-major device matrix
-///   (one matrix straight from its storage; several concatenated row by row on the host, in
-///   the backend's fastest host memory, then uploaded once), their leaves hashed with
-///   [`Backend::hash_leaves_into`] (`keccak256`, `rows` layout) into the node array, and the tree
-///   completed with [`Backend::merkle_tree_in_place`]. Shorter matrices (Plonky3 injects them at
+/// - **Commit.** The leaves of the matrices of the tallest height are hashed as one row-major
+///   matrix from host memory with [`Backend::hash_leaves_from_host`] (`rows` layout; one matrix
+///   straight from its storage, several first concatenated row by row in the backend's fastest
+///   host memory; a GPU uploads it, the CPU backend reads it where it is) into the node array,
+///   and the tree completed with [`Backend::merkle_tree_in_place`]. Shorter matrices (Plonky3 injects them at
 ///   the level of their height: `node = H(H(left || right) || H(row))`) start a new tree
 ///   segment on the device whose leaves interleave the level below with their row hashes
 ///   ([`Backend::batched_copy`]), so mixed heights stay on the device too.
 /// - **Prover data** keeps the device node arrays, the top of the last tree on the host
 ///   (the cap and the upper path levels), and the committed matrices themselves, which
-///   [`Mmcs::get_matrices`] returns (the PCS reads them back). The uploaded matrices are freed
-///   once hashed.
-/// - **Openings.** Rows come from the host matrices; each sibling digest below the cached top is
-///   one 32-byte [`Backend::download`] at its offset. `open_multi_batch` sends the pruned
-///   frontier Plonky3 sends, in its order.
+///   [`Mmcs::get_matrices`] returns (the PCS reads them back). Uploaded copies are freed once
+///   hashed.
+/// - **Openings.** Rows come from the host matrices; the sibling digests below the cached top are
+///   gathered on the device ([`Backend::batched_copy`]) and come down in one
+///   [`Backend::download`] per opening. `open_multi_batch` sends the pruned frontier Plonky3
+///   sends, in its order.
 /// - **Host fallbacks** (the result is the same, [`MmcsStats`] counts them):
 ///   - A tallest height that is not a power of two: Plonky3 pads such layers with zero digests,
 ///     our tree repeats the last leaf, so the commit is Plonky3's own `MerkleTree` on the host.

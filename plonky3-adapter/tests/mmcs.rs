@@ -236,7 +236,7 @@ where
         assert_eq!(stats.host_commits, commits(HOST_SHAPES), "{name}: {stats:?}");
         assert_eq!(stats.device_errors, 0, "{name}: {stats:?}");
     }
-    // A larger tree whose lower levels are downloaded digest by digest (the top 2^11 - 1 nodes
+    // A larger tree whose lower levels' digests are gathered and downloaded (the top 2^11 - 1 nodes
     // are kept on the host), and the extension-field MMCS of FRI.
     let ours = BackendMmcs::<B, H>::with_hash(Arc::clone(&backend), 2);
     let stock = H::spelled_out(2);
