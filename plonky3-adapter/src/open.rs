@@ -131,18 +131,24 @@ where
                 .zip(points.iter())
                 .map(|(mat, points_for_mat)| {
                     let h = mat.host.height() >> fri.log_blowup;
-                    points_for_mat
-                        .iter()
-                        .map(|&point| {
-                            let adj = &lookup(&adjusted_weights, point)[..h];
-                            let _span = tracing::debug_span!("open: evaluations").entered();
-                            match mat.device.and_then(|d| device_try(pcs, d.0, || evaluations(d, mat, h, point, adj))) {
-                                Some(evals) => evals,
-                                None => {
-                                    let (low_coset, _) = mat.host.split_rows(h);
-                                    low_coset.interpolate_coset_with_precomputation(Goldilocks::GENERATOR, point, adj)
-                                }
-                            }
+                    let at: Vec<(Challenge, &[Challenge])> =
+                        points_for_mat.iter().map(|&z| (z, &lookup(&adjusted_weights, z)[..h])).collect();
+                    let _span = tracing::debug_span!("open: evaluations").entered();
+                    // As many points per call as its vectors hold, each point's `DIMENSION` vectors.
+                    let per_call = (MAX_DOT_VECTORS / <Challenge as BasedVectorSpace<Goldilocks>>::DIMENSION).max(1);
+                    at.chunks(per_call)
+                        .flat_map(|group| {
+                            let device =
+                                mat.device.and_then(|d| device_try(pcs, d.0, || evaluations(d, mat, h, group)));
+                            device.unwrap_or_else(|| {
+                                let (low_coset, _) = mat.host.split_rows(h);
+                                group
+                                    .iter()
+                                    .map(|&(z, adj)| {
+                                        low_coset.interpolate_coset_with_precomputation(Goldilocks::GENERATOR, z, adj)
+                                    })
+                                    .collect()
+                            })
                         })
                         .collect()
                 })
@@ -262,40 +268,49 @@ fn device_try<B: Backend, FriMmcs, H: MmcsHash, T>(
     }
 }
 
-/// The columns of `mat` evaluated at `point`: the column dot products of its trace coset (rows
-/// `0, step, 2 * step, ...` of the natural-order device LDE, `step = height / h`) with the
-/// adjusted weights, times `interpolate_coset_with_precomputation`'s scaling factor.
+/// The columns of `mat` evaluated at each point of `at` (its adjusted weights beside it): one call
+/// of column dot products of its trace coset (rows `0, step, 2 * step, ...` of the natural-order
+/// device LDE, `step = height / h`) with every point's adjusted weights, each point's sums times
+/// `interpolate_coset_with_precomputation`'s scaling factor.
 fn evaluations<B: Backend, Challenge: ExtensionField<Goldilocks>>(
-    (backend, lde, at): (&B, &DeviceLde<B>, usize),
+    (backend, lde, col): (&B, &DeviceLde<B>, usize),
     mat: &Opened<'_, B>,
     h: usize,
-    point: Challenge,
-    adj: &[Challenge],
-) -> backend_api::Result<Vec<Challenge>> {
+    at: &[(Challenge, &[Challenge])],
+) -> backend_api::Result<Vec<Vec<Challenge>>> {
     let dim = dimension::<Challenge>()?;
     let log_h = log2_strict_usize(h);
     // Plonky3's row `i < h` of the bit-reversed LDE is natural row `br_h(i) * step`: the weight of
-    // natural row `j * step` is `adj[br_h(j)]`.
-    let mut weights = vec![0u64; dim * h];
-    for j in 0..h {
-        let w = adj[reverse_bits_len(j, log_h)];
-        for (d, c) in w.as_basis_coefficients_slice().iter().enumerate() {
-            weights[d * h + j] = c.as_canonical_u64();
+    // natural row `j * step` is `adj[br_h(j)]`. Point `q`'s coordinate `d` is vector `q * dim + d`.
+    let mut weights = vec![0u64; at.len() * dim * h];
+    for (q, (_, adj)) in at.iter().enumerate() {
+        let vectors = &mut weights[q * dim * h..(q + 1) * dim * h];
+        for j in 0..h {
+            let w = adj[reverse_bits_len(j, log_h)];
+            for (d, c) in w.as_basis_coefficients_slice().iter().enumerate() {
+                vectors[d * h + j] = c.as_canonical_u64();
+            }
         }
     }
     let cols = lde.shape.cols();
-    let mut sums = vec![0u64; dim * cols];
+    let mut sums = vec![0u64; at.len() * dim * cols];
     let rows = RowStride::new(0, mat.host.height() / h, h);
     backend.column_dot_products(&lde.buffer, lde.shape, rows, &weights, &mut sums)?;
 
     // `Interpolate::interpolate_coset_with_precomputation`'s factor, `z (z^h - g^h) / (g^h h)`.
     let shift = Goldilocks::GENERATOR;
-    let z_pow_n = point.exp_power_of_2(log_h);
     let g_pow_n = shift.exp_power_of_2(log_h);
     let denom_inv = g_pow_n.mul_2exp_u64(log_h as u64).inverse();
-    let scaling_factor = point * (z_pow_n - g_pow_n) * denom_inv;
-    Ok((at..at + mat.host.width())
-        .map(|c| from_coordinates::<Challenge>(|d| sums[d * cols + c]) * scaling_factor)
+    Ok(at
+        .iter()
+        .enumerate()
+        .map(|(q, &(z, _))| {
+            let scaling_factor = z * (z.exp_power_of_2(log_h) - g_pow_n) * denom_inv;
+            let sums = &sums[q * dim * cols..(q + 1) * dim * cols];
+            (col..col + mat.host.width())
+                .map(|c| from_coordinates::<Challenge>(|d| sums[d * cols + c]) * scaling_factor)
+                .collect()
+        })
         .collect())
 }
 

@@ -41,8 +41,9 @@ pub struct PcsStats {
     /// Device errors met by the fused path (each commit then went the stock way, with a warning)
     /// and by the openings' products (each then computed on the host, with a warning).
     pub device_errors: usize,
-    /// Opening products (a matrix's evaluations at one opening point, or its rows' reduction by
-    /// powers of the batching challenge) computed on the device, over the LDE a fused commit kept.
+    /// Opening products (a matrix's evaluations at its opening points, up to 4 points a call for
+    /// a quadratic challenge field, or its rows' reduction by powers of the batching challenge)
+    /// computed on the device, over the LDE a fused commit kept.
     pub device_openings: usize,
     /// Products of the openings that failed on the device and were computed on the host.
     pub host_openings: usize,

@@ -300,7 +300,9 @@ fn several_matrices_open_as_stock<B: Backend + 'static>(backend: Arc<B>) {
         vec![(domain(1 << 6, Val::ONE), matrix(14, 1 << 6, 3)), (domain(1 << 6, Val::ONE), matrix(15, 1 << 6, 5))];
     let shorter = vec![(domain(1 << 5, Val::ONE), matrix(16, 1 << 5, 2))];
     let point = |a: u64, b: u64| Challenge::from_basis_coefficients_slice(&[Val::new(a), Val::new(b)]).unwrap();
-    let points_a = vec![vec![point(3, 5), point(7, 11)], vec![point(3, 5)]];
+    // Five points: more than one call's vectors hold (4 points of 2 coordinates), so two calls.
+    let points_a =
+        vec![vec![point(3, 5), point(7, 11), point(19, 23), point(29, 31), point(37, 41)], vec![point(3, 5)]];
     let points_b = vec![vec![point(13, 17)]];
     let mut results = Vec::new();
     let before = ours.stats();
@@ -338,7 +340,7 @@ fn several_matrices_open_as_stock<B: Backend + 'static>(backend: Arc<B>) {
     assert_eq!(results[0].0, results[1].0, "the opened values differ");
     assert!(results[0].1 == results[1].1, "the opening proofs differ");
     let after = ours.stats();
-    // Evaluations: 2 + 1 + 1 points; row reductions: one per matrix, 3.
+    // Evaluations: calls of at most 4 points, 2 + 1 + 1; row reductions: one per matrix, 3.
     assert_eq!(after.device_openings - before.device_openings, 7, "{after:?}");
     assert_eq!((after.host_openings, after.device_errors), (0, 0), "{after:?}");
 }

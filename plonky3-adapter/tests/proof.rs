@@ -99,8 +99,8 @@ const FIBONACCI: [(usize, usize); 3] = [(1, 1 << 3), (1, 1 << 10), (8, 1 << 9)];
 const KECCAK_HASHES: [usize; 2] = [2, 21];
 
 /// Opening products per proof where the backend has them: the trace's evaluations at its two
-/// points (both AIRs read the next row) and its rows' reduction.
-const DEVICE_OPENINGS_PER_PROOF: usize = 3;
+/// points (both AIRs read the next row; one call) and its rows' reduction.
+const DEVICE_OPENINGS_PER_PROOF: usize = 2;
 
 /// Proves every statement with `BackendPcs` on `backend` and checks each proof is the stock
 /// proof's bytes (and verifies, inside `prove_checked`): the trace commits fused, the quotient
