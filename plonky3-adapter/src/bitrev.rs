@@ -19,15 +19,15 @@ pub(crate) const STAGING_BYTES: usize = 128 << 20;
 /// Rows per chunk of a `rows x cols` matrix: as many as fit [`STAGING_BYTES`], at least one,
 /// at most `rows`.
 pub(crate) fn chunk_rows(rows: usize, cols: usize) -> usize {
-    (STAGING_BYTES / (cols.max(1) * size_of::<u64>())).clamp(1, rows.max(1))
+    (STAGING_BYTES / cols.max(1).saturating_mul(size_of::<u64>())).clamp(1, rows.max(1))
 }
 
 /// The device bytes [`download_bit_reversed`] allocates for a `rows x cols` matrix: one staging
 /// buffer, or two when the matrix takes more than one chunk.
 pub(crate) fn staging_bytes(rows: usize, cols: usize) -> usize {
     let chunk = chunk_rows(rows, cols);
-    let buffers = if chunk < rows { 2 } else { 1 };
-    buffers * chunk * cols * size_of::<u64>()
+    let buffers: usize = if chunk < rows { 2 } else { 1 };
+    buffers.saturating_mul(chunk).saturating_mul(cols).saturating_mul(size_of::<u64>())
 }
 
 /// Gathers rows `br(start) .. br(start + len - 1)` of the row-major `rows x cols` matrix at
@@ -153,6 +153,7 @@ mod tests {
         assert_eq!(chunk_rows(rows * 4, 1), rows);
         assert_eq!(staging_bytes(rows * 4, 1), 2 * STAGING_BYTES);
         assert_eq!(staging_bytes(rows, 1), STAGING_BYTES, "exactly one chunk");
+        assert_eq!(staging_bytes(2, usize::MAX / 4), usize::MAX, "saturates rather than wraps");
     }
 
     #[test]

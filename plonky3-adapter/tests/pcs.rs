@@ -374,3 +374,21 @@ fn cuda_openings_of_several_matrices_match_stock() {
         Err(reason) => common::skip("plonky3_adapter pcs::cuda openings", &reason, "REQUIRE_CUDA"),
     }
 }
+
+#[test]
+fn the_fused_commit_model_counts_its_temporaries_and_never_overflows() {
+    // A 2^10 x 4 trace at blowup 2: one 64 KiB chunk of staging, more than the leaves' 64 KiB
+    // reordering buffer is not (2^11 digests of 32 B), so the scratch term is 64 KiB.
+    let small = model(1 << 10, 4);
+    assert_eq!(small.scratch, 64 << 10, "{small:?}");
+    assert!(small.total() >= small.lde + small.trees + small.scratch);
+    // Shapes near the limits: a model or a typed error, never a panic or a wrapped sum.
+    for (log_rows, log_cols) in [(31, 20), (31, 28), (30, 31), (20, 40)] {
+        let Ok(shape) = backend_api::MatrixShape::new(1 << log_rows, 1 << log_cols) else { continue };
+        let Ok(lde) = backend_api::LdeParams::new(shape, 2, 7) else { continue };
+        match plonky3_adapter::fused_commit_model(&lde) {
+            Ok(m) => assert!(m.total() >= m.lde && m.scratch > 0, "2^{log_rows} x 2^{log_cols}: {m:?}"),
+            Err(e) => assert!(e.to_string().contains("overflow"), "2^{log_rows} x 2^{log_cols}: {e}"),
+        }
+    }
+}
