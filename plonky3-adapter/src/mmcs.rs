@@ -61,10 +61,10 @@ struct Counters {
 ///   matrix from host memory with [`Backend::hash_leaves_from_host`] (`rows` layout; one matrix
 ///   straight from its storage, several first concatenated row by row in the backend's fastest
 ///   host memory; a GPU uploads it, the CPU backend reads it where it is) into the node array,
-///   and the tree completed with [`Backend::merkle_tree_in_place`]. Shorter matrices (Plonky3 injects them at
-///   the level of their height: `node = H(H(left || right) || H(row))`) start a new tree
-///   segment on the device whose leaves interleave the level below with their row hashes
-///   ([`Backend::batched_copy`]), so mixed heights stay on the device too.
+///   and the tree completed with [`Backend::merkle_tree_in_place`]. Shorter matrices (Plonky3
+///   injects them at the level of their height: `node = H(H(left || right) || H(row))`) start a
+///   new tree segment on the device whose leaves interleave the level below with their row
+///   hashes ([`Backend::batched_copy`]), so mixed heights stay on the device too.
 /// - **Prover data** keeps the device node arrays, the top of the last tree on the host
 ///   (the cap and the upper path levels), and the committed matrices themselves, which
 ///   [`Mmcs::get_matrices`] returns (the PCS reads them back). Uploaded copies are freed once
