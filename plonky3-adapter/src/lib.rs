@@ -22,8 +22,9 @@
 //!   also stay there, below a per-backend threshold ([`BackendDft::with_min_backend_elems`];
 //!   the built-in backends' measured ones are [`DefaultDevice::MIN_BACKEND_ELEMS`]).
 //! - **Cheapest for the PCS.** The result is a `BitReversedMatrixView` over bit-reversed
-//!   storage, so `TwoAdicFriPcs`'s `bit_reverse_rows()` is free; the backend's natural-order
-//!   output is scattered into bit-reversed order chunk by chunk as it downloads. `Goldilocks`
+//!   storage, so `TwoAdicFriPcs`'s `bit_reverse_rows()` is free; the backend gathers its
+//!   natural-order output into bit-reversed order on the device, chunk by chunk, and each chunk
+//!   comes down straight into place. `Goldilocks`
 //!   is `repr(transparent)` over `u64`: traces and results cross as casts, never element
 //!   copies.
 //! - **Every backend, ports included.** `BackendDft<B>` is a `TwoAdicSubgroupDft` for every
@@ -152,8 +153,8 @@
 //! - **The cap** is a level of the node array.
 //! - **Openings.** The prover data keeps the device node arrays, the top `2^11 - 1` nodes of the
 //!   last segment on the host, and the committed matrices (which `get_matrices` returns: the PCS
-//!   reads the LDE back). Rows come from the host matrices; a sibling digest below the cached top
-//!   is one 32-byte download.
+//!   reads the LDE back). Rows come from the host matrices; the sibling digests below the cached
+//!   top are gathered on the device and come down in one transfer per opening.
 //! - **Errors.** A device error during a commit commits on the host with a warning; during an
 //!   opening, the tree is recomputed on the host from the committed matrices, with a warning.
 //!   Plonky3's own panics (heights off its ladder, an opening index past the tallest height)
@@ -169,10 +170,11 @@
 //!   the constraint quotient are Plonky3's host code; FRI's Merkle commits (through
 //!   `ExtensionMmcs`) run on the backend.
 //! - **Speed on the CPU.** The CPU backend hashes Keccak leaves and nodes with p3-keccak's
-//!   multi-lane Keccak, as Plonky3 does: `BackendMmcs<CpuBackend>` is the oracle for the GPU
-//!   backends, about as fast as stock (this crate's `pcs` bench, `mmcs commit` row: 0.97x of
-//!   stock's speed at 2^15 x 64, 0.67x at 2^17 x 64 where the copy of the matrix into a backend
-//!   buffer shows, on 2 host cores).
+//!   multi-lane Keccak, as Plonky3 does, and reads the committed matrix where it lies
+//!   ([`Backend::hash_leaves_from_host`](backend_api::Backend::hash_leaves_from_host)):
+//!   `BackendMmcs<CpuBackend>` is the oracle for the GPU backends and a little faster than stock
+//!   (this crate's `pcs` bench, `mmcs commit` row: 1.10x of stock's speed at 2^15 x 64, 1.08x at
+//!   2^17 x 64, on 2 host cores).
 
 mod bitrev;
 mod convert;
