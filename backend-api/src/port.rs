@@ -130,11 +130,13 @@ pub trait RawBackend: Send + Sync {
     ) -> Result<()>;
 
     /// [`Backend::hash_leaves_from_host`]: as [`RawBackend::hash_leaves_into`], with the matrix
-    /// in host memory. The default uploads it and hashes the copy; a backend that reads host
-    /// memory directly hashes it where it is (the CPU backend does).
+    /// in host memory. The default uploads it in chunks of about [`HOST_LEAF_CHUNK_BYTES`] and
+    /// hashes each chunk's leaves as it arrives ([`hash_leaves_in_chunks`]), so the device holds
+    /// one chunk, not the matrix; a backend that reads host memory directly hashes it where it is
+    /// (the CPU backend does).
     ///
     /// # Errors
-    /// Out of memory for the upload; a device error.
+    /// Out of memory for a chunk; a device error.
     fn hash_leaves_from_host(
         &self,
         matrix: &[u64],
@@ -143,8 +145,8 @@ pub trait RawBackend: Send + Sync {
         out: &mut Self::Buffer,
         out_digest: usize,
     ) -> Result<()> {
-        let uploaded = self.upload(matrix)?;
-        self.hash_leaves_into(&uploaded, shape, spec, out, out_digest)
+        let rows = HOST_LEAF_CHUNK_BYTES / shape.cols().saturating_mul(crate::shape::ELEM_BYTES).max(1);
+        hash_leaves_in_chunks(self, matrix, shape, spec, out, out_digest, rows.max(1))
     }
 
     /// [`Backend::hash_leaves_then_transpose`]: every job and the transpose are valid
@@ -298,6 +300,47 @@ pub trait RawBackend: Send + Sync {
     fn is_software(&self) -> bool {
         false
     }
+}
+
+/// Bytes of host matrix per chunk of [`RawBackend::hash_leaves_from_host`]'s default: 128 MiB,
+/// enough for a device's copy engine to run at full speed, and for the CUDA backend's staging ring
+/// (four 32 MiB blocks) to overlap its transfers with its copies into the ring.
+pub const HOST_LEAF_CHUNK_BYTES: usize = 128 << 20;
+
+/// [`RawBackend::hash_leaves_from_host`] as its default runs it, `chunk_rows` rows at a time: with
+/// the `rows` layout (leaf `r` is row `r`), each chunk of rows is written into one device buffer
+/// ([`RawBackend::write`]) and its leaves hashed into their place in `out`
+/// ([`RawBackend::hash_leaves_into`] at digest `out_digest` plus the chunk's first row); the
+/// buffer is reused for the next chunk, which a queue-ordered backend writes after the hash that
+/// reads it (calls run in order; see docs/porting.md). The last, shorter chunk gets a buffer of
+/// its own. Other layouts (`lambda-vm-pairs` pairs rows across the whole matrix) and matrices of
+/// one chunk are uploaded whole. The front has validated the call.
+///
+/// # Errors
+/// Out of memory for a chunk; a device error.
+pub fn hash_leaves_in_chunks<B: RawBackend + ?Sized>(
+    backend: &B,
+    matrix: &[u64],
+    shape: MatrixShape,
+    spec: &LeafSpec,
+    out: &mut B::Buffer,
+    out_digest: usize,
+    chunk_rows: usize,
+) -> Result<()> {
+    let (rows, cols) = (shape.rows(), shape.cols());
+    if spec.layout() != crate::LeafLayout::Rows || chunk_rows >= rows {
+        let uploaded = backend.upload(matrix)?;
+        return backend.hash_leaves_into(&uploaded, shape, spec, out, out_digest);
+    }
+    let mut chunk = backend.alloc(chunk_rows * cols)?;
+    let mut tail: Option<B::Buffer> = None;
+    for first in (0..rows).step_by(chunk_rows) {
+        let len = chunk_rows.min(rows - first);
+        let buf = if len == chunk_rows { &mut chunk } else { tail.insert(backend.alloc(len * cols)?) };
+        backend.write(buf, 0, &matrix[first * cols..(first + len) * cols])?;
+        backend.hash_leaves_into(buf, MatrixShape::new(len, cols)?, spec, out, out_digest + first)?;
+    }
+    Ok(())
 }
 
 /// [`RawBackend::hash_leaves_then_transpose`] as its default runs it: each job's leaves
