@@ -38,7 +38,9 @@ pub use backend::{
 pub use error::{DriverError, Error, Result};
 pub use fault::{AllocTracker, FaultSite, MemoryCounters, Reservation, Reserved};
 pub use plan::DEFAULT_SCRATCH_CAP;
-pub use port::{HOST_LEAF_CHUNK_BYTES, RawBackend, hash_leaves_in_chunks, leaves_then_transpose_in_turn};
+pub use port::{
+    HOST_LEAF_CHUNK_BYTES, RawBackend, hash_leaves_in_chunks, host_leaf_chunk_rows, leaves_then_transpose_in_turn,
+};
 pub use prepare::{Preparation, TransferFloor, file_safe_key};
 pub use shape::{
     CopyRange, DIGEST_BYTES, DIGEST_WORDS, ELEM_BYTES, HashKind, LdeParams, LeafLayout, LeafSpec, MAX_DOT_VECTORS,

@@ -145,8 +145,7 @@ pub trait RawBackend: Send + Sync {
         out: &mut Self::Buffer,
         out_digest: usize,
     ) -> Result<()> {
-        let rows = HOST_LEAF_CHUNK_BYTES / shape.cols().saturating_mul(crate::shape::ELEM_BYTES).max(1);
-        hash_leaves_in_chunks(self, matrix, shape, spec, out, out_digest, rows.max(1))
+        hash_leaves_in_chunks(self, matrix, shape, spec, out, out_digest, host_leaf_chunk_rows(shape.cols()))
     }
 
     /// [`Backend::hash_leaves_then_transpose`]: every job and the transpose are valid
@@ -307,6 +306,12 @@ pub trait RawBackend: Send + Sync {
 /// (four 32 MiB blocks) to overlap its transfers with its copies into the ring.
 pub const HOST_LEAF_CHUNK_BYTES: usize = 128 << 20;
 
+/// Rows of `cols` elements per chunk of [`RawBackend::hash_leaves_from_host`]'s default: as many
+/// as [`HOST_LEAF_CHUNK_BYTES`] hold, at least one.
+pub fn host_leaf_chunk_rows(cols: usize) -> usize {
+    (HOST_LEAF_CHUNK_BYTES / cols.max(1).saturating_mul(crate::shape::ELEM_BYTES)).max(1)
+}
+
 /// [`RawBackend::hash_leaves_from_host`] as its default runs it, `chunk_rows` rows at a time: with
 /// the `rows` layout (leaf `r` is row `r`), each chunk of rows is written into one device buffer
 /// ([`RawBackend::write`]) and its leaves hashed into their place in `out`
@@ -361,4 +366,24 @@ pub fn leaves_then_transpose_in_turn<B: RawBackend + ?Sized>(
         backend.hash_leaves_into(buf, shape, job.spec, job.out, job.out_digest)?;
     }
     backend.transpose_in_place(buf, shape, scratch_cap)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_leaf_chunks_hold_128_mib_of_whole_rows() {
+        assert_eq!(HOST_LEAF_CHUNK_BYTES, 128 * 1024 * 1024);
+        for cols in [1usize, 3, 64, 316, 1000] {
+            let rows = host_leaf_chunk_rows(cols);
+            let bytes = rows * cols * 8;
+            assert!(
+                bytes <= HOST_LEAF_CHUNK_BYTES && bytes + cols * 8 > HOST_LEAF_CHUNK_BYTES,
+                "{cols} columns: {rows} rows"
+            );
+        }
+        assert_eq!(host_leaf_chunk_rows(1 << 30), 1, "a row wider than a chunk is a chunk of its own");
+        assert_eq!(host_leaf_chunk_rows(usize::MAX), 1, "no overflow");
+    }
 }

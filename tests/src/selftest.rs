@@ -686,6 +686,26 @@ fn foreign_buffers_are_caught_where_instances_share_a_tracker() {
     assert!(f.0.contains("with a buffer of another instance: expected an error"), "{f}");
 }
 
+/// The default `hash_leaves_from_host` (as the selftest port runs it, chunks of 3 rows) holds one
+/// chunk and the shorter last one on the device, never the whole matrix.
+#[test]
+fn leaves_from_host_hold_a_chunk_not_the_matrix() {
+    use backend_api::{Backend as _, DIGEST_WORDS, HashKind, LeafLayout, LeafSpec, MatrixShape};
+    let backend = HostBackend::new(Bug::None);
+    let (rows, cols) = (16, 8);
+    let host: Vec<u64> = (0..(rows * cols) as u64).collect();
+    let mut out = backend.alloc(rows * DIGEST_WORDS).unwrap();
+    let shape = MatrixShape::new(rows, cols).unwrap();
+    let spec = LeafSpec::new(HashKind::Keccak256, LeafLayout::Rows, 0..cols).unwrap();
+    backend.tracker().reset_peak();
+    let before = backend.memory();
+    backend.hash_leaves_from_host(&host, shape, &spec, &mut out, 0).unwrap();
+    let held = backend.memory().peak - before.live;
+    assert!(held <= (3 + 1) * cols * 8, "{held} B held on the device for a 3-row chunk and a 1-row tail of 8 columns");
+    assert!(held > 0, "the chunks are device buffers");
+    assert_eq!(backend.memory().live, before.live, "the chunks are freed");
+}
+
 #[test]
 fn every_bug_is_caught_by_its_checks() {
     let mut missed = Vec::new();
