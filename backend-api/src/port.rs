@@ -319,7 +319,7 @@ pub fn host_leaf_chunk_rows(cols: usize) -> usize {
 /// buffer is reused for the next chunk, which a queue-ordered backend writes after the hash that
 /// reads it (calls run in order; see docs/porting.md). The last, shorter chunk gets a buffer of
 /// its own. Other layouts (`lambda-vm-pairs` pairs rows across the whole matrix) and matrices of
-/// one chunk are uploaded whole. The front has validated the call.
+/// one chunk are uploaded whole; `chunk_rows` 0 is read as 1. The front has validated the call.
 ///
 /// # Errors
 /// Out of memory for a chunk; a device error.
@@ -332,7 +332,7 @@ pub fn hash_leaves_in_chunks<B: RawBackend + ?Sized>(
     out_digest: usize,
     chunk_rows: usize,
 ) -> Result<()> {
-    let (rows, cols) = (shape.rows(), shape.cols());
+    let (rows, cols, chunk_rows) = (shape.rows(), shape.cols(), chunk_rows.max(1));
     if spec.layout() != crate::LeafLayout::Rows || chunk_rows >= rows {
         let uploaded = backend.upload(matrix)?;
         return backend.hash_leaves_into(&uploaded, shape, spec, out, out_digest);
