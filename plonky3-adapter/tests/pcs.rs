@@ -377,8 +377,8 @@ fn cuda_openings_of_several_matrices_match_stock() {
 
 #[test]
 fn the_fused_commit_model_counts_its_temporaries_and_never_overflows() {
-    // A 2^10 x 4 trace at blowup 2: one 64 KiB chunk of staging, more than the leaves' 64 KiB
-    // reordering buffer is not (2^11 digests of 32 B), so the scratch term is 64 KiB.
+    // A 2^10 x 4 trace at blowup 2: one 64 KiB chunk of staging, as large as the leaves'
+    // reordering buffer (2^11 digests of 32 B), so the scratch term is 64 KiB.
     let small = model(1 << 10, 4);
     assert_eq!(small.scratch, 64 << 10, "{small:?}");
     assert!(small.total() >= small.lde + small.trees + small.scratch);
