@@ -376,6 +376,35 @@ pub trait Backend: Send + Sync + sealed::Sealed {
         out: &mut [u64],
     ) -> Result<()>;
 
+    /// One arity-2 FRI fold over a degree-`d` extension of Goldilocks (CONVENTIONS.md, "FRI
+    /// folding"). `input` holds `2n` extension elements, each `d` coordinates in a row, in the
+    /// bit-reversed order of the subgroup of order `2n` (`n` a power of two, `2n <= 2^32`); `beta`
+    /// is the challenge as the `d x d` matrix of multiplication by it (`(beta v)[r] = sum_c
+    /// beta[r * d + c] v[c]`, `1 <= d <=` [`crate::MAX_EXTENSION_DEGREE`]); `out` receives the `n`
+    /// folded elements:
+    ///
+    /// `out[i] = (a + b) / 2 + beta (a - b) w^-br(i) / 2 [+ gamma addend[i]]`
+    ///
+    /// with `a = input[2i]`, `b = input[2i + 1]`, `w` the primitive `2n`-th root of unity of
+    /// CONVENTIONS.md and `br` the reversal of `log2 n` bits; `addend`, where given, is `n`
+    /// elements and the matrix of its challenge `gamma`. Inputs may be non-canonical; every output
+    /// is canonical. This is Plonky3's `TwoAdicFriFolding` of one round (an arity-`2^k` round is `k`
+    /// of them with `beta, beta^2, ...`), and the addend its roll-in of the next input.
+    ///
+    /// Optional, as [`Backend::row_dot_products`]: the caller then folds on the host.
+    ///
+    /// # Errors
+    /// [`Error::ForeignBuffer`]; the refusals of [`crate::validate::fri_fold`], before anything is
+    /// issued; [`Error::Unsupported`]; out of memory for the challenges; a device error from this or
+    /// earlier work.
+    fn fri_fold(
+        &self,
+        input: &Self::Buffer,
+        beta: &[u64],
+        addend: Option<(&Self::Buffer, &[u64])>,
+        out: &mut Self::Buffer,
+    ) -> Result<()>;
+
     /// Makes ready, ahead of a commit, what its first calls would otherwise pay for
     /// ([`RawBackend::prepare`]), telling `step` one line per step done, for a trace log.
     ///
@@ -612,6 +641,22 @@ impl<T: RawBackend> Backend for T {
         owned(self, matrix, "column_dot_products")?;
         crate::validate::column_dot_products(shape, matrix.len(), rows, weights.len(), out.len())?;
         RawBackend::column_dot_products(self, matrix, shape, rows, weights, out)
+    }
+
+    fn fri_fold(
+        &self,
+        input: &Self::Buffer,
+        beta: &[u64],
+        addend: Option<(&Self::Buffer, &[u64])>,
+        out: &mut Self::Buffer,
+    ) -> Result<()> {
+        owned(self, input, "fri_fold input")?;
+        owned(self, out, "fri_fold output")?;
+        if let Some((buf, _)) = addend {
+            owned(self, buf, "fri_fold addend")?;
+        }
+        crate::validate::fri_fold(input.len(), beta.len(), addend.map(|(b, g)| (b.len(), g.len())), out.len())?;
+        RawBackend::fri_fold(self, input, beta, addend, out)
     }
 
     fn prepare(&self, prep: &Preparation, step: &mut dyn FnMut(&str)) -> Result<()> {

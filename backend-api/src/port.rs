@@ -260,6 +260,26 @@ pub trait RawBackend: Send + Sync {
         Err(crate::Error::Unsupported { backend: self.info().backend, op: "column_dot_products" })
     }
 
+    /// [`Backend::fri_fold`]: `beta` is `d x d` (`1 <= d <=` [`crate::MAX_EXTENSION_DEGREE`]),
+    /// `out` is `n * d` long for a power of two `n` with `2n <= 2^32`, `input` twice that, and
+    /// the addend, where given, `out`'s length with a `d x d` challenge
+    /// ([`crate::validate::fri_fold`]). `input`, the addend and `out` are distinct buffers.
+    ///
+    /// The default answers [`crate::Error::Unsupported`], as for [`RawBackend::row_dot_products`].
+    ///
+    /// # Errors
+    /// Out of memory for the challenges; a device error from this or earlier work.
+    fn fri_fold(
+        &self,
+        input: &Self::Buffer,
+        beta: &[u64],
+        addend: Option<(&Self::Buffer, &[u64])>,
+        out: &mut Self::Buffer,
+    ) -> Result<()> {
+        let _ = (input, beta, addend, out);
+        Err(crate::Error::Unsupported { backend: self.info().backend, op: "fri_fold" })
+    }
+
     /// Makes ready what the commit `prep` describes would otherwise pay for in its first calls
     /// (kernels compiled or loaded, staging page-locked, a pool grown, host tables built), and
     /// tells `step` one line per step as it is done, for a trace log. The CLI runs it on a thread

@@ -18,6 +18,9 @@ pub const MAX_LOG_DOMAIN: u32 = 32;
 /// [`Backend::column_dot_products`](crate::Backend::column_dot_products) takes (a device kernel keeps
 /// one accumulator per vector in registers). Eight covers a degree-4 extension opened at two points.
 pub const MAX_DOT_VECTORS: usize = 8;
+/// The highest degree of the extension field a [`Backend::fri_fold`](crate::Backend::fri_fold)
+/// folds over (its challenges are `degree x degree` matrices a device kernel holds in registers).
+pub const MAX_EXTENSION_DEGREE: usize = 8;
 
 /// A `rows x cols` matrix of `u64` elements.
 ///

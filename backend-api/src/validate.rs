@@ -15,7 +15,10 @@
 use crate::error::{Error, Result};
 use crate::fault::AllocTracker;
 use crate::plan::TransposeGeometry;
-use crate::shape::{DIGEST_WORDS, ELEM_BYTES, LdeParams, LeafSpec, MAX_DOT_VECTORS, MatrixShape, RowStride, TreeShape};
+use crate::shape::{
+    DIGEST_WORDS, ELEM_BYTES, LdeParams, LeafSpec, MAX_DOT_VECTORS, MAX_EXTENSION_DEGREE, MAX_LOG_DOMAIN, MatrixShape,
+    RowStride, TreeShape,
+};
 
 /// The bytes of an allocation of `len` elements, for [`Backend::alloc`](crate::Backend::alloc)
 /// and [`Backend::upload`](crate::Backend::upload).
@@ -235,6 +238,51 @@ pub fn column_dot_products(
     Ok(k)
 }
 
+/// An arity-2 FRI fold of `input_len` elements into `out_len` with a challenge of `beta_len`
+/// elements and, where given, an addend of `(addend_len, gamma_len)` elements
+/// ([`Backend::fri_fold`](crate::Backend::fri_fold)). Returns the extension degree `d`
+/// (`beta_len = d * d`) and the number of folded elements `n` (`out_len = n * d`).
+///
+/// # Errors
+/// [`Error::InvalidArgument`] when `beta_len` is not `d * d` for a degree `d` from 1 to
+/// [`MAX_EXTENSION_DEGREE`], when `out_len` is not a whole number `n` of elements of `d`
+/// coordinates, or when `n` is not a power of two with `2n` within the field's two-adicity;
+/// [`Error::LengthMismatch`] when `input_len` is not `2 * out_len`, when the addend is not
+/// `out_len` long or its challenge `gamma_len` is not `d * d`.
+pub fn fri_fold(
+    input_len: usize,
+    beta_len: usize,
+    addend: Option<(usize, usize)>,
+    out_len: usize,
+) -> Result<(usize, usize)> {
+    let d = beta_len.isqrt();
+    if d == 0 || d * d != beta_len || d > MAX_EXTENSION_DEGREE {
+        return Err(Error::InvalidArgument(format!(
+            "fri_fold: a challenge of {beta_len} elements is not the d x d matrix of a degree d from 1 to \
+             {MAX_EXTENSION_DEGREE}"
+        )));
+    }
+    let n = out_len / d;
+    if n * d != out_len || !n.is_power_of_two() || n.trailing_zeros() >= MAX_LOG_DOMAIN {
+        return Err(Error::InvalidArgument(format!(
+            "fri_fold: an output of {out_len} elements is not n elements of degree {d} for a power of two n \
+             below 2^{MAX_LOG_DOMAIN}"
+        )));
+    }
+    if input_len != 2 * out_len {
+        return Err(Error::LengthMismatch { what: "fri_fold input (2 x output)", expected: 2 * out_len, actual: input_len });
+    }
+    if let Some((addend_len, gamma_len)) = addend {
+        if addend_len != out_len {
+            return Err(Error::LengthMismatch { what: "fri_fold addend (the output's length)", expected: out_len, actual: addend_len });
+        }
+        if gamma_len != beta_len {
+            return Err(Error::LengthMismatch { what: "fri_fold addend's challenge (d x d)", expected: beta_len, actual: gamma_len });
+        }
+    }
+    Ok((d, n))
+}
+
 /// The number of vectors of `per_vector` values in `len` values: a whole number from 1 to
 /// [`MAX_DOT_VECTORS`].
 fn dot_vectors(op: &'static str, kind: &str, len: usize, per_vector: usize) -> Result<usize> {
@@ -412,6 +460,39 @@ mod tests {
                 "{err}"
             );
         }
+    }
+
+    #[test]
+    fn fri_folds_take_a_square_challenge_and_a_power_of_two_of_whole_elements() {
+        for d in 1..=MAX_EXTENSION_DEGREE {
+            for n in [1, 2, 1024] {
+                assert_eq!(fri_fold(2 * n * d, d * d, None, n * d).unwrap(), (d, n));
+                assert_eq!(fri_fold(2 * n * d, d * d, Some((n * d, d * d)), n * d).unwrap(), (d, n));
+            }
+        }
+        // The largest domain: 2n = 2^32 elements of degree 1.
+        assert_eq!(fri_fold(1 << 32, 1, None, 1 << 31).unwrap(), (1, 1 << 31));
+        let invalid = |r: Result<(usize, usize)>, what: &str| {
+            assert!(matches!(&r, Err(Error::InvalidArgument(m)) if m.starts_with("fri_fold: ") && m.contains(what)), "{r:?}");
+        };
+        let big = MAX_EXTENSION_DEGREE + 1;
+        for beta in [0, 2, 3, 5, big * big] {
+            invalid(fri_fold(8, beta, None, 4), "challenge");
+        }
+        for (out, beta) in [(3, 4), (6, 4), (0, 1), (12, 1), (1 << 32, 1)] {
+            invalid(fri_fold(2 * out, beta, None, out), "output");
+        }
+        let length = |r: Result<(usize, usize)>, part: &str, expected: usize, actual: usize| {
+            assert!(
+                matches!(&r, Err(Error::LengthMismatch { what, expected: e, actual: a }) if what.contains(part) && *e == expected && *a == actual),
+                "{r:?}"
+            );
+        };
+        for input in [0, 7, 9, 16] {
+            length(fri_fold(input, 4, None, 4), "input", 8, input);
+        }
+        length(fri_fold(8, 4, Some((2, 4)), 4), "addend (", 4, 2);
+        length(fri_fold(8, 4, Some((4, 1)), 4), "challenge", 4, 1);
     }
 
     #[test]

@@ -182,6 +182,17 @@ impl backend_api::RawBackend for CpuBackend {
         Ok(())
     }
 
+    fn fri_fold(
+        &self,
+        input: &CpuBuffer,
+        beta: &[u64],
+        addend: Option<(&CpuBuffer, &[u64])>,
+        out: &mut CpuBuffer,
+    ) -> Result<()> {
+        open::fri_fold(input.as_slice(), beta, addend.map(|(v, gamma)| (v.as_slice(), gamma)), out.as_mut_slice());
+        Ok(())
+    }
+
     fn merkle_tree_in_place(&self, nodes: &mut CpuBuffer, tree: TreeShape, hash: HashKind) -> Result<()> {
         merkle::merkle_tree_in_place(nodes.as_mut_slice(), tree, hash)
     }

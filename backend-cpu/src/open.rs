@@ -1,10 +1,12 @@
 //! The opening products ([`backend_api::Backend::row_dot_products`],
-//! [`backend_api::Backend::column_dot_products`]) with rayon: each product of two `u64`s (any
+//! [`backend_api::Backend::column_dot_products`]) and FRI's fold
+//! ([`backend_api::Backend::fri_fold`]) with rayon. For the products, each product of two `u64`s (any
 //! values, canonical or not) is added exactly to a 192-bit sum ([`Acc`]: a 128-bit sum and a
 //! count of its overflows), which is reduced mod p once per output. No reduction per product, and
 //! no row or column count can overflow the sum (fewer than `2^64` products).
 
-use backend_api::field::{P, add, mul, reduce128};
+use backend_api::MAX_EXTENSION_DEGREE;
+use backend_api::field::{P, add, bit_reverse, inverse, mul, powers, reduce128, root_of_unity, sub};
 use backend_api::{MatrixShape, RowStride};
 use rayon::prelude::*;
 
@@ -139,4 +141,41 @@ mod tests {
         }
         assert_eq!(TWO_POW_128, ((1u128 << 127) % u128::from(P) * 2 % u128::from(P)) as u64);
     }
+}
+
+/// [`backend_api::Backend::fri_fold`], on validated arguments: `d` from the challenge's length,
+/// the factors `w^-br(i) / 2` from one table of the
+/// powers of `w^-1` read at `br(i)`.
+pub(crate) fn fri_fold(input: &[u64], beta: &[u64], addend: Option<(&[u64], &[u64])>, out: &mut [u64]) {
+    let d = beta.len().isqrt();
+    let n = out.len() / d;
+    let log_n = n.trailing_zeros();
+    let half = inverse(2);
+    let w_inv = powers(inverse(root_of_unity(log_n + 1)), n);
+    // `m v` for a `d x d` matrix `m`, into the first `d` slots of a register-sized array.
+    let apply = |m: &[u64], v: &[u64]| {
+        let mut mv = [0u64; MAX_EXTENSION_DEGREE];
+        for (r, slot) in mv[..d].iter_mut().enumerate() {
+            let mut sum = Acc::default();
+            for (&x, &y) in m[r * d..(r + 1) * d].iter().zip(v) {
+                sum.mac(x, y);
+            }
+            *slot = sum.reduce();
+        }
+        mv
+    };
+    out.par_chunks_mut(d).zip(input.par_chunks(2 * d)).enumerate().for_each(|(i, (out, pair))| {
+        let (a, b) = pair.split_at(d);
+        let factor = mul(w_inv[bit_reverse(i, log_n)], half);
+        let mut odd = [0u64; MAX_EXTENSION_DEGREE];
+        for (o, (&x, &y)) in odd.iter_mut().zip(a.iter().zip(b)) {
+            *o = mul(sub(x, y), factor);
+        }
+        let beta_odd = apply(beta, &odd[..d]);
+        let extra = addend.map(|(v, gamma)| apply(gamma, &v[i * d..(i + 1) * d]));
+        for (r, o) in out.iter_mut().enumerate() {
+            let even = mul(add(a[r], b[r]), half);
+            *o = add(add(even, beta_odd[r]), extra.map_or(0, |e| e[r]));
+        }
+    });
 }

@@ -313,6 +313,39 @@ pub fn column_dot_products(
     out
 }
 
+/// One arity-2 FRI fold from the definition (CONVENTIONS.md, "FRI folding"): element `j` of
+/// `input` (`d` coordinates each) is the value at `x_j = w^br(j)`, `w` a primitive `2n`-th root
+/// of unity and `br` the reversal of `log2(2n)` bits, so the pair `2i, 2i + 1` lies at `x, -x`
+/// and `out[i] = (a + b) / 2 + beta ((a - b) / (2 x)) [+ gamma addend[i]]`, the challenges applied
+/// as their `d x d` matrices, each step in `u128 % p` with one inversion per element.
+pub fn fri_fold(input: &[u64], beta: &[u64], addend: Option<(&[u64], &[u64])>) -> Vec<u64> {
+    let d = beta.len().isqrt();
+    assert_eq!(d * d, beta.len(), "a square challenge matrix");
+    let n = input.len() / (2 * d);
+    let bits = (2 * n).trailing_zeros();
+    let w = root_of_unity(2 * n);
+    let x_at = |j: usize| pow(w, bit_reverse(j, bits) as u64);
+    let apply = |m: &[u64], v: &[u64]| -> Vec<u64> {
+        (0..d).map(|r| (0..d).fold(0, |acc, c| add(acc, mul(m[r * d + c], v[c])))).collect()
+    };
+    let half = inv(2);
+    let mut out = Vec::with_capacity(n * d);
+    for i in 0..n {
+        let (x, minus_x) = (x_at(2 * i), x_at(2 * i + 1));
+        assert_eq!(add(x, minus_x), 0, "the pair {i} lies at x and -x");
+        let a = &input[2 * i * d..(2 * i + 1) * d];
+        let b = &input[(2 * i + 1) * d..(2 * i + 2) * d];
+        let odd: Vec<u64> = (0..d).map(|c| mul(add(a[c], P - canon(b[c])), inv(mul(2, x)))).collect();
+        let beta_odd = apply(beta, &odd);
+        let extra = addend.map(|(v, gamma)| apply(gamma, &v[i * d..(i + 1) * d]));
+        for r in 0..d {
+            let even = mul(add(a[r], b[r]), half);
+            out.push(add(add(even, beta_odd[r]), extra.as_ref().map_or(0, |e| e[r])));
+        }
+    }
+    out
+}
+
 /// Applies a batch of copies one element at a time, reading every source before writing (the
 /// batch is independent, so order does not matter).
 pub fn apply_copies(src: &[u64], dst: &mut [u64], copies: &[CopyRange]) {

@@ -450,6 +450,8 @@ macro_rules! __conformance_checks {
             open::column_dot_products_random,
             open::dot_products_large_sums,
             open::dot_products_errors,
+            open::fri_fold_random,
+            open::fri_fold_errors,
             memory::memory_upload_download,
             memory::memory_host_buffers,
             memory::memory_size_overflow,

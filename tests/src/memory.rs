@@ -209,6 +209,17 @@ pub fn memory_foreign_buffers<B: Backend>(backend: &B, make: &dyn Fn() -> backen
     foreign(backend.hash_leaves_then_transpose(&mut ours, shape, &mut jobs, DEFAULT_SCRATCH_CAP), "leaves (output)")?;
     foreign(backend.merkle_tree_in_place(&mut their_nodes, tree, HashKind::Keccak256), "merkle_tree_in_place")?;
     foreign(backend.coset_lde_in_place(&mut theirs, &params), "coset_lde_in_place")?;
+    let mut ours_half = backend.upload(&ours_data[..16]).ctx("upload half")?;
+    let mut theirs_half = other.upload(&theirs_data[..16]).ctx("upload half to the other")?;
+    foreign(backend.fri_fold(&theirs, &[1], None, &mut ours_half), "fri_fold (input)")?;
+    foreign(backend.fri_fold(&ours, &[1], None, &mut theirs_half), "fri_fold (output)")?;
+    foreign(backend.fri_fold(&ours, &[1], Some((&theirs_half, &[1])), &mut ours_half), "fri_fold (addend)")?;
+    ensure_words_eq(
+        "the other instance's fold output after the refusals",
+        &theirs_data[..16],
+        &other.download_vec(&theirs_half).ctx("download")?,
+    )?;
+    drop((ours_half, theirs_half));
     foreign(backend.coset_lde_from_host(&mut theirs, &ours_data[..16], &params), "coset_lde_from_host")?;
     let mut trace = other.upload(&theirs_data[..16]).ctx("upload a trace to the other")?;
     foreign(backend.coset_lde(&trace, &params).map(drop), "coset_lde")?;

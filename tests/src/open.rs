@@ -1,13 +1,13 @@
 //! Checks of the opening products, [`Backend::row_dot_products`] and
-//! [`Backend::column_dot_products`], against the naive `u128 % p` references, and of the
-//! refusals every backend applies before anything is issued.
+//! [`Backend::column_dot_products`], and of FRI's fold, [`Backend::fri_fold`], against the naive
+//! `u128 % p` references, and of the refusals every backend applies before anything is issued.
 //!
-//! The products are optional: a backend that answers [`Error::Unsupported`] prints
+//! The products and the fold are optional: a backend that answers [`Error::Unsupported`] prints
 //! `SKIPPED <backend>::<check>` and passes the product checks (its callers compute them on the
 //! host). The refusals come from the checked front, so every backend, one without the products
 //! included, must give them.
 
-use backend_api::{Backend, Error, MAX_DOT_VECTORS, MatrixShape, RowStride};
+use backend_api::{Backend, Error, MAX_DOT_VECTORS, MAX_EXTENSION_DEGREE, MatrixShape, RowStride};
 
 use crate::{Context as _, Gen, Outcome, ensure, ensure_live, ensure_words_eq, expect_error, reference};
 
@@ -214,4 +214,96 @@ pub fn dot_products_errors<B: Backend>(backend: &B) -> Outcome {
     }
     drop((matrix, short));
     ensure_live(backend, baseline, "dot_products_errors")
+}
+
+/// Folds (extension degree, folded elements): the base field and degrees 2, 3, 4 and the largest,
+/// from one folded element (the pair at `1, -1`) to 4,096 (across the wgpu suite's segments).
+const FOLDS: &[(usize, usize)] =
+    &[(1, 1), (1, 2), (2, 1), (2, 4), (1, 64), (2, 1024), (3, 8), (4, 32), (MAX_EXTENSION_DEGREE, 16), (2, 4096)];
+
+/// FRI folds of random vectors and challenges (non-canonical values included), with and without
+/// an addend, against the reference's fold from the definition; every output canonical, the
+/// input and the addend unchanged.
+///
+/// # Errors
+/// The first fold whose output differs.
+pub fn fri_fold_random<B: Backend>(backend: &B) -> Outcome {
+    let mut g = Gen::new("fri_fold_random");
+    let baseline = backend.memory().live;
+    for &(d, n) in FOLDS {
+        let host = g.matrix(2 * n * d);
+        let input = backend.upload(&host).ctx("upload")?;
+        for with_addend in [false, true] {
+            let beta = g.matrix(d * d);
+            let addend_host = g.matrix(n * d);
+            let gamma = g.matrix(d * d);
+            let addend_buf = backend.upload(&addend_host).ctx("upload the addend")?;
+            let mut out = backend.upload(&vec![0xdead_beef; n * d]).ctx("upload the output")?;
+            let addend = with_addend.then_some((&addend_buf, &gamma[..]));
+            let result = backend.fri_fold(&input, &beta, addend, &mut out);
+            if let Some(skip) = skipped(backend, "fri_fold_random", &result) {
+                return skip;
+            }
+            let what = format!("fri_fold of {n} elements of degree {d}{}", if with_addend { " with an addend" } else { "" });
+            result.ctx(&what)?;
+            let expected = reference::fri_fold(&host, &beta, with_addend.then_some((&addend_host[..], &gamma[..])));
+            ensure_words_eq(&what, &expected, &backend.download_vec(&out).ctx("download")?)?;
+            ensure_words_eq(
+                format!("{what}: the addend afterwards"),
+                &addend_host,
+                &backend.download_vec(&addend_buf).ctx("download")?,
+            )?;
+        }
+        ensure_words_eq(
+            format!("fri_fold of {n} elements of degree {d}: the input afterwards"),
+            &host,
+            &backend.download_vec(&input).ctx("download")?,
+        )?;
+    }
+    ensure_live(backend, baseline, "fri_fold_random")
+}
+
+/// Which fold call a refusal case makes: what is wrong, the input's, challenge's and output's
+/// lengths, the addend's and its challenge's lengths, and the error it must give.
+type FoldCase<'a> = (&'a str, usize, usize, usize, Option<(usize, usize)>, &'a Expected);
+
+/// Every refusal of the fold's checked front, with the typed error and the output untouched.
+///
+/// # Errors
+/// The first call that is accepted, or refused with another error, or that wrote its output.
+pub fn fri_fold_errors<B: Backend>(backend: &B) -> Outcome {
+    let baseline = backend.memory().live;
+    let length = |e: &Error| matches!(e, Error::LengthMismatch { .. });
+    let invalid = |e: &Error| matches!(e, Error::InvalidArgument(_));
+    let big = MAX_EXTENSION_DEGREE + 1;
+    let cases: Vec<FoldCase<'_>> = vec![
+        ("no challenge", 8, 0, 4, None, &invalid),
+        ("a challenge that is not square", 8, 3, 4, None, &invalid),
+        ("a degree above MAX_EXTENSION_DEGREE", 4 * big, big * big, 2 * big, None, &invalid),
+        ("an output that is not whole elements", 8, 4, 3, None, &invalid),
+        ("a folded length that is not a power of two", 12, 4, 6, None, &invalid),
+        ("an input that is not twice the output", 10, 4, 4, None, &length),
+        ("an addend of the wrong length", 8, 4, 4, Some((2, 4)), &length),
+        ("an addend challenge of the wrong size", 8, 4, 4, Some((4, 1)), &length),
+    ];
+    for (what, input_len, beta_len, out_len, addend, pred) in cases {
+        let input = backend.upload(&vec![3; input_len]).ctx("upload")?;
+        let mut out = backend.upload(&vec![7; out_len]).ctx("upload the output")?;
+        let addend_buf = backend.upload(&vec![5; addend.map_or(0, |a| a.0)]).ctx("upload the addend")?;
+        let gamma = vec![1; addend.map_or(0, |a| a.1)];
+        let what = format!("fri_fold with {what}");
+        let result = backend.fri_fold(&input, &vec![1; beta_len], addend.map(|_| (&addend_buf, &gamma[..])), &mut out);
+        expect_error(result, &what, pred)?;
+        let after = backend.download_vec(&out).ctx("download")?;
+        ensure!(after.iter().all(|&x| x == 7), "{what}: a refused call wrote its output");
+    }
+    // The largest degree is accepted (or the fold is unsupported).
+    let input = backend.upload(&vec![3; 2 * MAX_EXTENSION_DEGREE]).ctx("upload")?;
+    let mut out = backend.alloc(MAX_EXTENSION_DEGREE).ctx("alloc")?;
+    let result = backend.fri_fold(&input, &[1; MAX_EXTENSION_DEGREE * MAX_EXTENSION_DEGREE], None, &mut out);
+    if !result.as_ref().is_err_and(Error::is_unsupported) {
+        result.ctx("fri_fold of one element of the largest degree")?;
+    }
+    drop((input, out));
+    ensure_live(backend, baseline, "fri_fold_errors")
 }

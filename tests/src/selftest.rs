@@ -91,6 +91,11 @@ pub enum Bug {
     DotLazyReduction,
     /// `column_dot_products` reads `count` consecutive rows from `first`, ignoring the step.
     ColumnDotIgnoresStep,
+    /// `fri_fold` takes the factor of pair `i` as `w^-i / 2`, in natural order instead of at the
+    /// bit-reversed index.
+    FoldNaturalOrder,
+    /// `fri_fold` adds the addend without its challenge.
+    FoldAddendUnscaled,
     /// Every instance counts its bytes in one process-wide tracker, so a buffer's tracker cannot
     /// tell one instance from another: the front then takes other instances' buffers for its own.
     SharedTracker,
@@ -430,6 +435,41 @@ impl backend_api::RawBackend for HostBackend {
         Ok(())
     }
 
+    fn fri_fold(
+        &self,
+        input: &HostBuffer,
+        beta: &[u64],
+        addend: Option<(&HostBuffer, &[u64])>,
+        out: &mut HostBuffer,
+    ) -> Result<()> {
+        self.check(|| {
+            validate::fri_fold(input.data.len(), beta.len(), addend.map(|(v, g)| (v.data.len(), g.len())), out.data.len())
+                .map(drop)
+        })?;
+        let d = beta.len().isqrt();
+        let n = out.data.len() / d;
+        let half = field::inverse(2);
+        // Running powers of `w^-1`, read at `br(i)`.
+        let table = field::powers(field::inverse(field::root_of_unity(n.trailing_zeros() + 1)), n);
+        let times = |m: &[u64], v: &[u64], r: usize| self.dot((0..d).map(|c| field::mul(m[r * d + c], v[c])));
+        for i in 0..n {
+            let pair = &input.data[2 * i * d..(2 * i + 2) * d];
+            let (a, b) = pair.split_at(d);
+            let at = if self.bug == Bug::FoldNaturalOrder { i } else { field::bit_reverse(i, n.trailing_zeros()) };
+            let factor = field::mul(table[at], half);
+            let odd: Vec<u64> = (0..d).map(|c| field::mul(field::sub(a[c], b[c]), factor)).collect();
+            for r in 0..d {
+                let mut o = field::add(field::mul(field::add(a[r], b[r]), half), times(beta, &odd, r));
+                if let Some((v, gamma)) = addend {
+                    let v = &v.data[i * d..(i + 1) * d];
+                    o = field::add(o, if self.bug == Bug::FoldAddendUnscaled { v[r] } else { times(gamma, v, r) });
+                }
+                out.data[i * d + r] = o;
+            }
+        }
+        Ok(())
+    }
+
     fn merkle_tree_in_place(&self, nodes: &mut HostBuffer, tree: TreeShape, hash: HashKind) -> Result<()> {
         self.check(|| validate::merkle_tree(tree, nodes.data.len()))?;
         let digest = |n: &[u64], i: usize| -> [u8; 32] {
@@ -608,6 +648,8 @@ const CAUGHT_BY: &[(Bug, &[&str])] = &[
     // Random sums almost never land in [p, 2^64): only the edge case shows it.
     (Bug::DotLazyReduction, &["dot_products_large_sums"]),
     (Bug::ColumnDotIgnoresStep, &["column_dot_products_random"]),
+    (Bug::FoldNaturalOrder, &["fri_fold_random"]),
+    (Bug::FoldAddendUnscaled, &["fri_fold_random"]),
 ];
 
 /// Port bugs that the checked front makes harmless: a port that validates nothing, skips copy-batch
@@ -625,6 +667,7 @@ const MADE_HARMLESS_BY_THE_FRONT: &[(Bug, &[&str])] = &[
             "merkle_tree_errors",
             "coset_lde_errors",
             "dot_products_errors",
+            "fri_fold_errors",
             "memory_upload_download",
             "memory_size_overflow",
         ],

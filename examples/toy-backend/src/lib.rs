@@ -147,6 +147,17 @@ impl backend_api::RawBackend for ToyBackend {
         Ok(())
     }
 
+    fn fri_fold(
+        &self,
+        input: &ToyBuffer,
+        beta: &[u64],
+        addend: Option<(&ToyBuffer, &[u64])>,
+        out: &mut ToyBuffer,
+    ) -> Result<()> {
+        open::fri_fold(input.as_slice(), beta, addend.map(|(v, gamma)| (v.as_slice(), gamma)), out.as_mut_slice());
+        Ok(())
+    }
+
     fn merkle_tree_in_place(&self, nodes: &mut ToyBuffer, tree: TreeShape, hash: HashKind) -> Result<()> {
         merkle::merkle_tree_in_place(nodes.as_mut_slice(), tree, hash)
     }
