@@ -270,14 +270,26 @@ pub fn fri_fold(
         )));
     }
     if input_len != 2 * out_len {
-        return Err(Error::LengthMismatch { what: "fri_fold input (2 x output)", expected: 2 * out_len, actual: input_len });
+        return Err(Error::LengthMismatch {
+            what: "fri_fold input (2 x output)",
+            expected: 2 * out_len,
+            actual: input_len,
+        });
     }
     if let Some((addend_len, gamma_len)) = addend {
         if addend_len != out_len {
-            return Err(Error::LengthMismatch { what: "fri_fold addend (the output's length)", expected: out_len, actual: addend_len });
+            return Err(Error::LengthMismatch {
+                what: "fri_fold addend (the output's length)",
+                expected: out_len,
+                actual: addend_len,
+            });
         }
         if gamma_len != beta_len {
-            return Err(Error::LengthMismatch { what: "fri_fold addend's challenge (d x d)", expected: beta_len, actual: gamma_len });
+            return Err(Error::LengthMismatch {
+                what: "fri_fold addend's challenge (d x d)",
+                expected: beta_len,
+                actual: gamma_len,
+            });
         }
     }
     Ok((d, n))
@@ -473,7 +485,10 @@ mod tests {
         // The largest domain: 2n = 2^32 elements of degree 1.
         assert_eq!(fri_fold(1 << 32, 1, None, 1 << 31).unwrap(), (1, 1 << 31));
         let invalid = |r: Result<(usize, usize)>, what: &str| {
-            assert!(matches!(&r, Err(Error::InvalidArgument(m)) if m.starts_with("fri_fold: ") && m.contains(what)), "{r:?}");
+            assert!(
+                matches!(&r, Err(Error::InvalidArgument(m)) if m.starts_with("fri_fold: ") && m.contains(what)),
+                "{r:?}"
+            );
         };
         let big = MAX_EXTENSION_DEGREE + 1;
         for beta in [0, 2, 3, 5, big * big] {

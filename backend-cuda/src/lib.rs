@@ -545,6 +545,16 @@ impl backend_api::RawBackend for CudaBackend {
         }
     }
 
+    fn fri_fold(
+        &self,
+        input: &CudaBuffer,
+        beta: &[u64],
+        addend: Option<(&CudaBuffer, &[u64])>,
+        out: &mut CudaBuffer,
+    ) -> Result<()> {
+        open::fri_fold(&self.device, input, beta, addend, out)
+    }
+
     fn row_dot_products(&self, matrix: &CudaBuffer, shape: MatrixShape, coeffs: &[u64], out: &mut [u64]) -> Result<()> {
         open::row_dot_products(&self.device, matrix, shape, coeffs, out)
     }

@@ -1,11 +1,13 @@
 //! The opening products (open.cu): [`backend_api::Backend::row_dot_products`] as one launch of a
 //! warp per row, [`backend_api::Backend::column_dot_products`] as partial sums per chunk of rows
 //! then one sum per output. The coefficients or weights go up, the products come down; both
-//! calls block until the products have landed.
+//! calls block until the products have landed. [`backend_api::Backend::fri_fold`] is one launch of
+//! a thread per folded element, after its challenges' matrices go up.
 
 use std::sync::Arc;
 
-use backend_api::{MatrixShape, Result, RowStride};
+use backend_api::field::{inverse, root_of_unity};
+use backend_api::{DeviceBuffer as _, MatrixShape, Result, RowStride};
 
 use crate::context::Device;
 use crate::launch::{LaunchArgs, LaunchConfig};
@@ -78,4 +80,47 @@ pub(crate) fn column_dot_products(
     // hold chunks x k x cols elements and the output k x cols.
     unsafe { device.launch(&kernel, LaunchConfig::linear(grid, BLOCK, 0), args)? };
     memory::download(&products, 0, out)
+}
+
+/// [`backend_api::Backend::fri_fold`], on validated arguments.
+pub(crate) fn fri_fold(
+    device: &Arc<Device>,
+    input: &CudaBuffer,
+    beta: &[u64],
+    addend: Option<(&CudaBuffer, &[u64])>,
+    out: &mut CudaBuffer,
+) -> Result<()> {
+    device.bind()?;
+    let d = beta.len().isqrt();
+    let n = out.len() / d;
+    let log_n = n.trailing_zeros();
+    // The two matrices in one upload: beta, then gamma (or beta again, unread).
+    let mut matrices = beta.to_vec();
+    matrices.extend_from_slice(addend.map_or(beta, |(_, gamma)| gamma));
+    let matrices = memory::upload(device, &matrices)?;
+    let kernel = device.kernel(Source::Open, "fri_fold", 0)?;
+    let grid = u32::try_from(n.div_ceil(BLOCK as usize)).map_err(|_| {
+        backend_api::Error::InvalidArgument(format!("fri_fold: {n} folded elements exceed one launch's grid"))
+    })?;
+    let (i, b, g, o) = (input.ptr(), matrices.ptr(), matrices.ptr_at(d * d), out.ptr());
+    let a = addend.map_or(0, |(v, _)| v.ptr());
+    let (n64, d64, log_n64) = (n as u64, d as u64, u64::from(log_n));
+    let (w_inv, half) = (inverse(root_of_unity(log_n + 1)), inverse(2));
+    let args = LaunchArgs::new()
+        .arg(&i)
+        .arg(&b)
+        .arg(&a)
+        .arg(&g)
+        .arg(&o)
+        .arg(&n64)
+        .arg(&d64)
+        .arg(&log_n64)
+        .arg(&w_inv)
+        .arg(&half);
+    // SAFETY: (const u64*, const u64*, const u64*, const u64*, u64*, u64 x 5) as
+    // fri_fold declares; the input holds 2n x d words, the output and the addend (or null, never
+    // read) n x d, the matrices 2 x d x d (the front validated the lengths; d <= 8 =
+    // FOLD_MAX_DEGREE, n < 2^31).
+    unsafe { device.launch(&kernel, LaunchConfig::linear(grid.max(1), BLOCK, 0), args)? };
+    Ok(())
 }

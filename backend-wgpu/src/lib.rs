@@ -397,6 +397,17 @@ impl backend_api::RawBackend for WgpuBackend {
         hash::hash_leaves_into(&self.gpu, matrix, shape, spec, out, out_digest)
     }
 
+    fn fri_fold(
+        &self,
+        input: &WgpuBuffer,
+        beta: &[u64],
+        addend: Option<(&WgpuBuffer, &[u64])>,
+        out: &mut WgpuBuffer,
+    ) -> Result<()> {
+        self.gpu.check("fri_fold")?;
+        open::fri_fold(&self.gpu, input, beta, addend, out)
+    }
+
     fn row_dot_products(&self, matrix: &WgpuBuffer, shape: MatrixShape, coeffs: &[u64], out: &mut [u64]) -> Result<()> {
         self.gpu.check("row_dot_products")?;
         open::row_dot_products(&self.gpu, matrix, shape, coeffs, out)

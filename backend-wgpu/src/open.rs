@@ -9,16 +9,23 @@
 //! the arena; and over ranges of rows (row products) that span at most one segment. A row wider
 //! than one segment is refused, as the leaf hashes refuse it. Both calls download the products
 //! and return when they have landed.
+//!
+//! [`backend_api::Backend::fri_fold`] runs an invocation per folded element, the input and the
+//! addend bound through window A (one space), the output through window B, the challenges' matrices
+//! and the fold's two constants in the table; its dispatches cover ranges of elements whose input
+//! spans at most two segments.
 
 use std::sync::Arc;
 
-use backend_api::{Error, MatrixShape, Result, RowStride};
+use backend_api::field::{inverse, root_of_unity};
+use backend_api::{DeviceBuffer as _, Error, MatrixShape, Result, RowStride};
 
 use crate::context::{Gpu, Kernel, Module, NAME, Space, Table};
 use crate::memory::{self, WgpuBuffer};
 
 const ROW_DOT: Kernel = Kernel { module: Module::Open, entry: "row_dot", items_per_group: 64 };
 const COLUMN_DOT: Kernel = Kernel { module: Module::Open, entry: "column_dot", items_per_group: 64 };
+const FRI_FOLD: Kernel = Kernel { module: Module::Open, entry: "fri_fold", items_per_group: 64 };
 
 /// Loop iterations one invocation runs at most: half of llvmpipe's budget.
 const LOOP_BUDGET: usize = 1 << 15;
@@ -124,4 +131,46 @@ pub(crate) fn column_dot_products(
     }
     rec.flush()?;
     memory::download(gpu, &products, 0, out)
+}
+
+/// [`backend_api::Backend::fri_fold`], on validated arguments. Returns once the dispatches are
+/// submitted.
+pub(crate) fn fri_fold(
+    gpu: &Arc<Gpu>,
+    input: &WgpuBuffer,
+    beta: &[u64],
+    addend: Option<(&WgpuBuffer, &[u64])>,
+    out: &mut WgpuBuffer,
+) -> Result<()> {
+    let op = "fri_fold";
+    let d = beta.len().isqrt();
+    let n = out.len() / d;
+    let log_n = n.trailing_zeros();
+    let mut sources = vec![input.segs.as_slice()];
+    if let Some((v, _)) = addend {
+        sources.push(v.segs.as_slice());
+    }
+    let (space_a, bases) = Space::new(gpu, &sources)?;
+    let (space_b, _) = Space::new(gpu, &[&out.segs])?;
+    let addend_base = bases.get(1).copied().unwrap_or(0);
+    let gamma = addend.map_or(beta, |(_, gamma)| gamma);
+    let constants = [inverse(root_of_unity(log_n + 1)), inverse(2)];
+    let table = words(beta.iter().chain(gamma).chain(&constants).copied());
+    // A dispatch's input (2 x chunk x d words) spans at most two segments, its addend and its
+    // output (chunk x d words each) at most two each: window A binds four, window B two.
+    let chunk = (gpu.seg_elems() / (2 * d)).max(1);
+    let mut rec = gpu.recorder(op);
+    for i0 in (0..n).step_by(chunk) {
+        let m = chunk.min(n - i0);
+        let (lo, hi) = ((i0 * d) as u64, ((i0 + m) * d) as u64);
+        let mut spans = vec![(2 * lo, 2 * hi)];
+        if addend.is_some() {
+            spans.push((u64::from(addend_base) + lo, u64::from(addend_base) + hi));
+        }
+        let a = space_a.window::<4>(&spans, op)?;
+        let b = space_b.window::<2>(&[(lo, hi)], op)?;
+        let args = [0, d as u32, log_n, i0 as u32, u32::from(addend.is_some()), addend_base];
+        rec.dispatch(FRI_FOLD, m as u32, &args, a, b, Table::Arena(table.clone()))?;
+    }
+    rec.flush()
 }

@@ -1,6 +1,6 @@
 // The opening products (CONVENTIONS.md, "Opening products"): dot products of a row-major
 // matrix's rows with up to DOT_MAX coefficient vectors, and of its columns (over strided rows)
-// with up to DOT_MAX weight vectors.
+// with up to DOT_MAX weight vectors; and FRI's arity-2 fold (CONVENTIONS.md, "FRI folding").
 //
 // Every term is a canonical product (gl_mul reduces any two u64); terms are summed in 128 bits
 // (a low word and a count of carries: at most 2^64 terms, so the count never wraps) and reduced
@@ -79,4 +79,52 @@ extern "C" __global__ void __launch_bounds__(256)
     Acc acc{0, 0};
     for (u64 chunk = 0; chunk < chunks; chunk++) acc_add(acc, partial[chunk * k * cols + t]);
     out[t] = gl_reduce128(acc.lo, acc.hi);
+}
+
+#define FOLD_MAX_DEGREE 8
+
+// x^e mod p, square-and-multiply (e < 2^31: a fold's bit-reversed index).
+__device__ __forceinline__ u64 gl_pow_u32(u64 x, u32 e) {
+    u64 acc = 1;
+    while (e) {
+        if (e & 1) acc = gl_mul(acc, x);
+        x = gl_mul(x, x);
+        e >>= 1;
+    }
+    return acc;
+}
+
+// One thread per folded element i < n: a = in[2i], b = in[2i + 1] (d words each),
+// out[i] = (a + b) / 2 + beta (a - b) w^-br(i) / 2 [+ gamma addend[i]], the challenges d x d
+// row-major matrices, br the reversal of log_n bits. Inputs are read mod p (gl_canon before the
+// additions, gl_mul reduces any words); every output word is canonical.
+extern "C" __global__ void __launch_bounds__(256)
+    fri_fold(const u64* __restrict__ in, const u64* __restrict__ beta, const u64* __restrict__ addend,
+             const u64* __restrict__ gamma, u64* __restrict__ out, u64 n, u64 d, u64 log_n, u64 w_inv, u64 half) {
+    const u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const u32 br = log_n == 0 ? 0 : __brev((u32)i) >> (32 - (u32)log_n);
+    const u64 factor = gl_mul(gl_pow_u32(w_inv, br), half);
+    const u64* a = in + 2 * i * d;
+    const u64* b = a + d;
+    u64 odd[FOLD_MAX_DEGREE];
+    u64 sum[FOLD_MAX_DEGREE];
+#pragma unroll
+    for (u32 c = 0; c < FOLD_MAX_DEGREE; c++) {
+        if (c < d) {
+            const u64 x = gl_canon(a[c]), y = gl_canon(b[c]);
+            odd[c] = gl_mul(gl_sub(x, y), factor);
+            sum[c] = gl_mul(gl_add(x, y), half);
+        }
+    }
+#pragma unroll
+    for (u32 r = 0; r < FOLD_MAX_DEGREE; r++) {
+        if (r < d) {
+            Acc acc{0, 0};
+            for (u32 c = 0; c < d; c++) acc_add(acc, gl_mul(beta[r * d + c], odd[c]));
+            if (addend)
+                for (u32 c = 0; c < d; c++) acc_add(acc, gl_mul(gamma[r * d + c], addend[i * d + c]));
+            out[i * d + r] = gl_add(sum[r], gl_reduce128(acc.lo, acc.hi));
+        }
+    }
 }

@@ -1,5 +1,6 @@
-// The opening products (CONVENTIONS.md, "Opening products"), over the Goldilocks functions the
-// backend prepends (gl_mul reduces any two u64, gl_add canonicalises).
+// The opening products (CONVENTIONS.md, "Opening products") and FRI's arity-2 fold (CONVENTIONS.md,
+// "FRI folding"), over the Goldilocks functions the backend prepends (gl_mul reduces any two u64,
+// gl_add and gl_sub canonicalise).
 //
 // Both kernels read the coefficients or weights of their dispatch from the table (binding 7, from
 // vec4 arg(0) on: u64 element e is word pair 2e, 2e + 1) and accumulate into their output
@@ -77,4 +78,63 @@ fn column_dot(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_i
         acc = gl_add(acc, ld_b(o));
     }
     st_b(o, acc);
+}
+
+
+const FOLD_MAX: u32 = 8u;
+
+// x^e mod p, square-and-multiply.
+fn gl_pow(x0: vec2<u32>, e0: u32) -> vec2<u32> {
+    var acc = vec2<u32>(1u, 0u);
+    var x = x0;
+    var e = e0;
+    while e != 0u {
+        if (e & 1u) == 1u {
+            acc = gl_mul(acc, x);
+        }
+        x = gl_mul(x, x);
+        e = e >> 1u;
+    }
+    return acc;
+}
+
+// One invocation per folded element i = arg(3) + t of degree d = arg(1) (d words each), n =
+// 2^arg(2) of them: a = in[2i], b = in[2i + 1] (window A from virtual element 0),
+// out[i] = (a + b) / 2 + beta (a - b) w^-br(i) / 2 (window B from virtual element 0), plus gamma
+// addend[i] when arg(4) is 1 (window A from virtual element arg(5)). The table holds beta and
+// gamma (d x d each, row-major), then w^-1 and 1/2.
+@compute @workgroup_size(64)
+fn fri_fold(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let t = group_index(wid) * 64u + lid;
+    if t >= P.count {
+        return;
+    }
+    let d = arg(1);
+    let log_n = arg(2);
+    let i = arg(3) + t;
+    var br = 0u;
+    if log_n > 0u {
+        br = reverseBits(i) >> (32u - log_n);
+    }
+    let dd = d * d;
+    let half = tbl_elem(2u * dd + 1u);
+    let factor = gl_mul(gl_pow(tbl_elem(2u * dd), br), half);
+    var odd: array<vec2<u32>, FOLD_MAX>;
+    var even: array<vec2<u32>, FOLD_MAX>;
+    for (var c = 0u; c < d; c++) {
+        let a = ld_a(2u * i * d + c);
+        let b = ld_a((2u * i + 1u) * d + c);
+        odd[c] = gl_mul(gl_sub(a, b), factor);
+        even[c] = gl_mul(gl_add(a, b), half);
+    }
+    for (var r = 0u; r < d; r++) {
+        var acc = even[r];
+        for (var c = 0u; c < d; c++) {
+            acc = gl_add(acc, gl_mul(tbl_elem(r * d + c), odd[c]));
+            if arg(4) == 1u {
+                acc = gl_add(acc, gl_mul(tbl_elem(dd + r * d + c), ld_a(arg(5) + i * d + c)));
+            }
+        }
+        st_b(i * d + r, acc);
+    }
 }

@@ -244,7 +244,8 @@ pub fn fri_fold_random<B: Backend>(backend: &B) -> Outcome {
             if let Some(skip) = skipped(backend, "fri_fold_random", &result) {
                 return skip;
             }
-            let what = format!("fri_fold of {n} elements of degree {d}{}", if with_addend { " with an addend" } else { "" });
+            let what =
+                format!("fri_fold of {n} elements of degree {d}{}", if with_addend { " with an addend" } else { "" });
             result.ctx(&what)?;
             let expected = reference::fri_fold(&host, &beta, with_addend.then_some((&addend_host[..], &gamma[..])));
             ensure_words_eq(&what, &expected, &backend.download_vec(&out).ctx("download")?)?;

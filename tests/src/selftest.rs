@@ -443,8 +443,13 @@ impl backend_api::RawBackend for HostBackend {
         out: &mut HostBuffer,
     ) -> Result<()> {
         self.check(|| {
-            validate::fri_fold(input.data.len(), beta.len(), addend.map(|(v, g)| (v.data.len(), g.len())), out.data.len())
-                .map(drop)
+            validate::fri_fold(
+                input.data.len(),
+                beta.len(),
+                addend.map(|(v, g)| (v.data.len(), g.len())),
+                out.data.len(),
+            )
+            .map(drop)
         })?;
         let d = beta.len().isqrt();
         let n = out.data.len() / d;

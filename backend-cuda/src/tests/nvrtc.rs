@@ -90,7 +90,7 @@ fn kernels_named_by_the_host_code_exist() {
                 lde::pass_kernel(true, true),
             ],
         ),
-        (Source::Open, &["row_dot_products", "column_dot_partial", "column_dot_finish"]),
+        (Source::Open, &["row_dot_products", "column_dot_partial", "column_dot_finish", "fri_fold"]),
     ];
     for (source, kernels) in names {
         let (ptx, _) = module::compile(*source, "compute_90").unwrap();
