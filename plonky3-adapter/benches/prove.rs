@@ -11,7 +11,9 @@
 //!
 //! Each line also lists the adapter's own spans (the fused commit's steps, the device
 //! openings, dropping a device tree). `PROVE_HOST_OPENINGS=1` runs `BackendPcs` with its
-//! openings on the host (`BackendPcs::with_device_openings(false)`), for an A/B of the two.
+//! openings on the host (`BackendPcs::with_device_openings(false)`), and `PROVE_HOST_FRI=1` with
+//! FRI's folds on the host (`ExtensionMmcs` as FRI's MMCS, for `BackendExtensionMmcs`), each for
+//! an A/B of the two.
 //!
 //! Statements: the Fibonacci AIR with 128 sequences (256 columns) over 2^k rows for each k of
 //! `PROVE_LOG_ROWS` (default `12,14`), and Plonky3's Keccak-f AIR (p3-keccak-air, 2,633 columns)
@@ -40,7 +42,8 @@ use std::time::{Duration, Instant};
 use backend_cpu::CpuBackend;
 use p3_dft::Radix2DitParallel;
 use plonky3_adapter::{BackendMmcs, DefaultDevice};
-use stark::{FibonacciAir, Val};
+use p3_field::coset::TwoAdicMultiplicativeCoset;
+use stark::{Challenge, Challenger, FibonacciAir, Val};
 
 use naive_reference::env::env;
 
@@ -188,24 +191,15 @@ fn run<B: DefaultDevice>(name: &str) {
     let reps = env("BENCH_REPS", 3);
     let stock = stark::config(Radix2DitParallel::<Val>::default());
     let device_openings = env("PROVE_HOST_OPENINGS", 0) != 1;
-    let ours = stark::fused_config_with(dft, BackendMmcs::new(Arc::clone(&backend), 0), device_openings);
-
-    for k in list("PROVE_LOG_ROWS", "12,14") {
-        let air = FibonacciAir { pairs: 128 };
-        let (trace, public) = stark::fibonacci_trace(128, 1 << k);
-        let want = stark::prove_checked(&stock, &air, trace.clone(), &public);
-        assert_eq!(
-            stark::prove_checked(&ours, &air, trace.clone(), &public),
-            want,
-            "fibonacci 2^{k}: the proofs differ"
-        );
-        paired(
-            &format!("{name} prove fibonacci 2^{k}x256"),
-            reps,
-            || trace.clone(),
-            |t| p3_uni_stark::prove(&stock, &air, t, &public).map(drop).expect("proof"),
-            |t| p3_uni_stark::prove(&ours, &air, t, &public).map(drop).expect("proof"),
-        );
+    let mmcs = BackendMmcs::new(Arc::clone(&backend), 0);
+    if env("PROVE_HOST_FRI", 0) == 1 {
+        let ours = stark::fused_config_host_fri(dft, mmcs, device_openings);
+        keccak_mmcs_statements(name, reps, &stock, &ours);
+        println!("STATS {name}: {:?}", p3_uni_stark::StarkGenericConfig::pcs(&ours).stats());
+    } else {
+        let ours = stark::fused_config_with(dft, mmcs, device_openings);
+        keccak_mmcs_statements(name, reps, &stock, &ours);
+        println!("STATS {name}: {:?}", p3_uni_stark::StarkGenericConfig::pcs(&ours).stats());
     }
     // The Poseidon2 configuration (Plonky3's Poseidon2 MMCS, a duplex challenger): stock against
     // `BackendPcs` with `BackendMmcs<_, Poseidon2>`.
@@ -224,12 +218,47 @@ fn run<B: DefaultDevice>(name: &str) {
             |t| p3_uni_stark::prove(&ours_p2, &air, t, &public).map(drop).expect("proof"),
         );
     }
+}
+
+/// Stock Plonky3's configuration.
+type Stock = stark::Config<Radix2DitParallel<Val>>;
+
+/// The statements with the Keccak MMCS (Fibonacci over `PROVE_LOG_ROWS`, the Keccak-f AIR over
+/// `KECCAK_HASHES`), stock against `ours`.
+fn keccak_mmcs_statements<SC>(name: &str, reps: usize, stock: &Stock, ours: &SC)
+where
+    SC: p3_uni_stark::StarkGenericConfig<
+            Pcs: p3_commit::Pcs<Challenge, Challenger, Domain = TwoAdicMultiplicativeCoset<Val>>,
+            Challenge = Challenge,
+            Challenger = Challenger,
+        >,
+    p3_uni_stark::Proof<SC>: serde::Serialize,
+    FibonacciAir: p3_uni_stark::QuotientAir<SC>,
+    p3_keccak_air::KeccakAir: p3_uni_stark::QuotientAir<SC>,
+{
+    for k in list("PROVE_LOG_ROWS", "12,14") {
+        let air = FibonacciAir { pairs: 128 };
+        let (trace, public) = stark::fibonacci_trace(128, 1 << k);
+        let want = stark::prove_checked::<Stock, _>(stock, &air, trace.clone(), &public);
+        assert_eq!(
+            stark::prove_checked(ours, &air, trace.clone(), &public),
+            want,
+            "fibonacci 2^{k}: the proofs differ"
+        );
+        paired(
+            &format!("{name} prove fibonacci 2^{k}x256"),
+            reps,
+            || trace.clone(),
+            |t| p3_uni_stark::prove::<Stock, _>(stock, &air, t, &public).map(drop).expect("proof"),
+            |t| p3_uni_stark::prove(ours, &air, t, &public).map(drop).expect("proof"),
+        );
+    }
     for hashes in list("KECCAK_HASHES", "85") {
         let air = p3_keccak_air::KeccakAir {};
         let trace = stark::keccak_trace(hashes);
         let rows = trace.values.len() / p3_keccak_air::NUM_KECCAK_COLS;
-        let want = stark::prove_checked(&stock, &air, trace.clone(), &[]);
-        assert_eq!(stark::prove_checked(&ours, &air, trace.clone(), &[]), want, "keccak {hashes}: the proofs differ");
+        let want = stark::prove_checked::<Stock, _>(stock, &air, trace.clone(), &[]);
+        assert_eq!(stark::prove_checked(ours, &air, trace.clone(), &[]), want, "keccak {hashes}: the proofs differ");
         paired(
             &format!(
                 "{name} prove keccak-f {hashes} permutations 2^{}x{}",
@@ -238,11 +267,10 @@ fn run<B: DefaultDevice>(name: &str) {
             ),
             reps,
             || trace.clone(),
-            |t| p3_uni_stark::prove(&stock, &air, t, &[]).map(drop).expect("proof"),
-            |t| p3_uni_stark::prove(&ours, &air, t, &[]).map(drop).expect("proof"),
+            |t| p3_uni_stark::prove::<Stock, _>(stock, &air, t, &[]).map(drop).expect("proof"),
+            |t| p3_uni_stark::prove(ours, &air, t, &[]).map(drop).expect("proof"),
         );
     }
-    println!("STATS {name}: {:?}", p3_uni_stark::StarkGenericConfig::pcs(&ours).stats());
 }
 
 fn main() {

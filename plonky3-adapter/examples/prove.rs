@@ -1,7 +1,8 @@
 //! A complete Plonky3 uni-stark prover over Goldilocks whose LDEs and Merkle trees run on one of
 //! this workspace's backends: the Keccak-256 MMCS, the Fiat-Shamir challenger, FRI parameters,
 //! the PCS (`BackendPcs` over `BackendDft` and `BackendMmcs`: the trace commit fused on the
-//! backend), a Fibonacci AIR, prove, verify with the stock
+//! backend; `BackendExtensionMmcs` as FRI's MMCS: FRI's layers folded and committed there), a
+//! Fibonacci AIR, prove, verify with the stock
 //! verifier, and a byte comparison with the proof stock Plonky3 (`Radix2DitParallel`,
 //! `MerkleTreeMmcs`) makes of the same statement.
 //!
@@ -34,7 +35,7 @@ use p3_matrix::dense::RowMajorMatrix;
 use p3_merkle_tree::MerkleTreeMmcs;
 use p3_symmetric::{CompressionFunctionFromHasher, SerializingHasher};
 use p3_uni_stark::{Proof, StarkConfig, prove, verify};
-use plonky3_adapter::{BackendDft, BackendMmcs, BackendPcs};
+use plonky3_adapter::{BackendDft, BackendExtensionMmcs, BackendMmcs, BackendPcs};
 
 // --- The configuration: what a Plonky3 prover over Goldilocks with Keccak-256 declares. -------
 
@@ -59,7 +60,7 @@ type StockConfig = Config<Radix2DitParallel<Val>, ValMmcs>;
 /// The same configuration with the LDEs and the Merkle trees on backend `B`, and the trace commit
 /// fused there: `BackendPcs` in place of `TwoAdicFriPcs`.
 type BackendConfig<B> =
-    StarkConfig<BackendPcs<B, ExtensionMmcs<Val, Challenge, BackendMmcs<B>>>, Challenge, Challenger>;
+    StarkConfig<BackendPcs<B, BackendExtensionMmcs<B, Challenge>>, Challenge, Challenger>;
 
 /// The stock MMCS: cap height 0, the commitment is one root.
 fn stock_mmcs() -> ValMmcs {
@@ -90,9 +91,10 @@ fn config<Dft: TwoAdicSubgroupDft<Val>, Mmcs: Clone>(dft: Dft, val_mmcs: Mmcs) -
 
 /// The configuration on `backend`: the lines that differ from stock Plonky3 are the DFT
 /// (`BackendDft` for `Radix2DitParallel`), the MMCS (`BackendMmcs::new(backend, 0)` for
-/// `stock_mmcs()`) and the PCS (`BackendPcs::new` for `TwoAdicFriPcs::new`, the same arguments).
+/// `stock_mmcs()`), FRI's MMCS (`BackendExtensionMmcs` for `ExtensionMmcs`) and the PCS
+/// (`BackendPcs::new` for `TwoAdicFriPcs::new`, the same arguments).
 fn backend_config<B: Backend + 'static>(dft: BackendDft<B>, val_mmcs: BackendMmcs<B>) -> BackendConfig<B> {
-    let pcs = BackendPcs::new(dft, val_mmcs.clone(), fri(ExtensionMmcs::new(val_mmcs)));
+    let pcs = BackendPcs::new(dft, val_mmcs.clone(), fri(BackendExtensionMmcs::new(val_mmcs)));
     StarkConfig::new(pcs, Challenger::from_hasher(vec![], Keccak256Hash {}))
 }
 

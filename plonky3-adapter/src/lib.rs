@@ -166,9 +166,11 @@
 //!   `RowMajorMatrix`es, which the quotient (`get_evaluations_on_domain`) and the query openings
 //!   read; so even [`BackendPcs`]'s fused commit brings the LDE down once, beside the copy it keeps
 //!   on the device for the openings' products.
-//! - **FRI and the quotient.** The per-row quotients of the reduced openings, FRI's folding and
-//!   the constraint quotient are Plonky3's host code; FRI's Merkle commits (through
-//!   `ExtensionMmcs`) run on the backend.
+//! - **FRI and the quotient.** The per-row quotients of the reduced openings and the constraint
+//!   quotient are Plonky3's host code. FRI's commit phase (each round's fold and its layer's
+//!   Merkle commit) runs on the backend with [`BackendExtensionMmcs`] as FRI's MMCS; with
+//!   `ExtensionMmcs` over [`BackendMmcs`], only the layers' Merkle commits do. Each layer comes
+//!   down once, as the host copy the query openings read.
 //! - **Speed on the CPU.** The CPU backend hashes Keccak leaves and nodes with p3-keccak's
 //!   multi-lane Keccak, as Plonky3 does, and reads the committed matrix where it lies
 //!   ([`Backend::hash_leaves_from_host`](backend_api::Backend::hash_leaves_from_host)):
@@ -181,12 +183,14 @@ mod convert;
 mod device;
 mod dft;
 mod digest;
+mod fri;
 mod mmcs;
 mod open;
 mod pcs;
 
 pub use device::{DefaultDevice, register_default, unregister_default};
 pub use dft::{BackendDft, DftStats, OnDeviceError};
+pub use fri::BackendExtensionMmcs;
 pub use digest::{Digest, Keccak256, KeccakMerkleMmcs, MmcsHash, Poseidon2, Poseidon2MerkleMmcs};
 pub use mmcs::{BackendMmcs, BackendProverData, MmcsStats};
 pub use pcs::{BackendPcs, InnerPcs, OnRefusal, PcsError, PcsStats, fused_commit_model};

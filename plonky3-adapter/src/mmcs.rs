@@ -291,6 +291,47 @@ impl<B: Backend, H: MmcsHash> BackendMmcs<B, H> {
         Ok(committed)
     }
 
+    /// Commits one matrix whose rows are already on the backend in the order committed: `rows`
+    /// holds the row-major `shape` matrix (an FRI layer folded on the device), `matrix` its host
+    /// copy, which the prover data keeps for the openings. The leaves are hashed where they are
+    /// ([`Backend::hash_leaves_into`]). After a device error (counted, with a warning) or for a
+    /// matrix the device tree does not take, `matrix` is committed through [`Mmcs::commit`]
+    /// instead: the commitment is the same.
+    pub(crate) fn commit_device_rows<M: Matrix<Goldilocks>>(
+        &self,
+        rows: &B::Buffer,
+        shape: MatrixShape,
+        matrix: M,
+    ) -> Committed<B, M, H> {
+        let plan = match Plan::new(std::slice::from_ref(&matrix)) {
+            Ok(plan) if plan.groups.len() == 1 && matrix.height() == shape.rows() && matrix.width() == shape.cols() => {
+                plan
+            }
+            _ => return self.commit(vec![matrix]),
+        };
+        let tree = || -> backend_api::Result<Segments<B, H>> {
+            let backend = &*self.backend;
+            let tree = TreeShape::new(shape.rows())?;
+            let mut nodes = backend.alloc(tree.words())?;
+            let spec = LeafSpec::new(H::KIND, LeafLayout::Rows, 0..shape.cols())?;
+            backend.hash_leaves_into(rows, shape, &spec, &mut nodes, tree.first_leaf())?;
+            backend.merkle_tree_in_place(&mut nodes, tree, H::KIND)?;
+            let log_rows = shape.rows().trailing_zeros();
+            Segments::new(backend, vec![nodes], (0..=log_rows).map(|d| LayerAt::heap_level(0, log_rows - d)).collect())
+        };
+        match tree() {
+            Ok(segments) => {
+                self.counters.device_commits.fetch_add(1, Ordering::Relaxed);
+                self.device_commit(vec![matrix], plan, segments)
+            }
+            Err(e) => {
+                self.counters.device_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!("plonky3-adapter: committing {shape} rows on the device failed: {e}; committing from the host");
+                self.commit(vec![matrix])
+            }
+        }
+    }
+
     /// The commitment and prover data of a tree on the device.
     fn device_commit<M: Matrix<Goldilocks>>(
         &self,

@@ -70,7 +70,7 @@ pub(crate) fn open<B, FriMmcs, H, Challenge, Challenger>(
 where
     B: Backend + 'static,
     H: MmcsHash,
-    FriMmcs: Mmcs<Challenge>,
+    FriMmcs: Mmcs<Challenge> + 'static,
     Challenge: ExtensionField<Goldilocks>,
     Challenger:
         FieldChallenger<Goldilocks> + CanObserve<FriMmcs::Commitment> + GrindingChallenger<Witness = Goldilocks>,
@@ -222,6 +222,20 @@ where
     let fri_input: Vec<Vec<Challenge>> = reduced_openings.into_iter().rev().flatten().collect();
     let folding: TwoAdicFriFoldingForMmcs<Goldilocks, BackendMmcs<B, H>> = TwoAdicFriFolding(PhantomData);
     let fri_proof = transcript.delegate(|challenger| {
+        // FRI's layers on the device where the FRI MMCS is ours.
+        if let Some(fri_mmcs) = crate::fri::on_device::<FriMmcs, B, Challenge, H>(&fri.mmcs) {
+            return crate::fri::prove(
+                fri_mmcs,
+                fri,
+                fri_input,
+                challenger,
+                log_global_max_height,
+                &requests,
+                &pcs.mmcs,
+                batch_pow_witness,
+                &pcs.counters,
+            );
+        }
         prover::prove_fri(
             &folding,
             fri,
@@ -392,7 +406,7 @@ fn inverse_denominators<B: Backend, Challenge: ExtensionField<Goldilocks>>(
 
 /// `FriParameters::validate_input_height` (crate-private in p3-fri): an input must be taller than
 /// the final polynomial's LDE, unless that polynomial is a constant.
-fn validate_input_height(
+pub(crate) fn validate_input_height(
     log_final_poly_len: usize,
     log_blowup: usize,
     log_input_height: usize,

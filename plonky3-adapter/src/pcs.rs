@@ -49,6 +49,13 @@ pub struct PcsStats {
     pub host_openings: usize,
     /// Fused commits the memory admission refused or timed out (each then went the stock way).
     pub admission_refusals: usize,
+    /// FRI commit-phase rounds folded on the device ([`crate::BackendExtensionMmcs`] as the FRI
+    /// MMCS, a backend with [`Backend::fri_fold`]).
+    pub device_fri_rounds: usize,
+    /// FRI commit-phase rounds of [`crate::BackendExtensionMmcs`] folded on the host: the backend
+    /// has no fold, or a device error (counted in `device_errors` too) moved that round and the
+    /// rest of its proof to the host.
+    pub host_fri_rounds: usize,
 }
 
 impl PcsStats {
@@ -60,6 +67,8 @@ impl PcsStats {
         device_openings: 0,
         host_openings: 0,
         admission_refusals: 0,
+        device_fri_rounds: 0,
+        host_fri_rounds: 0,
     };
 }
 
@@ -116,6 +125,8 @@ pub(crate) struct Counters {
     pub(crate) device_openings: AtomicUsize,
     pub(crate) host_openings: AtomicUsize,
     admission_refusals: AtomicUsize,
+    pub(crate) device_fri_rounds: AtomicUsize,
+    pub(crate) host_fri_rounds: AtomicUsize,
 }
 
 /// Plonky3's `TwoAdicFriPcs` over Goldilocks with [`BackendDft`] and [`BackendMmcs`] on one
@@ -127,9 +138,13 @@ pub(crate) struct Counters {
 /// - **The same proof.** Its commitment, prover data and proof types are those of the wrapped
 ///   [`InnerPcs`], and a proof is byte-identical to stock `TwoAdicFriPcs` with
 ///   `Radix2DitParallel` and the Keccak `MerkleTreeMmcs` under the same parameters (this crate's
-///   proof tests compare the bytes, and verify with the stock verifier). FRI and verification
-///   are `TwoAdicFriPcs`'s own, with the FRI layers' trees on the backend when `FriMmcs` is an
-///   `ExtensionMmcs` over [`BackendMmcs`].
+///   proof tests compare the bytes, and verify with the stock verifier). Verification is
+///   `TwoAdicFriPcs`'s own.
+/// - **FRI on the device.** With [`crate::BackendExtensionMmcs`] as `FriMmcs`, FRI's commit
+///   phase folds each layer with [`Backend::fri_fold`] and commits it from the device buffer; its
+///   first input goes up once and each layer comes down once, as the host copy its query
+///   openings read ([`PcsStats::device_fri_rounds`]). With an `ExtensionMmcs` over
+///   [`BackendMmcs`], FRI is `TwoAdicFriPcs`'s own, its layers' trees on the backend.
 /// - **Openings on the device.** Where the backend implements the opening products
 ///   ([`Backend::row_dot_products`], [`Backend::column_dot_products`]), a fused commit keeps its
 ///   LDE on the device in the prover data, and `open` is `TwoAdicFriPcs::open` step for step with
@@ -280,6 +295,8 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
             device_openings: c.device_openings.load(Ordering::Relaxed),
             host_openings: c.host_openings.load(Ordering::Relaxed),
             admission_refusals: c.admission_refusals.load(Ordering::Relaxed),
+            device_fri_rounds: c.device_fri_rounds.load(Ordering::Relaxed),
+            host_fri_rounds: c.host_fri_rounds.load(Ordering::Relaxed),
         }
     }
 
@@ -426,7 +443,7 @@ impl<B, FriMmcs, H, Challenge, Challenger> Pcs<Challenge, Challenger> for Backen
 where
     B: Backend + 'static,
     H: MmcsHash,
-    FriMmcs: Mmcs<Challenge>,
+    FriMmcs: Mmcs<Challenge> + 'static,
     Challenge: ExtensionField<Goldilocks>,
     Challenger:
         FieldChallenger<Goldilocks> + CanObserve<FriMmcs::Commitment> + GrindingChallenger<Witness = Goldilocks>,
@@ -496,13 +513,15 @@ where
     /// `TwoAdicFriPcs::open`, step for step, with the two products over every committed LDE (the
     /// evaluations at the opening points, the rows' reduction by powers of the batching
     /// challenge) on the device for matrices whose fused commit kept their LDE there (see
-    /// [`BackendPcs`], "Openings on the device").
+    /// [`BackendPcs`], "Openings on the device"), and FRI's layers folded and committed on the
+    /// device where the FRI MMCS is [`crate::BackendExtensionMmcs`].
     fn open(
         &self,
         commitment_data_with_opening_points: Vec<OpeningRequest<'_, Self::ProverData, Challenge>>,
         challenger: &mut Challenger,
     ) -> Result<(OpenedValues<Challenge>, Self::Proof), Self::ProverError> {
-        if !commitment_data_with_opening_points.iter().any(|r| r.prover_data.holds_device_lde()) {
+        let device_fri = crate::fri::on_device::<FriMmcs, B, Challenge, H>(&self.fri.mmcs).is_some();
+        if !device_fri && !commitment_data_with_opening_points.iter().any(|r| r.prover_data.holds_device_lde()) {
             return Ok(self.inner.open(commitment_data_with_opening_points, challenger)?);
         }
         Ok(crate::open::open(self, commitment_data_with_opening_points, challenger)?)
@@ -523,7 +542,7 @@ impl<B, FriMmcs, H, Challenge, Challenger> UnivariateStarkPcs<Challenge, Challen
 where
     B: Backend + 'static,
     H: MmcsHash,
-    FriMmcs: Mmcs<Challenge>,
+    FriMmcs: Mmcs<Challenge> + 'static,
     Challenge: ExtensionField<Goldilocks>,
     Challenger:
         FieldChallenger<Goldilocks> + CanObserve<FriMmcs::Commitment> + GrindingChallenger<Witness = Goldilocks>,

@@ -2,8 +2,10 @@
 //! `MerkleTreeMmcs`): the same commitment and the same committed LDEs, on the fused path (one
 //! matrix, several matrices of one coset) and on every way around it (several cosets, below the
 //! threshold, two backend instances, a device error, a memory admission's refusal, committed the
-//! stock way or failed with the typed error); and openings
-//! of several matrices of one device LDE, with the same opened values and proof bytes.
+//! stock way or failed with the typed error); openings
+//! of several matrices of one device LDE, with the same opened values and proof bytes; and FRI's
+//! layers folded and committed on the device (`BackendExtensionMmcs`) under several folding
+//! schedules, with the same proof bytes.
 
 mod common;
 
@@ -20,7 +22,7 @@ use p3_field::{Field, PrimeCharacteristicRing};
 use p3_fri::FriParameters;
 use p3_matrix::Matrix;
 use p3_matrix::dense::RowMajorMatrix;
-use plonky3_adapter::{BackendDft, BackendMmcs, BackendPcs, OnRefusal, PcsError, PcsStats};
+use plonky3_adapter::{BackendDft, BackendExtensionMmcs, BackendMmcs, BackendPcs, OnRefusal, PcsError, PcsStats};
 use toy_backend::ToyBackend;
 
 type Fused<B> = BackendPcs<B, BackendChallengeMmcs<B>>;
@@ -81,6 +83,8 @@ fn same_as_stock<B: Backend + 'static>(
         device_openings: after.device_openings - before.device_openings,
         host_openings: after.host_openings - before.host_openings,
         admission_refusals: after.admission_refusals - before.admission_refusals,
+        device_fri_rounds: after.device_fri_rounds - before.device_fri_rounds,
+        host_fri_rounds: after.host_fri_rounds - before.host_fri_rounds,
     }
 }
 
@@ -390,5 +394,115 @@ fn the_fused_commit_model_counts_its_temporaries_and_never_overflows() {
             Ok(m) => assert!(m.total() >= m.lde && m.scratch > 0, "2^{log_rows} x 2^{log_cols}: {m:?}"),
             Err(e) => assert!(e.to_string().contains("overflow"), "2^{log_rows} x 2^{log_cols}: {e}"),
         }
+    }
+}
+
+/// FRI's parameters with `mmcs`: blowup 2, a final polynomial of `2^log_final_poly_len`
+/// coefficients, rounds of arity up to `2^max_log_arity`, 5 queries, no grinding.
+fn fri_params<M>(mmcs: M, max_log_arity: usize, log_final_poly_len: usize) -> FriParameters<M> {
+    FriParameters {
+        log_blowup: 1,
+        log_final_poly_len,
+        max_log_arity,
+        num_queries: 5,
+        commit_proof_of_work_bits: 0,
+        batch_proof_of_work_bits: 0,
+        query_proof_of_work_bits: 0,
+        mmcs,
+    }
+}
+
+/// Openings of three commitments of three heights (so that FRI rolls two shorter inputs into its
+/// folds) with `BackendExtensionMmcs` as FRI's MMCS, under schedules of arity 2, 4 and 8 and final
+/// polynomials of 1 and 2 coefficients, against stock `TwoAdicFriPcs` (Keccak `MerkleTreeMmcs`,
+/// `ExtensionMmcs`) with the same parameters: the same opened values and proof bytes, every
+/// round folded on `backend`.
+fn fri_layers_on_device_match_stock<B: Backend + 'static>(backend: Arc<B>) {
+    use common::stark::ChallengeMmcs;
+    use p3_commit::OpeningRequest;
+    use p3_field::BasedVectorSpace;
+    use p3_keccak::Keccak256Hash;
+    type Stock = p3_fri::TwoAdicFriPcs<Val, Radix2DitParallel<Val>, common::stark::ValMmcs, ChallengeMmcs>;
+    let inputs = [
+        vec![(domain(1 << 7, Val::ONE), matrix(21, 1 << 7, 3))],
+        vec![(domain(1 << 6, Val::ONE), matrix(22, 1 << 6, 2))],
+        vec![(domain(1 << 4, Val::ONE), matrix(23, 1 << 4, 4))],
+    ];
+    let point = |a: u64, b: u64| Challenge::from_basis_coefficients_slice(&[Val::new(a), Val::new(b)]).unwrap();
+    let points = [vec![vec![point(3, 5)]], vec![vec![point(7, 11)]], vec![vec![point(3, 5), point(13, 17)]]];
+    for (max_log_arity, log_final_poly_len) in [(1, 0), (2, 1), (3, 0), (3, 2)] {
+        let stock = Stock::new(
+            Radix2DitParallel::default(),
+            val_mmcs(),
+            fri_params(ChallengeMmcs::new(val_mmcs()), max_log_arity, log_final_poly_len),
+        );
+        let mmcs = BackendMmcs::new(Arc::clone(&backend), 0);
+        let fri = fri_params(BackendExtensionMmcs::new(mmcs.clone()), max_log_arity, log_final_poly_len);
+        let ours = BackendPcs::new(BackendDft::new(Arc::clone(&backend)), mmcs, fri);
+        let what = format!("max_log_arity {max_log_arity}, log_final_poly_len {log_final_poly_len}");
+
+        let stock_data: Vec<_> =
+            inputs.iter().map(|i| Pcs::<Challenge, Challenger>::commit(&stock, i.clone()).unwrap().1).collect();
+        let requests = stock_data
+            .iter()
+            .zip(&points)
+            .map(|(prover_data, points)| OpeningRequest { prover_data, points: points.clone() })
+            .collect();
+        let mut challenger = Challenger::from_hasher(vec![], Keccak256Hash {});
+        let (want_values, want) = Pcs::<Challenge, Challenger>::open(&stock, requests, &mut challenger).unwrap();
+
+        let before = ours.stats();
+        let our_data: Vec<_> =
+            inputs.iter().map(|i| Pcs::<Challenge, Challenger>::commit(&ours, i.clone()).unwrap().1).collect();
+        let requests = our_data
+            .iter()
+            .zip(&points)
+            .map(|(prover_data, points)| OpeningRequest { prover_data, points: points.clone() })
+            .collect();
+        let mut challenger = Challenger::from_hasher(vec![], Keccak256Hash {});
+        let (values, proof) = Pcs::<Challenge, Challenger>::open(&ours, requests, &mut challenger).unwrap();
+        assert_eq!(values, want_values, "{what}: the opened values differ");
+        assert!(
+            postcard::to_allocvec(&proof).unwrap() == postcard::to_allocvec(&want).unwrap(),
+            "{what}: the proofs differ"
+        );
+        let after = ours.stats();
+        let rounds = proof.commit_phase_commits.len();
+        assert!(rounds >= 1, "{what}");
+        assert_eq!(
+            (after.device_fri_rounds - before.device_fri_rounds, after.host_fri_rounds - before.host_fri_rounds),
+            (rounds, 0),
+            "{what}: {after:?}"
+        );
+    }
+}
+
+#[test]
+fn cpu_fri_layers_on_the_device_match_stock() {
+    fri_layers_on_device_match_stock(Arc::new(CpuBackend::new()));
+}
+
+#[test]
+fn toy_port_fri_layers_on_the_device_match_stock() {
+    fri_layers_on_device_match_stock(Arc::new(ToyBackend::new()));
+}
+
+#[cfg(feature = "wgpu")]
+#[test]
+fn wgpu_fri_layers_on_the_device_match_stock() {
+    use backend_wgpu::{WgpuBackend, WgpuOptions};
+    match WgpuBackend::new(WgpuOptions { allow_software: true, ..Default::default() }) {
+        Ok(b) => fri_layers_on_device_match_stock(Arc::new(b)),
+        Err(e) => common::skip("plonky3_adapter pcs::wgpu FRI", e, "REQUIRE_WGPU"),
+    }
+}
+
+#[cfg(feature = "cuda")]
+#[test]
+fn cuda_fri_layers_on_the_device_match_stock() {
+    use backend_cuda::CudaBackend;
+    match BackendDft::<CudaBackend>::default().backend() {
+        Ok(b) => fri_layers_on_device_match_stock(b),
+        Err(reason) => common::skip("plonky3_adapter pcs::cuda FRI", &reason, "REQUIRE_CUDA"),
     }
 }

@@ -137,6 +137,25 @@ fn fused_proofs_are_stock<B: backend_api::Backend + 'static>(
     assert!(stats.stock_commits >= proofs, "the quotient commits: {stats:?}");
     let openings = if products { DEVICE_OPENINGS_PER_PROOF * proofs } else { 0 };
     assert_eq!(stats.device_openings, openings, "{stats:?}");
+    // Every FRI round folded on the device: a proof of 2^k LDE rows and a constant final
+    // polynomial folds k times.
+    assert!(stats.device_fri_rounds >= proofs && stats.host_fri_rounds == 0, "{stats:?}");
+}
+
+/// With Plonky3's `ExtensionMmcs` as FRI's MMCS, `prove_fri` folds on the host, and the proof is
+/// the same.
+#[test]
+fn host_fri_folds_give_the_same_proofs() {
+    use common::stark::{FibonacciAir, config, fibonacci_trace, fused_config_host_fri, prove_checked};
+    use p3_uni_stark::StarkGenericConfig;
+    let backend = Arc::new(CpuBackend::new());
+    let ours = fused_config_host_fri(BackendDft::new(Arc::clone(&backend)), BackendMmcs::new(backend, 0), true);
+    let air = FibonacciAir { pairs: 4 };
+    let (trace, public) = fibonacci_trace(4, 1 << 8);
+    let want = prove_checked(&config(Radix2DitParallel::default()), &air, trace.clone(), &public);
+    assert_eq!(prove_checked(&ours, &air, trace, &public), want);
+    let stats = ours.pcs().stats();
+    assert_eq!((stats.fused_commits, stats.device_fri_rounds, stats.host_fri_rounds), (1, 0, 0), "{stats:?}");
 }
 
 #[test]
@@ -222,7 +241,9 @@ fn cuda_backend_fused_poseidon2_proofs_are_byte_identical_to_stock() {
 }
 
 /// A port whose opening products fail on every matrix taller than one row (the one-element probe
-/// that decides whether a fused commit keeps its LDE passes): the toy port otherwise.
+/// that decides whether a fused commit keeps its LDE passes), and whose FRI fold fails once the
+/// folded vector is 16 words or shorter (a device error in the middle of FRI's commit phase): the
+/// toy port otherwise.
 struct FailingProducts(toy_backend::ToyBackend);
 
 mod failing_products {
@@ -317,6 +338,18 @@ mod failing_products {
             refused(shape)?;
             RawBackend::column_dot_products(&self.0, m, shape, rows, weights, out)
         }
+        fn fri_fold(
+            &self,
+            input: &ToyBuffer,
+            beta: &[u64],
+            addend: Option<(&ToyBuffer, &[u64])>,
+            out: &mut ToyBuffer,
+        ) -> Result<()> {
+            if backend_api::DeviceBuffer::len(out) <= 16 {
+                return Err(Error::Device { backend: "failing-products", op: "fri_fold".into(), source: "injected".into() });
+            }
+            RawBackend::fri_fold(&self.0, input, beta, addend, out)
+        }
     }
 
     // Keeps the type's constructor next to its implementation.
@@ -325,8 +358,9 @@ mod failing_products {
     }
 }
 
-/// Opening products that fail on the device are computed on the host, each counted, and the proof
-/// is still the stock proof's bytes.
+/// Opening products that fail on the device are computed on the host, each counted; a FRI fold
+/// that fails moves that round and the rest to the host; the proof is still the stock proof's
+/// bytes.
 #[test]
 fn failed_opening_products_fall_back_to_the_host_with_the_same_proof() {
     use common::stark::{FibonacciAir, config, fibonacci_trace, fused_config, prove_checked};
@@ -341,9 +375,10 @@ fn failed_opening_products_fall_back_to_the_host_with_the_same_proof() {
     assert_eq!((stats.fused_commits, stats.device_openings), (1, 0), "{stats:?}");
     assert_eq!(
         (stats.host_openings, stats.device_errors),
-        (DEVICE_OPENINGS_PER_PROOF, DEVICE_OPENINGS_PER_PROOF),
+        (DEVICE_OPENINGS_PER_PROOF, DEVICE_OPENINGS_PER_PROOF + 1),
         "{stats:?}"
     );
+    assert!(stats.device_fri_rounds >= 1 && stats.host_fri_rounds >= 1, "{stats:?}");
 }
 
 /// A fused commit that the memory admission refuses, under `OnRefusal::Fail`, fails the proof
@@ -352,16 +387,15 @@ fn failed_opening_products_fall_back_to_the_host_with_the_same_proof() {
 #[test]
 fn a_refused_admission_fails_the_proof_with_the_typed_error_or_proves_the_stock_way() {
     use common::stark::{FibonacciAir, FusedConfig, FusedPcs, config, fibonacci_trace, fri, prove_checked};
-    use p3_commit::ExtensionMmcs;
     use p3_keccak::Keccak256Hash;
     use p3_uni_stark::{ProvingError, StarkGenericConfig};
-    use plonky3_adapter::{OnRefusal, PcsError};
+    use plonky3_adapter::{BackendExtensionMmcs, OnRefusal, PcsError};
     let air = FibonacciAir { pairs: 2 };
     let (trace, public) = fibonacci_trace(2, 1 << 8);
     let with = |on_refusal| {
         let backend = Arc::new(CpuBackend::new());
         let mmcs = BackendMmcs::new(Arc::clone(&backend), 0);
-        let pcs = FusedPcs::new(BackendDft::new(backend), mmcs.clone(), fri(ExtensionMmcs::new(mmcs), 1))
+        let pcs = FusedPcs::new(BackendDft::new(backend), mmcs.clone(), fri(BackendExtensionMmcs::new(mmcs), 1))
             // 1 KiB: far below the 2^9 x 4 LDE alone.
             .with_admission(commit::Admission::new(1 << 10))
             .on_admission_refusal(on_refusal);

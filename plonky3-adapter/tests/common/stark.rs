@@ -20,7 +20,7 @@ use p3_matrix::dense::RowMajorMatrix;
 use p3_merkle_tree::MerkleTreeMmcs;
 use p3_symmetric::{CompressionFunctionFromHasher, SerializingHasher};
 use p3_uni_stark::{StarkConfig, StarkGenericConfig};
-use plonky3_adapter::{BackendDft, BackendMmcs, BackendPcs};
+use plonky3_adapter::{BackendDft, BackendExtensionMmcs, BackendMmcs, BackendPcs};
 
 /// The base field.
 pub type Val = Goldilocks;
@@ -75,10 +75,13 @@ pub type BackendChallengeMmcs<B> = ExtensionMmcs<Val, Challenge, BackendMmcs<B>>
 pub type MmcsPcs<D, B> = TwoAdicFriPcs<Val, D, BackendMmcs<B>, BackendChallengeMmcs<B>>;
 /// The STARK configuration of [`MmcsPcs`].
 pub type BackendConfig<D, B> = StarkConfig<MmcsPcs<D, B>, Challenge, Challenger>;
-/// The fused PCS on backend `B`.
-pub type FusedPcs<B> = BackendPcs<B, BackendChallengeMmcs<B>>;
+/// FRI's MMCS whose layers the fused PCS folds and commits on the device.
+pub type DeviceChallengeMmcs<B> = BackendExtensionMmcs<B, Challenge>;
+/// The fused PCS on backend `B`, FRI on the device (or, with `F = BackendChallengeMmcs<B>`, FRI's
+/// folds on the host as stock).
+pub type FusedPcs<B, F = DeviceChallengeMmcs<B>> = BackendPcs<B, F>;
 /// The STARK configuration of [`FusedPcs`].
-pub type FusedConfig<B> = StarkConfig<FusedPcs<B>, Challenge, Challenger>;
+pub type FusedConfig<B, F = DeviceChallengeMmcs<B>> = StarkConfig<FusedPcs<B, F>, Challenge, Challenger>;
 
 /// [`pcs`] with `mmcs` (cap height 0, as [`val_mmcs`]) for the trace, the quotient and FRI.
 pub fn backend_pcs<D: TwoAdicSubgroupDft<Val>, B: Backend>(
@@ -101,6 +104,18 @@ pub fn fused_config_with<B: Backend + 'static>(
     mmcs: BackendMmcs<B>,
     device_openings: bool,
 ) -> FusedConfig<B> {
+    let pcs =
+        FusedPcs::new(dft, mmcs.clone(), fri(BackendExtensionMmcs::new(mmcs), 1)).with_device_openings(device_openings);
+    FusedConfig::new(pcs, Challenger::from_hasher(vec![], Keccak256Hash {}))
+}
+
+/// [`fused_config`] with Plonky3's `ExtensionMmcs` as FRI's MMCS: FRI's folds on the host, as
+/// `prove_fri` runs them.
+pub fn fused_config_host_fri<B: Backend + 'static>(
+    dft: BackendDft<B>,
+    mmcs: BackendMmcs<B>,
+    device_openings: bool,
+) -> FusedConfig<B, BackendChallengeMmcs<B>> {
     let pcs = FusedPcs::new(dft, mmcs.clone(), fri(ExtensionMmcs::new(mmcs), 1)).with_device_openings(device_openings);
     FusedConfig::new(pcs, Challenger::from_hasher(vec![], Keccak256Hash {}))
 }
@@ -296,7 +311,7 @@ pub mod poseidon2 {
     /// Stock Plonky3's configuration.
     pub type StockConfig = StarkConfig<StockPcs, Challenge, Challenger>;
     /// The fused PCS with Poseidon2 trees on backend `B`.
-    pub type FusedPcs<B> = BackendPcs<B, ExtensionMmcs<Val, Challenge, BackendMmcs<B, Poseidon2>>, Poseidon2>;
+    pub type FusedPcs<B> = BackendPcs<B, BackendExtensionMmcs<B, Challenge, Poseidon2>, Poseidon2>;
     /// Its configuration.
     pub type FusedConfig<B> = StarkConfig<FusedPcs<B>, Challenge, Challenger>;
 
@@ -314,7 +329,7 @@ pub mod poseidon2 {
     /// The fused PCS on `backend` with the Poseidon2 MMCS, blowup 2.
     pub fn fused<B: Backend + 'static>(backend: std::sync::Arc<B>) -> FusedConfig<B> {
         let mmcs = BackendMmcs::<B, Poseidon2>::with_hash(std::sync::Arc::clone(&backend), 0);
-        let pcs = FusedPcs::new(BackendDft::new(backend), mmcs.clone(), fri(ExtensionMmcs::new(mmcs), 1));
+        let pcs = FusedPcs::new(BackendDft::new(backend), mmcs.clone(), fri(BackendExtensionMmcs::new(mmcs), 1));
         FusedConfig::new(pcs, challenger())
     }
 }
