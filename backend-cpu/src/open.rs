@@ -104,6 +104,43 @@ pub(crate) fn column_dot_products(
     }
 }
 
+/// [`backend_api::Backend::fri_fold`], on validated arguments: `d` from the challenge's length,
+/// the factors `w^-br(i) / 2` from one table of the
+/// powers of `w^-1` read at `br(i)`.
+pub(crate) fn fri_fold(input: &[u64], beta: &[u64], addend: Option<(&[u64], &[u64])>, out: &mut [u64]) {
+    let d = beta.len().isqrt();
+    let n = out.len() / d;
+    let log_n = n.trailing_zeros();
+    let half = inverse(2);
+    let w_inv = powers(inverse(root_of_unity(log_n + 1)), n);
+    // `m v` for a `d x d` matrix `m`, into the first `d` slots of a register-sized array.
+    let apply = |m: &[u64], v: &[u64]| {
+        let mut mv = [0u64; MAX_EXTENSION_DEGREE];
+        for (r, slot) in mv[..d].iter_mut().enumerate() {
+            let mut sum = Acc::default();
+            for (&x, &y) in m[r * d..(r + 1) * d].iter().zip(v) {
+                sum.mac(x, y);
+            }
+            *slot = sum.reduce();
+        }
+        mv
+    };
+    out.par_chunks_mut(d).zip(input.par_chunks(2 * d)).enumerate().for_each(|(i, (out, pair))| {
+        let (a, b) = pair.split_at(d);
+        let factor = mul(w_inv[bit_reverse(i, log_n)], half);
+        let mut odd = [0u64; MAX_EXTENSION_DEGREE];
+        for (o, (&x, &y)) in odd.iter_mut().zip(a.iter().zip(b)) {
+            *o = mul(sub(x, y), factor);
+        }
+        let beta_odd = apply(beta, &odd[..d]);
+        let extra = addend.map(|(v, gamma)| apply(gamma, &v[i * d..(i + 1) * d]));
+        for (r, o) in out.iter_mut().enumerate() {
+            let even = mul(add(a[r], b[r]), half);
+            *o = add(add(even, beta_odd[r]), extra.map_or(0, |e| e[r]));
+        }
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -141,41 +178,4 @@ mod tests {
         }
         assert_eq!(TWO_POW_128, ((1u128 << 127) % u128::from(P) * 2 % u128::from(P)) as u64);
     }
-}
-
-/// [`backend_api::Backend::fri_fold`], on validated arguments: `d` from the challenge's length,
-/// the factors `w^-br(i) / 2` from one table of the
-/// powers of `w^-1` read at `br(i)`.
-pub(crate) fn fri_fold(input: &[u64], beta: &[u64], addend: Option<(&[u64], &[u64])>, out: &mut [u64]) {
-    let d = beta.len().isqrt();
-    let n = out.len() / d;
-    let log_n = n.trailing_zeros();
-    let half = inverse(2);
-    let w_inv = powers(inverse(root_of_unity(log_n + 1)), n);
-    // `m v` for a `d x d` matrix `m`, into the first `d` slots of a register-sized array.
-    let apply = |m: &[u64], v: &[u64]| {
-        let mut mv = [0u64; MAX_EXTENSION_DEGREE];
-        for (r, slot) in mv[..d].iter_mut().enumerate() {
-            let mut sum = Acc::default();
-            for (&x, &y) in m[r * d..(r + 1) * d].iter().zip(v) {
-                sum.mac(x, y);
-            }
-            *slot = sum.reduce();
-        }
-        mv
-    };
-    out.par_chunks_mut(d).zip(input.par_chunks(2 * d)).enumerate().for_each(|(i, (out, pair))| {
-        let (a, b) = pair.split_at(d);
-        let factor = mul(w_inv[bit_reverse(i, log_n)], half);
-        let mut odd = [0u64; MAX_EXTENSION_DEGREE];
-        for (o, (&x, &y)) in odd.iter_mut().zip(a.iter().zip(b)) {
-            *o = mul(sub(x, y), factor);
-        }
-        let beta_odd = apply(beta, &odd[..d]);
-        let extra = addend.map(|(v, gamma)| apply(gamma, &v[i * d..(i + 1) * d]));
-        for (r, o) in out.iter_mut().enumerate() {
-            let even = mul(add(a[r], b[r]), half);
-            *o = add(add(even, beta_odd[r]), extra.map_or(0, |e| e[r]));
-        }
-    });
 }

@@ -41,8 +41,8 @@ use std::time::{Duration, Instant};
 
 use backend_cpu::CpuBackend;
 use p3_dft::Radix2DitParallel;
-use plonky3_adapter::{BackendMmcs, DefaultDevice};
 use p3_field::coset::TwoAdicMultiplicativeCoset;
+use plonky3_adapter::{BackendMmcs, DefaultDevice};
 use stark::{Challenge, Challenger, FibonacciAir, Val};
 
 use naive_reference::env::env;

@@ -59,8 +59,7 @@ type Config<Dft, Mmcs> = StarkConfig<Pcs<Dft, Mmcs>, Challenge, Challenger>;
 type StockConfig = Config<Radix2DitParallel<Val>, ValMmcs>;
 /// The same configuration with the LDEs and the Merkle trees on backend `B`, and the trace commit
 /// fused there: `BackendPcs` in place of `TwoAdicFriPcs`.
-type BackendConfig<B> =
-    StarkConfig<BackendPcs<B, BackendExtensionMmcs<B, Challenge>>, Challenge, Challenger>;
+type BackendConfig<B> = StarkConfig<BackendPcs<B, BackendExtensionMmcs<B, Challenge>>, Challenge, Challenger>;
 
 /// The stock MMCS: cap height 0, the commitment is one root.
 fn stock_mmcs() -> ValMmcs {

@@ -163,14 +163,19 @@ pub(crate) type Request<'a, B, H, EF> =
 fn multiplication_matrix<EF: ExtensionField<Goldilocks>>(x: EF) -> Vec<u64> {
     let d = EF::DIMENSION;
     let columns: Vec<EF> = (0..d).map(|c| x * EF::ith_basis_element(c).expect("c < DIMENSION")).collect();
-    (0..d).flat_map(|r| columns.iter().map(move |col| col.as_basis_coefficients_slice()[r].as_canonical_u64())).collect()
+    (0..d)
+        .flat_map(|r| columns.iter().map(move |col| col.as_basis_coefficients_slice()[r].as_canonical_u64()))
+        .collect()
 }
 
 /// The words of extension elements (their coordinates in order).
 fn ext_words<EF: ExtensionField<Goldilocks>>(values: &[EF]) -> Vec<u64> {
     let d = EF::DIMENSION;
     let mut words = vec![0u64; values.len() * d];
-    words.par_chunks_mut(d).zip(values.par_iter()).for_each(|(w, x)| w.copy_from_slice(as_words(x.as_basis_coefficients_slice())));
+    words
+        .par_chunks_mut(d)
+        .zip(values.par_iter())
+        .for_each(|(w, x)| w.copy_from_slice(as_words(x.as_basis_coefficients_slice())));
     words
 }
 
@@ -230,14 +235,18 @@ where
     H: MmcsHash,
     EF: ExtensionField<Goldilocks>,
     FriMmcs: Mmcs<EF> + 'static,
-    Challenger: FieldChallenger<Goldilocks> + GrindingChallenger<Witness = Goldilocks> + CanObserve<FriMmcs::Commitment>,
+    Challenger:
+        FieldChallenger<Goldilocks> + GrindingChallenger<Witness = Goldilocks> + CanObserve<FriMmcs::Commitment>,
 {
     let _span = tracing::info_span!("FRI prover").entered();
     assert!(!inputs.is_empty());
     assert!(params.num_queries > 0, "num_queries must be at least 1 for FRI soundness");
     assert!(params.log_blowup > 0, "log_blowup must be at least 1 for FRI soundness");
     assert!(params.max_log_arity > 0, "max_log_arity must be at least 1 to guarantee folding progress");
-    assert!(inputs.windows(2).all(|w| w[0].len() >= w[1].len()), "Inputs are not sorted in descending order of length.");
+    assert!(
+        inputs.windows(2).all(|w| w[0].len() >= w[1].len()),
+        "Inputs are not sorted in descending order of length."
+    );
     assert_eq!(
         log_global_max_height,
         log2_strict_usize(inputs[0].len()),
@@ -286,7 +295,9 @@ where
                 .map_err(|e| {
                     if !e.is_unsupported() {
                         counters.device_errors.fetch_add(1, Ordering::Relaxed);
-                        tracing::warn!("plonky3-adapter: folding a FRI layer on the device failed: {e}; folding on the host");
+                        tracing::warn!(
+                            "plonky3-adapter: folding a FRI layer on the device failed: {e}; folding on the host"
+                        );
                     }
                 })
                 .ok()
@@ -372,7 +383,10 @@ mod tests {
     type Ef = BinomialExtensionField<Goldilocks, 2>;
 
     fn coordinates(x: Ef) -> Vec<u64> {
-        <Ef as BasedVectorSpace<Goldilocks>>::as_basis_coefficients_slice(&x).iter().map(|c| c.as_canonical_u64()).collect()
+        <Ef as BasedVectorSpace<Goldilocks>>::as_basis_coefficients_slice(&x)
+            .iter()
+            .map(|c| c.as_canonical_u64())
+            .collect()
     }
 
     #[test]
@@ -382,7 +396,11 @@ mod tests {
         let m = multiplication_matrix(x);
         let v = coordinates(y);
         let product: Vec<u64> = (0..2)
-            .map(|r| (0..2).fold(Goldilocks::ZERO, |acc, c| acc + Goldilocks::new(m[r * 2 + c]) * Goldilocks::new(v[c])).as_canonical_u64())
+            .map(|r| {
+                (0..2)
+                    .fold(Goldilocks::ZERO, |acc, c| acc + Goldilocks::new(m[r * 2 + c]) * Goldilocks::new(v[c]))
+                    .as_canonical_u64()
+            })
             .collect();
         assert_eq!(product, coordinates(x * y));
     }

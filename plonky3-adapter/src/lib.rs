@@ -190,7 +190,7 @@ mod pcs;
 
 pub use device::{DefaultDevice, register_default, unregister_default};
 pub use dft::{BackendDft, DftStats, OnDeviceError};
-pub use fri::BackendExtensionMmcs;
 pub use digest::{Digest, Keccak256, KeccakMerkleMmcs, MmcsHash, Poseidon2, Poseidon2MerkleMmcs};
+pub use fri::BackendExtensionMmcs;
 pub use mmcs::{BackendMmcs, BackendProverData, MmcsStats};
 pub use pcs::{BackendPcs, InnerPcs, OnRefusal, PcsError, PcsStats, fused_commit_model};

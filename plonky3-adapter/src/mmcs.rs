@@ -326,7 +326,9 @@ impl<B: Backend, H: MmcsHash> BackendMmcs<B, H> {
             }
             Err(e) => {
                 self.counters.device_errors.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!("plonky3-adapter: committing {shape} rows on the device failed: {e}; committing from the host");
+                tracing::warn!(
+                    "plonky3-adapter: committing {shape} rows on the device failed: {e}; committing from the host"
+                );
                 self.commit(vec![matrix])
             }
         }

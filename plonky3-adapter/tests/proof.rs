@@ -346,7 +346,11 @@ mod failing_products {
             out: &mut ToyBuffer,
         ) -> Result<()> {
             if backend_api::DeviceBuffer::len(out) <= 16 {
-                return Err(Error::Device { backend: "failing-products", op: "fri_fold".into(), source: "injected".into() });
+                return Err(Error::Device {
+                    backend: "failing-products",
+                    op: "fri_fold".into(),
+                    source: "injected".into(),
+                });
             }
             RawBackend::fri_fold(&self.0, input, beta, addend, out)
         }

@@ -299,7 +299,7 @@ pub fn fri_fold_errors<B: Backend>(backend: &B) -> Outcome {
         ensure!(after.iter().all(|&x| x == 7), "{what}: a refused call wrote its output");
     }
     // The largest degree is accepted (or the fold is unsupported).
-    let input = backend.upload(&vec![3; 2 * MAX_EXTENSION_DEGREE]).ctx("upload")?;
+    let input = backend.upload(&[3; 2 * MAX_EXTENSION_DEGREE]).ctx("upload")?;
     let mut out = backend.alloc(MAX_EXTENSION_DEGREE).ctx("alloc")?;
     let result = backend.fri_fold(&input, &[1; MAX_EXTENSION_DEGREE * MAX_EXTENSION_DEGREE], None, &mut out);
     if !result.as_ref().is_err_and(Error::is_unsupported) {
