@@ -270,7 +270,10 @@ where
     let first = EF::flatten_to_base(inputs.next().expect("inputs"));
     let mut device = backend
         .upload(as_words(&first))
-        .map_err(|e| tracing::warn!("plonky3-adapter: uploading FRI's first input failed: {e}; folding on the host"))
+        .map_err(|e| {
+            counters.device_errors.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!("plonky3-adapter: uploading FRI's first input failed: {e}; folding on the host");
+        })
         .ok();
     let mut folded: Vec<EF> = EF::reconstitute_from_base(first);
     let (mut commits, mut data, mut pow_witnesses) = (vec![], Vec::<LayerData<B, EF, H>>::new(), vec![]);
