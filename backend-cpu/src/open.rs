@@ -47,6 +47,15 @@ impl Acc {
     }
 }
 
+/// `sum a[i] b[i] mod p`, exactly, reduced once.
+fn dot(a: &[u64], b: &[u64]) -> u64 {
+    let mut sum = Acc::default();
+    for (&x, &y) in a.iter().zip(b) {
+        sum.mac(x, y);
+    }
+    sum.reduce()
+}
+
 /// Rows of [`column_dot_products`] one task sums before its partial sums are combined.
 const ROWS_PER_TASK: usize = 1024;
 
@@ -56,11 +65,7 @@ pub(crate) fn row_dot_products(matrix: &[u64], shape: MatrixShape, coeffs: &[u64
     let k = coeffs.len() / cols;
     out.par_chunks_mut(k).zip(matrix.par_chunks(cols)).for_each(|(out, row)| {
         for (o, vector) in out.iter_mut().zip(coeffs.chunks(cols)) {
-            let mut sum = Acc::default();
-            for (&x, &c) in row.iter().zip(vector) {
-                sum.mac(x, c);
-            }
-            *o = sum.reduce();
+            *o = dot(row, vector);
         }
     });
 }
@@ -116,12 +121,8 @@ pub(crate) fn fri_fold(input: &[u64], beta: &[u64], addend: Option<(&[u64], &[u6
     // `m v` for a `d x d` matrix `m`, into the first `d` slots of a register-sized array.
     let apply = |m: &[u64], v: &[u64]| {
         let mut mv = [0u64; MAX_EXTENSION_DEGREE];
-        for (r, slot) in mv[..d].iter_mut().enumerate() {
-            let mut sum = Acc::default();
-            for (&x, &y) in m[r * d..(r + 1) * d].iter().zip(v) {
-                sum.mac(x, y);
-            }
-            *slot = sum.reduce();
+        for (slot, row) in mv[..d].iter_mut().zip(m.chunks(d)) {
+            *slot = dot(row, v);
         }
         mv
     };

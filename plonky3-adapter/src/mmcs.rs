@@ -267,21 +267,7 @@ impl<B: Backend, H: MmcsHash> BackendMmcs<B, H> {
             .ok_or_else(|| {
                 Error::InvalidArgument(format!("the committed matrices are not one {shape} group of the device LDE"))
             })?;
-        let backend = &*self.backend;
-        let (rows, log_rows) = (shape.rows(), shape.rows().trailing_zeros());
-        let tree = TreeShape::new(rows)?;
-        let mut nodes = backend.alloc(tree.words())?;
-        let spec = LeafSpec::new(H::KIND, LeafLayout::Rows, 0..shape.cols())?;
-        backend.hash_leaves_into(&lde, shape, &spec, &mut nodes, tree.first_leaf())?;
-        // Plonky3's leaf `i` is the digest of natural row `br(i)`: the leaves are put in that
-        // order on the device, through a buffer of their size.
-        let first = tree.first_leaf() * DIGEST_WORDS;
-        let leaves = bit_reversed_on_device(backend, &nodes, first, rows, DIGEST_WORDS)?;
-        backend.batched_copy(&leaves, &mut nodes, &[CopyRange::new(0, first, rows * DIGEST_WORDS)])?;
-        drop(leaves);
-        backend.merkle_tree_in_place(&mut nodes, tree, H::KIND)?;
-        let layers = (0..=log_rows).map(|d| LayerAt::heap_level(0, log_rows - d)).collect();
-        let segments = Segments::new(backend, vec![nodes], layers)?;
+        let segments = self.rows_tree(&lde, shape, true)?;
         self.counters.device_commits.fetch_add(1, Ordering::Relaxed);
         let mut committed = self.device_commit(matrices, plan, segments);
         if let Tree::Device(tree) = &mut committed.1.tree {
@@ -309,17 +295,7 @@ impl<B: Backend, H: MmcsHash> BackendMmcs<B, H> {
             }
             _ => return self.commit(vec![matrix]),
         };
-        let tree = || -> backend_api::Result<Segments<B, H>> {
-            let backend = &*self.backend;
-            let tree = TreeShape::new(shape.rows())?;
-            let mut nodes = backend.alloc(tree.words())?;
-            let spec = LeafSpec::new(H::KIND, LeafLayout::Rows, 0..shape.cols())?;
-            backend.hash_leaves_into(rows, shape, &spec, &mut nodes, tree.first_leaf())?;
-            backend.merkle_tree_in_place(&mut nodes, tree, H::KIND)?;
-            let log_rows = shape.rows().trailing_zeros();
-            Segments::new(backend, vec![nodes], (0..=log_rows).map(|d| LayerAt::heap_level(0, log_rows - d)).collect())
-        };
-        match tree() {
+        match self.rows_tree(rows, shape, false) {
             Ok(segments) => {
                 self.counters.device_commits.fetch_add(1, Ordering::Relaxed);
                 self.device_commit(vec![matrix], plan, segments)
@@ -332,6 +308,32 @@ impl<B: Backend, H: MmcsHash> BackendMmcs<B, H> {
                 self.commit(vec![matrix])
             }
         }
+    }
+
+    /// The tree over the rows of the row-major `shape` matrix `rows` on the device, one leaf a
+    /// row hashed where it is; with `bit_reversed`, leaf `i` is the digest of row `br(i)`
+    /// (Plonky3's order over a natural-order LDE), the digests put in that order on the device
+    /// through a buffer of their size.
+    fn rows_tree(
+        &self,
+        rows: &B::Buffer,
+        shape: MatrixShape,
+        bit_reversed: bool,
+    ) -> backend_api::Result<Segments<B, H>> {
+        let backend = &*self.backend;
+        let (height, log_rows) = (shape.rows(), shape.rows().trailing_zeros());
+        let tree = TreeShape::new(height)?;
+        let mut nodes = backend.alloc(tree.words())?;
+        let spec = LeafSpec::new(H::KIND, LeafLayout::Rows, 0..shape.cols())?;
+        backend.hash_leaves_into(rows, shape, &spec, &mut nodes, tree.first_leaf())?;
+        if bit_reversed {
+            let first = tree.first_leaf() * DIGEST_WORDS;
+            let leaves = bit_reversed_on_device(backend, &nodes, first, height, DIGEST_WORDS)?;
+            backend.batched_copy(&leaves, &mut nodes, &[CopyRange::new(0, first, height * DIGEST_WORDS)])?;
+        }
+        backend.merkle_tree_in_place(&mut nodes, tree, H::KIND)?;
+        let layers = (0..=log_rows).map(|d| LayerAt::heap_level(0, log_rows - d)).collect();
+        Segments::new(backend, vec![nodes], layers)
     }
 
     /// The commitment and prover data of a tree on the device.

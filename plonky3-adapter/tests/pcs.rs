@@ -400,16 +400,7 @@ fn the_fused_commit_model_counts_its_temporaries_and_never_overflows() {
 /// FRI's parameters with `mmcs`: blowup 2, a final polynomial of `2^log_final_poly_len`
 /// coefficients, rounds of arity up to `2^max_log_arity`, 5 queries, no grinding.
 fn fri_params<M>(mmcs: M, max_log_arity: usize, log_final_poly_len: usize) -> FriParameters<M> {
-    FriParameters {
-        log_blowup: 1,
-        log_final_poly_len,
-        max_log_arity,
-        num_queries: 5,
-        commit_proof_of_work_bits: 0,
-        batch_proof_of_work_bits: 0,
-        query_proof_of_work_bits: 0,
-        mmcs,
-    }
+    FriParameters { log_final_poly_len, max_log_arity, num_queries: 5, ..common::stark::fri(mmcs, 1) }
 }
 
 /// Openings of three commitments of three heights (so that FRI rolls two shorter inputs into its
