@@ -1,6 +1,8 @@
 //! The `Backend` trait, the checked front of device memory and the commit kernels, and the types
 //! its calls pass.
 
+use std::ops::Range;
+
 use crate::copy::BatchTarget;
 use crate::error::{Error, Result};
 use crate::fault::{AllocTracker, MemoryCounters};
@@ -209,6 +211,28 @@ pub trait Backend: Send + Sync + sealed::Sealed {
     /// As [`Backend::batched_copy`]; here a destination overlapping any source (its own
     /// included) also rejects the batch.
     fn batched_copy_within(&self, buf: &mut Self::Buffer, copies: &[CopyRange]) -> Result<()>;
+
+    /// Copies rows `br(rows.start) .. br(rows.end - 1)`, in that order, of the row-major `shape`
+    /// matrix that starts at element `src_at` of `src` into consecutive rows of `dst` from element
+    /// `dst_at` on. `shape.rows()` is a power of two and `br` reverses the low `log2(shape.rows())`
+    /// bits of a row index. Over all rows it is the matrix in bit-reversed row order, out of place
+    /// (Plonky3's `reverse_matrix_index_bits`, the row order of its LDEs and Merkle leaves); over
+    /// a range, one chunk of that (a download in that order, a chunk at a time). The bytes are
+    /// those of a [`Backend::batched_copy`] of one range per row, without a list of ranges.
+    ///
+    /// # Errors
+    /// [`Error::ForeignBuffer`]; the refusals of [`crate::validate::bit_reversed_rows`] (rows not
+    /// a power of two, a row range past the matrix, the matrix past `src`, the rows past `dst`),
+    /// before anything is written; a device error from this or earlier work.
+    fn bit_reversed_rows(
+        &self,
+        src: &Self::Buffer,
+        src_at: usize,
+        shape: MatrixShape,
+        rows: Range<usize>,
+        dst: &mut Self::Buffer,
+        dst_at: usize,
+    ) -> Result<()>;
 
     /// Hashes the leaves of a row-major `shape` matrix per `spec` and writes the digests to
     /// `out`, starting at digest index `out_digest` (element `out_digest * DIGEST_WORDS`).
@@ -543,6 +567,21 @@ impl<T: RawBackend> Backend for T {
         owned(self, buf, "batched_copy_within")?;
         crate::copy::validate_batch(copies, BatchTarget::Within { len: buf.len() })?;
         RawBackend::batched_copy_within(self, buf, copies)
+    }
+
+    fn bit_reversed_rows(
+        &self,
+        src: &Self::Buffer,
+        src_at: usize,
+        shape: MatrixShape,
+        rows: Range<usize>,
+        dst: &mut Self::Buffer,
+        dst_at: usize,
+    ) -> Result<()> {
+        owned(self, src, "bit_reversed_rows source")?;
+        owned(self, dst, "bit_reversed_rows destination")?;
+        crate::validate::bit_reversed_rows(shape, &rows, src.len(), src_at, dst.len(), dst_at)?;
+        RawBackend::bit_reversed_rows(self, src, src_at, shape, rows, dst, dst_at)
     }
 
     fn hash_leaves_into(

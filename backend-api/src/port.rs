@@ -1,12 +1,14 @@
 //! [`RawBackend`]: what a port implements, the operations behind the checked front [`Backend`].
 
+use std::ops::Range;
+
 #[cfg(doc)]
 use crate::backend::Backend;
 use crate::backend::{DeviceBuffer, DeviceInfo, HostBuffer, LeafJob, PendingDownload};
 use crate::error::Result;
 use crate::fault::AllocTracker;
 use crate::prepare::{Preparation, TransferFloor};
-use crate::shape::{CopyRange, HashKind, LdeParams, LeafSpec, MatrixShape, RowStride, TreeShape};
+use crate::shape::{CopyRange, HashKind, LdeParams, LeafSpec, MatrixShape, RowStride, TreeShape, reverse_bits};
 
 /// The device memory and commit kernels of one backend, as a port implements them.
 ///
@@ -114,6 +116,33 @@ pub trait RawBackend: Send + Sync {
     /// # Errors
     /// A device error.
     fn batched_copy_within(&self, buf: &mut Self::Buffer, copies: &[CopyRange]) -> Result<()>;
+
+    /// [`Backend::bit_reversed_rows`]: `shape.rows()` is a power of two, `rows` lies inside it,
+    /// `src` holds the matrix from `src_at` and `dst` the copied rows from `dst_at`
+    /// ([`crate::validate::bit_reversed_rows`]).
+    ///
+    /// The default is one [`RawBackend::batched_copy`] of a range per row; a backend whose batch
+    /// costs host work per range (a list built, uploaded or launched) computes `br` on the device
+    /// instead.
+    ///
+    /// # Errors
+    /// A device error.
+    fn bit_reversed_rows(
+        &self,
+        src: &Self::Buffer,
+        src_at: usize,
+        shape: MatrixShape,
+        rows: Range<usize>,
+        dst: &mut Self::Buffer,
+        dst_at: usize,
+    ) -> Result<()> {
+        let (cols, log_rows) = (shape.cols(), shape.rows().trailing_zeros());
+        let copies: Vec<CopyRange> = rows
+            .enumerate()
+            .map(|(i, r)| CopyRange::new(src_at + reverse_bits(r, log_rows) * cols, dst_at + i * cols, cols))
+            .collect();
+        self.batched_copy(src, dst, &copies)
+    }
 
     /// [`Backend::hash_leaves_into`]: `spec` accepts `shape`, `matrix` holds `shape`, and the
     /// digests fit `out` from digest `out_digest` on ([`crate::validate::hash_leaves`]).

@@ -12,6 +12,8 @@
 //! refuses the same calls with the same typed errors, and the conformance suite checks each
 //! refusal on every backend. Copy batches are checked by [`crate::copy::validate_batch`].
 
+use std::ops::Range;
+
 use crate::error::{Error, Result};
 use crate::fault::AllocTracker;
 use crate::plan::TransposeGeometry;
@@ -318,6 +320,44 @@ fn dot_vectors(op: &'static str, kind: &str, len: usize, per_vector: usize) -> R
     Ok(k)
 }
 
+/// A [`Backend::bit_reversed_rows`](crate::Backend::bit_reversed_rows) of `rows` of the `shape`
+/// matrix at element `src_at` of a buffer of `src_len` elements into one of `dst_len` elements
+/// from element `dst_at`.
+///
+/// # Errors
+/// - [`Error::InvalidShape`] when `shape.rows()` is not a power of two (no bit reversal is defined);
+/// - [`Error::OutOfBounds`] (`"bit_reversed_rows rows"`) when `rows` is reversed or passes the
+///   matrix's last row;
+/// - [`Error::OutOfBounds`] (`"bit_reversed_rows source"`) when the matrix passes `src`'s end;
+/// - [`Error::OutOfBounds`] (`"bit_reversed_rows destination"`) when the copied rows pass `dst`'s
+///   end.
+pub fn bit_reversed_rows(
+    shape: MatrixShape,
+    rows: &Range<usize>,
+    src_len: usize,
+    src_at: usize,
+    dst_len: usize,
+    dst_at: usize,
+) -> Result<()> {
+    if !shape.rows().is_power_of_two() {
+        return Err(Error::InvalidShape(format!(
+            "bit_reversed_rows: a {shape} matrix has {} rows, not a power of two",
+            shape.rows()
+        )));
+    }
+    if rows.start > rows.end || rows.end > shape.rows() {
+        return Err(Error::OutOfBounds {
+            what: "bit_reversed_rows rows",
+            start: rows.start,
+            end: rows.end,
+            len: shape.rows(),
+        });
+    }
+    range("bit_reversed_rows source", src_at, shape.len(), src_len)?;
+    // At most `shape.len()` elements, which fits `usize`.
+    range("bit_reversed_rows destination", dst_at, (rows.end - rows.start) * shape.cols(), dst_len)
+}
+
 fn range(what: &'static str, start: usize, len: usize, buf_len: usize) -> Result<()> {
     match start.checked_add(len) {
         Some(end) if end <= buf_len => Ok(()),
@@ -472,6 +512,44 @@ mod tests {
                 "{err}"
             );
         }
+    }
+
+    #[test]
+    fn bit_reversed_rows_take_a_power_of_two_of_rows_and_ranges_inside_both_buffers() {
+        let shape = |rows, cols| MatrixShape::new(rows, cols).unwrap();
+        let bounds = |r: Result<()>, w: &str, s: usize, e: usize, l: usize| {
+            assert!(
+                matches!(&r, Err(Error::OutOfBounds { what, start, end, len }) if *what == w && (*start, *end, *len) == (s, e, l)),
+                "{r:?}"
+            );
+        };
+        // Accepted: every row, none, one; the matrix and the rows ending exactly at the buffers' ends.
+        for rows in [1, 2, 8] {
+            bit_reversed_rows(shape(rows, 3), &(0..rows), 3 * rows, 0, 3 * rows, 0).unwrap();
+            bit_reversed_rows(shape(rows, 3), &(rows..rows), 3 * rows, 0, 0, 0).unwrap();
+        }
+        bit_reversed_rows(shape(8, 3), &(2..5), 30, 6, 10, 1).unwrap();
+        for rows in [3, 6, 12] {
+            let r = bit_reversed_rows(shape(rows, 1), &(0..1), rows, 0, 1, 0);
+            assert!(
+                matches!(&r, Err(Error::InvalidShape(m)) if m.starts_with("bit_reversed_rows: ") && m.contains(&format!("{rows} rows"))),
+                "{r:?}"
+            );
+        }
+        bounds(bit_reversed_rows(shape(8, 3), &(0..9), 24, 0, 27, 0), "bit_reversed_rows rows", 0, 9, 8);
+        #[allow(clippy::reversed_empty_ranges)]
+        bounds(bit_reversed_rows(shape(8, 3), &(5..4), 24, 0, 24, 0), "bit_reversed_rows rows", 5, 4, 8);
+        bounds(bit_reversed_rows(shape(8, 3), &(0..1), 23, 0, 3, 0), "bit_reversed_rows source", 0, 24, 23);
+        bounds(bit_reversed_rows(shape(8, 3), &(0..1), 30, 7, 3, 0), "bit_reversed_rows source", 7, 31, 30);
+        bounds(bit_reversed_rows(shape(8, 3), &(2..5), 24, 0, 10, 2), "bit_reversed_rows destination", 2, 11, 10);
+        bounds(bit_reversed_rows(shape(8, 3), &(2..5), 24, 0, 8, 0), "bit_reversed_rows destination", 0, 9, 8);
+        bounds(
+            bit_reversed_rows(shape(8, 3), &(0..8), 24, usize::MAX, 24, 0),
+            "bit_reversed_rows source",
+            usize::MAX,
+            usize::MAX,
+            24,
+        );
     }
 
     #[test]

@@ -10,7 +10,9 @@
 //! transpose, over the matrix buffer and the scratch.
 
 use backend_api::copy::{BatchTarget, validate_batch};
-use backend_api::{CopyRange, Error, Result};
+use std::ops::Range;
+
+use backend_api::{CopyRange, Error, Result, reverse_bits};
 use rayon::prelude::*;
 
 use crate::memory::{check_range, par_copy};
@@ -119,6 +121,19 @@ pub(crate) fn batched_copy(src: &[u64], dst: &mut [u64], copies: &[CopyRange]) -
     let pairs = carved.into_dsts().into_iter().map(|(i, d)| (&src[copies[i].src..copies[i].src + d.len()], d));
     run_pairs(pairs.collect());
     Ok(())
+}
+
+/// [`crate::CpuBackend::bit_reversed_rows`] on validated arguments: `out` (`rows.len()` rows of
+/// `cols`) receives rows `br(rows.start) ..` of the row-major `matrix`, `log_rows` bits reversed.
+pub(crate) fn bit_reversed_rows(matrix: &[u64], cols: usize, log_rows: u32, rows: Range<usize>, out: &mut [u64]) {
+    // Rows of a few elements are grouped so that each task moves at least a few KiB.
+    let per_task = (4096 / cols).max(1);
+    out.par_chunks_mut(per_task * cols).enumerate().for_each(|(t, chunk)| {
+        for (i, row) in chunk.chunks_mut(cols).enumerate() {
+            let r = reverse_bits(rows.start + t * per_task + i, log_rows);
+            row.copy_from_slice(&matrix[r * cols..(r + 1) * cols]);
+        }
+    });
 }
 
 /// [`crate::CpuBackend::batched_copy_within`]: `copies` inside `buf`.

@@ -44,6 +44,7 @@ mod open;
 mod poseidon2;
 mod transpose;
 
+use std::ops::Range;
 use std::sync::Arc;
 
 #[cfg(doc)]
@@ -140,6 +141,21 @@ impl backend_api::RawBackend for CpuBackend {
 
     fn batched_copy_within(&self, buf: &mut CpuBuffer, copies: &[CopyRange]) -> Result<()> {
         copy::batched_copy_within(buf.as_mut_slice(), copies)
+    }
+
+    fn bit_reversed_rows(
+        &self,
+        src: &CpuBuffer,
+        src_at: usize,
+        shape: MatrixShape,
+        rows: Range<usize>,
+        dst: &mut CpuBuffer,
+        dst_at: usize,
+    ) -> Result<()> {
+        let matrix = &src.as_slice()[src_at..src_at + shape.len()];
+        let out = &mut dst.as_mut_slice()[dst_at..dst_at + rows.len() * shape.cols()];
+        copy::bit_reversed_rows(matrix, shape.cols(), shape.rows().trailing_zeros(), rows, out);
+        Ok(())
     }
 
     fn hash_leaves_into(

@@ -2,7 +2,9 @@
 //! chunk of the batch, or the copy engine for a few large copies.
 
 use backend_api::copy::{BatchTarget, validate_batch};
-use backend_api::{CopyRange, DeviceBuffer as _, ELEM_BYTES, Result};
+use std::ops::Range;
+
+use backend_api::{CopyRange, DeviceBuffer as _, ELEM_BYTES, MatrixShape, Result};
 use cudarc::driver::result as cu;
 use cudarc::driver::sys;
 
@@ -84,6 +86,36 @@ pub(crate) unsafe fn gather(
         unsafe { device.launch(&kernel, LaunchConfig::linear(grid, BLOCK, 0), args)? };
     }
     Ok(())
+}
+
+/// [`backend_api::Backend::bit_reversed_rows`] on validated arguments: one launch that computes
+/// each row's source on the device (a warp per row of 32 elements or more, a thread per shorter
+/// row), so no list of ranges is built, checked or sent.
+pub(crate) fn bit_reversed_rows(
+    device: &Device,
+    src: &CudaBuffer,
+    src_at: usize,
+    shape: MatrixShape,
+    rows: Range<usize>,
+    dst: &mut CudaBuffer,
+    dst_at: usize,
+) -> Result<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    device.bind()?;
+    let kernel = device.kernel(Source::Copy, "bit_reversed_rows", 0)?;
+    let per_block = if shape.cols() < 32 { BLOCK as usize } else { BLOCK as usize / 32 };
+    // Four blocks per multiprocessor: plenty for a copy, and a grid-stride loop beyond that.
+    let grid = rows.len().div_ceil(per_block).min(device.sm_count as usize * 4).max(1) as u32;
+    let (s, d) = (src.ptr_at(src_at), dst.ptr_at(dst_at));
+    let (cols, first, count) = (shape.cols() as u64, rows.start as u64, rows.len() as u64);
+    let log_rows = u64::from(shape.rows().trailing_zeros());
+    let args = LaunchArgs::new().arg(&s).arg(&d).arg(&cols).arg(&first).arg(&count).arg(&log_rows);
+    // SAFETY: (const u64*, u64*, u64, u64, u64, u64) as bit_reversed_rows declares; the front
+    // validated that `src` holds the matrix from `src_at` and `dst` the `count` rows from
+    // `dst_at`, and the two are distinct buffers (one shared, one exclusive borrow).
+    unsafe { device.launch(&kernel, LaunchConfig::linear(grid, BLOCK, 0), args) }
 }
 
 /// [`backend_api::Backend::batched_copy`].

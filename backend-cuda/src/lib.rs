@@ -68,6 +68,7 @@ mod options;
 mod staging;
 mod transpose;
 
+use std::ops::Range;
 use std::sync::Arc;
 
 #[cfg(doc)]
@@ -517,6 +518,18 @@ impl backend_api::RawBackend for CudaBackend {
 
     fn batched_copy_within(&self, buf: &mut CudaBuffer, copies: &[CopyRange]) -> Result<()> {
         copy::batched_copy_within(&self.device, buf, copies)
+    }
+
+    fn bit_reversed_rows(
+        &self,
+        src: &CudaBuffer,
+        src_at: usize,
+        shape: MatrixShape,
+        rows: Range<usize>,
+        dst: &mut CudaBuffer,
+        dst_at: usize,
+    ) -> Result<()> {
+        copy::bit_reversed_rows(&self.device, src, src_at, shape, rows, dst, dst_at)
     }
 
     fn hash_leaves_into(

@@ -44,3 +44,23 @@ extern "C" __global__ void __launch_bounds__(256)
         }
     }
 }
+
+// Rows br(first) .. br(first + count - 1) of the row-major matrix `src` (2^log_rows rows of `cols`
+// elements; br reverses the low log_rows bits) into consecutive rows of `dst`. Rows of 32
+// elements or more take a warp each, its lanes across the columns; shorter rows (Merkle digests)
+// take a thread each, so no lane idles.
+extern "C" __global__ void __launch_bounds__(256) bit_reversed_rows(
+    const u64* __restrict__ src, u64* __restrict__ dst, u64 cols, u64 first, u64 count, u64 log_rows) {
+    const bool by_thread = cols < 32;
+    const u64 per_block = by_thread ? blockDim.x : blockDim.x / 32;
+    const u64 lane = by_thread ? 0 : threadIdx.x % 32;
+    const u64 step = by_thread ? 1 : 32;
+    const u64 stride = (u64)gridDim.x * per_block;
+    for (u64 i = (u64)blockIdx.x * per_block + (by_thread ? threadIdx.x : threadIdx.x / 32); i < count;
+         i += stride) {
+        const u64 r = log_rows == 0 ? 0 : __brevll(first + i) >> (64 - log_rows);
+        const u64* s = src + r * cols;
+        u64* d = dst + i * cols;
+        for (u64 c = lane; c < cols; c += step) d[c] = s[c];
+    }
+}

@@ -1,7 +1,10 @@
 //! Checks of [`Backend::batched_copy`] and [`Backend::batched_copy_within`] against element-wise
-//! copies, and of the batch validation every backend must apply before any byte moves.
+//! copies, of [`Backend::bit_reversed_rows`] against rows picked one by one, and of the validation
+//! every backend must apply before any byte moves.
 
-use backend_api::{Backend, CopyRange, Error};
+use std::ops::Range;
+
+use backend_api::{Backend, CopyRange, Error, MatrixShape};
 
 use crate::{Context as _, Gen, Outcome, ensure_live, ensure_words_eq, expect_error, reference};
 
@@ -202,6 +205,103 @@ pub fn batched_copy_rejects_out_of_bounds<B: Backend>(backend: &B) -> Outcome {
         let mut buf = backend.upload(&dst_host).ctx("upload")?;
         expect_error(backend.batched_copy_within(&mut buf, batch), &what, oob)?;
         ensure_words_eq(format!("{what}: buffer"), &dst_host, &backend.download_vec(&buf).ctx("download")?)?;
+    }
+    Ok(())
+}
+
+/// Row `r` of a matrix of `2^bits` rows in bit-reversed order, reversed one bit at a time.
+fn bit_reversed(r: usize, bits: u32) -> usize {
+    (0..bits).fold(0, |acc, b| acc | (((r >> b) & 1) << (bits - 1 - b)))
+}
+
+/// [`Backend::bit_reversed_rows`] over edge and larger shapes (one row; one column; rows shorter
+/// and longer than a warp; 2^20 rows), whole, empty, one-row and random row ranges, at random
+/// offsets in both buffers: each copied row equals the matrix's row at the bit-reversed index,
+/// every other destination element and the source keep their values.
+///
+/// # Errors
+/// The first call whose result differs.
+pub fn bit_reversed_rows_random<B: Backend>(backend: &B) -> Outcome {
+    let mut g = Gen::new("bit_reversed_rows_random");
+    let baseline = backend.memory().live;
+    // The last two are larger than a GPU backend's grid (a thread per row of one column; a warp
+    // per row of 33), so its loops stride; only their whole range and a tail are copied, since
+    // the default implementation lists one range per row.
+    let shapes = [
+        (1, 1),
+        (1, 5),
+        (2, 1),
+        (8, 3),
+        (16, 4),
+        (64, 31),
+        (32, 32),
+        (128, 33),
+        (1024, 7),
+        (1 << 18, 1),
+        (1 << 15, 33),
+    ];
+    for (rows, cols) in shapes {
+        let shape = MatrixShape::new(rows, cols).ctx("shape")?;
+        let bits = rows.trailing_zeros();
+        let (a, b) = (g.below(rows + 1), g.below(rows + 1));
+        let ranges: Vec<Range<usize>> = if rows > 1024 {
+            vec![0..rows, rows - a.min(1000)..rows]
+        } else {
+            vec![0..rows, 0..0, rows - 1..rows, a.min(b)..a.max(b), rows / 2..rows]
+        };
+        for range in ranges {
+            let (src_at, dst_at, slack) = (g.below(5), g.below(5), g.below(3));
+            let src_host = g.matrix(src_at + shape.len() + slack);
+            let dst_host = g.matrix(dst_at + range.len() * cols + slack);
+            let src = backend.upload(&src_host).ctx("upload source")?;
+            let mut dst = backend.upload(&dst_host).ctx("upload destination")?;
+            let what = format!("bit_reversed_rows of rows {range:?} of {shape} at {src_at} into {dst_at}");
+            backend.bit_reversed_rows(&src, src_at, shape, range.clone(), &mut dst, dst_at).ctx(&what)?;
+            let mut expected = dst_host.clone();
+            for (i, r) in range.clone().enumerate() {
+                let from = src_at + bit_reversed(r, bits) * cols;
+                expected[dst_at + i * cols..dst_at + (i + 1) * cols].copy_from_slice(&src_host[from..from + cols]);
+            }
+            ensure_words_eq(&what, &expected, &backend.download_vec(&dst).ctx("download")?)?;
+            ensure_words_eq(format!("{what}: source"), &src_host, &backend.download_vec(&src).ctx("download")?)?;
+        }
+    }
+    ensure_live(backend, baseline, "after bit_reversed_rows_random")
+}
+
+/// A refused call of [`bit_reversed_rows_errors`]: shape, rows, source and destination offsets,
+/// and the refusal it must get.
+type BitReversedCase<'a> = (MatrixShape, Range<usize>, usize, usize, &'a dyn Fn(&Error) -> bool);
+
+/// Every refusal of [`Backend::bit_reversed_rows`] ([`backend_api::validate::bit_reversed_rows`]):
+/// rows not a power of two, a row range reversed or past the matrix, the matrix past the source's
+/// end, the rows past the destination's end (also by an overflowing offset); the destination keeps
+/// its bytes.
+///
+/// # Errors
+/// A call accepted, refused with another error, or a destination byte changed.
+pub fn bit_reversed_rows_errors<B: Backend>(backend: &B) -> Outcome {
+    let mut g = Gen::new("bit_reversed_rows_errors");
+    let (src_host, dst_host) = (g.matrix(48), g.matrix(24));
+    let src = backend.upload(&src_host).ctx("upload")?;
+    let mut dst = backend.upload(&dst_host).ctx("upload")?;
+    let shape = |rows, cols| MatrixShape::new(rows, cols).expect("a non-empty shape");
+    let bounds = |want: &'static str| move |e: &Error| matches!(e, Error::OutOfBounds { what, .. } if *what == want);
+    #[allow(clippy::reversed_empty_ranges)]
+    let cases: [BitReversedCase<'_>; 8] = [
+        (shape(6, 4), 0..1, 0, 0, &|e| matches!(e, Error::InvalidShape(_))),
+        (shape(3, 1), 0..1, 0, 0, &|e| matches!(e, Error::InvalidShape(_))),
+        (shape(8, 3), 0..9, 0, 0, &bounds("bit_reversed_rows rows")),
+        (shape(8, 3), 5..4, 0, 0, &bounds("bit_reversed_rows rows")),
+        (shape(16, 3), 0..1, 1, 0, &bounds("bit_reversed_rows source")),
+        (shape(8, 3), 0..1, usize::MAX, 0, &bounds("bit_reversed_rows source")),
+        (shape(8, 3), 0..8, 0, 1, &bounds("bit_reversed_rows destination")),
+        (shape(8, 3), 0..2, 0, usize::MAX - 2, &bounds("bit_reversed_rows destination")),
+    ];
+    for (shape, rows, src_at, dst_at, refusal) in cases {
+        let what = format!("bit_reversed_rows of rows {rows:?} of {shape} at {src_at} into {dst_at}");
+        expect_error(backend.bit_reversed_rows(&src, src_at, shape, rows, &mut dst, dst_at), &what, refusal)?;
+        ensure_words_eq(format!("{what}: destination"), &dst_host, &backend.download_vec(&dst).ctx("download")?)?;
     }
     Ok(())
 }

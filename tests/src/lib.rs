@@ -418,6 +418,8 @@ macro_rules! __conformance_checks {
             copy::batched_copy_within_random,
             copy::batched_copy_rejects_overlap,
             copy::batched_copy_rejects_out_of_bounds,
+            copy::bit_reversed_rows_random,
+            copy::bit_reversed_rows_errors,
             hash::hash_known_answers,
             hash::hash_leaves_keccak_rows,
             hash::hash_leaves_blake3_rows,

@@ -200,6 +200,8 @@ pub fn memory_foreign_buffers<B: Backend>(backend: &B, make: &dyn Fn() -> backen
     foreign(backend.batched_copy(&theirs, &mut ours, &copy), "batched_copy (source)")?;
     foreign(backend.batched_copy(&ours, &mut theirs, &copy), "batched_copy (destination)")?;
     foreign(backend.batched_copy_within(&mut theirs, &[CopyRange::new(0, 8, 4)]), "batched_copy_within")?;
+    foreign(backend.bit_reversed_rows(&theirs, 0, shape, 0..8, &mut ours, 0), "bit_reversed_rows (source)")?;
+    foreign(backend.bit_reversed_rows(&ours, 0, shape, 0..8, &mut theirs, 0), "bit_reversed_rows (destination)")?;
     foreign(backend.hash_leaves_into(&theirs, shape, &spec, &mut our_nodes, 7), "hash_leaves_into (matrix)")?;
     foreign(backend.hash_leaves_into(&ours, shape, &spec, &mut their_nodes, 7), "hash_leaves_into (output)")?;
     foreign(backend.hash_leaves_from_host(&ours_data, shape, &spec, &mut their_nodes, 7), "hash_leaves_from_host")?;

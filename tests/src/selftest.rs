@@ -96,6 +96,10 @@ pub enum Bug {
     FoldNaturalOrder,
     /// `fri_fold` adds the addend without its challenge.
     FoldAddendUnscaled,
+    /// `bit_reversed_rows` copies the rows of its range in natural order.
+    RowsNaturalOrder,
+    /// `bit_reversed_rows` reverses the bits of the row's index within the range, not the matrix.
+    RowsReversedWithinRange,
     /// Every instance counts its bytes in one process-wide tracker, so a buffer's tracker cannot
     /// tell one instance from another: the front then takes other instances' buffers for its own.
     SharedTracker,
@@ -317,6 +321,29 @@ impl backend_api::RawBackend for HostBackend {
                 continue;
             }
             dst.data[c.dst..c.dst + c.len].copy_from_slice(&src.data[c.src..c.src + c.len]);
+        }
+        Ok(())
+    }
+
+    fn bit_reversed_rows(
+        &self,
+        src: &HostBuffer,
+        src_at: usize,
+        shape: MatrixShape,
+        rows: std::ops::Range<usize>,
+        dst: &mut HostBuffer,
+        dst_at: usize,
+    ) -> Result<()> {
+        let (cols, bits) = (shape.cols(), shape.rows().trailing_zeros());
+        let (first, count) = (rows.start, rows.len());
+        for (i, r) in rows.enumerate() {
+            let from = match self.bug {
+                Bug::RowsNaturalOrder => r,
+                Bug::RowsReversedWithinRange => first + backend_api::reverse_bits(i, count.max(1).ilog2()),
+                _ => backend_api::reverse_bits(r, bits),
+            };
+            let from = src_at + from * cols;
+            dst.data[dst_at + i * cols..dst_at + (i + 1) * cols].copy_from_slice(&src.data[from..from + cols]);
         }
         Ok(())
     }
@@ -655,6 +682,8 @@ const CAUGHT_BY: &[(Bug, &[&str])] = &[
     (Bug::ColumnDotIgnoresStep, &["column_dot_products_random"]),
     (Bug::FoldNaturalOrder, &["fri_fold_random"]),
     (Bug::FoldAddendUnscaled, &["fri_fold_random"]),
+    (Bug::RowsNaturalOrder, &["bit_reversed_rows_random"]),
+    (Bug::RowsReversedWithinRange, &["bit_reversed_rows_random"]),
 ];
 
 /// Port bugs that the checked front makes harmless: a port that validates nothing, skips copy-batch
@@ -673,6 +702,7 @@ const MADE_HARMLESS_BY_THE_FRONT: &[(Bug, &[&str])] = &[
             "coset_lde_errors",
             "dot_products_errors",
             "fri_fold_errors",
+            "bit_reversed_rows_errors",
             "memory_upload_download",
             "memory_size_overflow",
         ],

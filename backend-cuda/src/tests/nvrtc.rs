@@ -78,7 +78,7 @@ fn kernels_named_by_the_host_code_exist() {
     }
     let names: &[(Source, &[&str])] = &[
         (Source::Transpose, &["transpose_tile", "transpose_fused_runs_v1", "transpose_fused_runs_v2"]),
-        (Source::Copy, &["copy_gather"]),
+        (Source::Copy, &["copy_gather", "bit_reversed_rows"]),
         (Source::Hash, &leaf_kernels),
         (Source::Merkle, &merkle_kernels),
         (
