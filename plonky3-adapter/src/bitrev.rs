@@ -2,14 +2,13 @@
 //!
 //! The PCS wants the LDE's rows at bit-reversed indices. Rather than download the natural-order
 //! LDE and permute it on the host (a second host pass over the whole matrix), the backend gathers
-//! each chunk of the output's rows into a device staging buffer ([`Backend::batched_copy`], one
-//! copy per row), and the chunk is downloaded straight into its place in the output: the host
-//! touches every byte once, in the backend's own download (on CUDA, the staging ring copies out
-//! with every core). Two staging buffers of at most [`STAGING_BYTES`] alternate, so the gather of
-//! chunk `k + 1` is queued before chunk `k` is downloaded.
+//! each chunk of the output's rows into a device staging buffer
+//! ([`Backend::bit_reversed_rows`]), and the chunk is downloaded straight into its place in the
+//! output: the host touches every byte once, in the backend's own download (on CUDA, the staging
+//! ring copies out with every core). Two staging buffers of at most [`STAGING_BYTES`] alternate,
+//! so the gather of chunk `k + 1` is queued before chunk `k` is downloaded.
 
-use backend_api::{Backend, CopyRange, Result};
-use p3_util::reverse_bits_len;
+use backend_api::{Backend, MatrixShape, Result};
 
 /// Bytes per staging buffer (two are live during a download of more than one chunk): 128 MiB, so
 /// that one chunk's download fills the CUDA backend's whole staging ring (four 32 MiB page-locked
@@ -31,7 +30,8 @@ pub(crate) fn staging_bytes(rows: usize, cols: usize) -> usize {
 }
 
 /// Gathers rows `br(start) .. br(start + len - 1)` of the row-major `rows x cols` matrix at
-/// element `at` of `buf` into rows `0 .. len` of `dst` (`br` reverses `log2(rows)` bits).
+/// element `at` of `buf` into rows `0 .. len` of `dst` (`br` reverses `log2(rows)` bits), with
+/// [`Backend::bit_reversed_rows`].
 fn gather<B: Backend>(
     backend: &B,
     buf: &B::Buffer,
@@ -41,10 +41,7 @@ fn gather<B: Backend>(
     len: usize,
     dst: &mut B::Buffer,
 ) -> Result<()> {
-    let log_rows = rows.trailing_zeros() as usize;
-    let copies: Vec<CopyRange> =
-        (0..len).map(|i| CopyRange::new(at + reverse_bits_len(start + i, log_rows) * cols, i * cols, cols)).collect();
-    backend.batched_copy(buf, dst, &copies)
+    backend.bit_reversed_rows(buf, at, MatrixShape::new(rows, cols)?, start..start + len, dst, 0)
 }
 
 /// Downloads the row-major `rows x cols` matrix that starts at element `at` of `buf` (rows a
@@ -70,22 +67,46 @@ pub(crate) fn download_bit_reversed<B: Backend>(
     };
     // Zeroed by the allocator: fresh pages, first written by the download below.
     let mut out = vec![0u64; rows * cols];
+    advise_huge_pages(&mut out);
     let mut cur = backend.alloc(chunk_rows * cols)?;
     let mut next = if chunks > 1 { Some(backend.alloc(chunk_rows * cols)?) } else { None };
+    let gather_span = tracing::debug_span!("LDE down: gather");
+    let download_span = tracing::debug_span!("LDE down: download");
     let (start, len) = chunk(0);
-    gather(backend, buf, at, (rows, cols), start, len, &mut cur)?;
+    gather_span.in_scope(|| gather(backend, buf, at, (rows, cols), start, len, &mut cur))?;
     for k in 0..chunks {
         let (start, len) = chunk(k);
         if let (true, Some(next)) = (k + 1 < chunks, next.as_mut()) {
             let (s, l) = chunk(k + 1);
-            gather(backend, buf, at, (rows, cols), s, l, next)?;
+            gather_span.in_scope(|| gather(backend, buf, at, (rows, cols), s, l, next))?;
         }
-        backend.download(&cur, 0, &mut out[start * cols..(start + len) * cols])?;
+        download_span.in_scope(|| backend.download(&cur, 0, &mut out[start * cols..(start + len) * cols]))?;
         if let Some(next) = next.as_mut() {
             std::mem::swap(&mut cur, next);
         }
     }
     Ok(out)
+}
+
+/// Asks the kernel to back the 2 MiB-aligned interior of `v`, a fresh allocation not yet
+/// written, with transparent huge pages: the download's first writes then fault 512 times fewer
+/// pages, and freeing the matrix unmaps them as fast (where the system allows `madvise` huge
+/// pages; otherwise nothing changes).
+fn advise_huge_pages(v: &mut [u64]) {
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE: usize = 2 << 20;
+        let (base, bytes) = (v.as_mut_ptr() as usize, size_of_val(v));
+        let start = base.next_multiple_of(HUGE);
+        let end = (base + bytes) & !(HUGE - 1);
+        if end > start {
+            // SAFETY: `start..end` lies inside `v`'s allocation; the advice changes only how the
+            // kernel backs those pages, never their contents.
+            let _ = unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = v;
 }
 
 /// The row-major `rows x cols` matrix at element `at` of `buf` with its rows bit-reversed, in a

@@ -325,15 +325,17 @@ impl<B: Backend, H: MmcsHash> BackendMmcs<B, H> {
         let tree = TreeShape::new(height)?;
         let mut nodes = backend.alloc(tree.words())?;
         let spec = LeafSpec::new(H::KIND, LeafLayout::Rows, 0..shape.cols())?;
-        backend.hash_leaves_into(rows, shape, &spec, &mut nodes, tree.first_leaf())?;
+        tracing::debug_span!("tree: leaves")
+            .in_scope(|| backend.hash_leaves_into(rows, shape, &spec, &mut nodes, tree.first_leaf()))?;
         if bit_reversed {
+            let _span = tracing::debug_span!("tree: leaves bit-reversed").entered();
             let first = tree.first_leaf() * DIGEST_WORDS;
             let leaves = bit_reversed_on_device(backend, &nodes, first, height, DIGEST_WORDS)?;
             backend.batched_copy(&leaves, &mut nodes, &[CopyRange::new(0, first, height * DIGEST_WORDS)])?;
         }
-        backend.merkle_tree_in_place(&mut nodes, tree, H::KIND)?;
+        tracing::debug_span!("tree: nodes").in_scope(|| backend.merkle_tree_in_place(&mut nodes, tree, H::KIND))?;
         let layers = (0..=log_rows).map(|d| LayerAt::heap_level(0, log_rows - d)).collect();
-        Segments::new(backend, vec![nodes], layers)
+        tracing::debug_span!("tree: top down").in_scope(|| Segments::new(backend, vec![nodes], layers))
     }
 
     /// The commitment and prover data of a tree on the device.
