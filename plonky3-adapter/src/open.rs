@@ -296,16 +296,17 @@ fn evaluations<B: Backend, Challenge: ExtensionField<Goldilocks>>(
     let log_h = log2_strict_usize(h);
     // Plonky3's row `i < h` of the bit-reversed LDE is natural row `br_h(i) * step`: the weight of
     // natural row `j * step` is `adj[br_h(j)]`. Point `q`'s coordinate `d` is vector `q * dim + d`.
+    // Built on every core: at 2^20 rows and two points of a quadratic extension it is 4M words.
     let mut weights = vec![0u64; at.len() * dim * h];
-    for (q, (_, adj)) in at.iter().enumerate() {
-        let vectors = &mut weights[q * dim * h..(q + 1) * dim * h];
-        for j in 0..h {
-            let w = adj[reverse_bits_len(j, log_h)];
-            for (d, c) in w.as_basis_coefficients_slice().iter().enumerate() {
-                vectors[d * h + j] = c.as_canonical_u64();
+    weights.par_chunks_mut(h).enumerate().for_each(|(v, vector)| {
+        let (adj, d) = (at[v / dim].1, v % dim);
+        vector.par_chunks_mut(1 << 12).enumerate().for_each(|(k, part)| {
+            for (i, slot) in part.iter_mut().enumerate() {
+                let w = adj[reverse_bits_len((k << 12) + i, log_h)];
+                *slot = w.as_basis_coefficients_slice()[d].as_canonical_u64();
             }
-        }
-    }
+        });
+    });
     let cols = lde.shape.cols();
     let mut sums = vec![0u64; at.len() * dim * cols];
     let rows = RowStride::new(0, mat.host.height() / h, h);
