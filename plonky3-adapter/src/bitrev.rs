@@ -8,6 +8,8 @@
 //! ring copies out with every core). Two staging buffers of at most [`STAGING_BYTES`] alternate,
 //! so the gather of chunk `k + 1` is queued before chunk `k` is downloaded.
 
+use std::sync::Mutex;
+
 use backend_api::{Backend, MatrixShape, Result};
 
 /// Bytes per staging buffer (two are live during a download of more than one chunk): 128 MiB, so
@@ -65,9 +67,13 @@ pub(crate) fn download_bit_reversed<B: Backend>(
         let start = k * chunk_rows;
         (start, chunk_rows.min(rows - start))
     };
-    // Zeroed by the allocator: fresh pages, first written by the download below.
-    let mut out = vec![0u64; rows * cols];
-    advise_huge_pages(&mut out);
+    // A kept matrix of this length, whose pages exist, or fresh pages (zeroed by the allocator,
+    // first written by the download below).
+    let mut out = take_kept(rows * cols).unwrap_or_else(|| {
+        let mut fresh = vec![0u64; rows * cols];
+        advise_huge_pages(&mut fresh);
+        fresh
+    });
     let mut cur = backend.alloc(chunk_rows * cols)?;
     let mut next = if chunks > 1 { Some(backend.alloc(chunk_rows * cols)?) } else { None };
     let gather_span = tracing::debug_span!("LDE down: gather");
@@ -86,6 +92,45 @@ pub(crate) fn download_bit_reversed<B: Backend>(
         }
     }
     Ok(out)
+}
+
+/// Host matrices of dropped prover data ([`keep`]), each taken again by the next download of its
+/// length. Writing pages that exist is faster than faulting in fresh ones: on the H200's host a
+/// 4.3 GB download took 117 ms into such pages against 265 ms into fresh huge pages and 364 ms
+/// into fresh small ones, and freeing that matrix took 15 and 231 ms (`host_path transfers 21
+/// 256`, 2026-12-05). Process-wide, at most [`KEPT_MATRICES`] (the oldest goes first);
+/// [`crate::free_kept_host_matrices`] frees them.
+static KEPT: Mutex<Vec<Vec<u64>>> = Mutex::new(Vec::new());
+
+/// How many matrices [`KEPT`] holds at most: a proof's trace and quotient LDEs, and a second
+/// proof's, of different shapes.
+pub(crate) const KEPT_MATRICES: usize = 4;
+
+/// Keeps `words` for the next download of its length (see [`KEPT`]).
+pub(crate) fn keep(words: Vec<u64>) {
+    if words.is_empty() {
+        return;
+    }
+    let oldest = {
+        let mut kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
+        kept.push(words);
+        (kept.len() > KEPT_MATRICES).then(|| kept.remove(0))
+    };
+    // Freed outside the lock.
+    drop(oldest);
+}
+
+/// A kept matrix of exactly `len` words, the most recently kept first.
+fn take_kept(len: usize) -> Option<Vec<u64>> {
+    let mut kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
+    let k = kept.iter().rposition(|v| v.len() == len)?;
+    Some(kept.remove(k))
+}
+
+/// Frees every kept matrix; returns their bytes.
+pub(crate) fn free_kept() -> usize {
+    let kept = std::mem::take(&mut *KEPT.lock().unwrap_or_else(|e| e.into_inner()));
+    kept.iter().map(|v| v.len() * size_of::<u64>()).sum()
 }
 
 /// Asks the kernel to back the 2 MiB-aligned interior of `v`, a fresh allocation not yet
@@ -141,6 +186,46 @@ mod tests {
             want[j * cols..(j + 1) * cols].copy_from_slice(&natural[src * cols..(src + 1) * cols]);
         }
         want
+    }
+
+    /// The only test that keeps matrices (no other unit test of this crate does), so the
+    /// process-wide pool holds what this test put there.
+    #[test]
+    fn kept_matrices_are_taken_by_length_oldest_evicted_and_overwritten_by_downloads() {
+        free_kept();
+        // Lengths no other download of this test binary asks for.
+        let lengths = [1001, 1002, 1003, 1004, 1005];
+        let ptrs: Vec<*const u64> = lengths
+            .iter()
+            .map(|&n| {
+                let v = vec![7u64; n];
+                let p = v.as_ptr();
+                keep(v);
+                p
+            })
+            .collect();
+        // Five kept, at most four held: the first (1001) was freed.
+        assert_eq!(take_kept(1001), None);
+        assert_eq!(take_kept(999), None, "only an exact length is taken");
+        let taken = take_kept(1003).expect("kept");
+        assert_eq!(taken.as_ptr(), ptrs[2], "the kept allocation itself");
+        assert_eq!(take_kept(1003), None, "taken once");
+        assert_eq!(free_kept(), (1002 + 1004 + 1005) * 8);
+        assert_eq!(free_kept(), 0);
+
+        // A download of a kept length writes every word of the kept matrix, whatever it held.
+        let backend = CpuBackend::new();
+        let (log_rows, cols) = (5, 37);
+        let natural: Vec<u64> = (0..32 * 37).map(|x: u64| x.wrapping_mul(0x9E37_79B9_7F4A_7C15)).collect();
+        let garbage = vec![u64::MAX; 32 * 37];
+        let p = garbage.as_ptr();
+        keep(garbage);
+        let buf = backend.upload(&natural).unwrap();
+        let got = download_bit_reversed(&backend, &buf, 0, 1 << log_rows, cols, 7).unwrap();
+        assert_eq!(got.as_ptr(), p, "the download took the kept matrix");
+        assert_eq!(got, naive(&natural, log_rows, cols));
+        keep(Vec::new());
+        assert_eq!(free_kept(), 0, "an empty vector is not kept");
     }
 
     #[test]

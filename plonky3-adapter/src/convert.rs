@@ -33,6 +33,17 @@ pub(crate) fn into_field_vec(words: Vec<u64>) -> Vec<Goldilocks> {
     unsafe { Vec::from_raw_parts(ptr.cast::<Goldilocks>(), len, cap) }
 }
 
+/// A `Vec<Goldilocks>` as its `Vec<u64>` of words, without touching the elements (the inverse of
+/// [`into_field_vec`]).
+pub(crate) fn into_word_vec(values: Vec<Goldilocks>) -> Vec<u64> {
+    let mut values = std::mem::ManuallyDrop::new(values);
+    let (ptr, len, cap) = (values.as_mut_ptr(), values.len(), values.capacity());
+    // SAFETY: as in `into_field_vec`, the other way: the allocation was made for `cap` elements
+    // of a type with u64's size and alignment, every Goldilocks is a valid u64, and `values` is
+    // not dropped, so the allocation has one owner.
+    unsafe { Vec::from_raw_parts(ptr.cast::<u64>(), len, cap) }
+}
+
 /// Writes row `r` of every matrix of `members`, concatenated in order, to row `r` of the row-major
 /// `out` (as many columns as their widths sum to): the leaf preimage of several matrices of one
 /// height.

@@ -248,7 +248,8 @@ impl<B: Backend, H: MmcsHash> BackendMmcs<B, H> {
     ///
     /// With `keep`, the prover data holds `lde` for the openings ([`BackendProverData::device_lde`]);
     /// otherwise it is freed here. `guard` (a memory admission's ticket) is dropped with the prover
-    /// data, after its device buffers.
+    /// data, after its device buffers; `recycle`, where given, then receives the host matrices
+    /// instead of freeing them.
     ///
     /// # Errors
     /// The backend's errors; [`Error::InvalidArgument`] when `matrices` are not one group of
@@ -260,6 +261,7 @@ impl<B: Backend, H: MmcsHash> BackendMmcs<B, H> {
         matrices: Vec<M>,
         keep: bool,
         guard: Option<Box<dyn Send + Sync>>,
+        recycle: Option<fn(Vec<M>)>,
     ) -> backend_api::Result<Committed<B, M, H>> {
         let plan = Plan::new(&matrices)
             .ok()
@@ -273,6 +275,7 @@ impl<B: Backend, H: MmcsHash> BackendMmcs<B, H> {
         if let Tree::Device(tree) = &mut committed.1.tree {
             tree.lde = keep.then_some(DeviceLde { buffer: lde, shape });
             tree.guard = guard;
+            tree.recycle = recycle;
         }
         Ok(committed)
     }
@@ -354,6 +357,7 @@ impl<B: Backend, H: MmcsHash> BackendMmcs<B, H> {
             host_layers: OnceLock::new(),
             lde: None,
             guard: None,
+            recycle: None,
         };
         // The cap: the layer `cap_height` below the root (Plonky3 caps the height at the root).
         let root = tree.segments.layers.len() - 1;
@@ -465,6 +469,9 @@ struct DeviceTree<B: Backend, H: MmcsHash, M> {
     lde: Option<DeviceLde<B>>,
     /// Held as long as the tree's device memory (a memory admission's ticket), released on drop.
     guard: Option<Box<dyn Send + Sync>>,
+    /// Where the host matrices go on drop, if not freed (a fused commit's LDE, kept for the next
+    /// download of its size).
+    recycle: Option<fn(Vec<M>)>,
 }
 
 impl<B: Backend, H: MmcsHash, M> Drop for DeviceTree<B, H, M> {
@@ -472,7 +479,11 @@ impl<B: Backend, H: MmcsHash, M> Drop for DeviceTree<B, H, M> {
     /// what dropping the prover data costs.
     fn drop(&mut self) {
         let _span = tracing::debug_span!("drop device tree").entered();
-        drop(std::mem::take(&mut self.matrices));
+        let matrices = std::mem::take(&mut self.matrices);
+        match self.recycle {
+            Some(recycle) => recycle(matrices),
+            None => drop(matrices),
+        }
         drop(self.lde.take());
         // After the device memory it accounts for.
         drop(self.guard.take());

@@ -19,7 +19,7 @@ use p3_matrix::dense::RowMajorMatrix;
 use rayon::prelude::*;
 
 use crate::bitrev::staging_bytes;
-use crate::convert::{as_words, concat_rows, into_field_vec};
+use crate::convert::{as_words, concat_rows, into_field_vec, into_word_vec};
 use crate::dft::{BackendDft, download_lde, lde_on_device};
 use crate::digest::{Keccak256, MmcsHash};
 use crate::mmcs::{BackendMmcs, Committed};
@@ -182,6 +182,9 @@ pub struct BackendPcs<B: Backend, FriMmcs, H: MmcsHash = Keccak256> {
     admission: Option<Admission>,
     /// What a commit the admission refuses does.
     on_refusal: OnRefusal,
+    /// Whether fused commits' host matrices are kept, once their prover data is dropped, for the
+    /// next download of their size.
+    keep_host_matrices: bool,
 }
 
 impl<B: Backend, FriMmcs: Clone, H: MmcsHash> Clone for BackendPcs<B, FriMmcs, H> {
@@ -197,6 +200,7 @@ impl<B: Backend, FriMmcs: Clone, H: MmcsHash> Clone for BackendPcs<B, FriMmcs, H
             device_openings: self.device_openings,
             admission: self.admission.clone(),
             on_refusal: self.on_refusal,
+            keep_host_matrices: self.keep_host_matrices,
         }
     }
 }
@@ -210,6 +214,7 @@ impl<B: Backend, FriMmcs, H: MmcsHash> fmt::Debug for BackendPcs<B, FriMmcs, H> 
             .field("device_openings", &self.device_openings)
             .field("admission", &self.admission.is_some())
             .field("on_refusal", &self.on_refusal)
+            .field("keep_host_matrices", &self.keep_host_matrices)
             .field("stats", &self.stats())
             .finish()
     }
@@ -232,6 +237,7 @@ impl<B: Backend, FriMmcs: Clone, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
             device_openings: true,
             admission: None,
             on_refusal: OnRefusal::default(),
+            keep_host_matrices: true,
         }
     }
 }
@@ -244,6 +250,20 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
     #[must_use]
     pub fn with_device_openings(mut self, device_openings: bool) -> Self {
         self.device_openings = device_openings;
+        self
+    }
+
+    /// With `false`, a fused commit's host matrices (the LDE's bit-reversed copy that the
+    /// quotient and the openings read) are freed when its prover data is dropped. By default
+    /// (`true`) they are kept, process-wide, at most four, for the next fused commit of the same
+    /// size, which downloads into pages that exist instead of faulting in fresh ones: on the
+    /// H200's host, the 4.3 GB download of a 2^20 x 256 proof's LDE took 117 ms into existing
+    /// pages against 265 ms into fresh huge pages, and dropping the prover data freed nothing.
+    /// The memory stays with the process between proofs (the size of the last proofs' LDEs);
+    /// [`free_kept_host_matrices`] gives it back. The proof is the same either way.
+    #[must_use]
+    pub fn with_kept_host_matrices(mut self, keep: bool) -> Self {
+        self.keep_host_matrices = keep;
         self
     }
 
@@ -386,8 +406,9 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
             t.shrink_to(tree + if keep { params.lde_shape().bytes() } else { 0 });
             Box::new(t) as Box<dyn Send + Sync>
         });
+        let recycle = self.keep_host_matrices.then_some(keep_matrices as fn(Vec<RowMajorMatrix<Goldilocks>>));
         let _span = tracing::info_span!("fused commit: leaves, tree").entered();
-        self.mmcs.commit_device_lde(lde, params.lde_shape(), matrices, keep, guard)
+        self.mmcs.commit_device_lde(lde, params.lde_shape(), matrices, keep, guard, recycle)
     }
 }
 
@@ -413,6 +434,21 @@ pub fn fused_commit_model(params: &LdeParams) -> commit::Result<MemoryModel> {
         .ok_or(backend_api::Error::SizeOverflow { what: "fused commit leaves", elems: rows })?;
     let scratch = staging_bytes(rows, cols).max(reorder);
     Ok(MemoryModel { scratch, ..MemoryModel::of(&shape)? })
+}
+
+/// Keeps a dropped fused commit's host matrices for the next downloads of their sizes
+/// ([`BackendPcs::with_kept_host_matrices`]).
+fn keep_matrices(matrices: Vec<RowMajorMatrix<Goldilocks>>) {
+    for m in matrices {
+        crate::bitrev::keep(into_word_vec(m.values));
+    }
+}
+
+/// Frees the host matrices that fused commits of every [`BackendPcs`] keep after their prover
+/// data is dropped ([`BackendPcs::with_kept_host_matrices`]) and returns their bytes: call it
+/// when the process is done proving, or to give the memory back between proofs.
+pub fn free_kept_host_matrices() -> usize {
+    crate::bitrev::free_kept()
 }
 
 /// The row-major matrix `words` of `widths.iter().sum()` columns as one matrix per width, in

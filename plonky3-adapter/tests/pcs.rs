@@ -104,13 +104,17 @@ fn one_coset_commits_fuse<B: Backend + 'static>(backend: Arc<B>) {
             (1 << 9, vec![3, 1, 5], shift),
             (1 << 4, vec![1, 1], Val::ONE),
         ] {
-            let inputs: Vec<_> = widths
-                .iter()
-                .enumerate()
-                .map(|(i, &w)| (domain(rows, shift), matrix(i as u64 + rows as u64, rows, w)))
-                .collect();
-            let what = format!("{rows} rows x {widths:?}, blowup 2^{log_blowup}");
-            assert_eq!(same_as_stock(&ours, log_blowup, &inputs), FUSED, "{what}");
+            // Twice, with other values the second time: that commit may download into the
+            // host matrix the first one's dropped prover data kept, and must not see its values.
+            for round in 0..2u64 {
+                let inputs: Vec<_> = widths
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &w)| (domain(rows, shift), matrix(i as u64 + rows as u64 + 1000 * round, rows, w)))
+                    .collect();
+                let what = format!("{rows} rows x {widths:?}, blowup 2^{log_blowup}, round {round}");
+                assert_eq!(same_as_stock(&ours, log_blowup, &inputs), FUSED, "{what}");
+            }
         }
     }
     assert_eq!(backend.memory().live, 0, "the fused commits' buffers were not released (prover data dropped)");
