@@ -14,7 +14,6 @@ use p3_matrix::{Dimensions, Matrix};
 use p3_merkle_tree::{MerkleCap, MerkleTreeError};
 use rayon::prelude::*;
 
-use crate::bitrev::bit_reversed_on_device;
 use crate::convert::{as_words, concat_rows};
 use crate::digest::{Keccak256, MmcsHash};
 #[cfg(doc)]
@@ -328,13 +327,18 @@ impl<B: Backend, H: MmcsHash> BackendMmcs<B, H> {
         let tree = TreeShape::new(height)?;
         let mut nodes = backend.alloc(tree.words())?;
         let spec = LeafSpec::new(H::KIND, LeafLayout::Rows, 0..shape.cols())?;
-        tracing::debug_span!("tree: leaves")
-            .in_scope(|| backend.hash_leaves_into(rows, shape, &spec, &mut nodes, tree.first_leaf()))?;
         if bit_reversed {
-            let _span = tracing::debug_span!("tree: leaves bit-reversed").entered();
+            // Hashed in natural order beside the tree, then put in its leaf level in Plonky3's.
+            let mut leaves = backend.alloc(height * DIGEST_WORDS)?;
+            tracing::debug_span!("tree: leaves")
+                .in_scope(|| backend.hash_leaves_into(rows, shape, &spec, &mut leaves, 0))?;
+            let digests = MatrixShape::new(height, DIGEST_WORDS)?;
             let first = tree.first_leaf() * DIGEST_WORDS;
-            let leaves = bit_reversed_on_device(backend, &nodes, first, height, DIGEST_WORDS)?;
-            backend.batched_copy(&leaves, &mut nodes, &[CopyRange::new(0, first, height * DIGEST_WORDS)])?;
+            tracing::debug_span!("tree: leaves bit-reversed")
+                .in_scope(|| backend.bit_reversed_rows(&leaves, 0, digests, 0..height, &mut nodes, first))?;
+        } else {
+            tracing::debug_span!("tree: leaves")
+                .in_scope(|| backend.hash_leaves_into(rows, shape, &spec, &mut nodes, tree.first_leaf()))?;
         }
         tracing::debug_span!("tree: nodes").in_scope(|| backend.merkle_tree_in_place(&mut nodes, tree, H::KIND))?;
         let layers = (0..=log_rows).map(|d| LayerAt::heap_level(0, log_rows - d)).collect();
@@ -475,8 +479,8 @@ struct DeviceTree<B: Backend, H: MmcsHash, M> {
 }
 
 impl<B: Backend, H: MmcsHash, M> Drop for DeviceTree<B, H, M> {
-    /// Frees the host matrices and the device buffers inside a span, so a profile of a proof sees
-    /// what dropping the prover data costs.
+    /// Frees (or hands to `recycle`) the host matrices and frees the device buffers inside a
+    /// span, so a profile of a proof sees what dropping the prover data costs.
     fn drop(&mut self) {
         let _span = tracing::debug_span!("drop device tree").entered();
         let matrices = std::mem::take(&mut self.matrices);
