@@ -227,6 +227,19 @@ pub fn lde_finish_ranges(units: u64, log_blowup: u32) -> Vec<std::ops::Range<u64
 mod tests {
     use super::*;
 
+    #[test]
+    fn bit_reverse_reverses_the_low_bits_only() {
+        // Against reversal bit by bit.
+        for bits in [0u32, 1, 2, 5, 13] {
+            for i in 0..(1usize << bits) {
+                let want = (0..bits).fold(0, |acc, b| acc | (((i >> b) & 1) << (bits - 1 - b)));
+                assert_eq!(bit_reverse(i, bits), want, "{i} over {bits} bits");
+            }
+        }
+        assert_eq!(bit_reverse(1, usize::BITS), 1 << (usize::BITS - 1));
+        assert_eq!(bit_reverse(0b110, 2), 0b01, "bits above `bits` are dropped");
+    }
+
     fn mul_ref(a: u64, b: u64) -> u64 {
         ((a as u128 * b as u128) % P as u128) as u64
     }

@@ -44,5 +44,5 @@ pub use port::{
 pub use prepare::{Preparation, TransferFloor, file_safe_key};
 pub use shape::{
     CopyRange, DIGEST_BYTES, DIGEST_WORDS, ELEM_BYTES, HashKind, LdeParams, LeafLayout, LeafSpec, MAX_DOT_VECTORS,
-    MAX_EXTENSION_DEGREE, MAX_LOG_DOMAIN, MatrixShape, RowStride, TreeShape, reverse_bits,
+    MAX_EXTENSION_DEGREE, MAX_LOG_DOMAIN, MatrixShape, RowStride, TreeShape,
 };

@@ -7,8 +7,9 @@ use crate::backend::Backend;
 use crate::backend::{DeviceBuffer, DeviceInfo, HostBuffer, LeafJob, PendingDownload};
 use crate::error::Result;
 use crate::fault::AllocTracker;
+use crate::field::bit_reverse;
 use crate::prepare::{Preparation, TransferFloor};
-use crate::shape::{CopyRange, HashKind, LdeParams, LeafSpec, MatrixShape, RowStride, TreeShape, reverse_bits};
+use crate::shape::{CopyRange, HashKind, LdeParams, LeafSpec, MatrixShape, RowStride, TreeShape};
 
 /// The device memory and commit kernels of one backend, as a port implements them.
 ///
@@ -139,7 +140,7 @@ pub trait RawBackend: Send + Sync {
         let (cols, log_rows) = (shape.cols(), shape.rows().trailing_zeros());
         let copies: Vec<CopyRange> = rows
             .enumerate()
-            .map(|(i, r)| CopyRange::new(src_at + reverse_bits(r, log_rows) * cols, dst_at + i * cols, cols))
+            .map(|(i, r)| CopyRange::new(src_at + bit_reverse(r, log_rows) * cols, dst_at + i * cols, cols))
             .collect();
         self.batched_copy(src, dst, &copies)
     }

@@ -88,13 +88,6 @@ impl MatrixShape {
     }
 }
 
-/// `index` with its low `bits` bits reversed (`bits <= usize::BITS`; bits above them are
-/// dropped): `br` of CONVENTIONS.md, the bit-reversed row order of
-/// [`Backend::bit_reversed_rows`](crate::Backend::bit_reversed_rows).
-pub const fn reverse_bits(index: usize, bits: u32) -> usize {
-    if bits == 0 { 0 } else { index.reverse_bits() >> (usize::BITS - bits) }
-}
-
 impl fmt::Display for MatrixShape {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} x {}", self.rows, self.cols)
@@ -415,19 +408,6 @@ impl CopyRange {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn reverse_bits_reverses_the_low_bits_only() {
-        // Against reversal bit by bit.
-        for bits in [0u32, 1, 2, 5, 13] {
-            for i in 0..(1usize << bits) {
-                let want = (0..bits).fold(0, |acc, b| acc | (((i >> b) & 1) << (bits - 1 - b)));
-                assert_eq!(reverse_bits(i, bits), want, "{i} over {bits} bits");
-            }
-        }
-        assert_eq!(reverse_bits(1, usize::BITS), 1 << (usize::BITS - 1));
-        assert_eq!(reverse_bits(0b110, 2), 0b01, "bits above `bits` are dropped");
-    }
 
     #[test]
     fn leaf_specs_refuse_empty_ranges_and_check_the_matrix() {

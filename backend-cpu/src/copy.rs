@@ -12,7 +12,8 @@
 use backend_api::copy::{BatchTarget, validate_batch};
 use std::ops::Range;
 
-use backend_api::{CopyRange, Error, Result, reverse_bits};
+use backend_api::field::bit_reverse;
+use backend_api::{CopyRange, Error, Result};
 use rayon::prelude::*;
 
 use crate::memory::{check_range, par_copy};
@@ -130,7 +131,7 @@ pub(crate) fn bit_reversed_rows(matrix: &[u64], cols: usize, log_rows: u32, rows
     let per_task = (4096 / cols).max(1);
     out.par_chunks_mut(per_task * cols).enumerate().for_each(|(t, chunk)| {
         for (i, row) in chunk.chunks_mut(cols).enumerate() {
-            let r = reverse_bits(rows.start + t * per_task + i, log_rows);
+            let r = bit_reverse(rows.start + t * per_task + i, log_rows);
             row.copy_from_slice(&matrix[r * cols..(r + 1) * cols]);
         }
     });

@@ -31,21 +31,6 @@ pub(crate) fn staging_bytes(rows: usize, cols: usize) -> usize {
     buffers.saturating_mul(chunk).saturating_mul(cols).saturating_mul(size_of::<u64>())
 }
 
-/// Gathers rows `br(start) .. br(start + len - 1)` of the row-major `rows x cols` matrix at
-/// element `at` of `buf` into rows `0 .. len` of `dst` (`br` reverses `log2(rows)` bits), with
-/// [`Backend::bit_reversed_rows`].
-fn gather<B: Backend>(
-    backend: &B,
-    buf: &B::Buffer,
-    at: usize,
-    (rows, cols): (usize, usize),
-    start: usize,
-    len: usize,
-    dst: &mut B::Buffer,
-) -> Result<()> {
-    backend.bit_reversed_rows(buf, at, MatrixShape::new(rows, cols)?, start..start + len, dst, 0)
-}
-
 /// Downloads the row-major `rows x cols` matrix that starts at element `at` of `buf` (rows a
 /// power of two) so that output row `i` holds row `br(i)`, `chunk_rows` rows at a time.
 ///
@@ -76,15 +61,18 @@ pub(crate) fn download_bit_reversed<B: Backend>(
     });
     let mut cur = backend.alloc(chunk_rows * cols)?;
     let mut next = if chunks > 1 { Some(backend.alloc(chunk_rows * cols)?) } else { None };
+    let shape = MatrixShape::new(rows, cols)?;
+    // Rows `br(s) .. br(s + l - 1)` into the staging buffer `dst`.
+    let gather = |s: usize, l: usize, dst: &mut B::Buffer| backend.bit_reversed_rows(buf, at, shape, s..s + l, dst, 0);
     let gather_span = tracing::debug_span!("LDE down: gather");
     let download_span = tracing::debug_span!("LDE down: download");
     let (start, len) = chunk(0);
-    gather_span.in_scope(|| gather(backend, buf, at, (rows, cols), start, len, &mut cur))?;
+    gather_span.in_scope(|| gather(start, len, &mut cur))?;
     for k in 0..chunks {
         let (start, len) = chunk(k);
         if let (true, Some(next)) = (k + 1 < chunks, next.as_mut()) {
             let (s, l) = chunk(k + 1);
-            gather_span.in_scope(|| gather(backend, buf, at, (rows, cols), s, l, next))?;
+            gather_span.in_scope(|| gather(s, l, next))?;
         }
         download_span.in_scope(|| backend.download(&cur, 0, &mut out[start * cols..(start + len) * cols]))?;
         if let Some(next) = next.as_mut() {

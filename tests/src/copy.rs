@@ -209,11 +209,6 @@ pub fn batched_copy_rejects_out_of_bounds<B: Backend>(backend: &B) -> Outcome {
     Ok(())
 }
 
-/// Row `r` of a matrix of `2^bits` rows in bit-reversed order, reversed one bit at a time.
-fn bit_reversed(r: usize, bits: u32) -> usize {
-    (0..bits).fold(0, |acc, b| acc | (((r >> b) & 1) << (bits - 1 - b)))
-}
-
 /// [`Backend::bit_reversed_rows`] over edge and larger shapes (one row; one column; rows shorter
 /// and longer than a warp; 2^20 rows), whole, empty, one-row and random row ranges, at random
 /// offsets in both buffers: each copied row equals the matrix's row at the bit-reversed index,
@@ -259,7 +254,7 @@ pub fn bit_reversed_rows_random<B: Backend>(backend: &B) -> Outcome {
             backend.bit_reversed_rows(&src, src_at, shape, range.clone(), &mut dst, dst_at).ctx(&what)?;
             let mut expected = dst_host.clone();
             for (i, r) in range.clone().enumerate() {
-                let from = src_at + bit_reversed(r, bits) * cols;
+                let from = src_at + reference::bit_reverse(r, bits) * cols;
                 expected[dst_at + i * cols..dst_at + (i + 1) * cols].copy_from_slice(&src_host[from..from + cols]);
             }
             ensure_words_eq(&what, &expected, &backend.download_vec(&dst).ctx("download")?)?;

@@ -339,8 +339,8 @@ impl backend_api::RawBackend for HostBackend {
         for (i, r) in rows.enumerate() {
             let from = match self.bug {
                 Bug::RowsNaturalOrder => r,
-                Bug::RowsReversedWithinRange => first + backend_api::reverse_bits(i, count.max(1).ilog2()),
-                _ => backend_api::reverse_bits(r, bits),
+                Bug::RowsReversedWithinRange => first + field::bit_reverse(i, count.max(1).ilog2()),
+                _ => field::bit_reverse(r, bits),
             };
             let from = src_at + from * cols;
             dst.data[dst_at + i * cols..dst_at + (i + 1) * cols].copy_from_slice(&src.data[from..from + cols]);
