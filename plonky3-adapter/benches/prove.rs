@@ -22,7 +22,8 @@
 //! `12`) with Plonky3's Poseidon2 MMCS and a duplex challenger (`BackendMmcs<_, Poseidon2>`). Each proof is first
 //! checked byte for byte against stock and with the stock verifier. Each side runs `BENCH_REPS`
 //! (default 3) times, alternating, and the best whole proof of each side is reported with its
-//! split (`PROOF ...` lines) and the ratio stock / ours (`PAIRED ...` lines). `BENCH_BACKENDS`
+//! split (`PROOF ...` lines) and the ratio stock / ours (`PAIRED ...` lines); `RUNS ...` lines
+//! list every run's whole proof and commit in the order they ran. `BENCH_BACKENDS`
 //! (e.g. `cuda`) picks backends among `cpu`, `cuda` and `wgpu` (built with their features).
 //!
 //! ```text
@@ -155,16 +156,23 @@ fn paired<I>(
     mut ours: impl FnMut(I),
 ) {
     let (mut best_a, mut best_b): (Option<Split>, Option<Split>) = (None, None);
+    // Every run's whole proof and commit, per side, in the order they ran.
+    let (mut runs_a, mut runs_b) = (Vec::new(), Vec::new());
     for round in 0..reps {
         for first in [round % 2 == 0, round % 2 != 0] {
             let input = setup();
-            let (best, split) =
-                if first { (&mut best_a, timed(|| stock(input))) } else { (&mut best_b, timed(|| ours(input))) };
+            let (best, runs, split) = if first {
+                (&mut best_a, &mut runs_a, timed(|| stock(input)))
+            } else {
+                (&mut best_b, &mut runs_b, timed(|| ours(input)))
+            };
+            runs.push(format!("{:.1}/{:.1}", split.total * 1e3, split.phases[0] * 1e3));
             if best.as_ref().is_none_or(|b| split.total < b.total) {
                 *best = Some(split);
             }
         }
     }
+    println!("RUNS {label} (whole proof/commit, ms): stock {}; ours {}", runs_a.join(" "), runs_b.join(" "));
     let (a, b) = (best_a.as_ref().expect("reps >= 1"), best_b.as_ref().expect("reps >= 1"));
     println!("PROOF {label} stock: {}", a.line());
     println!("PROOF {label} ours:  {}", b.line());

@@ -104,8 +104,10 @@ pub(crate) fn keep(words: Vec<u64>) {
         kept.push(words);
         (kept.len() > KEPT_MATRICES).then(|| kept.remove(0))
     };
-    // Freed outside the lock.
-    drop(oldest);
+    // Freed outside the lock, off the prover's thread.
+    if let Some(oldest) = oldest {
+        crate::reclaim::drop_later(oldest);
+    }
 }
 
 /// A kept matrix of exactly `len` words, the most recently kept first.

@@ -187,6 +187,7 @@ mod fri;
 mod mmcs;
 mod open;
 mod pcs;
+mod reclaim;
 
 pub use device::{DefaultDevice, register_default, unregister_default};
 pub use dft::{BackendDft, DftStats, OnDeviceError};
