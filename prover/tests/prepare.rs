@@ -60,7 +60,8 @@ fn prepare_refuses_bad_architectures_and_cache_settings() {
 #[cfg(feature = "cuda")]
 #[test]
 fn prepare_without_a_device_names_the_arch_flag() {
-    let out = prepare(&[], Some(&temp_dir("prepare-nodev")));
+    let dir = temp_dir("prepare-nodev");
+    let out = prepare(&[], Some(&*dir));
     if out.status.success() {
         // A machine with a GPU: the device's units are ready, each on its own line.
         let (stdout, _) = text(&out);
@@ -75,7 +76,8 @@ fn prepare_without_a_device_names_the_arch_flag() {
 #[cfg(feature = "cuda")]
 #[test]
 fn prepare_named_architectures_fills_the_cache_once() {
-    let dir = temp_dir("prepare-arch").join("kernels");
+    let base = temp_dir("prepare-arch");
+    let dir = base.join("kernels");
     let json = |args: &[&str]| -> serde_json::Value {
         let out = prepare(args, Some(&dir));
         let (stdout, stderr) = text(&out);
@@ -136,5 +138,4 @@ fn prepare_named_architectures_fills_the_cache_once() {
         }
     }
     assert_eq!(entries(), if embedded { n } else { 3 * n });
-    let _ = std::fs::remove_dir_all(dir.parent().unwrap());
 }

@@ -16,7 +16,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use backend_api::{HashKind, LeafLayout, MatrixShape};
-use common::{naive_lde, path_str, temp_dir, text};
+use common::{TestDir, naive_lde, path_str, temp_dir, text};
 
 /// The commit: small, CPU, waiting for memory so that it joins the reservation queue.
 const COMMIT: [&str; 9] = ["commit", "--backend", "cpu", "--log-rows", "8", "--cols", "4", "--wait-for-memory", "1s"];
@@ -56,7 +56,7 @@ fn reference_root(log_rows: u32, cols: usize) -> String {
 
 /// A scratch area: `tmp` is a world-writable sticky directory standing in for `/tmp`.
 struct Machine {
-    base: PathBuf,
+    base: TestDir,
     tmp: PathBuf,
 }
 
@@ -101,12 +101,6 @@ impl Machine {
         std::fs::copy(env!("CARGO_BIN_EXE_prover"), &exe).unwrap();
         std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
         exe
-    }
-}
-
-impl Drop for Machine {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.base);
     }
 }
 

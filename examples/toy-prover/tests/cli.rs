@@ -15,11 +15,9 @@ fn hex(d: &[u8]) -> String {
     d.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn temp_dir(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("toy-prover-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
+/// A fresh private directory for one test, removed with all it holds when dropped.
+fn temp_dir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new().prefix(&format!("toy-prover-test-{name}-")).tempdir().expect("temp dir")
 }
 
 #[test]
@@ -47,7 +45,7 @@ fn commit_on_the_port_gives_the_reference_lde_and_roots() {
     let p = backend_api::field::P;
     let trace: Vec<u64> =
         (0..(n * m) as u64).map(|i| if i % 7 == 0 { p + i } else { i.wrapping_mul(0x9e37_79b9_7f4a_7c15) }).collect();
-    let (input, out) = (dir.join("trace.bin"), dir.join("lde.bin"));
+    let (input, out) = (dir.path().join("trace.bin"), dir.path().join("lde.bin"));
     std::fs::write(&input, trace.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>()).unwrap();
     let (o, stdout, stderr) = toy_prover(&[
         "commit",

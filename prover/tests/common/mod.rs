@@ -37,12 +37,29 @@ pub fn values(len: usize, seed: u64) -> Vec<u64> {
     (0..len).map(|i| if i % 5 == 0 { edges[(i / 5) % edges.len()] } else { rng.random::<u64>() }).collect()
 }
 
-/// A fresh empty directory for one test.
-pub fn temp_dir(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("prover-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
+/// A fresh empty directory for one test, removed with all it holds when dropped (also when the
+/// test fails): `tempfile`'s private (0700) directory with an unpredictable name under the
+/// system's temporary directory, so a run leaves nothing there and follows nothing another user
+/// planted. Derefs to its path.
+pub struct TestDir(tempfile::TempDir);
+
+impl std::ops::Deref for TestDir {
+    type Target = std::path::Path;
+
+    fn deref(&self) -> &std::path::Path {
+        self.0.path()
+    }
+}
+
+impl AsRef<std::path::Path> for TestDir {
+    fn as_ref(&self) -> &std::path::Path {
+        self.0.path()
+    }
+}
+
+/// A fresh empty directory for one test, named after it ([`TestDir`]).
+pub fn temp_dir(name: &str) -> TestDir {
+    TestDir(tempfile::Builder::new().prefix(&format!("prover-test-{name}-")).tempdir().expect("temp dir"))
 }
 
 pub fn write_u64s(path: &std::path::Path, data: &[u64]) {
