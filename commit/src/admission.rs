@@ -662,8 +662,8 @@ mod tests {
 
     #[test]
     fn cross_process_admissions_share_one_budget() {
-        let root = std::env::temp_dir().join(format!("stark-commit-admission-test-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
+        let scratch = tempfile::tempdir().unwrap();
+        let root = scratch.path().join("admission");
         // Two admissions over one directory behave as two processes (each ticket is its own
         // locked file).
         let a = Admission::cross_process(1000, Duration::from_millis(80), &root, "GPU-x").unwrap();
@@ -690,6 +690,5 @@ mod tests {
             assert_eq!(waiter.join().unwrap().unwrap(), 600);
         });
         assert_eq!(a.in_flight(), 0);
-        let _ = std::fs::remove_dir_all(&root);
     }
 }

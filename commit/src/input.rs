@@ -407,8 +407,8 @@ mod tests {
 
     #[test]
     fn file_round_trip_and_length_check() {
-        let dir = std::env::temp_dir().join(format!("prover-input-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path();
         let path = dir.join("t.bin");
         let shape = MatrixShape::new(4, 3).unwrap();
         let data = synthetic_trace(shape, 5);
@@ -436,15 +436,14 @@ mod tests {
         assert!(msg.contains("the destination holds 34 elements"), "{msg}");
         let err = read_trace_file(&dir.join("missing.bin"), shape).unwrap_err();
         assert!(err.to_string().contains("cannot read the trace file"), "{err}");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// A file that shrinks or grows after it was checked and opened: a typed error, after reading
     /// no more than the shape's bytes.
     #[test]
     fn a_file_that_changes_length_while_read_is_an_error() {
-        let dir = std::env::temp_dir().join(format!("prover-input-change-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path();
         let path = dir.join("t.bin");
         let shape = MatrixShape::new(8, 4).unwrap();
         let data = synthetic_trace(shape, 3);
@@ -463,6 +462,5 @@ mod tests {
         let mut out = vec![0u64; shape.len()];
         read_opened(&file, &path, shape, &mut out, 5).unwrap();
         assert_eq!(out, data);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

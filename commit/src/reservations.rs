@@ -304,10 +304,12 @@ mod tests {
 
     use std::fs;
 
-    fn temp_root(name: &str) -> PathBuf {
-        let root = std::env::temp_dir().join(format!("stark-commit-test-{}-{name}", std::process::id()));
-        let _ = fs::remove_dir_all(&root);
-        root
+    /// A reservation root not yet created (the library makes it), inside a private scratch
+    /// directory removed with it when the returned guard drops.
+    fn temp_root(name: &str) -> (tempfile::TempDir, PathBuf) {
+        let scratch = tempfile::Builder::new().prefix("stark-commit-test-").tempdir().unwrap();
+        let root = scratch.path().join(name);
+        (scratch, root)
     }
 
     #[test]
@@ -329,7 +331,7 @@ mod tests {
 
     #[test]
     fn queue_order_admission_and_release() {
-        let root = temp_root("queue");
+        let (_scratch, root) = temp_root("queue");
         let res = Reservations::open(&root, "dev").unwrap();
         let mut a = res.enqueue(100).unwrap();
         let mut b = res.enqueue(50).unwrap();
@@ -349,12 +351,11 @@ mod tests {
         assert_eq!(res.view().unwrap(), view(50, 50, 1, 0));
         res.release(b);
         assert_eq!(res.view().unwrap(), QueueView::default());
-        let _ = fs::remove_dir_all(&root);
     }
 
     #[test]
     fn an_unlocked_reservation_is_a_dead_owner_and_is_deleted() {
-        let root = temp_root("dead");
+        let (_scratch, root) = temp_root("dead");
         let res = Reservations::open(&root, "dev").unwrap();
         let mut a = res.enqueue(100).unwrap();
         res.poll(&mut a, |_| (true, ())).unwrap();
@@ -371,14 +372,13 @@ mod tests {
         let err = res.view().unwrap_err();
         assert!(err.to_string().contains("garbage") && err.to_string().contains("r-"), "{err}");
         res.release(b);
-        let _ = fs::remove_dir_all(&root);
     }
 
     /// The queue number never repeats one a live reservation has, even when `seq` was lost or
     /// garbled; `seq` is replaced through a new file, never rewritten in place.
     #[test]
     fn queue_numbers_survive_a_lost_or_garbled_seq() {
-        let root = temp_root("seq");
+        let (_scratch, root) = temp_root("seq");
         let res = Reservations::open(&root, "dev").unwrap();
         let a = res.enqueue(1).unwrap();
         let b = res.enqueue(1).unwrap();
@@ -405,7 +405,6 @@ mod tests {
         for r in [a, b, c, d] {
             res.release(r);
         }
-        let _ = fs::remove_dir_all(&root);
     }
 
     /// A live reservation longer than one line, a FIFO or another user's file in the queue is
@@ -413,7 +412,7 @@ mod tests {
     #[cfg(unix)]
     #[test]
     fn oversized_special_and_foreign_entries_are_refused() {
-        let root = temp_root("entries");
+        let (_scratch, root) = temp_root("entries");
         let res = Reservations::open(&root, "dev").unwrap();
         // A live (locked) reservation whose file grew past one line.
         // One of exactly the bound is read; one byte more is refused.
@@ -472,6 +471,5 @@ mod tests {
         } else {
             println!("SKIPPED the foreign-owner case: needs root to chown a file");
         }
-        let _ = fs::remove_dir_all(&root);
     }
 }

@@ -204,8 +204,8 @@ fn a_named_architecture_fills_the_cache_without_a_device() {
     if !nvrtc_or_skip("a_named_architecture_fills_the_cache_without_a_device") {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("stark-embedded-prep-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path().join("kernels");
     let setting = crate::KernelCacheSetting::Dir(dir.clone());
     // sm_130: newer than this NVRTC knows, so never embedded: PTX for the newest architecture it
     // knows, which the driver of such a device finishes (a device's process asks for the same).
@@ -249,7 +249,6 @@ fn a_named_architecture_fills_the_cache_without_a_device() {
     // A cache directory that is not absolute is refused before anything is compiled.
     let rel = crate::KernelCacheSetting::Dir("relative/kernels".into());
     assert!(matches!(crate::prepare_kernel_cache(90, &rel), Err(backend_api::Error::InvalidArgument(_))));
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The fallback build (the feature off) embeds nothing and says why.
