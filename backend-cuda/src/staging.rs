@@ -10,7 +10,9 @@
 //!   copy engine moves chunk `k - 1`; a block is refilled only after the event recorded behind its
 //!   last copy has completed, so the caller's slice may be reused as soon as the call returns;
 //! - **downloads:** up to [`SLOTS`] chunk copies are queued ahead; each block is copied out, in
-//!   parallel, as soon as its event completes, and refilled with the next chunk;
+//!   parallel and with streaming stores ([`crate::host::copy_streaming`]: the caller's memory is
+//!   written without first being read into the caches), as soon as its event completes, and
+//!   refilled with the next chunk;
 //! - **never fatal:** when page-locked memory cannot be had (a locked-memory limit), the
 //!   transfer goes through the driver's pageable path, with one warning per device.
 
@@ -21,7 +23,7 @@ use backend_api::{AllocTracker, ELEM_BYTES, Result};
 use cudarc::driver::sys;
 
 use crate::driver::err;
-use crate::host::{Block, parallel_copy};
+use crate::host::{Block, parallel_copy, parallel_copy_streaming};
 use cudarc::driver::result as cu;
 
 /// Bytes of one staging block.
@@ -187,7 +189,7 @@ impl StagingRing {
             slot.busy = false;
             // SAFETY: the copy into the block has completed; it holds `chunk_len(k)` elements.
             let block = unsafe { std::slice::from_raw_parts(slot.host, chunk_len(k)) };
-            parallel_copy(&mut out[k * per_slot..k * per_slot + chunk_len(k)], block);
+            parallel_copy_streaming(&mut out[k * per_slot..k * per_slot + chunk_len(k)], block);
             if next_chunk < chunks {
                 queued.push_back((next_chunk, enqueue(self, next_chunk)?));
                 next_chunk += 1;

@@ -23,7 +23,8 @@
 //! checked byte for byte against stock and with the stock verifier. Each side runs `BENCH_REPS`
 //! (default 3) times, alternating, and the best whole proof of each side is reported with its
 //! split (`PROOF ...` lines) and the ratio stock / ours (`PAIRED ...` lines); `RUNS ...` lines
-//! list every run's whole proof and commit in the order they ran. `BENCH_BACKENDS`
+//! list every run's whole proof and commit in the order they ran (ours with the fused commit's
+//! steps in parentheses: trace up and LDE, LDE down, leaves and tree). `BENCH_BACKENDS`
 //! (e.g. `cuda`) picks backends among `cpu`, `cuda` and `wgpu` (built with their features).
 //!
 //! ```text
@@ -166,7 +167,15 @@ fn paired<I>(
             } else {
                 (&mut best_b, &mut runs_b, timed(|| ours(input)))
             };
-            runs.push(format!("{:.1}/{:.1}", split.total * 1e3, split.phases[0] * 1e3));
+            // With the fused commit's steps, where it has them.
+            let steps: Vec<String> = split
+                .ours
+                .iter()
+                .filter(|(n, _)| n.starts_with("fused commit: "))
+                .map(|(_, t)| format!("{:.1}", t * 1e3))
+                .collect();
+            let steps = if steps.is_empty() { String::new() } else { format!("({})", steps.join("+")) };
+            runs.push(format!("{:.1}/{:.1}{steps}", split.total * 1e3, split.phases[0] * 1e3));
             if best.as_ref().is_none_or(|b| split.total < b.total) {
                 *best = Some(split);
             }
