@@ -371,8 +371,6 @@ fn lookup<Challenge: PartialEq, V>(map: &[(Challenge, V)], point: Challenge) -> 
     &map.iter().find(|(p, _)| *p == point).expect("every opening point has its precomputation").1
 }
 
-/// `TwoAdicFriPcs`'s `compute_inverse_denominators`: for each opening point `z`, `1 / (z - x)`
-/// for `x` in the bit-reversed coset of the tallest matrix opened at `z`.
 /// The points of the coset `gH` (`g` the field's generator, `|H| = 2^log_n`) in bit-reversed
 /// order: point `j` is `g w^br(j)`, `w` the generator of `H` (`TwoAdicMultiplicativeCoset`'s
 /// points, then `reverse_slice_index_bits`). Computed on every core from two tables of about
@@ -395,6 +393,8 @@ fn bit_reversed_coset(log_n: usize) -> Vec<Goldilocks> {
         .collect()
 }
 
+/// `TwoAdicFriPcs`'s `compute_inverse_denominators`: for each opening point `z`, `1 / (z - x)`
+/// for `x` in the bit-reversed coset of the tallest matrix opened at `z`.
 fn inverse_denominators<B: Backend, Challenge: ExtensionField<Goldilocks>>(
     rounds: &[Round<'_, B, Challenge>],
     coset: &[Goldilocks],
