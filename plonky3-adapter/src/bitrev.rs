@@ -117,6 +117,10 @@ fn take_kept(len: usize) -> Option<Vec<u64>> {
     Some(kept.remove(k))
 }
 
+/// Held by the unit tests that fill or empty [`KEPT`], one at a time (it is process-wide).
+#[cfg(test)]
+pub(crate) static POOL_TESTS: Mutex<()> = Mutex::new(());
+
 /// Frees every kept matrix; returns their bytes.
 pub(crate) fn free_kept() -> usize {
     let kept = std::mem::take(&mut *KEPT.lock().unwrap_or_else(|e| e.into_inner()));
@@ -161,10 +165,10 @@ mod tests {
         want
     }
 
-    /// The only test that keeps matrices (no other unit test of this crate does), so the
-    /// process-wide pool holds what this test put there.
+    /// Holds [`POOL_TESTS`], so the process-wide pool holds what this test put there.
     #[test]
     fn kept_matrices_are_taken_by_length_oldest_evicted_and_overwritten_by_downloads() {
+        let _pool = POOL_TESTS.lock().unwrap_or_else(|e| e.into_inner());
         free_kept();
         // Lengths no other download of this test binary asks for.
         let lengths = [1001, 1002, 1003, 1004, 1005];

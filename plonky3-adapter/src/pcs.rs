@@ -404,7 +404,7 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
         let span = tracing::info_span!("fused commit: LDE down").entered();
         let words = download_lde(backend, &lde, params)?;
         let widths: Vec<usize> = evaluations.iter().map(|(_, m)| m.width()).collect();
-        let matrices = split_columns(words, &widths);
+        let matrices = split_columns(words, &widths, self.keep_host_matrices);
         drop(span);
         let keep = self.device_openings && self.has_products(backend);
         let guard = ticket.map(|mut t| {
@@ -443,11 +443,13 @@ pub fn fused_commit_model(params: &LdeParams) -> commit::Result<MemoryModel> {
     Ok(MemoryModel { scratch, ..MemoryModel::of(&shape)? })
 }
 
-/// Keeps a dropped fused commit's host matrices for the next downloads of their sizes
-/// ([`BackendPcs::with_kept_host_matrices`]).
+/// Keeps a dropped fused commit's host matrix for the next download of its size
+/// ([`BackendPcs::with_kept_host_matrices`]). Several matrices were split from one download,
+/// which [`split_columns`] kept instead: no download has their lengths, so they are freed.
 fn keep_matrices(matrices: Vec<RowMajorMatrix<Goldilocks>>) {
-    for m in matrices {
-        crate::bitrev::keep(into_word_vec(m.values));
+    match <[_; 1]>::try_from(matrices) {
+        Ok([m]) => crate::bitrev::keep(into_word_vec(m.values)),
+        Err(several) => crate::reclaim::drop_later(several),
     }
 }
 
@@ -459,8 +461,9 @@ pub fn free_kept_host_matrices() -> usize {
 }
 
 /// The row-major matrix `words` of `widths.iter().sum()` columns as one matrix per width, in
-/// order (the matrix itself when there is one).
-fn split_columns(words: Vec<u64>, widths: &[usize]) -> Vec<RowMajorMatrix<Goldilocks>> {
+/// order (the matrix itself when there is one). Split, `words` is kept for the next download of
+/// its length where `keep` is set (the next commit of these widths), freed otherwise.
+fn split_columns(words: Vec<u64>, widths: &[usize], keep: bool) -> Vec<RowMajorMatrix<Goldilocks>> {
     if let [w] = widths {
         return vec![RowMajorMatrix::new(into_field_vec(words), *w)];
     }
@@ -480,7 +483,11 @@ fn split_columns(words: Vec<u64>, widths: &[usize]) -> Vec<RowMajorMatrix<Goldil
             RowMajorMatrix::new(values, w)
         })
         .collect();
-    crate::reclaim::drop_later(words);
+    if keep {
+        crate::bitrev::keep(words);
+    } else {
+        crate::reclaim::drop_later(words);
+    }
     matrices
 }
 
@@ -644,5 +651,32 @@ where
             trace_domain,
             quotient_domain,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A split download is what the pool keeps, not its parts; one matrix is kept as it is.
+    #[test]
+    fn the_pool_keeps_the_downloads_of_split_commits_not_their_parts() {
+        let _pool = crate::bitrev::POOL_TESTS.lock().unwrap_or_else(|e| e.into_inner());
+        crate::bitrev::free_kept();
+        let words: Vec<u64> = (0..8 * 4).collect();
+        let parts = split_columns(words.clone(), &[1, 3], true);
+        assert_eq!(parts[0].values, (0..8).map(|r| Goldilocks::new(4 * r)).collect::<Vec<_>>());
+        assert_eq!(crate::bitrev::free_kept(), 8 * 4 * 8, "the 8 x 4 download is kept");
+        keep_matrices(parts);
+        assert_eq!(crate::bitrev::free_kept(), 0, "the 8 x 1 and 8 x 3 parts are not");
+
+        let parts = split_columns(words.clone(), &[1, 3], false);
+        assert_eq!(parts.len(), 2);
+        assert_eq!(crate::bitrev::free_kept(), 0, "nothing kept without `keep`");
+
+        let one = split_columns(words, &[4], true);
+        assert_eq!(crate::bitrev::free_kept(), 0, "one matrix is kept when its prover data drops");
+        keep_matrices(one);
+        assert_eq!(crate::bitrev::free_kept(), 8 * 4 * 8);
     }
 }
