@@ -384,15 +384,7 @@ pub(crate) fn download(gpu: &Gpu, buf: &WgpuBuffer, offset: usize, out: &mut [u6
     if out.len() * 8 > gpu.transfer_chunk / staging::DIRECT_FRACTION {
         return staging::download(gpu, buf, offset, out);
     }
-    let staging = gpu.create_buffer(
-        "backend-wgpu download staging",
-        (out.len() * 8) as u64,
-        wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-    )?;
-    let mut encoder = gpu.hw.device.create_command_encoder(&Default::default());
-    buf.copy_to_staging(&mut encoder, offset, out.len(), &staging);
-    let index = gpu.hw.queue.submit([encoder.finish()]);
-    staging::read_mapped(gpu, &staging, Some(index), out)
+    staging::download_small(gpu, buf, offset, out)
 }
 
 /// A queued device-to-host copy: the staging buffers it landed in.

@@ -18,8 +18,12 @@
 //! - **downloads:** the copies of up to [`SLOTS`] chunks into slots (`MAP_READ | COPY_DST`) are
 //!   queued ahead, each with its mapping requested behind it; chunk `j` is copied out by every
 //!   core as soon as its mapping completes, and its slot is then queued with chunk `j + SLOTS`;
-//! - **small transfers** (at most [`DIRECT_FRACTION`]th of a chunk) skip the rings:
-//!   `Queue::write_buffer`, or one staging buffer of the read's size;
+//! - **small transfers** (at most [`DIRECT_FRACTION`]th of a chunk) skip the rings: uploads
+//!   through `Queue::write_buffer`, downloads through one small staging buffer of that size,
+//!   made at the first small download and kept ([`download_small`]). A staging buffer made per
+//!   read cost about 48 ms on an H100 over Vulkan whenever the previous one had already been
+//!   freed (the driver maps fresh host memory for it), against 0.08 ms into a kept one: the
+//!   dozens of small reads of a proof's openings and FRI rounds paid it each;
 //! - **counted:** the rings' bytes count as page-locked host memory
 //!   ([`backend_api::MemoryCounters::pinned_host`]): mapped staging memory is memory the driver
 //!   pins for the device to read or write (where the adapter maps its own memory into the host's
@@ -59,11 +63,13 @@ enum Direction {
     Download,
 }
 
-/// The rings of one device, each made at its first large transfer and kept.
+/// The rings of one device, each made at its first large transfer and kept, and the small
+/// download buffer, made at the first small download and kept.
 #[derive(Default)]
 pub(crate) struct Rings {
     upload: Option<Ring>,
     download: Option<Ring>,
+    small: Option<wgpu::Buffer>,
 }
 
 impl Rings {
@@ -236,6 +242,48 @@ impl Ring {
         }
         done
     }
+}
+
+/// Bytes of the small download buffer: the largest download that skips the rings, rounded up to
+/// a multiple of 8.
+fn small_bytes(gpu: &Gpu) -> usize {
+    (gpu.transfer_chunk / DIRECT_FRACTION).next_multiple_of(8).max(8)
+}
+
+/// Downloads `out.len()` elements from element `offset` of `buf` (at most
+/// `transfer_chunk / DIRECT_FRACTION` bytes) through the device's small staging buffer, made at
+/// the first call and counted as page-locked host memory. When another thread holds it, this
+/// call makes its own and keeps whichever is returned first; after an error the buffer is dropped
+/// (it may be left mid-mapping).
+pub(crate) fn download_small(gpu: &Gpu, buf: &WgpuBuffer, offset: usize, out: &mut [u64]) -> Result<()> {
+    let bytes = small_bytes(gpu);
+    debug_assert!(out.len() * 8 <= bytes, "a small download of {} B", out.len() * 8);
+    let kept = lock(&gpu.staging).small.take();
+    let staging = match kept {
+        Some(staging) => staging,
+        None => {
+            let made = gpu.create_buffer(
+                "backend-wgpu small download staging",
+                bytes as u64,
+                wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            )?;
+            gpu.tracker.pinned_host_allocated(bytes);
+            made
+        }
+    };
+    let mut encoder = gpu.hw.device.create_command_encoder(&Default::default());
+    buf.copy_to_staging(&mut encoder, offset, out.len(), &staging);
+    let index = gpu.hw.queue.submit([encoder.finish()]);
+    let done = read_mapped(gpu, &staging, Some(index), out);
+    let mut rings = lock(&gpu.staging);
+    if done.is_ok() && rings.small.is_none() {
+        rings.small = Some(staging);
+    } else {
+        drop(rings);
+        drop(staging);
+        gpu.tracker.pinned_host_freed(bytes);
+    }
+    done
 }
 
 /// Makes the device's upload ring unless it has one.

@@ -23,6 +23,8 @@ const CHUNK_ELEMS: usize = CHUNK / 8;
 const DIRECT_ELEMS: usize = CHUNK / 16 / 8;
 /// Three slots per ring, as `staging::SLOTS`: the rings' bytes once made.
 const RING_BYTES: usize = 3 * CHUNK;
+/// The small download buffer: the largest direct transfer (500 B) rounded up to a multiple of 8.
+const SMALL_BYTES: usize = 504;
 
 fn options(small_segments: bool) -> WgpuOptions {
     WgpuOptions {
@@ -154,8 +156,9 @@ fn back_to_back_writes_reuse_the_ring_safely() {
     });
 }
 
-/// The rings are made once per direction, at the first transfer through them, and counted as
-/// page-locked host memory; direct transfers make none.
+/// The rings are made once per direction, at the first transfer through them, and the small
+/// download buffer at the first direct download; all are kept, reused and counted as page-locked
+/// host memory, and a direct upload makes none.
 #[test]
 fn staging_rings_are_made_once_and_counted() {
     let Some(b) = or_skip(WgpuBackend::new(options(true)), "staging_rings_are_made_once_and_counted", "REQUIRE_WGPU")
@@ -165,23 +168,63 @@ fn staging_rings_are_made_once_and_counted() {
     let pinned = || b.memory().pinned_host;
     let mut buf = b.alloc(LEN).unwrap();
     b.write(&mut buf, 0, &[1; DIRECT_ELEMS]).unwrap();
-    let mut small = [0u64; DIRECT_ELEMS];
-    b.download(&buf, 0, &mut small).unwrap();
-    assert_eq!(small, [1; DIRECT_ELEMS]);
-    assert_eq!(pinned(), 0, "direct transfers made a ring");
+    assert_eq!(pinned(), 0, "a direct upload made a staging buffer");
+    // Direct downloads of every length up to the largest, at odd offsets, through one buffer.
+    for n in [1, 2, DIRECT_ELEMS - 1, DIRECT_ELEMS] {
+        let mut small = vec![0u64; n];
+        b.download(&buf, 0, &mut small).unwrap();
+        assert_eq!(small, vec![1; n]);
+        assert_eq!(pinned(), SMALL_BYTES, "the small download buffer, made once ({n} elements)");
+    }
     let data: Vec<u64> = (0..LEN as u64).map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15)).collect();
     b.write(&mut buf, 0, &data).unwrap();
-    assert_eq!(pinned(), RING_BYTES, "upload ring");
+    let mut small = [0u64; DIRECT_ELEMS];
+    b.download(&buf, 7, &mut small).unwrap();
+    assert!(small[..] == data[7..7 + DIRECT_ELEMS], "a reused small buffer returned stale words");
+    assert_eq!(pinned(), SMALL_BYTES + RING_BYTES, "upload ring");
     let mut back = vec![0u64; LEN];
     b.download(&buf, 0, &mut back).unwrap();
     assert!(back == data);
-    assert_eq!(pinned(), 2 * RING_BYTES, "both rings");
+    assert_eq!(pinned(), SMALL_BYTES + 2 * RING_BYTES, "both rings");
     b.write(&mut buf, 0, &data).unwrap();
     b.download(&buf, 0, &mut back).unwrap();
-    assert_eq!(pinned(), 2 * RING_BYTES, "rings are reused, not remade");
-    assert_eq!(b.memory().pinned_host_peak, 2 * RING_BYTES);
+    b.download(&buf, 3, &mut small).unwrap();
+    assert!(small[..] == data[3..3 + DIRECT_ELEMS]);
+    assert_eq!(pinned(), SMALL_BYTES + 2 * RING_BYTES, "rings are reused, not remade");
+    assert_eq!(b.memory().pinned_host_peak, SMALL_BYTES + 2 * RING_BYTES);
     assert_eq!(b.memory().live, LEN * 8, "the rings are not device allocations");
     drop(buf);
+}
+
+/// Small downloads from several threads at once: each gets its own words, whoever holds the
+/// small buffer (a thread that finds it taken makes its own), and afterwards the device keeps
+/// exactly one small buffer.
+#[test]
+fn concurrent_small_downloads_read_their_own_words() {
+    let Some(b) =
+        or_skip(WgpuBackend::new(options(false)), "concurrent_small_downloads_read_their_own_words", "REQUIRE_WGPU")
+    else {
+        return;
+    };
+    let mut rng = ChaCha8Rng::seed_from_u64(0x5eed_0009);
+    let data = words(&mut rng, LEN);
+    let buf = b.upload(&data).unwrap();
+    let before = b.memory().pinned_host;
+    std::thread::scope(|s| {
+        for t in 0..4usize {
+            let (b, buf, data) = (&b, &buf, &data);
+            s.spawn(move || {
+                for i in 0..50 {
+                    let len = 1 + (t * 13 + i * 7) % DIRECT_ELEMS;
+                    let offset = (t * 997 + i * 131) % (LEN - len);
+                    let mut out = vec![0u64; len];
+                    b.download(buf, offset, &mut out).unwrap();
+                    assert!(out[..] == data[offset..offset + len], "thread {t}, read {i}: {len} at {offset}");
+                }
+            });
+        }
+    });
+    assert_eq!(b.memory().pinned_host - before, SMALL_BYTES, "one small buffer kept, the others freed");
 }
 
 /// A chunk size that is not a positive multiple of 8 is refused with its value named.
