@@ -20,10 +20,10 @@
 //!   core as soon as its mapping completes, and its slot is then queued with chunk `j + SLOTS`;
 //! - **small transfers** (at most [`DIRECT_FRACTION`]th of a chunk) skip the rings: uploads
 //!   through `Queue::write_buffer`, downloads through one small staging buffer of that size,
-//!   made at the first small download and kept ([`download_small`]). A staging buffer made per
-//!   read cost about 48 ms on an H100 over Vulkan whenever the previous one had already been
-//!   freed (the driver maps fresh host memory for it), against 0.08 ms into a kept one: the
-//!   dozens of small reads of a proof's openings and FRI rounds paid it each;
+//!   made at the first small download and kept ([`download_small`]). With a staging buffer
+//!   made per read, a 64 KiB read of a freshly built tree took 45-64 ms on an H100 over Vulkan
+//!   (`op_latency` in lab/), where back-to-back reads of one buffer took 0.08 ms: a proof's
+//!   openings and FRI rounds make dozens of such reads;
 //! - **counted:** the rings' bytes count as page-locked host memory
 //!   ([`backend_api::MemoryCounters::pinned_host`]): mapped staging memory is memory the driver
 //!   pins for the device to read or write (where the adapter maps its own memory into the host's
