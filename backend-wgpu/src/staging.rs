@@ -73,12 +73,46 @@ pub(crate) struct Rings {
 }
 
 impl Rings {
-    fn of(&mut self, dir: Direction) -> &mut Option<Ring> {
+    /// Where the ring of `dir` is kept.
+    fn ring(dir: Direction) -> fn(&mut Rings) -> &mut Option<Ring> {
         match dir {
-            Direction::Upload => &mut self.upload,
-            Direction::Download => &mut self.download,
+            Direction::Upload => |r| &mut r.upload,
+            Direction::Download => |r| &mut r.download,
         }
     }
+}
+
+/// Runs `f` on the staging resource the device keeps in `slot`, made by `make` (and counted as
+/// `bytes` of page-locked host memory) when there is none or another thread holds it. It is kept
+/// after success unless another was returned first; otherwise, and after an error (it may be left
+/// mid-mapping), it is dropped and uncounted.
+fn with_kept<T>(
+    gpu: &Gpu,
+    slot: fn(&mut Rings) -> &mut Option<T>,
+    bytes: usize,
+    make: impl FnOnce() -> Result<T>,
+    f: impl FnOnce(&mut T) -> Result<()>,
+) -> Result<()> {
+    let kept = slot(&mut lock(&gpu.staging)).take();
+    let mut item = match kept {
+        Some(item) => item,
+        None => {
+            let made = make()?;
+            gpu.tracker.pinned_host_allocated(bytes);
+            made
+        }
+    };
+    let done = f(&mut item);
+    let mut rings = lock(&gpu.staging);
+    let kept = slot(&mut rings);
+    if done.is_ok() && kept.is_none() {
+        *kept = Some(item);
+    } else {
+        drop(rings);
+        drop(item);
+        gpu.tracker.pinned_host_freed(bytes);
+    }
+    done
 }
 
 /// A requested mapping: its callback's answer arrives on `rx` once `after` has completed.
@@ -182,11 +216,10 @@ struct Slot {
 /// [`SLOTS`] staging buffers of one direction.
 pub(crate) struct Ring {
     slots: Vec<Slot>,
-    bytes: usize,
 }
 
 impl Ring {
-    /// Makes a ring of [`SLOTS`] buffers of `gpu.transfer_chunk` bytes and counts them.
+    /// Makes a ring of [`SLOTS`] buffers of `gpu.transfer_chunk` bytes.
     fn new(gpu: &Gpu, dir: Direction) -> Result<Ring> {
         let chunk = gpu.transfer_chunk as u64;
         let slots = (0..SLOTS)
@@ -214,33 +247,12 @@ impl Ring {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let bytes = SLOTS * gpu.transfer_chunk;
-        gpu.tracker.pinned_host_allocated(bytes);
-        Ok(Ring { slots, bytes })
+        Ok(Ring { slots })
     }
 
-    /// The device's ring for `dir` (made when there is none or another thread holds it).
-    fn take(gpu: &Gpu, dir: Direction) -> Result<Ring> {
-        match lock(&gpu.staging).of(dir).take() {
-            Some(ring) => Ok(ring),
-            None => Ring::new(gpu, dir),
-        }
-    }
-
-    /// Runs `f` on the device's ring for `dir`; the ring is kept after success, and dropped
-    /// after an error (its slots may be left mid-mapping).
+    /// Runs `f` on the device's ring for `dir` ([`with_kept`]).
     fn with(gpu: &Gpu, dir: Direction, f: impl FnOnce(&mut Ring) -> Result<()>) -> Result<()> {
-        let mut ring = Ring::take(gpu, dir)?;
-        let done = f(&mut ring);
-        let mut rings = lock(&gpu.staging);
-        let kept = rings.of(dir);
-        if done.is_ok() && kept.is_none() {
-            *kept = Some(ring);
-        } else {
-            drop(rings);
-            gpu.tracker.pinned_host_freed(ring.bytes);
-        }
-        done
+        with_kept(gpu, Rings::ring(dir), SLOTS * gpu.transfer_chunk, || Ring::new(gpu, dir), f)
     }
 }
 
@@ -251,50 +263,35 @@ fn small_bytes(gpu: &Gpu) -> usize {
 }
 
 /// Downloads `out.len()` elements from element `offset` of `buf` (at most
-/// `transfer_chunk / DIRECT_FRACTION` bytes) through the device's small staging buffer, made at
-/// the first call and counted as page-locked host memory. When another thread holds it, this
-/// call makes its own and keeps whichever is returned first; after an error the buffer is dropped
-/// (it may be left mid-mapping).
+/// `transfer_chunk / DIRECT_FRACTION` bytes) through the device's small staging buffer
+/// ([`with_kept`]).
 pub(crate) fn download_small(gpu: &Gpu, buf: &WgpuBuffer, offset: usize, out: &mut [u64]) -> Result<()> {
     let bytes = small_bytes(gpu);
     debug_assert!(out.len() * 8 <= bytes, "a small download of {} B", out.len() * 8);
-    let kept = lock(&gpu.staging).small.take();
-    let staging = match kept {
-        Some(staging) => staging,
-        None => {
-            let made = gpu.create_buffer(
-                "backend-wgpu small download staging",
-                bytes as u64,
-                wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            )?;
-            gpu.tracker.pinned_host_allocated(bytes);
-            made
-        }
+    let make = || {
+        gpu.create_buffer(
+            "backend-wgpu small download staging",
+            bytes as u64,
+            wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        )
     };
-    let mut encoder = gpu.hw.device.create_command_encoder(&Default::default());
-    buf.copy_to_staging(&mut encoder, offset, out.len(), &staging);
-    let index = gpu.hw.queue.submit([encoder.finish()]);
-    let done = read_mapped(gpu, &staging, Some(index), out);
-    let mut rings = lock(&gpu.staging);
-    if done.is_ok() && rings.small.is_none() {
-        rings.small = Some(staging);
-    } else {
-        drop(rings);
-        drop(staging);
-        gpu.tracker.pinned_host_freed(bytes);
-    }
-    done
+    with_kept(
+        gpu,
+        |r| &mut r.small,
+        bytes,
+        make,
+        |staging| {
+            let mut encoder = gpu.hw.device.create_command_encoder(&Default::default());
+            buf.copy_to_staging(&mut encoder, offset, out.len(), staging);
+            let index = gpu.hw.queue.submit([encoder.finish()]);
+            read_mapped(gpu, staging, Some(index), out)
+        },
+    )
 }
 
 /// Makes the device's upload ring unless it has one.
 pub(crate) fn prepare_upload(gpu: &Gpu) -> Result<()> {
-    let ring = Ring::take(gpu, Direction::Upload)?;
-    let mut rings = lock(&gpu.staging);
-    match rings.of(Direction::Upload) {
-        kept @ None => *kept = Some(ring),
-        Some(_) => gpu.tracker.pinned_host_freed(ring.bytes),
-    }
-    Ok(())
+    Ring::with(gpu, Direction::Upload, |_| Ok(()))
 }
 
 /// Writes `host` at element `offset` of `buf` through the upload ring; `after_chunk(j)` runs

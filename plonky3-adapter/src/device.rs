@@ -73,10 +73,10 @@ impl DefaultDevice for CpuBackend {
 #[cfg(feature = "cuda")]
 impl DefaultDevice for backend_cuda::CudaBackend {
     /// 2^23 elements (64 MiB of trace). Measured on the H200 with 16 host cores (`dft_sweep`,
-    /// BENCHMARKS.md, "Plonky3 through `plonky3-adapter`"): with every LDE on the device (threshold 0) the
-    /// CUDA path wins from 2^6 rows at 256 columns but not monotonically: 0.33x of stock at
-    /// 2^12 x 256 and 0.60x at 2^16 x 16 (both 2^20 elements; not explained yet), and 0.45-0.77x
-    /// at one column up to 2^12 rows. From 2^23 elements it ran at 1.99x (2^15 x 256) and 2.44x
+    /// BENCHMARKS.md, "Plonky3 through `plonky3-adapter`"): with every LDE on the device
+    /// (threshold 0) the CUDA path wins from 2^6 rows at 256 columns but not monotonically:
+    /// 0.33x of stock at 2^12 x 256 and 0.60x at 2^16 x 16 (both 2^20 elements; not explained
+    /// yet), and 0.45-0.77x at one column up to 2^12 rows. From 2^23 elements it ran at 1.99x (2^15 x 256) and 2.44x
     /// (2^16 x 256); below, the calls stay on Plonky3's DFT (median of paired calls 0.975x or
     /// better at every shape).
     const MIN_BACKEND_ELEMS: usize = 1 << 23;
