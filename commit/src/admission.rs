@@ -109,7 +109,8 @@ fn blocked(bytes: usize, budget: usize, view: QueueView, memory: Option<DeviceMe
     if view.ahead > 0 {
         return Some(Blocked::Queue { ahead: view.ahead });
     }
-    if view.admitted.saturating_add(bytes) > budget {
+    // Checked, not saturating: a saturated sum fits a budget of `usize::MAX`.
+    if view.admitted.checked_add(bytes).is_none_or(|sum| sum > budget) {
         return Some(Blocked::Budget { admitted: view.admitted, commits: view.admitted_count });
     }
     // Admitted commits that may still be allocating are not in the driver's free figure yet.
@@ -459,6 +460,32 @@ mod tests {
             scratch: total_quarter,
             twiddles: 0,
         }
+    }
+
+    #[test]
+    fn a_budget_of_usize_max_refuses_what_would_wrap() {
+        let half = model(1 << 61); // 2^63 bytes in all
+        // Refusing policy: the second 2^63 B does not fit beside the first.
+        let a = Admission::new(usize::MAX);
+        let first = a.admit(&half).unwrap();
+        match a.admit(&half) {
+            Err(ProverError::Refused(r)) => assert_eq!((r.in_flight, r.budget), (1 << 63, usize::MAX)),
+            other => panic!("expected Refused, got {other:?}"),
+        }
+        assert_eq!(a.in_flight(), 1 << 63);
+        drop(first);
+        assert_eq!(a.in_flight(), 0);
+        // Waiting policy: the second waits, and times out with a typed error.
+        let w = Admission::waiting(usize::MAX, Duration::ZERO, "test device");
+        let first = w.admit(&half).unwrap();
+        match w.admit(&half) {
+            Err(ProverError::WaitTimedOut { needed, blocked: Blocked::Budget { admitted, .. }, .. }) => {
+                assert_eq!((needed, admitted), (1 << 63, 1 << 63));
+            }
+            other => panic!("expected WaitTimedOut on the budget, got {other:?}"),
+        }
+        drop(first);
+        assert_eq!(w.in_flight(), 0);
     }
 
     #[test]

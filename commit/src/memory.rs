@@ -154,7 +154,9 @@ impl fmt::Display for Refusal {
 /// # Errors
 /// [`ProverError::Refused`] listing every term when `in_flight + model.total() > budget`.
 pub fn admit(model: &MemoryModel, budget: usize, in_flight: usize) -> crate::Result<()> {
-    if in_flight.saturating_add(model.total()) > budget {
+    // Checked, not saturating: under a budget of `usize::MAX` a saturated sum would fit, and the
+    // bytes admitted would then wrap.
+    if in_flight.checked_add(model.total()).is_none_or(|sum| sum > budget) {
         return Err(ProverError::Refused(Box::new(Refusal { model: model.clone(), budget, in_flight })));
     }
     Ok(())
