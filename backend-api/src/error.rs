@@ -95,6 +95,19 @@ pub enum Error {
         what: &'static str,
     },
 
+    /// An allocation mark ([`crate::Reserved`]) given back to a tracker that did not make it.
+    /// No counter changed: a mark is released or refused only by the tracker that reserved it.
+    #[error(
+        "{what}: the mark of {bytes} B was reserved in another allocation tracker; no counter changed \
+         (a mark goes back to the tracker that made it)"
+    )]
+    ForeignReservation {
+        /// Which call: `release` or `refuse`.
+        what: &'static str,
+        /// The bytes the mark holds.
+        bytes: usize,
+    },
+
     /// A host slice or buffer whose length does not match the call.
     #[error("{what}: expected {expected} elements, got {actual}")]
     LengthMismatch {
@@ -142,10 +155,13 @@ pub enum Error {
         reason: String,
     },
 
-    /// The backend does not implement an optional operation (the opening products,
-    /// [`Backend::row_dot_products`](crate::Backend::row_dot_products) and
-    /// [`Backend::column_dot_products`](crate::Backend::column_dot_products), are optional: a caller
-    /// computes them on the host instead). Nothing was allocated or issued.
+    /// The backend does not implement an optional operation. The optional operations are the
+    /// opening products, [`Backend::row_dot_products`](crate::Backend::row_dot_products) and
+    /// [`Backend::column_dot_products`](crate::Backend::column_dot_products), and FRI's fold,
+    /// [`Backend::fri_fold`](crate::Backend::fri_fold); a caller computes them on the host instead.
+    /// Given only after the call's arguments passed the front's checks; nothing was allocated or
+    /// issued. The conformance suite reports it as `SKIPPED`, or as a failure under
+    /// `REQUIRE_<PORT>=all`.
     #[error("backend {backend} does not implement {op}")]
     Unsupported {
         /// The backend's name.
@@ -217,6 +233,7 @@ impl Error {
                 | Error::OutOfBounds { .. }
                 | Error::SizeOverflow { .. }
                 | Error::ForeignBuffer { .. }
+                | Error::ForeignReservation { .. }
         )
     }
 
@@ -260,6 +277,7 @@ mod tests {
             (Error::OutOfBounds { what: "download", start: 0, end: 9, len: 8 }, "invalid"),
             (Error::SizeOverflow { what: "alloc", elems: usize::MAX }, "invalid"),
             (Error::ForeignBuffer { backend: "cpu", what: "lde" }, "invalid"),
+            (Error::ForeignReservation { what: "refuse", bytes: 1000 }, "invalid"),
             (Error::OutOfMemory { backend: "cpu", requested: 8, free: 0, total: 8 }, "oom"),
             (Error::InjectedFault { index: 0, bytes: 8 }, "oom"),
             (Error::BackendUnavailable { backend: "cuda", reason: "no driver".into() }, "unavailable"),
