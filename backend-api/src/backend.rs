@@ -3,7 +3,6 @@
 
 use std::ops::Range;
 
-use crate::copy::BatchTarget;
 use crate::error::{Error, Result};
 use crate::fault::{AllocTracker, MemoryCounters};
 use crate::port::RawBackend;
@@ -183,7 +182,8 @@ pub trait Backend: Send + Sync + sealed::Sealed {
     /// it. Its page-locked bytes show in [`MemoryCounters::pinned_host`].
     ///
     /// # Errors
-    /// [`Error::SizeOverflow`] ([`crate::validate::alloc_bytes`]); [`Error::HostOutOfMemory`]
+    /// [`Error::SizeOverflow`], or [`Error::HostOutOfMemory`] for more than the host's memory,
+    /// before anything is allocated ([`crate::validate::alloc_host`]); [`Error::HostOutOfMemory`]
     /// when the host cannot give the memory (more than it has available); nothing stays
     /// allocated. A backend that cannot lock the memory may instead warn and return pageable
     /// memory ([`HostBuffer::is_page_locked`] then says so).
@@ -433,7 +433,9 @@ pub trait Backend: Send + Sync + sealed::Sealed {
     /// ([`RawBackend::prepare`]), telling `step` one line per step done, for a trace log.
     ///
     /// # Errors
-    /// A device error.
+    /// The refusals of [`crate::validate::preparation`] (an LDE, pool growth or twiddle tables
+    /// larger than the device, tables larger than the host), before anything is built; a device
+    /// error.
     fn prepare(&self, prep: &Preparation, step: &mut dyn FnMut(&str)) -> Result<()>;
 
     /// The device's cross-process name ([`RawBackend::device_key`]), safe as one file name
@@ -496,11 +498,6 @@ pub trait Backend: Send + Sync + sealed::Sealed {
     }
 }
 
-/// Refuses `buf` unless `backend` allocated it ([`crate::validate::owned`]).
-fn owned<T: RawBackend>(backend: &T, buf: &T::Buffer, what: &'static str) -> Result<()> {
-    crate::validate::owned(backend.tracker(), buf.tracker(), std::any::type_name::<T>(), what)
-}
-
 impl<T: RawBackend> Backend for T {
     type Buffer = <T as RawBackend>::Buffer;
     type Download = <T as RawBackend>::Download;
@@ -516,29 +513,32 @@ impl<T: RawBackend> Backend for T {
 
     fn alloc(&self, len: usize) -> Result<Self::Buffer> {
         crate::validate::alloc_bytes(len)?;
-        RawBackend::alloc(self, len)
+        // SAFETY: the check above is the raw method's contract.
+        unsafe { RawBackend::alloc(self, len) }
     }
 
     fn upload(&self, host: &[u64]) -> Result<Self::Buffer> {
         crate::validate::alloc_bytes(host.len())?;
-        RawBackend::upload(self, host)
+        // SAFETY: the check above is the raw method's contract.
+        unsafe { RawBackend::upload(self, host) }
     }
 
     fn write(&self, buf: &mut Self::Buffer, offset: usize, host: &[u64]) -> Result<()> {
-        owned(self, buf, "write")?;
-        crate::validate::write(buf.len(), offset, host.len())?;
-        RawBackend::write(self, buf, offset, host)
+        crate::contract::write(self, buf, offset, host.len())?;
+        // SAFETY: the check above is the raw method's contract.
+        unsafe { RawBackend::write(self, buf, offset, host) }
     }
 
     fn download(&self, buf: &Self::Buffer, offset: usize, out: &mut [u64]) -> Result<()> {
-        owned(self, buf, "download")?;
-        crate::validate::download(buf.len(), offset, out.len())?;
-        RawBackend::download(self, buf, offset, out)
+        crate::contract::download(self, buf, offset, out.len())?;
+        // SAFETY: the check above is the raw method's contract.
+        unsafe { RawBackend::download(self, buf, offset, out) }
     }
 
     fn queue_download(&self, buf: &Self::Buffer) -> Result<Self::Download> {
-        owned(self, buf, "queue_download")?;
-        RawBackend::queue_download(self, buf)
+        crate::contract::queue_download(self, buf)?;
+        // SAFETY: the check above is the raw method's contract.
+        unsafe { RawBackend::queue_download(self, buf) }
     }
 
     fn synchronize(&self) -> Result<()> {
@@ -546,27 +546,27 @@ impl<T: RawBackend> Backend for T {
     }
 
     fn alloc_host(&self, len: usize) -> Result<Self::HostBuffer> {
-        crate::validate::alloc_bytes(len)?;
-        RawBackend::alloc_host(self, len)
+        crate::validate::alloc_host(RawBackend::info(self).backend, len, host_total_memory())?;
+        // SAFETY: the check above is the raw method's contract.
+        unsafe { RawBackend::alloc_host(self, len) }
     }
 
     fn transpose_in_place(&self, buf: &mut Self::Buffer, shape: MatrixShape, scratch_cap: usize) -> Result<()> {
-        owned(self, buf, "transpose_in_place")?;
-        crate::validate::transpose(shape, buf.len(), scratch_cap)?;
-        RawBackend::transpose_in_place(self, buf, shape, scratch_cap)
+        crate::contract::transpose_in_place(self, buf, shape, scratch_cap)?;
+        // SAFETY: the check above is the raw method's contract.
+        unsafe { RawBackend::transpose_in_place(self, buf, shape, scratch_cap) }
     }
 
     fn batched_copy(&self, src: &Self::Buffer, dst: &mut Self::Buffer, copies: &[CopyRange]) -> Result<()> {
-        owned(self, src, "batched_copy source")?;
-        owned(self, dst, "batched_copy destination")?;
-        crate::copy::validate_batch(copies, BatchTarget::Between { src_len: src.len(), dst_len: dst.len() })?;
-        RawBackend::batched_copy(self, src, dst, copies)
+        crate::contract::batched_copy(self, src, dst, copies)?;
+        // SAFETY: the check above is the raw method's contract.
+        unsafe { RawBackend::batched_copy(self, src, dst, copies) }
     }
 
     fn batched_copy_within(&self, buf: &mut Self::Buffer, copies: &[CopyRange]) -> Result<()> {
-        owned(self, buf, "batched_copy_within")?;
-        crate::copy::validate_batch(copies, BatchTarget::Within { len: buf.len() })?;
-        RawBackend::batched_copy_within(self, buf, copies)
+        crate::contract::batched_copy_within(self, buf, copies)?;
+        // SAFETY: the check above is the raw method's contract.
+        unsafe { RawBackend::batched_copy_within(self, buf, copies) }
     }
 
     fn bit_reversed_rows(
@@ -578,10 +578,9 @@ impl<T: RawBackend> Backend for T {
         dst: &mut Self::Buffer,
         dst_at: usize,
     ) -> Result<()> {
-        owned(self, src, "bit_reversed_rows source")?;
-        owned(self, dst, "bit_reversed_rows destination")?;
-        crate::validate::bit_reversed_rows(shape, &rows, src.len(), src_at, dst.len(), dst_at)?;
-        RawBackend::bit_reversed_rows(self, src, src_at, shape, rows, dst, dst_at)
+        crate::contract::bit_reversed_rows(self, src, src_at, shape, &rows, dst, dst_at)?;
+        // SAFETY: the check above is the raw method's contract.
+        unsafe { RawBackend::bit_reversed_rows(self, src, src_at, shape, rows, dst, dst_at) }
     }
 
     fn hash_leaves_into(
@@ -592,10 +591,9 @@ impl<T: RawBackend> Backend for T {
         out: &mut Self::Buffer,
         out_digest: usize,
     ) -> Result<()> {
-        owned(self, matrix, "hash_leaves_into matrix")?;
-        owned(self, out, "hash_leaves_into output")?;
-        crate::validate::hash_leaves(shape, spec, matrix.len(), out.len(), out_digest)?;
-        RawBackend::hash_leaves_into(self, matrix, shape, spec, out, out_digest)
+        crate::contract::hash_leaves_into(self, matrix, shape, spec, out, out_digest)?;
+        // SAFETY: the check above is the raw method's contract.
+        unsafe { RawBackend::hash_leaves_into(self, matrix, shape, spec, out, out_digest) }
     }
 
     fn hash_leaves_from_host(
@@ -606,9 +604,9 @@ impl<T: RawBackend> Backend for T {
         out: &mut Self::Buffer,
         out_digest: usize,
     ) -> Result<()> {
-        owned(self, out, "hash_leaves_from_host output")?;
-        crate::validate::hash_leaves(shape, spec, matrix.len(), out.len(), out_digest)?;
-        RawBackend::hash_leaves_from_host(self, matrix, shape, spec, out, out_digest)
+        crate::contract::hash_leaves_from_host(self, matrix.len(), shape, spec, out, out_digest)?;
+        // SAFETY: the check above is the raw method's contract.
+        unsafe { RawBackend::hash_leaves_from_host(self, matrix, shape, spec, out, out_digest) }
     }
 
     fn hash_leaves_then_transpose(
@@ -618,43 +616,39 @@ impl<T: RawBackend> Backend for T {
         jobs: &mut [LeafJob<'_, Self::Buffer>],
         scratch_cap: usize,
     ) -> Result<()> {
-        owned(self, buf, "hash_leaves_then_transpose matrix")?;
-        for job in jobs.iter() {
-            owned(self, job.out, "hash_leaves_then_transpose output")?;
-        }
-        let specs: Vec<_> = jobs.iter().map(|j| (j.spec, j.out.len(), j.out_digest)).collect();
-        crate::validate::leaves_then_transpose(shape, buf.len(), &specs, scratch_cap)?;
-        RawBackend::hash_leaves_then_transpose(self, buf, shape, jobs, scratch_cap)
+        crate::contract::hash_leaves_then_transpose(self, buf, shape, jobs, scratch_cap)?;
+        // SAFETY: the check above is the raw method's contract.
+        unsafe { RawBackend::hash_leaves_then_transpose(self, buf, shape, jobs, scratch_cap) }
     }
 
     fn merkle_tree_in_place(&self, nodes: &mut Self::Buffer, tree: TreeShape, hash: HashKind) -> Result<()> {
-        owned(self, nodes, "merkle_tree_in_place")?;
-        crate::validate::merkle_tree(tree, nodes.len())?;
-        RawBackend::merkle_tree_in_place(self, nodes, tree, hash)
+        crate::contract::merkle_tree_in_place(self, nodes, tree)?;
+        // SAFETY: the check above is the raw method's contract.
+        unsafe { RawBackend::merkle_tree_in_place(self, nodes, tree, hash) }
     }
 
     fn coset_lde_in_place(&self, buf: &mut Self::Buffer, params: &LdeParams) -> Result<()> {
-        owned(self, buf, "coset_lde_in_place")?;
-        crate::validate::coset_lde_in_place(params, buf.len())?;
-        RawBackend::coset_lde_in_place(self, buf, params)
+        crate::contract::coset_lde_in_place(self, buf, params)?;
+        // SAFETY: the check above is the raw method's contract.
+        unsafe { RawBackend::coset_lde_in_place(self, buf, params) }
     }
 
     fn coset_lde_from_host(&self, buf: &mut Self::Buffer, trace: &[u64], params: &LdeParams) -> Result<()> {
-        owned(self, buf, "coset_lde_from_host")?;
-        crate::validate::coset_lde_from_host(params, trace.len(), buf.len())?;
-        RawBackend::coset_lde_from_host(self, buf, trace, params)
+        crate::contract::coset_lde_from_host(self, buf, trace.len(), params)?;
+        // SAFETY: the check above is the raw method's contract.
+        unsafe { RawBackend::coset_lde_from_host(self, buf, trace, params) }
     }
 
     fn coset_lde(&self, trace: &Self::Buffer, params: &LdeParams) -> Result<Self::Buffer> {
-        owned(self, trace, "coset_lde")?;
-        crate::validate::coset_lde(params, trace.len())?;
-        RawBackend::coset_lde(self, trace, params)
+        crate::contract::coset_lde(self, trace, params)?;
+        // SAFETY: the check above is the raw method's contract.
+        unsafe { RawBackend::coset_lde(self, trace, params) }
     }
 
     fn coset_lde_owned(&self, trace: Self::Buffer, params: &LdeParams) -> Result<Self::Buffer> {
-        owned(self, &trace, "coset_lde_owned")?;
-        crate::validate::coset_lde(params, trace.len())?;
-        RawBackend::coset_lde_owned(self, trace, params)
+        crate::contract::coset_lde(self, &trace, params)?;
+        // SAFETY: the check above is the raw method's contract.
+        unsafe { RawBackend::coset_lde_owned(self, trace, params) }
     }
 
     fn row_dot_products(
@@ -664,9 +658,9 @@ impl<T: RawBackend> Backend for T {
         coeffs: &[u64],
         out: &mut [u64],
     ) -> Result<()> {
-        owned(self, matrix, "row_dot_products")?;
-        crate::validate::row_dot_products(shape, matrix.len(), coeffs.len(), out.len())?;
-        RawBackend::row_dot_products(self, matrix, shape, coeffs, out)
+        crate::contract::row_dot_products(self, matrix, shape, coeffs.len(), out.len())?;
+        // SAFETY: the check above is the raw method's contract.
+        unsafe { RawBackend::row_dot_products(self, matrix, shape, coeffs, out) }
     }
 
     fn column_dot_products(
@@ -677,9 +671,9 @@ impl<T: RawBackend> Backend for T {
         weights: &[u64],
         out: &mut [u64],
     ) -> Result<()> {
-        owned(self, matrix, "column_dot_products")?;
-        crate::validate::column_dot_products(shape, matrix.len(), rows, weights.len(), out.len())?;
-        RawBackend::column_dot_products(self, matrix, shape, rows, weights, out)
+        crate::contract::column_dot_products(self, matrix, shape, rows, weights.len(), out.len())?;
+        // SAFETY: the check above is the raw method's contract.
+        unsafe { RawBackend::column_dot_products(self, matrix, shape, rows, weights, out) }
     }
 
     fn fri_fold(
@@ -689,17 +683,16 @@ impl<T: RawBackend> Backend for T {
         addend: Option<(&Self::Buffer, &[u64])>,
         out: &mut Self::Buffer,
     ) -> Result<()> {
-        owned(self, input, "fri_fold input")?;
-        owned(self, out, "fri_fold output")?;
-        if let Some((buf, _)) = addend {
-            owned(self, buf, "fri_fold addend")?;
-        }
-        crate::validate::fri_fold(input.len(), beta.len(), addend.map(|(b, g)| (b.len(), g.len())), out.len())?;
-        RawBackend::fri_fold(self, input, beta, addend, out)
+        crate::contract::fri_fold(self, input, beta.len(), addend.map(|(b, g)| (b, g.len())), out)?;
+        // SAFETY: the check above is the raw method's contract.
+        unsafe { RawBackend::fri_fold(self, input, beta, addend, out) }
     }
 
     fn prepare(&self, prep: &Preparation, step: &mut dyn FnMut(&str)) -> Result<()> {
-        RawBackend::prepare(self, prep, step)
+        let info = RawBackend::info(self);
+        crate::validate::preparation(prep, info.backend, info.total_memory, info.free_memory, host_total_memory())?;
+        // SAFETY: the check above is the raw method's contract.
+        unsafe { RawBackend::prepare(self, prep, step) }
     }
 
     fn device_key(&self) -> String {
@@ -715,15 +708,34 @@ impl<T: RawBackend> Backend for T {
     }
 }
 
+/// The host's memory, `(total, available)` bytes (Linux's `/proc/meminfo`: `MemTotal`,
+/// `MemAvailable`), or `None` where the host does not say.
+pub fn host_memory() -> Option<(usize, usize)> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let field = |name: &str| -> Option<usize> {
+        let line = text.lines().find(|l| l.starts_with(name))?;
+        let kib: usize = line[name.len()..].trim().trim_end_matches("kB").trim().parse().ok()?;
+        kib.checked_mul(1024)
+    };
+    Some((field("MemTotal:")?, field("MemAvailable:")?))
+}
+
+/// The host's total memory in bytes ([`host_memory`], read once per process), or `None`.
+pub fn host_total_memory() -> Option<usize> {
+    static TOTAL: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    *TOTAL.get_or_init(|| host_memory().map(|(total, _)| total))
+}
+
 /// `len` zeroed elements of ordinary host memory: the [`Backend::alloc_host`] of a backend whose
 /// host buffer is a `Vec<u64>`. Large allocations come as fresh zero pages (`alloc_zeroed`), so
 /// the pages are first touched by whoever fills them, in parallel if it fills in parallel.
 ///
 /// # Errors
 /// [`Error::SizeOverflow`] when `len * 8` overflows; [`Error::HostOutOfMemory`] (named after
-/// `backend`) when the allocator refuses; nothing stays allocated.
+/// `backend`) for more bytes than the host has ([`host_total_memory`]), or when the allocator
+/// refuses; nothing stays allocated.
 pub fn host_vec(backend: &'static str, len: usize) -> Result<Vec<u64>> {
-    let bytes = crate::validate::alloc_bytes(len)?;
+    let bytes = crate::validate::alloc_host(backend, len, host_total_memory())?;
     if len == 0 {
         return Ok(Vec::new());
     }

@@ -14,11 +14,14 @@
 //! buffer's lifetime.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use crate::error::{Error, Result};
 
 const DISARMED: usize = usize::MAX;
+
+/// The identity of the next tracker that asks for one ([`AllocTracker::id`]); 0 means "none yet".
+static NEXT_TRACKER_ID: AtomicU64 = AtomicU64::new(1);
 
 /// A step of a backend, other than an allocation, that a test can make fail once
 /// ([`AllocTracker::fail_site`]). A backend that has the step asks [`AllocTracker::site_fails`]
@@ -64,6 +67,10 @@ pub struct AllocTracker {
     sites: AtomicUsize,
     pinned: AtomicUsize,
     pinned_peak: AtomicUsize,
+    /// This tracker's identity, given on its first reservation (0 until then), which its marks
+    /// carry: a process-wide counter, so no two trackers share one even after a tracker is dropped
+    /// and another is made at the same address.
+    id: AtomicU64,
 }
 
 impl Default for AllocTracker {
@@ -99,6 +106,20 @@ impl AllocTracker {
             sites: AtomicUsize::new(0),
             pinned: AtomicUsize::new(0),
             pinned_peak: AtomicUsize::new(0),
+            id: AtomicU64::new(0),
+        }
+    }
+
+    /// This tracker's identity, assigned once, on first use.
+    fn id(&self) -> u64 {
+        let id = self.id.load(Ordering::Acquire);
+        if id != 0 {
+            return id;
+        }
+        let fresh = NEXT_TRACKER_ID.fetch_add(1, Ordering::Relaxed);
+        match self.id.compare_exchange(0, fresh, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => fresh,
+            Err(won) => won,
         }
     }
 
@@ -115,47 +136,86 @@ impl AllocTracker {
     }
 
     /// Records an allocation of `bytes` about to be made. Call before the real allocation; then
-    /// [`AllocTracker::release`] the bytes when the memory is freed, or [`AllocTracker::refuse`]
-    /// the returned mark if the real allocation fails (so that the peak never counts memory that
-    /// was not allocated).
+    /// give the returned mark back with [`AllocTracker::release`] when the memory is freed, or
+    /// with [`AllocTracker::refuse`] if the real allocation fails (so that the peak never counts
+    /// memory that was not allocated). The mark is move-only and belongs to this tracker: it
+    /// goes back once, and only here.
     ///
     /// # Errors
-    /// [`Error::InjectedFault`] when this is the allocation [`AllocTracker::fail_at`] armed.
+    /// [`Error::InjectedFault`] when this is the allocation [`AllocTracker::fail_at`] armed;
+    /// [`Error::OutOfMemory`] when the live bytes would pass `usize::MAX` (no device has them).
+    /// Nothing stays reserved.
     pub fn reserve(&self, bytes: usize) -> Result<Reserved> {
         let index = self.count.fetch_add(1, Ordering::SeqCst);
         if self.fail_at.compare_exchange(index, DISARMED, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
             return Err(Error::InjectedFault { index, bytes });
         }
-        let live = self.live.fetch_add(bytes, Ordering::SeqCst).saturating_add(bytes);
+        let before = self
+            .live
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |live| live.checked_add(bytes))
+            .map_err(|live| Error::OutOfMemory {
+                backend: "allocation tracker",
+                requested: bytes,
+                free: usize::MAX - live,
+                total: usize::MAX,
+            })?;
+        let live = before + bytes;
         let peak_before = self.peak.fetch_max(live, Ordering::SeqCst);
-        Ok(Reserved { bytes, live, peak_before })
+        Ok(Reserved { tracker: self.id(), bytes, live, peak_before })
     }
 
-    /// Records that `bytes` were freed.
-    pub fn release(&self, bytes: usize) {
-        self.live.fetch_sub(bytes, Ordering::SeqCst);
+    /// Gives back the bytes of `mark`, whose memory was freed.
+    ///
+    /// # Errors
+    /// [`Error::ForeignReservation`] when `mark` was reserved in another tracker; no counter
+    /// changes.
+    pub fn release(&self, mark: Reserved) -> Result<()> {
+        self.check_mark(&mark, "release")?;
+        self.give_back(mark.bytes);
+        Ok(())
     }
 
-    /// Undoes a [`AllocTracker::reserve`] whose real allocation failed: releases its bytes and
-    /// puts back the peak it raised, unless a later reservation has raised the peak since (then
-    /// the peak is that reservation's, and stays).
-    pub fn refuse(&self, reserved: Reserved) {
-        self.release(reserved.bytes);
-        if reserved.peak_before < reserved.live {
-            let _ = self.peak.compare_exchange(reserved.live, reserved.peak_before, Ordering::SeqCst, Ordering::SeqCst);
+    /// Undoes the [`AllocTracker::reserve`] of `mark`, whose real allocation failed: releases its
+    /// bytes and puts back the peak it raised, unless a later reservation has raised the peak
+    /// since (then the peak is that reservation's, and stays).
+    ///
+    /// # Errors
+    /// [`Error::ForeignReservation`] when `mark` was reserved in another tracker; no counter
+    /// changes.
+    pub fn refuse(&self, mark: Reserved) -> Result<()> {
+        self.check_mark(&mark, "refuse")?;
+        self.give_back(mark.bytes);
+        if mark.peak_before < mark.live {
+            let _ = self.peak.compare_exchange(mark.live, mark.peak_before, Ordering::SeqCst, Ordering::SeqCst);
         }
+        Ok(())
+    }
+
+    fn check_mark(&self, mark: &Reserved, what: &'static str) -> Result<()> {
+        if mark.tracker != self.id() {
+            return Err(Error::ForeignReservation { what, bytes: mark.bytes });
+        }
+        Ok(())
+    }
+
+    /// Subtracts `bytes` from the live count. A mark of this tracker is counted in it until it
+    /// comes back, and comes back once (it is moved in), so this never goes below zero; it
+    /// saturates rather than wrap all the same.
+    fn give_back(&self, bytes: usize) {
+        let _ = self.live.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |live| Some(live.saturating_sub(bytes)));
     }
 
     /// [`AllocTracker::reserve`] with a guard that releases the bytes when it drops: hold it in
     /// the buffer (or scratch) the bytes are for, next to the memory itself, and make the real
-    /// allocation after it; if that allocation fails, dropping the guard undoes the reservation.
+    /// allocation after it. If that allocation fails, call [`Reservation::refuse`]: dropping the
+    /// guard gives the live bytes back too, but leaves them in the peak.
     ///
     /// # Errors
     /// [`Error::InjectedFault`] when this is the allocation [`AllocTracker::fail_at`] armed;
     /// nothing stays reserved.
     pub fn reserve_owned(self: &Arc<Self>, bytes: usize) -> Result<Reservation> {
         let reserved = self.reserve(bytes)?;
-        Ok(Reservation { tracker: Arc::clone(self), reserved })
+        Ok(Reservation { tracker: Arc::clone(self), reserved: Some(reserved) })
     }
 
     /// Makes the allocation with absolute index `index` (see [`MemoryCounters::allocations`]) fail.
@@ -206,13 +266,14 @@ impl AllocTracker {
 #[must_use = "dropping a reservation releases its bytes at once"]
 pub struct Reservation {
     tracker: Arc<AllocTracker>,
-    reserved: Reserved,
+    /// `None` only once given back (in [`Reservation::refuse`] or on drop).
+    reserved: Option<Reserved>,
 }
 
 impl Reservation {
     /// The bytes this guard holds.
     pub fn bytes(&self) -> usize {
-        self.reserved.bytes
+        self.reserved.as_ref().map_or(0, Reserved::bytes)
     }
 
     /// The tracker the bytes are reserved in: a buffer that holds this guard answers
@@ -223,24 +284,40 @@ impl Reservation {
 
     /// Gives the bytes back because the allocation they were reserved for failed
     /// ([`AllocTracker::refuse`]): the peak does not keep them.
-    pub fn refuse(self) {
-        let this = std::mem::ManuallyDrop::new(self);
-        this.tracker.refuse(this.reserved);
-        // SAFETY: `this` is never used or dropped again; its Arc is moved out once.
-        drop(unsafe { std::ptr::read(&this.tracker) });
+    pub fn refuse(mut self) {
+        if let Some(mark) = self.reserved.take() {
+            // The guard's mark is its own tracker's: this cannot be refused.
+            let _ = self.tracker.refuse(mark);
+        }
     }
 }
 
 impl Drop for Reservation {
     fn drop(&mut self) {
-        self.tracker.release(self.reserved.bytes);
+        if let Some(mark) = self.reserved.take() {
+            // The guard's mark is its own tracker's: this cannot be refused.
+            let _ = self.tracker.release(mark);
+        }
     }
 }
 
-/// What one [`AllocTracker::reserve`] changed: hand it to [`AllocTracker::refuse`] if the real
-/// allocation fails.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What one [`AllocTracker::reserve`] changed: give it back with [`AllocTracker::release`] when
+/// the memory is freed, or [`AllocTracker::refuse`] if the real allocation fails. Move-only, and
+/// tied to the tracker that made it: it goes back once, to that tracker.
+///
+/// A mark goes back once: refusing it twice does not compile.
+///
+/// ```compile_fail,E0382
+/// let tracker = backend_api::AllocTracker::new();
+/// let mark = tracker.reserve(1000).unwrap();
+/// tracker.refuse(mark).unwrap();
+/// tracker.refuse(mark).unwrap();
+/// ```
+#[derive(Debug, PartialEq, Eq)]
+#[must_use = "a mark not given back keeps its bytes live in the tracker"]
 pub struct Reserved {
+    /// The identity of the tracker that made it.
+    tracker: u64,
     bytes: usize,
     /// The live bytes right after this reservation.
     live: usize,
@@ -262,15 +339,15 @@ mod tests {
     #[test]
     fn counts_peaks_and_fails_once_where_armed() {
         let t = AllocTracker::new();
-        t.reserve(100).unwrap();
-        t.reserve(50).unwrap();
-        t.release(100);
+        let a = t.reserve(100).unwrap();
+        let _b = t.reserve(50).unwrap();
+        t.release(a).unwrap();
         assert_eq!(t.counters(), MemoryCounters { live: 50, peak: 150, allocations: 2, ..Default::default() });
         t.fail_at(3);
-        t.reserve(1).unwrap(); // index 2
+        let _c = t.reserve(1).unwrap(); // index 2
         let err = t.reserve(7).unwrap_err(); // index 3
         assert!(matches!(err, Error::InjectedFault { index: 3, bytes: 7 }));
-        t.reserve(7).unwrap(); // disarmed after firing
+        let _d = t.reserve(7).unwrap(); // disarmed after firing
         assert_eq!(t.counters().live, 58);
         t.reset_peak();
         assert_eq!(t.counters().peak, 58);
@@ -280,23 +357,23 @@ mod tests {
     fn a_refused_allocation_leaves_no_trace_in_the_peak() {
         let t = Arc::new(AllocTracker::new());
         let held = t.reserve(150).unwrap();
-        t.release(held.bytes());
-        t.reserve(100).unwrap();
+        t.release(held).unwrap();
+        let _kept = t.reserve(100).unwrap();
         // Raised the peak from 150 to 100 + 1000, then refused: back to 150.
         let huge = t.reserve(1000).unwrap();
         assert_eq!(t.counters().peak, 1100);
-        t.refuse(huge);
+        t.refuse(huge).unwrap();
         assert_eq!(t.counters(), MemoryCounters { live: 100, peak: 150, allocations: 3, ..Default::default() });
         // A refusal that did not raise the peak leaves it alone.
         let small = t.reserve(10).unwrap();
-        t.refuse(small);
+        t.refuse(small).unwrap();
         assert_eq!((t.counters().live, t.counters().peak), (100, 150));
         // A later reservation's peak stays when an earlier one is refused.
         let first = t.reserve(500).unwrap();
         let second = t.reserve(20).unwrap();
-        t.refuse(first);
+        t.refuse(first).unwrap();
         assert_eq!((t.counters().live, t.counters().peak), (120, 620));
-        t.release(second.bytes());
+        t.release(second).unwrap();
         // The owned form.
         let r = t.reserve_owned(usize::MAX / 2).unwrap();
         assert_eq!(r.tracker() as *const AllocTracker, Arc::as_ptr(&t));
@@ -310,7 +387,7 @@ mod tests {
         assert!(!t.site_fails(FaultSite::DownloadQueued));
         t.fail_site(FaultSite::DownloadQueued);
         // Allocations do not consume it.
-        t.reserve(8).unwrap();
+        let _held = t.reserve(8).unwrap();
         assert!(t.site_fails(FaultSite::DownloadQueued));
         assert!(!t.site_fails(FaultSite::DownloadQueued));
         t.fail_site(FaultSite::DownloadQueued);
@@ -322,7 +399,7 @@ mod tests {
     #[test]
     fn page_locked_host_bytes_are_counted_apart_with_their_own_peak() {
         let t = AllocTracker::new();
-        t.reserve(64).unwrap();
+        let _held = t.reserve(64).unwrap();
         t.pinned_host_allocated(1000);
         t.pinned_host_allocated(500);
         t.pinned_host_freed(1000);
@@ -357,5 +434,50 @@ mod tests {
         assert_eq!(weak.upgrade().map(|t| t.counters().live), Some(20));
         drop(b);
         assert!(weak.upgrade().is_none());
+    }
+
+    #[test]
+    fn a_mark_goes_back_once_and_only_to_its_own_tracker() {
+        let (a, b) = (AllocTracker::new(), AllocTracker::new());
+        let _held_by_b = b.reserve(5000).unwrap();
+        let mark = a.reserve(1000).unwrap();
+        // A's mark on B's tracker: refused, and neither tracker changes.
+        let err = b.refuse(mark).unwrap_err();
+        assert!(matches!(err, Error::ForeignReservation { what: "refuse", bytes: 1000 }), "{err}");
+        assert!(err.is_invalid_input() && err.to_string().contains("another allocation tracker"), "{err}");
+        assert_eq!((a.counters().live, b.counters().live), (1000, 5000));
+        let mark = a.reserve(24).unwrap();
+        let err = b.release(mark).unwrap_err();
+        assert!(matches!(err, Error::ForeignReservation { what: "release", bytes: 24 }), "{err}");
+        assert_eq!((a.counters().live, b.counters().live), (1024, 5000));
+        // A tracker made later at the same address (the first dropped) is another tracker too.
+        let first = Box::new(AllocTracker::new());
+        let old = first.reserve(8).unwrap();
+        drop(first);
+        let second = Box::new(AllocTracker::new());
+        let _held = second.reserve(8).unwrap();
+        assert!(matches!(second.release(old), Err(Error::ForeignReservation { .. })));
+        assert_eq!(second.counters().live, 8);
+        // (A mark refused twice does not compile: `refuse` moves it.)
+    }
+
+    #[test]
+    fn live_bytes_never_wrap() {
+        let t = AllocTracker::new();
+        let half = t.reserve(1 << 63).unwrap();
+        let err = t.reserve(1 << 63).unwrap_err();
+        assert!(err.is_out_of_memory(), "{err}");
+        assert!(
+            matches!(err, Error::OutOfMemory { requested, free, .. } if requested == 1 << 63 && free == (1 << 63) - 1)
+        );
+        assert_eq!(t.counters().live, 1 << 63, "the refused reservation left nothing");
+        t.release(half).unwrap();
+        assert_eq!(t.counters().live, 0);
+        // The guard form under the same load.
+        let t = Arc::new(AllocTracker::new());
+        let r = t.reserve_owned(usize::MAX).unwrap();
+        assert!(t.reserve_owned(1).unwrap_err().is_out_of_memory());
+        drop(r);
+        assert_eq!(t.counters().live, 0);
     }
 }

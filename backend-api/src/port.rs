@@ -17,7 +17,37 @@ use crate::shape::{CopyRange, HashKind, LdeParams, LeafSpec, MatrixShape, RowStr
 /// (a blanket implementation that no type can replace), and [`Backend`]'s methods validate every
 /// argument with [`crate::validate`] before they call the method of the same name here. So an
 /// implementation never repeats those checks, and cannot forget one (the way wgpu-core validates
-/// each call before wgpu-hal runs it). On entry to every method:
+/// each call before wgpu-hal runs it).
+///
+/// Every method that takes a buffer, a length, a range or a host slice is an `unsafe fn` whose
+/// `# Safety` contract is the front's checks, so safe code cannot reach the port past them (as
+/// wgpu-hal's methods are `unsafe` and only wgpu-core calls them). A port writes `unsafe fn` in
+/// its impl; where its own code calls one of its raw methods, it writes `unsafe { .. }` with a
+/// `// SAFETY:` line saying why the checks hold. Safe code calls [`Backend`]:
+///
+/// ```compile_fail,E0133
+/// use backend_api::RawBackend;
+///
+/// // A caller holding any backend and a buffer: the raw write skips the front, so safe code
+/// // cannot call it (error E0133: call to unsafe function requires an unsafe block).
+/// fn skip_the_front<B: RawBackend>(backend: &B, buf: &mut <B as RawBackend>::Buffer) {
+///     let _ = RawBackend::write(backend, buf, 1 << 40, &[7; 4096]);
+/// }
+/// ```
+///
+/// The same call through the front compiles, and is refused at run time with
+/// [`crate::Error::OutOfBounds`] (and a buffer of another instance with
+/// [`crate::Error::ForeignBuffer`]):
+///
+/// ```
+/// use backend_api::{Backend, Result};
+///
+/// fn through_the_front<B: Backend>(backend: &B, buf: &mut B::Buffer) -> Result<()> {
+///     backend.write(buf, 1 << 40, &[7; 4096])
+/// }
+/// ```
+///
+/// On entry to every method:
 ///
 /// - every buffer argument belongs to this instance: its [`DeviceBuffer::tracker`] is this
 ///   backend's [`RawBackend::tracker`] (a buffer of another instance, or of a dropped one, is
@@ -58,34 +88,59 @@ pub trait RawBackend: Send + Sync {
 
     /// [`Backend::alloc`]: `len * 8` fits `usize`.
     ///
+    /// # Safety
+    /// The preconditions above and the trait's entry conditions (every buffer argument belongs to
+    /// this instance) hold. The checked front establishes them before it calls this; a port that
+    /// calls it itself establishes them too.
+    ///
     /// # Errors
     /// [`crate::Error::OutOfMemory`] (or an injected fault from the tracker); nothing stays
     /// allocated, and the peak does not count the refused bytes ([`AllocTracker::refuse`]).
-    fn alloc(&self, len: usize) -> Result<Self::Buffer>;
+    unsafe fn alloc(&self, len: usize) -> Result<Self::Buffer>;
 
     /// [`Backend::upload`]: `host.len() * 8` fits `usize`.
     ///
+    /// # Safety
+    /// The preconditions above and the trait's entry conditions (every buffer argument belongs to
+    /// this instance) hold. The checked front establishes them before it calls this; a port that
+    /// calls it itself establishes them too.
+    ///
     /// # Errors
     /// As [`RawBackend::alloc`], or a device error from the copy.
-    fn upload(&self, host: &[u64]) -> Result<Self::Buffer>;
+    unsafe fn upload(&self, host: &[u64]) -> Result<Self::Buffer>;
 
     /// [`Backend::write`]: `[offset, offset + host.len())` lies inside `buf`.
     ///
+    /// # Safety
+    /// The preconditions above and the trait's entry conditions (every buffer argument belongs to
+    /// this instance) hold. The checked front establishes them before it calls this; a port that
+    /// calls it itself establishes them too.
+    ///
     /// # Errors
     /// A device error from the copy.
-    fn write(&self, buf: &mut Self::Buffer, offset: usize, host: &[u64]) -> Result<()>;
+    unsafe fn write(&self, buf: &mut Self::Buffer, offset: usize, host: &[u64]) -> Result<()>;
 
     /// [`Backend::download`]: `[offset, offset + out.len())` lies inside `buf`.
     ///
+    /// # Safety
+    /// The preconditions above and the trait's entry conditions (every buffer argument belongs to
+    /// this instance) hold. The checked front establishes them before it calls this; a port that
+    /// calls it itself establishes them too.
+    ///
     /// # Errors
     /// A device error from this or earlier work.
-    fn download(&self, buf: &Self::Buffer, offset: usize, out: &mut [u64]) -> Result<()>;
+    unsafe fn download(&self, buf: &Self::Buffer, offset: usize, out: &mut [u64]) -> Result<()>;
 
     /// [`Backend::queue_download`].
     ///
+    /// # Safety
+    /// The preconditions above and the trait's entry conditions (every buffer argument belongs to
+    /// this instance) hold. The checked front establishes them before it calls this; a port that
+    /// calls it itself establishes them too.
+    ///
     /// # Errors
     /// As [`RawBackend::download`].
-    fn queue_download(&self, buf: &Self::Buffer) -> Result<Self::Download>;
+    unsafe fn queue_download(&self, buf: &Self::Buffer) -> Result<Self::Download>;
 
     /// [`Backend::synchronize`].
     ///
@@ -95,28 +150,48 @@ pub trait RawBackend: Send + Sync {
 
     /// [`Backend::alloc_host`]: `len * 8` fits `usize`.
     ///
+    /// # Safety
+    /// The preconditions above and the trait's entry conditions (every buffer argument belongs to
+    /// this instance) hold. The checked front establishes them before it calls this; a port that
+    /// calls it itself establishes them too.
+    ///
     /// # Errors
     /// [`crate::Error::HostOutOfMemory`]; nothing stays allocated.
-    fn alloc_host(&self, len: usize) -> Result<Self::HostBuffer>;
+    unsafe fn alloc_host(&self, len: usize) -> Result<Self::HostBuffer>;
 
     /// [`Backend::transpose_in_place`]: `buf` holds exactly `shape`, and `scratch_cap` admits a
     /// plan ([`crate::plan::TransposeGeometry::new`] accepts it).
     ///
+    /// # Safety
+    /// The preconditions above and the trait's entry conditions (every buffer argument belongs to
+    /// this instance) hold. The checked front establishes them before it calls this; a port that
+    /// calls it itself establishes them too.
+    ///
     /// # Errors
     /// Out of memory for the scratch, which leaves `buf` as it was.
-    fn transpose_in_place(&self, buf: &mut Self::Buffer, shape: MatrixShape, scratch_cap: usize) -> Result<()>;
+    unsafe fn transpose_in_place(&self, buf: &mut Self::Buffer, shape: MatrixShape, scratch_cap: usize) -> Result<()>;
 
     /// [`Backend::batched_copy`]: the batch is valid ([`crate::copy::validate_batch`]).
     ///
-    /// # Errors
-    /// A device error.
-    fn batched_copy(&self, src: &Self::Buffer, dst: &mut Self::Buffer, copies: &[CopyRange]) -> Result<()>;
-
-    /// [`Backend::batched_copy_within`]: the batch is valid within one buffer.
+    /// # Safety
+    /// The preconditions above and the trait's entry conditions (every buffer argument belongs to
+    /// this instance) hold. The checked front establishes them before it calls this; a port that
+    /// calls it itself establishes them too.
     ///
     /// # Errors
     /// A device error.
-    fn batched_copy_within(&self, buf: &mut Self::Buffer, copies: &[CopyRange]) -> Result<()>;
+    unsafe fn batched_copy(&self, src: &Self::Buffer, dst: &mut Self::Buffer, copies: &[CopyRange]) -> Result<()>;
+
+    /// [`Backend::batched_copy_within`]: the batch is valid within one buffer.
+    ///
+    /// # Safety
+    /// The preconditions above and the trait's entry conditions (every buffer argument belongs to
+    /// this instance) hold. The checked front establishes them before it calls this; a port that
+    /// calls it itself establishes them too.
+    ///
+    /// # Errors
+    /// A device error.
+    unsafe fn batched_copy_within(&self, buf: &mut Self::Buffer, copies: &[CopyRange]) -> Result<()>;
 
     /// [`Backend::bit_reversed_rows`]: `shape.rows()` is a power of two, `rows` lies inside it,
     /// `src` holds the matrix from `src_at` and `dst` the copied rows from `dst_at`
@@ -126,9 +201,14 @@ pub trait RawBackend: Send + Sync {
     /// costs host work per range (a list built, uploaded or launched) computes `br` on the device
     /// instead.
     ///
+    /// # Safety
+    /// The preconditions above and the trait's entry conditions (every buffer argument belongs to
+    /// this instance) hold. The checked front establishes them before it calls this; a port that
+    /// calls it itself establishes them too.
+    ///
     /// # Errors
     /// A device error.
-    fn bit_reversed_rows(
+    unsafe fn bit_reversed_rows(
         &self,
         src: &Self::Buffer,
         src_at: usize,
@@ -142,15 +222,24 @@ pub trait RawBackend: Send + Sync {
             .enumerate()
             .map(|(i, r)| CopyRange::new(src_at + bit_reverse(r, log_rows) * cols, dst_at + i * cols, cols))
             .collect();
-        self.batched_copy(src, dst, &copies)
+        // SAFETY: both buffers are this instance's (our caller's contract), and every range lies
+        // inside its buffer: row `br(r) < rows` of the matrix at `src_at`, and the `i`-th copied
+        // row at `dst_at`, which the caller's contract bounds; one source and one destination
+        // range per row, so no two destination ranges overlap.
+        unsafe { self.batched_copy(src, dst, &copies) }
     }
 
     /// [`Backend::hash_leaves_into`]: `spec` accepts `shape`, `matrix` holds `shape`, and the
     /// digests fit `out` from digest `out_digest` on ([`crate::validate::hash_leaves`]).
     ///
+    /// # Safety
+    /// The preconditions above and the trait's entry conditions (every buffer argument belongs to
+    /// this instance) hold. The checked front establishes them before it calls this; a port that
+    /// calls it itself establishes them too.
+    ///
     /// # Errors
     /// A device error.
-    fn hash_leaves_into(
+    unsafe fn hash_leaves_into(
         &self,
         matrix: &Self::Buffer,
         shape: MatrixShape,
@@ -165,9 +254,14 @@ pub trait RawBackend: Send + Sync {
     /// one chunk, not the matrix; a backend that reads host memory directly hashes it where it is
     /// (the CPU backend does).
     ///
+    /// # Safety
+    /// The preconditions above and the trait's entry conditions (every buffer argument belongs to
+    /// this instance) hold. The checked front establishes them before it calls this; a port that
+    /// calls it itself establishes them too.
+    ///
     /// # Errors
     /// Out of memory for a chunk; a device error.
-    fn hash_leaves_from_host(
+    unsafe fn hash_leaves_from_host(
         &self,
         matrix: &[u64],
         shape: MatrixShape,
@@ -175,7 +269,8 @@ pub trait RawBackend: Send + Sync {
         out: &mut Self::Buffer,
         out_digest: usize,
     ) -> Result<()> {
-        hash_leaves_in_chunks(self, matrix, shape, spec, out, out_digest, host_leaf_chunk_rows(shape.cols()))
+        // SAFETY: the contract of `hash_leaves_in_chunks` is this method's.
+        unsafe { hash_leaves_in_chunks(self, matrix, shape, spec, out, out_digest, host_leaf_chunk_rows(shape.cols())) }
     }
 
     /// [`Backend::hash_leaves_then_transpose`]: every job and the transpose are valid
@@ -188,65 +283,107 @@ pub trait RawBackend: Send + Sync {
     /// of a block can be hashed beside the block pass, before the block moves (the CUDA backend
     /// hashes block `k` in the launch that moves block `k - 1`).
     ///
+    /// # Safety
+    /// The preconditions above and the trait's entry conditions (every buffer argument belongs to
+    /// this instance) hold. The checked front establishes them before it calls this; a port that
+    /// calls it itself establishes them too.
+    ///
     /// # Errors
     /// Out of memory for the scratch, which leaves `buf` as it was (the outputs may hold digests
     /// already).
-    fn hash_leaves_then_transpose(
+    unsafe fn hash_leaves_then_transpose(
         &self,
         buf: &mut Self::Buffer,
         shape: MatrixShape,
         jobs: &mut [LeafJob<'_, Self::Buffer>],
         scratch_cap: usize,
     ) -> Result<()> {
-        leaves_then_transpose_in_turn(self, buf, shape, jobs, scratch_cap)
+        // SAFETY: the contract of `leaves_then_transpose_in_turn` is this method's.
+        unsafe { leaves_then_transpose_in_turn(self, buf, shape, jobs, scratch_cap) }
     }
 
     /// [`Backend::merkle_tree_in_place`]: `nodes` is exactly `tree.words()` long.
     ///
+    /// # Safety
+    /// The preconditions above and the trait's entry conditions (every buffer argument belongs to
+    /// this instance) hold. The checked front establishes them before it calls this; a port that
+    /// calls it itself establishes them too.
+    ///
     /// # Errors
     /// A device error.
-    fn merkle_tree_in_place(&self, nodes: &mut Self::Buffer, tree: TreeShape, hash: HashKind) -> Result<()>;
+    unsafe fn merkle_tree_in_place(&self, nodes: &mut Self::Buffer, tree: TreeShape, hash: HashKind) -> Result<()>;
 
     /// [`Backend::coset_lde_in_place`]: `buf` holds exactly `params.lde_shape()`.
     ///
+    /// # Safety
+    /// The preconditions above and the trait's entry conditions (every buffer argument belongs to
+    /// this instance) hold. The checked front establishes them before it calls this; a port that
+    /// calls it itself establishes them too.
+    ///
     /// # Errors
     /// Out of memory for tables or scratch; on error the contents of `buf` are unspecified.
-    fn coset_lde_in_place(&self, buf: &mut Self::Buffer, params: &LdeParams) -> Result<()>;
+    unsafe fn coset_lde_in_place(&self, buf: &mut Self::Buffer, params: &LdeParams) -> Result<()>;
 
     /// [`Backend::coset_lde_from_host`]: `trace` holds `params.trace()` and `buf` exactly
     /// `params.lde_shape()`. The default is [`RawBackend::write`], then
     /// [`RawBackend::coset_lde_in_place`]; a backend may overlap the upload with the extension.
     /// It returns once `trace` is no longer read.
     ///
+    /// # Safety
+    /// The preconditions above and the trait's entry conditions (every buffer argument belongs to
+    /// this instance) hold. The checked front establishes them before it calls this; a port that
+    /// calls it itself establishes them too.
+    ///
     /// # Errors
     /// [`RawBackend::write`]'s and [`RawBackend::coset_lde_in_place`]'s errors, after which the
     /// contents of `buf` are unspecified.
-    fn coset_lde_from_host(&self, buf: &mut Self::Buffer, trace: &[u64], params: &LdeParams) -> Result<()> {
-        self.write(buf, 0, trace)?;
-        self.coset_lde_in_place(buf, params)
+    unsafe fn coset_lde_from_host(&self, buf: &mut Self::Buffer, trace: &[u64], params: &LdeParams) -> Result<()> {
+        // SAFETY: `buf` is this instance's and holds `params.lde_shape()`, whose first rows are
+        // the trace's `trace.len()` elements, so the write lies inside it; then `buf` holds exactly
+        // the LDE's shape, as `coset_lde_in_place` requires.
+        unsafe {
+            self.write(buf, 0, trace)?;
+            self.coset_lde_in_place(buf, params)
+        }
     }
 
     /// [`Backend::coset_lde`]: `trace` holds `params.trace()`. The default allocates the LDE,
     /// copies the trace into its first `n` rows and extends it in place; a backend may instead
     /// read the trace where it is in the LDE's first pass (CUDA does), which saves the copy.
     ///
+    /// # Safety
+    /// The preconditions above and the trait's entry conditions (every buffer argument belongs to
+    /// this instance) hold. The checked front establishes them before it calls this; a port that
+    /// calls it itself establishes them too.
+    ///
     /// # Errors
     /// Out of memory; nothing stays allocated on error.
-    fn coset_lde(&self, trace: &Self::Buffer, params: &LdeParams) -> Result<Self::Buffer> {
-        let mut out = self.alloc(params.lde_shape().len())?;
-        self.batched_copy(trace, &mut out, &[CopyRange::new(0, 0, trace.len())])?;
-        self.coset_lde_in_place(&mut out, params)?;
-        Ok(out)
+    unsafe fn coset_lde(&self, trace: &Self::Buffer, params: &LdeParams) -> Result<Self::Buffer> {
+        // SAFETY: the front validated `params`, so the LDE's element count fits `usize` bytes;
+        // `out` is this instance's and holds the LDE, whose first `trace.len()` elements receive
+        // the trace (one range inside both buffers); then `out` holds exactly the LDE's shape.
+        unsafe {
+            let mut out = self.alloc(params.lde_shape().len())?;
+            self.batched_copy(trace, &mut out, &[CopyRange::new(0, 0, trace.len())])?;
+            self.coset_lde_in_place(&mut out, params)?;
+            Ok(out)
+        }
     }
 
     /// [`Backend::coset_lde_owned`]: `trace` holds `params.trace()`. A backend may use the
     /// trace's buffer as the inverse transform's workspace first (CUDA does). The default is
     /// [`RawBackend::coset_lde`], then the trace is dropped.
     ///
+    /// # Safety
+    /// The preconditions above and the trait's entry conditions (every buffer argument belongs to
+    /// this instance) hold. The checked front establishes them before it calls this; a port that
+    /// calls it itself establishes them too.
+    ///
     /// # Errors
     /// As [`RawBackend::coset_lde`]; the trace is freed either way.
-    fn coset_lde_owned(&self, trace: Self::Buffer, params: &LdeParams) -> Result<Self::Buffer> {
-        self.coset_lde(&trace, params)
+    unsafe fn coset_lde_owned(&self, trace: Self::Buffer, params: &LdeParams) -> Result<Self::Buffer> {
+        // SAFETY: this method's contract is `coset_lde`'s, for the trace borrowed.
+        unsafe { self.coset_lde(&trace, params) }
     }
 
     /// [`Backend::row_dot_products`]: `matrix` holds exactly `shape`, `coeffs` is `k` vectors of
@@ -256,9 +393,14 @@ pub trait RawBackend: Send + Sync {
     /// The default answers [`crate::Error::Unsupported`]: the operation is optional, and a caller
     /// (the Plonky3 adapter's openings) then computes it on the host.
     ///
+    /// # Safety
+    /// The preconditions above and the trait's entry conditions (every buffer argument belongs to
+    /// this instance) hold. The checked front establishes them before it calls this; a port that
+    /// calls it itself establishes them too.
+    ///
     /// # Errors
     /// Out of memory for the coefficients; a device error from this or earlier work.
-    fn row_dot_products(
+    unsafe fn row_dot_products(
         &self,
         matrix: &Self::Buffer,
         shape: MatrixShape,
@@ -276,9 +418,14 @@ pub trait RawBackend: Send + Sync {
     ///
     /// The default answers [`crate::Error::Unsupported`], as for [`RawBackend::row_dot_products`].
     ///
+    /// # Safety
+    /// The preconditions above and the trait's entry conditions (every buffer argument belongs to
+    /// this instance) hold. The checked front establishes them before it calls this; a port that
+    /// calls it itself establishes them too.
+    ///
     /// # Errors
     /// Out of memory for the weights or partial sums; a device error from this or earlier work.
-    fn column_dot_products(
+    unsafe fn column_dot_products(
         &self,
         matrix: &Self::Buffer,
         shape: MatrixShape,
@@ -297,9 +444,14 @@ pub trait RawBackend: Send + Sync {
     ///
     /// The default answers [`crate::Error::Unsupported`], as for [`RawBackend::row_dot_products`].
     ///
+    /// # Safety
+    /// The preconditions above and the trait's entry conditions (every buffer argument belongs to
+    /// this instance) hold. The checked front establishes them before it calls this; a port that
+    /// calls it itself establishes them too.
+    ///
     /// # Errors
     /// Out of memory for the challenges; a device error from this or earlier work.
-    fn fri_fold(
+    unsafe fn fri_fold(
         &self,
         input: &Self::Buffer,
         beta: &[u64],
@@ -315,10 +467,15 @@ pub trait RawBackend: Send + Sync {
     /// tells `step` one line per step as it is done, for a trace log. The CLI runs it on a thread
     /// of its own while it makes the table ([`Backend::prepare`]). The default prepares nothing.
     ///
+    /// # Safety
+    /// [`crate::validate::preparation`] accepted `prep` for this device and host (the checked
+    /// front checks it first): the LDE, the pool growth and the tables fit the device, and the
+    /// tables fit the host.
+    ///
     /// # Errors
     /// A device error; running out of memory while growing a pool is not an error (the commit's
     /// own allocations decide), only a line saying so.
-    fn prepare(&self, prep: &Preparation, step: &mut dyn FnMut(&str)) -> Result<()> {
+    unsafe fn prepare(&self, prep: &Preparation, step: &mut dyn FnMut(&str)) -> Result<()> {
         let _ = (prep, step);
         Ok(())
     }
@@ -371,9 +528,12 @@ pub fn host_leaf_chunk_rows(cols: usize) -> usize {
 /// its own. Other layouts (`lambda-vm-pairs` pairs rows across the whole matrix) and matrices of
 /// one chunk are uploaded whole; `chunk_rows` 0 is read as 1. The front has validated the call.
 ///
+/// # Safety
+/// [`RawBackend::hash_leaves_from_host`]'s contract holds for the call.
+///
 /// # Errors
 /// Out of memory for a chunk; a device error.
-pub fn hash_leaves_in_chunks<B: RawBackend + ?Sized>(
+pub unsafe fn hash_leaves_in_chunks<B: RawBackend + ?Sized>(
     backend: &B,
     matrix: &[u64],
     shape: MatrixShape,
@@ -384,16 +544,27 @@ pub fn hash_leaves_in_chunks<B: RawBackend + ?Sized>(
 ) -> Result<()> {
     let (rows, cols, chunk_rows) = (shape.rows(), shape.cols(), chunk_rows.max(1));
     if spec.layout() != crate::LeafLayout::Rows || chunk_rows >= rows {
-        let uploaded = backend.upload(matrix)?;
-        return backend.hash_leaves_into(&uploaded, shape, spec, out, out_digest);
+        // SAFETY: `matrix` holds `shape` (our contract), whose byte count fits `usize`; the
+        // uploaded copy then holds `shape` too, and `out` is as our contract has it.
+        unsafe {
+            let uploaded = backend.upload(matrix)?;
+            return backend.hash_leaves_into(&uploaded, shape, spec, out, out_digest);
+        }
     }
-    let mut chunk = backend.alloc(chunk_rows * cols)?;
-    let mut tail: Option<B::Buffer> = None;
-    for first in (0..rows).step_by(chunk_rows) {
-        let len = chunk_rows.min(rows - first);
-        let buf = if len == chunk_rows { &mut chunk } else { tail.insert(backend.alloc(len * cols)?) };
-        backend.write(buf, 0, &matrix[first * cols..(first + len) * cols])?;
-        backend.hash_leaves_into(buf, MatrixShape::new(len, cols)?, spec, out, out_digest + first)?;
+    // SAFETY: `chunk_rows < rows`, so a chunk (and the shorter tail) holds fewer elements than
+    // `matrix`, whose bytes fit `usize`;
+    // each write fills the chunk buffer from 0 with `len` whole rows of `matrix`, which that
+    // buffer holds exactly; the chunk's digests are leaves `first..first + len` of the matrix,
+    // which our contract places inside `out` from `out_digest`.
+    unsafe {
+        let mut chunk = backend.alloc(chunk_rows * cols)?;
+        let mut tail: Option<B::Buffer> = None;
+        for first in (0..rows).step_by(chunk_rows) {
+            let len = chunk_rows.min(rows - first);
+            let buf = if len == chunk_rows { &mut chunk } else { tail.insert(backend.alloc(len * cols)?) };
+            backend.write(buf, 0, &matrix[first * cols..(first + len) * cols])?;
+            backend.hash_leaves_into(buf, MatrixShape::new(len, cols)?, spec, out, out_digest + first)?;
+        }
     }
     Ok(())
 }
@@ -403,19 +574,26 @@ pub fn hash_leaves_in_chunks<B: RawBackend + ?Sized>(
 /// that overrides the method calls it for the calls it does not interleave. The front has
 /// validated the call.
 ///
+/// # Safety
+/// [`RawBackend::hash_leaves_then_transpose`]'s contract holds for the call.
+///
 /// # Errors
 /// As [`RawBackend::hash_leaves_then_transpose`].
-pub fn leaves_then_transpose_in_turn<B: RawBackend + ?Sized>(
+pub unsafe fn leaves_then_transpose_in_turn<B: RawBackend + ?Sized>(
     backend: &B,
     buf: &mut B::Buffer,
     shape: MatrixShape,
     jobs: &mut [LeafJob<'_, B::Buffer>],
     scratch_cap: usize,
 ) -> Result<()> {
-    for job in jobs.iter_mut() {
-        backend.hash_leaves_into(buf, shape, job.spec, job.out, job.out_digest)?;
+    // SAFETY: our contract is `hash_leaves_then_transpose`'s, which validates every job as a
+    // `hash_leaves_into` of `buf` and the transpose as a `transpose_in_place` of it.
+    unsafe {
+        for job in jobs.iter_mut() {
+            backend.hash_leaves_into(buf, shape, job.spec, job.out, job.out_digest)?;
+        }
+        backend.transpose_in_place(buf, shape, scratch_cap)
     }
-    backend.transpose_in_place(buf, shape, scratch_cap)
 }
 
 #[cfg(test)]

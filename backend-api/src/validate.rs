@@ -17,6 +17,7 @@ use std::ops::Range;
 use crate::error::{Error, Result};
 use crate::fault::AllocTracker;
 use crate::plan::TransposeGeometry;
+use crate::prepare::Preparation;
 use crate::shape::{
     DIGEST_WORDS, ELEM_BYTES, LdeParams, LeafSpec, MAX_DOT_VECTORS, MAX_EXTENSION_DEGREE, MAX_LOG_DOMAIN, MatrixShape,
     RowStride, TreeShape,
@@ -29,6 +30,69 @@ use crate::shape::{
 /// [`Error::SizeOverflow`] when `len * 8` overflows `usize`.
 pub fn alloc_bytes(len: usize) -> Result<usize> {
     len.checked_mul(ELEM_BYTES).ok_or(Error::SizeOverflow { what: "allocation", elems: len })
+}
+
+/// Host memory of `len` elements ([`Backend::alloc_host`](crate::Backend::alloc_host)) on a host
+/// of `host_total` bytes (`None`: unknown). Returns the bytes.
+///
+/// # Errors
+/// [`Error::SizeOverflow`] when `len * 8` overflows `usize`; [`Error::HostOutOfMemory`] (named
+/// after `backend`) for more bytes than the host has: an overcommitting host would promise them,
+/// and fail only when the pages are touched.
+pub fn alloc_host(backend: &'static str, len: usize, host_total: Option<usize>) -> Result<usize> {
+    let bytes = alloc_bytes(len)?;
+    match host_total {
+        Some(total) if bytes > total => Err(Error::HostOutOfMemory {
+            backend,
+            requested: bytes,
+            available: Some(total),
+            reason: format!("more than the host's {total} B of memory"),
+        }),
+        _ => Ok(bytes),
+    }
+}
+
+/// A [`Preparation`] for a device of `device_total` bytes (0: unknown) with `device_free` free,
+/// on a host of `host_total` bytes (`None`: unknown) ([`Backend::prepare`](crate::Backend::prepare)).
+/// A commit the device cannot hold is not prepared for: nothing is built for it, on the host or
+/// the device. The least a commit of the prepared LDE holds on the device is the LDE, its twiddle
+/// tables and one digest per LDE row (the tree's leaves).
+///
+/// # Errors
+/// [`Error::SizeOverflow`] when the LDE's bytes overflow `usize`; [`Error::OutOfMemory`] when
+/// that least, or the pool growth (`device_bytes`), is larger than the device;
+/// [`Error::HostOutOfMemory`] when the tables, built on the host, are larger than it.
+pub fn preparation(
+    prep: &Preparation,
+    backend: &'static str,
+    device_total: usize,
+    device_free: usize,
+    host_total: Option<usize>,
+) -> Result<()> {
+    let lde_elems = prep.lde.map_or(prep.lde_elems, |l| l.lde_shape().len().max(prep.lde_elems));
+    let lde =
+        lde_elems.checked_mul(ELEM_BYTES).ok_or(Error::SizeOverflow { what: "prepared LDE", elems: lde_elems })?;
+    let (tables, digests) = prep.lde.map_or((0, 0), |l| {
+        let tables = crate::field::LdeTwiddles::bytes_for(l.log_trace_rows(), l.log_blowup());
+        (tables, l.lde_shape().rows().saturating_mul(crate::shape::DIGEST_BYTES))
+    });
+    let least = lde.saturating_add(tables).saturating_add(digests);
+    if device_total > 0 {
+        for requested in [least, prep.device_bytes.unwrap_or(0)] {
+            if requested > device_total {
+                return Err(Error::OutOfMemory { backend, requested, free: device_free, total: device_total });
+            }
+        }
+    }
+    match host_total {
+        Some(total) if tables > total => Err(Error::HostOutOfMemory {
+            backend,
+            requested: tables,
+            available: Some(total),
+            reason: format!("the LDE's twiddle tables, built on the host, are more than its {total} B of memory"),
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// A read of `out_len` elements from element `offset` of a buffer of `buf_len` elements

@@ -98,27 +98,27 @@ impl backend_api::RawBackend for CpuBackend {
     }
 
     /// Allocates `len` zeroed elements (the trait leaves contents unspecified).
-    fn alloc(&self, len: usize) -> Result<CpuBuffer> {
+    unsafe fn alloc(&self, len: usize) -> Result<CpuBuffer> {
         self.alloc.zeroed(len)
     }
 
-    fn upload(&self, host: &[u64]) -> Result<CpuBuffer> {
+    unsafe fn upload(&self, host: &[u64]) -> Result<CpuBuffer> {
         use rayon::prelude::*;
         self.alloc.buffer_from(host.par_iter().copied())
     }
 
-    fn write(&self, buf: &mut CpuBuffer, offset: usize, host: &[u64]) -> Result<()> {
+    unsafe fn write(&self, buf: &mut CpuBuffer, offset: usize, host: &[u64]) -> Result<()> {
         par_copy(&mut buf.as_mut_slice()[offset..offset + host.len()], host);
         Ok(())
     }
 
-    fn download(&self, buf: &CpuBuffer, offset: usize, out: &mut [u64]) -> Result<()> {
+    unsafe fn download(&self, buf: &CpuBuffer, offset: usize, out: &mut [u64]) -> Result<()> {
         par_copy(out, &buf.as_slice()[offset..offset + out.len()]);
         Ok(())
     }
 
     /// Copies at once (every earlier operation has finished); `wait` returns the copy.
-    fn queue_download(&self, buf: &CpuBuffer) -> Result<CpuDownload> {
+    unsafe fn queue_download(&self, buf: &CpuBuffer) -> Result<CpuDownload> {
         Ok(CpuDownload { data: host_copy(&self.alloc, buf.as_slice())? })
     }
 
@@ -127,23 +127,23 @@ impl backend_api::RawBackend for CpuBackend {
     }
 
     /// Fresh zero pages ([`backend_api::host_vec`]); not counted in the tracker (host memory).
-    fn alloc_host(&self, len: usize) -> Result<Vec<u64>> {
+    unsafe fn alloc_host(&self, len: usize) -> Result<Vec<u64>> {
         backend_api::host_vec("cpu", len)
     }
 
-    fn transpose_in_place(&self, buf: &mut CpuBuffer, shape: MatrixShape, scratch_cap: usize) -> Result<()> {
+    unsafe fn transpose_in_place(&self, buf: &mut CpuBuffer, shape: MatrixShape, scratch_cap: usize) -> Result<()> {
         transpose::transpose_in_place(&self.alloc, buf.as_mut_slice(), shape, scratch_cap)
     }
 
-    fn batched_copy(&self, src: &CpuBuffer, dst: &mut CpuBuffer, copies: &[CopyRange]) -> Result<()> {
+    unsafe fn batched_copy(&self, src: &CpuBuffer, dst: &mut CpuBuffer, copies: &[CopyRange]) -> Result<()> {
         copy::batched_copy(src.as_slice(), dst.as_mut_slice(), copies)
     }
 
-    fn batched_copy_within(&self, buf: &mut CpuBuffer, copies: &[CopyRange]) -> Result<()> {
+    unsafe fn batched_copy_within(&self, buf: &mut CpuBuffer, copies: &[CopyRange]) -> Result<()> {
         copy::batched_copy_within(buf.as_mut_slice(), copies)
     }
 
-    fn bit_reversed_rows(
+    unsafe fn bit_reversed_rows(
         &self,
         src: &CpuBuffer,
         src_at: usize,
@@ -158,7 +158,7 @@ impl backend_api::RawBackend for CpuBackend {
         Ok(())
     }
 
-    fn hash_leaves_into(
+    unsafe fn hash_leaves_into(
         &self,
         matrix: &CpuBuffer,
         shape: MatrixShape,
@@ -170,7 +170,7 @@ impl backend_api::RawBackend for CpuBackend {
     }
 
     /// Hashes `matrix` where it is: host memory is this backend's memory, so no copy is made.
-    fn hash_leaves_from_host(
+    unsafe fn hash_leaves_from_host(
         &self,
         matrix: &[u64],
         shape: MatrixShape,
@@ -181,12 +181,18 @@ impl backend_api::RawBackend for CpuBackend {
         hash::hash_leaves_into(matrix, shape, spec, out.as_mut_slice(), out_digest)
     }
 
-    fn row_dot_products(&self, matrix: &CpuBuffer, shape: MatrixShape, coeffs: &[u64], out: &mut [u64]) -> Result<()> {
+    unsafe fn row_dot_products(
+        &self,
+        matrix: &CpuBuffer,
+        shape: MatrixShape,
+        coeffs: &[u64],
+        out: &mut [u64],
+    ) -> Result<()> {
         open::row_dot_products(matrix.as_slice(), shape, coeffs, out);
         Ok(())
     }
 
-    fn column_dot_products(
+    unsafe fn column_dot_products(
         &self,
         matrix: &CpuBuffer,
         shape: MatrixShape,
@@ -198,7 +204,7 @@ impl backend_api::RawBackend for CpuBackend {
         Ok(())
     }
 
-    fn fri_fold(
+    unsafe fn fri_fold(
         &self,
         input: &CpuBuffer,
         beta: &[u64],
@@ -209,11 +215,11 @@ impl backend_api::RawBackend for CpuBackend {
         Ok(())
     }
 
-    fn merkle_tree_in_place(&self, nodes: &mut CpuBuffer, tree: TreeShape, hash: HashKind) -> Result<()> {
+    unsafe fn merkle_tree_in_place(&self, nodes: &mut CpuBuffer, tree: TreeShape, hash: HashKind) -> Result<()> {
         merkle::merkle_tree_in_place(nodes.as_mut_slice(), tree, hash)
     }
 
-    fn coset_lde_in_place(&self, buf: &mut CpuBuffer, params: &LdeParams) -> Result<()> {
+    unsafe fn coset_lde_in_place(&self, buf: &mut CpuBuffer, params: &LdeParams) -> Result<()> {
         lde::coset_lde_in_place(&self.alloc, buf.as_mut_slice(), params)
     }
 

@@ -27,8 +27,8 @@ pub(crate) const BACKEND: &str = "cpu";
 #[derive(Debug)]
 pub struct CpuBuffer {
     data: Vec<u64>,
-    /// The bytes reserved in `tracker` for this buffer (`len * 8`).
-    bytes: usize,
+    /// The bytes reserved in `tracker` for this buffer (`len * 8`), given back on drop.
+    mark: Option<Reserved>,
     tracker: Arc<AllocTracker>,
 }
 
@@ -56,7 +56,10 @@ impl DeviceBuffer for CpuBuffer {
 
 impl Drop for CpuBuffer {
     fn drop(&mut self) {
-        self.tracker.release(self.bytes);
+        if let Some(mark) = self.mark.take() {
+            // The mark was reserved in this buffer's own tracker.
+            let _ = self.tracker.release(mark);
+        }
     }
 }
 
@@ -93,8 +96,8 @@ impl Allocator {
         data.par_extend(fill.with_min_len(COPY_CHUNK));
         debug_assert_eq!(data.len(), len);
         // The buffer takes the reservation over: its `Drop` releases the bytes.
-        reservation.keep();
-        Ok(CpuBuffer { data, bytes, tracker: Arc::clone(&self.tracker) })
+        let mark = reservation.keep();
+        Ok(CpuBuffer { data, mark, tracker: Arc::clone(&self.tracker) })
     }
 
     /// Reserves `bytes` in the tracker (and against the simulated limit) for host memory held
@@ -115,7 +118,7 @@ impl Allocator {
         if let Some(limit) = self.limit
             && self.tracker.counters().live > limit
         {
-            self.tracker.refuse(reserved);
+            self.tracker.refuse(reserved)?;
             return Err(self.out_of_memory(bytes));
         }
         Ok(Reservation { tracker: &self.tracker, bytes: Some(reserved) })
@@ -168,20 +171,22 @@ impl Reservation<'_> {
     /// The allocation the bytes were for failed: give them back, and the peak with them.
     pub(crate) fn refuse(mut self) {
         if let Some(r) = self.bytes.take() {
-            self.tracker.refuse(r);
+            // The mark was reserved in this guard's own tracker.
+            let _ = self.tracker.refuse(r);
         }
     }
 
-    /// The allocation succeeded and its owner releases the bytes from now on.
-    pub(crate) fn keep(mut self) {
-        self.bytes = None;
+    /// The allocation succeeded: its owner takes the mark and gives it back from now on.
+    pub(crate) fn keep(mut self) -> Option<Reserved> {
+        self.bytes.take()
     }
 }
 
 impl Drop for Reservation<'_> {
     fn drop(&mut self) {
         if let Some(r) = self.bytes.take() {
-            self.tracker.release(r.bytes());
+            // The mark was reserved in this guard's own tracker.
+            let _ = self.tracker.release(r);
         }
     }
 }

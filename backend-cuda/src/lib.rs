@@ -74,6 +74,7 @@ use std::sync::Arc;
 #[cfg(doc)]
 use backend_api::Backend;
 use backend_api::DeviceBuffer as _;
+use backend_api::contract;
 use backend_api::{
     AllocTracker, CopyRange, DeviceInfo, Error, HashKind, LdeParams, LeafJob, LeafSpec, MatrixShape, Preparation,
     Result, RowStride, TransferFloor, TreeShape,
@@ -478,29 +479,32 @@ impl backend_api::RawBackend for CudaBackend {
         &self.device.tracker
     }
 
-    fn alloc(&self, len: usize) -> Result<CudaBuffer> {
+    unsafe fn alloc(&self, len: usize) -> Result<CudaBuffer> {
         CudaBuffer::alloc(&self.device, len)
     }
 
-    fn upload(&self, host: &[u64]) -> Result<CudaBuffer> {
+    unsafe fn upload(&self, host: &[u64]) -> Result<CudaBuffer> {
         memory::upload(&self.device, host)
     }
 
-    fn write(&self, buf: &mut CudaBuffer, offset: usize, host: &[u64]) -> Result<()> {
+    unsafe fn write(&self, buf: &mut CudaBuffer, offset: usize, host: &[u64]) -> Result<()> {
+        contract::debug_assert_holds("cuda write", || contract::write(self, buf, offset, host.len()));
         memory::write(buf, offset, host)
     }
 
     /// Page-locked memory from the device's pool; when the host refuses to lock memory, pageable
     /// memory with one warning (see [`PinnedHost::is_page_locked`]).
-    fn alloc_host(&self, len: usize) -> Result<PinnedHost> {
+    unsafe fn alloc_host(&self, len: usize) -> Result<PinnedHost> {
         PinnedHost::take(&self.device, len, host::Lock::Preferred, true)
     }
 
-    fn download(&self, buf: &CudaBuffer, offset: usize, out: &mut [u64]) -> Result<()> {
+    unsafe fn download(&self, buf: &CudaBuffer, offset: usize, out: &mut [u64]) -> Result<()> {
+        contract::debug_assert_holds("cuda download", || contract::download(self, buf, offset, out.len()));
         memory::download(buf, offset, out)
     }
 
-    fn queue_download(&self, buf: &CudaBuffer) -> Result<CudaDownload> {
+    unsafe fn queue_download(&self, buf: &CudaBuffer) -> Result<CudaDownload> {
+        contract::debug_assert_holds("cuda queue_download", || contract::queue_download(self, buf));
         memory::queue_download(buf)
     }
 
@@ -508,19 +512,24 @@ impl backend_api::RawBackend for CudaBackend {
         self.device.synchronize()
     }
 
-    fn transpose_in_place(&self, buf: &mut CudaBuffer, shape: MatrixShape, scratch_cap: usize) -> Result<()> {
+    unsafe fn transpose_in_place(&self, buf: &mut CudaBuffer, shape: MatrixShape, scratch_cap: usize) -> Result<()> {
+        contract::debug_assert_holds("cuda transpose_in_place", || {
+            contract::transpose_in_place(self, buf, shape, scratch_cap)
+        });
         transpose::transpose_in_place(&self.device, buf, shape, scratch_cap)
     }
 
-    fn batched_copy(&self, src: &CudaBuffer, dst: &mut CudaBuffer, copies: &[CopyRange]) -> Result<()> {
+    unsafe fn batched_copy(&self, src: &CudaBuffer, dst: &mut CudaBuffer, copies: &[CopyRange]) -> Result<()> {
+        contract::debug_assert_holds("cuda batched_copy", || contract::batched_copy(self, src, dst, copies));
         copy::batched_copy(&self.device, src, dst, copies)
     }
 
-    fn batched_copy_within(&self, buf: &mut CudaBuffer, copies: &[CopyRange]) -> Result<()> {
+    unsafe fn batched_copy_within(&self, buf: &mut CudaBuffer, copies: &[CopyRange]) -> Result<()> {
+        contract::debug_assert_holds("cuda batched_copy_within", || contract::batched_copy_within(self, buf, copies));
         copy::batched_copy_within(&self.device, buf, copies)
     }
 
-    fn bit_reversed_rows(
+    unsafe fn bit_reversed_rows(
         &self,
         src: &CudaBuffer,
         src_at: usize,
@@ -529,10 +538,13 @@ impl backend_api::RawBackend for CudaBackend {
         dst: &mut CudaBuffer,
         dst_at: usize,
     ) -> Result<()> {
+        contract::debug_assert_holds("cuda bit_reversed_rows", || {
+            contract::bit_reversed_rows(self, src, src_at, shape, &rows, dst, dst_at)
+        });
         copy::bit_reversed_rows(&self.device, src, src_at, shape, rows, dst, dst_at)
     }
 
-    fn hash_leaves_into(
+    unsafe fn hash_leaves_into(
         &self,
         matrix: &CudaBuffer,
         shape: MatrixShape,
@@ -540,39 +552,58 @@ impl backend_api::RawBackend for CudaBackend {
         out: &mut CudaBuffer,
         out_digest: usize,
     ) -> Result<()> {
+        contract::debug_assert_holds("cuda hash_leaves_into", || {
+            contract::hash_leaves_into(self, matrix, shape, spec, out, out_digest)
+        });
         hash::hash_leaves_into(&self.device, matrix, shape, spec, out, out_digest)
     }
 
-    fn hash_leaves_then_transpose(
+    unsafe fn hash_leaves_then_transpose(
         &self,
         buf: &mut CudaBuffer,
         shape: MatrixShape,
         jobs: &mut [LeafJob<'_, CudaBuffer>],
         scratch_cap: usize,
     ) -> Result<()> {
+        contract::debug_assert_holds("cuda hash_leaves_then_transpose", || {
+            contract::hash_leaves_then_transpose(self, buf, shape, jobs, scratch_cap)
+        });
         let fused =
             hash::BlockPassLeaves::new(&jobs.iter().map(|j| (j.spec, &*j.out, j.out_digest)).collect::<Vec<_>>());
         match fused {
             Some(leaves) => transpose::transpose_hashing(&self.device, buf, shape, scratch_cap, Some(&leaves)),
-            None => backend_api::leaves_then_transpose_in_turn(self, buf, shape, jobs, scratch_cap),
+            // SAFETY: this method's contract is that function's.
+            None => unsafe { backend_api::leaves_then_transpose_in_turn(self, buf, shape, jobs, scratch_cap) },
         }
     }
 
-    fn fri_fold(
+    unsafe fn fri_fold(
         &self,
         input: &CudaBuffer,
         beta: &[u64],
         addend: Option<(&CudaBuffer, &[u64])>,
         out: &mut CudaBuffer,
     ) -> Result<()> {
+        contract::debug_assert_holds("cuda fri_fold", || {
+            contract::fri_fold(self, input, beta.len(), addend.map(|(b, g)| (b, g.len())), out)
+        });
         open::fri_fold(&self.device, input, beta, addend, out)
     }
 
-    fn row_dot_products(&self, matrix: &CudaBuffer, shape: MatrixShape, coeffs: &[u64], out: &mut [u64]) -> Result<()> {
+    unsafe fn row_dot_products(
+        &self,
+        matrix: &CudaBuffer,
+        shape: MatrixShape,
+        coeffs: &[u64],
+        out: &mut [u64],
+    ) -> Result<()> {
+        contract::debug_assert_holds("cuda row_dot_products", || {
+            contract::row_dot_products(self, matrix, shape, coeffs.len(), out.len())
+        });
         open::row_dot_products(&self.device, matrix, shape, coeffs, out)
     }
 
-    fn column_dot_products(
+    unsafe fn column_dot_products(
         &self,
         matrix: &CudaBuffer,
         shape: MatrixShape,
@@ -580,14 +611,19 @@ impl backend_api::RawBackend for CudaBackend {
         weights: &[u64],
         out: &mut [u64],
     ) -> Result<()> {
+        contract::debug_assert_holds("cuda column_dot_products", || {
+            contract::column_dot_products(self, matrix, shape, rows, weights.len(), out.len())
+        });
         open::column_dot_products(&self.device, matrix, shape, rows, weights, out)
     }
 
-    fn merkle_tree_in_place(&self, nodes: &mut CudaBuffer, tree: TreeShape, hash: HashKind) -> Result<()> {
+    unsafe fn merkle_tree_in_place(&self, nodes: &mut CudaBuffer, tree: TreeShape, hash: HashKind) -> Result<()> {
+        contract::debug_assert_holds("cuda merkle_tree_in_place", || contract::merkle_tree_in_place(self, nodes, tree));
         merkle::merkle_tree_in_place(&self.device, nodes, tree, hash)
     }
 
-    fn coset_lde_in_place(&self, buf: &mut CudaBuffer, params: &LdeParams) -> Result<()> {
+    unsafe fn coset_lde_in_place(&self, buf: &mut CudaBuffer, params: &LdeParams) -> Result<()> {
+        contract::debug_assert_holds("cuda coset_lde_in_place", || contract::coset_lde_in_place(self, buf, params));
         lde::coset_lde_in_place(&self.device, buf, params)
     }
 
@@ -598,21 +634,26 @@ impl backend_api::RawBackend for CudaBackend {
     /// smaller than [`CudaOptions::upload_overlap_min_bytes`], `upload_groups` 1 or fewer than 9
     /// columns take the default route ([`Backend::write`], then [`Backend::coset_lde_in_place`]).
     /// Returns once the copies are done (the host slice is free again); the LDE may still run.
-    fn coset_lde_from_host(&self, buf: &mut CudaBuffer, trace: &[u64], params: &LdeParams) -> Result<()> {
+    unsafe fn coset_lde_from_host(&self, buf: &mut CudaBuffer, trace: &[u64], params: &LdeParams) -> Result<()> {
+        contract::debug_assert_holds("cuda coset_lde_from_host", || {
+            contract::coset_lde_from_host(self, buf, trace.len(), params)
+        });
         lde::coset_lde_from_host(&self.device, &self.options, buf, trace, params)
     }
 
     /// The first inverse pass reads `trace` where it is and writes the LDE buffer's first rows,
     /// so the trace is never copied into the LDE buffer first (the default's batched copy, 2.5 ms
     /// of a 2^21 x 316 trace on an H200); the rest is the in-place LDE.
-    fn coset_lde(&self, trace: &CudaBuffer, params: &LdeParams) -> Result<CudaBuffer> {
+    unsafe fn coset_lde(&self, trace: &CudaBuffer, params: &LdeParams) -> Result<CudaBuffer> {
+        contract::debug_assert_holds("cuda coset_lde", || contract::coset_lde(self, trace, params));
         lde::coset_lde_from_trace(&self.device, trace, params)
     }
 
     /// The inverse NTT runs in place in `trace`'s buffer, its last pass storing the LDE buffer's
     /// rows `B*p` in one launch (in place, that pass runs as a dozen launches from the top down,
     /// the last few too small to fill the device).
-    fn coset_lde_owned(&self, trace: CudaBuffer, params: &LdeParams) -> Result<CudaBuffer> {
+    unsafe fn coset_lde_owned(&self, trace: CudaBuffer, params: &LdeParams) -> Result<CudaBuffer> {
+        contract::debug_assert_holds("cuda coset_lde_owned", || contract::coset_lde(self, &trace, params));
         lde::coset_lde_owned(&self.device, trace, params)
     }
 
@@ -621,7 +662,7 @@ impl backend_api::RawBackend for CudaBackend {
     /// page-locks the staging ring when a pageable upload (the trace and the tables) is large
     /// enough to go through it ([`CudaBackend::prepare_staging`]); grows the memory pool by
     /// `prep.device_bytes` ([`CudaBackend::prepare_memory`]).
-    fn prepare(&self, prep: &Preparation, step: &mut dyn FnMut(&str)) -> Result<()> {
+    unsafe fn prepare(&self, prep: &Preparation, step: &mut dyn FnMut(&str)) -> Result<()> {
         let units = self.prepare_kernels(prep.hash)?;
         for u in &units {
             step(&format!(

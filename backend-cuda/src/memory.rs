@@ -7,7 +7,9 @@
 
 use std::sync::Arc;
 
-use backend_api::{AllocTracker, DeviceBuffer, ELEM_BYTES, Error, FaultSite, PendingDownload, Result, validate};
+use backend_api::{
+    AllocTracker, DeviceBuffer, ELEM_BYTES, Error, FaultSite, PendingDownload, Reserved, Result, validate,
+};
 use cudarc::driver::result as cu;
 use cudarc::driver::sys;
 
@@ -20,6 +22,8 @@ pub struct CudaBuffer {
     ptr: sys::CUdeviceptr,
     len: usize,
     device: Arc<Device>,
+    /// The buffer's bytes in the device's tracker, given back on drop.
+    mark: Option<Reserved>,
 }
 
 impl std::fmt::Debug for CudaBuffer {
@@ -95,20 +99,24 @@ impl CudaBuffer {
             match allocated {
                 Ok(p) => p,
                 Err(e) => {
-                    device.tracker.refuse(reserved);
+                    device.tracker.refuse(reserved)?;
                     return Err(e);
                 }
             }
         };
-        Ok(Self { ptr, len, device: Arc::clone(device) })
+        Ok(Self { ptr, len, device: Arc::clone(device), mark: Some(reserved) })
     }
 
     /// Gives up the allocation without freeing it: the tracker no longer counts its bytes, and
     /// the caller owns the returned `(pointer, elements)` (lde.rs keeps its tables this way).
     pub(crate) fn into_raw(self) -> (sys::CUdeviceptr, usize) {
-        let this = std::mem::ManuallyDrop::new(self);
-        this.device.tracker.release(this.bytes());
-        // SAFETY: `this` is never used or dropped again; its Arc is moved out once.
+        let mut this = std::mem::ManuallyDrop::new(self);
+        if let Some(mark) = this.mark.take() {
+            // The mark was reserved in this buffer's own tracker.
+            let _ = this.device.tracker.release(mark);
+        }
+        // SAFETY: `this` is never used or dropped again; its Arc is moved out once (its mark,
+        // the other field that owns anything, was taken above).
         drop(unsafe { std::ptr::read(&this.device) });
         (this.ptr, this.len)
     }
@@ -122,14 +130,17 @@ impl CudaBuffer {
     /// `ptr` must be a live stream-ordered allocation of `len` elements on `device`'s stream (the
     /// default pool or another) that nothing else owns.
     pub(crate) unsafe fn from_raw(device: &Arc<Device>, ptr: sys::CUdeviceptr, len: usize) -> Result<Self> {
-        if let Err(e) = device.tracker.reserve(len * ELEM_BYTES) {
-            if ptr != 0 && device.bind().is_ok() {
-                // SAFETY: the caller's contract: an allocation on this stream that only we own.
-                let _ = unsafe { cu::free_async(ptr, device.stream()) };
+        let mark = match device.tracker.reserve(len * ELEM_BYTES) {
+            Ok(mark) => mark,
+            Err(e) => {
+                if ptr != 0 && device.bind().is_ok() {
+                    // SAFETY: the caller's contract: an allocation on this stream that only we own.
+                    let _ = unsafe { cu::free_async(ptr, device.stream()) };
+                }
+                return Err(e);
             }
-            return Err(e);
-        }
-        Ok(Self { ptr, len, device: Arc::clone(device) })
+        };
+        Ok(Self { ptr, len, device: Arc::clone(device), mark: Some(mark) })
     }
 
     /// The device address of element 0.
@@ -153,11 +164,6 @@ impl CudaBuffer {
     pub(crate) fn device(&self) -> &Arc<Device> {
         &self.device
     }
-
-    /// Size in bytes.
-    pub(crate) fn bytes(&self) -> usize {
-        self.len * ELEM_BYTES
-    }
 }
 
 impl Drop for CudaBuffer {
@@ -167,7 +173,10 @@ impl Drop for CudaBuffer {
             // its only owner: nothing queued after this point can reference it.
             let _ = unsafe { cu::free_async(self.ptr, self.device.stream()) };
         }
-        self.device.tracker.release(self.bytes());
+        if let Some(mark) = self.mark.take() {
+            // The mark was reserved in this buffer's own tracker.
+            let _ = self.device.tracker.release(mark);
+        }
     }
 }
 

@@ -56,6 +56,7 @@ use std::sync::Arc;
 #[cfg(doc)]
 use backend_api::Backend;
 use backend_api::DeviceBuffer as _;
+use backend_api::contract;
 use backend_api::{
     AllocTracker, CopyRange, DeviceInfo, HashKind, LdeParams, LeafSpec, MatrixShape, Preparation, Result, RowStride,
     TreeShape,
@@ -338,27 +339,30 @@ impl backend_api::RawBackend for WgpuBackend {
         &self.gpu.tracker
     }
 
-    fn alloc(&self, len: usize) -> Result<WgpuBuffer> {
+    unsafe fn alloc(&self, len: usize) -> Result<WgpuBuffer> {
         self.gpu.check("alloc")?;
         memory::alloc(&self.gpu, len)
     }
 
-    fn upload(&self, host: &[u64]) -> Result<WgpuBuffer> {
+    unsafe fn upload(&self, host: &[u64]) -> Result<WgpuBuffer> {
         self.gpu.check("upload")?;
         memory::upload(&self.gpu, host)
     }
 
-    fn write(&self, buf: &mut WgpuBuffer, offset: usize, host: &[u64]) -> Result<()> {
+    unsafe fn write(&self, buf: &mut WgpuBuffer, offset: usize, host: &[u64]) -> Result<()> {
+        contract::debug_assert_holds("wgpu write", || contract::write(self, buf, offset, host.len()));
         self.gpu.check("write")?;
         memory::write(&self.gpu, buf, offset, host)
     }
 
-    fn download(&self, buf: &WgpuBuffer, offset: usize, out: &mut [u64]) -> Result<()> {
+    unsafe fn download(&self, buf: &WgpuBuffer, offset: usize, out: &mut [u64]) -> Result<()> {
+        contract::debug_assert_holds("wgpu download", || contract::download(self, buf, offset, out.len()));
         self.gpu.check("download")?;
         memory::download(&self.gpu, buf, offset, out)
     }
 
-    fn queue_download(&self, buf: &WgpuBuffer) -> Result<WgpuDownload> {
+    unsafe fn queue_download(&self, buf: &WgpuBuffer) -> Result<WgpuDownload> {
+        contract::debug_assert_holds("wgpu queue_download", || contract::queue_download(self, buf));
         memory::queue_download(&self.gpu, buf)
     }
 
@@ -366,26 +370,31 @@ impl backend_api::RawBackend for WgpuBackend {
         self.gpu.wait("synchronize")
     }
 
-    fn alloc_host(&self, len: usize) -> Result<Vec<u64>> {
+    unsafe fn alloc_host(&self, len: usize) -> Result<Vec<u64>> {
         backend_api::host_vec("wgpu", len)
     }
 
-    fn transpose_in_place(&self, buf: &mut WgpuBuffer, shape: MatrixShape, scratch_cap: usize) -> Result<()> {
+    unsafe fn transpose_in_place(&self, buf: &mut WgpuBuffer, shape: MatrixShape, scratch_cap: usize) -> Result<()> {
+        contract::debug_assert_holds("wgpu transpose_in_place", || {
+            contract::transpose_in_place(self, buf, shape, scratch_cap)
+        });
         self.gpu.check("transpose_in_place")?;
         transpose::transpose_in_place(&self.gpu, buf, shape, scratch_cap)
     }
 
-    fn batched_copy(&self, src: &WgpuBuffer, dst: &mut WgpuBuffer, copies: &[CopyRange]) -> Result<()> {
+    unsafe fn batched_copy(&self, src: &WgpuBuffer, dst: &mut WgpuBuffer, copies: &[CopyRange]) -> Result<()> {
+        contract::debug_assert_holds("wgpu batched_copy", || contract::batched_copy(self, src, dst, copies));
         self.gpu.check("batched_copy")?;
         copy::batched_copy(&self.gpu, src, dst, copies)
     }
 
-    fn batched_copy_within(&self, buf: &mut WgpuBuffer, copies: &[CopyRange]) -> Result<()> {
+    unsafe fn batched_copy_within(&self, buf: &mut WgpuBuffer, copies: &[CopyRange]) -> Result<()> {
+        contract::debug_assert_holds("wgpu batched_copy_within", || contract::batched_copy_within(self, buf, copies));
         self.gpu.check("batched_copy_within")?;
         copy::batched_copy_within(&self.gpu, buf, copies)
     }
 
-    fn hash_leaves_into(
+    unsafe fn hash_leaves_into(
         &self,
         matrix: &WgpuBuffer,
         shape: MatrixShape,
@@ -393,27 +402,42 @@ impl backend_api::RawBackend for WgpuBackend {
         out: &mut WgpuBuffer,
         out_digest: usize,
     ) -> Result<()> {
+        contract::debug_assert_holds("wgpu hash_leaves_into", || {
+            contract::hash_leaves_into(self, matrix, shape, spec, out, out_digest)
+        });
         self.gpu.check("hash_leaves")?;
         hash::hash_leaves_into(&self.gpu, matrix, shape, spec, out, out_digest)
     }
 
-    fn fri_fold(
+    unsafe fn fri_fold(
         &self,
         input: &WgpuBuffer,
         beta: &[u64],
         addend: Option<(&WgpuBuffer, &[u64])>,
         out: &mut WgpuBuffer,
     ) -> Result<()> {
+        contract::debug_assert_holds("wgpu fri_fold", || {
+            contract::fri_fold(self, input, beta.len(), addend.map(|(b, g)| (b, g.len())), out)
+        });
         self.gpu.check("fri_fold")?;
         open::fri_fold(&self.gpu, input, beta, addend, out)
     }
 
-    fn row_dot_products(&self, matrix: &WgpuBuffer, shape: MatrixShape, coeffs: &[u64], out: &mut [u64]) -> Result<()> {
+    unsafe fn row_dot_products(
+        &self,
+        matrix: &WgpuBuffer,
+        shape: MatrixShape,
+        coeffs: &[u64],
+        out: &mut [u64],
+    ) -> Result<()> {
+        contract::debug_assert_holds("wgpu row_dot_products", || {
+            contract::row_dot_products(self, matrix, shape, coeffs.len(), out.len())
+        });
         self.gpu.check("row_dot_products")?;
         open::row_dot_products(&self.gpu, matrix, shape, coeffs, out)
     }
 
-    fn column_dot_products(
+    unsafe fn column_dot_products(
         &self,
         matrix: &WgpuBuffer,
         shape: MatrixShape,
@@ -421,16 +445,21 @@ impl backend_api::RawBackend for WgpuBackend {
         weights: &[u64],
         out: &mut [u64],
     ) -> Result<()> {
+        contract::debug_assert_holds("wgpu column_dot_products", || {
+            contract::column_dot_products(self, matrix, shape, rows, weights.len(), out.len())
+        });
         self.gpu.check("column_dot_products")?;
         open::column_dot_products(&self.gpu, matrix, shape, rows, weights, out)
     }
 
-    fn merkle_tree_in_place(&self, nodes: &mut WgpuBuffer, tree: TreeShape, hash: HashKind) -> Result<()> {
+    unsafe fn merkle_tree_in_place(&self, nodes: &mut WgpuBuffer, tree: TreeShape, hash: HashKind) -> Result<()> {
+        contract::debug_assert_holds("wgpu merkle_tree_in_place", || contract::merkle_tree_in_place(self, nodes, tree));
         self.gpu.check("merkle_tree")?;
         merkle::merkle_tree_in_place(&self.gpu, nodes, tree, hash)
     }
 
-    fn coset_lde_in_place(&self, buf: &mut WgpuBuffer, params: &LdeParams) -> Result<()> {
+    unsafe fn coset_lde_in_place(&self, buf: &mut WgpuBuffer, params: &LdeParams) -> Result<()> {
+        contract::debug_assert_holds("wgpu coset_lde_in_place", || contract::coset_lde_in_place(self, buf, params));
         self.gpu.check("coset_lde_in_place")?;
         lde::coset_lde_in_place(&self.gpu, buf, params)
     }
@@ -441,7 +470,7 @@ impl backend_api::RawBackend for WgpuBackend {
     /// ([`WgpuBackend::prepare_staging`]); with `prep.device_bytes`, creates and clears an
     /// LDE-sized buffer into the pool ([`WgpuBackend::prepare_buffer`]). Out of memory for the
     /// ring or the buffer leaves them to the commit.
-    fn prepare(&self, prep: &Preparation, step: &mut dyn FnMut(&str)) -> Result<()> {
+    unsafe fn prepare(&self, prep: &Preparation, step: &mut dyn FnMut(&str)) -> Result<()> {
         let made = self.prepare_kernels(prep.hash)?;
         for p in &made {
             step(&format!("  pipeline {}:{} {:.1} ms", p.file, p.kernel, p.time.as_secs_f64() * 1e3));
@@ -452,7 +481,7 @@ impl backend_api::RawBackend for WgpuBackend {
         }
         // wgpu has no page-locked host memory: whatever host buffer holds the trace, a large one
         // goes through the upload staging ring. The trace is at most half the LDE (blowup >= 2).
-        if prep.lde_elems * backend_api::ELEM_BYTES / 2 >= self.staged_transfer_min_bytes() {
+        if prep.lde_elems.saturating_mul(backend_api::ELEM_BYTES) / 2 >= self.staged_transfer_min_bytes() {
             match self.prepare_staging() {
                 Ok(()) => step("upload staging ring ready"),
                 Err(e) if e.is_out_of_memory() => step(&format!("upload staging ring not made: {e}")),

@@ -21,7 +21,7 @@
 
 use std::sync::Arc;
 
-use backend_api::{AllocTracker, DeviceBuffer, Error, PendingDownload, Result, validate};
+use backend_api::{AllocTracker, DeviceBuffer, Error, PendingDownload, Reserved, Result, validate};
 
 use crate::context::{Gpu, NAME, lock};
 use crate::staging;
@@ -32,7 +32,9 @@ pub struct WgpuBuffer {
     gpu: Arc<Gpu>,
     pub(crate) segs: Vec<wgpu::Buffer>,
     len: usize,
-    bytes: usize,
+    /// The buffer's bytes in the tracker, given back on drop (`None` while the buffer is being
+    /// built: its reservation is then refused apart).
+    mark: Option<Reserved>,
     /// Where the wgpu buffers go on drop.
     home: Home,
 }
@@ -139,7 +141,10 @@ impl Drop for WgpuBuffer {
             }
         }
         self.segs.clear();
-        self.gpu.tracker.release(self.bytes);
+        if let Some(mark) = self.mark.take() {
+            // The mark was reserved in this buffer's own tracker.
+            let _ = self.gpu.tracker.release(mark);
+        }
     }
 }
 
@@ -225,7 +230,7 @@ pub(crate) fn alloc(gpu: &Arc<Gpu>, len: usize) -> Result<WgpuBuffer> {
     let reserved = gpu.tracker.reserve(bytes)?;
     // Until every segment is made the buffer holds no reserved bytes: dropping it returns the
     // segments made so far to the pool, and the reservation is refused apart.
-    let mut buf = WgpuBuffer { gpu: gpu.clone(), segs: Vec::new(), len, bytes: 0, home: Home::Segments };
+    let mut buf = WgpuBuffer { gpu: gpu.clone(), segs: Vec::new(), len, mark: None, home: Home::Segments };
     let s = gpu.seg_elems();
     let mut left = len;
     while left > 0 {
@@ -234,13 +239,13 @@ pub(crate) fn alloc(gpu: &Arc<Gpu>, len: usize) -> Result<WgpuBuffer> {
             Ok(seg) => buf.segs.push(seg),
             Err(e) => {
                 drop(buf);
-                gpu.tracker.refuse(reserved);
+                gpu.tracker.refuse(reserved)?;
                 return Err(e);
             }
         }
         left -= n;
     }
-    buf.bytes = bytes;
+    buf.mark = Some(reserved);
     Ok(buf)
 }
 
@@ -284,7 +289,7 @@ pub(crate) fn upload_table(gpu: &Arc<Gpu>, parts: &[&[u64]], what: &str) -> Resu
     let seg = match gpu.create_buffer("backend-wgpu table", bytes.max(8) as u64, usage) {
         Ok(b) => b,
         Err(e) => {
-            gpu.tracker.refuse(reserved);
+            gpu.tracker.refuse(reserved)?;
             return Err(e);
         }
     };
@@ -294,7 +299,7 @@ pub(crate) fn upload_table(gpu: &Arc<Gpu>, parts: &[&[u64]], what: &str) -> Resu
         at += part.len() as u64 * 8;
     }
     gpu.check("upload a table")?;
-    Ok(WgpuBuffer { gpu: gpu.clone(), segs: vec![seg], len, bytes, home: Home::Free })
+    Ok(WgpuBuffer { gpu: gpu.clone(), segs: vec![seg], len, mark: Some(reserved), home: Home::Free })
 }
 
 /// A table whose contents are a function of `key`: the one the pool keeps under `key` when there
@@ -312,8 +317,8 @@ pub(crate) fn cached_table(
         let bytes = len * 8;
         // A table under the same key has the same length; anything else is dropped.
         if seg.size() == bytes.max(8) as u64 {
-            gpu.tracker.reserve(bytes)?;
-            return Ok(WgpuBuffer { gpu: gpu.clone(), segs: vec![seg], len, bytes, home: Home::Table(key) });
+            let mark = gpu.tracker.reserve(bytes)?;
+            return Ok(WgpuBuffer { gpu: gpu.clone(), segs: vec![seg], len, mark: Some(mark), home: Home::Table(key) });
         }
     }
     let mut buf = upload()?;

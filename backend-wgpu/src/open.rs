@@ -100,6 +100,9 @@ pub(crate) fn column_dot_products(
     let op = "column_dot_products";
     let cols = shape.cols();
     let k = weights.len() / rows.count;
+    // One row reads no step: any step is then as good as 1, and one past the matrix (the front
+    // accepts it) must not reach the arithmetic below.
+    let step = if rows.count == 1 { 1 } else { rows.step };
     check_bindings(gpu, op, shape, out.len())?;
     let s = gpu.seg_elems();
     let products = memory::alloc(gpu, k * cols)?;
@@ -108,25 +111,17 @@ pub(crate) fn column_dot_products(
     let b = space_b.window::<2>(&[(0, (k * cols) as u64)], op)?;
     // Each invocation loops over `chunk` rows; the table holds k x chunk weights; the chunk's rows
     // span at most three segments, so they touch at most the four window A binds.
-    let span_rows = (3 * s / (rows.step * cols)).max(1);
+    let span_rows = (3 * s / step.saturating_mul(cols)).max(1);
     let chunk = LOOP_BUDGET.min(TABLE_ELEMS / k).min(span_rows).min(rows.count).max(1);
     let mut rec = gpu.recorder(op);
     for (part, i0) in (0..rows.count).step_by(chunk).enumerate() {
         let i1 = (i0 + chunk).min(rows.count);
         let table = words((0..k).flat_map(|j| weights[j * rows.count + i0..j * rows.count + i1].iter().copied()));
-        let (lo, hi) = (rows.first + i0 * rows.step, rows.first + (i1 - 1) * rows.step);
+        // Rows of the matrix (the front checked `first + (count - 1) * step < rows`).
+        let (lo, hi) = (rows.first + i0 * step, rows.first + (i1 - 1) * step);
         let a = space_a.window::<4>(&[((lo * cols) as u64, ((hi + 1) * cols) as u64)], op)?;
-        let args = [
-            0,
-            cols as u32,
-            k as u32,
-            i0 as u32,
-            i1 as u32,
-            rows.first as u32,
-            u32::from(part > 0),
-            0,
-            rows.step as u32,
-        ];
+        let args =
+            [0, cols as u32, k as u32, i0 as u32, i1 as u32, rows.first as u32, u32::from(part > 0), 0, step as u32];
         rec.dispatch(COLUMN_DOT, (k * cols) as u32, &args, a, b, Table::Arena(table))?;
     }
     rec.flush()?;

@@ -277,37 +277,46 @@ mod failing_products {
         fn tracker(&self) -> &AllocTracker {
             RawBackend::tracker(&self.0)
         }
-        fn alloc(&self, len: usize) -> Result<ToyBuffer> {
-            RawBackend::alloc(&self.0, len)
+        unsafe fn alloc(&self, len: usize) -> Result<ToyBuffer> {
+            // SAFETY: our contract, for the backend this one wraps (its buffers and tracker are ours).
+            unsafe { RawBackend::alloc(&self.0, len) }
         }
-        fn upload(&self, host: &[u64]) -> Result<ToyBuffer> {
-            RawBackend::upload(&self.0, host)
+        unsafe fn upload(&self, host: &[u64]) -> Result<ToyBuffer> {
+            // SAFETY: our contract, for the backend this one wraps (its buffers and tracker are ours).
+            unsafe { RawBackend::upload(&self.0, host) }
         }
-        fn write(&self, buf: &mut ToyBuffer, offset: usize, host: &[u64]) -> Result<()> {
-            RawBackend::write(&self.0, buf, offset, host)
+        unsafe fn write(&self, buf: &mut ToyBuffer, offset: usize, host: &[u64]) -> Result<()> {
+            // SAFETY: our contract, for the backend this one wraps (its buffers and tracker are ours).
+            unsafe { RawBackend::write(&self.0, buf, offset, host) }
         }
-        fn download(&self, buf: &ToyBuffer, offset: usize, out: &mut [u64]) -> Result<()> {
-            RawBackend::download(&self.0, buf, offset, out)
+        unsafe fn download(&self, buf: &ToyBuffer, offset: usize, out: &mut [u64]) -> Result<()> {
+            // SAFETY: our contract, for the backend this one wraps (its buffers and tracker are ours).
+            unsafe { RawBackend::download(&self.0, buf, offset, out) }
         }
-        fn queue_download(&self, buf: &ToyBuffer) -> Result<ToyDownload> {
-            RawBackend::queue_download(&self.0, buf)
+        unsafe fn queue_download(&self, buf: &ToyBuffer) -> Result<ToyDownload> {
+            // SAFETY: our contract, for the backend this one wraps (its buffers and tracker are ours).
+            unsafe { RawBackend::queue_download(&self.0, buf) }
         }
         fn synchronize(&self) -> Result<()> {
             RawBackend::synchronize(&self.0)
         }
-        fn alloc_host(&self, len: usize) -> Result<Vec<u64>> {
-            RawBackend::alloc_host(&self.0, len)
+        unsafe fn alloc_host(&self, len: usize) -> Result<Vec<u64>> {
+            // SAFETY: our contract, for the backend this one wraps (its buffers and tracker are ours).
+            unsafe { RawBackend::alloc_host(&self.0, len) }
         }
-        fn transpose_in_place(&self, buf: &mut ToyBuffer, shape: MatrixShape, scratch_cap: usize) -> Result<()> {
-            RawBackend::transpose_in_place(&self.0, buf, shape, scratch_cap)
+        unsafe fn transpose_in_place(&self, buf: &mut ToyBuffer, shape: MatrixShape, scratch_cap: usize) -> Result<()> {
+            // SAFETY: our contract, for the backend this one wraps (its buffers and tracker are ours).
+            unsafe { RawBackend::transpose_in_place(&self.0, buf, shape, scratch_cap) }
         }
-        fn batched_copy(&self, src: &ToyBuffer, dst: &mut ToyBuffer, copies: &[CopyRange]) -> Result<()> {
-            RawBackend::batched_copy(&self.0, src, dst, copies)
+        unsafe fn batched_copy(&self, src: &ToyBuffer, dst: &mut ToyBuffer, copies: &[CopyRange]) -> Result<()> {
+            // SAFETY: our contract, for the backend this one wraps (its buffers and tracker are ours).
+            unsafe { RawBackend::batched_copy(&self.0, src, dst, copies) }
         }
-        fn batched_copy_within(&self, buf: &mut ToyBuffer, copies: &[CopyRange]) -> Result<()> {
-            RawBackend::batched_copy_within(&self.0, buf, copies)
+        unsafe fn batched_copy_within(&self, buf: &mut ToyBuffer, copies: &[CopyRange]) -> Result<()> {
+            // SAFETY: our contract, for the backend this one wraps (its buffers and tracker are ours).
+            unsafe { RawBackend::batched_copy_within(&self.0, buf, copies) }
         }
-        fn hash_leaves_into(
+        unsafe fn hash_leaves_into(
             &self,
             matrix: &ToyBuffer,
             shape: MatrixShape,
@@ -315,19 +324,29 @@ mod failing_products {
             out: &mut ToyBuffer,
             out_digest: usize,
         ) -> Result<()> {
-            RawBackend::hash_leaves_into(&self.0, matrix, shape, spec, out, out_digest)
+            // SAFETY: our contract, for the backend this one wraps (its buffers and tracker are ours).
+            unsafe { RawBackend::hash_leaves_into(&self.0, matrix, shape, spec, out, out_digest) }
         }
-        fn merkle_tree_in_place(&self, nodes: &mut ToyBuffer, tree: TreeShape, hash: HashKind) -> Result<()> {
-            RawBackend::merkle_tree_in_place(&self.0, nodes, tree, hash)
+        unsafe fn merkle_tree_in_place(&self, nodes: &mut ToyBuffer, tree: TreeShape, hash: HashKind) -> Result<()> {
+            // SAFETY: our contract, for the backend this one wraps (its buffers and tracker are ours).
+            unsafe { RawBackend::merkle_tree_in_place(&self.0, nodes, tree, hash) }
         }
-        fn coset_lde_in_place(&self, buf: &mut ToyBuffer, params: &LdeParams) -> Result<()> {
-            RawBackend::coset_lde_in_place(&self.0, buf, params)
+        unsafe fn coset_lde_in_place(&self, buf: &mut ToyBuffer, params: &LdeParams) -> Result<()> {
+            // SAFETY: our contract, for the backend this one wraps (its buffers and tracker are ours).
+            unsafe { RawBackend::coset_lde_in_place(&self.0, buf, params) }
         }
-        fn row_dot_products(&self, m: &ToyBuffer, shape: MatrixShape, coeffs: &[u64], out: &mut [u64]) -> Result<()> {
+        unsafe fn row_dot_products(
+            &self,
+            m: &ToyBuffer,
+            shape: MatrixShape,
+            coeffs: &[u64],
+            out: &mut [u64],
+        ) -> Result<()> {
             refused(shape)?;
-            RawBackend::row_dot_products(&self.0, m, shape, coeffs, out)
+            // SAFETY: our contract, for the backend this one wraps (its buffers and tracker are ours).
+            unsafe { RawBackend::row_dot_products(&self.0, m, shape, coeffs, out) }
         }
-        fn column_dot_products(
+        unsafe fn column_dot_products(
             &self,
             m: &ToyBuffer,
             shape: MatrixShape,
@@ -336,9 +355,10 @@ mod failing_products {
             out: &mut [u64],
         ) -> Result<()> {
             refused(shape)?;
-            RawBackend::column_dot_products(&self.0, m, shape, rows, weights, out)
+            // SAFETY: our contract, for the backend this one wraps (its buffers and tracker are ours).
+            unsafe { RawBackend::column_dot_products(&self.0, m, shape, rows, weights, out) }
         }
-        fn fri_fold(
+        unsafe fn fri_fold(
             &self,
             input: &ToyBuffer,
             beta: &[u64],
@@ -352,7 +372,8 @@ mod failing_products {
                     source: "injected".into(),
                 });
             }
-            RawBackend::fri_fold(&self.0, input, beta, addend, out)
+            // SAFETY: our contract, for the backend this one wraps (its buffers and tracker are ours).
+            unsafe { RawBackend::fri_fold(&self.0, input, beta, addend, out) }
         }
     }
 

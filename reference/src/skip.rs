@@ -5,14 +5,30 @@
 //! a failure)` straight to the process's stderr (past the test harness's capture, so a plain
 //! `cargo test` shows it) and on stdout (for logs that keep it). With `<VAR>=1` (`REQUIRE_CUDA`,
 //! `REQUIRE_WGPU`, `REQUIRE_NVRTC`, a port's own) the same situation panics instead, so a machine
-//! that is meant to have the device cannot pass by skipping.
+//! that is meant to have the device cannot pass by skipping. `<VAR>=all` requires the device too,
+//! and a conformance suite reads it as "every optional operation as well" ([`required_all`]).
 
 use std::fmt::Display;
 use std::io::Write as _;
 
-/// Whether `require_env` is set to `1`: a skip is then a failure.
+/// Whether `require_env` is set to `1` or `all`: a skip is then a failure.
 pub fn required(require_env: &str) -> bool {
-    std::env::var(require_env).as_deref() == Ok("1")
+    level(std::env::var(require_env).ok().as_deref()) >= 1
+}
+
+/// Whether `require_env` is set to `all`: the backend must be there, and implement every
+/// optional operation (an answer of "unsupported" fails the check that asked instead of skipping).
+pub fn required_all(require_env: &str) -> bool {
+    level(std::env::var(require_env).ok().as_deref()) == 2
+}
+
+/// 0: skips allowed; 1 (`1`): the device is required; 2 (`all`): its optional operations too.
+fn level(value: Option<&str>) -> u8 {
+    match value {
+        Some("1") => 1,
+        Some("all") => 2,
+        _ => 0,
+    }
 }
 
 /// Reports that `what` could not run because of `reason`: a visible `SKIPPED` line, or a panic
@@ -54,6 +70,12 @@ pub fn or_skip<T, E: Display>(made: Result<T, E>, what: &str, require_env: &str)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_requires_the_device_and_all_its_optional_operations_too() {
+        assert_eq!([None, Some(""), Some("0"), Some("yes"), Some("ALL")].map(level), [0; 5]);
+        assert_eq!((level(Some("1")), level(Some("all"))), (1, 2));
+    }
 
     #[test]
     fn an_unset_variable_skips_and_a_required_one_fails() {

@@ -22,8 +22,8 @@
 //!
 //! # Running the suite against your backend
 //!
-//! 1. Implement [`backend_api::Backend`] for your type, routing every device allocation through
-//!    its [`backend_api::AllocTracker`].
+//! 1. Implement [`backend_api::RawBackend`] for your type (it is then a [`Backend`], the checked
+//!    front), routing every device allocation through its [`backend_api::AllocTracker`].
 //! 2. Add `conformance` as a dev-dependency and create `tests/conformance.rs` in your crate with
 //!    one line:
 //!
@@ -50,6 +50,7 @@ use rand_chacha::ChaCha8Rng;
 
 pub use backend_api;
 
+pub mod contract;
 pub mod copy;
 pub mod hash;
 pub mod lde;
@@ -339,7 +340,46 @@ pub fn run_check<B: Backend>(
     check: Check<B>,
 ) {
     let required = reference::skip::required(require_env);
+    require_optional(reference::skip::required_all(require_env).then_some(require_env));
     run_or_skip(backend, backend_name, name, require_env, required, |b| run_check_outcome(b, name, check));
+}
+
+/// The variable whose value `all` makes an optional operation the backend does not implement a
+/// failure, or `None` (the default): see [`require_optional`].
+static OPTIONAL_REQUIRED: Mutex<Option<String>> = Mutex::new(None);
+
+/// Whether the checks run after this call require every optional operation
+/// ([`Backend::row_dot_products`], [`Backend::column_dot_products`], [`Backend::fri_fold`]):
+/// with `Some(variable)`, a backend that answers [`Error::Unsupported`] fails the check that asked
+/// (the failure names `<variable>=all`); with `None`, the check prints `SKIPPED` and passes. The
+/// tests [`conformance_suite!`] generates set it from their variable (`REQUIRE_<PORT>=all`); a
+/// port that drives the suite itself ([`run_all`]) sets it here.
+pub fn require_optional(variable: Option<&str>) {
+    *OPTIONAL_REQUIRED.lock().unwrap_or_else(|p| p.into_inner()) = variable.map(str::to_owned);
+}
+
+/// Prints `SKIPPED <what>` where a plain `cargo test` shows it: straight to the process's stderr,
+/// past the test harness's capture, and on stdout for logs that keep it.
+pub(crate) fn skipped_line(what: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    let line = format!("SKIPPED {what}");
+    let _ = writeln!(std::io::stderr(), "{line}");
+    println!("{line}");
+}
+
+/// The outcome of a check whose backend answered [`Error::Unsupported`] for an optional
+/// operation: a visible `SKIPPED` line and a pass, or a failure under [`require_optional`].
+pub(crate) fn unsupported<B: Backend>(backend: &B, check: &str, e: &Error) -> Outcome {
+    match OPTIONAL_REQUIRED.lock().unwrap_or_else(|p| p.into_inner()).as_deref() {
+        Some(variable) => Err(Failure(format!(
+            "{check}: {e}, and {variable}=all requires every optional operation (set {variable}=1 to let \
+             it skip)"
+        ))),
+        None => {
+            skipped_line(format_args!("{}::{check}: {e}", backend.info().backend));
+            Ok(())
+        }
+    }
 }
 
 /// Runs `run` on the backend, or reports why it could not be made: a visible `SKIPPED` line, or a
@@ -461,6 +501,8 @@ macro_rules! __conformance_checks {
             memory::memory_queue_download_snapshot,
             memory::memory_fault_injection,
             memory::memory_huge_allocations,
+            memory::memory_free_memory_is_allocatable,
+            memory::memory_prepare_refusals,
         }
     };
 }
@@ -539,6 +581,7 @@ pub fn run_instance_check<B: Backend>(
     required: bool,
     check: InstanceCheck<B>,
 ) {
+    require_optional(reference::skip::required_all(require_env).then_some(require_env));
     run_or_skip(backend, backend_name, name, require_env, required, |b| {
         run_instance_check_outcome(b, make, name, check)
     });

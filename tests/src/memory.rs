@@ -4,7 +4,7 @@
 
 use backend_api::{
     Backend, CopyRange, DEFAULT_SCRATCH_CAP, DeviceBuffer as _, Error, FaultSite, HashKind, LdeParams, LeafLayout,
-    LeafSpec, MatrixShape, PendingDownload as _,
+    LeafSpec, MatrixShape, PendingDownload as _, Preparation,
 };
 
 use crate::{Context as _, Failure, Gen, Outcome, ensure, ensure_live, ensure_words_eq, expect_error, reference};
@@ -163,6 +163,103 @@ pub fn memory_huge_allocations<B: Backend>(backend: &B) -> Outcome {
         ensure!(now.peak == peak, "{what}: the peak counts the refused bytes: {} B, {peak} B before", now.peak);
     }
     Ok(())
+}
+
+/// The most free memory this check fills: it allocates about what the device reports free, so a
+/// device that reports more (a GPU, or the host's memory) is left out with a `SKIPPED` line.
+pub const FILL_LIMIT: usize = 4 << 30;
+
+/// `DeviceInfo::free_memory` is free now: right after a buffer is dropped (its release possibly
+/// still queued behind earlier work), an allocation of what the device reports free, less a
+/// sixteenth for the allocator's own rounding and caches, succeeds. A backend that counts memory
+/// whose queued release has not run as free fails here: admission would admit commits that then
+/// run out of memory. Runs on a device that reports its memory and at most [`FILL_LIMIT`] bytes
+/// free (a port with a simulated limit), and prints `SKIPPED` otherwise.
+///
+/// # Errors
+/// The allocation refused, or bytes left live.
+pub fn memory_free_memory_is_allocatable<B: Backend>(backend: &B) -> Outcome {
+    let check = "memory_free_memory_is_allocatable";
+    backend.synchronize().ctx("synchronize")?;
+    let info = backend.info();
+    if info.total_memory == 0 || info.free_memory > FILL_LIMIT || info.free_memory < 1 << 16 {
+        crate::skipped_line(format_args!(
+            "{}::{check}: {} B free of {} B reported (the check fills the device: it runs where between \
+             64 KiB and {FILL_LIMIT} B are free, as under a simulated memory limit)",
+            info.backend, info.free_memory, info.total_memory
+        ));
+        return Ok(());
+    }
+    let baseline = backend.memory().live;
+    // Half the free memory, written and read by queued work, then dropped at once.
+    let half = info.free_memory / 2 / 8;
+    let mut held = backend.alloc(half).ctx(format_args!("alloc({half})"))?;
+    backend.write(&mut held, 0, &vec![7; half.min(1 << 16)]).ctx("write")?;
+    let queued = backend.queue_download(&held).ctx("queue_download")?;
+    drop(held);
+    let free = backend.info().free_memory;
+    let want = (free - free / 16) / 8;
+    let filled = backend.alloc(want);
+    let waited = queued.wait().ctx("wait for the queued download");
+    let refused = filled.as_ref().err().map(ToString::to_string);
+    drop(filled);
+    backend.synchronize().ctx("synchronize")?;
+    waited?;
+    if let Some(e) = refused {
+        return Err(Failure(format!(
+            "{} B reported free right after a buffer of {} B was dropped, but an allocation of {} B failed: \
+             {e}; report memory whose queued release has not run as used",
+            free,
+            half * 8,
+            want * 8
+        )));
+    }
+    ensure_live(backend, baseline, check)
+}
+
+/// [`Backend::prepare`] refuses, with a typed error and before it builds anything, a commit that
+/// no device holds: an LDE whose bytes overflow, one larger than the device (a `2^31`-row trace,
+/// whose twiddle tables alone are 40 GiB, and whose LDE's leaf digests are 128 GiB), a pool
+/// growth larger than the device. A small commit's preparation still succeeds, and nothing stays
+/// live.
+///
+/// # Errors
+/// A refusal missing or untyped, or a small preparation that fails.
+pub fn memory_prepare_refusals<B: Backend>(backend: &B) -> Outcome {
+    let baseline = backend.memory().live;
+    let total = backend.info().total_memory;
+    let small = LdeParams::new(MatrixShape::new(1 << 4, 3).ctx("shape")?, 2, 7).ctx("params")?;
+    let prep = |lde: Option<LdeParams>, lde_elems: usize, device_bytes: Option<usize>| Preparation {
+        hash: HashKind::Keccak256,
+        pageable_upload_bytes: 0,
+        device_bytes,
+        lde_elems,
+        lde,
+    };
+    let mut step = |_: &str| {};
+    expect_error(
+        backend.prepare(&prep(None, usize::MAX, None), &mut step),
+        "prepare of usize::MAX LDE elements",
+        |e| matches!(e, Error::SizeOverflow { .. }),
+    )?;
+    let oom = |e: &Error| e.is_out_of_memory();
+    // A device that does not report its memory cannot be held to it.
+    if total > 0 && total < usize::MAX / 2 {
+        let huge = LdeParams::new(MatrixShape::new(1 << 31, 1).ctx("shape")?, 2, 7).ctx("params")?;
+        let start = std::time::Instant::now();
+        let what = "prepare of a 2^31-row trace's LDE";
+        expect_error(backend.prepare(&prep(Some(huge), 1 << 32, None), &mut step), what, oom)?;
+        ensure!(
+            start.elapsed() < std::time::Duration::from_secs(5),
+            "{what} took {:?} to refuse (it built something first)",
+            start.elapsed()
+        );
+        let what = format!("prepare growing the pool by {} B on a device of {total} B", total + 1);
+        expect_error(backend.prepare(&prep(Some(small), 96, Some(total + 1)), &mut step), &what, oom)?;
+    }
+    backend.prepare(&prep(Some(small), 96, None), &mut step).ctx("prepare of a 16 x 3 trace's LDE")?;
+    backend.synchronize().ctx("synchronize")?;
+    ensure_live(backend, baseline, "memory_prepare_refusals")
 }
 
 /// A buffer is used only with the backend instance that allocated it. Every operation of `backend`

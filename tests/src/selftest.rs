@@ -103,6 +103,24 @@ pub enum Bug {
     /// Every instance counts its bytes in one process-wide tracker, so a buffer's tracker cannot
     /// tell one instance from another: the front then takes other instances' buffers for its own.
     SharedTracker,
+    /// Under [`HostBackend::with_queued_frees`]: `free_memory` counts a dropped buffer's bytes
+    /// as free at once, while its release still waits in the queue (until `synchronize`).
+    FreeBeforeRelease,
+    /// Answers [`backend_api::Error::Unsupported`] for every optional operation.
+    NoOptional,
+}
+
+/// A simulated device of [`QueuedFrees::CAPACITY`] bytes whose frees run in queue order: a
+/// dropped buffer's bytes leave the tracker at once (the contract) but are held on the "device"
+/// until the next `synchronize`, as a stream-ordered free is.
+#[derive(Debug, Default)]
+pub struct QueuedFrees {
+    /// Bytes of dropped buffers whose release has not run yet.
+    pending: std::sync::atomic::AtomicUsize,
+}
+
+impl QueuedFrees {
+    pub const CAPACITY: usize = 64 << 20;
 }
 
 /// The one tracker of every [`Bug::SharedTracker`] instance.
@@ -110,13 +128,21 @@ static SHARED_TRACKER: std::sync::LazyLock<Arc<AllocTracker>> = std::sync::LazyL
 
 pub struct HostBuffer {
     data: Vec<u64>,
-    bytes: usize,
+    mark: Option<backend_api::Reserved>,
     tracker: Arc<AllocTracker>,
+    /// The backend's queue of frees, under [`HostBackend::with_queued_frees`].
+    frees: Option<Arc<QueuedFrees>>,
 }
 
 impl Drop for HostBuffer {
     fn drop(&mut self) {
-        self.tracker.release(self.bytes);
+        if let Some(mark) = self.mark.take() {
+            let bytes = mark.bytes();
+            let _ = self.tracker.release(mark);
+            if let Some(frees) = &self.frees {
+                frees.pending.fetch_add(bytes, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
     }
 }
 
@@ -145,12 +171,28 @@ pub struct HostBackend {
     bug: Bug,
     /// Calls of `synchronize`, so that a test sees the front forward them.
     syncs: std::sync::atomic::AtomicUsize,
+    /// A simulated device with queued frees ([`HostBackend::with_queued_frees`]), or none (no
+    /// memory limit, and `info` reports no memory).
+    frees: Option<Arc<QueuedFrees>>,
 }
 
 impl HostBackend {
     pub fn new(bug: Bug) -> Self {
         let tracker = if bug == Bug::SharedTracker { Arc::clone(&SHARED_TRACKER) } else { Arc::default() };
-        Self { tracker, bug, syncs: Default::default() }
+        Self { tracker, bug, syncs: Default::default(), frees: None }
+    }
+
+    /// A backend on a simulated device of [`QueuedFrees::CAPACITY`] bytes whose frees are queued.
+    pub fn with_queued_frees(bug: Bug) -> Self {
+        Self { frees: Some(Arc::default()), ..Self::new(bug) }
+    }
+
+    /// `Unsupported` under [`Bug::NoOptional`].
+    fn optional(&self, op: &'static str) -> Result<()> {
+        if self.bug == Bug::NoOptional {
+            return Err(backend_api::Error::Unsupported { backend: "selftest-host", op });
+        }
+        Ok(())
     }
 
     fn hash(&self, kind: HashKind, bytes: &[u8]) -> [u8; 32] {
@@ -196,26 +238,42 @@ impl backend_api::RawBackend for HostBackend {
     type HostBuffer = Vec<u64>;
 
     fn info(&self) -> DeviceInfo {
-        DeviceInfo {
-            backend: "selftest-host",
-            device: format!("host, bug {:?}", self.bug),
-            total_memory: 0,
-            free_memory: 0,
-        }
+        let (total_memory, free_memory) = match &self.frees {
+            None => (0, 0),
+            Some(frees) => {
+                let live = self.tracker.counters().live;
+                let queued = frees.pending.load(std::sync::atomic::Ordering::SeqCst);
+                let used = if self.bug == Bug::FreeBeforeRelease { live } else { live + queued };
+                (QueuedFrees::CAPACITY, QueuedFrees::CAPACITY.saturating_sub(used))
+            }
+        };
+        DeviceInfo { backend: "selftest-host", device: format!("host, bug {:?}", self.bug), total_memory, free_memory }
     }
 
     fn tracker(&self) -> &AllocTracker {
         &self.tracker
     }
 
-    fn alloc(&self, len: usize) -> Result<HostBuffer> {
+    unsafe fn alloc(&self, len: usize) -> Result<HostBuffer> {
         let bytes = if self.bug == Bug::TrustsParameters { len.wrapping_mul(8) } else { validate::alloc_bytes(len)? };
         let bytes = if self.bug == Bug::Untracked { 0 } else { bytes };
+        if let Some(frees) = &self.frees {
+            let held = self.tracker.counters().live + frees.pending.load(std::sync::atomic::Ordering::SeqCst);
+            if held.saturating_add(bytes) > QueuedFrees::CAPACITY {
+                let free = QueuedFrees::CAPACITY.saturating_sub(held);
+                return Err(backend_api::Error::OutOfMemory {
+                    backend: "selftest-host",
+                    requested: bytes,
+                    free,
+                    total: QueuedFrees::CAPACITY,
+                });
+            }
+        }
         let reserved = self.tracker.reserve(bytes)?;
         let fill = if self.bug == Bug::AssumesZeroTail { 0 } else { 0xdead_beef };
         let mut data = Vec::new();
         if data.try_reserve_exact(len).is_err() {
-            self.tracker.refuse(reserved);
+            let _ = self.tracker.refuse(reserved);
             return Err(backend_api::Error::OutOfMemory {
                 backend: "selftest-host",
                 requested: bytes,
@@ -224,33 +282,34 @@ impl backend_api::RawBackend for HostBackend {
             });
         }
         data.resize(len, fill);
-        Ok(HostBuffer { data, bytes, tracker: self.tracker.clone() })
+        Ok(HostBuffer { data, mark: Some(reserved), tracker: self.tracker.clone(), frees: self.frees.clone() })
     }
 
-    fn upload(&self, host: &[u64]) -> Result<HostBuffer> {
-        let mut b = backend_api::RawBackend::alloc(self, host.len())?;
+    unsafe fn upload(&self, host: &[u64]) -> Result<HostBuffer> {
+        // SAFETY: our contract: `host.len() * 8` fits `usize`.
+        let mut b = unsafe { backend_api::RawBackend::alloc(self, host.len()) }?;
         b.data.copy_from_slice(host);
         Ok(b)
     }
 
-    fn write(&self, buf: &mut HostBuffer, offset: usize, host: &[u64]) -> Result<()> {
+    unsafe fn write(&self, buf: &mut HostBuffer, offset: usize, host: &[u64]) -> Result<()> {
         self.check(|| validate::write(buf.data.len(), offset, host.len()))?;
         buf.data[offset..offset + host.len()].copy_from_slice(host);
         Ok(())
     }
 
-    fn download(&self, buf: &HostBuffer, offset: usize, out: &mut [u64]) -> Result<()> {
+    unsafe fn download(&self, buf: &HostBuffer, offset: usize, out: &mut [u64]) -> Result<()> {
         let offset = if self.bug == Bug::DownloadIgnoresOffset { 0 } else { offset };
         self.check(|| validate::download(buf.data.len(), offset, out.len()))?;
         out.copy_from_slice(&buf.data[offset..offset + out.len()]);
         Ok(())
     }
 
-    fn queue_download(&self, buf: &HostBuffer) -> Result<Ready> {
+    unsafe fn queue_download(&self, buf: &HostBuffer) -> Result<Ready> {
         Ok(Ready(buf.data.clone()))
     }
 
-    fn alloc_host(&self, len: usize) -> Result<Vec<u64>> {
+    unsafe fn alloc_host(&self, len: usize) -> Result<Vec<u64>> {
         let mut v = backend_api::host_vec("selftest-host", len)?;
         if self.bug == Bug::HostNotZeroed {
             v.fill(0xdead_beef);
@@ -260,11 +319,15 @@ impl backend_api::RawBackend for HostBackend {
 
     fn synchronize(&self) -> Result<()> {
         self.syncs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if let Some(frees) = &self.frees {
+            // The queue has run: its frees with it.
+            frees.pending.store(0, std::sync::atomic::Ordering::SeqCst);
+        }
         Ok(())
     }
 
     /// Builds the LDE's host tables and says so.
-    fn prepare(&self, prep: &backend_api::Preparation, step: &mut dyn FnMut(&str)) -> Result<()> {
+    unsafe fn prepare(&self, prep: &backend_api::Preparation, step: &mut dyn FnMut(&str)) -> Result<()> {
         step(&format!("host tables of {} B built", prep.build_lde_tables()));
         Ok(())
     }
@@ -293,13 +356,15 @@ impl backend_api::RawBackend for HostBackend {
         true
     }
 
-    fn transpose_in_place(&self, buf: &mut HostBuffer, shape: MatrixShape, scratch_cap: usize) -> Result<()> {
+    unsafe fn transpose_in_place(&self, buf: &mut HostBuffer, shape: MatrixShape, scratch_cap: usize) -> Result<()> {
         self.check(|| validate::transpose(shape, buf.data.len(), scratch_cap).map(drop))?;
         let plan = TransposePlan::new(shape, scratch_cap)?;
         let g = plan.geometry;
         let scratch_len =
             if self.bug == Bug::ScratchOverCap { shape.len() + shape.cols() + 1 } else { g.scratch_elems };
-        let mut scratch = backend_api::RawBackend::alloc(self, scratch_len)?;
+        // SAFETY: the scratch (one plan's, or the deliberate bug's matrix plus a row) is no larger
+        // than a buffer that exists, so its bytes fit `usize`.
+        let mut scratch = unsafe { backend_api::RawBackend::alloc(self, scratch_len) }?;
         plan.execute_host(&mut buf.data, &mut scratch.data);
         if self.bug == Bug::SwapRuns && g.full_blocks >= 2 && shape.cols() >= 2 {
             let r = g.run_rows;
@@ -312,7 +377,7 @@ impl backend_api::RawBackend for HostBackend {
         Ok(())
     }
 
-    fn batched_copy(&self, src: &HostBuffer, dst: &mut HostBuffer, copies: &[CopyRange]) -> Result<()> {
+    unsafe fn batched_copy(&self, src: &HostBuffer, dst: &mut HostBuffer, copies: &[CopyRange]) -> Result<()> {
         if self.bug != Bug::NoCopyValidation {
             validate_batch(copies, BatchTarget::Between { src_len: src.data.len(), dst_len: dst.data.len() })?;
         }
@@ -325,7 +390,7 @@ impl backend_api::RawBackend for HostBackend {
         Ok(())
     }
 
-    fn bit_reversed_rows(
+    unsafe fn bit_reversed_rows(
         &self,
         src: &HostBuffer,
         src_at: usize,
@@ -348,7 +413,7 @@ impl backend_api::RawBackend for HostBackend {
         Ok(())
     }
 
-    fn batched_copy_within(&self, buf: &mut HostBuffer, copies: &[CopyRange]) -> Result<()> {
+    unsafe fn batched_copy_within(&self, buf: &mut HostBuffer, copies: &[CopyRange]) -> Result<()> {
         if self.bug != Bug::NoCopyValidation {
             validate_batch(copies, BatchTarget::Within { len: buf.data.len() })?;
         }
@@ -361,7 +426,7 @@ impl backend_api::RawBackend for HostBackend {
         Ok(())
     }
 
-    fn hash_leaves_into(
+    unsafe fn hash_leaves_into(
         &self,
         matrix: &HostBuffer,
         shape: MatrixShape,
@@ -401,7 +466,7 @@ impl backend_api::RawBackend for HostBackend {
         Ok(())
     }
 
-    fn hash_leaves_then_transpose(
+    unsafe fn hash_leaves_then_transpose(
         &self,
         buf: &mut HostBuffer,
         shape: MatrixShape,
@@ -412,20 +477,31 @@ impl backend_api::RawBackend for HostBackend {
             let specs: Vec<_> = jobs.iter().map(|j| (j.spec, j.out.data.len(), j.out_digest)).collect();
             validate::leaves_then_transpose(shape, buf.data.len(), &specs, scratch_cap)?;
         }
-        if self.bug == Bug::LeavesAfterTranspose {
-            backend_api::RawBackend::transpose_in_place(self, buf, shape, scratch_cap)?;
-        }
-        for job in jobs.iter_mut() {
-            backend_api::RawBackend::hash_leaves_into(self, buf, shape, job.spec, job.out, job.out_digest)?;
-        }
-        if self.bug == Bug::LeavesAfterTranspose {
-            Ok(())
-        } else {
-            backend_api::RawBackend::transpose_in_place(self, buf, shape, scratch_cap)
+        // SAFETY: our contract is `hash_leaves_then_transpose`'s (the front validated every job
+        // and the transpose; the bugs reorder the calls, not their arguments).
+        unsafe {
+            if self.bug == Bug::LeavesAfterTranspose {
+                backend_api::RawBackend::transpose_in_place(self, buf, shape, scratch_cap)?;
+            }
+            for job in jobs.iter_mut() {
+                backend_api::RawBackend::hash_leaves_into(self, buf, shape, job.spec, job.out, job.out_digest)?;
+            }
+            if self.bug == Bug::LeavesAfterTranspose {
+                Ok(())
+            } else {
+                backend_api::RawBackend::transpose_in_place(self, buf, shape, scratch_cap)
+            }
         }
     }
 
-    fn row_dot_products(&self, matrix: &HostBuffer, shape: MatrixShape, coeffs: &[u64], out: &mut [u64]) -> Result<()> {
+    unsafe fn row_dot_products(
+        &self,
+        matrix: &HostBuffer,
+        shape: MatrixShape,
+        coeffs: &[u64],
+        out: &mut [u64],
+    ) -> Result<()> {
+        self.optional("row_dot_products")?;
         self.check(|| validate::row_dot_products(shape, matrix.data.len(), coeffs.len(), out.len()).map(drop))?;
         let cols = shape.cols();
         let k = coeffs.len() / cols;
@@ -437,7 +513,7 @@ impl backend_api::RawBackend for HostBackend {
         Ok(())
     }
 
-    fn column_dot_products(
+    unsafe fn column_dot_products(
         &self,
         matrix: &HostBuffer,
         shape: MatrixShape,
@@ -445,6 +521,7 @@ impl backend_api::RawBackend for HostBackend {
         weights: &[u64],
         out: &mut [u64],
     ) -> Result<()> {
+        self.optional("column_dot_products")?;
         self.check(|| {
             validate::column_dot_products(shape, matrix.data.len(), rows, weights.len(), out.len()).map(drop)
         })?;
@@ -462,13 +539,14 @@ impl backend_api::RawBackend for HostBackend {
         Ok(())
     }
 
-    fn fri_fold(
+    unsafe fn fri_fold(
         &self,
         input: &HostBuffer,
         beta: &[u64],
         addend: Option<(&HostBuffer, &[u64])>,
         out: &mut HostBuffer,
     ) -> Result<()> {
+        self.optional("fri_fold")?;
         self.check(|| {
             validate::fri_fold(
                 input.data.len(),
@@ -502,7 +580,7 @@ impl backend_api::RawBackend for HostBackend {
         Ok(())
     }
 
-    fn merkle_tree_in_place(&self, nodes: &mut HostBuffer, tree: TreeShape, hash: HashKind) -> Result<()> {
+    unsafe fn merkle_tree_in_place(&self, nodes: &mut HostBuffer, tree: TreeShape, hash: HashKind) -> Result<()> {
         self.check(|| validate::merkle_tree(tree, nodes.data.len()))?;
         let digest = |n: &[u64], i: usize| -> [u8; 32] {
             backend_api::digests_from_words(&n[i * DIGEST_WORDS..(i + 1) * DIGEST_WORDS])[0]
@@ -532,7 +610,7 @@ impl backend_api::RawBackend for HostBackend {
         Ok(())
     }
 
-    fn hash_leaves_from_host(
+    unsafe fn hash_leaves_from_host(
         &self,
         matrix: &[u64],
         shape: MatrixShape,
@@ -548,26 +626,31 @@ impl backend_api::RawBackend for HostBackend {
         }
         // The provided chunked upload, in chunks of 3 rows, so the suite's shapes take every case
         // (one chunk, whole chunks, a shorter last chunk).
-        backend_api::hash_leaves_in_chunks(self, &copy, shape, spec, out, out_digest, 3)
+        // SAFETY: our contract is that function's (`copy` has `matrix`'s length).
+        unsafe { backend_api::hash_leaves_in_chunks(self, &copy, shape, spec, out, out_digest, 3) }
     }
 
-    fn coset_lde_from_host(&self, buf: &mut HostBuffer, trace: &[u64], params: &LdeParams) -> Result<()> {
+    unsafe fn coset_lde_from_host(&self, buf: &mut HostBuffer, trace: &[u64], params: &LdeParams) -> Result<()> {
         validate::coset_lde_from_host(params, trace.len(), buf.data.len())?;
-        backend_api::RawBackend::write(self, buf, 0, trace)?;
+        // SAFETY: checked just above: the trace fits the LDE buffer's first rows, and the buffer
+        // holds the LDE's shape.
+        unsafe { backend_api::RawBackend::write(self, buf, 0, trace) }?;
         if self.bug != Bug::FromHostSkipsTailColumns {
-            return backend_api::RawBackend::coset_lde_in_place(self, buf, params);
+            // SAFETY: as above.
+            return unsafe { backend_api::RawBackend::coset_lde_in_place(self, buf, params) };
         }
         let m = params.trace().cols();
         let tail = m / 8 * 8;
         let before = buf.data.clone();
-        backend_api::RawBackend::coset_lde_in_place(self, buf, params)?;
+        // SAFETY: as above.
+        unsafe { backend_api::RawBackend::coset_lde_in_place(self, buf, params) }?;
         for (row, old) in buf.data.chunks_mut(m).zip(before.chunks(m)) {
             row[tail..].copy_from_slice(&old[tail..]);
         }
         Ok(())
     }
 
-    fn coset_lde_in_place(&self, buf: &mut HostBuffer, params: &LdeParams) -> Result<()> {
+    unsafe fn coset_lde_in_place(&self, buf: &mut HostBuffer, params: &LdeParams) -> Result<()> {
         self.check(|| validate::coset_lde_in_place(params, buf.data.len()))?;
         let (n, m) = (params.trace().rows(), params.trace().cols());
         let big_n = n * params.blowup();
@@ -578,12 +661,15 @@ impl backend_api::RawBackend for HostBackend {
         // the coset table, then the forward twiddles), allocated and tracked in that order; under
         // `TraceSizedTemporary` a copy of the trace rows first, as an out-of-place LDE would need.
         let copy = if self.bug == Bug::TraceSizedTemporary {
-            Some(backend_api::RawBackend::alloc(self, n * m)?)
+            // SAFETY: smaller than the LDE buffer, which exists, so its bytes fit `usize`.
+            Some(unsafe { backend_api::RawBackend::alloc(self, n * m) }?)
         } else {
             None
         };
-        let first = backend_api::RawBackend::alloc(self, n / 2 + n)?;
-        let second = match backend_api::RawBackend::alloc(self, big_n / 2) {
+        // SAFETY: as above.
+        let first = unsafe { backend_api::RawBackend::alloc(self, n / 2 + n) }?;
+        // SAFETY: as above.
+        let second = match unsafe { backend_api::RawBackend::alloc(self, big_n / 2) } {
             Ok(t) => t,
             Err(e) => {
                 if self.bug == Bug::LeakOnError {
@@ -722,7 +808,9 @@ fn the_front_validates_for_a_port_that_checks_nothing() {
     let shape = MatrixShape::new(2, 3).unwrap();
     assert!(Backend::transpose_in_place(&port, &mut buf, shape, 1 << 20).is_err(), "the front refuses 4 != 2 x 3");
     let below = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        backend_api::RawBackend::transpose_in_place(&port, &mut buf, shape, 1 << 20)
+        // SAFETY: not met, deliberately: this port is safe Rust over a `Vec`, so a call outside the
+        // contract can at worst panic (caught here), never touch memory it does not own.
+        unsafe { backend_api::RawBackend::transpose_in_place(&port, &mut buf, shape, 1 << 20) }
     }));
     assert!(!matches!(below, Ok(Err(_))), "the port's own method must not validate, or this test proves nothing");
 }
@@ -784,7 +872,8 @@ fn leaves_from_host_hold_a_chunk_not_the_matrix() {
     assert_eq!(backend.memory().live, before.live, "the chunks are freed");
     // A port's own call with chunks of 0 rows reads them as 1 (no panic), with the same digests.
     let mut again = backend.alloc(rows * DIGEST_WORDS).unwrap();
-    backend_api::hash_leaves_in_chunks(&backend, &host, shape, &spec, &mut again, 0, 0).unwrap();
+    // SAFETY: the call the front accepted above, into a second output of the same length.
+    unsafe { backend_api::hash_leaves_in_chunks(&backend, &host, shape, &spec, &mut again, 0, 0) }.unwrap();
     assert_eq!(backend.download_vec(&again).unwrap(), backend.download_vec(&out).unwrap());
 }
 
@@ -823,4 +912,43 @@ fn failures_name_the_deepest_node_and_the_expected_preimage() {
 // The macro, instantiated inside the crate on the host backend: proves it expands and runs.
 mod macro_expansion {
     crate::conformance_suite!(super::HostBackend, || Ok(super::HostBackend::new(super::Bug::None)), "REQUIRE_SELFTEST");
+}
+
+#[test]
+fn free_memory_that_counts_queued_frees_as_free_is_caught() {
+    let check = crate::memory::memory_free_memory_is_allocatable::<HostBackend>;
+    let name = "memory_free_memory_is_allocatable";
+    // A queue-ordered device that reports queued frees as used passes, and so does every other
+    // check on it.
+    let honest = HostBackend::with_queued_frees(Bug::None);
+    crate::run_check_outcome(&honest, name, check).unwrap_or_else(|f| panic!("an honest queued device: {f}"));
+    let failed: Vec<_> = crate::run_all(&honest).into_iter().filter_map(|(n, r)| r.err().map(|e| (n, e))).collect();
+    assert!(failed.is_empty(), "{failed:#?}");
+    // One that reports them free at once is caught, by this check alone.
+    let lying = HostBackend::with_queued_frees(Bug::FreeBeforeRelease);
+    let err = crate::run_check_outcome(&lying, name, check).expect_err("free memory counting queued frees must fail");
+    assert!(err.0.contains("whose queued release has not run"), "{err}");
+    // A device that does not report its memory, or reports more than the check fills, is skipped.
+    crate::run_check_outcome(&HostBackend::new(Bug::FreeBeforeRelease), name, check).unwrap();
+}
+
+#[test]
+fn a_missing_optional_operation_fails_only_where_all_are_required() {
+    let b = HostBackend::new(Bug::NoOptional);
+    let optional =
+        ["row_dot_products_random", "column_dot_products_random", "dot_products_large_sums", "fri_fold_random"];
+    for name in optional {
+        outcome(Bug::NoOptional, name).unwrap_or_else(|f| panic!("{name} must skip an unsupported operation: {f}"));
+    }
+    crate::require_optional(Some("REQUIRE_SELFTEST"));
+    let results: Vec<_> = optional.iter().map(|&name| (name, outcome(Bug::NoOptional, name))).collect();
+    crate::require_optional(None);
+    for (name, result) in results {
+        let err = result.expect_err("an unsupported operation under =all must fail");
+        assert!(err.0.contains("REQUIRE_SELFTEST=all requires every optional operation"), "{name}: {err}");
+    }
+    // Through the generated tests' entry: the variable's value `all` turns it on, then off again.
+    let var = format!("CONFORMANCE_SELFTEST_UNSET_{}", std::process::id());
+    let (_, check) = crate::checks::<HostBackend>().into_iter().find(|(n, _)| *n == optional[0]).unwrap();
+    crate::run_check(Ok(&b), "HostBackend", optional[0], &var, check);
 }

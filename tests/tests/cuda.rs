@@ -31,3 +31,18 @@ fn coset_lde_from_host_in_column_groups() {
         panic!("{f}");
     }
 }
+
+/// Raw calls that break their contract (unsafe code below the front) panic at the method's entry
+/// in this debug build instead of launching a kernel that writes past a buffer.
+#[test]
+fn raw_calls_outside_the_contract_stop() {
+    let make = || backend_cuda::CudaOptions::from_env().and_then(|o| backend_cuda::CudaBackend::open(0, o));
+    let Some(backend) =
+        conformance::parity::or_skip(make(), "cuda::raw_calls_outside_the_contract_stop", "REQUIRE_CUDA")
+    else {
+        return;
+    };
+    if let Err(f) = conformance::contract::raw_calls_outside_the_contract_stop(&backend, &make) {
+        panic!("{f}");
+    }
+}

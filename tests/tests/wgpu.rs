@@ -17,3 +17,18 @@ mod segmented {
         "REQUIRE_WGPU"
     );
 }
+
+/// Raw calls that break their contract (unsafe code below the front) panic at the method's entry
+/// in this debug build instead of dispatching a kernel on the wrong buffer or past one.
+#[test]
+fn raw_calls_outside_the_contract_stop() {
+    let make = conformance::wgpu_setups::adapter_segments;
+    let Some(backend) =
+        conformance::parity::or_skip(make(), "wgpu::raw_calls_outside_the_contract_stop", "REQUIRE_WGPU")
+    else {
+        return;
+    };
+    if let Err(f) = conformance::contract::raw_calls_outside_the_contract_stop(&backend, &make) {
+        panic!("{f}");
+    }
+}

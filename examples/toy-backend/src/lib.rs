@@ -1,7 +1,8 @@
 //! A single-threaded host backend: the example port of the porting guide (docs/porting.md), written by
 //! following it step by step.
 //!
-//! - **The smallest honest backend.** Host memory and plain loops on one thread; no `unsafe`, no
+//! - **The smallest honest backend.** Host memory and plain loops on one thread; no `unsafe`
+//!   block (its raw methods are `unsafe fn`, as the trait has them, and their bodies plain Rust), no
 //!   rayon. It passes the conformance and reliability suites, so it shows what a port must do and
 //!   nothing more. It is not fast: use `backend-cpu` for real work.
 //! - **Shared host math, not copies of it.** The LDE uses backend-api's field arithmetic and
@@ -72,28 +73,28 @@ impl backend_api::RawBackend for ToyBackend {
     }
 
     /// Allocates `len` zeroed elements (the trait leaves contents unspecified).
-    fn alloc(&self, len: usize) -> Result<ToyBuffer> {
+    unsafe fn alloc(&self, len: usize) -> Result<ToyBuffer> {
         memory::zeroed(self, len)
     }
 
-    fn upload(&self, host: &[u64]) -> Result<ToyBuffer> {
+    unsafe fn upload(&self, host: &[u64]) -> Result<ToyBuffer> {
         let mut buf = memory::zeroed(self, host.len())?;
         buf.as_mut_slice().copy_from_slice(host);
         Ok(buf)
     }
 
-    fn write(&self, buf: &mut ToyBuffer, offset: usize, host: &[u64]) -> Result<()> {
+    unsafe fn write(&self, buf: &mut ToyBuffer, offset: usize, host: &[u64]) -> Result<()> {
         buf.as_mut_slice()[offset..offset + host.len()].copy_from_slice(host);
         Ok(())
     }
 
-    fn download(&self, buf: &ToyBuffer, offset: usize, out: &mut [u64]) -> Result<()> {
+    unsafe fn download(&self, buf: &ToyBuffer, offset: usize, out: &mut [u64]) -> Result<()> {
         out.copy_from_slice(&buf.as_slice()[offset..offset + out.len()]);
         Ok(())
     }
 
     /// Copies at once (every earlier operation has finished); `wait` returns the copy.
-    fn queue_download(&self, buf: &ToyBuffer) -> Result<ToyDownload> {
+    unsafe fn queue_download(&self, buf: &ToyBuffer) -> Result<ToyDownload> {
         let mut copy = memory::zeroed(self, buf.len())?;
         copy.as_mut_slice().copy_from_slice(buf.as_slice());
         Ok(ToyDownload { copy })
@@ -103,23 +104,23 @@ impl backend_api::RawBackend for ToyBackend {
         Ok(())
     }
 
-    fn alloc_host(&self, len: usize) -> Result<Vec<u64>> {
+    unsafe fn alloc_host(&self, len: usize) -> Result<Vec<u64>> {
         backend_api::host_vec(NAME, len)
     }
 
-    fn transpose_in_place(&self, buf: &mut ToyBuffer, shape: MatrixShape, scratch_cap: usize) -> Result<()> {
+    unsafe fn transpose_in_place(&self, buf: &mut ToyBuffer, shape: MatrixShape, scratch_cap: usize) -> Result<()> {
         transpose::transpose_in_place(self, buf.as_mut_slice(), shape, scratch_cap)
     }
 
-    fn batched_copy(&self, src: &ToyBuffer, dst: &mut ToyBuffer, copies: &[CopyRange]) -> Result<()> {
+    unsafe fn batched_copy(&self, src: &ToyBuffer, dst: &mut ToyBuffer, copies: &[CopyRange]) -> Result<()> {
         copy::batched_copy(src.as_slice(), dst.as_mut_slice(), copies)
     }
 
-    fn batched_copy_within(&self, buf: &mut ToyBuffer, copies: &[CopyRange]) -> Result<()> {
+    unsafe fn batched_copy_within(&self, buf: &mut ToyBuffer, copies: &[CopyRange]) -> Result<()> {
         copy::batched_copy_within(buf.as_mut_slice(), copies)
     }
 
-    fn hash_leaves_into(
+    unsafe fn hash_leaves_into(
         &self,
         matrix: &ToyBuffer,
         shape: MatrixShape,
@@ -130,12 +131,18 @@ impl backend_api::RawBackend for ToyBackend {
         hash::hash_leaves_into(matrix.as_slice(), shape, spec, out.as_mut_slice(), out_digest)
     }
 
-    fn row_dot_products(&self, matrix: &ToyBuffer, shape: MatrixShape, coeffs: &[u64], out: &mut [u64]) -> Result<()> {
+    unsafe fn row_dot_products(
+        &self,
+        matrix: &ToyBuffer,
+        shape: MatrixShape,
+        coeffs: &[u64],
+        out: &mut [u64],
+    ) -> Result<()> {
         open::row_dot_products(matrix.as_slice(), shape, coeffs, out);
         Ok(())
     }
 
-    fn column_dot_products(
+    unsafe fn column_dot_products(
         &self,
         matrix: &ToyBuffer,
         shape: MatrixShape,
@@ -147,7 +154,7 @@ impl backend_api::RawBackend for ToyBackend {
         Ok(())
     }
 
-    fn fri_fold(
+    unsafe fn fri_fold(
         &self,
         input: &ToyBuffer,
         beta: &[u64],
@@ -158,11 +165,11 @@ impl backend_api::RawBackend for ToyBackend {
         Ok(())
     }
 
-    fn merkle_tree_in_place(&self, nodes: &mut ToyBuffer, tree: TreeShape, hash: HashKind) -> Result<()> {
+    unsafe fn merkle_tree_in_place(&self, nodes: &mut ToyBuffer, tree: TreeShape, hash: HashKind) -> Result<()> {
         merkle::merkle_tree_in_place(nodes.as_mut_slice(), tree, hash)
     }
 
-    fn coset_lde_in_place(&self, buf: &mut ToyBuffer, params: &LdeParams) -> Result<()> {
+    unsafe fn coset_lde_in_place(&self, buf: &mut ToyBuffer, params: &LdeParams) -> Result<()> {
         lde::coset_lde_in_place(self, buf.as_mut_slice(), params)
     }
 }

@@ -53,34 +53,42 @@ impl backend_api::RawBackend for Faulty {
     fn tracker(&self) -> &AllocTracker {
         backend_api::RawBackend::tracker(&self.inner)
     }
-    fn alloc(&self, len: usize) -> Result<HostBuffer> {
-        backend_api::RawBackend::alloc(&self.inner, len)
+    unsafe fn alloc(&self, len: usize) -> Result<HostBuffer> {
+        // SAFETY: our contract, for the backend this one wraps (its buffers and tracker are ours).
+        unsafe { backend_api::RawBackend::alloc(&self.inner, len) }
     }
-    fn upload(&self, host: &[u64]) -> Result<HostBuffer> {
-        backend_api::RawBackend::upload(&self.inner, host)
+    unsafe fn upload(&self, host: &[u64]) -> Result<HostBuffer> {
+        // SAFETY: our contract, for the backend this one wraps (its buffers and tracker are ours).
+        unsafe { backend_api::RawBackend::upload(&self.inner, host) }
     }
-    fn download(&self, buf: &HostBuffer, offset: usize, out: &mut [u64]) -> Result<()> {
-        backend_api::RawBackend::download(&self.inner, buf, offset, out)
+    unsafe fn download(&self, buf: &HostBuffer, offset: usize, out: &mut [u64]) -> Result<()> {
+        // SAFETY: our contract, for the backend this one wraps (its buffers and tracker are ours).
+        unsafe { backend_api::RawBackend::download(&self.inner, buf, offset, out) }
     }
-    fn queue_download(&self, buf: &HostBuffer) -> Result<Self::Download> {
-        backend_api::RawBackend::queue_download(&self.inner, buf)
+    unsafe fn queue_download(&self, buf: &HostBuffer) -> Result<Self::Download> {
+        // SAFETY: our contract, for the backend this one wraps (its buffers and tracker are ours).
+        unsafe { backend_api::RawBackend::queue_download(&self.inner, buf) }
     }
     fn synchronize(&self) -> Result<()> {
         backend_api::RawBackend::synchronize(&self.inner)
     }
-    fn alloc_host(&self, len: usize) -> Result<Vec<u64>> {
-        backend_api::RawBackend::alloc_host(&self.inner, len)
+    unsafe fn alloc_host(&self, len: usize) -> Result<Vec<u64>> {
+        // SAFETY: our contract, for the backend this one wraps (its buffers and tracker are ours).
+        unsafe { backend_api::RawBackend::alloc_host(&self.inner, len) }
     }
-    fn transpose_in_place(&self, buf: &mut HostBuffer, shape: MatrixShape, cap: usize) -> Result<()> {
-        backend_api::RawBackend::transpose_in_place(&self.inner, buf, shape, cap)
+    unsafe fn transpose_in_place(&self, buf: &mut HostBuffer, shape: MatrixShape, cap: usize) -> Result<()> {
+        // SAFETY: our contract, for the backend this one wraps (its buffers and tracker are ours).
+        unsafe { backend_api::RawBackend::transpose_in_place(&self.inner, buf, shape, cap) }
     }
-    fn batched_copy(&self, src: &HostBuffer, dst: &mut HostBuffer, copies: &[CopyRange]) -> Result<()> {
-        backend_api::RawBackend::batched_copy(&self.inner, src, dst, copies)
+    unsafe fn batched_copy(&self, src: &HostBuffer, dst: &mut HostBuffer, copies: &[CopyRange]) -> Result<()> {
+        // SAFETY: our contract, for the backend this one wraps (its buffers and tracker are ours).
+        unsafe { backend_api::RawBackend::batched_copy(&self.inner, src, dst, copies) }
     }
-    fn batched_copy_within(&self, buf: &mut HostBuffer, copies: &[CopyRange]) -> Result<()> {
-        backend_api::RawBackend::batched_copy_within(&self.inner, buf, copies)
+    unsafe fn batched_copy_within(&self, buf: &mut HostBuffer, copies: &[CopyRange]) -> Result<()> {
+        // SAFETY: our contract, for the backend this one wraps (its buffers and tracker are ours).
+        unsafe { backend_api::RawBackend::batched_copy_within(&self.inner, buf, copies) }
     }
-    fn hash_leaves_into(
+    unsafe fn hash_leaves_into(
         &self,
         m: &HostBuffer,
         shape: MatrixShape,
@@ -88,15 +96,18 @@ impl backend_api::RawBackend for Faulty {
         out: &mut HostBuffer,
         at: usize,
     ) -> Result<()> {
-        backend_api::RawBackend::hash_leaves_into(&self.inner, m, shape, spec, out, at)
+        // SAFETY: our contract, for the backend this one wraps (its buffers and tracker are ours).
+        unsafe { backend_api::RawBackend::hash_leaves_into(&self.inner, m, shape, spec, out, at) }
     }
-    fn merkle_tree_in_place(&self, nodes: &mut HostBuffer, tree: TreeShape, hash: HashKind) -> Result<()> {
-        backend_api::RawBackend::merkle_tree_in_place(&self.inner, nodes, tree, hash)
+    unsafe fn merkle_tree_in_place(&self, nodes: &mut HostBuffer, tree: TreeShape, hash: HashKind) -> Result<()> {
+        // SAFETY: our contract, for the backend this one wraps (its buffers and tracker are ours).
+        unsafe { backend_api::RawBackend::merkle_tree_in_place(&self.inner, nodes, tree, hash) }
     }
-    fn write(&self, buf: &mut HostBuffer, offset: usize, host: &[u64]) -> Result<()> {
-        backend_api::RawBackend::write(&self.inner, buf, offset, host)
+    unsafe fn write(&self, buf: &mut HostBuffer, offset: usize, host: &[u64]) -> Result<()> {
+        // SAFETY: our contract, for the backend this one wraps (its buffers and tracker are ours).
+        unsafe { backend_api::RawBackend::write(&self.inner, buf, offset, host) }
     }
-    fn coset_lde_in_place(&self, buf: &mut HostBuffer, params: &LdeParams) -> Result<()> {
+    unsafe fn coset_lde_in_place(&self, buf: &mut HostBuffer, params: &LdeParams) -> Result<()> {
         let call = self.ldes.fetch_add(1, Ordering::SeqCst) + 1;
         let corrupt = match self.fault {
             Fault::None => false,
@@ -110,9 +121,13 @@ impl backend_api::RawBackend for Faulty {
             Fault::PanicOnThird if call == 3 => panic!("deliberate panic in the third LDE"),
             Fault::PanicOnThird => false,
         };
-        backend_api::RawBackend::coset_lde_in_place(&self.inner, buf, params)?;
-        if corrupt {
-            backend_api::RawBackend::batched_copy_within(&self.inner, buf, &[CopyRange::new(0, 1, 1)])?;
+        // SAFETY: our contract, for the backend this one wraps (its buffers and tracker are ours);
+        // the corrupting copy moves element 0 to 1 of the LDE buffer, which holds at least 2.
+        unsafe {
+            backend_api::RawBackend::coset_lde_in_place(&self.inner, buf, params)?;
+            if corrupt {
+                backend_api::RawBackend::batched_copy_within(&self.inner, buf, &[CopyRange::new(0, 1, 1)])?;
+            }
         }
         Ok(())
     }
