@@ -185,9 +185,9 @@ impl AllocTracker {
     pub fn refuse(&self, mark: Reserved) -> Result<()> {
         self.check_mark(&mark, "refuse")?;
         self.give_back(mark.bytes);
-        if mark.peak_before < mark.live {
-            let _ = self.peak.compare_exchange(mark.live, mark.peak_before, Ordering::SeqCst, Ordering::SeqCst);
-        }
+        // Where the peak is still this reservation's live bytes, it goes back to what it was
+        // before; otherwise (a later reservation raised it, or this one did not) it stays.
+        let _ = self.peak.compare_exchange(mark.live, mark.peak_before, Ordering::SeqCst, Ordering::SeqCst);
         Ok(())
     }
 

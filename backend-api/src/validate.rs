@@ -431,6 +431,55 @@ fn range(what: &'static str, start: usize, len: usize, buf_len: usize) -> Result
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn host_memory_is_refused_past_the_host_and_counted_in_bytes() {
+        assert_eq!(alloc_host("t", 128, Some(1024)).unwrap(), 1024, "exactly the host's memory");
+        assert!(matches!(
+            alloc_host("t", 129, Some(1024)),
+            Err(Error::HostOutOfMemory { backend: "t", requested: 1032, available: Some(1024), .. })
+        ));
+        assert_eq!(alloc_host("t", 1 << 40, None).unwrap(), 1 << 43, "an unknown host refuses nothing");
+        assert!(matches!(alloc_host("t", usize::MAX, None), Err(Error::SizeOverflow { .. })));
+    }
+
+    #[test]
+    fn a_preparation_must_fit_the_device_and_its_tables_the_host() {
+        use crate::shape::DIGEST_BYTES;
+        let lde = LdeParams::new(MatrixShape::new(1 << 4, 3).unwrap(), 2, 7).unwrap();
+        let prep = |lde_elems: usize, device_bytes: Option<usize>| Preparation {
+            hash: crate::HashKind::Keccak256,
+            pageable_upload_bytes: 0,
+            device_bytes,
+            lde_elems,
+            lde: Some(lde),
+        };
+        // The least a commit holds: the LDE (32 x 3), its tables, one digest per LDE row.
+        let tables = crate::field::LdeTwiddles::bytes_for(4, 1);
+        let least = 96 * 8 + tables + 32 * DIGEST_BYTES;
+        let oom = |r: Result<()>| matches!(r, Err(Error::OutOfMemory { backend: "t", free: 5, .. }));
+        assert!(preparation(&prep(96, None), "t", least, 5, None).is_ok(), "exactly the device");
+        assert!(oom(preparation(&prep(96, None), "t", least - 1, 5, None)));
+        // `lde_elems` larger than the LDE's shape counts instead.
+        assert!(oom(preparation(&prep(97, None), "t", least, 5, None)));
+        // The pool's growth: up to the device.
+        assert!(preparation(&prep(96, Some(least)), "t", least, 5, None).is_ok());
+        assert!(oom(preparation(&prep(96, Some(least + 1)), "t", least, 5, None)));
+        // A device that does not report its memory is not held to it.
+        assert!(preparation(&prep(96, Some(usize::MAX)), "t", 0, 0, None).is_ok());
+        // The tables are built on the host: up to its memory.
+        assert!(preparation(&prep(96, None), "t", 0, 0, Some(tables)).is_ok());
+        assert!(matches!(
+            preparation(&prep(96, None), "t", 0, 0, Some(tables - 1)),
+            Err(Error::HostOutOfMemory { requested, .. }) if requested == tables
+        ));
+        // Without an LDE only `lde_elems` and the growth count; their bytes must fit `usize`.
+        let bare = Preparation { lde: None, ..prep(1 << 20, None) };
+        assert!(preparation(&bare, "t", 8 << 20, 0, Some(0)).is_ok());
+        assert!(oom(preparation(&bare, "t", (8 << 20) - 1, 5, None)));
+        let overflow = Preparation { lde_elems: usize::MAX / 4, ..bare };
+        assert!(matches!(preparation(&overflow, "t", 0, 0, None), Err(Error::SizeOverflow { .. })));
+    }
+
     use super::*;
     use crate::shape::{HashKind, LeafLayout};
 

@@ -56,8 +56,9 @@ pub fn memory_upload_download<B: Backend>(backend: &B) -> Outcome {
 /// The backend's host memory ([`Backend::alloc_host`]) is zeroed and behaves as any slice:
 /// uploads from it, downloads into a sub-slice of it (the elements before the sub-slice stay) and
 /// writes from a sub-slice keep every byte (CUDA copies page-locked memory directly, a path of its
-/// own), and a queued download returns the buffer's bytes. A size no host holds is a typed error
-/// ([`Error::HostOutOfMemory`] or [`Error::SizeOverflow`]), never a panic. With the page-locking
+/// own), and a queued download returns the buffer's bytes. A size no host holds (twice its memory
+/// included) is a typed error ([`Error::HostOutOfMemory`] or [`Error::SizeOverflow`]), never a
+/// panic. With the page-locking
 /// fault armed ([`FaultSite::PinnedHostAlloc`]) an allocation either succeeds (a warned pageable
 /// fallback, a pooled block, or a backend without page-locked memory) and transfers correctly, or
 /// is a typed out-of-memory error. No device memory is left behind.
@@ -97,6 +98,14 @@ pub fn memory_host_buffers<B: Backend>(backend: &B) -> Outcome {
     for len in [1usize << 60, usize::MAX] {
         expect_error(backend.alloc_host(len), format!("alloc_host({len})"), |e| {
             matches!(e, Error::HostOutOfMemory { .. } | Error::SizeOverflow { .. })
+        })?;
+    }
+    // Twice the host's memory: an overcommitting host would promise it, and fail only when the
+    // pages are touched; the front refuses it first.
+    if let Some(total) = backend_api::host_total_memory() {
+        let len = total / 4;
+        expect_error(backend.alloc_host(len), format!("alloc_host of twice the host's {total} B"), |e| {
+            matches!(e, Error::HostOutOfMemory { .. })
         })?;
     }
     backend.tracker().fail_site(FaultSite::PinnedHostAlloc);

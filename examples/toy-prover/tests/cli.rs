@@ -93,13 +93,19 @@ fn the_built_in_backends_and_errors_are_unchanged() {
     let (o, _, stderr) = toy_prover(&["commit", "--backend", "metal"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr.contains("invalid value 'metal' for '--backend <BACKEND>'"), "{stderr}");
-    // The built-in backends this build of `prover` has compiled in (`cuda` and `wgpu` are
-    // features), then the port.
-    let built_in: Vec<&str> = ["auto", "cpu"]
-        .into_iter()
-        .chain(cfg!(feature = "cuda").then_some("cuda"))
-        .chain(cfg!(feature = "wgpu").then_some("wgpu"))
+    // The built-in backends compiled into this build (features of `prover`, unified over the
+    // workspace: `cuda` and `wgpu` are there or not), as `backends` lists them, then the port.
+    let (o, listed, listed_err) = toy_prover(&["backends"]);
+    assert!(o.status.success(), "{listed_err}");
+    let compiled: Vec<&str> = listed
+        .lines()
+        .skip_while(|l| *l != "backends:")
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter(|l| !l.contains("not compiled into this binary") && !l.contains("[port]"))
+        .filter_map(|l| l.split_whitespace().next())
         .collect();
-    let possible = format!("[possible values: {}, toy]", built_in.join(", "));
+    assert_eq!(compiled.first(), Some(&"cpu"), "{listed}");
+    let possible = format!("[possible values: auto, {}, toy]", compiled.join(", "));
     assert!(stderr.contains(&possible), "{stderr}");
 }
