@@ -207,6 +207,121 @@ __device__ __forceinline__ u64 gl_sub_lazy(u64 a, u64 b) { return gl_sub(gl_cano
 __device__ __forceinline__ u64 gl_mul_lazy(u64 a, u64 b) { return gl_mul(a, b); }
 #endif
 
+// A sum of lazy elements held in 96 bits and reduced once: the value lo + hi 2^64, `hi` a signed
+// count of 2^64 wraps (|hi| < 2^30). Adding or subtracting a u64 (or another sum) is one
+// three-instruction carry chain, where a lazy add or subtract corrects its carry at once (ten);
+// gl_acc_reduce folds `hi` back with 2^64 = 2^32 - 1 (mod p) in thirteen. Poseidon2's linear
+// layers (poseidon2.cuh) sum up to 21 terms per output this way.
+struct gl_acc {
+    u64 lo;
+    int hi;
+};
+
+__device__ __forceinline__ gl_acc gl_acc_of(u64 x) {
+    gl_acc r;
+    r.lo = x;
+    r.hi = 0;
+    return r;
+}
+
+#ifdef __CUDA_ARCH__
+__device__ __forceinline__ gl_acc gl_acc_make(u32 lo, u32 mid, int hi) {
+    gl_acc r;
+    r.lo = ((u64)mid << 32) | lo;
+    r.hi = hi;
+    return r;
+}
+
+__device__ __forceinline__ gl_acc gl_acc_add(gl_acc a, u64 b) {
+    u32 lo, mid;
+    int hi;
+    asm("add.cc.u32      %0, %3, %6;\n\t"
+        "addc.cc.u32     %1, %4, %7;\n\t"
+        "addc.s32        %2, %5, 0;"
+        : "=&r"(lo), "=&r"(mid), "=&r"(hi)
+        : "r"((u32)a.lo), "r"((u32)(a.lo >> 32)), "r"(a.hi), "r"((u32)b), "r"((u32)(b >> 32)));
+    return gl_acc_make(lo, mid, hi);
+}
+
+__device__ __forceinline__ gl_acc gl_acc_add(gl_acc a, gl_acc b) {
+    u32 lo, mid;
+    int hi;
+    asm("add.cc.u32      %0, %3, %6;\n\t"
+        "addc.cc.u32     %1, %4, %7;\n\t"
+        "addc.s32        %2, %5, %8;"
+        : "=&r"(lo), "=&r"(mid), "=&r"(hi)
+        : "r"((u32)a.lo), "r"((u32)(a.lo >> 32)), "r"(a.hi), "r"((u32)b.lo), "r"((u32)(b.lo >> 32)), "r"(b.hi));
+    return gl_acc_make(lo, mid, hi);
+}
+
+__device__ __forceinline__ gl_acc gl_acc_sub(gl_acc a, u64 b) {
+    u32 lo, mid;
+    int hi;
+    asm("sub.cc.u32      %0, %3, %6;\n\t"
+        "subc.cc.u32     %1, %4, %7;\n\t"
+        "subc.s32        %2, %5, 0;"
+        : "=&r"(lo), "=&r"(mid), "=&r"(hi)
+        : "r"((u32)a.lo), "r"((u32)(a.lo >> 32)), "r"(a.hi), "r"((u32)b), "r"((u32)(b >> 32)));
+    return gl_acc_make(lo, mid, hi);
+}
+
+// lo + hi 2^64 as a lazy u64: r = lo + m with m = hi (2^32 - 1) as a 64-bit two's complement
+// word, hi 2^32 - sext(hi) (the high word takes hi's sign); then the wrap of that add corrected
+// once: d = carry - [hi < 0] is +1 when the sum passed 2^64 (add 2^32 - 1: r < 2^63 then, no
+// second carry) and -1 when it fell below 0 (subtract it, d (2^32 - 1) formed the same way:
+// r >= 2^63 then, no second borrow). Thirteen instructions.
+__device__ __forceinline__ u64 gl_acc_reduce(gl_acc a) {
+    u32 lo, hi;
+    asm("{\n\t"
+        ".reg .b32 m0, m1, c, s, d, ds, e0, e1;\n\t"
+        "shr.s32         s, %4, 31;\n\t"
+        "sub.cc.u32      m0, 0, %4;\n\t"
+        "subc.u32        m1, %4, s;\n\t"
+        "add.cc.u32      %0, %2, m0;\n\t"
+        "addc.cc.u32     %1, %3, m1;\n\t"
+        "addc.u32        c, 0, 0;\n\t"
+        "add.s32         d, c, s;\n\t"
+        "shr.s32         ds, d, 31;\n\t"
+        "sub.cc.u32      e0, 0, d;\n\t"
+        "subc.u32        e1, d, ds;\n\t"
+        "add.cc.u32      %0, %0, e0;\n\t"
+        "addc.u32        %1, %1, e1;\n\t"
+        "}"
+        : "=&r"(lo), "=&r"(hi)
+        : "r"((u32)a.lo), "r"((u32)(a.lo >> 32)), "r"(a.hi));
+    return ((u64)hi << 32) | lo;
+}
+#else
+// The same values, written with the carries the device branch keeps in its flags.
+__device__ __forceinline__ gl_acc gl_acc_add(gl_acc a, u64 b) {
+    gl_acc r;
+    r.lo = a.lo + b;
+    r.hi = a.hi + (r.lo < b ? 1 : 0);
+    return r;
+}
+
+__device__ __forceinline__ gl_acc gl_acc_add(gl_acc a, gl_acc b) {
+    gl_acc r;
+    r.lo = a.lo + b.lo;
+    r.hi = a.hi + b.hi + (r.lo < b.lo ? 1 : 0);
+    return r;
+}
+
+__device__ __forceinline__ gl_acc gl_acc_sub(gl_acc a, u64 b) {
+    gl_acc r;
+    r.lo = a.lo - b;
+    r.hi = a.hi - (a.lo < b ? 1 : 0);
+    return r;
+}
+
+__device__ __forceinline__ u64 gl_acc_reduce(gl_acc a) {
+    const u64 m = (u64)((i64)a.hi * (i64)GL_EPS);
+    u64 r = a.lo + m;
+    const int d = (r < a.lo ? 1 : 0) - (a.hi < 0 ? 1 : 0);
+    return r + (u64)((i64)d * (i64)GL_EPS);
+}
+#endif
+
 #ifdef __CUDA_ARCH__
 // Multiplication by 2^s, 0 < s < 96 (a compile-time constant once the callers are unrolled):
 // x 2^s = P (160 bits, words P0..P4) = (P1:P0) + P2 (2^32 - 1) - P3 - P4 2^32 (mod p), using
