@@ -143,7 +143,7 @@ impl Allocator {
     pub(crate) fn memory(&self) -> (usize, usize) {
         match self.limit {
             Some(limit) => (limit, limit.saturating_sub(self.tracker.counters().live)),
-            None => host_memory().unwrap_or((0, 0)),
+            None => backend_api::host_memory().unwrap_or((0, 0)),
         }
     }
 
@@ -213,21 +213,9 @@ fn advise_huge_pages(ptr: *const u64, bytes: usize) {
     let _ = (start, end);
 }
 
-/// `(MemTotal, MemAvailable)` from `/proc/meminfo`, in bytes.
 /// The host's `MemTotal` in bytes, read once (`usize::MAX` where `/proc/meminfo` does not say).
 fn host_total() -> usize {
-    static TOTAL: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *TOTAL.get_or_init(|| host_memory().map_or(usize::MAX, |(total, _)| total))
-}
-
-fn host_memory() -> Option<(usize, usize)> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let field = |name: &str| -> Option<usize> {
-        let line = text.lines().find(|l| l.starts_with(name))?;
-        let kib: usize = line[name.len()..].trim().trim_end_matches("kB").trim().parse().ok()?;
-        kib.checked_mul(1024)
-    };
-    Some((field("MemTotal:")?, field("MemAvailable:")?))
+    backend_api::host_total_memory().unwrap_or(usize::MAX)
 }
 
 /// The first `model name` of `/proc/cpuinfo`.

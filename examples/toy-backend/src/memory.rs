@@ -86,17 +86,8 @@ pub(crate) fn zeroed(backend: &ToyBackend, len: usize) -> Result<ToyBuffer> {
 pub(crate) fn total_and_free(backend: &ToyBackend) -> (usize, usize) {
     match backend.limit {
         Some(limit) => (limit, limit.saturating_sub(backend.tracker.counters().live)),
-        None => host_memory().unwrap_or((usize::MAX, usize::MAX)),
+        None => backend_api::host_memory().unwrap_or((usize::MAX, usize::MAX)),
     }
-}
-
-fn host_memory() -> Option<(usize, usize)> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let kib = |name: &str| -> Option<usize> {
-        let value = text.lines().find_map(|l| l.strip_prefix(name))?;
-        value.trim().trim_end_matches("kB").trim().parse::<usize>().ok()?.checked_mul(1024)
-    };
-    Some((kib("MemTotal:")?, kib("MemAvailable:")?))
 }
 
 fn out_of_memory(backend: &ToyBackend, requested: usize) -> Error {
