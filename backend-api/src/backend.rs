@@ -546,7 +546,7 @@ impl<T: RawBackend> Backend for T {
     }
 
     fn alloc_host(&self, len: usize) -> Result<Self::HostBuffer> {
-        crate::validate::alloc_host(RawBackend::info(self).backend, len, host_total_memory())?;
+        crate::validate::alloc_host(|| RawBackend::info(self).backend, len, host_total_memory())?;
         // SAFETY: the check above is the raw method's contract.
         unsafe { RawBackend::alloc_host(self, len) }
     }
@@ -735,7 +735,7 @@ pub fn host_total_memory() -> Option<usize> {
 /// `backend`) for more bytes than the host has ([`host_total_memory`]), or when the allocator
 /// refuses; nothing stays allocated.
 pub fn host_vec(backend: &'static str, len: usize) -> Result<Vec<u64>> {
-    let bytes = crate::validate::alloc_host(backend, len, host_total_memory())?;
+    let bytes = crate::validate::alloc_host(|| backend, len, host_total_memory())?;
     if len == 0 {
         return Ok(Vec::new());
     }

@@ -33,17 +33,18 @@ pub fn alloc_bytes(len: usize) -> Result<usize> {
 }
 
 /// Host memory of `len` elements ([`Backend::alloc_host`](crate::Backend::alloc_host)) on a host
-/// of `host_total` bytes (`None`: unknown). Returns the bytes.
+/// of `host_total` bytes (`None`: unknown). Returns the bytes. `backend` names the backend, asked
+/// only for a refusal's error.
 ///
 /// # Errors
 /// [`Error::SizeOverflow`] when `len * 8` overflows `usize`; [`Error::HostOutOfMemory`] (named
 /// after `backend`) for more bytes than the host has: an overcommitting host would promise them,
 /// and fail only when the pages are touched.
-pub fn alloc_host(backend: &'static str, len: usize, host_total: Option<usize>) -> Result<usize> {
+pub fn alloc_host(backend: impl FnOnce() -> &'static str, len: usize, host_total: Option<usize>) -> Result<usize> {
     let bytes = alloc_bytes(len)?;
     match host_total {
         Some(total) if bytes > total => Err(Error::HostOutOfMemory {
-            backend,
+            backend: backend(),
             requested: bytes,
             available: Some(total),
             reason: format!("more than the host's {total} B of memory"),
@@ -433,13 +434,13 @@ fn range(what: &'static str, start: usize, len: usize, buf_len: usize) -> Result
 mod tests {
     #[test]
     fn host_memory_is_refused_past_the_host_and_counted_in_bytes() {
-        assert_eq!(alloc_host("t", 128, Some(1024)).unwrap(), 1024, "exactly the host's memory");
+        assert_eq!(alloc_host(|| "t", 128, Some(1024)).unwrap(), 1024, "exactly the host's memory");
         assert!(matches!(
-            alloc_host("t", 129, Some(1024)),
+            alloc_host(|| "t", 129, Some(1024)),
             Err(Error::HostOutOfMemory { backend: "t", requested: 1032, available: Some(1024), .. })
         ));
-        assert_eq!(alloc_host("t", 1 << 40, None).unwrap(), 1 << 43, "an unknown host refuses nothing");
-        assert!(matches!(alloc_host("t", usize::MAX, None), Err(Error::SizeOverflow { .. })));
+        assert_eq!(alloc_host(|| "t", 1 << 40, None).unwrap(), 1 << 43, "an unknown host refuses nothing");
+        assert!(matches!(alloc_host(|| "t", usize::MAX, None), Err(Error::SizeOverflow { .. })));
     }
 
     #[test]

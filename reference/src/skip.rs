@@ -48,7 +48,14 @@ pub fn skip_if_allowed(required: bool, what: &str, reason: impl Display, require
     if required {
         panic!("{what}: {require_env}=1 but it cannot run here: {reason}");
     }
-    let line = format!("SKIPPED {what}: {reason} (set {require_env}=1 to make this a failure)");
+    announce(format_args!("{what}: {reason} (set {require_env}=1 to make this a failure)"));
+}
+
+/// Prints `SKIPPED <what>` straight to the process's stderr (past the test harness's capture, so a
+/// plain `cargo test` shows it) and on stdout (for logs that keep it): the line of every skip,
+/// also of a check that passes without running (an optional operation a backend lacks).
+pub fn announce(what: std::fmt::Arguments<'_>) {
+    let line = format!("SKIPPED {what}");
     let _ = writeln!(std::io::stderr(), "{line}");
     println!("{line}");
 }

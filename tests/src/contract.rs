@@ -24,7 +24,9 @@ pub fn raw_calls_outside_the_contract_stop<B: RawBackend>(
     make: &dyn Fn() -> backend_api::Result<B>,
 ) -> Outcome {
     if !cfg!(debug_assertions) {
-        crate::skipped_line(format_args!("raw_calls_outside_the_contract_stop: a build without debug assertions"));
+        crate::reference::skip::announce(format_args!(
+            "raw_calls_outside_the_contract_stop: a build without debug assertions"
+        ));
         return Ok(());
     }
     let other = make().ctx("a second instance")?;

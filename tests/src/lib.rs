@@ -358,15 +358,6 @@ pub fn require_optional(variable: Option<&str>) {
     *OPTIONAL_REQUIRED.lock().unwrap_or_else(|p| p.into_inner()) = variable.map(str::to_owned);
 }
 
-/// Prints `SKIPPED <what>` where a plain `cargo test` shows it: straight to the process's stderr,
-/// past the test harness's capture, and on stdout for logs that keep it.
-pub(crate) fn skipped_line(what: std::fmt::Arguments<'_>) {
-    use std::io::Write as _;
-    let line = format!("SKIPPED {what}");
-    let _ = writeln!(std::io::stderr(), "{line}");
-    println!("{line}");
-}
-
 /// The outcome of a check whose backend answered [`Error::Unsupported`] for an optional
 /// operation: a visible `SKIPPED` line and a pass, or a failure under [`require_optional`].
 pub(crate) fn unsupported<B: Backend>(backend: &B, check: &str, e: &Error) -> Outcome {
@@ -376,7 +367,7 @@ pub(crate) fn unsupported<B: Backend>(backend: &B, check: &str, e: &Error) -> Ou
              it skip)"
         ))),
         None => {
-            skipped_line(format_args!("{}::{check}: {e}", backend.info().backend));
+            reference::skip::announce(format_args!("{}::{check}: {e}", backend.info().backend));
             Ok(())
         }
     }

@@ -192,7 +192,7 @@ pub fn memory_free_memory_is_allocatable<B: Backend>(backend: &B) -> Outcome {
     backend.synchronize().ctx("synchronize")?;
     let info = backend.info();
     if info.total_memory == 0 || info.free_memory > FILL_LIMIT || info.free_memory < 1 << 16 {
-        crate::skipped_line(format_args!(
+        crate::reference::skip::announce(format_args!(
             "{}::{check}: {} B free of {} B reported (the check fills the device: it runs where between \
              64 KiB and {FILL_LIMIT} B are free, as under a simulated memory limit)",
             info.backend, info.free_memory, info.total_memory
