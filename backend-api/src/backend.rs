@@ -429,6 +429,30 @@ pub trait Backend: Send + Sync + sealed::Sealed {
         out: &mut Self::Buffer,
     ) -> Result<()>;
 
+    /// The quotient of a STARK's constraints over the row-major `shape` LDE `lde`, into `out`
+    /// (CONVENTIONS.md, "Quotient values"): at each of the `q` points `x_i = shift * v^i` of
+    /// `call.domain`, the program runs over row `i * (rows / q)` of `lde` (its current row) and the
+    /// row `q / n` points later, cyclically (its next row), with the trace domain's selectors at
+    /// `x_i`; its folded constraints, `acc = sum_j alpha_powers[j] * c_j` in `d` coordinates, times
+    /// `1 / (x_i^n - 1)` are `out[i * d .. (i + 1) * d]`. Inputs may be non-canonical; every output
+    /// is canonical. This is a STARK prover's quotient step over the trace's LDE where it already
+    /// lies: only the program, its values and the challenge powers go up. Issues the work; the
+    /// output is ready for the backend's next operation (a download waits for it).
+    ///
+    /// Optional, as [`Backend::row_dot_products`]: the caller then evaluates on the host.
+    ///
+    /// # Errors
+    /// [`Error::ForeignBuffer`]; the refusals of [`crate::validate::quotient_values`], before
+    /// anything is issued; [`Error::Unsupported`]; out of memory for the program or the powers; a
+    /// device error from this or earlier work.
+    fn quotient_values(
+        &self,
+        lde: &Self::Buffer,
+        shape: MatrixShape,
+        call: &crate::QuotientCall<'_>,
+        out: &mut Self::Buffer,
+    ) -> Result<()>;
+
     /// Makes ready, ahead of a commit, what its first calls would otherwise pay for
     /// ([`RawBackend::prepare`]), telling `step` one line per step done, for a trace log.
     ///
@@ -686,6 +710,18 @@ impl<T: RawBackend> Backend for T {
         crate::contract::fri_fold(self, input, beta.len(), addend.map(|(b, g)| (b, g.len())), out)?;
         // SAFETY: the check above is the raw method's contract.
         unsafe { RawBackend::fri_fold(self, input, beta, addend, out) }
+    }
+
+    fn quotient_values(
+        &self,
+        lde: &Self::Buffer,
+        shape: MatrixShape,
+        call: &crate::QuotientCall<'_>,
+        out: &mut Self::Buffer,
+    ) -> Result<()> {
+        crate::contract::quotient_values(self, lde, shape, call, out)?;
+        // SAFETY: the check above is the raw method's contract.
+        unsafe { RawBackend::quotient_values(self, lde, shape, call, out) }
     }
 
     fn prepare(&self, prep: &Preparation, step: &mut dyn FnMut(&str)) -> Result<()> {

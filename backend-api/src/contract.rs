@@ -13,6 +13,7 @@ use crate::backend::{DeviceBuffer, LeafJob};
 use crate::copy::{BatchTarget, validate_batch};
 use crate::error::Result;
 use crate::port::RawBackend;
+use crate::quotient::QuotientCall;
 use crate::shape::{CopyRange, LdeParams, LeafSpec, MatrixShape, RowStride, TreeShape};
 use crate::validate;
 
@@ -261,4 +262,20 @@ pub fn fri_fold<B: RawBackend + ?Sized>(
         owned(backend, buf, "fri_fold addend")?;
     }
     validate::fri_fold(input.len(), beta_len, addend.map(|(b, g)| (b.len(), g)), out.len()).map(drop)
+}
+
+/// [`RawBackend::quotient_values`].
+///
+/// # Errors
+/// The front's refusals of the call.
+pub fn quotient_values<B: RawBackend + ?Sized>(
+    backend: &B,
+    lde: &B::Buffer,
+    shape: MatrixShape,
+    call: &QuotientCall<'_>,
+    out: &B::Buffer,
+) -> Result<()> {
+    owned(backend, lde, "quotient_values LDE")?;
+    owned(backend, out, "quotient_values output")?;
+    validate::quotient_values(shape, lde.len(), call, out.len()).map(drop)
 }

@@ -4,8 +4,9 @@
 //!   (freed on drop) and exposes the kernel families of a STARK commit: in-place transpose,
 //!   batched copy and bit-reversed rows ([`Backend::bit_reversed_rows`]), leaf hashing, Merkle
 //!   tree, coset LDE; and, optionally, the opening products a PCS's openings run over the
-//!   committed LDE ([`Backend::row_dot_products`], [`Backend::column_dot_products`]) and FRI's
-//!   fold ([`Backend::fri_fold`]). Pipelines are generic over it.
+//!   committed LDE ([`Backend::row_dot_products`], [`Backend::column_dot_products`]), FRI's
+//!   fold ([`Backend::fri_fold`]) and a STARK's quotient from its constraints compiled into a
+//!   [`ConstraintProgram`] ([`Backend::quotient_values`]). Pipelines are generic over it.
 //! - **A checked front, an unchecked port.** A port implements [`RawBackend`]; every
 //!   `RawBackend` is a [`Backend`] through one sealed blanket implementation whose methods
 //!   validate every argument ([`validate`]: shapes against buffers, ranges, overflow, and that
@@ -33,6 +34,7 @@ pub mod field;
 pub mod plan;
 mod port;
 mod prepare;
+pub mod quotient;
 mod shape;
 pub mod validate;
 
@@ -47,6 +49,7 @@ pub use port::{
     HOST_LEAF_CHUNK_BYTES, RawBackend, hash_leaves_in_chunks, host_leaf_chunk_rows, leaves_then_transpose_in_turn,
 };
 pub use prepare::{Preparation, TransferFloor, file_safe_key};
+pub use quotient::{ConstraintProgram, Instr, QuotientCall, QuotientDomain, Selector};
 pub use shape::{
     CopyRange, DIGEST_BYTES, DIGEST_WORDS, ELEM_BYTES, HashKind, LdeParams, LeafLayout, LeafSpec, MAX_DOT_VECTORS,
     MAX_EXTENSION_DEGREE, MAX_LOG_DOMAIN, MatrixShape, RowStride, TreeShape,

@@ -462,6 +462,34 @@ pub trait RawBackend: Send + Sync {
         Err(crate::Error::Unsupported { backend: self.info().backend, op: "fri_fold" })
     }
 
+    /// [`Backend::quotient_values`]: `lde` holds exactly `shape`, a power of two of at least
+    /// `call.domain`'s points and at least the program's columns; `call` gives the program's
+    /// values and `d` words of challenge power per constraint (1 <= d <=
+    /// [`crate::MAX_EXTENSION_DEGREE`]); `out` holds `d` words per point
+    /// ([`crate::validate::quotient_values`]). `lde` and `out` are distinct buffers.
+    ///
+    /// The default answers [`crate::Error::Unsupported`], as for [`RawBackend::row_dot_products`]:
+    /// the caller (the Plonky3 adapter's prover) then evaluates the quotient on the host.
+    ///
+    /// # Safety
+    /// The preconditions above and the trait's entry conditions (every buffer argument belongs to
+    /// this instance) hold. The checked front establishes them before it calls this; a port that
+    /// calls it itself establishes them too.
+    ///
+    /// # Errors
+    /// Out of memory for the program or the challenge powers; a device error from this or earlier
+    /// work.
+    unsafe fn quotient_values(
+        &self,
+        lde: &Self::Buffer,
+        shape: MatrixShape,
+        call: &crate::QuotientCall<'_>,
+        out: &mut Self::Buffer,
+    ) -> Result<()> {
+        let _ = (lde, shape, call, out);
+        Err(crate::Error::Unsupported { backend: self.info().backend, op: "quotient_values" })
+    }
+
     /// Makes ready what the commit `prep` describes would otherwise pay for in its first calls
     /// (kernels compiled or loaded, staging page-locked, a pool grown, host tables built), and
     /// tells `step` one line per step as it is done, for a trace log. The CLI runs it on a thread

@@ -305,6 +305,33 @@ pub fn column_dot_products(
     Ok(k)
 }
 
+/// A quotient evaluation ([`Backend::quotient_values`](crate::Backend::quotient_values)) reading
+/// the row-major `lde` matrix of `lde_len` elements into an output of `out_len`: the LDE holds its
+/// shape, a power of two of at least the domain's points, and at least the columns the program
+/// reads; the call gives at least the values the program reads and `d` words per constraint of challenge
+/// powers (`d` from 1 to [`MAX_EXTENSION_DEGREE`]); the output holds `d` words per point. Returns
+/// `d`.
+///
+/// # Errors
+/// [`Error::LengthMismatch`] for the LDE, the values or the output; [`Error::InvalidArgument`] for
+/// an LDE of the wrong height or too few columns, or challenge powers of no degree.
+pub fn quotient_values(
+    lde: MatrixShape,
+    lde_len: usize,
+    call: &crate::quotient::QuotientCall<'_>,
+    out_len: usize,
+) -> Result<usize> {
+    crate::quotient::check_call(
+        lde,
+        lde_len,
+        call.program,
+        &call.domain,
+        call.values.len(),
+        call.alpha_powers.len(),
+        out_len,
+    )
+}
+
 /// An arity-2 FRI fold of `input_len` elements into `out_len` with a challenge of `beta_len`
 /// elements and, where given, an addend of `(addend_len, gamma_len)` elements
 /// ([`Backend::fri_fold`](crate::Backend::fri_fold)). Returns the extension degree `d`

@@ -42,6 +42,7 @@ mod memory;
 mod merkle;
 mod open;
 mod poseidon2;
+mod quotient;
 mod transpose;
 
 use std::ops::Range;
@@ -212,6 +213,17 @@ impl backend_api::RawBackend for CpuBackend {
         out: &mut CpuBuffer,
     ) -> Result<()> {
         open::fri_fold(input.as_slice(), beta, addend.map(|(v, gamma)| (v.as_slice(), gamma)), out.as_mut_slice());
+        Ok(())
+    }
+
+    unsafe fn quotient_values(
+        &self,
+        lde: &CpuBuffer,
+        shape: MatrixShape,
+        call: &backend_api::QuotientCall<'_>,
+        out: &mut CpuBuffer,
+    ) -> Result<()> {
+        quotient::quotient_values(lde.as_slice(), shape, call, out.as_mut_slice());
         Ok(())
     }
 

@@ -346,6 +346,72 @@ pub fn fri_fold(input: &[u64], beta: &[u64], addend: Option<(&[u64], &[u64])>) -
     out
 }
 
+/// `a - b mod p` through `u128`.
+pub fn sub(a: u64, b: u64) -> u64 {
+    add(a, P - canon(b))
+}
+
+/// A STARK quotient from its definition (CONVENTIONS.md, "Quotient values"), one point at a
+/// time: the program's instructions over the row-major LDE `lde` of `cols` columns at the points
+/// `x_i = shift * v^i` of `domain`, each selector from its formula with one inversion, every
+/// step in `u128 % p`. Returns `d` words per point, `d = alpha_powers.len() / constraints`.
+pub fn quotient_values(
+    lde: &[u64],
+    cols: usize,
+    program: &backend_api::ConstraintProgram,
+    domain: backend_api::QuotientDomain,
+    values: &[u64],
+    alpha_powers: &[u64],
+) -> Vec<u64> {
+    use backend_api::{Instr, Selector};
+    let q = 1usize << domain.log_quotient_rows();
+    let n = 1usize << domain.log_trace_rows();
+    let rows = lde.len() / cols;
+    let (stride, next) = (rows / q, q / n);
+    let d = alpha_powers.len() / program.constraints();
+    let v = root_of_unity(q);
+    let w_inv = inv(root_of_unity(n));
+    let mut out = Vec::with_capacity(q * d);
+    let mut regs = vec![0u64; program.registers()];
+    for i in 0..q {
+        let x = mul(domain.shift(), pow(v, i as u64));
+        let z_h = sub(pow(x, n as u64), 1);
+        let selector = |which: Selector| match which {
+            Selector::FirstRow => mul(z_h, inv(sub(x, 1))),
+            Selector::LastRow => mul(z_h, inv(sub(x, w_inv))),
+            Selector::Transition => sub(x, w_inv),
+        };
+        let row = |next_row: bool| {
+            let r = if next_row { (i + next) % q } else { i };
+            &lde[r * stride * cols..(r * stride + 1) * cols]
+        };
+        let mut acc = vec![0u64; d];
+        for instr in program.instrs() {
+            let r = |k: u32| regs[k as usize];
+            let (dst, value) = match instr {
+                Instr::Column { dst, col, next } => (dst, canon(row(next)[col as usize])),
+                Instr::Value { dst, index } => (dst, canon(values[index as usize])),
+                Instr::Selector { dst, which } => (dst, selector(which)),
+                Instr::Add { dst, a, b } => (dst, add(r(a), r(b))),
+                Instr::Sub { dst, a, b } => (dst, sub(r(a), r(b))),
+                Instr::Mul { dst, a, b } => (dst, mul(r(a), r(b))),
+                Instr::Neg { dst, a } => (dst, sub(0, r(a))),
+                Instr::Fold { src, constraint } => {
+                    let power = &alpha_powers[constraint as usize * d..(constraint as usize + 1) * d];
+                    for (a, &p) in acc.iter_mut().zip(power) {
+                        *a = add(*a, mul(p, r(src)));
+                    }
+                    continue;
+                }
+            };
+            regs[dst as usize] = value;
+        }
+        let inv_z_h = inv(z_h);
+        out.extend(acc.into_iter().map(|a| mul(a, inv_z_h)));
+    }
+    out
+}
+
 /// Applies a batch of copies one element at a time, reading every source before writing (the
 /// batch is independent, so order does not matter).
 pub fn apply_copies(src: &[u64], dst: &mut [u64], copies: &[CopyRange]) {

@@ -58,6 +58,7 @@ pub mod memory;
 pub mod merkle;
 pub mod open;
 pub mod parity;
+pub mod quotient;
 pub use naive_reference as reference;
 pub mod reliability;
 pub mod transpose;
@@ -349,7 +350,8 @@ pub fn run_check<B: Backend>(
 static OPTIONAL_REQUIRED: Mutex<Option<String>> = Mutex::new(None);
 
 /// Whether the checks run after this call require every optional operation
-/// ([`Backend::row_dot_products`], [`Backend::column_dot_products`], [`Backend::fri_fold`]):
+/// ([`Backend::row_dot_products`], [`Backend::column_dot_products`], [`Backend::fri_fold`],
+/// [`Backend::quotient_values`]):
 /// with `Some(variable)`, a backend that answers [`Error::Unsupported`] fails the check that asked
 /// (the failure names `<variable>=all`); with `None`, the check prints `SKIPPED` and passes. The
 /// tests [`conformance_suite!`] generates set it from their variable (`REQUIRE_<PORT>=all`); a
@@ -485,6 +487,9 @@ macro_rules! __conformance_checks {
             open::dot_products_errors,
             open::fri_fold_random,
             open::fri_fold_errors,
+            quotient::quotient_values_random,
+            quotient::quotient_values_selectors,
+            quotient::quotient_values_errors,
             memory::memory_upload_download,
             memory::memory_host_buffers,
             memory::memory_size_overflow,

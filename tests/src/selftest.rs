@@ -108,6 +108,11 @@ pub enum Bug {
     FreeBeforeRelease,
     /// Answers [`backend_api::Error::Unsupported`] for every optional operation.
     NoOptional,
+    /// `quotient_values` reads the next row as the adjacent quotient row, not `q / n` rows on.
+    QuotientNextAdjacent,
+    /// `quotient_values` divides the first-row selector by the trace length (the normalised
+    /// Lagrange basis polynomial, not Plonky3's).
+    QuotientNormalisedFirstRow,
 }
 
 /// A simulated device of [`QueuedFrees::CAPACITY`] bytes whose frees run in queue order: a
@@ -539,6 +544,69 @@ impl backend_api::RawBackend for HostBackend {
         Ok(())
     }
 
+    unsafe fn quotient_values(
+        &self,
+        lde: &HostBuffer,
+        shape: MatrixShape,
+        call: &backend_api::QuotientCall<'_>,
+        out: &mut HostBuffer,
+    ) -> Result<()> {
+        use backend_api::quotient::{Instr, Selector};
+        self.optional("quotient_values")?;
+        self.check(|| validate::quotient_values(shape, lde.data.len(), call, out.data.len()).map(drop))?;
+        let (domain, d, cols) = (call.domain, call.degree(), shape.cols());
+        let q = domain.quotient_rows();
+        let n = 1u64 << domain.log_trace_rows();
+        let stride = shape.rows() / q;
+        let next = if self.bug == Bug::QuotientNextAdjacent { 1 } else { domain.next_step() };
+        let v = field::root_of_unity(domain.log_quotient_rows());
+        let w_inv = field::inverse(field::root_of_unity(domain.log_trace_rows()));
+        let mut regs = vec![0u64; call.program.registers()];
+        for i in 0..q {
+            let x = field::mul(domain.shift(), field::pow(v, i as u64));
+            let z_h = field::sub(field::pow(x, n), 1);
+            let mut acc = vec![0u64; d];
+            for instr in call.program.instrs() {
+                let value = match instr {
+                    Instr::Column { col, next: is_next, .. } => {
+                        let r = if is_next { (i + next) % q } else { i };
+                        field::canonical(lde.data[r * stride * cols + col as usize])
+                    }
+                    Instr::Value { index, .. } => field::canonical(call.values[index as usize]),
+                    Instr::Selector { which: Selector::FirstRow, .. } => {
+                        let first = field::mul(z_h, field::inverse(field::sub(x, 1)));
+                        if self.bug == Bug::QuotientNormalisedFirstRow {
+                            field::mul(first, field::inverse(n))
+                        } else {
+                            first
+                        }
+                    }
+                    Instr::Selector { which: Selector::LastRow, .. } => {
+                        field::mul(z_h, field::inverse(field::sub(x, w_inv)))
+                    }
+                    Instr::Selector { which: Selector::Transition, .. } => field::sub(x, w_inv),
+                    Instr::Add { a, b, .. } => field::add(regs[a as usize], regs[b as usize]),
+                    Instr::Sub { a, b, .. } => field::sub(regs[a as usize], regs[b as usize]),
+                    Instr::Mul { a, b, .. } => field::mul(regs[a as usize], regs[b as usize]),
+                    Instr::Neg { a, .. } => field::sub(0, regs[a as usize]),
+                    Instr::Fold { src, constraint } => {
+                        let power = &call.alpha_powers[constraint as usize * d..][..d];
+                        for (acc, &p) in acc.iter_mut().zip(power) {
+                            *acc = field::add(*acc, field::mul(p, regs[src as usize]));
+                        }
+                        continue;
+                    }
+                };
+                regs[instr.dst().expect("every other instruction writes") as usize] = value;
+            }
+            let inv_z_h = field::inverse(z_h);
+            for (o, a) in out.data[i * d..(i + 1) * d].iter_mut().zip(acc) {
+                *o = field::mul(a, inv_z_h);
+            }
+        }
+        Ok(())
+    }
+
     unsafe fn fri_fold(
         &self,
         input: &HostBuffer,
@@ -770,6 +838,8 @@ const CAUGHT_BY: &[(Bug, &[&str])] = &[
     (Bug::FoldAddendUnscaled, &["fri_fold_random"]),
     (Bug::RowsNaturalOrder, &["bit_reversed_rows_random"]),
     (Bug::RowsReversedWithinRange, &["bit_reversed_rows_random"]),
+    (Bug::QuotientNextAdjacent, &["quotient_values_random", "quotient_values_selectors"]),
+    (Bug::QuotientNormalisedFirstRow, &["quotient_values_random", "quotient_values_selectors"]),
 ];
 
 /// Port bugs that the checked front makes harmless: a port that validates nothing, skips copy-batch
@@ -788,6 +858,7 @@ const MADE_HARMLESS_BY_THE_FRONT: &[(Bug, &[&str])] = &[
             "coset_lde_errors",
             "dot_products_errors",
             "fri_fold_errors",
+            "quotient_values_errors",
             "bit_reversed_rows_errors",
             "memory_upload_download",
             "memory_size_overflow",
@@ -935,8 +1006,14 @@ fn free_memory_that_counts_queued_frees_as_free_is_caught() {
 #[test]
 fn a_missing_optional_operation_fails_only_where_all_are_required() {
     let b = HostBackend::new(Bug::NoOptional);
-    let optional =
-        ["row_dot_products_random", "column_dot_products_random", "dot_products_large_sums", "fri_fold_random"];
+    let optional = [
+        "row_dot_products_random",
+        "column_dot_products_random",
+        "dot_products_large_sums",
+        "fri_fold_random",
+        "quotient_values_random",
+        "quotient_values_selectors",
+    ];
     for name in optional {
         outcome(Bug::NoOptional, name).unwrap_or_else(|f| panic!("{name} must skip an unsupported operation: {f}"));
     }
