@@ -65,6 +65,7 @@ mod merkle;
 mod module;
 mod open;
 mod options;
+mod quotient;
 mod staging;
 mod transpose;
 
@@ -575,6 +576,17 @@ impl backend_api::RawBackend for CudaBackend {
             // SAFETY: this method's contract is that function's.
             None => unsafe { backend_api::leaves_then_transpose_in_turn(self, buf, shape, jobs, scratch_cap) },
         }
+    }
+
+    unsafe fn quotient_values(
+        &self,
+        lde: &CudaBuffer,
+        shape: MatrixShape,
+        call: &backend_api::QuotientCall<'_>,
+        out: &mut CudaBuffer,
+    ) -> Result<()> {
+        contract::debug_assert_holds("cuda quotient_values", || contract::quotient_values(self, lde, shape, call, out));
+        quotient::quotient_values(&self.device, lde, shape, call, out)
     }
 
     unsafe fn fri_fold(

@@ -48,6 +48,8 @@ pub(crate) enum Source {
     Lde,
     /// `open.cu`: the opening products.
     Open,
+    /// `quotient.cu`: the constraint program's interpreter.
+    Quotient,
     /// `field_selftest.cu` (unit tests only, not a kernel file of the shaders crate): the device's
     /// field arithmetic in one test kernel.
     #[cfg(test)]
@@ -57,8 +59,8 @@ pub(crate) enum Source {
 impl Source {
     /// Every kernel file of the shaders crate.
     #[cfg_attr(not(test), allow(dead_code))]
-    pub(crate) const ALL: [Source; 6] =
-        [Source::Transpose, Source::Copy, Source::Hash, Source::Merkle, Source::Lde, Source::Open];
+    pub(crate) const ALL: [Source; 7] =
+        [Source::Transpose, Source::Copy, Source::Hash, Source::Merkle, Source::Lde, Source::Open, Source::Quotient];
 
     /// The file name and its text.
     pub(crate) fn file(self) -> (&'static str, &'static str) {
@@ -70,6 +72,7 @@ impl Source {
             Source::Merkle => ("merkle.cu", cuda::MERKLE),
             Source::Lde => ("lde.cu", cuda::LDE),
             Source::Open => ("open.cu", cuda::OPEN),
+            Source::Quotient => ("quotient.cu", cuda::QUOTIENT),
             #[cfg(test)]
             Source::FieldSelfTest => ("field_selftest.cu", include_str!("tests/field_selftest.cu")),
         }

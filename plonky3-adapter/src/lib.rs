@@ -187,6 +187,8 @@ mod fri;
 mod mmcs;
 mod open;
 mod pcs;
+mod prove;
+pub mod quotient;
 mod reclaim;
 
 pub use device::{DefaultDevice, register_default, unregister_default};
@@ -195,3 +197,5 @@ pub use digest::{Digest, Keccak256, KeccakMerkleMmcs, MmcsHash, Poseidon2, Posei
 pub use fri::BackendExtensionMmcs;
 pub use mmcs::{BackendMmcs, BackendProverData, MmcsStats};
 pub use pcs::{BackendPcs, InnerPcs, OnRefusal, PcsError, PcsStats, free_kept_host_matrices, fused_commit_model};
+pub use prove::{DeviceQuotientPcs, prove};
+pub use quotient::{CompiledAir, Uncompiled};

@@ -56,6 +56,13 @@ pub struct PcsStats {
     /// has no fold, or a device error (counted in `device_errors` too) moved that round and the
     /// rest of its proof to the host.
     pub host_fri_rounds: usize,
+    /// Quotients [`crate::prove`] evaluated on the device, over the LDE the trace's fused commit
+    /// kept there ([`Backend::quotient_values`]).
+    pub device_quotients: usize,
+    /// Quotients [`crate::prove`] evaluated with Plonky3's host code (the AIR's constraints were
+    /// not compiled, the trace's LDE was not on the device, or the device failed; one warning
+    /// says which).
+    pub host_quotients: usize,
 }
 
 impl PcsStats {
@@ -69,6 +76,8 @@ impl PcsStats {
         admission_refusals: 0,
         device_fri_rounds: 0,
         host_fri_rounds: 0,
+        device_quotients: 0,
+        host_quotients: 0,
     };
 }
 
@@ -127,6 +136,8 @@ pub(crate) struct Counters {
     admission_refusals: AtomicUsize,
     pub(crate) device_fri_rounds: AtomicUsize,
     pub(crate) host_fri_rounds: AtomicUsize,
+    pub(crate) device_quotients: AtomicUsize,
+    pub(crate) host_quotients: AtomicUsize,
 }
 
 /// Plonky3's `TwoAdicFriPcs` over Goldilocks with [`BackendDft`] and [`BackendMmcs`] on one
@@ -322,7 +333,36 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
             admission_refusals: c.admission_refusals.load(Ordering::Relaxed),
             device_fri_rounds: c.device_fri_rounds.load(Ordering::Relaxed),
             host_fri_rounds: c.host_fri_rounds.load(Ordering::Relaxed),
+            device_quotients: c.device_quotients.load(Ordering::Relaxed),
+            host_quotients: c.host_quotients.load(Ordering::Relaxed),
         }
+    }
+
+    /// Why a trace commit's prover data holds no device LDE, in words naming the fix (for
+    /// [`crate::prove`]'s warning).
+    pub(crate) fn why_no_device_lde<M>(&self, trace: &crate::mmcs::BackendProverData<B, M, H>) -> String {
+        let same_backend = self.dft.backend().is_ok_and(|b| Arc::ptr_eq(&b, self.mmcs.backend()));
+        if !same_backend {
+            return "the trace's LDE is not on the device: the DFT and the MMCS hold different backend instances, \
+                    so commits never fuse (build both from one Arc<Backend>)"
+                .into();
+        }
+        if !trace.is_on_device() {
+            return "the trace's LDE is not on the device: its commit fell back to the host (see the earlier warning)"
+                .into();
+        }
+        if !self.device_openings {
+            return "the trace's LDE is not kept on the device: BackendPcs::with_device_openings(false)".into();
+        }
+        if self.products.get() == Some(&false) {
+            return "the trace's LDE is not kept on the device: the backend has no opening products".into();
+        }
+        format!(
+            "the trace's commit did not fuse on the device: the DFT keeps LDEs under {} elements on the host \
+             (BackendDft::default()'s measured threshold; BackendDft::new(backend) or with_min_backend_elems(0) \
+             fuses every commit)",
+            self.dft.min_backend_elems()
+        )
     }
 
     /// Whether `backend` implements the opening products ([`Backend::row_dot_products`]): asked

@@ -85,6 +85,8 @@ fn same_as_stock<B: Backend + 'static>(
         admission_refusals: after.admission_refusals - before.admission_refusals,
         device_fri_rounds: after.device_fri_rounds - before.device_fri_rounds,
         host_fri_rounds: after.host_fri_rounds - before.host_fri_rounds,
+        device_quotients: after.device_quotients - before.device_quotients,
+        host_quotients: after.host_quotients - before.host_quotients,
     }
 }
 

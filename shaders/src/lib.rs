@@ -27,6 +27,8 @@ pub mod cuda {
     /// The opening products: row dot products (a warp per row) and column dot products (partial
     /// sums per row chunk, then one sum per output).
     pub const OPEN: &str = include_str!("../cuda/open.cu");
+    /// The quotient of a constraint program: a thread per point interpreting the program.
+    pub const QUOTIENT: &str = include_str!("../cuda/quotient.cu");
 
     /// The headers every kernel file may `#include`, as (include name, text), for NVRTC.
     pub const HEADERS: &[(&str, &str)] = &[
@@ -43,6 +45,7 @@ pub mod cuda {
         ("merkle.cu", MERKLE),
         ("lde.cu", LDE),
         ("open.cu", OPEN),
+        ("quotient.cu", QUOTIENT),
     ];
 }
 

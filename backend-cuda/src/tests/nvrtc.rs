@@ -91,6 +91,7 @@ fn kernels_named_by_the_host_code_exist() {
             ],
         ),
         (Source::Open, &["row_dot_products", "column_dot_partial", "column_dot_finish", "fri_fold"]),
+        (Source::Quotient, &["quotient_values"]),
     ];
     for (source, kernels) in names {
         let (ptx, _) = module::compile(*source, "compute_90").unwrap();

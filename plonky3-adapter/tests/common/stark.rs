@@ -279,7 +279,53 @@ where
     p3_uni_stark::Proof<V>: serde::de::DeserializeOwned,
 {
     let proof = p3_uni_stark::prove(config, air, trace, public).expect("proving succeeds");
-    let bytes = postcard::to_allocvec(&proof).expect("the proof serializes");
+    check_against(&proof, stock, air, public)
+}
+
+/// [`prove_checked_against`] through [`plonky3_adapter::prove`], the quotient on the device where
+/// the PCS holds the trace's LDE there.
+pub fn device_prove_checked_against<SC, V, A>(
+    config: &SC,
+    stock: &V,
+    air: &A,
+    trace: RowMajorMatrix<Val>,
+    public: &[Val],
+) -> Vec<u8>
+where
+    SC: StarkGenericConfig<Challenge = Challenge>,
+    SC::Pcs: plonky3_adapter::DeviceQuotientPcs<Challenge, SC::Challenger>,
+    SC::Challenger: p3_challenger::GrindingChallenger<Witness = Val>,
+    V: StarkGenericConfig<
+            Pcs: p3_commit::Pcs<Challenge, V::Challenger, Domain = TwoAdicMultiplicativeCoset<Val>>,
+            Challenge = Challenge,
+        >,
+    V::Challenger: p3_challenger::GrindingChallenger<Witness = Val>,
+    A: p3_uni_stark::QuotientAir<SC>
+        + for<'a> Air<p3_air::DebugConstraintBuilder<'a, Val>>
+        + Air<p3_uni_stark::SymbolicAirBuilder<Val>>
+        + for<'a> Air<p3_uni_stark::VerifierConstraintFolder<'a, V>>,
+    p3_uni_stark::Proof<SC>: serde::Serialize,
+    p3_uni_stark::Proof<V>: serde::de::DeserializeOwned,
+{
+    let proof = plonky3_adapter::prove(config, air, trace, public).expect("proving succeeds");
+    check_against(&proof, stock, air, public)
+}
+
+/// The proof's bytes, after checking that the stock verifier of `stock` accepts the proof
+/// deserialized from them and refuses them with one bit flipped in the middle.
+fn check_against<SC, V, A>(proof: &p3_uni_stark::Proof<SC>, stock: &V, air: &A, public: &[Val]) -> Vec<u8>
+where
+    SC: StarkGenericConfig,
+    V: StarkGenericConfig<
+            Pcs: p3_commit::Pcs<Challenge, V::Challenger, Domain = TwoAdicMultiplicativeCoset<Val>>,
+            Challenge = Challenge,
+        >,
+    V::Challenger: p3_challenger::GrindingChallenger<Witness = Val>,
+    A: Air<p3_uni_stark::SymbolicAirBuilder<Val>> + for<'a> Air<p3_uni_stark::VerifierConstraintFolder<'a, V>>,
+    p3_uni_stark::Proof<SC>: serde::Serialize,
+    p3_uni_stark::Proof<V>: serde::de::DeserializeOwned,
+{
+    let bytes = postcard::to_allocvec(proof).expect("the proof serializes");
     let stock_proof: p3_uni_stark::Proof<V> =
         postcard::from_bytes(&bytes).expect("the proof deserializes as a stock proof");
     p3_uni_stark::verify(stock, air, &stock_proof, public).expect("the stock verifier accepts the proof");
@@ -365,4 +411,33 @@ pub fn bench_backend<B: plonky3_adapter::DefaultDevice>(name: &str) -> Option<(B
             None
         }
     }
+}
+
+/// Plonky3's Poseidon2 AIR over Goldilocks: width 8, S-box degree 7 with one register per S-box
+/// (constraint degree 3), 4 + 4 full and 22 partial rounds: the permutation Goldilocks Poseidon2
+/// hashes with.
+pub type Poseidon2Air =
+    p3_poseidon2_air::Poseidon2Air<Val, p3_goldilocks::GenericPoseidon2LinearLayersGoldilocks, 8, 7, 1, 4, 22>;
+
+/// The [`Poseidon2Air`] with Plonky3's Goldilocks Poseidon2 round constants.
+pub fn poseidon2_air() -> Poseidon2Air {
+    use p3_goldilocks::{
+        GOLDILOCKS_POSEIDON2_RC_8_EXTERNAL_FINAL, GOLDILOCKS_POSEIDON2_RC_8_EXTERNAL_INITIAL,
+        GOLDILOCKS_POSEIDON2_RC_8_INTERNAL,
+    };
+    Poseidon2Air::new(p3_poseidon2_air::RoundConstants::new(
+        GOLDILOCKS_POSEIDON2_RC_8_EXTERNAL_INITIAL,
+        GOLDILOCKS_POSEIDON2_RC_8_INTERNAL,
+        GOLDILOCKS_POSEIDON2_RC_8_EXTERNAL_FINAL,
+    ))
+}
+
+/// The Poseidon2 AIR's trace of `hashes` permutations (one row each) of seeded inputs.
+pub fn poseidon2_trace(air: &Poseidon2Air, hashes: usize) -> RowMajorMatrix<Val> {
+    air.generate_random_trace_rows(hashes, 1)
+}
+
+/// The BLAKE3 AIR's trace of `hashes` compressions (one row each) of seeded inputs.
+pub fn blake3_trace(hashes: usize) -> RowMajorMatrix<Val> {
+    p3_blake3_air::Blake3Air {}.generate_random_trace_rows(hashes, 1)
 }

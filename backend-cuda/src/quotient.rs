@@ -1,0 +1,115 @@
+//! The quotient (quotient.cu): [`backend_api::Backend::quotient_values`] as one launch of a thread
+//! per point in a grid-stride loop, interpreting the constraint program. The program, its values
+//! and the challenge powers go up (two small uploads); the LDE is read where it lies.
+//!
+//! **The register file.** Each thread holds `registers` values. Where they fit in 48 KiB of
+//! shared memory per block (the most a launch gets without opting in), they live there; otherwise
+//! in a global scratch of `registers` words per thread of the grid, whose size bounds the grid
+//! ([`SCRATCH_BYTES`]). Either way register `r` of consecutive threads is consecutive words.
+//!
+//! **Why an interpreter.** The program is data, so one kernel image serves every AIR: nothing is
+//! compiled per AIR at proving time (NVRTC takes seconds for the thousands of instructions of a
+//! hash AIR, which a one-shot prover would pay on each new AIR), the embedded images stay one per
+//! architecture, and the same program runs on every backend. The price is an instruction load and
+//! register-file traffic per operation; BENCHMARKS.md gives the cost per row against the
+//! multiplication ceiling.
+
+use std::sync::Arc;
+
+use backend_api::field::{canonical, inverse, root_of_unity};
+use backend_api::quotient::{QuotientCall, Selector};
+use backend_api::{MatrixShape, Result};
+
+use crate::context::Device;
+use crate::launch::{LaunchArgs, LaunchConfig};
+use crate::memory::{self, CudaBuffer};
+use crate::module::Source;
+
+/// Threads per block (the kernel's `__launch_bounds__`).
+const BLOCK: u32 = 128;
+/// Dynamic shared memory a launch may take without opting in.
+const SHARED_BYTES: usize = 48 << 10;
+/// The most global scratch a launch's register files take; the grid shrinks to fit.
+const SCRATCH_BYTES: usize = 256 << 20;
+/// Blocks per multiprocessor the grid aims for (a grid-stride loop covers the rest).
+const BLOCKS_PER_SM: usize = 16;
+
+/// [`backend_api::Backend::quotient_values`], on validated arguments.
+pub(crate) fn quotient_values(
+    device: &Arc<Device>,
+    lde: &CudaBuffer,
+    shape: MatrixShape,
+    call: &QuotientCall<'_>,
+    out: &mut CudaBuffer,
+) -> Result<()> {
+    device.bind()?;
+    let (program, domain, d) = (call.program, call.domain, call.degree());
+    let q = domain.quotient_rows();
+    let registers = program.registers().max(1);
+
+    // The program's words two to a u64 (little-endian, so the kernel reads them as uint4), then
+    // the values and the challenge powers, canonical, in one upload.
+    let code: Vec<u64> = program.code().chunks_exact(2).map(|w| u64::from(w[0]) | (u64::from(w[1]) << 32)).collect();
+    let mut constants: Vec<u64> = call.values.iter().map(|&x| canonical(x)).collect();
+    let alpha_at = constants.len();
+    constants.extend(call.alpha_powers.iter().map(|&x| canonical(x)));
+    constants.push(0); // never empty
+    let code = memory::upload(device, &code)?;
+    let constants = memory::upload(device, &constants)?;
+
+    // The register file: shared memory when a block's fits, else a global scratch.
+    let blocks = q.div_ceil(BLOCK as usize).min(device.sm_count as usize * BLOCKS_PER_SM).max(1);
+    let block_file = registers * BLOCK as usize * 8;
+    let (grid, shared, scratch) = if block_file <= SHARED_BYTES {
+        (blocks, block_file as u32, None)
+    } else {
+        let fit = (SCRATCH_BYTES / block_file).max(1);
+        let grid = blocks.min(fit);
+        (grid, 0, Some(CudaBuffer::alloc(device, registers * grid * BLOCK as usize)?))
+    };
+
+    let kernel = device.kernel(Source::Quotient, "quotient_values", 0)?;
+    let (l, c, v, a, s, o) = (
+        lde.ptr(),
+        code.ptr(),
+        constants.ptr(),
+        constants.ptr_at(alpha_at),
+        scratch.as_ref().map_or(0, |s| s.ptr()),
+        out.ptr(),
+    );
+    let n_instr = program.len() as u64;
+    let (cols, stride) = (shape.cols() as u64, (shape.rows() / q) as u64);
+    let (log_q, log_n) = (u64::from(domain.log_quotient_rows()), u64::from(domain.log_trace_rows()));
+    let shift = domain.shift();
+    let gen_q = root_of_unity(domain.log_quotient_rows());
+    let w_inv = inverse(root_of_unity(domain.log_trace_rows()));
+    let d64 = d as u64;
+    let flags = u64::from(program.uses(Selector::FirstRow)) | (u64::from(program.uses(Selector::LastRow)) << 1);
+    let args = LaunchArgs::new()
+        .arg(&l)
+        .arg(&c)
+        .arg(&v)
+        .arg(&a)
+        .arg(&s)
+        .arg(&o)
+        .arg(&n_instr)
+        .arg(&cols)
+        .arg(&stride)
+        .arg(&log_q)
+        .arg(&log_n)
+        .arg(&shift)
+        .arg(&gen_q)
+        .arg(&w_inv)
+        .arg(&d64)
+        .arg(&flags);
+    // SAFETY: (const u64*, const uint4*, const u64*, const u64*, u64*, u64*, u64 x 10) as
+    // quotient_values declares. The front validated the call: the LDE holds rows x cols words with
+    // rows = stride x q, every column the program reads is below cols, every value index below the
+    // values uploaded, every constraint's d powers inside the powers uploaded, every register below
+    // `registers`, and the output holds q x d words. The register file holds `registers` words per
+    // thread: BLOCK x registers words of dynamic shared memory, or the scratch of grid x BLOCK x
+    // registers words (null when shared). The code is program.len() uint4s, 16-byte aligned as
+    // every allocation is.
+    unsafe { device.launch(&kernel, LaunchConfig::linear(grid as u32, BLOCK, shared), args)? };
+    Ok(())
+}

@@ -1,0 +1,314 @@
+//! [`prove`]: `p3_uni_stark::prove` step for step, with the quotient evaluated on the backend that
+//! holds the trace's LDE.
+//!
+//! The prover walks p3-uni-stark 0.9.0-rc.2's public transcript ([`StarkProverTranscript`],
+//! [`StarkShape`]) in the same order with the same values, so its proof is byte-identical to
+//! `p3_uni_stark::prove`'s under the same configuration (proof-of-work bits 0) and the stock
+//! verifier accepts it. One step differs in where it runs: the quotient. Where the PCS is a
+//! [`BackendPcs`] whose trace commit kept its LDE on the device, the AIR's constraints are compiled
+//! ([`CompiledAir`]) and evaluated there by [`Backend::quotient_values`] over the quotient domain's
+//! rows of that LDE, and only the quotient's values come down. Otherwise the step is Plonky3's
+//! `quotient_values` over the host LDE, with one warning saying why and how to fix it; the proof
+//! is the same either way ([`PcsStats::device_quotients`], [`PcsStats::host_quotients`]).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use backend_api::quotient::{QuotientCall, QuotientDomain};
+use backend_api::{Backend, MatrixShape};
+use itertools::Itertools as _;
+use p3_air::symbolic::{AirLayout, get_symbolic_constraints};
+use p3_challenger::GrindingChallenger;
+use p3_commit::{Pcs, PolynomialSpace, UnivariateStarkPcs};
+use p3_field::coset::TwoAdicMultiplicativeCoset;
+use p3_field::{BasedVectorSpace, ExtensionField, PrimeCharacteristicRing, PrimeField64};
+use p3_goldilocks::Goldilocks;
+use p3_matrix::Matrix;
+use p3_matrix::dense::RowMajorMatrix;
+use p3_uni_stark::{
+    Com, Commitments, OpenedValues, PcsProverError, Proof, ProvingError, QuotientAir, StarkGenericConfig,
+    StarkOpeningLayout, StarkProverTranscript, StarkShape, Val, get_log_num_quotient_chunks_for_domain,
+};
+use p3_util::log2_strict_usize;
+use tracing::info_span;
+
+use crate::digest::MmcsHash;
+use crate::pcs::BackendPcs;
+use crate::quotient::CompiledAir;
+
+/// A PCS whose trace commits may leave the trace's LDE on a device that evaluates quotients: what
+/// [`prove`] asks of its configuration's PCS. [`BackendPcs`] implements it for every backend.
+pub trait DeviceQuotientPcs<Challenge: ExtensionField<Goldilocks>, Challenger>:
+    UnivariateStarkPcs<Challenge, Challenger, Domain = TwoAdicMultiplicativeCoset<Goldilocks>>
+{
+    /// The flattened quotient (`d` words per point of `domain`, Plonky3's `flatten_to_base`) of
+    /// the compiled constraints over the LDE of the trace committed in `trace`, evaluated where
+    /// that LDE lies; or why it cannot be, in words naming the fix.
+    ///
+    /// # Errors
+    /// The reason, for a warning; the caller then evaluates on the host.
+    fn device_quotient(
+        &self,
+        trace: &Self::ProverData,
+        compiled: &CompiledAir,
+        domain: QuotientDomain,
+        values: &[u64],
+        alpha_powers: &[u64],
+    ) -> Result<Vec<u64>, String>;
+
+    /// Counts one quotient step, on the device or on the host.
+    fn count_quotient(&self, on_device: bool);
+}
+
+impl<B, FriMmcs, H, Challenge, Challenger> DeviceQuotientPcs<Challenge, Challenger> for BackendPcs<B, FriMmcs, H>
+where
+    B: Backend + 'static,
+    H: MmcsHash,
+    FriMmcs: p3_commit::Mmcs<Challenge> + 'static,
+    Challenge: ExtensionField<Goldilocks>,
+    Challenger: p3_challenger::FieldChallenger<Goldilocks>
+        + p3_challenger::CanObserve<FriMmcs::Commitment>
+        + GrindingChallenger<Witness = Goldilocks>,
+{
+    fn device_quotient(
+        &self,
+        trace: &Self::ProverData,
+        compiled: &CompiledAir,
+        domain: QuotientDomain,
+        values: &[u64],
+        alpha_powers: &[u64],
+    ) -> Result<Vec<u64>, String> {
+        let Some((backend, lde)) = trace.device_lde() else {
+            return Err(self.why_no_device_lde(trace));
+        };
+        let call = QuotientCall { program: compiled.program(), domain, values, alpha_powers };
+        let d = call.degree();
+        let run = || -> backend_api::Result<Vec<u64>> {
+            let mut out = backend.alloc(domain.quotient_rows() * d)?;
+            backend.quotient_values(&lde.buffer, lde.shape, &call, &mut out)?;
+            backend.download_vec(&out)
+        };
+        let shape: MatrixShape = lde.shape;
+        run().map_err(|e| {
+            if !e.is_unsupported() {
+                self.counters.device_errors.fetch_add(1, Ordering::Relaxed);
+            }
+            format!("{} quotient over the {shape} LDE: {e}", backend.info().backend)
+        })
+    }
+
+    fn count_quotient(&self, on_device: bool) {
+        let counter = if on_device { &self.counters.device_quotients } else { &self.counters.host_quotients };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Warns once per process and reason.
+fn warn_once(flag: &AtomicBool, message: impl FnOnce() -> String) {
+    if !flag.swap(true, Ordering::Relaxed) {
+        tracing::warn!("plonky3-adapter: {}", message());
+    }
+}
+
+static WARNED_COMPILE: AtomicBool = AtomicBool::new(false);
+static WARNED_DEVICE: AtomicBool = AtomicBool::new(false);
+
+/// `p3_uni_stark::prove` with the quotient on the device (see the [module](self)): the same
+/// signature, the same proof bytes (proof-of-work bits 0), verified by `p3_uni_stark::verify`.
+///
+/// # Errors
+/// As `p3_uni_stark::prove`: the PCS's failure with its proving phase.
+///
+/// # Panics
+/// Where `p3_uni_stark::prove` panics: an AIR with preprocessed columns (use
+/// `p3_uni_stark::prove_with_preprocessed`), boundary-IO public values, a trace whose height is
+/// not a power of two; in debug builds, a trace that breaks the AIR's constraints.
+#[allow(clippy::multiple_bound_locations, clippy::type_repetition_in_bounds)]
+pub fn prove<
+    SC,
+    #[cfg(debug_assertions)] A: for<'a> p3_air::Air<p3_air::DebugConstraintBuilder<'a, Val<SC>>>,
+    #[cfg(not(debug_assertions))] A,
+>(
+    config: &SC,
+    air: &A,
+    trace: RowMajorMatrix<Goldilocks>,
+    public_values: &[Goldilocks],
+) -> Result<Proof<SC>, ProvingError<PcsProverError<SC>>>
+where
+    SC: StarkGenericConfig,
+    SC::Pcs: DeviceQuotientPcs<SC::Challenge, SC::Challenger>,
+    SC::Challenger: GrindingChallenger<Witness = Goldilocks>,
+    A: QuotientAir<SC>,
+{
+    assert!(
+        air.public_boundary_io().is_empty(),
+        "uni-stark does not support boundary-IO public values; bind them with AIR constraints"
+    );
+    #[cfg(debug_assertions)]
+    p3_air::check_constraints(air, &trace, public_values);
+
+    let degree = trace.height();
+    let log_degree = log2_strict_usize(degree);
+    let log_ext_degree = log_degree + config.is_zk();
+    let preprocessed_width = air.preprocessed_width();
+    assert!(
+        preprocessed_width == 0,
+        "AIR defines preprocessed columns (width = {preprocessed_width}); prove it with \
+         p3_uni_stark::prove_with_preprocessed"
+    );
+    let layout = AirLayout {
+        preprocessed_width: 0,
+        main_width: air.width(),
+        num_public_values: air.num_public_values(),
+        num_periodic_columns: air.num_periodic_columns(),
+        ..Default::default()
+    };
+    debug_assert!(
+        air.num_constraints().is_none_or(|n| n == get_symbolic_constraints(air, layout).len()),
+        "num_constraints() disagrees with the AIR's symbolic constraints"
+    );
+
+    let pcs = config.pcs();
+    let trace_domain = pcs.natural_domain_for_degree(degree);
+    let log_num_quotient_chunks =
+        get_log_num_quotient_chunks_for_domain::<Val<SC>, A>(air, layout, trace_domain, config.is_zk());
+    let num_quotient_chunks = 1 << (log_num_quotient_chunks + config.is_zk());
+    let mut challenger = config.initialise_challenger();
+    let ext_trace_domain = pcs.natural_domain_for_degree(degree * (config.is_zk() + 1));
+
+    let (trace_commit, trace_data) = info_span!("commit to trace data")
+        .in_scope(|| pcs.commit([(ext_trace_domain, trace)]))
+        .map_err(|source| ProvingError::Pcs { phase: "trace commitment", source })?;
+
+    let mut transcript = StarkProverTranscript::<SC::Challenger, Val<SC>, SC::Challenge>::new(
+        &mut challenger,
+        StarkShape::new::<Val<SC>, A>(
+            air,
+            preprocessed_width,
+            log_ext_degree,
+            log_degree,
+            num_quotient_chunks,
+            SC::Pcs::ZK,
+            config.ood_proof_of_work_bits(),
+        ),
+    );
+    let alpha = transcript.constraint_phase::<Com<SC>>(trace_commit.clone(), None, public_values);
+
+    let quotient_domain = ext_trace_domain.create_disjoint_domain(1 << (log_ext_degree + log_num_quotient_chunks));
+
+    let quotient_flat = info_span!("quotient").in_scope(|| {
+        let on_device = (config.is_zk() == 0)
+            .then(|| {
+                device_quotient::<SC, A>(
+                    pcs,
+                    air,
+                    layout,
+                    &trace_data,
+                    trace_domain,
+                    quotient_domain,
+                    public_values,
+                    alpha,
+                )
+            })
+            .and_then(|r| {
+                r.map_err(|(flag, why)| warn_once(flag, || format!("{why}; the quotient runs on the host"))).ok()
+            });
+        pcs.count_quotient(on_device.is_some());
+        on_device.unwrap_or_else(|| {
+            let trace_on_quotient_domain = pcs.get_evaluations_on_domain(&trace_data, 0, quotient_domain);
+            let values = p3_uni_stark::quotient_values::<SC, A, _>(
+                pcs,
+                air,
+                public_values,
+                layout,
+                trace_domain,
+                quotient_domain,
+                &trace_on_quotient_domain,
+                None,
+                alpha,
+            );
+            RowMajorMatrix::new_col(values).flatten_to_base()
+        })
+    });
+
+    let (quotient_commit, quotient_data) = info_span!("commit to quotient poly chunks")
+        .in_scope(|| pcs.commit_quotient(quotient_domain, quotient_flat, num_quotient_chunks))
+        .inspect_err(|_| transcript.abort())
+        .map_err(|source| ProvingError::Pcs { phase: "quotient commitment", source })?;
+
+    let (opt_r_commit, opt_r_data) = if SC::Pcs::ZK {
+        let (r_commit, r_data) = pcs
+            .get_opt_randomization_poly_commitment(core::iter::once(ext_trace_domain))
+            .inspect_err(|_| transcript.abort())
+            .map_err(|source| ProvingError::Pcs { phase: "randomization commitment", source })?
+            .expect("ZK is enabled, so we should have randomization commitments");
+        (Some(r_commit), Some(r_data))
+    } else {
+        (None, None)
+    };
+    let commitments =
+        Commitments { trace: trace_commit, quotient_chunks: quotient_commit, random: opt_r_commit.clone() };
+
+    let (zeta, ood_pow_witness) = transcript.ood_phase::<Com<SC>>(commitments.quotient_chunks.clone(), opt_r_commit);
+    let ood_pow_witness = ood_pow_witness.unwrap_or(Goldilocks::ZERO);
+    let zeta_next = trace_domain.next_point(zeta).expect("domain should support next_point operation");
+
+    let is_random = opt_r_data.is_some();
+    let main_next = !air.main_next_row_columns().is_empty();
+    let opening_layout = StarkOpeningLayout::new(SC::Pcs::ZK);
+    let opening_result = info_span!("open").in_scope(|| {
+        let round0 = opt_r_data.as_ref().map(|r_data| (r_data, vec![vec![zeta]]));
+        let round1_points = if main_next { vec![zeta, zeta_next] } else { vec![zeta] };
+        let round1 = (&trace_data, vec![round1_points]);
+        let round2 = (&quotient_data, vec![vec![zeta]; num_quotient_chunks]);
+        let rounds = round0.into_iter().chain([round1, round2]).map(Into::into).collect();
+        transcript.delegate(|challenger| pcs.open_with_preprocessing(rounds, challenger, None))
+    });
+    let (opened_values, opening_proof) = opening_result
+        .inspect_err(|_| transcript.abort())
+        .map_err(|source| ProvingError::Pcs { phase: "opening", source })?;
+    transcript.finish();
+
+    let trace_idx = opening_layout.trace;
+    let quotient_idx = opening_layout.quotient;
+    let trace_local = opened_values[trace_idx][0][0].clone();
+    let trace_next = main_next.then(|| opened_values[trace_idx][0][1].clone());
+    let quotient_chunks = opened_values[quotient_idx].iter().map(|v| v[0].clone()).collect_vec();
+    let random = is_random.then(|| opened_values[0][0][0].clone());
+    let opened_values = OpenedValues { trace_local, trace_next, preprocessed: None, quotient_chunks, random };
+    Ok(Proof { commitments, opened_values, opening_proof, degree_bits: log_ext_degree, ood_pow_witness })
+}
+
+/// The flattened quotient from the device, or the warning's flag and reason.
+#[allow(clippy::too_many_arguments)]
+fn device_quotient<SC, A>(
+    pcs: &SC::Pcs,
+    air: &A,
+    layout: AirLayout,
+    trace_data: &<SC::Pcs as Pcs<SC::Challenge, SC::Challenger>>::ProverData,
+    trace_domain: TwoAdicMultiplicativeCoset<Goldilocks>,
+    quotient_domain: TwoAdicMultiplicativeCoset<Goldilocks>,
+    public_values: &[Goldilocks],
+    alpha: SC::Challenge,
+) -> Result<RowMajorMatrix<Goldilocks>, (&'static AtomicBool, String)>
+where
+    SC: StarkGenericConfig,
+    SC::Pcs: DeviceQuotientPcs<SC::Challenge, SC::Challenger>,
+    A: QuotientAir<SC>,
+{
+    let compiled = info_span!("quotient: compile")
+        .in_scope(|| CompiledAir::compile(air, layout))
+        .map_err(|e| (&WARNED_COMPILE, format!("the AIR's constraints were not compiled ({e})")))?;
+    let values = compiled.values(public_values).map_err(|e| (&WARNED_COMPILE, e.0))?;
+    let alpha_powers = compiled.alpha_powers(alpha);
+    let domain = QuotientDomain::new(
+        trace_domain.log_size() as u32,
+        quotient_domain.log_size() as u32,
+        quotient_domain.shift().as_canonical_u64(),
+    )
+    .map_err(|e| (&WARNED_DEVICE, format!("the quotient domain: {e}")))?;
+    let d = <SC::Challenge as BasedVectorSpace<Goldilocks>>::DIMENSION;
+    let words = info_span!("quotient: device")
+        .in_scope(|| pcs.device_quotient(trace_data, &compiled, domain, &values, &alpha_powers))
+        .map_err(|why| (&WARNED_DEVICE, why))?;
+    Ok(RowMajorMatrix::new(words.into_iter().map(Goldilocks::new).collect(), d))
+}
