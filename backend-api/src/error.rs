@@ -157,8 +157,10 @@ pub enum Error {
 
     /// The backend does not implement an optional operation. The optional operations are the
     /// opening products, [`Backend::row_dot_products`](crate::Backend::row_dot_products) and
-    /// [`Backend::column_dot_products`](crate::Backend::column_dot_products), and FRI's fold,
-    /// [`Backend::fri_fold`](crate::Backend::fri_fold); a caller computes them on the host instead.
+    /// [`Backend::column_dot_products`](crate::Backend::column_dot_products), FRI's fold,
+    /// [`Backend::fri_fold`](crate::Backend::fri_fold), and a STARK's quotient,
+    /// [`Backend::quotient_values`](crate::Backend::quotient_values); a caller computes them on the
+    /// host instead.
     /// Given only after the call's arguments passed the front's checks; nothing was allocated or
     /// issued. The conformance suite reports it as `SKIPPED`, or as a failure under
     /// `REQUIRE_<PORT>=all`.

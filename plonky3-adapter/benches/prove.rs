@@ -3,7 +3,9 @@
 //! split into Plonky3's own phases:
 //!
 //! - `commit`: the trace commit (`commit to trace data`);
-//! - `quotient`: the quotient's evaluation on the host (`quotient_values`);
+//! - `quotient`: the quotient's evaluation: stock's on the host (`quotient_values`), ours through
+//!   [`plonky3_adapter::prove`] on the device (its `quotient` span: the constraints compiled, the
+//!   program run over the device LDE, the values down);
 //! - `quotient commit`: its chunks' commit (`commit to quotient poly chunks`);
 //! - `open`: the openings without FRI (`open` less `FRI prover`);
 //! - `fri`: FRI's commit and query phases (`FRI prover`);
@@ -12,8 +14,10 @@
 //! Each line also lists the adapter's own spans (the fused commit's steps, the device
 //! openings, dropping a device tree). `PROVE_HOST_OPENINGS=1` runs `BackendPcs` with its
 //! openings on the host (`BackendPcs::with_device_openings(false)`), and `PROVE_HOST_FRI=1` with
-//! FRI's folds on the host (`ExtensionMmcs` as FRI's MMCS, for `BackendExtensionMmcs`), each for
-//! an A/B of the two.
+//! FRI's folds on the host (`ExtensionMmcs` as FRI's MMCS, for `BackendExtensionMmcs`), and
+//! `PROVE_HOST_QUOTIENT=1` proves ours with `p3_uni_stark::prove` (the quotient on the host, over
+//! the LDE's download), each for an A/B of the two. Each AIR's compiled constraint program is
+//! described once (`PROGRAM ...` lines: instructions, registers, multiplications per row).
 //!
 //! Statements: the Fibonacci AIR with 128 sequences (256 columns) over 2^k rows for each k of
 //! `PROVE_LOG_ROWS` (default `12,14`), and Plonky3's Keccak-f AIR (p3-keccak-air, 2,633 columns)
@@ -49,9 +53,18 @@ use stark::{Challenge, Challenger, FibonacciAir, Val};
 
 use naive_reference::env::env;
 
-/// The spans the split reads, by name.
+/// The spans the split reads, by name (the quotient's: stock's, and ours, which wraps stock's when
+/// it falls back; a phase's nested spans count once).
 const SPANS: [&str; 5] =
     ["commit to trace data", "quotient_values", "commit to quotient poly chunks", "open", "FRI prover"];
+
+/// The phase a span's name times, if any.
+fn phase(name: &str) -> Option<usize> {
+    if name == "quotient" {
+        return Some(1);
+    }
+    SPANS.iter().position(|&n| n == name)
+}
 
 /// A `tracing` subscriber that sums the time spent inside each span of [`SPANS`].
 #[derive(Default)]
@@ -59,6 +72,8 @@ struct SpanTimes {
     next_id: AtomicU64,
     /// Span id -> (its name's index in SPANS, when it was entered).
     live: Mutex<HashMap<u64, (usize, Option<Instant>)>>,
+    /// Entered spans per phase: only the outermost is timed.
+    depth: Mutex<[usize; SPANS.len()]>,
     total: Mutex<[Duration; SPANS.len()]>,
     /// This crate's own spans (target `plonky3_adapter`), by name: where its time goes inside
     /// Plonky3's phases (and outside them, e.g. dropping the prover data).
@@ -73,7 +88,7 @@ impl tracing::Subscriber for SpanTimes {
     fn new_span(&self, span: &tracing::span::Attributes<'_>) -> tracing::span::Id {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
         let meta = span.metadata();
-        if let Some(k) = SPANS.iter().position(|&n| n == meta.name()) {
+        if let Some(k) = phase(meta.name()) {
             self.live.lock().unwrap().insert(id, (k, None));
         } else if meta.target().starts_with("plonky3_adapter") {
             let mut ours = self.ours.lock().unwrap();
@@ -94,12 +109,28 @@ impl tracing::Subscriber for SpanTimes {
 
     fn enter(&self, id: &tracing::span::Id) {
         if let Some(entry) = self.live.lock().unwrap().get_mut(&id.into_u64()) {
+            if let Some(depth) = self.depth.lock().unwrap().get_mut(entry.0) {
+                *depth += 1;
+                if *depth > 1 {
+                    return;
+                }
+            }
             entry.1 = Some(Instant::now());
         }
     }
 
     fn exit(&self, id: &tracing::span::Id) {
-        if let Some((k, Some(at))) = self.live.lock().unwrap().get_mut(&id.into_u64()).map(|e| (e.0, e.1.take())) {
+        let mut live = self.live.lock().unwrap();
+        if let Some(depth) = live.get(&id.into_u64()).and_then(|e| {
+            self.depth.lock().unwrap().get_mut(e.0).map(|d| {
+                *d -= 1;
+                *d
+            })
+        }) && depth > 0
+        {
+            return;
+        }
+        if let Some((k, Some(at))) = live.get_mut(&id.into_u64()).map(|e| (e.0, e.1.take())) {
             match k.checked_sub(SPANS.len()) {
                 None => self.total.lock().unwrap()[k] += at.elapsed(),
                 Some(k) => self.ours.lock().unwrap()[k].1 += at.elapsed(),
@@ -221,18 +252,23 @@ fn run<B: DefaultDevice>(name: &str) {
     // The Poseidon2 configuration (Plonky3's Poseidon2 MMCS, a duplex challenger): stock against
     // `BackendPcs` with `BackendMmcs<_, Poseidon2>`.
     let (stock_p2, ours_p2) = (stark::poseidon2::stock(), stark::poseidon2::fused(Arc::clone(&backend)));
+    let host_quotient = env("PROVE_HOST_QUOTIENT", 0) == 1;
     for k in list("PROVE_POSEIDON2_LOG_ROWS", "12") {
         let air = FibonacciAir { pairs: 128 };
         let (trace, public) = stark::fibonacci_trace(128, 1 << k);
         let want = stark::prove_checked_against(&stock_p2, &stock_p2, &air, trace.clone(), &public);
-        let got = stark::prove_checked_against(&ours_p2, &stock_p2, &air, trace.clone(), &public);
+        let got = if host_quotient {
+            stark::prove_checked_against(&ours_p2, &stock_p2, &air, trace.clone(), &public)
+        } else {
+            stark::device_prove_checked_against(&ours_p2, &stock_p2, &air, trace.clone(), &public)
+        };
         assert_eq!(got, want, "poseidon2 fibonacci 2^{k}: the proofs differ");
         paired(
             &format!("{name} prove poseidon2 fibonacci 2^{k}x256"),
             reps,
             || trace.clone(),
             |t| p3_uni_stark::prove(&stock_p2, &air, t, &public).map(drop).expect("proof"),
-            |t| p3_uni_stark::prove(&ours_p2, &air, t, &public).map(drop).expect("proof"),
+            |t| prove_ours(host_quotient, &ours_p2, &air, t, &public),
         );
     }
 }
@@ -250,24 +286,29 @@ where
             Challenger = Challenger,
         >,
     p3_uni_stark::Proof<SC>: serde::Serialize,
+    SC::Pcs: plonky3_adapter::DeviceQuotientPcs<Challenge, Challenger>,
     FibonacciAir: p3_uni_stark::QuotientAir<SC>,
     p3_keccak_air::KeccakAir: p3_uni_stark::QuotientAir<SC>,
 {
+    let host_quotient = env("PROVE_HOST_QUOTIENT", 0) == 1;
+    describe_program("fibonacci 256 columns", &FibonacciAir { pairs: 128 });
+    describe_program("keccak-f", &p3_keccak_air::KeccakAir {});
     for k in list("PROVE_LOG_ROWS", "12,14") {
         let air = FibonacciAir { pairs: 128 };
         let (trace, public) = stark::fibonacci_trace(128, 1 << k);
         let want = stark::prove_checked::<Stock, _>(stock, &air, trace.clone(), &public);
-        assert_eq!(
-            stark::prove_checked(ours, &air, trace.clone(), &public),
-            want,
-            "fibonacci 2^{k}: the proofs differ"
-        );
+        let got = if host_quotient {
+            stark::prove_checked(ours, &air, trace.clone(), &public)
+        } else {
+            stark::device_prove_checked_against(ours, stock, &air, trace.clone(), &public)
+        };
+        assert_eq!(got, want, "fibonacci 2^{k}: the proofs differ");
         paired(
             &format!("{name} prove fibonacci 2^{k}x256"),
             reps,
             || trace.clone(),
             |t| p3_uni_stark::prove::<Stock, _>(stock, &air, t, &public).map(drop).expect("proof"),
-            |t| p3_uni_stark::prove(ours, &air, t, &public).map(drop).expect("proof"),
+            |t| prove_ours(host_quotient, ours, &air, t, &public),
         );
     }
     for hashes in list("KECCAK_HASHES", "85") {
@@ -275,7 +316,12 @@ where
         let trace = stark::keccak_trace(hashes);
         let rows = trace.values.len() / p3_keccak_air::NUM_KECCAK_COLS;
         let want = stark::prove_checked::<Stock, _>(stock, &air, trace.clone(), &[]);
-        assert_eq!(stark::prove_checked(ours, &air, trace.clone(), &[]), want, "keccak {hashes}: the proofs differ");
+        let got = if host_quotient {
+            stark::prove_checked(ours, &air, trace.clone(), &[])
+        } else {
+            stark::device_prove_checked_against(ours, stock, &air, trace.clone(), &[])
+        };
+        assert_eq!(got, want, "keccak {hashes}: the proofs differ");
         paired(
             &format!(
                 "{name} prove keccak-f {hashes} permutations 2^{}x{}",
@@ -285,8 +331,56 @@ where
             reps,
             || trace.clone(),
             |t| p3_uni_stark::prove::<Stock, _>(stock, &air, t, &[]).map(drop).expect("proof"),
-            |t| p3_uni_stark::prove(ours, &air, t, &[]).map(drop).expect("proof"),
+            |t| prove_ours(host_quotient, ours, &air, t, &[]),
         );
+    }
+}
+
+/// One proof of ours: [`plonky3_adapter::prove`], or `p3_uni_stark::prove` with `host_quotient`.
+fn prove_ours<SC, A>(
+    host_quotient: bool,
+    config: &SC,
+    air: &A,
+    trace: p3_matrix::dense::RowMajorMatrix<Val>,
+    public: &[Val],
+) where
+    SC: p3_uni_stark::StarkGenericConfig<Challenge = Challenge>,
+    SC::Pcs: plonky3_adapter::DeviceQuotientPcs<Challenge, SC::Challenger>,
+    SC::Challenger: p3_challenger::GrindingChallenger<Witness = Val>,
+    A: p3_uni_stark::QuotientAir<SC> + for<'a> p3_air::Air<p3_air::DebugConstraintBuilder<'a, Val>>,
+{
+    let proof = if host_quotient {
+        p3_uni_stark::prove(config, air, trace, public)
+    } else {
+        plonky3_adapter::prove(config, air, trace, public)
+    };
+    proof.map(drop).expect("proof");
+}
+
+/// Prints the compiled constraint program of `air`: its instructions, registers and
+/// multiplications per row (quadratic extension), the figures a device's ceiling is derived from.
+fn describe_program<A: p3_air::Air<p3_uni_stark::SymbolicAirBuilder<Val>> + p3_air::BaseAir<Val>>(
+    label: &str,
+    air: &A,
+) {
+    let layout = p3_air::symbolic::AirLayout {
+        main_width: air.width(),
+        num_public_values: air.num_public_values(),
+        ..Default::default()
+    };
+    match plonky3_adapter::CompiledAir::compile(air, layout) {
+        Ok(c) => {
+            let p = c.program();
+            println!(
+                "PROGRAM {label}: {} constraints, {} shared nodes, {} instructions, {} registers, {} multiplications per row",
+                p.constraints(),
+                c.nodes(),
+                p.len(),
+                p.registers(),
+                p.muls_per_row(2)
+            );
+        }
+        Err(e) => println!("PROGRAM {label}: not compiled ({e})"),
     }
 }
 

@@ -2,8 +2,8 @@
 //! this workspace's backends: the Keccak-256 MMCS, the Fiat-Shamir challenger, FRI parameters,
 //! the PCS (`BackendPcs` over `BackendDft` and `BackendMmcs`: the trace commit fused on the
 //! backend; `BackendExtensionMmcs` as FRI's MMCS: FRI's layers folded and committed there), a
-//! Fibonacci AIR, prove, verify with the stock
-//! verifier, and a byte comparison with the proof stock Plonky3 (`Radix2DitParallel`,
+//! Fibonacci AIR, prove with `plonky3_adapter::prove` (the quotient evaluated on the backend too),
+//! verify with the stock verifier, and a byte comparison with the proof stock Plonky3 (`Radix2DitParallel`,
 //! `MerkleTreeMmcs`) makes of the same statement.
 //!
 //! ```text
@@ -155,10 +155,12 @@ fn fibonacci_trace(pairs: usize, rows: usize) -> (RowMajorMatrix<Val>, Vec<Val>)
     (RowMajorMatrix::new(values, width), vec![last_b])
 }
 
-/// Proves with `config` and returns the postcard-serialized proof.
+/// Proves with `config` and returns the postcard-serialized proof: `plonky3_adapter::prove` in
+/// place of `p3_uni_stark::prove` (the same arguments), so the quotient runs on the backend too.
 fn prove_bytes<B: Backend + 'static>(config: &BackendConfig<B>, pairs: usize, rows: usize) -> Result<Vec<u8>, String> {
     let (trace, public) = fibonacci_trace(pairs, rows);
-    let proof = prove(config, &FibonacciAir { pairs }, trace, &public).map_err(|e| format!("proving failed: {e:?}"))?;
+    let proof = plonky3_adapter::prove(config, &FibonacciAir { pairs }, trace, &public)
+        .map_err(|e| format!("proving failed: {e:?}"))?;
     postcard::to_allocvec(&proof).map_err(|e| format!("the proof does not serialize: {e}"))
 }
 
@@ -210,6 +212,7 @@ fn run<B: Backend + 'static>(backend: Arc<B>, pairs: usize, log_rows: u32) -> Re
         "PCS commits: {} fused on the backend, {} through TwoAdicFriPcs::commit, {} device errors",
         pcs.fused_commits, pcs.stock_commits, pcs.device_errors
     );
+    println!("quotients: {} on the backend, {} on the host", pcs.device_quotients, pcs.host_quotients);
     let stock = stock_proof(pairs, rows).map_err(Failure::Proof)?;
     if ours != stock {
         return Err(Failure::Proof(format!(

@@ -38,6 +38,13 @@ pub struct MmcsStats {
     /// Downloads of node digests made for openings, one per opening (its digests below the top
     /// of the tree, which is on the host, gathered on the device first).
     pub digest_downloads: usize,
+    /// Host copies made of a committed LDE that a fused commit left on the device, for a caller
+    /// that asked for the matrices themselves (`Mmcs::get_matrices`: a quotient evaluated on the
+    /// host, an opening that fell back to it). Zero in a proof whose quotient and openings ran on
+    /// the device: the LDE never came down.
+    pub lde_downloads: usize,
+    /// Rows of such an LDE downloaded for the query openings, one download a row.
+    pub lde_row_downloads: usize,
 }
 
 #[derive(Default)]
@@ -46,6 +53,8 @@ struct Counters {
     host_commits: AtomicUsize,
     device_errors: AtomicUsize,
     digest_downloads: AtomicUsize,
+    lde_downloads: AtomicUsize,
+    lde_row_downloads: AtomicUsize,
 }
 
 /// Plonky3's [`Mmcs`] over Goldilocks with the commitment, the proofs and the opened values of
@@ -157,6 +166,8 @@ impl<B: Backend, H: MmcsHash> BackendMmcs<B, H> {
             host_commits: c.host_commits.load(Ordering::Relaxed),
             device_errors: c.device_errors.load(Ordering::Relaxed),
             digest_downloads: c.digest_downloads.load(Ordering::Relaxed),
+            lde_downloads: c.lde_downloads.load(Ordering::Relaxed),
+            lde_row_downloads: c.lde_row_downloads.load(Ordering::Relaxed),
         }
     }
 
@@ -257,12 +268,21 @@ impl<B: Backend, H: MmcsHash> BackendMmcs<B, H> {
         &self,
         lde: B::Buffer,
         shape: MatrixShape,
-        matrices: Vec<M>,
-        keep: bool,
+        matrices: DeviceLdeMatrices<B, M>,
         guard: Option<Box<dyn Send + Sync>>,
         recycle: Option<fn(Vec<M>)>,
     ) -> backend_api::Result<Committed<B, M, H>> {
-        let plan = Plan::new(&matrices)
+        let (host, keep) = match matrices {
+            DeviceLdeMatrices::Host { matrices, keep } => {
+                let dims = matrices.iter().map(|m| (m.height(), m.width())).collect();
+                (HostMatrices::given(matrices, dims), keep)
+            }
+            DeviceLdeMatrices::OnFirstUse { widths, download } => {
+                let dims = widths.iter().map(|&w| (shape.rows(), w)).collect();
+                (HostMatrices { ready: OnceLock::new(), dims, download: Some(download) }, true)
+            }
+        };
+        let plan = Plan::from_dims(&host.dims)
             .ok()
             .filter(|p| matches!(&p.groups[..], [g] if g.height == shape.rows() && g.width == shape.cols()))
             .ok_or_else(|| {
@@ -270,7 +290,7 @@ impl<B: Backend, H: MmcsHash> BackendMmcs<B, H> {
             })?;
         let segments = self.rows_tree(&lde, shape, true)?;
         self.counters.device_commits.fetch_add(1, Ordering::Relaxed);
-        let mut committed = self.device_commit(matrices, plan, segments);
+        let mut committed = self.device_commit_of(host, plan, segments);
         if let Tree::Device(tree) = &mut committed.1.tree {
             tree.lde = keep.then_some(DeviceLde { buffer: lde, shape });
             tree.guard = guard;
@@ -345,16 +365,27 @@ impl<B: Backend, H: MmcsHash> BackendMmcs<B, H> {
         tracing::debug_span!("tree: top down").in_scope(|| Segments::new(backend, vec![nodes], layers))
     }
 
-    /// The commitment and prover data of a tree on the device.
+    /// The commitment and prover data of a tree on the device over host `matrices`.
     fn device_commit<M: Matrix<Goldilocks>>(
         &self,
         matrices: Vec<M>,
         plan: Plan,
         segments: Segments<B, H>,
     ) -> Committed<B, M, H> {
+        let dims = matrices.iter().map(|m| (m.height(), m.width())).collect();
+        self.device_commit_of(HostMatrices::given(matrices, dims), plan, segments)
+    }
+
+    /// The commitment and prover data of a tree on the device.
+    fn device_commit_of<M: Matrix<Goldilocks>>(
+        &self,
+        host: HostMatrices<B, M>,
+        plan: Plan,
+        segments: Segments<B, H>,
+    ) -> Committed<B, M, H> {
         let tree = DeviceTree {
             backend: Arc::clone(&self.backend),
-            matrices,
+            host,
             plan,
             segments,
             counters: Arc::clone(&self.counters),
@@ -369,6 +400,16 @@ impl<B: Backend, H: MmcsHash> BackendMmcs<B, H> {
         let wanted: Vec<(usize, usize)> = (0..1usize << (root - layer)).map(|i| (layer, i)).collect();
         let cap = MerkleCap::new(tree.digests(&wanted));
         (cap, BackendProverData { tree: Tree::Device(Box::new(tree)) })
+    }
+}
+
+impl<B: Backend, H: MmcsHash> BackendMmcs<B, H> {
+    /// Each committed matrix's (height, width), without making a host copy that is not there.
+    pub(crate) fn dims<M: Matrix<Goldilocks>>(&self, data: &BackendProverData<B, M, H>) -> Vec<(usize, usize)> {
+        match &data.tree {
+            Tree::Device(tree) => tree.host.dims.clone(),
+            Tree::Host(tree) => self.stock.get_matrices(tree).iter().map(|m| (m.height(), m.width())).collect(),
+        }
     }
 }
 
@@ -409,7 +450,8 @@ impl<B: Backend, M, H: MmcsHash> fmt::Debug for BackendProverData<B, M, H> {
             Tree::Device(d) => f
                 .debug_struct("BackendProverData")
                 .field("on_device", &true)
-                .field("matrices", &d.matrices.len())
+                .field("matrices", &d.host.dims.len())
+                .field("host_copy", &d.host.ready.get().is_some())
                 .field("layers", &d.segments.layers.len())
                 .field("device_lde", &d.lde.as_ref().map(|l| l.shape))
                 .finish(),
@@ -461,9 +503,47 @@ impl<B: Backend, H: MmcsHash> Segments<B, H> {
     }
 }
 
+/// What a fused commit hands [`BackendMmcs`] for the host side of its device LDE.
+pub(crate) enum DeviceLdeMatrices<B: Backend, M> {
+    /// The matrices, already on the host; `keep` keeps the LDE on the device too.
+    Host {
+        /// The committed matrices (bit-reversed rows).
+        matrices: Vec<M>,
+        /// Whether the prover data keeps the device LDE for the openings.
+        keep: bool,
+    },
+    /// Not on the host: the device LDE is kept, and `download` makes the matrices of these widths
+    /// from it the first time a caller asks for them ([`Mmcs::get_matrices`]); the openings'
+    /// products and the query rows read the device LDE instead.
+    OnFirstUse {
+        /// The matrices' widths, in order (their height is the LDE's).
+        widths: Vec<usize>,
+        /// The download.
+        download: LdeDownload<B, M>,
+    },
+}
+
+/// Makes the host matrices of a device LDE.
+pub(crate) type LdeDownload<B, M> = Box<dyn Fn(&B, &DeviceLde<B>) -> backend_api::Result<Vec<M>> + Send + Sync>;
+
+/// A device tree's committed matrices on the host: given at the commit, or downloaded from the
+/// device LDE on first use.
+struct HostMatrices<B: Backend, M> {
+    ready: OnceLock<Vec<M>>,
+    /// Each matrix's (height, width), known without the host copy.
+    dims: Vec<(usize, usize)>,
+    download: Option<LdeDownload<B, M>>,
+}
+
+impl<B: Backend, M> HostMatrices<B, M> {
+    fn given(matrices: Vec<M>, dims: Vec<(usize, usize)>) -> Self {
+        Self { ready: OnceLock::from(matrices), dims, download: None }
+    }
+}
+
 struct DeviceTree<B: Backend, H: MmcsHash, M> {
     backend: Arc<B>,
-    matrices: Vec<M>,
+    host: HostMatrices<B, M>,
     plan: Plan,
     segments: Segments<B, H>,
     counters: Arc<Counters>,
@@ -483,10 +563,11 @@ impl<B: Backend, H: MmcsHash, M> Drop for DeviceTree<B, H, M> {
     /// span, so a profile of a proof sees what dropping the prover data costs.
     fn drop(&mut self) {
         let _span = tracing::debug_span!("drop device tree").entered();
-        let matrices = std::mem::take(&mut self.matrices);
-        match self.recycle {
-            Some(recycle) => recycle(matrices),
-            None => drop(matrices),
+        if let Some(matrices) = self.host.ready.take() {
+            match self.recycle {
+                Some(recycle) => recycle(matrices),
+                None => drop(matrices),
+            }
         }
         drop(self.lde.take());
         // After the device memory it accounts for.
@@ -509,9 +590,37 @@ impl<B: Backend, H: MmcsHash, M: Matrix<Goldilocks>> DeviceTree<B, H, M> {
         top - cap_height.min(top)
     }
 
-    /// The opened rows at global `index` (Plonky3's `index >> (log_max - log_height)`).
+    /// The committed matrices on the host, downloaded from the device LDE on the first call where
+    /// the commit left them there.
+    ///
+    /// # Panics
+    /// When that download fails: the LDE on the device is then the committed matrices' only copy.
+    fn host(&self) -> &[M] {
+        self.host.ready.get_or_init(|| {
+            let (Some(download), Some(lde)) = (&self.host.download, &self.lde) else {
+                unreachable!("a device tree without host matrices holds its LDE and their download")
+            };
+            let _span = tracing::debug_span!("host matrices: LDE down").entered();
+            self.counters.lde_downloads.fetch_add(1, Ordering::Relaxed);
+            download(&self.backend, lde).unwrap_or_else(|e| {
+                panic!(
+                    "plonky3-adapter: {} download of the committed {} LDE failed: {e}; its only copy is on the device",
+                    self.backend.info().backend,
+                    lde.shape
+                )
+            })
+        })
+    }
+
+    /// The opened rows at global `index` (Plonky3's `index >> (log_max - log_height)`): from the
+    /// host matrices, or, where they are not on the host, one row of the device LDE.
     fn rows_at(&self, index: usize) -> Vec<Vec<Goldilocks>> {
-        self.matrices
+        if self.host.ready.get().is_none()
+            && let Some(lde) = &self.lde
+        {
+            return self.device_rows_at(lde, index);
+        }
+        self.host()
             .iter()
             .map(|m| {
                 let reduced = index >> (self.plan.log_max - m.height().trailing_zeros());
@@ -519,6 +628,37 @@ impl<B: Backend, H: MmcsHash, M: Matrix<Goldilocks>> DeviceTree<B, H, M> {
                 m.row(reduced).map(|r| r.into_iter().collect()).unwrap_or_else(|| {
                     panic!("plonky3-adapter: a committed matrix of height {} has no row {reduced}", m.height())
                 })
+            })
+            .collect()
+    }
+
+    /// The rows at global `index` of matrices that are one device LDE side by side (a fused
+    /// commit's): host row `r` is natural row `br(r)` of the LDE, one download of its words.
+    ///
+    /// # Panics
+    /// When the download fails: the LDE on the device is the matrices' only copy.
+    fn device_rows_at(&self, lde: &DeviceLde<B>, index: usize) -> Vec<Vec<Goldilocks>> {
+        let (rows, cols) = (lde.shape.rows(), lde.shape.cols());
+        let reduced = index >> (self.plan.log_max - rows.trailing_zeros());
+        assert!(reduced < rows, "plonky3-adapter: a committed matrix of height {rows} has no row {reduced}");
+        let natural = p3_util::reverse_bits_len(reduced, rows.trailing_zeros() as usize);
+        let mut words = vec![0u64; cols];
+        self.counters.lde_row_downloads.fetch_add(1, Ordering::Relaxed);
+        self.backend.download(&lde.buffer, natural * cols, &mut words).unwrap_or_else(|e| {
+            panic!(
+                "plonky3-adapter: {} download of row {natural} of the committed {} LDE failed: {e}; its only copy is on the device",
+                self.backend.info().backend,
+                lde.shape
+            )
+        });
+        let mut at = 0;
+        self.host
+            .dims
+            .iter()
+            .map(|&(_, w)| {
+                let row = words[at..at + w].iter().map(|&x| Goldilocks::new(x)).collect();
+                at += w;
+                row
             })
             .collect()
     }
@@ -537,7 +677,7 @@ impl<B: Backend, H: MmcsHash, M: Matrix<Goldilocks>> DeviceTree<B, H, M> {
                     "plonky3-adapter: {} download of Merkle digests for an opening failed: {e}; recomputing this tree on the host",
                     self.backend.info().backend
                 );
-                let host = self.host_layers.get_or_init(|| host_layers::<H, M>(&self.matrices, &self.plan));
+                let host = self.host_layers.get_or_init(|| host_layers::<H, M>(self.host(), &self.plan));
                 wanted.iter().map(|&(l, i)| host[l][i]).collect()
             }
         }
@@ -632,7 +772,12 @@ enum HostReason {
 
 impl Plan {
     fn new<M: Matrix<Goldilocks>>(inputs: &[M]) -> Result<Self, HostReason> {
-        let max = inputs.iter().map(Matrix::height).max().ok_or(HostReason::Refused)?;
+        Self::from_dims(&inputs.iter().map(|m| (m.height(), m.width())).collect::<Vec<_>>())
+    }
+
+    /// The plan of matrices of these (height, width)s.
+    fn from_dims(inputs: &[(usize, usize)]) -> Result<Self, HostReason> {
+        let max = inputs.iter().map(|d| d.0).max().ok_or(HostReason::Refused)?;
         if max == 0 {
             return Err(HostReason::Refused);
         }
@@ -641,15 +786,15 @@ impl Plan {
         }
         // Under a power-of-two maximum, Plonky3's ladder `ceil(max / 2^k)` is the powers of two
         // up to it; anything else is refused by Plonky3 itself.
-        if inputs.iter().any(|m| !m.height().is_power_of_two()) {
+        if inputs.iter().any(|d| !d.0.is_power_of_two()) {
             return Err(HostReason::Refused);
         }
         // Tallest first, in the given order within one height (Plonky3's stable sort).
         let mut order: Vec<usize> = (0..inputs.len()).collect();
-        order.sort_by_key(|&i| std::cmp::Reverse(inputs[i].height()));
+        order.sort_by_key(|&i| std::cmp::Reverse(inputs[i].0));
         let mut groups: Vec<Group> = Vec::new();
         for i in order {
-            let (height, width) = (inputs[i].height(), inputs[i].width());
+            let (height, width) = inputs[i];
             match groups.last_mut() {
                 Some(g) if g.height == height => {
                     g.width = g.width.checked_add(width).ok_or(HostReason::Refused)?;
@@ -752,7 +897,7 @@ impl<B: Backend, H: MmcsHash> Mmcs<Goldilocks> for BackendMmcs<B, H> {
     fn get_matrices<'a, M: Matrix<Goldilocks>>(&self, prover_data: &'a Self::ProverData<M>) -> Vec<&'a M> {
         match &prover_data.tree {
             Tree::Host(tree) => self.stock.get_matrices(tree),
-            Tree::Device(tree) => tree.matrices.iter().collect(),
+            Tree::Device(tree) => tree.host().iter().collect(),
         }
     }
 
@@ -892,7 +1037,7 @@ mod tests {
         let (_, data) = mmcs.commit(mats);
         let Tree::Device(tree) = &data.tree else { panic!("the commit fell back to the host") };
         assert_eq!(tree.segments.buffers.len(), 3);
-        let host = host_layers::<H, _>(&tree.matrices, &tree.plan);
+        let host = host_layers::<H, _>(tree.host(), &tree.plan);
         assert_eq!(host.len(), tree.segments.layers.len());
         for (l, layer) in host.iter().enumerate() {
             assert_eq!(layer.len(), 1 << (12 - l), "{} layer {l}", H::KIND);

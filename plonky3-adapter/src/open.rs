@@ -52,10 +52,13 @@ type Request<'a, B, H, Challenge> = OpeningRequest<'a, BackendProverData<B, RowM
 /// One commitment's matrices and each matrix's opening points.
 type Round<'a, B, Challenge> = (Vec<Opened<'a, B>>, &'a Vec<Vec<Challenge>>);
 
-/// One committed matrix to open: its host copy (bit-reversed rows) and, where the commit kept it,
-/// the device LDE with this matrix's first column in it.
+/// One committed matrix to open: its shape, its host copy (bit-reversed rows; made on first use
+/// where the commit left it on the device) and, where the commit kept it, the device LDE with this
+/// matrix's first column in it.
 struct Opened<'a, B: Backend> {
-    host: RowMajorMatrixView<'a, Goldilocks>,
+    height: usize,
+    width: usize,
+    host: Box<dyn Fn() -> RowMajorMatrixView<'a, Goldilocks> + 'a>,
     device: Option<(&'a B, &'a DeviceLde<B>, usize)>,
 }
 
@@ -78,16 +81,24 @@ where
     let rounds: Vec<Round<'_, B, Challenge>> = requests
         .iter()
         .map(|request| {
-            let device = request.prover_data.device_lde();
+            let data = request.prover_data;
+            let device = data.device_lde();
             let mut first_col = 0;
             let mats = pcs
                 .mmcs
-                .get_matrices(request.prover_data)
+                .dims(data)
                 .into_iter()
-                .map(|m| {
+                .enumerate()
+                .map(|(i, (height, width))| {
                     let at = first_col;
-                    first_col += m.width();
-                    Opened { host: m.as_view(), device: device.map(|(b, lde)| (&**b, lde, at)) }
+                    first_col += width;
+                    let mmcs = &pcs.mmcs;
+                    Opened {
+                        height,
+                        width,
+                        host: Box::new(move || mmcs.get_matrices(data)[i].as_view()),
+                        device: device.map(|(b, lde)| (&**b, lde, at)),
+                    }
                 })
                 .collect();
             (mats, &request.points)
@@ -97,13 +108,13 @@ where
     // Reject every committed height before absorbing claims (`FriParameters::validate_input_height`).
     for (mats, _) in &rounds {
         for m in mats {
-            validate_input_height(fri.log_final_poly_len, fri.log_blowup, log2_strict_usize(m.host.height()))?;
+            validate_input_height(fri.log_final_poly_len, fri.log_blowup, log2_strict_usize(m.height))?;
         }
     }
 
     let (global_max_height, global_max_width) = rounds
         .iter()
-        .flat_map(|(mats, _)| mats.iter().map(|m| (m.host.height(), m.host.width())))
+        .flat_map(|(mats, _)| mats.iter().map(|m| (m.height, m.width)))
         .reduce(|(hmax, wmax), (h, w)| (hmax.max(h), wmax.max(w)))
         .expect("No Matrices Supplied?");
     let log_global_max_height = log2_strict_usize(global_max_height);
@@ -123,7 +134,7 @@ where
             mats.iter()
                 .zip(points.iter())
                 .map(|(mat, points_for_mat)| {
-                    let h = mat.host.height() >> fri.log_blowup;
+                    let h = mat.height >> fri.log_blowup;
                     let at: Vec<(Challenge, &[Challenge])> =
                         points_for_mat.iter().map(|&z| (z, &lookup(&adjusted_weights, z)[..h])).collect();
                     let _span = tracing::debug_span!("open: evaluations").entered();
@@ -134,7 +145,8 @@ where
                             let device =
                                 mat.device.and_then(|d| device_try(pcs, d.0, || evaluations(d, mat, h, group)));
                             device.unwrap_or_else(|| {
-                                let (low_coset, _) = mat.host.split_rows(h);
+                                let host = (mat.host)();
+                                let (low_coset, _) = host.split_rows(h);
                                 group
                                     .iter()
                                     .map(|&(z, adj)| {
@@ -165,7 +177,7 @@ where
     let mut reduced_openings: [Option<Vec<Challenge>>; 33] = core::array::from_fn(|_| None);
     for ((mats, points), openings_for_round) in rounds.iter().zip(all_opened_values.iter()) {
         for ((mat, points_for_mat), openings_for_mat) in mats.iter().zip(points.iter()).zip(openings_for_round) {
-            let (height, width) = (mat.host.height(), mat.host.width());
+            let (height, width) = (mat.height, mat.width);
             let log_height = log2_strict_usize(height);
             let reduced_opening_for_log_height =
                 reduced_openings[log_height].get_or_insert_with(|| Challenge::zero_vec(height));
@@ -184,7 +196,7 @@ where
                     .iter()
                     .map(|&power| power * first_alpha_pow_offset)
                     .collect();
-                mat.host.rowwise_packed_dot_product::<Challenge>(&offset_alpha_powers).collect()
+                (mat.host)().rowwise_packed_dot_product::<Challenge>(&offset_alpha_powers).collect()
             });
             drop(span);
             let _span = tracing::debug_span!("open: quotients").entered();
@@ -302,7 +314,7 @@ fn evaluations<B: Backend, Challenge: ExtensionField<Goldilocks>>(
     });
     let cols = lde.shape.cols();
     let mut sums = vec![0u64; at.len() * dim * cols];
-    let rows = RowStride::new(0, mat.host.height() / h, h);
+    let rows = RowStride::new(0, mat.height / h, h);
     backend.column_dot_products(&lde.buffer, lde.shape, rows, &weights, &mut sums)?;
 
     // `Interpolate::interpolate_coset_with_precomputation`'s factor, `z (z^h - g^h) / (g^h h)`.
@@ -315,7 +327,7 @@ fn evaluations<B: Backend, Challenge: ExtensionField<Goldilocks>>(
         .map(|(q, &(z, _))| {
             let scaling_factor = z * (z.exp_power_of_2(log_h) - g_pow_n) * denom_inv;
             let sums = &sums[q * dim * cols..(q + 1) * dim * cols];
-            (col..col + mat.host.width())
+            (col..col + mat.width)
                 .map(|c| from_coordinates::<Challenge>(|d| sums[d * cols + c]) * scaling_factor)
                 .collect()
         })
@@ -340,7 +352,7 @@ fn compressed_rows<B: Backend, Challenge: ExtensionField<Goldilocks>>(
     let rows = lde.shape.rows();
     let mut products = vec![0u64; rows * dim];
     backend.row_dot_products(&lde.buffer, lde.shape, &coeffs, &mut products)?;
-    let log_rows = log2_strict_usize(mat.host.height());
+    let log_rows = log2_strict_usize(mat.height);
     Ok((0..rows)
         .into_par_iter()
         .map(|i| {
@@ -402,7 +414,7 @@ fn inverse_denominators<B: Backend, Challenge: ExtensionField<Goldilocks>>(
     let mut max_log_height: Vec<(Challenge, usize)> = Vec::new();
     for (mats, points) in rounds {
         for (mat, points_for_mat) in mats.iter().zip(points.iter()) {
-            let log_height = log2_strict_usize(mat.host.height());
+            let log_height = log2_strict_usize(mat.height);
             for &z in points_for_mat {
                 match max_log_height.iter_mut().find(|(p, _)| *p == z) {
                     Some((_, lh)) => *lh = (*lh).max(log_height),

@@ -22,7 +22,7 @@ use crate::bitrev::staging_bytes;
 use crate::convert::{as_words, concat_rows, into_field_vec, into_word_vec};
 use crate::dft::{BackendDft, download_lde, lde_on_device};
 use crate::digest::{Keccak256, MmcsHash};
-use crate::mmcs::{BackendMmcs, Committed};
+use crate::mmcs::{BackendMmcs, Committed, DeviceLde, DeviceLdeMatrices};
 
 /// The stock PCS a [`BackendPcs`] wraps: its openings, FRI and verifier, and every commit the
 /// fused path does not take.
@@ -441,12 +441,24 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
             }
         };
         drop(span);
-        let span = tracing::info_span!("fused commit: LDE down").entered();
-        let words = download_lde(backend, &lde, params)?;
         let widths: Vec<usize> = evaluations.iter().map(|(_, m)| m.width()).collect();
-        let matrices = split_columns(words, &widths, self.keep_host_matrices);
-        drop(span);
         let keep = self.device_openings && self.has_products(backend);
+        let matrices = if keep {
+            // The LDE stays on the device: its host copy is made only if a caller asks for it.
+            let (params, keep_host) = (*params, self.keep_host_matrices);
+            let widths_for_download = widths.clone();
+            DeviceLdeMatrices::OnFirstUse {
+                widths,
+                download: Box::new(move |backend: &B, lde: &DeviceLde<B>| {
+                    let words = download_lde(backend, &lde.buffer, &params)?;
+                    Ok(split_columns(words, &widths_for_download, keep_host))
+                }),
+            }
+        } else {
+            let _span = tracing::info_span!("fused commit: LDE down").entered();
+            let words = download_lde(backend, &lde, params)?;
+            DeviceLdeMatrices::Host { matrices: split_columns(words, &widths, self.keep_host_matrices), keep }
+        };
         let guard = ticket.map(|mut t| {
             // What stays on the device with the prover data: the tree, and the LDE if kept.
             let tree = TreeShape::new(params.lde_shape().rows()).map_or(0, |t| t.bytes());
@@ -455,7 +467,7 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
         });
         let recycle = self.keep_host_matrices.then_some(keep_matrices as fn(Vec<RowMajorMatrix<Goldilocks>>));
         let _span = tracing::info_span!("fused commit: leaves, tree").entered();
-        self.mmcs.commit_device_lde(lde, params.lde_shape(), matrices, keep, guard, recycle)
+        self.mmcs.commit_device_lde(lde, params.lde_shape(), matrices, guard, recycle)
     }
 }
 

@@ -216,4 +216,13 @@ fn an_unfused_trace_falls_back_to_the_host_quotient() {
     assert!(want == device_prove_checked_against(&ours, &stock, &air, trace, &public));
     let stats = ours.pcs().stats();
     assert_eq!((stats.fused_commits, stats.device_quotients, stats.host_quotients), (0, 0, 1), "{stats:?}");
+
+    // A fused commit whose quotient runs on the host: the LDE comes down once, for it.
+    let backend = Arc::new(CpuBackend::new());
+    let ours = fused_config(BackendDft::new(Arc::clone(&backend)), BackendMmcs::new(backend, 0));
+    let (trace, public) = fibonacci_trace(2, 1 << 6);
+    let proof = common::stark::prove_checked(&ours, &air, trace, &public);
+    assert!(want == proof, "p3_uni_stark::prove over BackendPcs");
+    let (stats, trees) = (ours.pcs().stats(), ours.pcs().mmcs().stats());
+    assert_eq!((stats.fused_commits, trees.lde_downloads), (1, 1), "{stats:?} {trees:?}");
 }
