@@ -19,6 +19,13 @@
 //!   On a software adapter (llvmpipe), which silently ends an invocation's loops after 65,535
 //!   iterations, leaves longer than [`software_max_leaf_bytes`] are refused rather than hashed
 //!   wrong.
+//! - **The quotient as an interpreter.** [`Backend::quotient_values`] runs the constraint program
+//!   (`shaders/wgsl/quotient.wgsl`) with one invocation per point, over the LDE where it lies:
+//!   the program, its values and the challenge powers go up once as one table; each point's
+//!   registers live in a scratch buffer laid out register-major (`[register * threads + point]`),
+//!   so that neighbouring invocations touch neighbouring words; the host cuts a call into
+//!   dispatches of at most 2^16 points, and the program into ranges of instructions that keep
+//!   every invocation below llvmpipe's loop limit.
 //! - **Same plans, same tables.** The in-place transpose executes the schedule of
 //!   [`backend_api::plan::TransposePlan`] (every run-pass batch through the copy shader); the LDE
 //!   uses [`backend_api::field::LdeTwiddles`]. Kernels live in `shaders/wgsl/*.wgsl`.
@@ -48,6 +55,7 @@ mod lde;
 mod memory;
 mod merkle;
 mod open;
+mod quotient;
 mod staging;
 mod transpose;
 
@@ -450,6 +458,18 @@ impl backend_api::RawBackend for WgpuBackend {
         });
         self.gpu.check("column_dot_products")?;
         open::column_dot_products(&self.gpu, matrix, shape, rows, weights, out)
+    }
+
+    unsafe fn quotient_values(
+        &self,
+        lde: &WgpuBuffer,
+        shape: MatrixShape,
+        call: &backend_api::QuotientCall<'_>,
+        out: &mut WgpuBuffer,
+    ) -> Result<()> {
+        contract::debug_assert_holds("wgpu quotient_values", || contract::quotient_values(self, lde, shape, call, out));
+        self.gpu.check("quotient_values")?;
+        quotient::quotient_values(&self.gpu, lde, shape, call, out)
     }
 
     unsafe fn merkle_tree_in_place(&self, nodes: &mut WgpuBuffer, tree: TreeShape, hash: HashKind) -> Result<()> {

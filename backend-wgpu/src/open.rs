@@ -20,15 +20,13 @@ use std::sync::Arc;
 use backend_api::field::{inverse, root_of_unity};
 use backend_api::{DeviceBuffer as _, Error, MatrixShape, Result, RowStride};
 
-use crate::context::{Gpu, Kernel, Module, NAME, Space, Table};
+use crate::context::{Gpu, Kernel, LOOP_BUDGET, Module, NAME, Space, Table};
 use crate::memory::{self, WgpuBuffer};
 
 const ROW_DOT: Kernel = Kernel { module: Module::Open, entry: "row_dot", items_per_group: 64 };
 const COLUMN_DOT: Kernel = Kernel { module: Module::Open, entry: "column_dot", items_per_group: 64 };
 const FRI_FOLD: Kernel = Kernel { module: Module::Open, entry: "fri_fold", items_per_group: 64 };
 
-/// Loop iterations one invocation runs at most: half of llvmpipe's budget.
-const LOOP_BUDGET: usize = 1 << 15;
 /// Table elements (u64) one dispatch carries at most: a quarter of the arena.
 const TABLE_ELEMS: usize = 1 << 15;
 

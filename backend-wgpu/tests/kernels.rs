@@ -1,6 +1,7 @@
 //! Kernel tests of the wgpu backend against independent references (naive index transposes, and
 //! `conformance::reference`'s O(n^2) LDE in `u128 % p`, leaf and node hashes by the `sha3` and
-//! `blake3` crates, and its naive Poseidon2 permutation with explicit matrices), on one-segment buffers and on buffers cut into many small segments
+//! `blake3` crates, its naive Poseidon2 permutation with explicit matrices, and its quotient
+//! evaluated point by point), on one-segment buffers and on buffers cut into many small segments
 //! (`WgpuOptions::max_segment_bytes`), so that every multi-segment path runs at small shapes on
 //! the software device. The small-segment backend
 //! also keeps the portable u32-pair arithmetic, so both arithmetic paths run where the adapter has
@@ -10,6 +11,7 @@
 
 use std::sync::OnceLock;
 
+use backend_api::quotient::{ConstraintProgram, Instr, QuotientCall, QuotientDomain, Selector};
 use backend_api::{
     Backend, CopyRange, DIGEST_WORDS, DeviceBuffer as _, Error, HashKind, LdeParams, LeafLayout, LeafSpec, MatrixShape,
     PendingDownload as _, TreeShape,
@@ -505,6 +507,75 @@ fn copies_and_downloads() {
         assert!(matches!(err, Error::OverlappingCopies { .. }), "{err}");
         let _ = (TreeShape::new(1), DIGEST_WORDS, dst.len());
     });
+}
+
+/// A program of `len` instructions over eight registers: columns of both rows, a value and the
+/// first-row selector at the start, random arithmetic with a column reloaded every few
+/// instructions (so that no chain of products collapses to zero), `constraints` folds spread over
+/// it, and the last-row and transition selectors only at the end.
+fn quotient_program(r: &mut ChaCha8Rng, len: usize, cols: usize, constraints: usize) -> ConstraintProgram {
+    let column = |r: &mut ChaCha8Rng, dst| Instr::Column { dst, col: r.random_range(0..cols) as u32, next: r.random() };
+    let mut instrs: Vec<Instr> = (4..8).map(|dst| column(r, dst)).collect();
+    instrs.extend([
+        Instr::Column { dst: 0, col: 0, next: false },
+        Instr::Column { dst: 1, col: (cols - 1) as u32, next: true },
+        Instr::Value { dst: 2, index: 0 },
+        Instr::Selector { dst: 3, which: Selector::FirstRow },
+    ]);
+    let every = len / constraints;
+    let mut folded = 0;
+    while instrs.len() + 4 < len {
+        let (dst, a, b) = (r.random_range(0..8), r.random_range(0..8), r.random_range(0..8));
+        instrs.push(match r.random_range(0..8) {
+            0 => column(r, dst),
+            1 => Instr::Neg { dst, a },
+            2 | 3 => Instr::Add { dst, a, b },
+            4 => Instr::Sub { dst, a, b },
+            _ => Instr::Mul { dst, a, b },
+        });
+        if instrs.len().is_multiple_of(every) && folded + 1 < constraints {
+            instrs.push(Instr::Fold { src: a, constraint: folded as u32 });
+            folded += 1;
+        }
+    }
+    instrs.extend([
+        Instr::Selector { dst: 0, which: Selector::LastRow },
+        Instr::Selector { dst: 1, which: Selector::Transition },
+        Instr::Mul { dst: 0, a: 0, b: 1 },
+        Instr::Fold { src: 0, constraint: folded as u32 },
+    ]);
+    ConstraintProgram::new(&instrs).unwrap()
+}
+
+/// The quotient of calls that one dispatch does not cover, against the naive reference on both
+/// segment sizes: 2^17 points, more than the 2^16 one dispatch evaluates; and a program of 3 x 2^15
+/// instructions, more than one invocation may loop over on llvmpipe (which silently stops at
+/// 65,535 iterations), so that it runs in ranges of instructions that carry registers (the
+/// first-row selector read in the first) and accumulators across dispatches.
+#[test]
+fn quotient_beyond_one_dispatch_matches_the_naive_reference() {
+    let mut r = rng("quotient");
+    // (log2 n, log2 q, LDE rows per point, columns, d, instructions, constraints)
+    for (log_n, log_q, stride, cols, d, len, constraints) in [(15, 17, 1, 3, 2, 64, 3), (4, 6, 2, 4, 3, 3 << 15, 5)] {
+        let shape = MatrixShape::new((1 << log_q) * stride, cols).unwrap();
+        let lde = matrix(&mut r, shape.len());
+        let program = quotient_program(&mut r, len, cols, constraints);
+        let (values, alpha_powers) = (matrix(&mut r, 1), matrix(&mut r, constraints * d));
+        let domain = QuotientDomain::new(log_n, log_q, P + 7).unwrap();
+        let call = QuotientCall { program: &program, domain, values: &values, alpha_powers: &alpha_powers };
+        let expected = reference::quotient_values(&lde, cols, &program, domain, &values, &alpha_powers);
+        both(|b| {
+            let dev = b.upload(&lde).unwrap();
+            let mut out = b.alloc(expected.len()).unwrap();
+            b.quotient_values(&dev, shape, &call, &mut out).unwrap();
+            assert!(
+                b.download_vec(&out).unwrap() == expected,
+                "quotient of {len} instructions at 2^{log_q} points over a {shape} LDE, d {d}, {} segments of {}",
+                dev.len().div_ceil(b.segment_elems()),
+                b.segment_elems()
+            );
+        });
+    }
 }
 
 /// The two backends run the arithmetic paths their options ask for: the portable one never uses

@@ -83,4 +83,7 @@ pub mod wgsl {
     /// The opening products: row dot products (an invocation per row) and column dot products (an
     /// invocation per vector and column), in dispatches that accumulate.
     pub const OPEN: &str = include_str!("../wgsl/open.wgsl");
+    /// The quotient: a constraint program interpreted by an invocation per point, its registers in
+    /// a scratch buffer, in dispatches over ranges of instructions.
+    pub const QUOTIENT: &str = include_str!("../wgsl/quotient.wgsl");
 }

@@ -43,6 +43,12 @@ pub use timer::DeviceTime;
 /// The backend's name in errors and [`backend_api::DeviceInfo`].
 pub(crate) const NAME: &str = "wgpu";
 
+/// Loop iterations one invocation of a looping kernel runs at most: half of the 65,535 after which
+/// Mesa's llvmpipe silently ends an invocation's loops (all its loops together), so that software
+/// adapters compute what hardware does. Kernels whose work per invocation grows with the call's
+/// arguments are dispatched in ranges that stay below it.
+pub(crate) const LOOP_BUDGET: usize = 1 << 15;
+
 /// Locks a mutex, ignoring poisoning (the data stays consistent: every critical section is a
 /// plain push or take).
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -17,6 +17,7 @@ pub(crate) enum Module {
     Merkle,
     Lde,
     Open,
+    Quotient,
 }
 
 impl Module {
@@ -32,6 +33,7 @@ impl Module {
             Module::Merkle => &[WINDOW, field, KECCAK, BLAKE3, POSEIDON2_CONSTANTS, POSEIDON2, MERKLE],
             Module::Lde => &[WINDOW, field, LDE],
             Module::Open => &[WINDOW, field, OPEN],
+            Module::Quotient => &[WINDOW, field, QUOTIENT],
         };
         parts.join("\n")
     }
@@ -58,6 +60,7 @@ impl Module {
             Module::Merkle => "merkle.wgsl",
             Module::Lde => "lde.wgsl",
             Module::Open => "open.wgsl",
+            Module::Quotient => "quotient.wgsl",
         }
     }
 }

@@ -22,6 +22,7 @@ mod lde;
 mod memory;
 mod merkle;
 mod open;
+mod quotient;
 mod transpose;
 
 use std::sync::Arc;
@@ -162,6 +163,17 @@ impl backend_api::RawBackend for ToyBackend {
         out: &mut ToyBuffer,
     ) -> Result<()> {
         open::fri_fold(input.as_slice(), beta, addend.map(|(v, gamma)| (v.as_slice(), gamma)), out.as_mut_slice());
+        Ok(())
+    }
+
+    unsafe fn quotient_values(
+        &self,
+        lde: &ToyBuffer,
+        shape: MatrixShape,
+        call: &backend_api::QuotientCall<'_>,
+        out: &mut ToyBuffer,
+    ) -> Result<()> {
+        quotient::quotient_values(lde.as_slice(), shape, call, out.as_mut_slice());
         Ok(())
     }
 
