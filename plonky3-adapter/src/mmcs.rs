@@ -43,7 +43,8 @@ pub struct MmcsStats {
     /// host, an opening that fell back to it). Zero in a proof whose quotient and openings ran on
     /// the device: the LDE never came down.
     pub lde_downloads: usize,
-    /// Rows of such an LDE downloaded for the query openings, one download a row.
+    /// Downloads of rows of such an LDE for the query openings: one per opening of several rows
+    /// (gathered on the device first), one per single row.
     pub lde_row_downloads: usize,
 }
 
@@ -632,6 +633,54 @@ impl<B: Backend, H: MmcsHash, M: Matrix<Goldilocks>> DeviceTree<B, H, M> {
             .collect()
     }
 
+    /// [`Self::rows_at`] at each of `indices`: where the matrices are only on the device, their
+    /// rows gathered there ([`Backend::batched_copy`]) and downloaded at once.
+    fn rows_at_each(&self, indices: &[usize]) -> Vec<Vec<Vec<Goldilocks>>> {
+        let Some(lde) = self.lde.as_ref().filter(|_| self.host.ready.get().is_none() && indices.len() > 1) else {
+            return indices.iter().map(|&i| self.rows_at(i)).collect();
+        };
+        let (rows, cols) = (lde.shape.rows(), lde.shape.cols());
+        let log_rows = rows.trailing_zeros();
+        let copies: Vec<CopyRange> = indices
+            .iter()
+            .enumerate()
+            .map(|(k, &index)| {
+                let reduced = index >> (self.plan.log_max - log_rows);
+                let natural = p3_util::reverse_bits_len(reduced, log_rows as usize);
+                CopyRange::new(natural * cols, k * cols, cols)
+            })
+            .collect();
+        let gathered = (|| -> backend_api::Result<Vec<u64>> {
+            let mut out = self.backend.alloc(indices.len() * cols)?;
+            self.backend.batched_copy(&lde.buffer, &mut out, &copies)?;
+            self.backend.download_vec(&out)
+        })();
+        let words = gathered.unwrap_or_else(|e| {
+            panic!(
+                "plonky3-adapter: {} gather of {} rows of the committed {} LDE failed: {e}; its only copy is on the device",
+                self.backend.info().backend,
+                indices.len(),
+                lde.shape
+            )
+        });
+        self.counters.lde_row_downloads.fetch_add(1, Ordering::Relaxed);
+        words.chunks_exact(cols).map(|row| self.split_row(row)).collect()
+    }
+
+    /// One row of the side-by-side LDE as each matrix's row.
+    fn split_row(&self, words: &[u64]) -> Vec<Vec<Goldilocks>> {
+        let mut at = 0;
+        self.host
+            .dims
+            .iter()
+            .map(|&(_, w)| {
+                let row = words[at..at + w].iter().map(|&x| Goldilocks::new(x)).collect();
+                at += w;
+                row
+            })
+            .collect()
+    }
+
     /// The rows at global `index` of matrices that are one device LDE side by side (a fused
     /// commit's): host row `r` is natural row `br(r)` of the LDE, one download of its words.
     ///
@@ -651,16 +700,7 @@ impl<B: Backend, H: MmcsHash, M: Matrix<Goldilocks>> DeviceTree<B, H, M> {
                 lde.shape
             )
         });
-        let mut at = 0;
-        self.host
-            .dims
-            .iter()
-            .map(|&(_, w)| {
-                let row = words[at..at + w].iter().map(|&x| Goldilocks::new(x)).collect();
-                at += w;
-                row
-            })
-            .collect()
+        self.split_row(&words)
     }
 
     /// The digests at `(layer, index)`, from the cached top, one download, or (after a device
@@ -901,6 +941,16 @@ impl<B: Backend, H: MmcsHash> Mmcs<Goldilocks> for BackendMmcs<B, H> {
         }
     }
 
+    /// The heights without a host copy of a device LDE (the default asks `get_matrices`).
+    fn get_matrix_heights<M: Matrix<Goldilocks>>(&self, prover_data: &Self::ProverData<M>) -> Vec<usize> {
+        self.dims(prover_data).into_iter().map(|(h, _)| h).collect()
+    }
+
+    /// The tallest height without a host copy of a device LDE (the default asks `get_matrices`).
+    fn get_max_height<M: Matrix<Goldilocks>>(&self, prover_data: &Self::ProverData<M>) -> usize {
+        self.get_matrix_heights(prover_data).into_iter().max().unwrap_or_else(|| panic!("No committed matrices?"))
+    }
+
     /// [`KeccakMerkleMmcs::verify_batch`].
     fn verify_batch(
         &self,
@@ -929,13 +979,10 @@ impl<B: Backend, H: MmcsHash> Mmcs<Goldilocks> for BackendMmcs<B, H> {
             Tree::Device(tree) => tree,
         };
         let max_height = 1usize << tree.plan.log_max;
-        let values: Vec<_> = indices
-            .iter()
-            .map(|&index| {
-                assert!(index < max_height, "index {index} out of bounds for height {max_height}");
-                tree.rows_at(index)
-            })
-            .collect();
+        if let Some(&index) = indices.iter().find(|&&i| i >= max_height) {
+            panic!("index {index} out of bounds for height {max_height}");
+        }
+        let values = tree.rows_at_each(indices);
         // Plonky3's frontier walk (p3-merkle-tree's `prune_paths`) over a binary tree: at each
         // level the sorted distinct nodes pair up by parent, and each missing child is sent.
         let mut nodes = indices.to_vec();

@@ -13,8 +13,9 @@ use backend_api::{Backend, DeviceBuffer as _, HashKind, LeafJob, LeafLayout, Lea
 use crate::{Context as _, Failure, Outcome, ensure};
 
 /// Each call the front refuses, made below it: a copy of 32 bit-reversed rows of a 16-row matrix,
-/// one landing from element 40 of a 64-element buffer, a write into another instance's buffer, and
-/// a fused leaves-and-transpose whose second output is too short. Each must panic (in a debug
+/// one landing from element 40 of a 64-element buffer, a write into another instance's buffer, a
+/// fused leaves-and-transpose whose second output is too short, and a quotient over 64 points of
+/// a 16-row LDE whose output holds 16 words. Each must panic (in a debug
 /// build) and leave the neighbouring buffer, allocated right after the destination, unchanged.
 ///
 /// # Errors
@@ -66,6 +67,17 @@ pub fn raw_calls_outside_the_contract_stop<B: RawBackend>(
         ];
         // SAFETY: not met, deliberately (above): the entry check stops the call.
         let _ = unsafe { RawBackend::hash_leaves_then_transpose(backend, &mut matrix, shape, &mut jobs, 1 << 20) };
+    })?;
+    let program = backend_api::ConstraintProgram::new(&[
+        backend_api::Instr::Column { dst: 0, col: 3, next: true },
+        backend_api::Instr::Fold { src: 0, constraint: 0 },
+    ])
+    .ctx("program")?;
+    let domain = backend_api::QuotientDomain::new(4, 6, 7).ctx("domain")?;
+    let call = backend_api::QuotientCall { program: &program, domain, values: &[], alpha_powers: &[1] };
+    stops("quotient_values of 64 points over a 16-row LDE into 64 words", &mut || {
+        // SAFETY: not met, deliberately (above): the entry check stops the call.
+        let _ = unsafe { RawBackend::quotient_values(backend, &matrix, shape, &call, &mut dst) };
     })?;
     Backend::synchronize(backend).ctx("synchronize")?;
     for (what, buf, by, value) in [
