@@ -16,7 +16,7 @@
 
 use std::sync::Arc;
 
-use backend_api::field::{canonical, inverse, root_of_unity};
+use backend_api::field::{canonical, inverse, mul, pow, powers, root_of_unity, sub};
 use backend_api::quotient::{QuotientCall, Selector};
 use backend_api::{MatrixShape, Result};
 
@@ -53,7 +53,14 @@ pub(crate) fn quotient_values(
     let mut constants: Vec<u64> = call.values.iter().map(|&x| canonical(x)).collect();
     let alpha_at = constants.len();
     constants.extend(call.alpha_powers.iter().map(|&x| canonical(x)));
-    constants.push(0); // never empty
+    // x^n - 1 and its inverse at the q / n values it takes: (shift w_q^j)^n - 1 for j < q / n.
+    let vanishing_at = constants.len();
+    let log_period = domain.log_quotient_rows() - domain.log_trace_rows();
+    let shift_n = pow(domain.shift(), 1u64 << domain.log_trace_rows());
+    for x_n in powers(root_of_unity(log_period), 1 << log_period) {
+        let z_h = sub(mul(shift_n, x_n), 1);
+        constants.extend([z_h, inverse(z_h)]);
+    }
     let code = memory::upload(device, &code)?;
     let constants = memory::upload(device, &constants)?;
 
@@ -69,11 +76,12 @@ pub(crate) fn quotient_values(
     };
 
     let kernel = device.kernel(Source::Quotient, "quotient_values", 0)?;
-    let (l, c, v, a, s, o) = (
+    let (l, c, v, a, z, s, o) = (
         lde.ptr(),
         code.ptr(),
         constants.ptr(),
         constants.ptr_at(alpha_at),
+        constants.ptr_at(vanishing_at),
         scratch.as_ref().map_or(0, |s| s.ptr()),
         out.ptr(),
     );
@@ -90,6 +98,7 @@ pub(crate) fn quotient_values(
         .arg(&c)
         .arg(&v)
         .arg(&a)
+        .arg(&z)
         .arg(&s)
         .arg(&o)
         .arg(&n_instr)
@@ -102,8 +111,9 @@ pub(crate) fn quotient_values(
         .arg(&w_inv)
         .arg(&d64)
         .arg(&flags);
-    // SAFETY: (const u64*, const uint4*, const u64*, const u64*, u64*, u64*, u64 x 10) as
-    // quotient_values declares. The front validated the call: the LDE holds rows x cols words with
+    // SAFETY: (const u64*, const uint4*, const u64*, const u64*, const u64*, u64*, u64*, u64 x 10)
+    // as quotient_values declares; the vanishing table holds 2 x q / n words (above). The front
+    // validated the call: the LDE holds rows x cols words with
     // rows = stride x q, every column the program reads is below cols, every value index below the
     // values uploaded, every constraint's d powers inside the powers uploaded, every register below
     // `registers`, and the output holds q x d words. The register file holds `registers` words per

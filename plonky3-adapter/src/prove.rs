@@ -33,7 +33,7 @@ use tracing::info_span;
 
 use crate::digest::MmcsHash;
 use crate::pcs::BackendPcs;
-use crate::quotient::CompiledAir;
+use crate::quotient::{CompiledAir, Uncompiled};
 
 /// A PCS whose trace commits may leave the trace's LDE on a device that evaluates quotients: what
 /// [`prove`] asks of its configuration's PCS. [`BackendPcs`] implements it for every backend.
@@ -167,123 +167,131 @@ where
         "num_constraints() disagrees with the AIR's symbolic constraints"
     );
 
-    let pcs = config.pcs();
-    let trace_domain = pcs.natural_domain_for_degree(degree);
-    let log_num_quotient_chunks =
-        get_log_num_quotient_chunks_for_domain::<Val<SC>, A>(air, layout, trace_domain, config.is_zk());
-    let num_quotient_chunks = 1 << (log_num_quotient_chunks + config.is_zk());
-    let mut challenger = config.initialise_challenger();
-    let ext_trace_domain = pcs.natural_domain_for_degree(degree * (config.is_zk() + 1));
+    // The constraints compile on a thread of their own while the trace commits (mostly device
+    // work): a hash AIR's symbolic evaluation costs tens of milliseconds of one core.
+    std::thread::scope(|scope| {
+        let compiling = scope.spawn(|| CompiledAir::compile(air, layout));
+        let pcs = config.pcs();
+        let trace_domain = pcs.natural_domain_for_degree(degree);
+        let log_num_quotient_chunks =
+            get_log_num_quotient_chunks_for_domain::<Val<SC>, A>(air, layout, trace_domain, config.is_zk());
+        let num_quotient_chunks = 1 << (log_num_quotient_chunks + config.is_zk());
+        let mut challenger = config.initialise_challenger();
+        let ext_trace_domain = pcs.natural_domain_for_degree(degree * (config.is_zk() + 1));
 
-    let (trace_commit, trace_data) = info_span!("commit to trace data")
-        .in_scope(|| pcs.commit([(ext_trace_domain, trace)]))
-        .map_err(|source| ProvingError::Pcs { phase: "trace commitment", source })?;
+        let (trace_commit, trace_data) = info_span!("commit to trace data")
+            .in_scope(|| pcs.commit([(ext_trace_domain, trace)]))
+            .map_err(|source| ProvingError::Pcs { phase: "trace commitment", source })?;
 
-    let mut transcript = StarkProverTranscript::<SC::Challenger, Val<SC>, SC::Challenge>::new(
-        &mut challenger,
-        StarkShape::new::<Val<SC>, A>(
-            air,
-            preprocessed_width,
-            log_ext_degree,
-            log_degree,
-            num_quotient_chunks,
-            SC::Pcs::ZK,
-            config.ood_proof_of_work_bits(),
-        ),
-    );
-    let alpha = transcript.constraint_phase::<Com<SC>>(trace_commit.clone(), None, public_values);
+        let mut transcript = StarkProverTranscript::<SC::Challenger, Val<SC>, SC::Challenge>::new(
+            &mut challenger,
+            StarkShape::new::<Val<SC>, A>(
+                air,
+                preprocessed_width,
+                log_ext_degree,
+                log_degree,
+                num_quotient_chunks,
+                SC::Pcs::ZK,
+                config.ood_proof_of_work_bits(),
+            ),
+        );
+        let alpha = transcript.constraint_phase::<Com<SC>>(trace_commit.clone(), None, public_values);
 
-    let quotient_domain = ext_trace_domain.create_disjoint_domain(1 << (log_ext_degree + log_num_quotient_chunks));
+        let quotient_domain = ext_trace_domain.create_disjoint_domain(1 << (log_ext_degree + log_num_quotient_chunks));
 
-    let quotient_flat = info_span!("quotient").in_scope(|| {
-        let on_device = (config.is_zk() == 0)
-            .then(|| {
-                device_quotient::<SC, A>(
+        let quotient_flat = info_span!("quotient").in_scope(|| {
+            let on_device = (config.is_zk() == 0)
+                .then(|| {
+                    let compiled = info_span!("quotient: compile wait").in_scope(|| {
+                        compiling
+                            .join()
+                            .unwrap_or_else(|_| Err(Uncompiled("the AIR panicked in its symbolic evaluation".into())))
+                    });
+                    device_quotient::<SC>(
+                        pcs,
+                        compiled,
+                        &trace_data,
+                        trace_domain,
+                        quotient_domain,
+                        public_values,
+                        alpha,
+                    )
+                })
+                .and_then(|r| {
+                    r.map_err(|(flag, why)| warn_once(flag, || format!("{why}; the quotient runs on the host"))).ok()
+                });
+            pcs.count_quotient(on_device.is_some());
+            on_device.unwrap_or_else(|| {
+                let trace_on_quotient_domain = pcs.get_evaluations_on_domain(&trace_data, 0, quotient_domain);
+                let values = p3_uni_stark::quotient_values::<SC, A, _>(
                     pcs,
                     air,
+                    public_values,
                     layout,
-                    &trace_data,
                     trace_domain,
                     quotient_domain,
-                    public_values,
+                    &trace_on_quotient_domain,
+                    None,
                     alpha,
-                )
+                );
+                RowMajorMatrix::new_col(values).flatten_to_base()
             })
-            .and_then(|r| {
-                r.map_err(|(flag, why)| warn_once(flag, || format!("{why}; the quotient runs on the host"))).ok()
-            });
-        pcs.count_quotient(on_device.is_some());
-        on_device.unwrap_or_else(|| {
-            let trace_on_quotient_domain = pcs.get_evaluations_on_domain(&trace_data, 0, quotient_domain);
-            let values = p3_uni_stark::quotient_values::<SC, A, _>(
-                pcs,
-                air,
-                public_values,
-                layout,
-                trace_domain,
-                quotient_domain,
-                &trace_on_quotient_domain,
-                None,
-                alpha,
-            );
-            RowMajorMatrix::new_col(values).flatten_to_base()
-        })
-    });
+        });
 
-    let (quotient_commit, quotient_data) = info_span!("commit to quotient poly chunks")
-        .in_scope(|| pcs.commit_quotient(quotient_domain, quotient_flat, num_quotient_chunks))
-        .inspect_err(|_| transcript.abort())
-        .map_err(|source| ProvingError::Pcs { phase: "quotient commitment", source })?;
-
-    let (opt_r_commit, opt_r_data) = if SC::Pcs::ZK {
-        let (r_commit, r_data) = pcs
-            .get_opt_randomization_poly_commitment(core::iter::once(ext_trace_domain))
+        let (quotient_commit, quotient_data) = info_span!("commit to quotient poly chunks")
+            .in_scope(|| pcs.commit_quotient(quotient_domain, quotient_flat, num_quotient_chunks))
             .inspect_err(|_| transcript.abort())
-            .map_err(|source| ProvingError::Pcs { phase: "randomization commitment", source })?
-            .expect("ZK is enabled, so we should have randomization commitments");
-        (Some(r_commit), Some(r_data))
-    } else {
-        (None, None)
-    };
-    let commitments =
-        Commitments { trace: trace_commit, quotient_chunks: quotient_commit, random: opt_r_commit.clone() };
+            .map_err(|source| ProvingError::Pcs { phase: "quotient commitment", source })?;
 
-    let (zeta, ood_pow_witness) = transcript.ood_phase::<Com<SC>>(commitments.quotient_chunks.clone(), opt_r_commit);
-    let ood_pow_witness = ood_pow_witness.unwrap_or(Goldilocks::ZERO);
-    let zeta_next = trace_domain.next_point(zeta).expect("domain should support next_point operation");
+        let (opt_r_commit, opt_r_data) = if SC::Pcs::ZK {
+            let (r_commit, r_data) = pcs
+                .get_opt_randomization_poly_commitment(core::iter::once(ext_trace_domain))
+                .inspect_err(|_| transcript.abort())
+                .map_err(|source| ProvingError::Pcs { phase: "randomization commitment", source })?
+                .expect("ZK is enabled, so we should have randomization commitments");
+            (Some(r_commit), Some(r_data))
+        } else {
+            (None, None)
+        };
+        let commitments =
+            Commitments { trace: trace_commit, quotient_chunks: quotient_commit, random: opt_r_commit.clone() };
 
-    let is_random = opt_r_data.is_some();
-    let main_next = !air.main_next_row_columns().is_empty();
-    let opening_layout = StarkOpeningLayout::new(SC::Pcs::ZK);
-    let opening_result = info_span!("open").in_scope(|| {
-        let round0 = opt_r_data.as_ref().map(|r_data| (r_data, vec![vec![zeta]]));
-        let round1_points = if main_next { vec![zeta, zeta_next] } else { vec![zeta] };
-        let round1 = (&trace_data, vec![round1_points]);
-        let round2 = (&quotient_data, vec![vec![zeta]; num_quotient_chunks]);
-        let rounds = round0.into_iter().chain([round1, round2]).map(Into::into).collect();
-        transcript.delegate(|challenger| pcs.open_with_preprocessing(rounds, challenger, None))
-    });
-    let (opened_values, opening_proof) = opening_result
-        .inspect_err(|_| transcript.abort())
-        .map_err(|source| ProvingError::Pcs { phase: "opening", source })?;
-    transcript.finish();
+        let (zeta, ood_pow_witness) =
+            transcript.ood_phase::<Com<SC>>(commitments.quotient_chunks.clone(), opt_r_commit);
+        let ood_pow_witness = ood_pow_witness.unwrap_or(Goldilocks::ZERO);
+        let zeta_next = trace_domain.next_point(zeta).expect("domain should support next_point operation");
 
-    let trace_idx = opening_layout.trace;
-    let quotient_idx = opening_layout.quotient;
-    let trace_local = opened_values[trace_idx][0][0].clone();
-    let trace_next = main_next.then(|| opened_values[trace_idx][0][1].clone());
-    let quotient_chunks = opened_values[quotient_idx].iter().map(|v| v[0].clone()).collect_vec();
-    let random = is_random.then(|| opened_values[0][0][0].clone());
-    let opened_values = OpenedValues { trace_local, trace_next, preprocessed: None, quotient_chunks, random };
-    Ok(Proof { commitments, opened_values, opening_proof, degree_bits: log_ext_degree, ood_pow_witness })
+        let is_random = opt_r_data.is_some();
+        let main_next = !air.main_next_row_columns().is_empty();
+        let opening_layout = StarkOpeningLayout::new(SC::Pcs::ZK);
+        let opening_result = info_span!("open").in_scope(|| {
+            let round0 = opt_r_data.as_ref().map(|r_data| (r_data, vec![vec![zeta]]));
+            let round1_points = if main_next { vec![zeta, zeta_next] } else { vec![zeta] };
+            let round1 = (&trace_data, vec![round1_points]);
+            let round2 = (&quotient_data, vec![vec![zeta]; num_quotient_chunks]);
+            let rounds = round0.into_iter().chain([round1, round2]).map(Into::into).collect();
+            transcript.delegate(|challenger| pcs.open_with_preprocessing(rounds, challenger, None))
+        });
+        let (opened_values, opening_proof) = opening_result
+            .inspect_err(|_| transcript.abort())
+            .map_err(|source| ProvingError::Pcs { phase: "opening", source })?;
+        transcript.finish();
+
+        let trace_idx = opening_layout.trace;
+        let quotient_idx = opening_layout.quotient;
+        let trace_local = opened_values[trace_idx][0][0].clone();
+        let trace_next = main_next.then(|| opened_values[trace_idx][0][1].clone());
+        let quotient_chunks = opened_values[quotient_idx].iter().map(|v| v[0].clone()).collect_vec();
+        let random = is_random.then(|| opened_values[0][0][0].clone());
+        let opened_values = OpenedValues { trace_local, trace_next, preprocessed: None, quotient_chunks, random };
+        Ok(Proof { commitments, opened_values, opening_proof, degree_bits: log_ext_degree, ood_pow_witness })
+    })
 }
 
 /// The flattened quotient from the device, or the warning's flag and reason.
-#[allow(clippy::too_many_arguments)]
-fn device_quotient<SC, A>(
+fn device_quotient<SC>(
     pcs: &SC::Pcs,
-    air: &A,
-    layout: AirLayout,
+    compiled: Result<CompiledAir, Uncompiled>,
     trace_data: &<SC::Pcs as Pcs<SC::Challenge, SC::Challenger>>::ProverData,
     trace_domain: TwoAdicMultiplicativeCoset<Goldilocks>,
     quotient_domain: TwoAdicMultiplicativeCoset<Goldilocks>,
@@ -293,11 +301,8 @@ fn device_quotient<SC, A>(
 where
     SC: StarkGenericConfig,
     SC::Pcs: DeviceQuotientPcs<SC::Challenge, SC::Challenger>,
-    A: QuotientAir<SC>,
 {
-    let compiled = info_span!("quotient: compile")
-        .in_scope(|| CompiledAir::compile(air, layout))
-        .map_err(|e| (&WARNED_COMPILE, format!("the AIR's constraints were not compiled ({e})")))?;
+    let compiled = compiled.map_err(|e| (&WARNED_COMPILE, format!("the AIR's constraints were not compiled ({e})")))?;
     let values = compiled.values(public_values).map_err(|e| (&WARNED_COMPILE, e.0))?;
     let alpha_powers = compiled.alpha_powers(alpha);
     let domain = QuotientDomain::new(

@@ -8,6 +8,11 @@
 // a global scratch (fstride = the grid's threads), either way laid out so a warp's accesses to one
 // register are consecutive words. Registers hold canonical values; the LDE's words are
 // canonicalised as they are read, the values and the challenge powers by the host.
+//
+// x^n - 1 takes only q / n values on the coset (x^n = shift^n (v^n)^i, v^n of order q / n): the
+// host gives them and their inverses as a table, so a point pays one inversion per selector it
+// reads. The fold adds full 128-bit products into a 192-bit accumulator per coordinate, reduced
+// once at the end of the point.
 #include "common.cuh"
 
 #define Q_MAX_DEGREE 8
@@ -39,10 +44,33 @@ __device__ __forceinline__ u64 q_pow(u64 x, u64 e) {
 // x^-1 = x^(p - 2) for x != 0.
 __device__ __forceinline__ u64 q_inv(u64 x) { return q_pow(x, GL_P - 2); }
 
+// A sum of 128-bit products, in three words (2^64 terms cannot carry out of the top one).
+struct Acc192 {
+    u64 lo, mid, top;
+};
+
+__device__ __forceinline__ void acc_add_product(Acc192& acc, u64 a, u64 b) {
+    const u64 lo = a * b, hi = __umul64hi(a, b);
+    acc.lo += lo;
+    const u64 c1 = acc.lo < lo;
+    const u64 mid = acc.mid + hi;
+    const u64 c2 = mid < hi;
+    acc.mid = mid + c1;
+    acc.top += c2 + (acc.mid < c1);
+}
+
+// top * 2^128 + mid * 2^64 + lo mod p, with 2^128 = -2^32 (mod p) (2^96 = -1).
+__device__ __forceinline__ u64 acc_reduce(const Acc192& acc) {
+    const u64 low = gl_reduce128(acc.lo, acc.mid);
+    const u64 high = gl_mul(gl_canon(acc.top), GL_P - (1ull << 32));
+    return gl_add(low, high);
+}
+
 extern "C" __global__ void __launch_bounds__(128)
     quotient_values(const u64* __restrict__ lde, const uint4* __restrict__ code, const u64* __restrict__ values,
-                    const u64* __restrict__ alpha, u64* __restrict__ scratch, u64* __restrict__ out, u64 n_instr,
-                    u64 cols, u64 stride, u64 log_q, u64 log_n, u64 shift, u64 v, u64 w_inv, u64 d, u64 flags) {
+                    const u64* __restrict__ alpha, const u64* __restrict__ vanishing, u64* __restrict__ scratch,
+                    u64* __restrict__ out, u64 n_instr, u64 cols, u64 stride, u64 log_q, u64 log_n, u64 shift, u64 v,
+                    u64 w_inv, u64 d, u64 flags) {
     extern __shared__ u64 smem[];
     const u64 q = 1ull << log_q;
     const u64 next = 1ull << (log_q - log_n);
@@ -52,17 +80,17 @@ extern "C" __global__ void __launch_bounds__(128)
     const u64 fstride = scratch ? threads : blockDim.x;
     for (u64 i = tid; i < q; i += threads) {
         const u64 x = gl_mul(shift, q_pow(v, i));
-        u64 xn = x;
-        for (u64 k = 0; k < log_n; k++) xn = gl_mul(xn, xn);
-        const u64 z_h = gl_sub(xn, 1);
+        // vanishing[2j], vanishing[2j + 1]: x^n - 1 and its inverse at points i = j mod (q / n).
+        const u64 period = i & ((q >> log_n) - 1);
+        const u64 z_h = vanishing[2 * period];
         const u64 transition = gl_sub(x, w_inv);
         const u64 first = (flags & USES_FIRST_ROW) ? gl_mul(z_h, q_inv(gl_sub(x, 1))) : 0;
         const u64 last = (flags & USES_LAST_ROW) ? gl_mul(z_h, q_inv(transition)) : 0;
         const u64* row = lde + i * stride * cols;
         const u64* next_row = lde + ((i + next) & (q - 1)) * stride * cols;
-        u64 acc[Q_MAX_DEGREE];
+        Acc192 acc[Q_MAX_DEGREE];
 #pragma unroll
-        for (u32 k = 0; k < Q_MAX_DEGREE; k++) acc[k] = 0;
+        for (u32 k = 0; k < Q_MAX_DEGREE; k++) acc[k] = Acc192{0, 0, 0};
         for (u64 pc = 0; pc < n_instr; pc++) {
             const uint4 ins = code[pc];
             u64 r;
@@ -80,15 +108,15 @@ extern "C" __global__ void __launch_bounds__(128)
                     const u64* power = alpha + (u64)ins.w * d;
 #pragma unroll
                     for (u32 k = 0; k < Q_MAX_DEGREE; k++)
-                        if (k < d) acc[k] = gl_add(acc[k], gl_mul(power[k], c));
+                        if (k < d) acc_add_product(acc[k], power[k], c);
                     continue;
                 }
             }
             file[ins.y * fstride] = r;
         }
-        const u64 inv_z_h = q_inv(z_h);
+        const u64 inv_z_h = vanishing[2 * period + 1];
 #pragma unroll
         for (u32 k = 0; k < Q_MAX_DEGREE; k++)
-            if (k < d) out[i * d + k] = gl_mul(acc[k], inv_z_h);
+            if (k < d) out[i * d + k] = gl_mul(acc_reduce(acc[k]), inv_z_h);
     }
 }
