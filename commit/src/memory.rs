@@ -51,6 +51,10 @@ pub struct CommitShape {
     pub snapshot: bool,
 }
 
+/// The most working memory a built-in backend's quotient evaluation takes for its register files
+/// (CUDA and wgpu bound theirs by it): 256 MiB.
+pub const QUOTIENT_SCRATCH_BYTES: usize = 256 << 20;
+
 /// The modelled device bytes of one commit, term by term.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MemoryModel {
@@ -93,6 +97,21 @@ impl MemoryModel {
             });
         }
         Ok(Self { lde, trace, trees, scratch, twiddles })
+    }
+
+    /// The model of a quotient evaluation ([`backend_api::Backend::quotient_values`]) over an LDE
+    /// already on the device, which it does not count: the output (`points * degree` words) and
+    /// the working memory of a program of `registers` registers, one register file per point at
+    /// most, bounded by [`QUOTIENT_SCRATCH_BYTES`] (the most the built-in backends take), both in
+    /// the scratch term.
+    ///
+    /// # Errors
+    /// [`Error::SizeOverflow`] when the output's bytes overflow `usize`.
+    pub fn quotient(points: usize, degree: usize, registers: usize) -> Result<Self> {
+        let overflow = || Error::SizeOverflow { what: "quotient memory model (output)", elems: points };
+        let out = points.checked_mul(degree).and_then(|w| w.checked_mul(ELEM_BYTES)).ok_or_else(overflow)?;
+        let files = registers.saturating_mul(points).saturating_mul(ELEM_BYTES).min(QUOTIENT_SCRATCH_BYTES);
+        Ok(Self { lde: 0, trace: 0, trees: 0, scratch: out.checked_add(files).ok_or_else(overflow)?, twiddles: 0 })
     }
 
     /// The terms with their names, in report order.
@@ -204,6 +223,16 @@ mod tests {
 
     fn gib(bytes: usize) -> f64 {
         bytes as f64 / GIB as f64
+    }
+
+    #[test]
+    fn a_quotient_counts_its_output_and_bounded_register_files() {
+        let m = MemoryModel::quotient(1 << 20, 2, 4).unwrap();
+        assert_eq!(m.total(), (1 << 20) * 2 * 8 + (1 << 20) * 4 * 8);
+        assert_eq!((m.lde, m.trees, m.twiddles), (0, 0, 0));
+        let big = MemoryModel::quotient(1 << 20, 2, 1 << 16).unwrap();
+        assert_eq!(big.total(), (1 << 20) * 2 * 8 + QUOTIENT_SCRATCH_BYTES);
+        assert!(matches!(MemoryModel::quotient(usize::MAX, 2, 1), Err(Error::SizeOverflow { .. })));
     }
 
     #[test]

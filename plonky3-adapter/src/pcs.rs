@@ -133,7 +133,7 @@ pub(crate) struct Counters {
     pub(crate) device_errors: AtomicUsize,
     pub(crate) device_openings: AtomicUsize,
     pub(crate) host_openings: AtomicUsize,
-    admission_refusals: AtomicUsize,
+    pub(crate) admission_refusals: AtomicUsize,
     pub(crate) device_fri_rounds: AtomicUsize,
     pub(crate) host_fri_rounds: AtomicUsize,
     pub(crate) device_quotients: AtomicUsize,
@@ -409,13 +409,20 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
 
     /// The admission's ticket for a fused commit of `params` (none without an admission).
     fn admit(&self, backend: &B, params: &LdeParams) -> commit::Result<Option<Ticket>> {
+        if self.admission.is_none() {
+            return Ok(None);
+        }
+        self.admit_model(backend, &fused_commit_model(params)?)
+    }
+
+    /// The admission's ticket for device work of `model` (none without an admission).
+    pub(crate) fn admit_model(&self, backend: &B, model: &MemoryModel) -> commit::Result<Option<Ticket>> {
         let Some(admission) = &self.admission else { return Ok(None) };
-        let model = fused_commit_model(params)?;
         let memory = || {
             let info = backend.info();
             (info.total_memory > 0).then_some(DeviceMemory { free: info.free_memory, total: info.total_memory })
         };
-        admission.admit_on(&model, &memory).map(Some)
+        admission.admit_on(model, &memory).map(Some)
     }
 
     /// The fused commit: the trace up, the LDE, leaves and tree on the device, the LDE down into

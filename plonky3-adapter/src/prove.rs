@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use backend_api::quotient::{QuotientCall, QuotientDomain};
 use backend_api::{Backend, MatrixShape};
+use commit::memory::MemoryModel;
 use itertools::Itertools as _;
 use p3_air::symbolic::{AirLayout, get_symbolic_constraints};
 use p3_challenger::GrindingChallenger;
@@ -82,6 +83,15 @@ where
         };
         let call = QuotientCall { program: compiled.program(), domain, values, alpha_powers };
         let d = call.degree();
+        // The output and the register files, admitted as the fused commits are (held until the
+        // values are down).
+        let admitted = MemoryModel::quotient(domain.quotient_rows(), d, compiled.program().registers())
+            .map_err(commit::ProverError::from)
+            .and_then(|model| self.admit_model(backend, &model));
+        let _ticket = admitted.map_err(|e| {
+            self.counters.admission_refusals.fetch_add(1, Ordering::Relaxed);
+            format!("the {} quotient was not admitted ({e})", backend.info().backend)
+        })?;
         let run = || -> backend_api::Result<Vec<u64>> {
             let mut out = backend.alloc(domain.quotient_rows() * d)?;
             backend.quotient_values(&lde.buffer, lde.shape, &call, &mut out)?;

@@ -66,19 +66,18 @@ __device__ __forceinline__ u64 acc_reduce(const Acc192& acc) {
     return gl_add(low, high);
 }
 
-extern "C" __global__ void __launch_bounds__(128)
-    quotient_values(const u64* __restrict__ lde, const uint4* __restrict__ code, const u64* __restrict__ values,
-                    const u64* __restrict__ alpha, const u64* __restrict__ vanishing, u64* __restrict__ scratch,
-                    u64* __restrict__ out, u64 n_instr, u64 cols, u64 stride, u64 log_q, u64 log_n, u64 shift, u64 v,
-                    u64 w_inv, u64 d, u64 flags) {
-    extern __shared__ u64 smem[];
+// The interpreter for an extension of degree D: the accumulators are D x 3 words of registers,
+// so the kernel is instantiated per degree rather than sized for the largest.
+template <int D>
+__device__ __forceinline__ void quotient_points(const u64* __restrict__ lde, const uint4* __restrict__ code,
+                                                const u64* __restrict__ values, const u64* __restrict__ alpha,
+                                                const u64* __restrict__ vanishing, u64* const file, const u64 fstride,
+                                                u64* __restrict__ out, u64 n_instr, u64 cols, u64 stride, u64 log_q,
+                                                u64 log_n, u64 shift, u64 v, u64 w_inv, u64 flags) {
     const u64 q = 1ull << log_q;
     const u64 next = 1ull << (log_q - log_n);
     const u64 threads = (u64)gridDim.x * blockDim.x;
-    const u64 tid = (u64)blockIdx.x * blockDim.x + threadIdx.x;
-    u64* const file = scratch ? scratch + tid : smem + threadIdx.x;
-    const u64 fstride = scratch ? threads : blockDim.x;
-    for (u64 i = tid; i < q; i += threads) {
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < q; i += threads) {
         const u64 x = gl_mul(shift, q_pow(v, i));
         // vanishing[2j], vanishing[2j + 1]: x^n - 1 and its inverse at points i = j mod (q / n).
         const u64 period = i & ((q >> log_n) - 1);
@@ -88,9 +87,9 @@ extern "C" __global__ void __launch_bounds__(128)
         const u64 last = (flags & USES_LAST_ROW) ? gl_mul(z_h, q_inv(transition)) : 0;
         const u64* row = lde + i * stride * cols;
         const u64* next_row = lde + ((i + next) & (q - 1)) * stride * cols;
-        Acc192 acc[Q_MAX_DEGREE];
+        Acc192 acc[D];
 #pragma unroll
-        for (u32 k = 0; k < Q_MAX_DEGREE; k++) acc[k] = Acc192{0, 0, 0};
+        for (int k = 0; k < D; k++) acc[k] = Acc192{0, 0, 0};
         for (u64 pc = 0; pc < n_instr; pc++) {
             const uint4 ins = code[pc];
             u64 r;
@@ -105,10 +104,9 @@ extern "C" __global__ void __launch_bounds__(128)
                 case OP_NEG: r = gl_sub(0, file[ins.z * fstride]); break;
                 default: {  // OP_FOLD: acc += alpha[constraint] * r[src]
                     const u64 c = file[ins.z * fstride];
-                    const u64* power = alpha + (u64)ins.w * d;
+                    const u64* power = alpha + (u64)ins.w * D;
 #pragma unroll
-                    for (u32 k = 0; k < Q_MAX_DEGREE; k++)
-                        if (k < d) acc_add_product(acc[k], power[k], c);
+                    for (int k = 0; k < D; k++) acc_add_product(acc[k], power[k], c);
                     continue;
                 }
             }
@@ -116,7 +114,31 @@ extern "C" __global__ void __launch_bounds__(128)
         }
         const u64 inv_z_h = vanishing[2 * period + 1];
 #pragma unroll
-        for (u32 k = 0; k < Q_MAX_DEGREE; k++)
-            if (k < d) out[i * d + k] = gl_mul(acc_reduce(acc[k]), inv_z_h);
+        for (int k = 0; k < D; k++) out[i * D + k] = gl_mul(acc_reduce(acc[k]), inv_z_h);
     }
+}
+
+extern "C" __global__ void __launch_bounds__(128)
+    quotient_values(const u64* __restrict__ lde, const uint4* __restrict__ code, const u64* __restrict__ values,
+                    const u64* __restrict__ alpha, const u64* __restrict__ vanishing, u64* __restrict__ scratch,
+                    u64* __restrict__ out, u64 n_instr, u64 cols, u64 stride, u64 log_q, u64 log_n, u64 shift, u64 v,
+                    u64 w_inv, u64 d, u64 flags) {
+    extern __shared__ u64 smem[];
+    const u64 tid = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    u64* const file = scratch ? scratch + tid : smem + threadIdx.x;
+    const u64 fstride = scratch ? (u64)gridDim.x * blockDim.x : blockDim.x;
+#define Q_RUN(D)                                                                                                 \
+    quotient_points<D>(lde, code, values, alpha, vanishing, file, fstride, out, n_instr, cols, stride, log_q, log_n, \
+                       shift, v, w_inv, flags)
+    switch (d) {
+        case 1: Q_RUN(1); break;
+        case 2: Q_RUN(2); break;
+        case 3: Q_RUN(3); break;
+        case 4: Q_RUN(4); break;
+        case 5: Q_RUN(5); break;
+        case 6: Q_RUN(6); break;
+        case 7: Q_RUN(7); break;
+        default: Q_RUN(Q_MAX_DEGREE); break;
+    }
+#undef Q_RUN
 }
