@@ -25,7 +25,10 @@
 //!   registers live in a scratch buffer laid out register-major (`[register * threads + point]`),
 //!   so that neighbouring invocations touch neighbouring words; the host cuts a call into
 //!   dispatches of at most 2^16 points, and the program into ranges of instructions that keep
-//!   every invocation below llvmpipe's loop limit.
+//!   every invocation below llvmpipe's loop limit. Only a software adapter runs it for now: on an
+//!   H100 through Vulkan the conformance check of random programs gave a wrong value that
+//!   llvmpipe does not, so a hardware adapter answers `Unsupported` and callers evaluate on the
+//!   host (never a wrong quotient).
 //! - **Same plans, same tables.** The in-place transpose executes the schedule of
 //!   [`backend_api::plan::TransposePlan`] (every run-pass batch through the copy shader); the LDE
 //!   uses [`backend_api::field::LdeTwiddles`]. Kernels live in `shaders/wgsl/*.wgsl`.
