@@ -9,7 +9,7 @@
 //! ([`CompiledAir`]) and evaluated there by [`Backend::quotient_values`] over the quotient domain's
 //! rows of that LDE, and only the quotient's values come down. Otherwise the step is Plonky3's
 //! `quotient_values` over the host LDE, with one warning saying why and how to fix it; the proof
-//! is the same either way ([`PcsStats::device_quotients`], [`PcsStats::host_quotients`]).
+//! is the same either way ([`crate::PcsStats::device_quotients`], [`crate::PcsStats::host_quotients`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -122,8 +122,18 @@ fn warn_once(flag: &AtomicBool, message: impl FnOnce() -> String) {
 static WARNED_COMPILE: AtomicBool = AtomicBool::new(false);
 static WARNED_DEVICE: AtomicBool = AtomicBool::new(false);
 
-/// `p3_uni_stark::prove` with the quotient on the device (see the [module](self)): the same
-/// signature, the same proof bytes (proof-of-work bits 0), verified by `p3_uni_stark::verify`.
+/// `p3_uni_stark::prove` with the quotient on the device: the same signature, the same proof bytes
+/// (proof-of-work bits 0), verified by `p3_uni_stark::verify`.
+///
+/// The prover walks p3-uni-stark 0.9.0-rc.2's public transcript in the same order with the same
+/// values; only the quotient step runs elsewhere. Where the PCS is a [`BackendPcs`] whose trace
+/// commit kept its LDE on the device, the AIR's constraints are compiled ([`CompiledAir`], on a
+/// thread of their own while the trace commits) and evaluated there by
+/// [`Backend::quotient_values`], and only the quotient's values come down. Otherwise (an AIR the
+/// compiler does not take, a commit that did not fuse, a backend without the operation, a device
+/// error, a refused memory admission) the step is Plonky3's `quotient_values` over the host LDE,
+/// with one `tracing` warning per process saying why and how to fix it
+/// ([`PcsStats`](crate::PcsStats)'s `device_quotients` and `host_quotients` count both).
 ///
 /// # Errors
 /// As `p3_uni_stark::prove`: the PCS's failure with its proving phase.
