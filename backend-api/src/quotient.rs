@@ -610,6 +610,7 @@ mod tests {
         let lde = MatrixShape::new(16, 3).unwrap();
         assert_eq!(check_call(lde, 48, &p, &domain, 1, 4, 16).unwrap(), 2);
         assert_eq!(check_call(MatrixShape::new(8, 3).unwrap(), 24, &p, &domain, 1, 2, 8).unwrap(), 1);
+        assert_eq!(check_call(lde, 48, &p, &domain, 1, 10, 40).unwrap(), 5, "degree 5 of 2 constraints");
         assert!(matches!(check_call(lde, 47, &p, &domain, 1, 4, 16), Err(Error::LengthMismatch { .. })));
         for rows in [4, 12] {
             let shape = MatrixShape::new(rows, 3).unwrap();

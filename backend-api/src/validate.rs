@@ -730,6 +730,24 @@ mod tests {
     }
 
     #[test]
+    fn quotient_values_return_the_degree_and_refuse_what_the_program_does_not_fit() {
+        use crate::quotient::{ConstraintProgram, Instr, QuotientCall, QuotientDomain};
+        let program = ConstraintProgram::new(&[
+            Instr::Column { dst: 0, col: 1, next: true },
+            Instr::Fold { src: 0, constraint: 0 },
+        ])
+        .unwrap();
+        let domain = QuotientDomain::new(1, 2, 7).unwrap();
+        let call = |alpha: &'static [u64]| QuotientCall { program: &program, domain, values: &[], alpha_powers: alpha };
+        let shape = MatrixShape::new(8, 2).unwrap();
+        assert_eq!(quotient_values(shape, 16, &call(&[1, 2, 3]), 12).unwrap(), 3);
+        assert_eq!(quotient_values(shape, 16, &call(&[1]), 4).unwrap(), 1);
+        assert!(matches!(quotient_values(shape, 15, &call(&[1]), 4), Err(Error::LengthMismatch { .. })));
+        assert!(matches!(quotient_values(shape, 16, &call(&[1]), 5), Err(Error::LengthMismatch { .. })));
+        assert!(matches!(quotient_values(shape, 16, &call(&[]), 0), Err(Error::InvalidArgument(_))));
+    }
+
+    #[test]
     fn column_dot_products_read_rows_of_the_matrix_only() {
         let shape = MatrixShape::new(8, 3).unwrap();
         // Rows 1, 3, 5, 7: the last row read is the matrix's last.
