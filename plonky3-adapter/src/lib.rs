@@ -196,6 +196,9 @@ pub use dft::{BackendDft, DftStats, OnDeviceError};
 pub use digest::{Digest, Keccak256, KeccakMerkleMmcs, MmcsHash, Poseidon2, Poseidon2MerkleMmcs};
 pub use fri::BackendExtensionMmcs;
 pub use mmcs::{BackendMmcs, BackendProverData, MmcsStats};
-pub use pcs::{BackendPcs, InnerPcs, OnRefusal, PcsError, PcsStats, free_kept_host_matrices, fused_commit_model};
-pub use prove::{DeviceQuotientPcs, prove};
+pub use pcs::{
+    BackendPcs, InnerPcs, OnRefusal, PcsError, PcsStats, free_kept_host_matrices, fused_commit_model,
+    quotient_commit_model,
+};
+pub use prove::{DeviceQuotient, DeviceQuotientPcs, prove};
 pub use quotient::{CompiledAir, Uncompiled};

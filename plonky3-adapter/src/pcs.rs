@@ -5,13 +5,17 @@ use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use backend_api::{Backend, DIGEST_WORDS, ELEM_BYTES, LdeParams, LeafLayout, MatrixShape, TreeShape};
+use backend_api::plan::TransposeGeometry;
+use backend_api::{
+    Backend, CopyRange, DIGEST_WORDS, DeviceBuffer, ELEM_BYTES, LdeParams, LeafLayout, MatrixShape, TreeShape,
+};
 use commit::memory::{CommitShape, MemoryModel};
 use commit::{Admission, DeviceMemory, Ticket};
 use p3_challenger::{CanObserve, FieldChallenger, GrindingChallenger};
+use p3_commit::PolynomialSpace;
 use p3_commit::{Mmcs, OpenedValues, OpeningRequest, Pcs, PeriodicLdeTable, UnivariateStarkPcs};
 use p3_field::coset::TwoAdicMultiplicativeCoset;
-use p3_field::{ExtensionField, Field, PrimeCharacteristicRing};
+use p3_field::{ExtensionField, Field, PrimeCharacteristicRing, PrimeField64};
 use p3_fri::{FriParameters, FriProverError, TwoAdicFriPcs};
 use p3_goldilocks::Goldilocks;
 use p3_matrix::Matrix;
@@ -59,6 +63,10 @@ pub struct PcsStats {
     /// Quotients [`crate::prove`] evaluated on the device, over the LDE the trace's fused commit
     /// kept there ([`Backend::quotient_values`]).
     pub device_quotients: usize,
+    /// Quotient commits whose chunks, their LDEs, leaves and tree ran on the device, from values
+    /// [`crate::prove`] left there or from the host's values uploaded once (`commit_quotient`),
+    /// the LDE kept there for the openings as a fused commit keeps the trace's.
+    pub device_quotient_commits: usize,
     /// Quotients [`crate::prove`] evaluated with Plonky3's host code (the AIR's constraints were
     /// not compiled, the trace's LDE was not on the device, or the device failed; one warning
     /// says which).
@@ -77,6 +85,7 @@ impl PcsStats {
         device_fri_rounds: 0,
         host_fri_rounds: 0,
         device_quotients: 0,
+        device_quotient_commits: 0,
         host_quotients: 0,
     };
 }
@@ -137,6 +146,7 @@ pub(crate) struct Counters {
     pub(crate) device_fri_rounds: AtomicUsize,
     pub(crate) host_fri_rounds: AtomicUsize,
     pub(crate) device_quotients: AtomicUsize,
+    pub(crate) device_quotient_commits: AtomicUsize,
     pub(crate) host_quotients: AtomicUsize,
 }
 
@@ -334,6 +344,7 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
             device_fri_rounds: c.device_fri_rounds.load(Ordering::Relaxed),
             host_fri_rounds: c.host_fri_rounds.load(Ordering::Relaxed),
             device_quotients: c.device_quotients.load(Ordering::Relaxed),
+            device_quotient_commits: c.device_quotient_commits.load(Ordering::Relaxed),
             host_quotients: c.host_quotients.load(Ordering::Relaxed),
         }
     }
@@ -449,6 +460,21 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
         };
         drop(span);
         let widths: Vec<usize> = evaluations.iter().map(|(_, m)| m.width()).collect();
+        self.commit_lde(backend, lde, params, widths, ticket)
+    }
+
+    /// The tail of a device commit: `lde` (the natural-order row-major LDE of `params`, the
+    /// matrices of `widths` side by side) hashed and its tree built on the device, and either kept
+    /// there for the openings (its host copy made on first use) or downloaded into bit-reversed
+    /// host matrices. `ticket` shrinks to what stays on the device with the prover data.
+    fn commit_lde(
+        &self,
+        backend: &B,
+        lde: B::Buffer,
+        params: &LdeParams,
+        widths: Vec<usize>,
+        ticket: Option<Ticket>,
+    ) -> backend_api::Result<Committed<B, RowMajorMatrix<Goldilocks>, H>> {
         let keep = self.device_openings && self.has_products(backend);
         let matrices = if keep {
             // The LDE stays on the device: its host copy is made only if a caller asks for it.
@@ -476,6 +502,118 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
         let _span = tracing::info_span!("fused commit: leaves, tree").entered();
         self.mmcs.commit_device_lde(lde, params.lde_shape(), matrices, guard, recycle)
     }
+
+    /// [`BackendPcs::commit_quotient_values`] under the memory admission, counted: the commit, or
+    /// why it did not happen on the device (a refusal, a device error), for a warning.
+    pub(crate) fn commit_quotient_on(
+        &self,
+        backend: &B,
+        values: &B::Buffer,
+        quotient_domain: TwoAdicMultiplicativeCoset<Goldilocks>,
+        degree: usize,
+        num_chunks: usize,
+    ) -> Result<Committed<B, RowMajorMatrix<Goldilocks>, H>, String> {
+        let name = backend.info().backend;
+        let params = quotient_lde_params(quotient_domain, degree, num_chunks, self.log_blowup)
+            .map_err(|e| format!("the {name} quotient commit: {e}"))?;
+        let ticket =
+            quotient_commit_model(&params).and_then(|model| self.admit_model(backend, &model)).map_err(|e| {
+                self.counters.admission_refusals.fetch_add(1, Ordering::Relaxed);
+                format!("the {name} quotient commit was not admitted ({e})")
+            })?;
+        match self.commit_quotient_values(backend, values, quotient_domain, degree, num_chunks, ticket) {
+            Ok(done) => {
+                self.counters.device_quotient_commits.fetch_add(1, Ordering::Relaxed);
+                Ok(done)
+            }
+            Err(e) => {
+                self.counters.device_errors.fetch_add(1, Ordering::Relaxed);
+                Err(format!("{name} quotient commit of {num_chunks} chunks of the {} LDE: {e}", params.lde_shape()))
+            }
+        }
+    }
+
+    /// `TwoAdicFriPcs::commit_quotient`, counted as a stock commit.
+    pub(crate) fn commit_quotient_stock<Challenge, Challenger>(
+        &self,
+        quotient_domain: TwoAdicMultiplicativeCoset<Goldilocks>,
+        evaluations: RowMajorMatrix<Goldilocks>,
+        num_chunks: usize,
+    ) -> Result<Committed<B, RowMajorMatrix<Goldilocks>, H>, PcsError>
+    where
+        B: 'static,
+        FriMmcs: Mmcs<Challenge>,
+        Challenge: ExtensionField<Goldilocks>,
+        Challenger:
+            FieldChallenger<Goldilocks> + CanObserve<FriMmcs::Commitment> + GrindingChallenger<Witness = Goldilocks>,
+    {
+        self.counters.stock_commits.fetch_add(1, Ordering::Relaxed);
+        Ok(UnivariateStarkPcs::<Challenge, Challenger>::commit_quotient(
+            &self.inner,
+            quotient_domain,
+            evaluations,
+            num_chunks,
+        )?)
+    }
+
+    /// The quotient's commit from its values on the device: `TwoAdicFriPcs::commit_quotient`'s
+    /// bytes (the chunks split, each chunk's coset LDE, one tree over the chunks side by side), all
+    /// of it on the device, the LDE kept there for the openings as a fused commit keeps the
+    /// trace's.
+    ///
+    /// `values` holds `degree` words per point of `quotient_domain`, in the domain's order (the
+    /// flattened quotient). Row `i` of chunk `c` is point `i * num_chunks + c`
+    /// (`split_evals`), so `values`, read as a matrix of `num_chunks * degree` columns, already
+    /// holds the chunks side by side. Each chunk lies on its own coset and its LDE takes its own
+    /// shift, which one [`Backend::coset_lde`] cannot: the LDE of the whole matrix is taken once
+    /// per chunk, with that chunk's shift, and that chunk's columns kept (column-major, one copy
+    /// each), then the columns are turned row-major. This costs `num_chunks` times the least
+    /// arithmetic on a matrix of a few columns, a small fraction of the trace's commit.
+    ///
+    /// `values` is left as it is, so that a caller can still download it after an error.
+    ///
+    /// # Errors
+    /// [`backend_api::Error::InvalidArgument`] for a chunk count that does not split the domain or
+    /// a `values` of another length; the backend's errors.
+    pub(crate) fn commit_quotient_values(
+        &self,
+        backend: &B,
+        values: &B::Buffer,
+        quotient_domain: TwoAdicMultiplicativeCoset<Goldilocks>,
+        degree: usize,
+        num_chunks: usize,
+        ticket: Option<Ticket>,
+    ) -> backend_api::Result<Committed<B, RowMajorMatrix<Goldilocks>, H>> {
+        let params = quotient_lde_params(quotient_domain, degree, num_chunks, self.log_blowup)?;
+        if values.len() != params.trace().len() {
+            return Err(backend_api::Error::InvalidArgument(format!(
+                "the quotient's values hold {} words, not {} points of {degree}",
+                values.len(),
+                quotient_domain.size()
+            )));
+        }
+        let span = tracing::info_span!("quotient commit: chunks' LDEs").entered();
+        let lde_shape = params.lde_shape();
+        let lde = if num_chunks == 1 {
+            backend.coset_lde(values, &params)?
+        } else {
+            let rows = lde_shape.rows();
+            // Column-major: column j at j * rows.
+            let mut columns = backend.alloc(lde_shape.len())?;
+            for (c, domain) in quotient_domain.split_domains(num_chunks).iter().enumerate() {
+                let shift = (Goldilocks::GENERATOR / domain.shift()).as_canonical_u64();
+                let mut lde = backend.coset_lde(values, &LdeParams::new(params.trace(), params.blowup(), shift)?)?;
+                backend.transpose_in_place(&mut lde, lde_shape, transpose_cap(lde_shape))?;
+                let at = c * degree * rows;
+                backend.batched_copy(&lde, &mut columns, &[CopyRange::new(at, at, degree * rows)])?;
+            }
+            let column_major = MatrixShape::new(lde_shape.cols(), rows)?;
+            backend.transpose_in_place(&mut columns, column_major, transpose_cap(column_major))?;
+            columns
+        };
+        drop(span);
+        self.commit_lde(backend, lde, &params, vec![degree; num_chunks], ticket)
+    }
 }
 
 /// The device memory model of a fused commit of `params` (what [`BackendPcs::with_admission`]
@@ -500,6 +638,59 @@ pub fn fused_commit_model(params: &LdeParams) -> commit::Result<MemoryModel> {
         .ok_or(backend_api::Error::SizeOverflow { what: "fused commit leaves", elems: rows })?;
     let scratch = staging_bytes(rows, cols).max(reorder);
     Ok(MemoryModel { scratch, ..MemoryModel::of(&shape)? })
+}
+
+/// The quotient's chunks side by side as one LDE's parameters: `quotient_domain.size() /
+/// num_chunks` rows of `num_chunks * degree` columns, the PCS's blowup, and the first chunk's
+/// shift (`TwoAdicFriPcs::coset_ldes`: evaluations over `xH` become evaluations over `gK`).
+///
+/// # Errors
+/// [`backend_api::Error::InvalidArgument`] for a chunk count that is not a power of two dividing
+/// the domain, or a zero degree; [`LdeParams::new`]'s errors.
+pub(crate) fn quotient_lde_params(
+    quotient_domain: TwoAdicMultiplicativeCoset<Goldilocks>,
+    degree: usize,
+    num_chunks: usize,
+    log_blowup: usize,
+) -> backend_api::Result<LdeParams> {
+    let points = quotient_domain.size();
+    if degree == 0 || !num_chunks.is_power_of_two() || num_chunks > points {
+        return Err(backend_api::Error::InvalidArgument(format!(
+            "{num_chunks} chunks of degree-{degree} values do not split a quotient domain of {points} points"
+        )));
+    }
+    let cols = num_chunks
+        .checked_mul(degree)
+        .ok_or(backend_api::Error::SizeOverflow { what: "quotient chunks", elems: num_chunks })?;
+    let shift = Goldilocks::GENERATOR / quotient_domain.shift();
+    LdeParams::new(MatrixShape::new(points / num_chunks, cols)?, 1 << log_blowup, shift.as_canonical_u64())
+}
+
+/// The scratch cap of the quotient commit's transposes: the matrix's own bytes (at least one row
+/// plus one run).
+fn transpose_cap(shape: MatrixShape) -> usize {
+    shape.bytes().max((shape.cols() + 1) * ELEM_BYTES)
+}
+
+/// The device memory model of a quotient commit of `params` ([`quotient_lde_params`]): a fused
+/// commit's ([`fused_commit_model`]), with the scratch term also holding the quotient's values,
+/// one chunk's whole-width LDE and the larger transpose's scratch, which are live beside the LDE
+/// being assembled.
+///
+/// # Errors
+/// [`fused_commit_model`]'s and [`TransposeGeometry::new`]'s.
+pub fn quotient_commit_model(params: &LdeParams) -> commit::Result<MemoryModel> {
+    let fused = fused_commit_model(params)?;
+    let lde_shape = params.lde_shape();
+    let column_major = MatrixShape::new(lde_shape.cols(), lde_shape.rows())?;
+    let transposes = TransposeGeometry::new(lde_shape, transpose_cap(lde_shape))?
+        .scratch_bytes()
+        .max(TransposeGeometry::new(column_major, transpose_cap(column_major))?.scratch_bytes());
+    let scratch = [params.trace().bytes(), lde_shape.bytes(), transposes.max(fused.scratch)]
+        .into_iter()
+        .try_fold(0usize, usize::checked_add)
+        .ok_or(backend_api::Error::SizeOverflow { what: "quotient commit scratch", elems: lde_shape.len() })?;
+    Ok(MemoryModel { scratch, ..fused })
 }
 
 /// Keeps a dropped fused commit's host matrix for the next download of its size
@@ -671,6 +862,38 @@ where
 
     fn log_min_trace_height(&self) -> usize {
         UnivariateStarkPcs::<Challenge, Challenger>::log_min_trace_height(&self.inner)
+    }
+
+    /// `TwoAdicFriPcs::commit_quotient`'s commitment and prover data, with the values uploaded
+    /// once and the chunks' split, LDEs, leaves and tree on the device (the LDE kept there for the
+    /// openings) where a fused commit of that size would run there; otherwise, and after a device
+    /// error (with a warning), `TwoAdicFriPcs::commit_quotient`.
+    fn commit_quotient(
+        &self,
+        quotient_domain: Self::Domain,
+        quotient_evaluations: RowMajorMatrix<Goldilocks>,
+        num_chunks: usize,
+    ) -> Result<(Self::Commitment, Self::ProverData), Self::ProverError> {
+        let (width, points) = (quotient_evaluations.width(), quotient_evaluations.height());
+        let routed = (num_chunks > 0 && points == quotient_domain.size())
+            .then(|| {
+                let shift = Goldilocks::GENERATOR / quotient_domain.shift();
+                self.dft.route_shape(points / num_chunks, num_chunks * width, self.log_blowup, shift)
+            })
+            .flatten()
+            .filter(|(backend, _)| Arc::ptr_eq(backend, self.mmcs.backend()));
+        if let Some((backend, _)) = routed {
+            let backend = Arc::clone(backend);
+            let on_device = backend
+                .upload(as_words(&quotient_evaluations.values))
+                .map_err(|e| format!("the quotient's values did not go up to {} ({e})", backend.info().backend))
+                .and_then(|values| self.commit_quotient_on(&backend, &values, quotient_domain, width, num_chunks));
+            match on_device {
+                Ok(done) => return Ok(done),
+                Err(why) => tracing::warn!("plonky3-adapter: {why}; committing through TwoAdicFriPcs"),
+            }
+        }
+        self.commit_quotient_stock::<Challenge, Challenger>(quotient_domain, quotient_evaluations, num_chunks)
     }
 
     fn get_quotient_ldes(

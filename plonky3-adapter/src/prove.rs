@@ -14,14 +14,17 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use backend_api::quotient::{QuotientCall, QuotientDomain};
-use backend_api::{Backend, MatrixShape};
+use std::sync::Arc;
+
+use backend_api::{Backend, DeviceBuffer, ELEM_BYTES, MatrixShape};
+use commit::Ticket;
 use commit::memory::MemoryModel;
 use itertools::Itertools as _;
 use p3_air::symbolic::{AirLayout, get_symbolic_constraints};
 use p3_challenger::GrindingChallenger;
 use p3_commit::{Pcs, PolynomialSpace, UnivariateStarkPcs};
 use p3_field::coset::TwoAdicMultiplicativeCoset;
-use p3_field::{BasedVectorSpace, ExtensionField, PrimeCharacteristicRing, PrimeField64};
+use p3_field::{ExtensionField, PrimeCharacteristicRing, PrimeField64};
 use p3_goldilocks::Goldilocks;
 use p3_matrix::Matrix;
 use p3_matrix::dense::RowMajorMatrix;
@@ -32,6 +35,7 @@ use p3_uni_stark::{
 use p3_util::log2_strict_usize;
 use tracing::info_span;
 
+use crate::convert::into_field_vec;
 use crate::digest::MmcsHash;
 use crate::pcs::BackendPcs;
 use crate::quotient::{CompiledAir, Uncompiled};
@@ -41,9 +45,12 @@ use crate::quotient::{CompiledAir, Uncompiled};
 pub trait DeviceQuotientPcs<Challenge: ExtensionField<Goldilocks>, Challenger>:
     UnivariateStarkPcs<Challenge, Challenger, Domain = TwoAdicMultiplicativeCoset<Goldilocks>>
 {
+    /// A quotient's values where they were evaluated ([`DeviceQuotient`] for [`BackendPcs`]).
+    type DeviceValues: Send;
+
     /// The flattened quotient (`d` words per point of `domain`, Plonky3's `flatten_to_base`) of
     /// the compiled constraints over the LDE of the trace committed in `trace`, evaluated where
-    /// that LDE lies; or why it cannot be, in words naming the fix.
+    /// that LDE lies and left there; or why it cannot be, in words naming the fix.
     ///
     /// # Errors
     /// The reason, for a warning; the caller then evaluates on the host.
@@ -54,10 +61,38 @@ pub trait DeviceQuotientPcs<Challenge: ExtensionField<Goldilocks>, Challenger>:
         domain: QuotientDomain,
         values: &[u64],
         alpha_powers: &[u64],
-    ) -> Result<Vec<u64>, String>;
+    ) -> Result<Self::DeviceValues, String>;
+
+    /// Commits the quotient's `num_chunks` chunks from `values`: the commitment and prover data
+    /// `UnivariateStarkPcs::commit_quotient` gives for the same values on the host.
+    ///
+    /// # Errors
+    /// Why the values are lost (the device failed, and they could not come down for the host's
+    /// commit either), for a warning; the caller then evaluates them again on the host.
+    fn commit_device_quotient(
+        &self,
+        values: Self::DeviceValues,
+        quotient_domain: TwoAdicMultiplicativeCoset<Goldilocks>,
+        num_chunks: usize,
+    ) -> Result<(Self::Commitment, Self::ProverData), String>;
 
     /// Counts one quotient step, on the device or on the host.
     fn count_quotient(&self, on_device: bool);
+}
+
+/// A quotient's values on a backend, from [`BackendPcs`]'s
+/// [`DeviceQuotientPcs::device_quotient`]: `degree` words per point of the quotient domain, in
+/// the domain's order, with the memory admission's ticket for them. Dropping it frees both.
+pub struct DeviceQuotient<B: Backend> {
+    values: B::Buffer,
+    degree: usize,
+    ticket: Option<Ticket>,
+}
+
+impl<B: Backend> std::fmt::Debug for DeviceQuotient<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceQuotient").field("words", &self.values.len()).field("degree", &self.degree).finish()
+    }
 }
 
 impl<B, FriMmcs, H, Challenge, Challenger> DeviceQuotientPcs<Challenge, Challenger> for BackendPcs<B, FriMmcs, H>
@@ -70,6 +105,8 @@ where
         + p3_challenger::CanObserve<FriMmcs::Commitment>
         + GrindingChallenger<Witness = Goldilocks>,
 {
+    type DeviceValues = DeviceQuotient<B>;
+
     fn device_quotient(
         &self,
         trace: &Self::ProverData,
@@ -77,33 +114,63 @@ where
         domain: QuotientDomain,
         values: &[u64],
         alpha_powers: &[u64],
-    ) -> Result<Vec<u64>, String> {
+    ) -> Result<DeviceQuotient<B>, String> {
         let Some((backend, lde)) = trace.device_lde() else {
             return Err(self.why_no_device_lde(trace));
         };
         let call = QuotientCall { program: compiled.program(), domain, values, alpha_powers };
         let d = call.degree();
-        // The output and the register files, admitted as the fused commits are (held until the
-        // values are down).
+        // The output and the register files, admitted as the fused commits are; the ticket then
+        // holds the output's bytes until it is committed.
         let admitted = MemoryModel::quotient(domain.quotient_rows(), d, compiled.program().registers())
             .map_err(commit::ProverError::from)
             .and_then(|model| self.admit_model(backend, &model));
-        let _ticket = admitted.map_err(|e| {
+        let ticket = admitted.map_err(|e| {
             self.counters.admission_refusals.fetch_add(1, Ordering::Relaxed);
             format!("the {} quotient was not admitted ({e})", backend.info().backend)
         })?;
-        let run = || -> backend_api::Result<Vec<u64>> {
+        let run = || -> backend_api::Result<B::Buffer> {
             let mut out = backend.alloc(domain.quotient_rows() * d)?;
             backend.quotient_values(&lde.buffer, lde.shape, &call, &mut out)?;
-            backend.download_vec(&out)
+            // The step ends when its values are there (a device error surfaces here).
+            backend.synchronize()?;
+            Ok(out)
         };
         let shape: MatrixShape = lde.shape;
-        run().map_err(|e| {
+        let values = run().map_err(|e| {
             if !e.is_unsupported() {
                 self.counters.device_errors.fetch_add(1, Ordering::Relaxed);
             }
             format!("{} quotient over the {shape} LDE: {e}", backend.info().backend)
-        })
+        })?;
+        let ticket = ticket.map(|mut t| {
+            t.shrink_to(values.len() * ELEM_BYTES);
+            t
+        });
+        Ok(DeviceQuotient { values, degree: d, ticket })
+    }
+
+    fn commit_device_quotient(
+        &self,
+        quotient: DeviceQuotient<B>,
+        quotient_domain: TwoAdicMultiplicativeCoset<Goldilocks>,
+        num_chunks: usize,
+    ) -> Result<(Self::Commitment, Self::ProverData), String> {
+        let DeviceQuotient { values, degree, ticket } = quotient;
+        // The commit's own model holds the values from here on.
+        drop(ticket);
+        let backend = Arc::clone(self.mmcs.backend());
+        let why = match self.commit_quotient_on(&backend, &values, quotient_domain, degree, num_chunks) {
+            Ok(done) => return Ok(done),
+            Err(why) => why,
+        };
+        tracing::warn!("plonky3-adapter: {why}; the quotient's values come down for TwoAdicFriPcs::commit_quotient");
+        let words =
+            backend.download_vec(&values).map_err(|e| format!("{why}, and its values could not come down ({e})"))?;
+        drop(values);
+        let matrix = RowMajorMatrix::new(into_field_vec(words), degree);
+        self.commit_quotient_stock::<Challenge, Challenger>(quotient_domain, matrix, num_chunks)
+            .map_err(|e| format!("{why}, and TwoAdicFriPcs::commit_quotient failed ({e})"))
     }
 
     fn count_quotient(&self, on_device: bool) {
@@ -219,8 +286,10 @@ where
 
         let quotient_domain = ext_trace_domain.create_disjoint_domain(1 << (log_ext_degree + log_num_quotient_chunks));
 
-        let quotient_flat = info_span!("quotient").in_scope(|| {
-            let on_device = (config.is_zk() == 0)
+        // The quotient evaluated and committed where the trace's LDE lies; else Plonky3's host
+        // code, whose values `commit_quotient` then takes.
+        let on_device = info_span!("quotient").in_scope(|| {
+            (config.is_zk() == 0)
                 .then(|| {
                     let compiled = info_span!("quotient: compile wait").in_scope(|| {
                         compiling
@@ -239,29 +308,39 @@ where
                 })
                 .and_then(|r| {
                     r.map_err(|(flag, why)| warn_once(flag, || format!("{why}; the quotient runs on the host"))).ok()
-                });
-            pcs.count_quotient(on_device.is_some());
-            on_device.unwrap_or_else(|| {
-                let trace_on_quotient_domain = pcs.get_evaluations_on_domain(&trace_data, 0, quotient_domain);
-                let values = p3_uni_stark::quotient_values::<SC, A, _>(
-                    pcs,
-                    air,
-                    public_values,
-                    layout,
-                    trace_domain,
-                    quotient_domain,
-                    &trace_on_quotient_domain,
-                    None,
-                    alpha,
-                );
-                RowMajorMatrix::new_col(values).flatten_to_base()
-            })
+                })
         });
-
-        let (quotient_commit, quotient_data) = info_span!("commit to quotient poly chunks")
-            .in_scope(|| pcs.commit_quotient(quotient_domain, quotient_flat, num_quotient_chunks))
-            .inspect_err(|_| transcript.abort())
-            .map_err(|source| ProvingError::Pcs { phase: "quotient commitment", source })?;
+        let committed = on_device.and_then(|values| {
+            info_span!("commit to quotient poly chunks")
+                .in_scope(|| pcs.commit_device_quotient(values, quotient_domain, num_quotient_chunks))
+                .map_err(|why| warn_once(&WARNED_DEVICE, || format!("{why}; the quotient runs on the host")))
+                .ok()
+        });
+        pcs.count_quotient(committed.is_some());
+        let (quotient_commit, quotient_data) = match committed {
+            Some(done) => done,
+            None => {
+                let quotient_flat = info_span!("quotient").in_scope(|| {
+                    let trace_on_quotient_domain = pcs.get_evaluations_on_domain(&trace_data, 0, quotient_domain);
+                    let values = p3_uni_stark::quotient_values::<SC, A, _>(
+                        pcs,
+                        air,
+                        public_values,
+                        layout,
+                        trace_domain,
+                        quotient_domain,
+                        &trace_on_quotient_domain,
+                        None,
+                        alpha,
+                    );
+                    RowMajorMatrix::new_col(values).flatten_to_base()
+                });
+                info_span!("commit to quotient poly chunks")
+                    .in_scope(|| pcs.commit_quotient(quotient_domain, quotient_flat, num_quotient_chunks))
+                    .inspect_err(|_| transcript.abort())
+                    .map_err(|source| ProvingError::Pcs { phase: "quotient commitment", source })?
+            }
+        };
 
         let (opt_r_commit, opt_r_data) = if SC::Pcs::ZK {
             let (r_commit, r_data) = pcs
@@ -308,7 +387,13 @@ where
     })
 }
 
-/// The flattened quotient from the device, or the warning's flag and reason.
+/// The quotient's values where `SC`'s PCS evaluates them.
+type DeviceValues<SC> = <<SC as StarkGenericConfig>::Pcs as DeviceQuotientPcs<
+    <SC as StarkGenericConfig>::Challenge,
+    <SC as StarkGenericConfig>::Challenger,
+>>::DeviceValues;
+
+/// The quotient's values on the device, or the warning's flag and reason.
 fn device_quotient<SC>(
     pcs: &SC::Pcs,
     compiled: Result<CompiledAir, Uncompiled>,
@@ -317,7 +402,7 @@ fn device_quotient<SC>(
     quotient_domain: TwoAdicMultiplicativeCoset<Goldilocks>,
     public_values: &[Goldilocks],
     alpha: SC::Challenge,
-) -> Result<RowMajorMatrix<Goldilocks>, (&'static AtomicBool, String)>
+) -> Result<DeviceValues<SC>, (&'static AtomicBool, String)>
 where
     SC: StarkGenericConfig,
     SC::Pcs: DeviceQuotientPcs<SC::Challenge, SC::Challenger>,
@@ -331,9 +416,7 @@ where
         quotient_domain.shift().as_canonical_u64(),
     )
     .map_err(|e| (&WARNED_DEVICE, format!("the quotient domain: {e}")))?;
-    let d = <SC::Challenge as BasedVectorSpace<Goldilocks>>::DIMENSION;
-    let words = info_span!("quotient: device")
+    info_span!("quotient: device")
         .in_scope(|| pcs.device_quotient(trace_data, &compiled, domain, &values, &alpha_powers))
-        .map_err(|why| (&WARNED_DEVICE, why))?;
-    Ok(RowMajorMatrix::new(words.into_iter().map(Goldilocks::new).collect(), d))
+        .map_err(|why| (&WARNED_DEVICE, why))
 }

@@ -15,7 +15,7 @@ use backend_api::Backend;
 use backend_cpu::CpuBackend;
 use common::matrix;
 use common::stark::{BackendChallengeMmcs, Challenge, Challenger, Val, pcs, val_mmcs};
-use p3_commit::{ExtensionMmcs, Mmcs, Pcs};
+use p3_commit::{ExtensionMmcs, Mmcs, Pcs, PolynomialSpace, UnivariateStarkPcs};
 use p3_dft::Radix2DitParallel;
 use p3_field::coset::TwoAdicMultiplicativeCoset;
 use p3_field::{Field, PrimeCharacteristicRing};
@@ -86,8 +86,168 @@ fn same_as_stock<B: Backend + 'static>(
         device_fri_rounds: after.device_fri_rounds - before.device_fri_rounds,
         host_fri_rounds: after.host_fri_rounds - before.host_fri_rounds,
         device_quotients: after.device_quotients - before.device_quotients,
+        device_quotient_commits: after.device_quotient_commits - before.device_quotient_commits,
         host_quotients: after.host_quotients - before.host_quotients,
     }
+}
+
+/// `commit_quotient` of `values` over `quotient_domain` in `num_chunks` chunks with `ours` and
+/// with stock `TwoAdicFriPcs`: the same commitment and the same committed chunk LDEs; returns what
+/// `ours` counted for it.
+fn same_quotient_commit_as_stock<B: Backend + 'static>(
+    ours: &Fused<B>,
+    log_blowup: usize,
+    quotient_domain: TwoAdicMultiplicativeCoset<Val>,
+    values: &RowMajorMatrix<Val>,
+    num_chunks: usize,
+) -> PcsStats {
+    let before = ours.stats();
+    let stock = pcs(Radix2DitParallel::<Val>::default(), log_blowup);
+    let (want_cap, want_data) = UnivariateStarkPcs::<Challenge, Challenger>::commit_quotient(
+        &stock,
+        quotient_domain,
+        values.clone(),
+        num_chunks,
+    )
+    .unwrap();
+    let (cap, data) =
+        UnivariateStarkPcs::<Challenge, Challenger>::commit_quotient(ours, quotient_domain, values.clone(), num_chunks)
+            .unwrap();
+    let what = format!("{} points x {} in {num_chunks} chunks, blowup 2^{log_blowup}", values.height(), values.width());
+    assert_eq!(
+        postcard::to_allocvec(&cap).unwrap(),
+        postcard::to_allocvec(&want_cap).unwrap(),
+        "{what}: the commitments differ"
+    );
+    let want = val_mmcs().get_matrices(&want_data);
+    let got = ours.mmcs().get_matrices(&data);
+    assert_eq!(got.len(), want.len(), "{what}");
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!((g.height(), g.width()), (w.height(), w.width()), "{what}: chunk {i}");
+        assert!(g.values == w.values, "{what}: chunk {i}'s committed LDEs differ");
+    }
+    let after = ours.stats();
+    PcsStats {
+        stock_commits: after.stock_commits - before.stock_commits,
+        device_errors: after.device_errors - before.device_errors,
+        admission_refusals: after.admission_refusals - before.admission_refusals,
+        device_quotient_commits: after.device_quotient_commits - before.device_quotient_commits,
+        ..PcsStats::ZERO
+    }
+}
+
+const QUOTIENT_ON_DEVICE: PcsStats = PcsStats { device_quotient_commits: 1, ..PcsStats::ZERO };
+
+/// The quotient domain p3-uni-stark takes for `2^log_points` points in `num_chunks` chunks: the
+/// coset disjoint from the trace's subgroup.
+fn quotient_domain(log_points: usize, num_chunks: usize) -> TwoAdicMultiplicativeCoset<Val> {
+    domain((1 << log_points) / num_chunks, Val::ONE).create_disjoint_domain(1 << log_points)
+}
+
+/// The quotient's chunks committed on the device (the values uploaded once), one to eight chunks,
+/// a chunk of one row, quadratic and cubic values with non-canonical words, blowups 2 to 8: stock's
+/// commitment and LDEs, each time.
+fn quotient_commits_on_device_match_stock<B: Backend + 'static>(backend: Arc<B>) {
+    for (seed, (log_blowup, log_points, num_chunks, degree)) in
+        [(1, 4, 1, 2), (1, 6, 2, 2), (2, 7, 4, 2), (1, 5, 8, 1), (3, 3, 8, 2), (1, 9, 2, 3)].into_iter().enumerate()
+    {
+        let ours = on(Arc::clone(&backend), log_blowup);
+        let values = matrix(100 + seed as u64, 1 << log_points, degree);
+        let domain = quotient_domain(log_points, num_chunks);
+        assert_eq!(
+            same_quotient_commit_as_stock(&ours, log_blowup, domain, &values, num_chunks),
+            QUOTIENT_ON_DEVICE,
+            "2^{log_points} points x {degree} in {num_chunks} chunks, blowup 2^{log_blowup}"
+        );
+    }
+    assert_eq!(backend.memory().live, 0, "the quotient commits' buffers were not released (prover data dropped)");
+}
+
+#[test]
+fn cpu_quotient_commits_on_the_device_match_stock() {
+    quotient_commits_on_device_match_stock(Arc::new(CpuBackend::new()));
+}
+
+#[test]
+fn toy_port_quotient_commits_on_the_device_match_stock() {
+    quotient_commits_on_device_match_stock(Arc::new(ToyBackend::new()));
+}
+
+#[cfg(feature = "wgpu")]
+#[test]
+fn wgpu_quotient_commits_on_the_device_match_stock() {
+    use backend_wgpu::{WgpuBackend, WgpuOptions};
+    match WgpuBackend::new(WgpuOptions { allow_software: true, ..Default::default() }) {
+        Ok(b) => quotient_commits_on_device_match_stock(Arc::new(b)),
+        Err(e) => common::skip("plonky3_adapter pcs::wgpu quotient commits", e, "REQUIRE_WGPU"),
+    }
+}
+
+#[cfg(feature = "cuda")]
+#[test]
+fn cuda_quotient_commits_on_the_device_match_stock() {
+    // An instance of its own: the check counts its live device bytes.
+    match backend_cuda::CudaBackend::new(0) {
+        Ok(b) => quotient_commits_on_device_match_stock(Arc::new(b)),
+        Err(e) => common::skip("plonky3_adapter pcs::cuda quotient commits", e, "REQUIRE_CUDA"),
+    }
+}
+
+/// A quotient commit the device does not take goes the stock way with stock's bytes: below the
+/// DFT's threshold, the DFT and the MMCS on two instances, a device error (a port too small for
+/// the chunks' LDEs), a memory admission's refusal.
+#[test]
+fn quotient_commits_the_device_does_not_take_go_the_stock_way() {
+    let stock_after = |extra: PcsStats| PcsStats { stock_commits: 1, ..extra };
+    let values = matrix(200, 1 << 8, 2);
+    let domain = quotient_domain(8, 2);
+    let backend = Arc::new(CpuBackend::new());
+    // The chunks side by side are 2^7 x 4 words.
+    let high = fused(
+        BackendDft::new(Arc::clone(&backend)).with_min_backend_elems((1 << 7) * 4 + 1),
+        BackendMmcs::new(Arc::clone(&backend), 0),
+        1,
+    );
+    assert_eq!(same_quotient_commit_as_stock(&high, 1, domain, &values, 2), stock_after(PcsStats::ZERO));
+    let at = fused(
+        BackendDft::new(Arc::clone(&backend)).with_min_backend_elems((1 << 7) * 4),
+        BackendMmcs::new(Arc::clone(&backend), 0),
+        1,
+    );
+    assert_eq!(same_quotient_commit_as_stock(&at, 1, domain, &values, 2), QUOTIENT_ON_DEVICE);
+    let two = fused(BackendDft::new(Arc::new(CpuBackend::new())), BackendMmcs::new(Arc::clone(&backend), 0), 1);
+    assert_eq!(same_quotient_commit_as_stock(&two, 1, domain, &values, 2), stock_after(PcsStats::ZERO));
+
+    // 12 KiB of port memory: the 4 KiB of values go up, a chunk's 2^8 x 4 LDE (8 KiB) and the
+    // LDE being assembled (8 KiB) do not fit beside them.
+    let small = Arc::new(ToyBackend::with_memory(12 << 10));
+    let ours = on(Arc::clone(&small), 1);
+    assert_eq!(
+        same_quotient_commit_as_stock(&ours, 1, domain, &values, 2),
+        stock_after(PcsStats { device_errors: 1, ..PcsStats::ZERO })
+    );
+    assert_eq!(small.memory().live, 0, "the failed quotient commit released its buffers");
+
+    // A budget below the model (the LDE assembled alone is 8 KiB).
+    let refused = on(backend, 1).with_admission(commit::Admission::new(4 << 10));
+    assert_eq!(
+        same_quotient_commit_as_stock(&refused, 1, domain, &values, 2),
+        stock_after(PcsStats { admission_refusals: 1, ..PcsStats::ZERO })
+    );
+}
+
+#[test]
+fn the_quotient_commit_model_counts_the_values_and_a_chunks_lde() {
+    // 2^8 points of degree 2 in 2 chunks at blowup 2: the chunks side by side are 2^7 x 4, their
+    // LDE 2^8 x 4 (8 KiB).
+    let lde = backend_api::LdeParams::new(backend_api::MatrixShape::new(1 << 7, 4).unwrap(), 2, 7).unwrap();
+    let model = plonky3_adapter::quotient_commit_model(&lde).unwrap();
+    let fused = plonky3_adapter::fused_commit_model(&lde).unwrap();
+    assert_eq!((model.lde, model.trees, model.twiddles), (fused.lde, fused.trees, fused.twiddles));
+    // The values (4 KiB) and one chunk's LDE (8 KiB) beside the larger of the commit's own
+    // temporaries and the transposes' scratch (at most the 8 KiB matrix plus a run).
+    assert!(model.scratch >= (4 << 10) + (8 << 10) + fused.scratch, "{model:?} {fused:?}");
+    assert!(model.scratch <= (4 << 10) + (8 << 10) + fused.scratch.max((8 << 10) + (5 << 8) * 8), "{model:?}");
 }
 
 const FUSED: PcsStats = PcsStats { fused_commits: 1, ..PcsStats::ZERO };

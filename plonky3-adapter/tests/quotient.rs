@@ -173,12 +173,15 @@ fn device_proofs_are_stock<B: Backend + 'static>(backend: Arc<B>, device: bool) 
         (on_device, on_host, 0),
         "{stats:?}"
     );
-    // With the quotient on the device, the trace's LDE never came down: the queries' rows were
-    // gathered on the device, one download per commitment's query openings.
+    // The quotient's chunks were committed on the device either way: from the values left there,
+    // or from the host's uploaded once.
+    assert_eq!((stats.device_quotient_commits, stats.stock_commits), (4, 0), "{stats:?}");
+    // With the quotient on the device, neither the trace's LDE nor the quotient's came down: the
+    // queries' rows were gathered on the device, one download per commitment's query openings.
     let trees = ours.pcs().mmcs().stats();
     assert_eq!(trees.lde_downloads, on_host, "{trees:?}");
     if device {
-        assert!(trees.lde_row_downloads >= 4, "{trees:?}");
+        assert!(trees.lde_row_downloads >= 8, "{trees:?}");
     }
 
     // The Poseidon2 MMCS and duplex challenger.
@@ -190,8 +193,8 @@ fn device_proofs_are_stock<B: Backend + 'static>(backend: Arc<B>, device: bool) 
     check("Fibonacci, Poseidon2 MMCS", want, device_prove_checked_against(&ours, &stock, &air, trace, &public));
     let stats = ours.pcs().stats();
     assert_eq!(
-        (stats.device_quotients, stats.host_quotients),
-        (usize::from(device), usize::from(!device)),
+        (stats.device_quotients, stats.host_quotients, stats.device_quotient_commits),
+        (usize::from(device), usize::from(!device), 1),
         "{stats:?}"
     );
     assert_eq!(ours.pcs().mmcs().stats().lde_downloads, usize::from(!device));
@@ -254,4 +257,54 @@ fn an_unfused_trace_falls_back_to_the_host_quotient() {
     assert!(want == proof, "p3_uni_stark::prove over BackendPcs");
     let (stats, trees) = (ours.pcs().stats(), ours.pcs().mmcs().stats());
     assert_eq!((stats.fused_commits, trees.lde_downloads), (1, 1), "{stats:?} {trees:?}");
+}
+
+/// A quotient evaluated on the device whose commit the memory admission then refuses: its values
+/// come down once and commit through `TwoAdicFriPcs::commit_quotient`, and the proof is stock's.
+#[test]
+fn a_refused_quotient_commit_takes_the_device_values_the_stock_way() {
+    use backend_api::{LdeParams, MatrixShape, TreeShape};
+    use common::stark::{
+        Challenger, FibonacciAir, FusedConfig, FusedPcs, config, device_prove_checked_against, fibonacci_trace, fri,
+    };
+    use p3_field::PrimeCharacteristicRing;
+    let (pairs, rows) = (8, 1 << 8);
+    let air = FibonacciAir { pairs };
+    let (trace, public) = fibonacci_trace(pairs, rows);
+    let stock = config(p3_dft::Radix2DitParallel::default());
+    let want = common::stark::prove_checked_against(&stock, &stock, &air, trace.clone(), &public);
+
+    // The budget holds the trace's commit, then its kept LDE and tree beside the quotient's
+    // values and register files, but not beside the quotient's commit.
+    let width = 2 * pairs;
+    let trace_params = LdeParams::new(MatrixShape::new(rows, width).unwrap(), 2, 7).unwrap();
+    let trace_commit = plonky3_adapter::fused_commit_model(&trace_params).unwrap().total();
+    let kept = trace_params.lde_shape().bytes() + TreeShape::new(2 * rows).unwrap().bytes();
+    let layout = AirLayout { main_width: width, num_public_values: 1, ..Default::default() };
+    let trace_domain =
+        p3_field::coset::TwoAdicMultiplicativeCoset::new(Val::ONE, rows.trailing_zeros() as usize).unwrap();
+    let chunks = 1 << p3_uni_stark::get_log_num_quotient_chunks_for_domain::<Val, _>(&air, layout, trace_domain, 0);
+    let registers = CompiledAir::compile(&air, layout).unwrap().program().registers();
+    let evaluation = commit::memory::MemoryModel::quotient(rows * chunks, 2, registers).unwrap().total();
+    let chunks_side_by_side = LdeParams::new(MatrixShape::new(rows, 2 * chunks).unwrap(), 2, 7).unwrap();
+    let quotient_commit = plonky3_adapter::quotient_commit_model(&chunks_side_by_side).unwrap().total();
+    let budget = trace_commit.max(kept + evaluation);
+    assert!(budget < kept + quotient_commit, "the quotient commit's model fits the budget: no refusal to test");
+
+    let backend = Arc::new(CpuBackend::new());
+    let pcs = FusedPcs::new(
+        BackendDft::new(Arc::clone(&backend)),
+        BackendMmcs::new(Arc::clone(&backend), 0),
+        fri(plonky3_adapter::BackendExtensionMmcs::new(BackendMmcs::new(Arc::clone(&backend), 0)), 1),
+    )
+    .with_admission(commit::Admission::new(budget));
+    let ours: FusedConfig<CpuBackend> =
+        FusedConfig::new(pcs, Challenger::from_hasher(vec![], p3_keccak::Keccak256Hash {}));
+    assert!(want == device_prove_checked_against(&ours, &stock, &air, trace, &public), "not the stock proof's bytes");
+    let stats = ours.pcs().stats();
+    assert_eq!(
+        (stats.device_quotients, stats.device_quotient_commits, stats.admission_refusals, stats.stock_commits),
+        (1, 0, 1, 1),
+        "{stats:?}"
+    );
 }
