@@ -25,6 +25,11 @@ pub const MAX_PROGRAM_REGISTERS: usize = 1 << 16;
 /// The most instructions a program may hold: 2^24.
 pub const MAX_PROGRAM_INSTRUCTIONS: usize = 1 << 24;
 
+/// The most working memory a quotient evaluation should take for its register files beside its
+/// output: 256 MiB. The built-in backends bound theirs by it (a program of many registers then
+/// evaluates fewer points at a time), and the `commit` crate's memory model counts it.
+pub const SCRATCH_BYTES: usize = 256 << 20;
+
 /// The words of one encoded instruction ([`ConstraintProgram::code`]).
 pub const INSTR_WORDS: usize = 4;
 

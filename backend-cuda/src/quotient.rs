@@ -30,7 +30,7 @@ const BLOCK: u32 = 128;
 /// Dynamic shared memory a launch may take without opting in.
 const SHARED_BYTES: usize = 48 << 10;
 /// The most global scratch a launch's register files take; the grid shrinks to fit.
-const SCRATCH_BYTES: usize = 256 << 20;
+const SCRATCH_BYTES: usize = backend_api::quotient::SCRATCH_BYTES;
 /// Blocks per multiprocessor the grid aims for (a grid-stride loop covers the rest).
 const BLOCKS_PER_SM: usize = 16;
 

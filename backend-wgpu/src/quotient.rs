@@ -43,9 +43,10 @@ const QUOTIENT: Kernel = Kernel { module: Module::Quotient, entry: "quotient_val
 /// whatever the domain.
 const MAX_POINTS: usize = 1 << 16;
 
-/// Scratch elements a call allocates at most: 2^25 (256 MiB). A program of many registers runs
-/// fewer points per dispatch rather than taking more of the device.
-const MAX_SCRATCH_ELEMS: usize = 1 << 25;
+/// Scratch elements a call allocates at most ([`backend_api::quotient::SCRATCH_BYTES`], 2^25
+/// elements). A program of many registers runs fewer points per dispatch rather than taking more
+/// of the device.
+const MAX_SCRATCH_ELEMS: usize = backend_api::quotient::SCRATCH_BYTES / backend_api::ELEM_BYTES;
 
 /// Loop iterations an invocation spends on its point besides the instructions, at most: `v^i` (32),
 /// `x^n` (32), three Fermat inverses (64 each), zeroing and scaling `d <= 8` accumulators; under

@@ -52,8 +52,8 @@ pub struct CommitShape {
 }
 
 /// The most working memory a built-in backend's quotient evaluation takes for its register files
-/// (CUDA and wgpu bound theirs by it): 256 MiB.
-pub const QUOTIENT_SCRATCH_BYTES: usize = 256 << 20;
+/// ([`backend_api::quotient::SCRATCH_BYTES`], 256 MiB).
+pub const QUOTIENT_SCRATCH_BYTES: usize = backend_api::quotient::SCRATCH_BYTES;
 
 /// The modelled device bytes of one commit, term by term.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -619,7 +619,7 @@ impl<B: Backend, H: MmcsHash, M: Matrix<Goldilocks>> DeviceTree<B, H, M> {
         if self.host.ready.get().is_none()
             && let Some(lde) = &self.lde
         {
-            return self.device_rows_at(lde, index);
+            return self.device_rows(lde, &[index]).pop().unwrap_or_default();
         }
         self.host()
             .iter()
@@ -633,31 +633,51 @@ impl<B: Backend, H: MmcsHash, M: Matrix<Goldilocks>> DeviceTree<B, H, M> {
             .collect()
     }
 
-    /// [`Self::rows_at`] at each of `indices`: where the matrices are only on the device, their
-    /// rows gathered there ([`Backend::batched_copy`]) and downloaded at once.
+    /// [`Self::rows_at`] at each of `indices`: where the matrices are only on the device, read
+    /// there ([`Self::device_rows`]) in one download.
     fn rows_at_each(&self, indices: &[usize]) -> Vec<Vec<Vec<Goldilocks>>> {
-        let Some(lde) = self.lde.as_ref().filter(|_| self.host.ready.get().is_none() && indices.len() > 1) else {
-            return indices.iter().map(|&i| self.rows_at(i)).collect();
-        };
+        match self.lde.as_ref().filter(|_| self.host.ready.get().is_none()) {
+            Some(lde) => self.device_rows(lde, indices),
+            None => indices.iter().map(|&i| self.rows_at(i)).collect(),
+        }
+    }
+
+    /// The rows at each global index of `indices` of matrices that are one device LDE side by
+    /// side (a fused commit's): host row `r` is natural row `br(r)` of the LDE. One row comes down
+    /// from where it lies; several are gathered into one buffer first ([`Backend::batched_copy`])
+    /// and come down at once.
+    ///
+    /// # Panics
+    /// When the download fails: the LDE on the device is the matrices' only copy.
+    fn device_rows(&self, lde: &DeviceLde<B>, indices: &[usize]) -> Vec<Vec<Vec<Goldilocks>>> {
+        if indices.is_empty() {
+            return Vec::new();
+        }
         let (rows, cols) = (lde.shape.rows(), lde.shape.cols());
         let log_rows = rows.trailing_zeros();
-        let copies: Vec<CopyRange> = indices
+        let natural: Vec<usize> = indices
             .iter()
-            .enumerate()
-            .map(|(k, &index)| {
+            .map(|&index| {
                 let reduced = index >> (self.plan.log_max - log_rows);
-                let natural = p3_util::reverse_bits_len(reduced, log_rows as usize);
-                CopyRange::new(natural * cols, k * cols, cols)
+                assert!(reduced < rows, "plonky3-adapter: a committed matrix of height {rows} has no row {reduced}");
+                p3_util::reverse_bits_len(reduced, log_rows as usize)
             })
             .collect();
-        let gathered = (|| -> backend_api::Result<Vec<u64>> {
-            let mut out = self.backend.alloc(indices.len() * cols)?;
+        let fetched = (|| -> backend_api::Result<Vec<u64>> {
+            if let [row] = natural[..] {
+                let mut words = vec![0u64; cols];
+                self.backend.download(&lde.buffer, row * cols, &mut words)?;
+                return Ok(words);
+            }
+            let copies: Vec<CopyRange> =
+                natural.iter().enumerate().map(|(k, &row)| CopyRange::new(row * cols, k * cols, cols)).collect();
+            let mut out = self.backend.alloc(natural.len() * cols)?;
             self.backend.batched_copy(&lde.buffer, &mut out, &copies)?;
             self.backend.download_vec(&out)
         })();
-        let words = gathered.unwrap_or_else(|e| {
+        let words = fetched.unwrap_or_else(|e| {
             panic!(
-                "plonky3-adapter: {} gather of {} rows of the committed {} LDE failed: {e}; its only copy is on the device",
+                "plonky3-adapter: {} read of {} rows of the committed {} LDE failed: {e}; its only copy is on the device",
                 self.backend.info().backend,
                 indices.len(),
                 lde.shape
@@ -679,28 +699,6 @@ impl<B: Backend, H: MmcsHash, M: Matrix<Goldilocks>> DeviceTree<B, H, M> {
                 row
             })
             .collect()
-    }
-
-    /// The rows at global `index` of matrices that are one device LDE side by side (a fused
-    /// commit's): host row `r` is natural row `br(r)` of the LDE, one download of its words.
-    ///
-    /// # Panics
-    /// When the download fails: the LDE on the device is the matrices' only copy.
-    fn device_rows_at(&self, lde: &DeviceLde<B>, index: usize) -> Vec<Vec<Goldilocks>> {
-        let (rows, cols) = (lde.shape.rows(), lde.shape.cols());
-        let reduced = index >> (self.plan.log_max - rows.trailing_zeros());
-        assert!(reduced < rows, "plonky3-adapter: a committed matrix of height {rows} has no row {reduced}");
-        let natural = p3_util::reverse_bits_len(reduced, rows.trailing_zeros() as usize);
-        let mut words = vec![0u64; cols];
-        self.counters.lde_row_downloads.fetch_add(1, Ordering::Relaxed);
-        self.backend.download(&lde.buffer, natural * cols, &mut words).unwrap_or_else(|e| {
-            panic!(
-                "plonky3-adapter: {} download of row {natural} of the committed {} LDE failed: {e}; its only copy is on the device",
-                self.backend.info().backend,
-                lde.shape
-            )
-        });
-        self.split_row(&words)
     }
 
     /// The digests at `(layer, index)`, from the cached top, one download, or (after a device

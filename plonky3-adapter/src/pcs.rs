@@ -177,7 +177,12 @@ pub(crate) struct Counters {
 ///   [`BackendDft::min_backend_elems`] elements in all, when the DFT and the MMCS hold the same
 ///   backend instance. Several matrices are concatenated column-wise on the host before the
 ///   upload (one leaf covers a row of each, in order) and split again on the way down. Other
-///   commits (the quotient's chunks lie on different cosets) go through `TwoAdicFriPcs::commit`.
+///   commits go through `TwoAdicFriPcs::commit`.
+/// - **The quotient's commit.** `commit_quotient` (the quotient's chunks, which lie on different
+///   cosets) uploads the values once and splits the chunks, extends each with its own shift and
+///   commits them side by side on the device, the LDE kept there for the openings, where a fused
+///   commit of that size would run there (see [`PcsStats::device_quotient_commits`]);
+///   [`crate::prove`] commits values it left on the device without the upload.
 /// - **Leaf order.** Plonky3 commits the LDE in bit-reversed row order; the fused path hashes the
 ///   natural-order rows on the device and permutes the leaf digests (32 bytes per row) there
 ///   before the tree is built, and the LDE comes down with each chunk's rows gathered in

@@ -7,7 +7,8 @@
 //! verifier accepts it. One step differs in where it runs: the quotient. Where the PCS is a
 //! [`BackendPcs`] whose trace commit kept its LDE on the device, the AIR's constraints are compiled
 //! ([`CompiledAir`]) and evaluated there by [`Backend::quotient_values`] over the quotient domain's
-//! rows of that LDE, and only the quotient's values come down. Otherwise the step is Plonky3's
+//! rows of that LDE, and the quotient's chunks are committed from the values where they are
+//! ([`DeviceQuotientPcs::commit_device_quotient`]). Otherwise the step is Plonky3's
 //! `quotient_values` over the host LDE, with one warning saying why and how to fix it; the proof
 //! is the same either way ([`crate::PcsStats::device_quotients`], [`crate::PcsStats::host_quotients`]).
 
@@ -196,9 +197,10 @@ static WARNED_DEVICE: AtomicBool = AtomicBool::new(false);
 /// values; only the quotient step runs elsewhere. Where the PCS is a [`BackendPcs`] whose trace
 /// commit kept its LDE on the device, the AIR's constraints are compiled ([`CompiledAir`], on a
 /// thread of their own while the trace commits) and evaluated there by
-/// [`Backend::quotient_values`], and only the quotient's values come down. Otherwise (an AIR the
-/// compiler does not take, a commit that did not fuse, a backend without the operation, a device
-/// error, a refused memory admission) the step is Plonky3's `quotient_values` over the host LDE,
+/// [`Backend::quotient_values`], and the quotient's chunks are committed from the values there
+/// ([`DeviceQuotientPcs::commit_device_quotient`]). Otherwise (an AIR the compiler does not take,
+/// a commit that did not fuse, a backend without the operation, a device error, a refused memory
+/// admission) the step is Plonky3's `quotient_values` over the host LDE,
 /// with one `tracing` warning per process saying why and how to fix it
 /// ([`PcsStats`](crate::PcsStats)'s `device_quotients` and `host_quotients` count both).
 ///

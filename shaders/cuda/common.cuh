@@ -557,3 +557,17 @@ __device__ __forceinline__ void griddep_wait() {
     asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 }
+
+// x^e mod p, square-and-multiply: one product per bit of e and one per set bit.
+__device__ __forceinline__ u64 gl_pow(u64 x, u64 e) {
+    u64 acc = 1;
+    while (e) {
+        if (e & 1) acc = gl_mul(acc, x);
+        x = gl_mul(x, x);
+        e >>= 1;
+    }
+    return acc;
+}
+
+// x^-1 = x^(p - 2) for x != 0 (Fermat).
+__device__ __forceinline__ u64 gl_inv(u64 x) { return gl_pow(x, GL_P - 2); }

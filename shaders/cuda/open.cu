@@ -83,17 +83,6 @@ extern "C" __global__ void __launch_bounds__(256)
 
 #define FOLD_MAX_DEGREE 8
 
-// x^e mod p, square-and-multiply (e < 2^31: a fold's bit-reversed index).
-__device__ __forceinline__ u64 gl_pow_u32(u64 x, u32 e) {
-    u64 acc = 1;
-    while (e) {
-        if (e & 1) acc = gl_mul(acc, x);
-        x = gl_mul(x, x);
-        e >>= 1;
-    }
-    return acc;
-}
-
 // One thread per folded element i < n: a = in[2i], b = in[2i + 1] (d words each),
 // out[i] = (a + b) / 2 + beta (a - b) w^-br(i) / 2 [+ gamma addend[i]], the challenges d x d
 // row-major matrices, br the reversal of log_n bits. Inputs are read mod p (gl_canon before the
@@ -104,7 +93,7 @@ extern "C" __global__ void __launch_bounds__(256)
     const u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     const u32 br = log_n == 0 ? 0 : __brev((u32)i) >> (32 - (u32)log_n);
-    const u64 factor = gl_mul(gl_pow_u32(w_inv, br), half);
+    const u64 factor = gl_mul(gl_pow(w_inv, br), half);
     const u64* a = in + 2 * i * d;
     const u64* b = a + d;
     u64 odd[FOLD_MAX_DEGREE];

@@ -32,19 +32,6 @@
 #define USES_FIRST_ROW 1ull
 #define USES_LAST_ROW 2ull
 
-__device__ __forceinline__ u64 q_pow(u64 x, u64 e) {
-    u64 acc = 1;
-    while (e) {
-        if (e & 1) acc = gl_mul(acc, x);
-        x = gl_mul(x, x);
-        e >>= 1;
-    }
-    return acc;
-}
-
-// x^-1 = x^(p - 2) for x != 0.
-__device__ __forceinline__ u64 q_inv(u64 x) { return q_pow(x, GL_P - 2); }
-
 // The interpreter for an extension of degree D: the accumulators are D registers, so the kernel is
 // instantiated per degree rather than sized for the largest.
 template <int D>
@@ -57,13 +44,13 @@ __device__ __forceinline__ void quotient_points(const u64* __restrict__ lde, con
     const u64 next = 1ull << (log_q - log_n);
     const u64 threads = (u64)gridDim.x * blockDim.x;
     for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < q; i += threads) {
-        const u64 x = gl_mul(shift, q_pow(v, i));
+        const u64 x = gl_mul(shift, gl_pow(v, i));
         // vanishing[2j], vanishing[2j + 1]: x^n - 1 and its inverse at points i = j mod (q / n).
         const u64 period = i & ((q >> log_n) - 1);
         const u64 z_h = vanishing[2 * period];
         const u64 transition = gl_sub(x, w_inv);
-        const u64 first = (flags & USES_FIRST_ROW) ? gl_mul(z_h, q_inv(gl_sub(x, 1))) : 0;
-        const u64 last = (flags & USES_LAST_ROW) ? gl_mul(z_h, q_inv(transition)) : 0;
+        const u64 first = (flags & USES_FIRST_ROW) ? gl_mul(z_h, gl_inv(gl_sub(x, 1))) : 0;
+        const u64 last = (flags & USES_LAST_ROW) ? gl_mul(z_h, gl_inv(transition)) : 0;
         const u64* row = lde + i * stride * cols;
         const u64* next_row = lde + ((i + next) & (q - 1)) * stride * cols;
         u64 acc[D];

@@ -60,6 +60,8 @@ pub mod wgsl {
     pub const GOLDILOCKS: &str = include_str!("../wgsl/goldilocks.wgsl");
     /// The same functions in native u64 (needs `SHADER_INT64`); replaces [`GOLDILOCKS`].
     pub const GOLDILOCKS_INT64: &str = include_str!("../wgsl/goldilocks_int64.wgsl");
+    /// `gl_pow` (x^e, square-and-multiply) over [`GOLDILOCKS`] or [`GOLDILOCKS_INT64`].
+    pub const GOLDILOCKS_POW: &str = include_str!("../wgsl/goldilocks_pow.wgsl");
     /// Keccak-f\[1600\] on u32 pairs.
     pub const KECCAK: &str = include_str!("../wgsl/keccak.wgsl");
     /// The BLAKE3 compression function.

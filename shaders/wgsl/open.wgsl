@@ -83,21 +83,6 @@ fn column_dot(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_i
 
 const FOLD_MAX: u32 = 8u;
 
-// x^e mod p, square-and-multiply.
-fn gl_pow(x0: vec2<u32>, e0: u32) -> vec2<u32> {
-    var acc = vec2<u32>(1u, 0u);
-    var x = x0;
-    var e = e0;
-    while e != 0u {
-        if (e & 1u) == 1u {
-            acc = gl_mul(acc, x);
-        }
-        x = gl_mul(x, x);
-        e = e >> 1u;
-    }
-    return acc;
-}
-
 // One invocation per folded element i = arg(3) + t of degree d = arg(1) (d words each), n =
 // 2^arg(2) of them: a = in[2i], b = in[2i + 1] (window A from virtual element 0),
 // out[i] = (a + b) / 2 + beta (a - b) w^-br(i) / 2 (window B from virtual element 0), plus gamma

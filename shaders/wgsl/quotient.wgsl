@@ -59,21 +59,6 @@ fn tbl_elem(e: u32) -> vec2<u32> {
     return v.zw;
 }
 
-// x^e mod p, square-and-multiply: at most 32 iterations.
-fn gl_pow(x0: vec2<u32>, e0: u32) -> vec2<u32> {
-    var acc = ONE;
-    var x = x0;
-    var e = e0;
-    while e != 0u {
-        if (e & 1u) == 1u {
-            acc = gl_mul(acc, x);
-        }
-        x = gl_mul(x, x);
-        e = e >> 1u;
-    }
-    return acc;
-}
-
 // 1 / x = x^(p - 2) for x != 0 (Fermat), over the exponent's 64 bits from the top: 64 iterations.
 fn gl_inverse(x: vec2<u32>) -> vec2<u32> {
     // p - 2 = 0xfffffffe_ffffffff.

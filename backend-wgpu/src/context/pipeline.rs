@@ -32,8 +32,8 @@ impl Module {
             Module::Hash => &[WINDOW, field, KECCAK, BLAKE3, POSEIDON2_CONSTANTS, POSEIDON2, HASH],
             Module::Merkle => &[WINDOW, field, KECCAK, BLAKE3, POSEIDON2_CONSTANTS, POSEIDON2, MERKLE],
             Module::Lde => &[WINDOW, field, LDE],
-            Module::Open => &[WINDOW, field, OPEN],
-            Module::Quotient => &[WINDOW, field, QUOTIENT],
+            Module::Open => &[WINDOW, field, GOLDILOCKS_POW, OPEN],
+            Module::Quotient => &[WINDOW, field, GOLDILOCKS_POW, QUOTIENT],
         };
         parts.join("\n")
     }
