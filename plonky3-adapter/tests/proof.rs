@@ -98,13 +98,22 @@ fn cuda_backend_proof_is_byte_identical_to_stock() {
 const FIBONACCI: [(usize, usize); 3] = [(1, 1 << 3), (1, 1 << 10), (8, 1 << 9)];
 const KECCAK_HASHES: [usize; 2] = [2, 21];
 
-/// Opening products per proof where the backend has them: the trace's evaluations at its two
-/// points (both AIRs read the next row; one call) and its rows' reduction.
-const DEVICE_OPENINGS_PER_PROOF: usize = 2;
+/// Opening products per proof where the backend has them, for a quotient of `chunks` chunks: the
+/// trace's evaluations at its two points (both AIRs read the next row; one call) and its rows'
+/// reduction, then each chunk's evaluation at its point and its rows' reduction (the quotient's
+/// LDE is on the device too).
+const fn device_openings_per_proof(chunks: usize) -> usize {
+    2 + 2 * chunks
+}
+
+/// The quotient's chunks of the Fibonacci AIR (constraint degree 2) and of the Keccak-f AIR
+/// (degree 3) at blowup 2.
+const FIBONACCI_CHUNKS: usize = 1;
+const KECCAK_CHUNKS: usize = 2;
 
 /// Proves every statement with `BackendPcs` on `backend` and checks each proof is the stock
-/// proof's bytes (and verifies, inside `prove_checked`): the trace commits fused, the quotient
-/// through the stock commit, and the trace's openings on the device where `products` (the
+/// proof's bytes (and verifies, inside `prove_checked`): the trace commits fused, the quotient's
+/// chunks committed on the device, and the openings of both on the device where `products` (the
 /// backend implements the opening products).
 fn fused_proofs_are_stock<B: backend_api::Backend + 'static>(
     backend: Arc<B>,
@@ -134,8 +143,12 @@ fn fused_proofs_are_stock<B: backend_api::Backend + 'static>(
     }
     let stats = ours.pcs().stats();
     assert_eq!((stats.fused_commits, stats.device_errors, stats.host_openings), (proofs, 0, 0), "{stats:?}");
-    assert!(stats.stock_commits >= proofs, "the quotient commits: {stats:?}");
-    let openings = if products { DEVICE_OPENINGS_PER_PROOF * proofs } else { 0 };
+    // `p3_uni_stark::prove` hands the quotient's values to `commit_quotient`, which commits them
+    // on the device.
+    assert_eq!((stats.device_quotient_commits, stats.stock_commits), (proofs, 0), "the quotient commits: {stats:?}");
+    let per_proof = fibonacci.len() * device_openings_per_proof(FIBONACCI_CHUNKS)
+        + keccak.len() * device_openings_per_proof(KECCAK_CHUNKS);
+    let openings = if products { per_proof } else { 0 };
     assert_eq!(stats.device_openings, openings, "{stats:?}");
     // Every FRI round folded on the device: a proof of 2^k LDE rows and a constant final
     // polynomial folds k times.
@@ -205,7 +218,8 @@ fn fused_poseidon2_proofs_are_stock<B: backend_api::Backend + 'static>(backend: 
     assert_eq!(prove_checked_against(&ours, &stock, &air, trace, &[]), want, "Keccak-f AIR, 2 permutations");
     let stats = ours.pcs().stats();
     assert_eq!((stats.fused_commits, stats.device_errors), (2, 0), "{stats:?}");
-    assert_eq!(stats.device_openings, if products { 2 * DEVICE_OPENINGS_PER_PROOF } else { 0 }, "{stats:?}");
+    let per_proof = device_openings_per_proof(FIBONACCI_CHUNKS) + device_openings_per_proof(KECCAK_CHUNKS);
+    assert_eq!(stats.device_openings, if products { per_proof } else { 0 }, "{stats:?}");
     let trees = ours.pcs().mmcs().stats();
     assert!(trees.device_commits >= 6 && trees.host_commits == 0, "{trees:?}");
 }
@@ -400,7 +414,7 @@ fn failed_opening_products_fall_back_to_the_host_with_the_same_proof() {
     assert_eq!((stats.fused_commits, stats.device_openings), (1, 0), "{stats:?}");
     assert_eq!(
         (stats.host_openings, stats.device_errors),
-        (DEVICE_OPENINGS_PER_PROOF, DEVICE_OPENINGS_PER_PROOF + 1),
+        (device_openings_per_proof(FIBONACCI_CHUNKS), device_openings_per_proof(FIBONACCI_CHUNKS) + 1),
         "{stats:?}"
     );
     assert!(stats.device_fri_rounds >= 1 && stats.host_fri_rounds >= 1, "{stats:?}");
@@ -439,5 +453,10 @@ fn a_refused_admission_fails_the_proof_with_the_typed_error_or_proves_the_stock_
     let want = prove_checked(&config(Radix2DitParallel::default()), &air, trace.clone(), &public);
     assert_eq!(prove_checked(&stock_way, &air, trace, &public), want);
     let stats = stock_way.pcs().stats();
-    assert_eq!((stats.admission_refusals, stats.fused_commits), (1, 0), "{stats:?}");
+    // The trace's commit and the quotient's, both refused and committed the stock way.
+    assert_eq!(
+        (stats.admission_refusals, stats.fused_commits, stats.device_quotient_commits, stats.stock_commits),
+        (2, 0, 0, 2),
+        "{stats:?}"
+    );
 }
