@@ -13,11 +13,7 @@
 //! constraint in Plonky3's order, each constraint folded right after its root; leaves (cells,
 //! selectors, constants) are loaded where they are used rather than kept, and registers are
 //! reused as soon as their last reader has run (a linear scan over the schedule, lowest free
-//! register first). So a row holds only what the constraints still to come will read. Where that
-//! is still more than a small register file (32 values), cheap shared subexpressions are
-//! recomputed in each constraint that reads them instead of kept between constraints far apart:
-//! the cheapest such threshold that fits is taken (the Keccak-f AIR: 260 registers become 6 for
-//! 24% more instructions), else the one with the fewest registers.
+//! register first). So a row holds only what the constraints still to come will read.
 //!
 //! Plonky3 folds constraint `j` of `K` with `alpha^(K - 1 - j)` in the extension field; a
 //! base-field constraint times an extension element is `d` base-field products, so the program is
@@ -32,7 +28,6 @@ use p3_air::Air;
 use p3_air::symbolic::{AirLayout, BaseEntry, BaseLeaf, SymbolicAirBuilder, SymbolicExpr, SymbolicExpression};
 use p3_field::{ExtensionField, PrimeField64};
 use p3_goldilocks::Goldilocks;
-use rayon::prelude::*;
 
 /// Why an AIR's constraints were not compiled: its quotient is then Plonky3's host code.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -88,34 +83,8 @@ impl CompiledAir {
             .map(|(c, &global)| Ok((dag.node(c)?, u32::try_from(global).map_err(|_| too_many())?)))
             .collect::<Result<_, Uncompiled>>()?;
         let nodes = dag.interior.len();
-        // The cheapest rematerialization that brings the register file down to SMALL_FILE, else
-        // the one with the fewest registers (then instructions); the candidates are scheduled at
-        // once, on the host's idle cores while the trace commits.
-        let candidates: Vec<Result<ConstraintProgram, Uncompiled>> = REMAT_COSTS
-            .par_iter()
-            .map(|&max_cost| {
-                let (interior, roots) = rematerialize(&dag.interior, &roots, max_cost);
-                let code = schedule(&interior, dag.constants.len(), &roots, layout.num_public_values)?;
-                ConstraintProgram::new(&code).map_err(|e| Uncompiled(format!("the compiled program: {e}")))
-            })
-            .collect();
-        let mut best: Option<ConstraintProgram> = None;
-        for candidate in candidates {
-            let program = match (candidate, &best) {
-                (Ok(p), _) => p,
-                // A copy past the program's limits: the cheaper candidates stand.
-                (Err(_), Some(_)) => break,
-                (Err(e), None) => return Err(e),
-            };
-            let small = program.registers() <= SMALL_FILE;
-            if best.as_ref().is_none_or(|b| (program.registers(), program.len()) < (b.registers(), b.len())) {
-                best = Some(program);
-            }
-            if small {
-                break;
-            }
-        }
-        let program = best.expect("REMAT_COSTS is not empty");
+        let instrs = schedule(&dag, &roots, layout.num_public_values)?;
+        let program = ConstraintProgram::new(&instrs).map_err(|e| Uncompiled(format!("the compiled program: {e}")))?;
         Ok(Self { program, constants: dag.constants, public_values: layout.num_public_values, nodes })
     }
 
@@ -290,106 +259,18 @@ impl Dag {
     }
 }
 
-/// The rematerialization thresholds [`CompiledAir::compile`] tries, cheapest first: the most
-/// operations a shared subexpression may cost and still be recomputed in each constraint that
-/// reads it ([`rematerialize`]). 0 recomputes nothing.
-const REMAT_COSTS: [u32; 11] = [0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32];
-
-/// The register file a program should fit in, in values per point: 32 (CUDA then keeps four
-/// blocks' files in 128 KiB of shared memory per multiprocessor). The Keccak-f AIR's constraints,
-/// scheduled in Plonky3's order, keep 260 values live (XORs of two bits that constraints far apart
-/// read); recomputing the shared subexpressions of at most 12 operations in each constraint
-/// brings them to 6 for 24% more instructions.
-const SMALL_FILE: usize = 32;
-
-/// The DAG with each cheap subexpression (at most `max_cost` operations, counting the cheap
-/// subexpressions it is built from) copied into every constraint that reads it: shared within a
-/// constraint, recomputed across constraints. A hash AIR reads such values (an XOR of two bits,
-/// `a + b - 2ab`) from constraints far apart in Plonky3's order, and kept, they would fill the
-/// register file between them. Dearer nodes stay shared by every constraint.
-fn rematerialize(interior: &[Op], roots: &[(Node, u32)], max_cost: u32) -> (Vec<Op>, Vec<(Node, u32)>) {
-    // Operands precede their nodes in `interior`, so one pass in order prices every node.
-    let mut cost = vec![0u32; interior.len()];
-    for (n, op) in interior.iter().enumerate() {
-        let inherited: u32 = op
-            .operands()
-            .filter_map(|o| match o {
-                Node::Interior(c) if cost[c as usize] <= max_cost => Some(cost[c as usize]),
-                _ => None,
-            })
-            .sum();
-        cost[n] = inherited.saturating_add(1);
-    }
-    let cheap = |n: u32| cost[n as usize] <= max_cost;
-    let mut out: Vec<Op> = Vec::with_capacity(interior.len());
-    let mut global: HashMap<u32, Node> = HashMap::new();
-    let mut new_roots = Vec::with_capacity(roots.len());
-    for &(root, constraint) in roots {
-        let Node::Interior(r) = root else {
-            new_roots.push((root, constraint));
-            continue;
-        };
-        // This constraint's copies of cheap nodes.
-        let mut local: HashMap<u32, Node> = HashMap::new();
-        let mut stack = vec![(r, false)];
-        while let Some((n, expanded)) = stack.pop() {
-            let done = if cheap(n) { local.contains_key(&n) } else { global.contains_key(&n) };
-            if done {
-                continue;
-            }
-            let op = interior[n as usize];
-            if !expanded {
-                stack.push((n, true));
-                for operand in op.operands() {
-                    if let Node::Interior(c) = operand {
-                        stack.push((c, false));
-                    }
-                }
-                continue;
-            }
-            let map = |o: Node| match o {
-                Node::Interior(c) if cheap(c) => local[&c],
-                Node::Interior(c) => global[&c],
-                leaf => leaf,
-            };
-            let copy = match op {
-                Op::Add(a, b) => Op::Add(map(a), map(b)),
-                Op::Sub(a, b) => Op::Sub(map(a), map(b)),
-                Op::Mul(a, b) => Op::Mul(map(a), map(b)),
-                Op::Neg(a) => Op::Neg(map(a)),
-            };
-            // Fewer than 2^32 nodes: each constraint copies at most the nodes it reads, and the
-            // program's own limits refuse a larger one.
-            let node = Node::Interior(out.len() as u32);
-            out.push(copy);
-            if cheap(n) {
-                local.insert(n, node);
-            } else {
-                global.insert(n, node);
-            }
-        }
-        new_roots.push((if cheap(r) { local[&r] } else { global[&r] }, constraint));
-    }
-    (out, new_roots)
-}
-
 /// The program: interior nodes depth first per constraint, each constraint folded after its root,
 /// registers reused after their last read.
-fn schedule(
-    interior: &[Op],
-    constants: usize,
-    roots: &[(Node, u32)],
-    public_values: usize,
-) -> Result<Vec<Instr>, Uncompiled> {
-    let constants = u32::try_from(constants).map_err(|_| too_many())?;
+fn schedule(dag: &Dag, roots: &[(Node, u32)], public_values: usize) -> Result<Vec<Instr>, Uncompiled> {
+    let constants = u32::try_from(dag.constants.len()).map_err(|_| too_many())?;
     if constants.checked_add(u32::try_from(public_values).map_err(|_| too_many())?).is_none_or(|n| n == u32::MAX) {
         return Err(too_many());
     }
     let value_index = |v: u32| if v > u32::MAX - public_values as u32 { constants + (u32::MAX - v) } else { v };
 
     // The order: each root's interior nodes depth first (operands before their node), roots in order.
-    let mut order: Vec<u32> = Vec::with_capacity(interior.len());
-    let mut placed = vec![false; interior.len()];
+    let mut order: Vec<u32> = Vec::with_capacity(dag.interior.len());
+    let mut placed = vec![false; dag.interior.len()];
     for &(root, _) in roots {
         let Node::Interior(r) = root else { continue };
         let mut stack = vec![(r, false)];
@@ -403,7 +284,7 @@ fn schedule(
                 continue;
             }
             stack.push((n, true));
-            for operand in interior[n as usize].operands() {
+            for operand in dag.interior[n as usize].operands() {
                 if let Node::Interior(c) = operand
                     && !placed[c as usize]
                 {
@@ -413,8 +294,8 @@ fn schedule(
         }
     }
     // Reads left per interior node: as an operand, and as a constraint.
-    let mut reads = vec![0u32; interior.len()];
-    for op in interior {
+    let mut reads = vec![0u32; dag.interior.len()];
+    for op in &dag.interior {
         for operand in op.operands() {
             if let Node::Interior(c) = operand {
                 reads[c as usize] += 1;
@@ -434,7 +315,7 @@ fn schedule(
     }
 
     let mut regs = Registers::default();
-    let mut home: Vec<u32> = vec![u32::MAX; interior.len()];
+    let mut home: Vec<u32> = vec![u32::MAX; dag.interior.len()];
     let mut code = Vec::with_capacity(order.len() * 2 + roots.len());
     let load = |leaf: Node, dst: u32| match leaf {
         Node::Column { col, next } => Instr::Column { dst, col, next },
@@ -449,7 +330,7 @@ fn schedule(
         regs.free(r);
     }
     for n in order {
-        let op = interior[n as usize];
+        let op = dag.interior[n as usize];
         // Each operand's register: an interior node's home, a leaf loaded into a temporary.
         let mut operand_regs = [0u32; 2];
         let mut temporaries = Vec::new();
@@ -587,84 +468,6 @@ mod tests {
                 .collect::<Vec<_>>()
         );
         assert_eq!(&words[10..12], &[1, 0]);
-    }
-
-    /// `k` values, each the product of two columns (or, `deep`, of 40 columns), asserted zero
-    /// twice: all of them times 3, then all of them times 5. Each value is live from its first
-    /// constraint to its second, `k` constraints later.
-    struct FarApart {
-        k: usize,
-        deep: bool,
-    }
-
-    impl FarApart {
-        fn width(&self) -> usize {
-            if self.deep { self.k + 40 } else { 2 * self.k }
-        }
-    }
-
-    impl<F> BaseAir<F> for FarApart {
-        fn width(&self) -> usize {
-            FarApart::width(self)
-        }
-    }
-
-    impl<AB: AirBuilder> Air<AB> for FarApart {
-        fn eval(&self, builder: &mut AB) {
-            let main = builder.main();
-            let local: Vec<AB::Expr> = main.current_slice().iter().map(|&v| v.into()).collect();
-            let values: Vec<AB::Expr> = (0..self.k)
-                .map(|i| {
-                    if self.deep {
-                        (0..40).fold(local[i].clone(), |acc, j| acc * local[self.k + j].clone())
-                    } else {
-                        local[2 * i].clone() * local[2 * i + 1].clone()
-                    }
-                })
-                .collect();
-            for factor in [3u64, 5] {
-                for v in &values {
-                    builder.assert_zero(v.clone() * AB::Expr::from_u64(factor));
-                }
-            }
-        }
-    }
-
-    fn far_apart(air: &FarApart) -> (CompiledAir, usize, usize) {
-        let layout = AirLayout { main_width: air.width(), ..Default::default() };
-        let compiled = CompiledAir::compile(air, layout).unwrap();
-        // Without recomputation, as scheduled in Plonky3's order.
-        let mut builder = SymbolicAirBuilder::<Goldilocks>::new(layout);
-        air.eval(&mut builder);
-        let mut dag = Dag::default();
-        let roots: Vec<(Node, u32)> =
-            builder.base_constraints().iter().enumerate().map(|(j, c)| (dag.node(c).unwrap(), j as u32)).collect();
-        let (interior, roots) = rematerialize(&dag.interior, &roots, 0);
-        let kept = ConstraintProgram::new(&schedule(&interior, dag.constants.len(), &roots, 0).unwrap()).unwrap();
-        (compiled, kept.registers(), kept.len())
-    }
-
-    #[test]
-    fn cheap_values_read_far_apart_are_recomputed_rather_than_kept() {
-        let (compiled, kept_registers, kept_len) = far_apart(&FarApart { k: 40, deep: false });
-        assert!(kept_registers >= 40, "kept: {kept_registers} registers");
-        let p = compiled.program();
-        assert!(p.registers() <= SMALL_FILE && p.registers() < 8, "{} registers", p.registers());
-        // Each product computed twice: two more loads and a product per value.
-        assert_eq!(p.len(), kept_len + 3 * 40, "{} instructions against {kept_len}", p.len());
-        // Few enough values to keep: nothing is recomputed.
-        let (compiled, kept_registers, kept_len) = far_apart(&FarApart { k: 8, deep: false });
-        assert!(kept_registers <= SMALL_FILE);
-        assert_eq!((compiled.program().registers(), compiled.program().len()), (kept_registers, kept_len));
-    }
-
-    #[test]
-    fn dear_values_are_kept_when_no_threshold_fits_the_small_file() {
-        // Each value costs 40 products, above every threshold: the fewest registers, then the
-        // fewest instructions, is the program without recomputation.
-        let (compiled, kept_registers, kept_len) = far_apart(&FarApart { k: 40, deep: true });
-        assert!(kept_registers > SMALL_FILE);
-        assert_eq!((compiled.program().registers(), compiled.program().len()), (kept_registers, kept_len));
     }
 
     #[test]
