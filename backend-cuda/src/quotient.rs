@@ -7,6 +7,12 @@
 //! in a global scratch of `registers` words per thread of the grid, whose size bounds the grid
 //! ([`SCRATCH_BYTES`]). Either way register `r` of consecutive threads is consecutive words.
 //!
+//! **The cells.** The LDE is row-major, so threads of consecutive points reading one column touch
+//! one 32-byte sector each for 8 useful bytes: the Fibonacci AIR's quotient was bound by that
+//! traffic. Where the device has room for it, the quotient domain's rows are first copied
+//! column-major (`q x cols` words, one tiled transpose) and the program reads
+//! consecutive words; when that allocation fails the rows are read where they lie.
+//!
 //! **Why an interpreter.** The program is data, so one kernel image serves every AIR: nothing is
 //! compiled per AIR at proving time (NVRTC takes seconds for the thousands of instructions of a
 //! hash AIR, which a one-shot prover would pay on each new AIR), the embedded images stay one per
@@ -33,6 +39,12 @@ const SHARED_BYTES: usize = 48 << 10;
 const SCRATCH_BYTES: usize = backend_api::quotient::SCRATCH_BYTES;
 /// Blocks per multiprocessor the grid aims for (a grid-stride loop covers the rest).
 const BLOCKS_PER_SM: usize = 16;
+/// Whether the quotient reads a column-major copy of the quotient domain's rows where it can
+/// allocate one (see the module documentation). LAB: `STARK_QUOTIENT_ROW_READS` turns it off for
+/// a same-process comparison.
+fn quotient_columns() -> bool {
+    std::env::var_os("STARK_QUOTIENT_ROW_READS").is_none()
+}
 
 /// [`backend_api::Backend::quotient_values`], on validated arguments.
 pub(crate) fn quotient_values(
@@ -75,7 +87,25 @@ pub(crate) fn quotient_values(
         (grid, 0, Some(CudaBuffer::alloc(device, registers * grid * BLOCK as usize)?))
     };
 
+    let n_instr = program.len() as u64;
+    let (cols, stride) = (shape.cols() as u64, (shape.rows() / q) as u64);
+    // The quotient domain's rows column-major, where the device has the room.
+    let columns = if quotient_columns() { CudaBuffer::alloc(device, q * shape.cols()).ok() } else { None };
+    if let Some(columns) = &columns {
+        let kernel = device.kernel(Source::Transpose, "transpose_tile_strided", 0)?;
+        let (src, dst, rows) = (lde.ptr(), columns.ptr(), q as u64);
+        let tiles = q.div_ceil(32) * shape.cols().div_ceil(32);
+        let grid = tiles.min(device.sm_count as usize * 16).max(1) as u32;
+        let args = LaunchArgs::new().arg(&src).arg(&dst).arg(&rows).arg(&cols).arg(&stride);
+        let config = LaunchConfig { grid: (grid, 1, 1), block: (32, 8, 1), shared: 0 };
+        // SAFETY: (const u64*, u64*, u64, u64, u64) as transpose_tile_strided declares; it reads
+        // rows r * stride < shape.rows() (r < q, stride = rows / q) of the LDE's cols columns and
+        // writes the q x cols words of `columns`, a separate allocation.
+        unsafe { device.launch(&kernel, config, args)? };
+    }
+
     let kernel = device.kernel(Source::Quotient, "quotient_values", 0)?;
+    let t = columns.as_ref().map_or(0, |b| b.ptr());
     let (l, c, v, a, z, s, o) = (
         lde.ptr(),
         code.ptr(),
@@ -85,8 +115,6 @@ pub(crate) fn quotient_values(
         scratch.as_ref().map_or(0, |s| s.ptr()),
         out.ptr(),
     );
-    let n_instr = program.len() as u64;
-    let (cols, stride) = (shape.cols() as u64, (shape.rows() / q) as u64);
     let (log_q, log_n) = (u64::from(domain.log_quotient_rows()), u64::from(domain.log_trace_rows()));
     let shift = domain.shift();
     let gen_q = root_of_unity(domain.log_quotient_rows());
@@ -95,6 +123,7 @@ pub(crate) fn quotient_values(
     let flags = u64::from(program.uses(Selector::FirstRow)) | (u64::from(program.uses(Selector::LastRow)) << 1);
     let args = LaunchArgs::new()
         .arg(&l)
+        .arg(&t)
         .arg(&c)
         .arg(&v)
         .arg(&a)
@@ -111,8 +140,9 @@ pub(crate) fn quotient_values(
         .arg(&w_inv)
         .arg(&d64)
         .arg(&flags);
-    // SAFETY: (const u64*, const uint4*, const u64*, const u64*, const u64*, u64*, u64*, u64 x 10)
-    // as quotient_values declares; the vanishing table holds 2 x q / n words (above). The front
+    // SAFETY: (const u64*, const u64*, const uint4*, const u64*, const u64*, const u64*, u64*,
+    // u64*, u64 x 10) as quotient_values declares; `columns`, when not null, holds q x cols words
+    // (the copy above, queued before on the same stream); the vanishing table holds 2 x q / n words (above). The front
     // validated the call: the LDE holds rows x cols words with
     // rows = stride x q, every column the program reads is below cols, every value index below the
     // values uploaded, every constraint's d powers inside the powers uploaded, every register below

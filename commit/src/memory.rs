@@ -100,18 +100,23 @@ impl MemoryModel {
     }
 
     /// The model of a quotient evaluation ([`backend_api::Backend::quotient_values`]) over an LDE
-    /// already on the device, which it does not count: the output (`points * degree` words) and
-    /// the working memory of a program of `registers` registers, one register file per point at
-    /// most, bounded by [`QUOTIENT_SCRATCH_BYTES`] (the most the built-in backends take), both in
-    /// the scratch term.
+    /// of `columns` columns already on the device, which it does not count: the output (`points *
+    /// degree` words), a column-major copy of the quotient domain's rows (`points * columns`
+    /// words: CUDA reads its cells from one where it can allocate it), and the working memory of a
+    /// program of `registers` registers, one register file per point at most, bounded by
+    /// [`QUOTIENT_SCRATCH_BYTES`] (the most the built-in backends take), all in the scratch term.
     ///
     /// # Errors
-    /// [`Error::SizeOverflow`] when the output's bytes overflow `usize`.
-    pub fn quotient(points: usize, degree: usize, registers: usize) -> Result<Self> {
-        let overflow = || Error::SizeOverflow { what: "quotient memory model (output)", elems: points };
-        let out = points.checked_mul(degree).and_then(|w| w.checked_mul(ELEM_BYTES)).ok_or_else(overflow)?;
+    /// [`Error::SizeOverflow`] when the output's or the copy's bytes overflow `usize`.
+    pub fn quotient(points: usize, degree: usize, columns: usize, registers: usize) -> Result<Self> {
+        let overflow = || Error::SizeOverflow { what: "quotient memory model (output, columns)", elems: points };
+        let words = |per_point: usize| {
+            points.checked_mul(per_point).and_then(|w| w.checked_mul(ELEM_BYTES)).ok_or_else(overflow)
+        };
+        let (out, copy) = (words(degree)?, words(columns)?);
         let files = registers.saturating_mul(points).saturating_mul(ELEM_BYTES).min(QUOTIENT_SCRATCH_BYTES);
-        Ok(Self { lde: 0, trace: 0, trees: 0, scratch: out.checked_add(files).ok_or_else(overflow)?, twiddles: 0 })
+        let scratch = out.checked_add(copy).and_then(|b| b.checked_add(files)).ok_or_else(overflow)?;
+        Ok(Self { lde: 0, trace: 0, trees: 0, scratch, twiddles: 0 })
     }
 
     /// The terms with their names, in report order.
@@ -227,12 +232,13 @@ mod tests {
 
     #[test]
     fn a_quotient_counts_its_output_and_bounded_register_files() {
-        let m = MemoryModel::quotient(1 << 20, 2, 4).unwrap();
-        assert_eq!(m.total(), (1 << 20) * 2 * 8 + (1 << 20) * 4 * 8);
+        let m = MemoryModel::quotient(1 << 20, 2, 3, 4).unwrap();
+        assert_eq!(m.total(), (1 << 20) * 2 * 8 + (1 << 20) * 3 * 8 + (1 << 20) * 4 * 8);
         assert_eq!((m.lde, m.trees, m.twiddles), (0, 0, 0));
-        let big = MemoryModel::quotient(1 << 20, 2, 1 << 16).unwrap();
-        assert_eq!(big.total(), (1 << 20) * 2 * 8 + QUOTIENT_SCRATCH_BYTES);
-        assert!(matches!(MemoryModel::quotient(usize::MAX, 2, 1), Err(Error::SizeOverflow { .. })));
+        let big = MemoryModel::quotient(1 << 20, 2, 1, 1 << 16).unwrap();
+        assert_eq!(big.total(), (1 << 20) * 2 * 8 + (1 << 20) * 8 + QUOTIENT_SCRATCH_BYTES);
+        assert!(matches!(MemoryModel::quotient(usize::MAX, 2, 1, 1), Err(Error::SizeOverflow { .. })));
+        assert!(matches!(MemoryModel::quotient(1 << 40, 1, 1 << 30, 1), Err(Error::SizeOverflow { .. })));
     }
 
     #[test]

@@ -121,11 +121,12 @@ where
         };
         let call = QuotientCall { program: compiled.program(), domain, values, alpha_powers };
         let d = call.degree();
-        // The output and the register files, admitted as the fused commits are; the ticket then
-        // holds the output's bytes until it is committed.
-        let admitted = MemoryModel::quotient(domain.quotient_rows(), d, compiled.program().registers())
-            .map_err(commit::ProverError::from)
-            .and_then(|model| self.admit_model(backend, &model));
+        // The output, a column-major copy of the rows read and the register files, admitted as
+        // the fused commits are; the ticket then holds the output's bytes until it is committed.
+        let admitted =
+            MemoryModel::quotient(domain.quotient_rows(), d, lde.shape.cols(), compiled.program().registers())
+                .map_err(commit::ProverError::from)
+                .and_then(|model| self.admit_model(backend, &model));
         let ticket = admitted.map_err(|e| {
             self.counters.admission_refusals.fetch_add(1, Ordering::Relaxed);
             format!("the {} quotient was not admitted ({e})", backend.info().backend)

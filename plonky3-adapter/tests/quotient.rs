@@ -285,7 +285,7 @@ fn a_refused_quotient_commit_takes_the_device_values_the_stock_way() {
         p3_field::coset::TwoAdicMultiplicativeCoset::new(Val::ONE, rows.trailing_zeros() as usize).unwrap();
     let chunks = 1 << p3_uni_stark::get_log_num_quotient_chunks_for_domain::<Val, _>(&air, layout, trace_domain, 0);
     let registers = CompiledAir::compile(&air, layout).unwrap().program().registers();
-    let evaluation = commit::memory::MemoryModel::quotient(rows * chunks, 2, registers).unwrap().total();
+    let evaluation = commit::memory::MemoryModel::quotient(rows * chunks, 2, width, registers).unwrap().total();
     let chunks_side_by_side = LdeParams::new(MatrixShape::new(rows, 2 * chunks).unwrap(), 2, 7).unwrap();
     let quotient_commit = plonky3_adapter::quotient_commit_model(&chunks_side_by_side).unwrap().total();
     let budget = trace_commit.max(kept + evaluation);

@@ -9,6 +9,11 @@
 // register are consecutive words. Registers hold canonical values; the LDE's words are
 // canonicalised as they are read, the values and the challenge powers by the host.
 //
+// The cells: where the host made `columns`, a column-major copy of the quotient domain's rows
+// (column c of point i at columns[c * q + i], transpose_tile_strided), a warp's loads of one
+// column are consecutive words; else they are read from the row-major LDE, one 32-byte sector per
+// thread for 8 useful bytes.
+//
 // x^n - 1 takes only q / n values on the coset (x^n = shift^n (v^n)^i, v^n of order q / n): the
 // host gives them and their inverses as a table, so a point pays one inversion per selector it
 // reads. (Folding into 192-bit sums reduced once per point, instead of a reduced product and a
@@ -35,7 +40,8 @@
 // The interpreter for an extension of degree D: the accumulators are D registers, so the kernel is
 // instantiated per degree rather than sized for the largest.
 template <int D>
-__device__ __forceinline__ void quotient_points(const u64* __restrict__ lde, const uint4* __restrict__ code,
+__device__ __forceinline__ void quotient_points(const u64* __restrict__ lde, const u64* __restrict__ columns,
+                                                const uint4* __restrict__ code,
                                                 const u64* __restrict__ values, const u64* __restrict__ alpha,
                                                 const u64* __restrict__ vanishing, u64* const file, const u64 fstride,
                                                 u64* __restrict__ out, u64 n_instr, u64 cols, u64 stride, u64 log_q,
@@ -51,8 +57,9 @@ __device__ __forceinline__ void quotient_points(const u64* __restrict__ lde, con
         const u64 transition = gl_sub(x, w_inv);
         const u64 first = (flags & USES_FIRST_ROW) ? gl_mul(z_h, gl_inv(gl_sub(x, 1))) : 0;
         const u64 last = (flags & USES_LAST_ROW) ? gl_mul(z_h, gl_inv(transition)) : 0;
+        const u64 i_next = (i + next) & (q - 1);
         const u64* row = lde + i * stride * cols;
-        const u64* next_row = lde + ((i + next) & (q - 1)) * stride * cols;
+        const u64* next_row = lde + i_next * stride * cols;
         u64 acc[D];
 #pragma unroll
         for (int k = 0; k < D; k++) acc[k] = 0;
@@ -60,8 +67,8 @@ __device__ __forceinline__ void quotient_points(const u64* __restrict__ lde, con
             const uint4 ins = code[pc];
             u64 r;
             switch (ins.x) {
-                case OP_COLUMN: r = gl_canon(row[ins.z]); break;
-                case OP_COLUMN_NEXT: r = gl_canon(next_row[ins.z]); break;
+                case OP_COLUMN: r = gl_canon(columns ? columns[(u64)ins.z * q + i] : row[ins.z]); break;
+                case OP_COLUMN_NEXT: r = gl_canon(columns ? columns[(u64)ins.z * q + i_next] : next_row[ins.z]); break;
                 case OP_VALUE: r = values[ins.z]; break;
                 case OP_SELECTOR: r = ins.z == 0 ? first : (ins.z == 1 ? last : transition); break;
                 case OP_ADD: r = gl_add(file[ins.z * fstride], file[ins.w * fstride]); break;
@@ -85,7 +92,8 @@ __device__ __forceinline__ void quotient_points(const u64* __restrict__ lde, con
 }
 
 extern "C" __global__ void __launch_bounds__(128)
-    quotient_values(const u64* __restrict__ lde, const uint4* __restrict__ code, const u64* __restrict__ values,
+    quotient_values(const u64* __restrict__ lde, const u64* __restrict__ columns, const uint4* __restrict__ code,
+                    const u64* __restrict__ values,
                     const u64* __restrict__ alpha, const u64* __restrict__ vanishing, u64* __restrict__ scratch,
                     u64* __restrict__ out, u64 n_instr, u64 cols, u64 stride, u64 log_q, u64 log_n, u64 shift, u64 v,
                     u64 w_inv, u64 d, u64 flags) {
@@ -94,8 +102,8 @@ extern "C" __global__ void __launch_bounds__(128)
     u64* const file = scratch ? scratch + tid : smem + threadIdx.x;
     const u64 fstride = scratch ? (u64)gridDim.x * blockDim.x : blockDim.x;
 #define Q_RUN(D)                                                                                                 \
-    quotient_points<D>(lde, code, values, alpha, vanishing, file, fstride, out, n_instr, cols, stride, log_q, log_n, \
-                       shift, v, w_inv, flags)
+    quotient_points<D>(lde, columns, code, values, alpha, vanishing, file, fstride, out, n_instr, cols, stride, log_q, \
+                       log_n, shift, v, w_inv, flags)
     switch (d) {
         case 1: Q_RUN(1); break;
         case 2: Q_RUN(2); break;

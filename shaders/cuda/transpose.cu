@@ -3,11 +3,12 @@
 // consecutive `Step::Copies` batches of equal, aligned runs in one pass.
 #include "common.cuh"
 
-// dst (cols x rows, column-major) = transpose of src (rows x cols, row-major). 32 x 32 tiles
-// through shared memory (one column of padding against bank conflicts), 32 x 8 threads; a
-// grid-stride loop over tiles, row-major order, so neighbouring blocks read neighbouring bytes.
-extern "C" __global__ void __launch_bounds__(256)
-    transpose_tile(const u64* __restrict__ src, u64* __restrict__ dst, u64 rows, u64 cols) {
+// dst (cols x rows, column-major) = transpose of src (rows x cols, row r at src + r * src_ld).
+// 32 x 32 tiles through shared memory (one column of padding against bank conflicts), 32 x 8
+// threads; a grid-stride loop over tiles, row-major order, so neighbouring blocks read
+// neighbouring bytes.
+__device__ __forceinline__ void transpose_tiles(const u64* __restrict__ src, u64* __restrict__ dst, u64 rows, u64 cols,
+                                                u64 src_ld) {
     __shared__ u64 tile[32][33];
     const u64 row_tiles = (rows + 31) / 32, col_tiles = (cols + 31) / 32;
     const u32 tx = threadIdx.x, ty = threadIdx.y;
@@ -16,7 +17,7 @@ extern "C" __global__ void __launch_bounds__(256)
 #pragma unroll
         for (u32 k = 0; k < 32; k += 8) {
             const u64 r = r0 + ty + k, c = c0 + tx;
-            if (r < rows && c < cols) tile[ty + k][tx] = src[r * cols + c];
+            if (r < rows && c < cols) tile[ty + k][tx] = src[r * src_ld + c];
         }
         __syncthreads();
 #pragma unroll
@@ -26,6 +27,19 @@ extern "C" __global__ void __launch_bounds__(256)
         }
         __syncthreads();
     }
+}
+
+// The block transpose of the in-place plan: src is a row-major rows x cols matrix.
+extern "C" __global__ void __launch_bounds__(256)
+    transpose_tile(const u64* __restrict__ src, u64* __restrict__ dst, u64 rows, u64 cols) {
+    transpose_tiles(src, dst, rows, cols, cols);
+}
+
+// Every `stride`-th row of a row-major matrix of `cols` columns, column-major: dst[c * rows + r] =
+// src[r * stride * cols + c] for r < rows (the quotient's column-major copy of its domain's rows).
+extern "C" __global__ void __launch_bounds__(256)
+    transpose_tile_strided(const u64* __restrict__ src, u64* __restrict__ dst, u64 rows, u64 cols, u64 stride) {
+    transpose_tiles(src, dst, rows, cols, stride * cols);
 }
 
 // The net effect of consecutive copy batches whose moves all have length `unit` and start at

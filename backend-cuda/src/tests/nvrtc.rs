@@ -77,7 +77,10 @@ fn kernels_named_by_the_host_code_exist() {
         merkle_kernels.extend([level, top]);
     }
     let names: &[(Source, &[&str])] = &[
-        (Source::Transpose, &["transpose_tile", "transpose_fused_runs_v1", "transpose_fused_runs_v2"]),
+        (
+            Source::Transpose,
+            &["transpose_tile", "transpose_tile_strided", "transpose_fused_runs_v1", "transpose_fused_runs_v2"],
+        ),
         (Source::Copy, &["copy_gather", "bit_reversed_rows"]),
         (Source::Hash, &leaf_kernels),
         (Source::Merkle, &merkle_kernels),
