@@ -176,3 +176,44 @@ pub(crate) fn quotient_values(
     unsafe { device.launch(&kernel, LaunchConfig::linear(grid as u32, BLOCK, shared), args)? };
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use backend_api::quotient::{ConstraintProgram, Instr};
+
+    use super::scattered_reads;
+
+    /// A program loading `cols` (the current row, or the next where `next`), each folded.
+    fn loads(cols: &[(u32, bool)]) -> ConstraintProgram {
+        let instrs: Vec<Instr> = cols
+            .iter()
+            .enumerate()
+            .flat_map(|(j, &(col, next))| {
+                [Instr::Column { dst: 0, col, next }, Instr::Fold { src: 0, constraint: j as u32 }]
+            })
+            .collect();
+        ConstraintProgram::new(&instrs).unwrap()
+    }
+
+    #[test]
+    fn reads_in_column_order_are_not_scattered_and_jumps_are() {
+        // In order, interleaving the current and the next row: each row's loads stay near.
+        let in_order: Vec<(u32, bool)> = (0..64).flat_map(|c| [(c, false), (c, true)]).collect();
+        assert!(!scattered_reads(&loads(&in_order)));
+        // Every load 100 columns from the previous one.
+        let jumps: Vec<(u32, bool)> = (0..64).map(|k| ((k % 2) * 100 + k, false)).collect();
+        assert!(scattered_reads(&loads(&jumps)));
+        // The threshold: 3 of 5 loads near (60%) is not scattered, 2 of 5 is.
+        let three_near = [(0, false), (1, false), (2, false), (3, false), (50, false)];
+        assert!(!scattered_reads(&loads(&three_near)));
+        let two_near = [(0, false), (1, false), (2, false), (50, false), (90, false)];
+        assert!(scattered_reads(&loads(&two_near)));
+        // No cell read at all.
+        let none = ConstraintProgram::new(&[
+            Instr::Selector { dst: 0, which: backend_api::Selector::FirstRow },
+            Instr::Fold { src: 0, constraint: 0 },
+        ])
+        .unwrap();
+        assert!(!scattered_reads(&none));
+    }
+}
