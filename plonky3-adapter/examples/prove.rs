@@ -209,10 +209,13 @@ fn run<B: Backend + 'static>(backend: Arc<B>, pairs: usize, log_rows: u32) -> Re
     );
     let pcs = p3_uni_stark::StarkGenericConfig::pcs(&config).stats();
     println!(
-        "PCS commits: {} fused on the backend, {} through TwoAdicFriPcs::commit, {} device errors",
+        "PCS commits: {} fused on the backend, {} through TwoAdicFriPcs, {} device errors",
         pcs.fused_commits, pcs.stock_commits, pcs.device_errors
     );
-    println!("quotients: {} on the backend, {} on the host", pcs.device_quotients, pcs.host_quotients);
+    println!(
+        "quotients: {} on the backend, {} on the host; {} committed on the backend",
+        pcs.device_quotients, pcs.host_quotients, pcs.device_quotient_commits
+    );
     let stock = stock_proof(pairs, rows).map_err(Failure::Proof)?;
     if ours != stock {
         return Err(Failure::Proof(format!(
