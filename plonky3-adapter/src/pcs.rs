@@ -518,22 +518,22 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
         degree: usize,
         num_chunks: usize,
     ) -> Result<Committed<B, RowMajorMatrix<Goldilocks>, H>, String> {
-        let name = backend.info().backend;
+        let name = || backend.info().backend;
         let params = quotient_lde_params(quotient_domain, degree, num_chunks, self.log_blowup)
-            .map_err(|e| format!("the {name} quotient commit: {e}"))?;
+            .map_err(|e| format!("the {} quotient commit: {e}", name()))?;
         let ticket =
             quotient_commit_model(&params).and_then(|model| self.admit_model(backend, &model)).map_err(|e| {
                 self.counters.admission_refusals.fetch_add(1, Ordering::Relaxed);
-                format!("the {name} quotient commit was not admitted ({e})")
+                format!("the {} quotient commit was not admitted ({e})", name())
             })?;
-        match self.commit_quotient_values(backend, values, quotient_domain, degree, num_chunks, ticket) {
+        match self.commit_quotient_values(backend, values, quotient_domain, &params, num_chunks, ticket) {
             Ok(done) => {
                 self.counters.device_quotient_commits.fetch_add(1, Ordering::Relaxed);
                 Ok(done)
             }
             Err(e) => {
                 self.counters.device_errors.fetch_add(1, Ordering::Relaxed);
-                Err(format!("{name} quotient commit of {num_chunks} chunks of the {} LDE: {e}", params.lde_shape()))
+                Err(format!("{} quotient commit of {num_chunks} chunks of the {} LDE: {e}", name(), params.lde_shape()))
             }
         }
     }
@@ -575,21 +575,22 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
     /// each), then the columns are turned row-major. This costs `num_chunks` times the least
     /// arithmetic on a matrix of a few columns, a small fraction of the trace's commit.
     ///
-    /// `values` is left as it is, so that a caller can still download it after an error.
+    /// `params` are the chunks' side by side ([`quotient_lde_params`]); `values` is left as it is,
+    /// so that a caller can still download it after an error.
     ///
     /// # Errors
-    /// [`backend_api::Error::InvalidArgument`] for a chunk count that does not split the domain or
-    /// a `values` of another length; the backend's errors.
-    pub(crate) fn commit_quotient_values(
+    /// [`backend_api::Error::InvalidArgument`] for a `values` of another length; the backend's
+    /// errors.
+    fn commit_quotient_values(
         &self,
         backend: &B,
         values: &B::Buffer,
         quotient_domain: TwoAdicMultiplicativeCoset<Goldilocks>,
-        degree: usize,
+        params: &LdeParams,
         num_chunks: usize,
         ticket: Option<Ticket>,
     ) -> backend_api::Result<Committed<B, RowMajorMatrix<Goldilocks>, H>> {
-        let params = quotient_lde_params(quotient_domain, degree, num_chunks, self.log_blowup)?;
+        let degree = params.trace().cols() / num_chunks;
         if values.len() != params.trace().len() {
             return Err(backend_api::Error::InvalidArgument(format!(
                 "the quotient's values hold {} words, not {} points of {degree}",
@@ -600,7 +601,7 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
         let span = tracing::info_span!("quotient commit: chunks' LDEs").entered();
         let lde_shape = params.lde_shape();
         let lde = if num_chunks == 1 {
-            backend.coset_lde(values, &params)?
+            backend.coset_lde(values, params)?
         } else {
             let rows = lde_shape.rows();
             // Column-major: column j at j * rows.
@@ -617,7 +618,7 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
             columns
         };
         drop(span);
-        self.commit_lde(backend, lde, &params, vec![degree; num_chunks], ticket)
+        self.commit_lde(backend, lde, params, vec![degree; num_chunks], ticket)
     }
 }
 

@@ -12,11 +12,10 @@
 //! `quotient_values` over the host LDE, with one warning saying why and how to fix it; the proof
 //! is the same either way ([`crate::PcsStats::device_quotients`], [`crate::PcsStats::host_quotients`]).
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use backend_api::quotient::{QuotientCall, QuotientDomain};
-use std::sync::Arc;
-
 use backend_api::{Backend, DeviceBuffer, ELEM_BYTES, MatrixShape};
 use commit::Ticket;
 use commit::memory::MemoryModel;

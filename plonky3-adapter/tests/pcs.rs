@@ -52,28 +52,35 @@ fn domain(rows: usize, shift: Val) -> TwoAdicMultiplicativeCoset<Val> {
     TwoAdicMultiplicativeCoset::new(shift, rows.trailing_zeros() as usize).unwrap()
 }
 
-/// Commits `inputs` with `ours` and with stock `TwoAdicFriPcs`, compares the commitments' bytes
-/// and every committed LDE, and returns what `ours` counted for this commit.
-fn same_as_stock<B: Backend + 'static>(
+/// The stock PCS of these tests.
+type StockPcs = common::stark::Pcs<Radix2DitParallel<Val>>;
+
+/// The stock PCS and `ours` on one commit: the commitments' bytes and every committed LDE equal
+/// (`what` names the commit in a failure), and what `ours` counted since `before`.
+fn same_commit<B: Backend + 'static>(
     ours: &Fused<B>,
-    log_blowup: usize,
-    inputs: &[(TwoAdicMultiplicativeCoset<Val>, RowMajorMatrix<Val>)],
+    before: PcsStats,
+    (want_cap, want_data): &(
+        <StockPcs as Pcs<Challenge, Challenger>>::Commitment,
+        <StockPcs as Pcs<Challenge, Challenger>>::ProverData,
+    ),
+    (cap, data): &(
+        <Fused<B> as Pcs<Challenge, Challenger>>::Commitment,
+        <Fused<B> as Pcs<Challenge, Challenger>>::ProverData,
+    ),
+    what: &str,
 ) -> PcsStats {
-    let before = ours.stats();
-    let stock = pcs(Radix2DitParallel::<Val>::default(), log_blowup);
-    let (want_cap, want_data) = Pcs::<Challenge, Challenger>::commit(&stock, inputs.to_vec()).unwrap();
-    let (cap, data) = Pcs::<Challenge, Challenger>::commit(ours, inputs.to_vec()).unwrap();
     assert_eq!(
-        postcard::to_allocvec(&cap).unwrap(),
-        postcard::to_allocvec(&want_cap).unwrap(),
-        "the commitments differ"
+        postcard::to_allocvec(cap).unwrap(),
+        postcard::to_allocvec(want_cap).unwrap(),
+        "{what}: the commitments differ"
     );
-    let want = val_mmcs().get_matrices(&want_data);
-    let got = ours.mmcs().get_matrices(&data);
-    assert_eq!(got.len(), want.len());
+    let want = val_mmcs().get_matrices(want_data);
+    let got = ours.mmcs().get_matrices(data);
+    assert_eq!(got.len(), want.len(), "{what}");
     for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-        assert_eq!((g.height(), g.width()), (w.height(), w.width()), "matrix {i}");
-        assert!(g.values == w.values, "matrix {i}: the committed LDEs differ");
+        assert_eq!((g.height(), g.width()), (w.height(), w.width()), "{what}: matrix {i}");
+        assert!(g.values == w.values, "{what}: matrix {i}: the committed LDEs differ");
     }
     let after = ours.stats();
     PcsStats {
@@ -91,6 +98,20 @@ fn same_as_stock<B: Backend + 'static>(
     }
 }
 
+/// Commits `inputs` with `ours` and with stock `TwoAdicFriPcs`, compares the commitments' bytes
+/// and every committed LDE, and returns what `ours` counted for this commit.
+fn same_as_stock<B: Backend + 'static>(
+    ours: &Fused<B>,
+    log_blowup: usize,
+    inputs: &[(TwoAdicMultiplicativeCoset<Val>, RowMajorMatrix<Val>)],
+) -> PcsStats {
+    let before = ours.stats();
+    let stock = pcs(Radix2DitParallel::<Val>::default(), log_blowup);
+    let want = Pcs::<Challenge, Challenger>::commit(&stock, inputs.to_vec()).unwrap();
+    let got = Pcs::<Challenge, Challenger>::commit(ours, inputs.to_vec()).unwrap();
+    same_commit(ours, before, &want, &got, "the commit")
+}
+
 /// `commit_quotient` of `values` over `quotient_domain` in `num_chunks` chunks with `ours` and
 /// with stock `TwoAdicFriPcs`: the same commitment and the same committed chunk LDEs; returns what
 /// `ours` counted for it.
@@ -103,37 +124,18 @@ fn same_quotient_commit_as_stock<B: Backend + 'static>(
 ) -> PcsStats {
     let before = ours.stats();
     let stock = pcs(Radix2DitParallel::<Val>::default(), log_blowup);
-    let (want_cap, want_data) = UnivariateStarkPcs::<Challenge, Challenger>::commit_quotient(
+    let want = UnivariateStarkPcs::<Challenge, Challenger>::commit_quotient(
         &stock,
         quotient_domain,
         values.clone(),
         num_chunks,
     )
     .unwrap();
-    let (cap, data) =
+    let got =
         UnivariateStarkPcs::<Challenge, Challenger>::commit_quotient(ours, quotient_domain, values.clone(), num_chunks)
             .unwrap();
     let what = format!("{} points x {} in {num_chunks} chunks, blowup 2^{log_blowup}", values.height(), values.width());
-    assert_eq!(
-        postcard::to_allocvec(&cap).unwrap(),
-        postcard::to_allocvec(&want_cap).unwrap(),
-        "{what}: the commitments differ"
-    );
-    let want = val_mmcs().get_matrices(&want_data);
-    let got = ours.mmcs().get_matrices(&data);
-    assert_eq!(got.len(), want.len(), "{what}");
-    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-        assert_eq!((g.height(), g.width()), (w.height(), w.width()), "{what}: chunk {i}");
-        assert!(g.values == w.values, "{what}: chunk {i}'s committed LDEs differ");
-    }
-    let after = ours.stats();
-    PcsStats {
-        stock_commits: after.stock_commits - before.stock_commits,
-        device_errors: after.device_errors - before.device_errors,
-        admission_refusals: after.admission_refusals - before.admission_refusals,
-        device_quotient_commits: after.device_quotient_commits - before.device_quotient_commits,
-        ..PcsStats::ZERO
-    }
+    same_commit(ours, before, &want, &got, &what)
 }
 
 const QUOTIENT_ON_DEVICE: PcsStats = PcsStats { device_quotient_commits: 1, ..PcsStats::ZERO };
