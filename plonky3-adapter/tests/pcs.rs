@@ -55,19 +55,16 @@ fn domain(rows: usize, shift: Val) -> TwoAdicMultiplicativeCoset<Val> {
 /// The stock PCS of these tests.
 type StockPcs = common::stark::Pcs<Radix2DitParallel<Val>>;
 
+/// A commit's commitment and prover data under the PCS `P`.
+type Committed<P> = (<P as Pcs<Challenge, Challenger>>::Commitment, <P as Pcs<Challenge, Challenger>>::ProverData);
+
 /// The stock PCS and `ours` on one commit: the commitments' bytes and every committed LDE equal
 /// (`what` names the commit in a failure), and what `ours` counted since `before`.
 fn same_commit<B: Backend + 'static>(
     ours: &Fused<B>,
     before: PcsStats,
-    (want_cap, want_data): &(
-        <StockPcs as Pcs<Challenge, Challenger>>::Commitment,
-        <StockPcs as Pcs<Challenge, Challenger>>::ProverData,
-    ),
-    (cap, data): &(
-        <Fused<B> as Pcs<Challenge, Challenger>>::Commitment,
-        <Fused<B> as Pcs<Challenge, Challenger>>::ProverData,
-    ),
+    (want_cap, want_data): &Committed<StockPcs>,
+    (cap, data): &Committed<Fused<B>>,
     what: &str,
 ) -> PcsStats {
     assert_eq!(
