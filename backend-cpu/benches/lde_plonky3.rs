@@ -3,9 +3,12 @@
 //! pool.
 //!
 //! Shapes: `BENCH_LDE_P3_SHAPES` (default `16x64,18x64,16x316`: log2 rows x columns), blowup
-//! `BENCH_LDE_P3_BLOWUP` (default 2), shift 7. The trace is seeded random `u64`s, non-canonical
-//! ones included. For each shape:
+//! `BENCH_LDE_P3_BLOWUP` (default 2), shift 7. Our LDE runs the best kernels the CPU has, or
+//! those `BENCH_LDE_ISA` names (`scalar`, `avx2`, `avx512`: `CpuBackend::with_lde_isa`); the
+//! bench prints which. The trace is seeded random `u64`s, non-canonical ones included. For each
+//! shape:
 //!
+//! - every side's output is checked equal to ours, element for element, before any timing;
 //! - criterion times `CpuBackend::coset_lde` and each Plonky3 DFT's `coset_lde_batch`;
 //! - then `BENCH_PAIRED_REPS` (default 7) rounds run every side once each, interleaved (the
 //!   order rotating from round to round), and the bench prints each side's min and median and
@@ -24,10 +27,12 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use backend_api::{Backend, LdeParams, MatrixShape};
-use backend_cpu::CpuBackend;
+use backend_cpu::{CpuBackend, LdeIsa};
 use criterion::{BatchSize, Criterion, Throughput};
 use p3_dft::{Radix2DFTSmallBatch, Radix2DitParallel, TwoAdicSubgroupDft};
+use p3_field::PrimeField64;
 use p3_goldilocks::Goldilocks;
+use p3_matrix::Matrix;
 use p3_matrix::dense::RowMajorMatrix;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -102,12 +107,26 @@ fn bench_shape(c: &mut Criterion, sides: &Sides, params: LdeParams) {
     let trace = sides.backend.upload(&host).expect("upload");
     let label = format!("lde_plonky3/{}x{}/blowup{}", params.trace().rows(), params.trace().cols(), params.blowup());
     let (cols, bits, shift) = (params.trace().cols(), params.log_blowup() as usize, Goldilocks::new(params.shift()));
+    let isa = sides.backend.lde_isa();
+
+    // The same values on every side first (Plonky3's canonicalised; ours must be canonical).
+    let ours = sides.backend.download_vec(&sides.backend.coset_lde(&trace, &params).expect("lde")).expect("download");
+    let canonical =
+        |m: RowMajorMatrix<Goldilocks>| -> Vec<u64> { m.values.iter().map(|x| x.as_canonical_u64()).collect() };
+    let input = || RowMajorMatrix::new(values.clone(), cols);
+    let dit = sides.dit_parallel.coset_lde_batch(input(), bits, shift).to_row_major_matrix();
+    assert!(ours == canonical(dit), "{label}: ours ({isa}) and Radix2DitParallel differ");
+    assert!(
+        ours == canonical(sides.small_batch.coset_lde_batch(input(), bits, shift)),
+        "{label}: ours ({isa}) and Radix2DFTSmallBatch differ"
+    );
+    drop(ours);
+    println!("CHECKED {label}: ours ({isa} kernels) equals both Plonky3 DFTs, element for element");
 
     let mut g = c.benchmark_group(&label);
     g.throughput(Throughput::Bytes(params.lde_shape().bytes() as u64));
     g.sample_size(10).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(5));
     g.bench_function(SIDES[0], |b| b.iter(|| sides.backend.coset_lde(&trace, &params).expect("lde")));
-    let input = || RowMajorMatrix::new(values.clone(), cols);
     g.bench_function(SIDES[1], |b| {
         b.iter_batched(input, |m| sides.dit_parallel.coset_lde_batch(m, bits, shift), BatchSize::LargeInput)
     });
@@ -138,12 +157,26 @@ fn bench_shape(c: &mut Criterion, sides: &Sides, params: LdeParams) {
         let (best_min, by_min) = best(|s| s.0);
         let (best_med, by_med) = best(|s| s.1);
         println!(
-            "INTERLEAVED {label} {what}: cpu / best Plonky3 = {:.3} of mins ({by_min}), {:.3} of medians ({by_med}), \
-             {reps} interleaved rounds, {} rayon threads",
+            "INTERLEAVED {label} {what}: cpu ({isa} kernels) / best Plonky3 = {:.3} of mins ({by_min}), {:.3} of \
+             medians ({by_med}), {reps} interleaved rounds, {} rayon threads",
             stats[0].0 / best_min,
             stats[0].1 / best_med,
             rayon::current_num_threads()
         );
+    }
+}
+
+/// Which packed Goldilocks this build of Plonky3 uses: it is chosen at compile time from the
+/// build's target features, not at run time.
+fn p3_packing() -> &'static str {
+    if cfg!(all(target_arch = "x86_64", target_feature = "avx512f")) {
+        "AVX-512 (the build enables avx512f)"
+    } else if cfg!(all(target_arch = "x86_64", target_feature = "avx2")) {
+        "AVX2 (the build enables avx2)"
+    } else if cfg!(target_arch = "aarch64") {
+        "NEON"
+    } else {
+        "none, scalar (build with -C target-cpu=native or +avx2 for SIMD)"
     }
 }
 
@@ -160,11 +193,23 @@ fn shapes() -> Vec<MatrixShape> {
 
 fn main() {
     let mut c = Criterion::default().configure_from_args();
-    let sides = Sides {
-        backend: CpuBackend::new(),
-        dit_parallel: Radix2DitParallel::default(),
-        small_batch: Radix2DFTSmallBatch::default(),
+    let isa = match std::env::var("BENCH_LDE_ISA") {
+        Ok(name) if !name.is_empty() => LdeIsa::ALL
+            .into_iter()
+            .find(|isa| isa.name() == name)
+            .unwrap_or_else(|| panic!("BENCH_LDE_ISA={name:?}: expected one of {:?}", LdeIsa::ALL.map(LdeIsa::name))),
+        _ => LdeIsa::detect(),
     };
+    let backend = CpuBackend::new().with_lde_isa(isa).expect("BENCH_LDE_ISA: kernels this CPU runs");
+    println!(
+        "LDE kernels: {} (this CPU runs {:?}; best {}); Plonky3's packed Goldilocks: {}",
+        backend.lde_isa(),
+        LdeIsa::supported().iter().map(|i| i.name()).collect::<Vec<_>>(),
+        LdeIsa::detect(),
+        p3_packing()
+    );
+    let sides =
+        Sides { backend, dit_parallel: Radix2DitParallel::default(), small_batch: Radix2DFTSmallBatch::default() };
     for shape in shapes() {
         let params = LdeParams::new(shape, env("BENCH_LDE_P3_BLOWUP", 2), 7).expect("bench params");
         bench_shape(&mut c, &sides, params);

@@ -35,9 +35,15 @@
 //!
 //! `L` is the largest power of two whose `L` source rows and `L * B` target rows fit
 //! [`LOCAL_BYTES`]; a group takes as many stages as fit it. A butterfly combines two rows, whose
-//! `m` columns are contiguous: with AVX-512F (detected at run time) it works on eight columns
-//! per instruction, otherwise on one. All arithmetic keeps values canonical, so the output is
-//! canonical, and both paths compute the same values.
+//! `m` columns are contiguous, so it vectorises across columns with no shuffles. The row kernels
+//! are chosen at run time, no build flag ([`LdeIsa::detect`]): with AVX-512F they work on eight
+//! columns per instruction, with AVX2 on four (AVX2 has no unsigned 64-bit compare, so its
+//! kernels compare values with the sign bit flipped), otherwise on one;
+//! [`crate::CpuBackend::with_lde_isa`] picks a plainer set. All arithmetic keeps values canonical,
+//! so the output is canonical, and every kernel set computes the same values, which the tests
+//! check for each set the CPU runs against the naive reference. (Plonky3's own packed Goldilocks
+//! is chosen at compile time from the build's target features and keeps values non-canonical,
+//! so it cannot serve a default build or these kernels' contract as it is.)
 
 use backend_api::field::{LdeTwiddles, P, bit_reverse, canonical, mul};
 use backend_api::{LdeParams, Result, validate};
@@ -45,6 +51,8 @@ use rayon::prelude::*;
 
 use crate::memory::Allocator;
 
+#[cfg(target_arch = "x86_64")]
+mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
 
@@ -70,26 +78,63 @@ fn sub(a: u64, b: u64) -> u64 {
     if under { d.wrapping_add(P) } else { d }
 }
 
-/// The instructions the row kernels use.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Isa {
-    /// Scalar `u64` / `u128` arithmetic, on every target.
+/// The instructions the LDE's row kernels use ([`crate::CpuBackend::with_lde_isa`]). Every
+/// variant exists on every target; [`LdeIsa::is_supported`] says whether this CPU runs it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LdeIsa {
+    /// Scalar `u64` / `u128` arithmetic, on every CPU.
     Scalar,
-    /// AVX-512F: eight columns per instruction.
-    #[cfg(target_arch = "x86_64")]
+    /// AVX2 (x86-64): four columns per instruction.
+    Avx2,
+    /// AVX-512F (x86-64): eight columns per instruction.
     Avx512,
 }
 
-impl Isa {
-    /// The best kernels this CPU runs.
-    fn detect() -> Self {
-        #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            return Isa::Avx512;
+impl LdeIsa {
+    /// Every variant, from the plainest.
+    pub const ALL: [LdeIsa; 3] = [LdeIsa::Scalar, LdeIsa::Avx2, LdeIsa::Avx512];
+
+    /// The best kernels this CPU runs (checked at run time, no build flag): AVX-512F, else AVX2,
+    /// else scalar. [`crate::CpuBackend::new`] uses them.
+    pub fn detect() -> Self {
+        Self::ALL.into_iter().rev().find(|isa| isa.is_supported()).unwrap_or(LdeIsa::Scalar)
+    }
+
+    /// Whether this CPU runs these kernels (checked at run time).
+    pub fn is_supported(self) -> bool {
+        match self {
+            LdeIsa::Scalar => true,
+            #[cfg(target_arch = "x86_64")]
+            LdeIsa::Avx2 => std::arch::is_x86_feature_detected!("avx2"),
+            #[cfg(target_arch = "x86_64")]
+            LdeIsa::Avx512 => std::arch::is_x86_feature_detected!("avx512f"),
+            #[cfg(not(target_arch = "x86_64"))]
+            LdeIsa::Avx2 | LdeIsa::Avx512 => false,
         }
-        Isa::Scalar
+    }
+
+    /// Every variant this CPU runs, from the plainest.
+    pub fn supported() -> Vec<LdeIsa> {
+        Self::ALL.into_iter().filter(|isa| isa.is_supported()).collect()
+    }
+
+    /// The kernels' name: `scalar`, `avx2`, `avx512`.
+    pub fn name(self) -> &'static str {
+        match self {
+            LdeIsa::Scalar => "scalar",
+            LdeIsa::Avx2 => "avx2",
+            LdeIsa::Avx512 => "avx512",
+        }
     }
 }
+
+impl std::fmt::Display for LdeIsa {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+use LdeIsa as Isa;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Butterfly {
@@ -105,9 +150,14 @@ fn butterfly(isa: Isa, kind: Butterfly, lo: &mut [u64], hi: &mut [u64], w: u64) 
     match isa {
         Isa::Scalar => butterfly_scalar(kind, lo, hi, w),
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: `Isa::Avx512` is only chosen when the CPU reports AVX-512F (`Isa::detect`, or a
-        // test that checked it).
+        // SAFETY: `Isa::Avx2` only reaches the kernels when the CPU reports AVX2
+        // (`coset_lde_in_place_with` asserts `is_supported`, or a test that checked it).
+        Isa::Avx2 => unsafe { avx2::butterfly(kind, lo, hi, w) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as for AVX2, with AVX-512F.
         Isa::Avx512 => unsafe { avx512::butterfly(kind, lo, hi, w) },
+        #[cfg(not(target_arch = "x86_64"))]
+        Isa::Avx2 | Isa::Avx512 => unreachable!("x86-64 kernels are never supported here"),
     }
 }
 
@@ -118,11 +168,16 @@ fn scale(isa: Isa, dst: &mut [u64], src: &[u64], c: u64) {
         Isa::Scalar => dst.iter_mut().zip(src).for_each(|(o, &x)| *o = mul(x, c)),
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as in `butterfly`.
+        Isa::Avx2 => unsafe { avx2::scale(dst, src, c) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as in `butterfly`.
         Isa::Avx512 => unsafe { avx512::scale(dst, src, c) },
+        #[cfg(not(target_arch = "x86_64"))]
+        Isa::Avx2 | Isa::Avx512 => unreachable!("x86-64 kernels are never supported here"),
     }
 }
 
-/// The scalar butterfly, also the AVX-512 kernels' tail.
+/// The scalar butterfly, also the SIMD kernels' tail.
 #[inline(always)]
 fn butterfly_scalar(kind: Butterfly, lo: &mut [u64], hi: &mut [u64], w: u64) {
     match (kind, w == 1) {
@@ -284,18 +339,21 @@ fn groups(s0: usize, stages: u32, m: usize, local: usize) -> Vec<Group> {
     out
 }
 
-/// [`crate::CpuBackend::coset_lde_in_place`] over a host slice: `data` holds `N * m` elements,
-/// the trace in its first `n` rows.
+/// [`crate::CpuBackend::coset_lde_in_place`] over a host slice with the kernels `isa`: `data`
+/// holds `N * m` elements, the trace in its first `n` rows.
 ///
 /// # Errors
 /// [`backend_api::Error::LengthMismatch`] when `data` does not hold `params.lde_shape()`, out
 /// of memory for the twiddle tables.
-pub(crate) fn coset_lde_in_place(alloc: &Allocator, data: &mut [u64], params: &LdeParams) -> Result<()> {
-    coset_lde_in_place_with(Isa::detect(), LOCAL_BYTES, alloc, data, params)
+///
+/// # Panics
+/// When this CPU does not run `isa` ([`crate::CpuBackend::with_lde_isa`] refuses such kernels).
+pub(crate) fn coset_lde_in_place(isa: Isa, alloc: &Allocator, data: &mut [u64], params: &LdeParams) -> Result<()> {
+    coset_lde_in_place_with(isa, LOCAL_BYTES, alloc, data, params)
 }
 
-/// [`coset_lde_in_place`] with the given kernels and cache budget (bytes; [`LOCAL_BYTES`] outside
-/// tests, which use small ones to reach many groups and blocks on small shapes).
+/// [`coset_lde_in_place`] with a cache budget (bytes; [`LOCAL_BYTES`] outside tests, which use
+/// small ones to reach many groups and blocks on small shapes).
 fn coset_lde_in_place_with(
     isa: Isa,
     local: usize,
@@ -303,6 +361,8 @@ fn coset_lde_in_place_with(
     data: &mut [u64],
     params: &LdeParams,
 ) -> Result<()> {
+    // The SIMD kernels' safety rests on this.
+    assert!(isa.is_supported(), "the {isa} LDE kernels need a CPU that has them");
     validate::coset_lde_in_place(params, data.len())?;
     let shape = params.trace();
     let (n, m, blowup) = (shape.rows(), shape.cols(), params.blowup());
@@ -431,16 +491,13 @@ mod tests {
         Allocator { tracker: Arc::new(AllocTracker::new()), limit: None }
     }
 
-    /// Every kernel set this CPU runs: scalar, and AVX-512F where the CPU has it (a CPU without
-    /// it says so on stderr, as its tests then check the scalar kernels only).
+    /// Every kernel set this CPU runs, scalar included, so that a CPU with AVX-512F tests the
+    /// AVX2 and scalar paths too; a CPU without some says so on stderr, as its tests then skip them.
     fn isas() -> Vec<Isa> {
-        let mut out = vec![Isa::Scalar];
-        if Isa::detect() != Isa::Scalar {
-            out.push(Isa::detect());
-        } else {
-            eprintln!("SKIPPED the AVX-512F kernels: this CPU does not report AVX-512F");
+        for isa in Isa::ALL.into_iter().filter(|isa| !isa.is_supported()) {
+            eprintln!("SKIPPED the {isa} kernels: this CPU does not run them");
         }
-        out
+        Isa::supported()
     }
 
     /// Cache budgets: 64 B (one-row blocks, one-stage groups), two in between (several groups,
@@ -555,16 +612,12 @@ mod tests {
         assert_eq!(block_rows(1 << 16, 1 << 20, 2, LOCAL_BYTES), 1);
     }
 
-    #[cfg(target_arch = "x86_64")]
     #[test]
-    fn avx512_kernels_match_the_scalar_ones() {
-        if !std::arch::is_x86_feature_detected!("avx512f") {
-            eprintln!("SKIPPED avx512_kernels_match_the_scalar_ones: this CPU does not report AVX-512F");
-            return;
-        }
+    fn every_kernel_set_matches_u128_arithmetic() {
         let mut rng = ChaCha8Rng::seed_from_u64(9);
-        let edge = [0, 1, 2, P - 1, P - 2, 0xFFFF_FFFF, 1 << 32, (1 << 32) + 1, 1 << 63, P >> 1];
-        // Lengths 0..=19 reach the scalar tail; the values are canonical, as the kernels require.
+        let edge = [0, 1, 2, P - 1, P - 2, 0xFFFF_FFFF, 1 << 32, (1 << 32) + 1, 1 << 63, (1 << 63) - 1, P >> 1];
+        // Lengths 0..=19 reach every vector width's scalar tail; the values are canonical, as the
+        // kernels require (the LDE reduces its input before the first butterfly).
         for len in 0..=19usize {
             for round in 0..40 {
                 let pick = |rng: &mut ChaCha8Rng| {
@@ -573,31 +626,65 @@ mod tests {
                 let lo: Vec<u64> = (0..len).map(|_| pick(&mut rng)).collect();
                 let hi: Vec<u64> = (0..len).map(|_| pick(&mut rng)).collect();
                 let w = if round % 4 == 0 { 1 } else { pick(&mut rng) };
-                for kind in [Butterfly::Dif, Butterfly::Dit] {
-                    let (mut a, mut b) = (lo.clone(), hi.clone());
-                    // SAFETY: the CPU reports AVX-512F (checked above).
-                    unsafe { avx512::butterfly(kind, &mut a, &mut b, w) };
-                    // The reference: u128 arithmetic mod p.
-                    for i in 0..len {
-                        let (x, y) = (lo[i], hi[i]);
-                        let (ea, eb) = match kind {
-                            Butterfly::Dif => (
-                                (x as u128 + y as u128) % PR,
-                                mulr(((x as u128 + PR - y as u128) % PR) as u64, w) as u128,
-                            ),
-                            Butterfly::Dit => {
-                                let t = mulr(y, w) as u128;
-                                ((x as u128 + t) % PR, (x as u128 + PR - t) % PR)
-                            }
-                        };
-                        assert_eq!((a[i] as u128, b[i] as u128), (ea, eb), "{kind:?} x={x} y={y} w={w}");
+                for isa in isas() {
+                    for kind in [Butterfly::Dif, Butterfly::Dit] {
+                        let (mut a, mut b) = (lo.clone(), hi.clone());
+                        butterfly(isa, kind, &mut a, &mut b, w);
+                        // The reference: u128 arithmetic mod p.
+                        for i in 0..len {
+                            let (x, y) = (lo[i], hi[i]);
+                            let (ea, eb) = match kind {
+                                Butterfly::Dif => (
+                                    (x as u128 + y as u128) % PR,
+                                    mulr(((x as u128 + PR - y as u128) % PR) as u64, w) as u128,
+                                ),
+                                Butterfly::Dit => {
+                                    let t = mulr(y, w) as u128;
+                                    ((x as u128 + t) % PR, (x as u128 + PR - t) % PR)
+                                }
+                            };
+                            assert_eq!((a[i] as u128, b[i] as u128), (ea, eb), "{isa} {kind:?} x={x} y={y} w={w}");
+                        }
                     }
+                    let mut out = vec![0; len];
+                    scale(isa, &mut out, &lo, w);
+                    assert_eq!(out, lo.iter().map(|&x| mulr(x, w)).collect::<Vec<_>>(), "{isa} scale by {w}");
                 }
-                let mut out = vec![0; len];
-                // SAFETY: as above.
-                unsafe { avx512::scale(&mut out, &lo, w) };
-                assert_eq!(out, lo.iter().map(|&x| mulr(x, w)).collect::<Vec<_>>(), "scale by {w}");
             }
+        }
+    }
+
+    #[test]
+    fn kernel_sets_are_detected_from_the_cpu() {
+        let has = |isa: Isa| match isa {
+            Isa::Scalar => true,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => std::arch::is_x86_feature_detected!("avx2"),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => std::arch::is_x86_feature_detected!("avx512f"),
+            #[cfg(not(target_arch = "x86_64"))]
+            Isa::Avx2 | Isa::Avx512 => false,
+        };
+        let expect: Vec<Isa> = Isa::ALL.into_iter().filter(|&isa| has(isa)).collect();
+        assert_eq!(Isa::supported(), expect);
+        // The widest the CPU has.
+        assert_eq!(Isa::detect(), *expect.last().unwrap());
+        assert_eq!(Isa::ALL.map(Isa::name), ["scalar", "avx2", "avx512"]);
+        assert_eq!(Isa::Avx2.to_string(), "avx2");
+    }
+
+    #[test]
+    fn unsupported_kernels_are_refused() {
+        let missing: Vec<Isa> = Isa::ALL.into_iter().filter(|isa| !isa.is_supported()).collect();
+        if missing.is_empty() {
+            eprintln!("SKIPPED unsupported_kernels_are_refused: this CPU runs every kernel set");
+        }
+        let params = LdeParams::new(MatrixShape::new(4, 2).unwrap(), 2, 7).unwrap();
+        for isa in missing {
+            let run = std::panic::catch_unwind(|| {
+                let _ = coset_lde_in_place(isa, &allocator(), &mut [1; 16], &params);
+            });
+            assert!(run.is_err(), "{isa} ran on a CPU without it");
         }
     }
 
@@ -628,7 +715,7 @@ mod tests {
             let trace: Vec<u64> = (0..n * m).map(|_| rng.random()).collect();
             let params = LdeParams::new(MatrixShape::new(n, m).unwrap(), 1, 1).unwrap();
             let mut got = trace.clone();
-            coset_lde_in_place(&allocator(), &mut got, &params).unwrap();
+            coset_lde_in_place(Isa::detect(), &allocator(), &mut got, &params).unwrap();
             let expect: Vec<u64> = trace.iter().map(|&x| x % P).collect();
             assert_eq!(got, expect);
         }
@@ -639,7 +726,7 @@ mod tests {
         let a = allocator();
         let params = LdeParams::new(MatrixShape::new(4, 2).unwrap(), 2, 7).unwrap();
         for len in [8, 15, 17] {
-            let err = coset_lde_in_place(&a, &mut vec![0; len], &params).unwrap_err();
+            let err = coset_lde_in_place(Isa::Scalar, &a, &mut vec![0; len], &params).unwrap_err();
             assert!(
                 matches!(err, backend_api::Error::LengthMismatch { expected: 16, actual, .. } if actual == len),
                 "{err}"
@@ -648,10 +735,10 @@ mod tests {
         // Fail the tables' reservation: an error, nothing stays accounted.
         let base = a.tracker.counters().allocations;
         a.tracker.fail_at(base);
-        let err = coset_lde_in_place(&a, &mut [1; 16], &params).unwrap_err();
+        let err = coset_lde_in_place(Isa::Scalar, &a, &mut [1; 16], &params).unwrap_err();
         assert!(err.is_out_of_memory(), "{err}");
         assert_eq!(a.tracker.counters().live, 0);
-        coset_lde_in_place(&a, &mut [1; 16], &params).unwrap();
+        coset_lde_in_place(Isa::Scalar, &a, &mut [1; 16], &params).unwrap();
         assert_eq!(a.tracker.counters().live, 0, "the tables are released on return");
     }
 }

@@ -12,8 +12,8 @@
 //! - **Safe where it can be.** Copy batches are carved into disjoint `&mut` slices with
 //!   `split_at_mut` (the batch's independence is exactly what makes that possible), so copies
 //!   need no `unsafe`; the raw-pointer code is the tile transpose, whose tasks write disjoint
-//!   elements of one exclusively borrowed slice, and the LDE's AVX-512 loads and stores of
-//!   eight-element chunks, behind a run-time CPU feature check.
+//!   elements of one exclusively borrowed slice, and the LDE's AVX-512 and AVX2 loads and stores
+//!   of eight- and four-element chunks, behind a run-time CPU feature check.
 //! - **The crates' hashes, not ours.** Keccak-256 from p3-keccak's multi-lane `hash_many`
 //!   (eight leaves or 32 Merkle parents per call, SIMD chosen at run time) and from `sha3` for a
 //!   lone message (the original Keccak pad both), BLAKE3 from `blake3` and Poseidon2 from Plonky3
@@ -24,8 +24,9 @@
 //!   its output buffer: a butterfly combines two contiguous rows; the narrow stages of both
 //!   transforms, the coset scaling and the spreading to `B` rows run block by block in cache,
 //!   and the wide stages in groups of stages that one task keeps in cache, so the LDE makes
-//!   three passes over memory after the fill (more only for very wide rows). With AVX-512F (detected at run time, no
-//!   build flag) the butterflies work on eight columns at once. Plonky3's `p3-dft` was
+//!   three passes over memory after the fill (more only for very wide rows). With AVX-512F or AVX2
+//!   (detected at run time, no build flag: [`LdeIsa`]) the butterflies work on eight or four
+//!   columns at once. Plonky3's `p3-dft` was
 //!   considered as the implementation: it works on its own field and matrix types, allocates
 //!   its own output (outside this backend's accounting, and it aborts rather than reporting
 //!   out of memory), returns bit-reversed rows from its fastest DFT on two threads, and is
@@ -54,6 +55,7 @@ use backend_api::{
     AllocTracker, CopyRange, DeviceInfo, HashKind, LdeParams, LeafSpec, MatrixShape, Result, RowStride, TreeShape,
 };
 
+pub use lde::LdeIsa;
 pub use memory::{CpuBuffer, CpuDownload};
 
 use memory::{Allocator, host_copy, par_copy};
@@ -62,6 +64,8 @@ use memory::{Allocator, host_copy, par_copy};
 #[derive(Debug)]
 pub struct CpuBackend {
     alloc: Allocator,
+    /// The LDE's row kernels: [`LdeIsa::detect`] unless [`CpuBackend::with_lde_isa`] chose others.
+    lde_isa: LdeIsa,
 }
 
 impl Default for CpuBackend {
@@ -73,14 +77,40 @@ impl Default for CpuBackend {
 impl CpuBackend {
     /// A backend limited only by the host allocator; [`Backend::info`] reports the host's memory.
     pub fn new() -> Self {
-        Self { alloc: Allocator { tracker: Arc::new(AllocTracker::new()), limit: None } }
+        Self { alloc: Allocator { tracker: Arc::new(AllocTracker::new()), limit: None }, lde_isa: LdeIsa::detect() }
     }
 
     /// A backend that behaves like a device of `total_bytes`: an allocation that would take the
     /// live bytes above it fails with [`backend_api::Error::OutOfMemory`], and [`Backend::info`]
     /// reports `total_bytes` and what is not live.
     pub fn with_memory(total_bytes: usize) -> Self {
-        Self { alloc: Allocator { tracker: Arc::new(AllocTracker::new()), limit: Some(total_bytes) } }
+        Self {
+            alloc: Allocator { tracker: Arc::new(AllocTracker::new()), limit: Some(total_bytes) },
+            lde_isa: LdeIsa::detect(),
+        }
+    }
+
+    /// This backend with the LDE's row kernels `isa` instead of the best this CPU runs: to
+    /// compare the kernels, or to reproduce a result from a CPU without the wider ones. Every
+    /// kernel set computes the same values.
+    ///
+    /// # Errors
+    /// [`backend_api::Error::InvalidArgument`] when this CPU does not run `isa`
+    /// ([`LdeIsa::is_supported`]).
+    pub fn with_lde_isa(mut self, isa: LdeIsa) -> Result<Self> {
+        if !isa.is_supported() {
+            return Err(backend_api::Error::InvalidArgument(format!(
+                "cpu: this CPU does not run the {isa} LDE kernels (it runs {:?})",
+                LdeIsa::supported()
+            )));
+        }
+        self.lde_isa = isa;
+        Ok(self)
+    }
+
+    /// The LDE's row kernels this backend runs.
+    pub fn lde_isa(&self) -> LdeIsa {
+        self.lde_isa
     }
 }
 
@@ -232,7 +262,7 @@ impl backend_api::RawBackend for CpuBackend {
     }
 
     unsafe fn coset_lde_in_place(&self, buf: &mut CpuBuffer, params: &LdeParams) -> Result<()> {
-        lde::coset_lde_in_place(&self.alloc, buf.as_mut_slice(), params)
+        lde::coset_lde_in_place(self.lde_isa, &self.alloc, buf.as_mut_slice(), params)
     }
 
     /// `cpu`: one host, one queue of reservations for every CPU commit on it.
@@ -245,6 +275,24 @@ impl backend_api::RawBackend for CpuBackend {
 mod tests {
     use super::*;
     use backend_api::{Backend, DIGEST_WORDS, DeviceBuffer, Error, LeafLayout, PendingDownload, digests_from_words};
+
+    #[test]
+    fn lde_kernels_are_the_detected_ones_unless_chosen() {
+        assert_eq!(CpuBackend::new().lde_isa(), LdeIsa::detect());
+        assert_eq!(CpuBackend::with_memory(1 << 20).lde_isa(), LdeIsa::detect());
+        for isa in LdeIsa::ALL {
+            match CpuBackend::with_memory(1 << 20).with_lde_isa(isa) {
+                Ok(b) => {
+                    assert!(isa.is_supported());
+                    assert_eq!((b.lde_isa(), b.info().total_memory), (isa, 1 << 20), "the other settings stay");
+                }
+                Err(e) => {
+                    assert!(!isa.is_supported(), "{isa}: {e}");
+                    assert!(matches!(&e, backend_api::Error::InvalidArgument(m) if m.contains(isa.name())), "{e}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn info_reports_the_cpu_and_the_simulated_memory() {

@@ -1,6 +1,6 @@
 //! `CpuBackend::coset_lde` against Plonky3's `coset_lde_batch` (`p3-dft` on the workspace pin),
 //! element for element: `Radix2DitParallel` read in natural order (`to_row_major_matrix`) and
-//! `Radix2DFTSmallBatch` (natural order already).
+//! `Radix2DFTSmallBatch` (natural order already); with every LDE kernel set this CPU runs.
 //!
 //! Plonky3's Goldilocks holds any `u64` and means it mod p, as this crate does, so both sides get
 //! the same words, non-canonical ones included; Plonky3's outputs are compared canonicalised
@@ -8,7 +8,7 @@
 
 use backend_api::field::P;
 use backend_api::{Backend, LdeParams, MatrixShape};
-use backend_cpu::CpuBackend;
+use backend_cpu::{CpuBackend, LdeIsa};
 use p3_dft::{Radix2DFTSmallBatch, Radix2DitParallel, TwoAdicSubgroupDft};
 use p3_field::PrimeField64;
 use p3_goldilocks::Goldilocks;
@@ -23,7 +23,8 @@ fn canonical(m: &RowMajorMatrix<Goldilocks>) -> Vec<u64> {
 
 #[test]
 fn coset_lde_equals_plonky3_coset_lde_batch() {
-    let backend = CpuBackend::new();
+    let backends: Vec<CpuBackend> =
+        LdeIsa::supported().into_iter().map(|isa| CpuBackend::new().with_lde_isa(isa).unwrap()).collect();
     let dit_parallel = Radix2DitParallel::<Goldilocks>::default();
     let small_batch = Radix2DFTSmallBatch::<Goldilocks>::default();
     let mut rng = ChaCha8Rng::seed_from_u64(21);
@@ -46,7 +47,6 @@ fn coset_lde_equals_plonky3_coset_lde_batch() {
             .map(|_| if rng.random_bool(0.25) { rng.random_range(P..=u64::MAX) } else { rng.random() })
             .collect();
         let params = LdeParams::new(MatrixShape::new(n, m).unwrap(), blowup, shift).unwrap();
-        let ours = backend.download_vec(&backend.coset_lde(&backend.upload(&host).unwrap(), &params).unwrap()).unwrap();
 
         let input = RowMajorMatrix::new(host.iter().map(|&x| Goldilocks::new(x)).collect(), m);
         let bits = blowup.ilog2() as usize;
@@ -54,7 +54,11 @@ fn coset_lde_equals_plonky3_coset_lde_batch() {
         let small = small_batch.coset_lde_batch(input, bits, Goldilocks::new(shift));
         assert_eq!((dit.height(), dit.width()), (n * blowup, m));
         let what = format!("{n} x {m}, blowup {blowup}, shift {shift:#x}");
-        assert_eq!(ours, canonical(&dit), "Radix2DitParallel, {what}");
-        assert_eq!(ours, canonical(&small), "Radix2DFTSmallBatch, {what}");
+        assert_eq!(canonical(&dit), canonical(&small), "the two Plonky3 DFTs, {what}");
+        for backend in &backends {
+            let ours =
+                backend.download_vec(&backend.coset_lde(&backend.upload(&host).unwrap(), &params).unwrap()).unwrap();
+            assert_eq!(ours, canonical(&dit), "{} kernels, {what}", backend.lde_isa());
+        }
     }
 }

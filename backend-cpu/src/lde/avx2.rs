@@ -1,0 +1,168 @@
+//! AVX2 row kernels: the LDE's butterflies and scaling, four columns per instruction, for CPUs
+//! without AVX-512F.
+//!
+//! Values are canonical in and out, as in the scalar kernels, and every function computes the
+//! same canonical values they do. AVX2 has no unsigned 64-bit compare, so the comparisons work
+//! on the *shifted* form `x ^ 2^63` of a value (`x + 2^63 mod 2^64`): `a < b` unsigned exactly
+//! when `a ^ 2^63 < b ^ 2^63` signed, which `vpcmpgtq` tests. Shifting commutes with wrapping
+//! subtraction of an unshifted value (`(a - b) ^ 2^63 = (a ^ 2^63) - b`), so a sum or a
+//! difference stays in shifted form as long as one operand is unshifted, and a carry out of
+//! `a + u` shows as the shifted result being smaller than `a ^ 2^63` whatever `u` is. A compare
+//! gives all ones or zero; its top half, `2^32 - 1` (`2^64 mod p`), or a mask of `p` is what a
+//! wrap adds or takes away. The product of two `u64` is put together from four 32 x 32-bit
+//! products (`vpmuludq`), then reduced mod `p` with `2^64 = 2^32 - 1` and `2^96 = -1`, the steps
+//! of `backend_api::field::reduce128`, as in the AVX-512 kernels. A row whose length is not a
+//! multiple of four finishes on the scalar kernel.
+
+use std::arch::x86_64::{
+    __m256i, _mm256_add_epi64, _mm256_and_si256, _mm256_andnot_si256, _mm256_blend_epi32, _mm256_cmpgt_epi64,
+    _mm256_loadu_si256, _mm256_mul_epu32, _mm256_set1_epi64x, _mm256_slli_epi64, _mm256_srli_epi64,
+    _mm256_storeu_si256, _mm256_sub_epi64, _mm256_xor_si256,
+};
+
+use super::{Butterfly, P, butterfly_scalar};
+
+/// `2^32 - 1`, which is `2^64 mod p`; also the low-half mask.
+const EPS: u64 = 0xFFFF_FFFF;
+/// The sign bit: `x ^ SIGN` is the shifted form of `x`.
+const SIGN: u64 = 1 << 63;
+
+#[inline]
+#[target_feature(enable = "avx2")]
+fn splat(x: u64) -> __m256i {
+    _mm256_set1_epi64x(x as i64)
+}
+
+/// The shifted form `x ^ 2^63`, lane by lane (its own inverse).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn shift(x: __m256i) -> __m256i {
+    _mm256_xor_si256(x, splat(SIGN))
+}
+
+/// All ones where `a < b` as unsigned lanes, given both in shifted form.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn lt_s(a_s: __m256i, b_s: __m256i) -> __m256i {
+    _mm256_cmpgt_epi64(b_s, a_s)
+}
+
+/// `a + b mod p`, lane by lane, for canonical lanes, from `a_s = shift(a)`.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn add(a_s: __m256i, b: __m256i) -> __m256i {
+    // p - b is in [1, p]: a >= p - b means a + b >= p, and then a - (p - b) is the result;
+    // otherwise that difference wrapped below zero, and adding p back gives a + b.
+    let nb_s = _mm256_sub_epi64(splat(P ^ SIGN), b);
+    let t = _mm256_sub_epi64(a_s, nb_s);
+    _mm256_add_epi64(t, _mm256_and_si256(lt_s(a_s, nb_s), splat(P)))
+}
+
+/// `a - b mod p`, lane by lane, for canonical lanes; `a_s` is `shift(a)`.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn sub(a: __m256i, a_s: __m256i, b: __m256i) -> __m256i {
+    let d = _mm256_sub_epi64(a, b);
+    _mm256_add_epi64(d, _mm256_and_si256(lt_s(a_s, shift(b)), splat(P)))
+}
+
+/// `x * w mod p` lane by lane, for `w_lo = splat(w)` and `w_hi = splat(w >> 32)`; canonical out.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn mul(x: __m256i, w_lo: __m256i, w_hi: __m256i) -> __m256i {
+    let mask = splat(EPS);
+    let x_hi = _mm256_srli_epi64::<32>(x);
+    // vpmuludq multiplies the low 32 bits of each lane.
+    let ll = _mm256_mul_epu32(x, w_lo);
+    let lh = _mm256_mul_epu32(x, w_hi);
+    let hl = _mm256_mul_epu32(x_hi, w_lo);
+    let hh = _mm256_mul_epu32(x_hi, w_hi);
+    // x * w = hh * 2^64 + (lh + hl) * 2^32 + ll; neither sum below can overflow 64 bits.
+    let mid = _mm256_add_epi64(lh, _mm256_srli_epi64::<32>(ll));
+    let mid2 = _mm256_add_epi64(hl, _mm256_and_si256(mid, mask));
+    // The low word: ll's low half, mid2's low half above it (the odd 32-bit elements).
+    let lo = _mm256_blend_epi32::<0b1010_1010>(ll, _mm256_slli_epi64::<32>(mid2));
+    let hi = _mm256_add_epi64(_mm256_add_epi64(hh, _mm256_srli_epi64::<32>(mid)), _mm256_srli_epi64::<32>(mid2));
+    reduce(hi, lo)
+}
+
+/// `hi * 2^64 + lo mod p`, canonical (`backend_api::field::reduce128`, lane by lane), worked in
+/// shifted form.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn reduce(hi: __m256i, lo: __m256i) -> __m256i {
+    let eps = splat(EPS);
+    // lo - hi_hi (2^96 = -1); a borrow means 2^64 too many, and 2^64 = eps. With hi_hi < 2^32,
+    // the borrow is the shifted difference coming out above the shifted `lo`.
+    let lo_s = shift(lo);
+    let t_s = _mm256_sub_epi64(lo_s, _mm256_srli_epi64::<32>(hi));
+    let t_s = _mm256_sub_epi64(t_s, _mm256_srli_epi64::<32>(lt_s(lo_s, t_s)));
+    // + hi_lo * (2^32 - 1), which fits 64 bits; a carry means 2^64 too few. The carry is the
+    // sum coming out below `t` (both shifted), and adding eps then cannot carry again.
+    let r_s = _mm256_add_epi64(t_s, _mm256_mul_epu32(hi, eps));
+    let r_s = _mm256_add_epi64(r_s, _mm256_srli_epi64::<32>(lt_s(r_s, t_s)));
+    // r >= p: r - p, which is r + eps mod 2^64.
+    let r_s = _mm256_add_epi64(r_s, _mm256_andnot_si256(lt_s(r_s, splat(P ^ SIGN)), eps));
+    shift(r_s)
+}
+
+/// Runs `$body` (which maps lanes `$a` of `$lo` and `$b` of `$hi` to their new values) over the
+/// rows' whole four-element chunks, and evaluates to the rows' remainders.
+macro_rules! chunks4 {
+    ($lo:expr, $hi:expr, |$a:ident, $b:ident| $body:expr) => {{
+        let mut lc = $lo.chunks_exact_mut(4);
+        let mut hc = $hi.chunks_exact_mut(4);
+        for (x, y) in (&mut lc).zip(&mut hc) {
+            // SAFETY: `x` and `y` are 4 u64, 32 bytes each, of exclusively borrowed slices, and the
+            // unaligned load and store need no alignment.
+            unsafe {
+                let $a = _mm256_loadu_si256(x.as_ptr().cast());
+                let $b = _mm256_loadu_si256(y.as_ptr().cast());
+                let (p, q) = $body;
+                _mm256_storeu_si256(x.as_mut_ptr().cast(), p);
+                _mm256_storeu_si256(y.as_mut_ptr().cast(), q);
+            }
+        }
+        (lc.into_remainder(), hc.into_remainder())
+    }};
+}
+
+/// [`super::butterfly`] with AVX2, for rows of equal length.
+#[target_feature(enable = "avx2")]
+pub(super) fn butterfly(kind: Butterfly, lo: &mut [u64], hi: &mut [u64], w: u64) {
+    let (w_lo, w_hi) = (splat(w), splat(w >> 32));
+    let (lt, ht) = match (kind, w == 1) {
+        (_, true) => chunks4!(lo, hi, |a, b| {
+            let a_s = shift(a);
+            (add(a_s, b), sub(a, a_s, b))
+        }),
+        (Butterfly::Dif, false) => chunks4!(lo, hi, |a, b| {
+            let a_s = shift(a);
+            (add(a_s, b), mul(sub(a, a_s, b), w_lo, w_hi))
+        }),
+        (Butterfly::Dit, false) => chunks4!(lo, hi, |a, b| {
+            let (a_s, t) = (shift(a), mul(b, w_lo, w_hi));
+            (add(a_s, t), sub(a, a_s, t))
+        }),
+    };
+    butterfly_scalar(kind, lt, ht, w);
+}
+
+/// [`super::scale`] with AVX2: `dst[i] = src[i] * c`.
+#[target_feature(enable = "avx2")]
+pub(super) fn scale(dst: &mut [u64], src: &[u64], c: u64) {
+    let (c_lo, c_hi) = (splat(c), splat(c >> 32));
+    let mut dc = dst.chunks_exact_mut(4);
+    let mut sc = src.chunks_exact(4);
+    for (d, s) in (&mut dc).zip(&mut sc) {
+        // SAFETY: `d` and `s` are 4 u64, 32 bytes each (`d` exclusively borrowed); the unaligned
+        // load and store need no alignment.
+        unsafe {
+            let x = _mm256_loadu_si256(s.as_ptr().cast());
+            _mm256_storeu_si256(d.as_mut_ptr().cast(), mul(x, c_lo, c_hi));
+        }
+    }
+    for (d, &s) in dc.into_remainder().iter_mut().zip(sc.remainder()) {
+        *d = backend_api::field::mul(s, c);
+    }
+}
