@@ -429,6 +429,30 @@ pub trait Backend: Send + Sync + sealed::Sealed {
         out: &mut Self::Buffer,
     ) -> Result<()>;
 
+    /// FRI's input from the openings of the row-major `shape` matrix `matrix` (CONVENTIONS.md,
+    /// "Reduced openings"): at row `j`, the point `x = call.shift * w_R^j` of a coset of the
+    /// subgroup of order `R = rows`, with `v` the row's combination by `call.coeffs` (`d`
+    /// vectors of `cols`: an extension element), `acc[j]` (`d` words) becomes
+    /// `sum_z (Z - x I)^-1 (y_z - S_z v)` over the points of `call`, plus its old value where
+    /// `call.accumulate` says so. Inputs may be non-canonical; every output word is canonical.
+    /// This is the per-row sum of a PCS's openings (Plonky3's `TwoAdicFriPcs::open`) over an LDE
+    /// still on the device: only the coefficients and the points go up. Issues the work; the
+    /// accumulator is ready for the backend's next operation (a download waits for it).
+    ///
+    /// Optional, as [`Backend::row_dot_products`]: the caller then reduces on the host.
+    ///
+    /// # Errors
+    /// [`Error::ForeignBuffer`]; the refusals of [`crate::validate::reduce_openings`], before
+    /// anything is issued; [`Error::Unsupported`]; out of memory for the coefficients or the
+    /// points; a device error from this or earlier work.
+    fn reduce_openings(
+        &self,
+        matrix: &Self::Buffer,
+        shape: MatrixShape,
+        call: &crate::ReductionCall<'_>,
+        acc: &mut Self::Buffer,
+    ) -> Result<()>;
+
     /// The quotient of a STARK's constraints over the row-major `shape` LDE `lde`, into `out`
     /// (CONVENTIONS.md, "Quotient values"): at each of the `q` points `x_i = shift * v^i` of
     /// `call.domain`, the program runs over row `i * (rows / q)` of `lde` (its current row) and the
@@ -710,6 +734,18 @@ impl<T: RawBackend> Backend for T {
         crate::contract::fri_fold(self, input, beta.len(), addend.map(|(b, g)| (b, g.len())), out)?;
         // SAFETY: the check above is the raw method's contract.
         unsafe { RawBackend::fri_fold(self, input, beta, addend, out) }
+    }
+
+    fn reduce_openings(
+        &self,
+        matrix: &Self::Buffer,
+        shape: MatrixShape,
+        call: &crate::ReductionCall<'_>,
+        acc: &mut Self::Buffer,
+    ) -> Result<()> {
+        crate::contract::reduce_openings(self, matrix, shape, call, acc)?;
+        // SAFETY: the check above is the raw method's contract.
+        unsafe { RawBackend::reduce_openings(self, matrix, shape, call, acc) }
     }
 
     fn quotient_values(

@@ -264,6 +264,22 @@ pub fn fri_fold<B: RawBackend + ?Sized>(
     validate::fri_fold(input.len(), beta_len, addend.map(|(b, g)| (b.len(), g)), out.len()).map(drop)
 }
 
+/// [`RawBackend::reduce_openings`].
+///
+/// # Errors
+/// The front's refusals of the call.
+pub fn reduce_openings<B: RawBackend + ?Sized>(
+    backend: &B,
+    matrix: &B::Buffer,
+    shape: MatrixShape,
+    call: &crate::open::ReductionCall<'_>,
+    acc: &B::Buffer,
+) -> Result<()> {
+    owned(backend, matrix, "reduce_openings matrix")?;
+    owned(backend, acc, "reduce_openings accumulator")?;
+    validate::reduce_openings(shape, matrix.len(), call, acc.len()).map(drop)
+}
+
 /// [`RawBackend::quotient_values`].
 ///
 /// # Errors

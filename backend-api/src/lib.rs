@@ -5,7 +5,7 @@
 //!   batched copy and bit-reversed rows ([`Backend::bit_reversed_rows`]), leaf hashing, Merkle
 //!   tree, coset LDE; and, optionally, the opening products a PCS's openings run over the
 //!   committed LDE ([`Backend::row_dot_products`], [`Backend::column_dot_products`]), FRI's
-//!   fold ([`Backend::fri_fold`]) and a STARK's quotient from its constraints compiled into a
+//!   fold ([`Backend::fri_fold`]) with its input ([`Backend::reduce_openings`]) and a STARK's quotient from its constraints compiled into a
 //!   [`ConstraintProgram`] ([`Backend::quotient_values`]). Pipelines are generic over it.
 //! - **A checked front, an unchecked port.** A port implements [`RawBackend`]; every
 //!   `RawBackend` is a [`Backend`] through one sealed blanket implementation whose methods
@@ -31,6 +31,7 @@ pub mod copy;
 mod error;
 pub mod fault;
 pub mod field;
+pub mod open;
 pub mod plan;
 mod port;
 mod prepare;
@@ -44,6 +45,7 @@ pub use backend::{
 };
 pub use error::{DriverError, Error, Result};
 pub use fault::{AllocTracker, FaultSite, MemoryCounters, Reservation, Reserved};
+pub use open::{MAX_REDUCTION_POINTS, ReductionCall, ReductionPoint};
 pub use plan::DEFAULT_SCRATCH_CAP;
 pub use port::{
     HOST_LEAF_CHUNK_BYTES, RawBackend, hash_leaves_in_chunks, host_leaf_chunk_rows, leaves_then_transpose_in_turn,

@@ -462,6 +462,34 @@ pub trait RawBackend: Send + Sync {
         Err(crate::Error::Unsupported { backend: self.info().backend, op: "fri_fold" })
     }
 
+    /// [`Backend::reduce_openings`]: `matrix` holds exactly `shape`, a power of two of rows (at most
+    /// 2^32); `call` has 1 to [`crate::open::MAX_REDUCTION_POINTS`] points of one degree `d` (1 to
+    /// [`crate::MAX_EXTENSION_DEGREE`]), none singular on the matrix's coset, and `d * cols`
+    /// coefficients; `acc` holds `rows * d` words ([`crate::validate::reduce_openings`]).
+    /// `matrix` and `acc` are distinct buffers.
+    ///
+    /// The default answers [`crate::Error::Unsupported`], as for [`RawBackend::row_dot_products`]:
+    /// the caller then reduces the openings on the host.
+    ///
+    /// # Safety
+    /// The preconditions above and the trait's entry conditions (every buffer argument belongs to
+    /// this instance) hold. The checked front establishes them before it calls this; a port that
+    /// calls it itself establishes them too.
+    ///
+    /// # Errors
+    /// Out of memory for the coefficients or the points; a device error from this or earlier
+    /// work.
+    unsafe fn reduce_openings(
+        &self,
+        matrix: &Self::Buffer,
+        shape: MatrixShape,
+        call: &crate::open::ReductionCall<'_>,
+        acc: &mut Self::Buffer,
+    ) -> Result<()> {
+        let _ = (matrix, shape, call, acc);
+        Err(crate::Error::Unsupported { backend: self.info().backend, op: "reduce_openings" })
+    }
+
     /// [`Backend::quotient_values`]: `lde` holds exactly `shape`, a power of two of at least
     /// `call.domain`'s points and at least the program's columns; `call` gives the program's
     /// values and `d` words of challenge power per constraint (1 <= d <=

@@ -305,6 +305,26 @@ pub fn column_dot_products(
     Ok(k)
 }
 
+/// A reduction of openings ([`Backend::reduce_openings`](crate::Backend::reduce_openings)) over
+/// the row-major `shape` matrix of `matrix_len` elements into an accumulator of `acc_len`: the
+/// matrix holds its shape, a power of two of rows (at most 2^32); the call has 1 to
+/// [`crate::open::MAX_REDUCTION_POINTS`] points of one degree `d`, `d` vectors of `cols`
+/// coefficients, and no point at which `Z - x I` is singular for a row's `x`; the accumulator
+/// holds `d` words per row. Returns `d`.
+///
+/// # Errors
+/// [`Error::LengthMismatch`] for the matrix, the coefficients or the accumulator;
+/// [`Error::InvalidArgument`] for a height that is not a power of two, a point count out of
+/// range, points of different degrees, or a point singular on the coset.
+pub fn reduce_openings(
+    shape: MatrixShape,
+    matrix_len: usize,
+    call: &crate::open::ReductionCall<'_>,
+    acc_len: usize,
+) -> Result<usize> {
+    crate::open::check_call(shape, matrix_len, call, acc_len)
+}
+
 /// A quotient evaluation ([`Backend::quotient_values`](crate::Backend::quotient_values)) reading
 /// the row-major `lde` matrix of `lde_len` elements into an output of `out_len`: the LDE holds its
 /// shape, a power of two of at least the domain's points, and at least the columns the program

@@ -246,6 +246,17 @@ impl backend_api::RawBackend for CpuBackend {
         Ok(())
     }
 
+    unsafe fn reduce_openings(
+        &self,
+        matrix: &CpuBuffer,
+        shape: MatrixShape,
+        call: &backend_api::ReductionCall<'_>,
+        acc: &mut CpuBuffer,
+    ) -> Result<()> {
+        open::reduce_openings(matrix.as_slice(), shape, call, acc.as_mut_slice());
+        Ok(())
+    }
+
     unsafe fn quotient_values(
         &self,
         lde: &CpuBuffer,

@@ -1,13 +1,13 @@
 //! The opening products ([`backend_api::Backend::row_dot_products`],
-//! [`backend_api::Backend::column_dot_products`]) and FRI's fold
-//! ([`backend_api::Backend::fri_fold`]) with rayon. For the products, each product of two `u64`s (any
+//! [`backend_api::Backend::column_dot_products`]), FRI's fold ([`backend_api::Backend::fri_fold`])
+//! and its input ([`backend_api::Backend::reduce_openings`]) with rayon. For the products, each product of two `u64`s (any
 //! values, canonical or not) is added exactly to a 192-bit sum ([`Acc`]: a 128-bit sum and a
 //! count of its overflows), which is reduced mod p once per output. No reduction per product, and
 //! no row or column count can overflow the sum (fewer than `2^64` products).
 
 use backend_api::MAX_EXTENSION_DEGREE;
 use backend_api::field::{P, add, bit_reverse, inverse, mul, powers, reduce128, root_of_unity, sub};
-use backend_api::{MatrixShape, RowStride};
+use backend_api::{MatrixShape, ReductionCall, RowStride};
 use rayon::prelude::*;
 
 /// An exact sum of products of `u64`s: `carries * 2^128 + low`.
@@ -179,4 +179,51 @@ mod tests {
         }
         assert_eq!(TWO_POW_128, ((1u128 << 127) % u128::from(P) * 2 % u128::from(P)) as u64);
     }
+}
+
+/// Rows of [`reduce_openings`] one task takes (its first point costs one exponentiation).
+const REDUCE_ROWS_PER_TASK: usize = 1024;
+
+/// [`backend_api::Backend::reduce_openings`], on validated arguments: per row, its combination
+/// `v` (`d` exact dot products), then per point `u = y - S v` and
+/// `-adj(x I - Z)(x) u / chi(x)` by Horner's rule in `x` (CONVENTIONS.md, "Reduced openings").
+pub(crate) fn reduce_openings(matrix: &[u64], shape: MatrixShape, call: &ReductionCall<'_>, acc: &mut [u64]) {
+    let (cols, d) = (shape.cols(), call.degree());
+    let w = root_of_unity(shape.rows().trailing_zeros());
+    let shift = backend_api::field::canonical(call.shift);
+    let dd = d * d;
+    acc.par_chunks_mut(REDUCE_ROWS_PER_TASK * d).enumerate().for_each(|(task, acc)| {
+        let first = task * REDUCE_ROWS_PER_TASK;
+        let mut x = mul(shift, backend_api::field::pow(w, first as u64));
+        for (i, out) in acc.chunks_exact_mut(d).enumerate() {
+            let row = &matrix[(first + i) * cols..(first + i + 1) * cols];
+            let v: Vec<u64> = call.coeffs.chunks_exact(cols).map(|c| dot(row, c)).collect();
+            let mut sum = [0u64; MAX_EXTENSION_DEGREE];
+            if call.accumulate {
+                for (s, &a) in sum.iter_mut().zip(out.iter()) {
+                    *s = backend_api::field::canonical(a);
+                }
+            }
+            for point in call.points {
+                let (y, rescale) = (point.value(), point.rescale());
+                let u: Vec<u64> = (0..d).map(|r| sub(y[r], dot(&rescale[r * d..(r + 1) * d], &v))).collect();
+                let chi = point.charpoly().iter().rev().fold(1, |s, &c| add(mul(s, x), c));
+                let factor = sub(0, inverse(chi));
+                // adj(x I - Z) u = sum_k x^k (B_k u), Horner from the top.
+                let adj = point.adjugate();
+                let mut t = [0u64; MAX_EXTENSION_DEGREE];
+                for k in (0..d).rev() {
+                    let b = &adj[k * dd..(k + 1) * dd];
+                    for r in 0..d {
+                        t[r] = add(mul(t[r], x), dot(&b[r * d..(r + 1) * d], &u));
+                    }
+                }
+                for r in 0..d {
+                    sum[r] = add(sum[r], mul(factor, t[r]));
+                }
+            }
+            out.copy_from_slice(&sum[..d]);
+            x = mul(x, w);
+        }
+    });
 }

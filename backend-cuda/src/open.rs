@@ -1,6 +1,6 @@
 //! The opening products (open.cu): [`backend_api::Backend::row_dot_products`] as one launch of a
 //! warp per row, [`backend_api::Backend::column_dot_products`] as partial sums per chunk of rows
-//! then one sum per output. The coefficients or weights go up, the products come down; both
+//! then one block per output adding them. The coefficients or weights go up, the products come down; both
 //! calls block until the products have landed. [`backend_api::Backend::fri_fold`] is one launch of
 //! a thread per folded element, after its challenges' matrices go up.
 
@@ -18,6 +18,8 @@ const BLOCK: u32 = 256;
 /// Resident threads per multiprocessor the column kernel aims for (it has no shared memory, so
 /// occupancy is set by registers: about 2048 threads on sm_80 and newer).
 const THREADS_PER_SM: usize = 2048;
+/// The fewest rows a column kernel's thread sums, where the selection has that many.
+const MIN_CHUNK_ROWS: usize = 32;
 
 /// [`backend_api::Backend::row_dot_products`], on validated arguments.
 pub(crate) fn row_dot_products(
@@ -55,8 +57,10 @@ pub(crate) fn column_dot_products(
     device.bind()?;
     let cols = shape.cols();
     let k = weights.len() / rows.count;
-    // Enough chunks of rows to fill the device, no more than there are rows.
-    let chunks = (device.sm_count as usize * THREADS_PER_SM / cols).clamp(1, rows.count);
+    // Enough chunks of rows to fill the device, each of at least MIN_CHUNK_ROWS rows where there
+    // are that many: a narrow matrix (a quotient chunk's two columns) would otherwise get a chunk
+    // per row, and the finish as many partial sums to add.
+    let chunks = (device.sm_count as usize * THREADS_PER_SM / cols).clamp(1, rows.count.div_ceil(MIN_CHUNK_ROWS));
     let weights = memory::upload(device, weights)?;
     let partial = CudaBuffer::alloc(device, chunks * k * cols)?;
     let products = CudaBuffer::alloc(device, out.len())?;
@@ -74,10 +78,13 @@ pub(crate) fn column_dot_products(
     unsafe { device.launch(&kernel, LaunchConfig::linear(grid, BLOCK, 0), args)? };
 
     let kernel = device.kernel(Source::Open, "column_dot_finish", 0)?;
-    let grid = (k * cols).div_ceil(BLOCK as usize) as u32;
+    let grid = u32::try_from(k * cols).map_err(|_| {
+        backend_api::Error::InvalidArgument(format!("column_dot_products: {k} x {cols} sums exceed one launch's grid"))
+    })?;
     let args = LaunchArgs::new().arg(&p).arg(&o).arg(&c64).arg(&ch).arg(&k64);
-    // SAFETY: (const u64*, u64*, u64, u64, u64) as column_dot_finish declares; the partial sums
-    // hold chunks x k x cols elements and the output k x cols.
+    // SAFETY: (const u64*, u64*, u64, u64, u64) as column_dot_finish declares, one block of
+    // BLOCK (at most 256, its shared array's 8 warps) threads per output; the partial sums hold
+    // chunks x k x cols elements and the output k x cols.
     unsafe { device.launch(&kernel, LaunchConfig::linear(grid, BLOCK, 0), args)? };
     memory::download(&products, 0, out)
 }

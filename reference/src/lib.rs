@@ -346,6 +346,68 @@ pub fn fri_fold(input: &[u64], beta: &[u64], addend: Option<(&[u64], &[u64])>) -
     out
 }
 
+/// One opening point of [`reduce_openings`]: the `d x d` multiplication matrix `Z` of the point,
+/// the value `y` (`d` words) and the rescaling `S` (`d x d`), row-major.
+pub type OpeningPoint<'a> = (&'a [u64], &'a [u64], &'a [u64]);
+
+/// The reduced openings of CONVENTIONS.md ("Reduced openings"), naively: for row `j` of the
+/// row-major matrix of `cols` columns (`R` rows, a power of two) at `x = shift * w_R^j`, `v` its
+/// combination by `coeffs` (`d` vectors of `cols`), `out[j] = acc[j] + sum_z t` where `t` solves
+/// `(Z - x I) t = y - S v`, by Gaussian elimination mod p. Panics where `Z - x I` is singular.
+pub fn reduce_openings(
+    matrix: &[u64],
+    cols: usize,
+    coeffs: &[u64],
+    shift: u64,
+    points: &[OpeningPoint<'_>],
+    acc: Option<&[u64]>,
+) -> Vec<u64> {
+    let d = coeffs.len() / cols;
+    let rows = matrix.len() / cols;
+    let w = root_of_unity(rows);
+    let mut out = vec![0u64; rows * d];
+    for j in 0..rows {
+        let x = mul(canon(shift), pow(w, j as u64));
+        let v: Vec<u64> =
+            (0..d).map(|t| (0..cols).fold(0, |s, c| add(s, mul(coeffs[t * cols + c], matrix[j * cols + c])))).collect();
+        for t in 0..d {
+            out[j * d + t] = acc.map_or(0, |a| canon(a[j * d + t]));
+        }
+        for &(z, y, rescale) in points {
+            // The augmented system [Z - x I | y - S v].
+            let mut m: Vec<Vec<u64>> = (0..d)
+                .map(|r| {
+                    let mut row: Vec<u64> =
+                        (0..d).map(|c| sub(canon(z[r * d + c]), if r == c { x } else { 0 })).collect();
+                    let sv = (0..d).fold(0, |s, c| add(s, mul(rescale[r * d + c], v[c])));
+                    row.push(sub(canon(y[r]), sv));
+                    row
+                })
+                .collect();
+            for col in 0..d {
+                let pivot = (col..d).find(|&r| m[r][col] != 0).expect("Z - x I is invertible");
+                m.swap(col, pivot);
+                let inv_pivot = inv(m[col][col]);
+                for c in col..=d {
+                    m[col][c] = mul(m[col][c], inv_pivot);
+                }
+                for r in 0..d {
+                    if r != col && m[r][col] != 0 {
+                        let f = m[r][col];
+                        for c in col..=d {
+                            m[r][c] = sub(m[r][c], mul(f, m[col][c]));
+                        }
+                    }
+                }
+            }
+            for t in 0..d {
+                out[j * d + t] = add(out[j * d + t], m[t][d]);
+            }
+        }
+    }
+    out
+}
+
 /// `a - b mod p` through `u128`.
 pub fn sub(a: u64, b: u64) -> u64 {
     add(a, P - canon(b))

@@ -71,14 +71,28 @@ extern "C" __global__ void __launch_bounds__(256)
         if (j < k) partial[(chunk * k + j) * cols + c] = gl_reduce128(acc[j].lo, acc[j].hi);
 }
 
-// out[j * cols + c] = the sum over chunks of partial[chunk][j][c].
+// out[t] (t = j * cols + c) = the sum over chunks of partial[chunk][j][c]: one block per output,
+// its threads taking every blockDim.x-th chunk, their (canonical) sums folded with shuffles, then
+// across the block's warps. A thread per output would read every chunk one after the other: with
+// two columns and a hundred thousand chunks that is one thread's dependent loads for
+// milliseconds.
 extern "C" __global__ void __launch_bounds__(256)
     column_dot_finish(const u64* __restrict__ partial, u64* __restrict__ out, u64 cols, u64 chunks, u64 k) {
-    const u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    __shared__ u64 warp_sums[8];
+    const u64 t = blockIdx.x;
     if (t >= k * cols) return;
     Acc acc{0, 0};
-    for (u64 chunk = 0; chunk < chunks; chunk++) acc_add(acc, partial[chunk * k * cols + t]);
-    out[t] = gl_reduce128(acc.lo, acc.hi);
+    for (u64 chunk = threadIdx.x; chunk < chunks; chunk += blockDim.x) acc_add(acc, partial[chunk * k * cols + t]);
+    u64 s = gl_reduce128(acc.lo, acc.hi);
+#pragma unroll
+    for (u32 o = 16; o > 0; o >>= 1) s = gl_add(s, __shfl_down_sync(0xFFFFFFFFu, s, o));
+    if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = s;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        u64 total = 0;
+        for (u32 w = 0; w < (blockDim.x + 31) / 32; w++) total = gl_add(total, warp_sums[w]);
+        out[t] = total;
+    }
 }
 
 #define FOLD_MAX_DEGREE 8

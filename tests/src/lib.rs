@@ -487,6 +487,8 @@ macro_rules! __conformance_checks {
             open::dot_products_errors,
             open::fri_fold_random,
             open::fri_fold_errors,
+            open::reduce_openings_random,
+            open::reduce_openings_errors,
             quotient::quotient_values_random,
             quotient::quotient_values_selectors,
             quotient::quotient_values_errors,

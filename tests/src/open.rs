@@ -1,13 +1,17 @@
 //! Checks of the opening products, [`Backend::row_dot_products`] and
-//! [`Backend::column_dot_products`], and of FRI's fold, [`Backend::fri_fold`], against the naive
-//! `u128 % p` references, and of the refusals every backend applies before anything is issued.
+//! [`Backend::column_dot_products`], of FRI's fold, [`Backend::fri_fold`], and of its input,
+//! [`Backend::reduce_openings`], against the naive `u128 % p` references (the last solving each
+//! point's linear system by Gaussian elimination), and of the refusals every backend applies before anything is issued.
 //!
 //! The products and the fold are optional: a backend that answers [`Error::Unsupported`] prints
 //! `SKIPPED <backend>::<check>` and passes the product checks (its callers compute them on the
 //! host), unless its suite runs under `REQUIRE_<PORT>=all` ([`crate::require_optional`]). The refusals come from the checked front, so every backend, one without the products
 //! included, must give them.
 
-use backend_api::{Backend, Error, MAX_DOT_VECTORS, MAX_EXTENSION_DEGREE, MatrixShape, RowStride};
+use backend_api::{
+    Backend, Error, MAX_DOT_VECTORS, MAX_EXTENSION_DEGREE, MAX_REDUCTION_POINTS, MatrixShape, ReductionCall,
+    ReductionPoint, RowStride,
+};
 
 use crate::{Context as _, Gen, Outcome, ensure, ensure_live, ensure_words_eq, expect_error, reference};
 
@@ -313,4 +317,128 @@ pub fn fri_fold_errors<B: Backend>(backend: &B) -> Outcome {
     }
     drop((input, out));
     ensure_live(backend, baseline, "fri_fold_errors")
+}
+
+/// Reductions (rows, cols, degree, points) of the random check: one row, one column, degree 1, a
+/// quadratic extension at two points (a STARK's trace), every point count, the largest degree,
+/// odd widths.
+const REDUCTIONS: &[(usize, usize, usize, usize)] = &[
+    (1, 1, 1, 1),
+    (2, 3, 2, 2),
+    (16, 5, 2, 2),
+    (64, 17, 3, 1),
+    (32, 2, 2, MAX_REDUCTION_POINTS),
+    (8, 4, MAX_EXTENSION_DEGREE, 3),
+    (1024, 33, 2, 2),
+];
+
+/// The multiplication matrix of `a + b u` in `F[u] / (u^2 - 7)` (7 is not a square mod p), in
+/// the basis `(1, u)`: a point of a field extension, as a PCS's points are.
+fn quadratic_point(a: u64, b: u64) -> Vec<u64> {
+    vec![a, reference::mul(7, b), b, a]
+}
+
+/// Reductions of random matrices, coefficients and points (non-canonical values included;
+/// random matrices as points, and points of a quadratic field extension), into a fresh
+/// accumulator and onto a random one, against the reference; every output canonical and the
+/// matrix unchanged.
+///
+/// # Errors
+/// The first reduction whose output differs.
+pub fn reduce_openings_random<B: Backend>(backend: &B) -> Outcome {
+    let mut g = Gen::new("reduce_openings_random");
+    let baseline = backend.memory().live;
+    for &(rows, cols, d, n) in REDUCTIONS {
+        let shape = MatrixShape::new(rows, cols).ctx("shape")?;
+        let host = g.matrix(shape.len());
+        let matrix = backend.upload(&host).ctx("upload")?;
+        let coeffs = g.matrix(d * cols);
+        let shift = g.element();
+        let raw: Vec<(Vec<u64>, Vec<u64>, Vec<u64>)> = (0..n)
+            .map(|i| {
+                let z = if d == 2 && i % 2 == 0 { quadratic_point(g.element(), g.element()) } else { g.matrix(d * d) };
+                (z, g.matrix(d), g.matrix(d * d))
+            })
+            .collect();
+        let points: Vec<ReductionPoint> =
+            raw.iter().map(|(z, y, s)| ReductionPoint::new(z, y, s)).collect::<Result<_, _>>().ctx("points")?;
+        let refs: Vec<reference::OpeningPoint<'_>> = raw.iter().map(|(z, y, s)| (&z[..], &y[..], &s[..])).collect();
+        for accumulate in [false, true] {
+            let before = g.matrix(rows * d);
+            let mut acc = backend.upload(&before).ctx("upload the accumulator")?;
+            let call = ReductionCall { coeffs: &coeffs, shift, points: &points, accumulate };
+            let result = backend.reduce_openings(&matrix, shape, &call, &mut acc);
+            if let Some(skip) = skipped(backend, "reduce_openings_random", &result) {
+                return skip;
+            }
+            let what = format!(
+                "reduce_openings of {shape}, degree {d}, {n} point(s){}",
+                if accumulate { ", accumulating" } else { "" }
+            );
+            result.ctx(&what)?;
+            let expected =
+                reference::reduce_openings(&host, cols, &coeffs, shift, &refs, accumulate.then_some(&before[..]));
+            ensure_words_eq(&what, &expected, &backend.download_vec(&acc).ctx("download")?)?;
+        }
+        ensure_words_eq(
+            format!("reduce_openings of {shape}: the matrix afterwards"),
+            &host,
+            &backend.download_vec(&matrix).ctx("download")?,
+        )?;
+    }
+    ensure_live(backend, baseline, "reduce_openings_random")
+}
+
+/// Every refusal of the reduction's checked front, with the typed error and the accumulator
+/// untouched; the largest call is accepted.
+///
+/// # Errors
+/// The first call that is accepted, or refused with another error, or that wrote its accumulator.
+pub fn reduce_openings_errors<B: Backend>(backend: &B) -> Outcome {
+    let baseline = backend.memory().live;
+    let length = |e: &Error| matches!(e, Error::LengthMismatch { .. });
+    let invalid = |e: &Error| matches!(e, Error::InvalidArgument(_));
+    let point = |z: u64| ReductionPoint::new(&quadratic_point(z, 1), &[1, 2], &[1, 0, 0, 1]);
+    let p2 = [point(3).ctx("point")?, point(5).ctx("point")?];
+    // A point of the coset 7 <w_8>: the scalar 7 w_8^3 (row 3's point).
+    let on = reference::mul(7, reference::pow(reference::root_of_unity(8), 3));
+    let singular = ReductionPoint::new(&[on, 0, 0, on], &[1, 2], &[1, 0, 0, 1]).ctx("point")?;
+    let other_degree = ReductionPoint::new(&[2], &[1], &[1]).ctx("point")?;
+    let five = vec![p2[0].clone(); MAX_REDUCTION_POINTS + 1];
+    // (what, rows, cols, matrix length, coefficients, points, accumulator length, error)
+    type Case<'a> = (&'a str, usize, usize, usize, usize, Vec<ReductionPoint>, usize, &'a Expected);
+    let cases: Vec<Case<'_>> = vec![
+        ("a matrix shorter than its shape", 8, 3, 23, 6, p2.to_vec(), 16, &length),
+        ("a height that is not a power of two", 6, 3, 18, 6, p2.to_vec(), 12, &invalid),
+        ("coefficients that are not d vectors of cols", 8, 3, 24, 5, p2.to_vec(), 16, &length),
+        ("no point", 8, 3, 24, 6, vec![], 16, &invalid),
+        ("more than MAX_REDUCTION_POINTS points", 8, 3, 24, 6, five, 16, &invalid),
+        ("points of two degrees", 8, 3, 24, 6, vec![p2[0].clone(), other_degree], 16, &invalid),
+        ("a point on the coset", 8, 3, 24, 6, vec![p2[0].clone(), singular], 16, &invalid),
+        ("an accumulator of the wrong length", 8, 3, 24, 6, p2.to_vec(), 15, &length),
+    ];
+    for (what, rows, cols, len, coeffs, points, acc_len, pred) in cases {
+        let matrix = backend.upload(&vec![3; len]).ctx("upload")?;
+        let mut acc = backend.upload(&vec![7; acc_len]).ctx("upload the accumulator")?;
+        let shape = MatrixShape::new(rows, cols).ctx("shape")?;
+        let call = ReductionCall { coeffs: &vec![1; coeffs], shift: 7, points: &points, accumulate: true };
+        let what = format!("reduce_openings with {what}");
+        expect_error(backend.reduce_openings(&matrix, shape, &call, &mut acc), &what, pred)?;
+        let after = backend.download_vec(&acc).ctx("download")?;
+        ensure!(after.iter().all(|&x| x == 7), "{what}: a refused call wrote its accumulator");
+    }
+    // The largest degree at the most points is accepted (or the reduction is unsupported).
+    let d = MAX_EXTENSION_DEGREE;
+    let z: Vec<u64> = (0..d * d).map(|i| if i % (d + 1) == 0 { 3 } else { 1 }).collect();
+    let big = ReductionPoint::new(&z, &[1; MAX_EXTENSION_DEGREE], &z).ctx("point")?;
+    let points = vec![big; MAX_REDUCTION_POINTS];
+    let matrix = backend.upload(&[5; 4]).ctx("upload")?;
+    let mut acc = backend.alloc(2 * d).ctx("alloc")?;
+    let call = ReductionCall { coeffs: &[1; 2 * MAX_EXTENSION_DEGREE], shift: 7, points: &points, accumulate: false };
+    let result = backend.reduce_openings(&matrix, MatrixShape::new(2, 2).ctx("shape")?, &call, &mut acc);
+    if !result.as_ref().is_err_and(Error::is_unsupported) {
+        result.ctx("reduce_openings of the largest degree at the most points")?;
+    }
+    drop((matrix, acc));
+    ensure_live(backend, baseline, "reduce_openings_errors")
 }

@@ -108,6 +108,10 @@ pub enum Bug {
     FreeBeforeRelease,
     /// Answers [`backend_api::Error::Unsupported`] for every optional operation.
     NoOptional,
+    /// `reduce_openings` takes row `j`'s point at the bit-reversed index, `shift * w^br(j)`.
+    ReduceBitReversedPoints,
+    /// `reduce_openings` leaves the row's combination unscaled (`S` taken as the identity).
+    ReduceIgnoresRescale,
     /// `quotient_values` reads the next row as the adjacent quotient row, not `q / n` rows on.
     QuotientNextAdjacent,
     /// `quotient_values` divides the first-row selector by the trace length (the normalised
@@ -607,6 +611,51 @@ impl backend_api::RawBackend for HostBackend {
         Ok(())
     }
 
+    unsafe fn reduce_openings(
+        &self,
+        matrix: &HostBuffer,
+        shape: MatrixShape,
+        call: &backend_api::ReductionCall<'_>,
+        acc: &mut HostBuffer,
+    ) -> Result<()> {
+        self.optional("reduce_openings")?;
+        self.check(|| validate::reduce_openings(shape, matrix.data.len(), call, acc.data.len()).map(drop))?;
+        let (rows, cols, d) = (shape.rows(), shape.cols(), call.degree());
+        let w = field::root_of_unity(rows.trailing_zeros());
+        let times = |m: &[u64], v: &[u64], r: usize| self.dot((0..d).map(|c| field::mul(m[r * d + c], v[c])));
+        for j in 0..rows {
+            let at =
+                if self.bug == Bug::ReduceBitReversedPoints { field::bit_reverse(j, rows.trailing_zeros()) } else { j };
+            let x = field::mul(field::canonical(call.shift), field::pow(w, at as u64));
+            let row = &matrix.data[j * cols..(j + 1) * cols];
+            let v: Vec<u64> =
+                (0..d).map(|t| self.dot((0..cols).map(|c| field::mul(call.coeffs[t * cols + c], row[c])))).collect();
+            let mut sum: Vec<u64> =
+                (0..d).map(|t| if call.accumulate { field::canonical(acc.data[j * d + t]) } else { 0 }).collect();
+            for point in call.points {
+                let u: Vec<u64> = (0..d)
+                    .map(|r| {
+                        let sv =
+                            if self.bug == Bug::ReduceIgnoresRescale { v[r] } else { times(point.rescale(), &v, r) };
+                        field::sub(point.value()[r], sv)
+                    })
+                    .collect();
+                // -adj(x I - Z)(x) u / chi(x): the adjugate's matrices summed by powers of x.
+                let chi = point.charpoly().iter().rev().fold(1, |s, &c| field::add(field::mul(s, x), c));
+                let factor = field::sub(0, field::inverse(chi));
+                let mut x_k = 1;
+                for b in point.adjugate().chunks(d * d) {
+                    for (r, s) in sum.iter_mut().enumerate() {
+                        *s = field::add(*s, field::mul(field::mul(factor, x_k), times(b, &u, r)));
+                    }
+                    x_k = field::mul(x_k, x);
+                }
+            }
+            acc.data[j * d..(j + 1) * d].copy_from_slice(&sum);
+        }
+        Ok(())
+    }
+
     unsafe fn fri_fold(
         &self,
         input: &HostBuffer,
@@ -838,6 +887,8 @@ const CAUGHT_BY: &[(Bug, &[&str])] = &[
     (Bug::FoldAddendUnscaled, &["fri_fold_random"]),
     (Bug::RowsNaturalOrder, &["bit_reversed_rows_random"]),
     (Bug::RowsReversedWithinRange, &["bit_reversed_rows_random"]),
+    (Bug::ReduceBitReversedPoints, &["reduce_openings_random"]),
+    (Bug::ReduceIgnoresRescale, &["reduce_openings_random"]),
     (Bug::QuotientNextAdjacent, &["quotient_values_random", "quotient_values_selectors"]),
     (Bug::QuotientNormalisedFirstRow, &["quotient_values_random", "quotient_values_selectors"]),
 ];
@@ -859,6 +910,7 @@ const MADE_HARMLESS_BY_THE_FRONT: &[(Bug, &[&str])] = &[
             "dot_products_errors",
             "fri_fold_errors",
             "quotient_values_errors",
+            "reduce_openings_errors",
             "bit_reversed_rows_errors",
             "memory_upload_download",
             "memory_size_overflow",
@@ -1011,6 +1063,7 @@ fn a_missing_optional_operation_fails_only_where_all_are_required() {
         "column_dot_products_random",
         "dot_products_large_sums",
         "fri_fold_random",
+        "reduce_openings_random",
         "quotient_values_random",
         "quotient_values_selectors",
     ];
