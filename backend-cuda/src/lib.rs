@@ -578,6 +578,19 @@ impl backend_api::RawBackend for CudaBackend {
         }
     }
 
+    unsafe fn reduce_openings(
+        &self,
+        matrix: &CudaBuffer,
+        shape: MatrixShape,
+        call: &backend_api::ReductionCall<'_>,
+        acc: &mut CudaBuffer,
+    ) -> Result<()> {
+        contract::debug_assert_holds("cuda reduce_openings", || {
+            contract::reduce_openings(self, matrix, shape, call, acc)
+        });
+        open::reduce_openings(&self.device, matrix, shape, call, acc)
+    }
+
     unsafe fn quotient_values(
         &self,
         lde: &CudaBuffer,

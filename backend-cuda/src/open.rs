@@ -3,11 +3,14 @@
 //! then one block per output adding them. The coefficients or weights go up, the products come down; both
 //! calls block until the products have landed. [`backend_api::Backend::fri_fold`] is one launch of
 //! a thread per folded element, after its challenges' matrices go up.
+//! [`backend_api::Backend::reduce_openings`] is one launch of a warp per 32 rows: the lanes sum
+//! each row's combination together, then each lane finishes one row's points (an inversion each),
+//! so no lane idles through the per-row arithmetic.
 
 use std::sync::Arc;
 
-use backend_api::field::{inverse, root_of_unity};
-use backend_api::{DeviceBuffer as _, MatrixShape, Result, RowStride};
+use backend_api::field::{canonical, inverse, pow, root_of_unity};
+use backend_api::{DeviceBuffer as _, MatrixShape, ReductionCall, ReductionPoint, Result, RowStride};
 
 use crate::context::Device;
 use crate::launch::{LaunchArgs, LaunchConfig};
@@ -129,5 +132,54 @@ pub(crate) fn fri_fold(
     // read) n x d, the matrices 2 x d x d (the front validated the lengths; d <= 8 =
     // FOLD_MAX_DEGREE, n < 2^31).
     unsafe { device.launch(&kernel, LaunchConfig::linear(grid.max(1), BLOCK, 0), args)? };
+    Ok(())
+}
+
+/// [`backend_api::Backend::reduce_openings`], on validated arguments.
+pub(crate) fn reduce_openings(
+    device: &Arc<Device>,
+    matrix: &CudaBuffer,
+    shape: MatrixShape,
+    call: &ReductionCall<'_>,
+    acc: &mut CudaBuffer,
+) -> Result<()> {
+    device.bind()?;
+    let (rows, cols, d) = (shape.rows(), shape.cols(), call.degree());
+    // The coefficients, then each point's words, in one upload.
+    let mut words = call.coeffs.to_vec();
+    let points_at = words.len();
+    for point in call.points {
+        words.extend(point.words());
+    }
+    debug_assert_eq!(words.len(), points_at + call.points.len() * ReductionPoint::words_per_point(d));
+    let constants = memory::upload(device, &words)?;
+    let kernel = device.kernel(Source::Open, "reduce_openings", 0)?;
+    let warps_per_block = (BLOCK / 32) as usize;
+    let grid = rows.div_ceil(32 * warps_per_block).min(device.sm_count as usize * 64).max(1);
+    let w = root_of_unity(rows.trailing_zeros());
+    let w_stride = pow(w, (grid * warps_per_block * 32) as u64);
+    let (m, c, p, a) = (matrix.ptr(), constants.ptr(), constants.ptr_at(points_at), acc.ptr());
+    let (rows64, cols64, d64, n64) = (rows as u64, cols as u64, d as u64, call.points.len() as u64);
+    let (shift, accumulate) = (canonical(call.shift), u64::from(call.accumulate));
+    let args = LaunchArgs::new()
+        .arg(&m)
+        .arg(&c)
+        .arg(&p)
+        .arg(&a)
+        .arg(&rows64)
+        .arg(&cols64)
+        .arg(&d64)
+        .arg(&n64)
+        .arg(&shift)
+        .arg(&w)
+        .arg(&w_stride)
+        .arg(&accumulate);
+    // SAFETY: (const u64*, const u64*, const u64*, u64*, u64 x 8) as reduce_openings declares; the
+    // front validated the call: the matrix holds rows x cols elements (rows a power of two), the
+    // coefficients are d x cols words, the accumulator rows x d, 1 <= d <= 8 and 1 to
+    // MAX_REDUCTION_POINTS points of 2d + d^2 + d^3 words each (uploaded above after the
+    // coefficients), none whose characteristic polynomial vanishes on the coset. The matrix and
+    // the accumulator are distinct buffers.
+    unsafe { device.launch(&kernel, LaunchConfig::linear(grid as u32, BLOCK, 0), args)? };
     Ok(())
 }

@@ -1,6 +1,7 @@
 // The opening products (CONVENTIONS.md, "Opening products"): dot products of a row-major
 // matrix's rows with up to DOT_MAX coefficient vectors, and of its columns (over strided rows)
-// with up to DOT_MAX weight vectors; and FRI's arity-2 fold (CONVENTIONS.md, "FRI folding").
+// with up to DOT_MAX weight vectors; FRI's arity-2 fold (CONVENTIONS.md, "FRI folding"); and its
+// input, the reduced openings (CONVENTIONS.md, "Reduced openings").
 //
 // Every term is a canonical product (gl_mul reduces any two u64); terms are summed in 128 bits
 // (a low word and a count of carries: at most 2^64 terms, so the count never wraps) and reduced
@@ -130,4 +131,107 @@ extern "C" __global__ void __launch_bounds__(256)
             out[i * d + r] = gl_add(sum[r], gl_reduce128(acc.lo, acc.hi));
         }
     }
+}
+
+// The reduced openings of rows x cols row-major m, degree D: a warp takes 32 consecutive rows at a
+// time. For each, its lanes read the row's columns (coalesced) and keep D sums, folded with
+// shuffles so that every lane holds the row's combination v, and lane r keeps row r's. Then each
+// lane finishes its own row j at x = shift w^j (x advances by w_stride = w^(32 warps) a group):
+// per point, u = y - S v, chi(x) and adj(x I - Z)(x) u by Horner's rule, and the term
+// -adj(x I - Z)(x) u / chi(x). A point is 2D + D^2 + D^3 words: y, S, chi's D low coefficients
+// (constant first), the adjugate's D matrices B_k (adj(x I - Z) = sum_k x^k B_k). The host
+// refused points where chi vanishes on the coset.
+template <int D>
+__device__ __forceinline__ void reduce_rows(const u64* __restrict__ m, const u64* __restrict__ coeffs,
+                                            const u64* __restrict__ points, u64* __restrict__ acc, u64 rows,
+                                            u64 cols, u64 n_points, u64 shift, u64 w, u64 w_stride,
+                                            bool accumulate) {
+    constexpr u64 STRIDE = 2 * D + D * D + D * D * D;
+    const u32 lane = threadIdx.x & 31;
+    const u64 warp = ((u64)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const u64 warps = ((u64)gridDim.x * blockDim.x) >> 5;
+    u64 x = gl_mul(shift, gl_pow(w, warp * 32 + lane));
+    for (u64 base = warp * 32; base < rows; base += warps * 32, x = gl_mul(x, w_stride)) {
+        const u64 count = min((u64)32, rows - base);
+        u64 v[D];
+#pragma unroll
+        for (int k = 0; k < D; k++) v[k] = 0;
+        for (u32 r = 0; r < count; r++) {
+            const u64* row = m + (base + r) * cols;
+            Acc a[D];
+#pragma unroll
+            for (int k = 0; k < D; k++) a[k] = Acc{0, 0};
+            for (u64 c = lane; c < cols; c += 32) {
+                const u64 e = row[c];
+#pragma unroll
+                for (int k = 0; k < D; k++) acc_add(a[k], gl_mul(e, coeffs[(u64)k * cols + c]));
+            }
+#pragma unroll
+            for (int k = 0; k < D; k++) {
+                u64 s = gl_reduce128(a[k].lo, a[k].hi);
+#pragma unroll
+                for (u32 o = 16; o > 0; o >>= 1) s = gl_add(s, __shfl_xor_sync(0xFFFFFFFFu, s, o));
+                if (lane == r) v[k] = s;
+            }
+        }
+        if (lane < count) {
+            const u64 j = base + lane;
+            u64 sum[D];
+#pragma unroll
+            for (int t = 0; t < D; t++) sum[t] = accumulate ? gl_canon(acc[j * D + t]) : 0;
+            for (u64 p = 0; p < n_points; p++) {
+                const u64* y = points + p * STRIDE;
+                const u64* S = y + D;
+                const u64* chi_c = S + D * D;
+                const u64* B = chi_c + D;
+                u64 u[D];
+#pragma unroll
+                for (int r = 0; r < D; r++) {
+                    Acc s{0, 0};
+#pragma unroll
+                    for (int c = 0; c < D; c++) acc_add(s, gl_mul(S[r * D + c], v[c]));
+                    u[r] = gl_sub(y[r], gl_reduce128(s.lo, s.hi));
+                }
+                u64 chi = 1;
+#pragma unroll
+                for (int k = D - 1; k >= 0; k--) chi = gl_add(gl_mul(chi, x), chi_c[k]);
+                const u64 factor = gl_sub(0, gl_inv(chi));
+                u64 t[D];
+#pragma unroll
+                for (int r = 0; r < D; r++) t[r] = 0;
+#pragma unroll
+                for (int k = D - 1; k >= 0; k--) {
+#pragma unroll
+                    for (int r = 0; r < D; r++) {
+                        Acc s{0, 0};
+#pragma unroll
+                        for (int c = 0; c < D; c++) acc_add(s, gl_mul(B[(k * D + r) * D + c], u[c]));
+                        t[r] = gl_add(gl_mul(t[r], x), gl_reduce128(s.lo, s.hi));
+                    }
+                }
+#pragma unroll
+                for (int r = 0; r < D; r++) sum[r] = gl_add(sum[r], gl_mul(factor, t[r]));
+            }
+#pragma unroll
+            for (int t = 0; t < D; t++) acc[j * D + t] = sum[t];
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+    reduce_openings(const u64* __restrict__ m, const u64* __restrict__ coeffs, const u64* __restrict__ points,
+                    u64* __restrict__ acc, u64 rows, u64 cols, u64 d, u64 n_points, u64 shift, u64 w, u64 w_stride,
+                    u64 accumulate) {
+#define REDUCE(D) reduce_rows<D>(m, coeffs, points, acc, rows, cols, n_points, shift, w, w_stride, accumulate != 0)
+    switch (d) {
+        case 1: REDUCE(1); break;
+        case 2: REDUCE(2); break;
+        case 3: REDUCE(3); break;
+        case 4: REDUCE(4); break;
+        case 5: REDUCE(5); break;
+        case 6: REDUCE(6); break;
+        case 7: REDUCE(7); break;
+        default: REDUCE(8); break;
+    }
+#undef REDUCE
 }

@@ -93,7 +93,7 @@ fn kernels_named_by_the_host_code_exist() {
                 lde::pass_kernel(true, true),
             ],
         ),
-        (Source::Open, &["row_dot_products", "column_dot_partial", "column_dot_finish", "fri_fold"]),
+        (Source::Open, &["row_dot_products", "column_dot_partial", "column_dot_finish", "fri_fold", "reduce_openings"]),
         (Source::Quotient, &["quotient_values"]),
     ];
     for (source, kernels) in names {
