@@ -161,6 +161,26 @@ fn butterfly(isa: Isa, kind: Butterfly, lo: &mut [u64], hi: &mut [u64], w: u64) 
     }
 }
 
+/// One butterfly from the rows `src` to the rows `dst`, all four of equal length, canonical out:
+/// the first or last stage of a group pass, which moves the rows between the buffer and the
+/// pass's scratch as it computes them. With `CANON` the inputs may be any `u64` and are
+/// reduced mod p as they are loaded (the first pass over a trace); otherwise they are canonical.
+#[inline]
+fn butterfly_to<const CANON: bool>(isa: Isa, kind: Butterfly, src: [&[u64]; 2], dst: [&mut [u64]; 2], w: u64) {
+    let ([a, b], [x, y]) = (src, dst);
+    match isa {
+        Isa::Scalar => butterfly_scalar_to::<CANON>(kind, a, b, x, y, w),
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as in `butterfly`.
+        Isa::Avx2 => unsafe { avx2::butterfly_to::<CANON>(kind, a, b, x, y, w) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as in `butterfly`.
+        Isa::Avx512 => unsafe { avx512::butterfly_to::<CANON>(kind, a, b, x, y, w) },
+        #[cfg(not(target_arch = "x86_64"))]
+        Isa::Avx2 | Isa::Avx512 => unreachable!("x86-64 kernels are never supported here"),
+    }
+}
+
 /// `dst[i] = src[i] * c` for canonical `src`, `c`; rows of equal length.
 #[inline]
 fn scale(isa: Isa, dst: &mut [u64], src: &[u64], c: u64) {
@@ -205,6 +225,34 @@ fn butterfly_scalar(kind: Butterfly, lo: &mut [u64], hi: &mut [u64], w: u64) {
     }
 }
 
+/// The scalar [`butterfly_to`], also the SIMD kernels' tail.
+#[inline(always)]
+fn butterfly_scalar_to<const CANON: bool>(
+    kind: Butterfly,
+    src_lo: &[u64],
+    src_hi: &[u64],
+    dst_lo: &mut [u64],
+    dst_hi: &mut [u64],
+    w: u64,
+) {
+    let load = |x: u64| if CANON { canonical(x) } else { x };
+    let rows = src_lo.iter().zip(src_hi).zip(dst_lo.iter_mut().zip(dst_hi));
+    match (kind, w == 1) {
+        (_, true) => rows.for_each(|((&x, &y), (a, b))| {
+            let (x, y) = (load(x), load(y));
+            (*a, *b) = (add(x, y), sub(x, y));
+        }),
+        (Butterfly::Dif, false) => rows.for_each(|((&x, &y), (a, b))| {
+            let (x, y) = (load(x), load(y));
+            (*a, *b) = (add(x, y), mul(sub(x, y), w));
+        }),
+        (Butterfly::Dit, false) => rows.for_each(|((&x, &y), (a, b))| {
+            let (x, t) = (load(x), mul(load(y), w));
+            (*a, *b) = (add(x, t), sub(x, t));
+        }),
+    }
+}
+
 /// One transform's stages and table: the butterfly kind, the twiddle table, and the transform
 /// size it is for (span `h` reads the table with stride `size / 2h`).
 #[derive(Clone, Copy)]
@@ -242,11 +290,11 @@ impl Transform<'_> {
 
     /// The `g` stages of spans `s0 .. s0 * 2^g` over `data` (rows of `m`), in parallel tasks that
     /// each take `2^g` runs of `j_rows` rows (the rows `j + t * s0`, `t < 2^g`, for `j_rows`
-    /// consecutive `j`) through all `g` stages (module doc, step 2). A task copies its runs into
-    /// a contiguous per-thread scratch first and back at the end: the runs lie `s0` rows apart,
-    /// often a power-of-two number of bytes, which would map them all to the same few cache
-    /// sets. With `canonicalise` it reduces the values mod p as it copies them in (the first
-    /// pass over a trace whose values may be any `u64`).
+    /// consecutive `j`) through all `g` stages (module doc, step 2). A task's stages between the
+    /// first and the last work in a contiguous per-thread scratch ([`Transform::task_stages`]):
+    /// the runs lie `s0` rows apart, often a power-of-two number of bytes, which would map them
+    /// all to the same few cache sets. With `canonicalise` the first stage reduces the values mod
+    /// p as it loads them (the first pass over a trace whose values may be any `u64`).
     fn group_stages(&self, data: &mut [u64], m: usize, group: Group, canonicalise: bool) {
         let Group { s0, g, j_rows, width } = group;
         let sets = 1usize << g;
@@ -263,35 +311,80 @@ impl Transform<'_> {
                 }
             }
             tasks.into_par_iter().enumerate().for_each(|(task, mut pieces)| {
-                let (k, w) = (task / strips, pieces[0].len());
-                let run = j_rows * w;
+                let k = task / strips;
                 SCRATCH.with_borrow_mut(|scratch| {
-                    scratch.clear();
-                    if canonicalise {
-                        pieces.iter().for_each(|p| scratch.extend(p.iter().map(|&x| canonical(x))));
-                    } else {
-                        pieces.iter().for_each(|p| scratch.extend_from_slice(p));
-                    }
-                    for h in self.spans(1, sets) {
-                        // Global span h * s0: row j + t * s0 pairs with t + h, twiddle index
-                        // (j + (t mod h) * s0) * size / (2 h s0).
-                        let stride = self.size / (2 * h * s0);
-                        for pair in scratch.chunks_exact_mut(2 * h * run) {
-                            let (a, b) = pair.split_at_mut(h * run);
-                            for (i, (x, y)) in a.chunks_exact_mut(run).zip(b.chunks_exact_mut(run)).enumerate() {
-                                let j0 = k * j_rows + i * s0;
-                                for (jj, (xr, yr)) in x.chunks_exact_mut(w).zip(y.chunks_exact_mut(w)).enumerate() {
-                                    butterfly(self.isa, self.kind, xr, yr, self.table[(j0 + jj) * stride]);
-                                }
-                            }
-                        }
-                    }
-                    for (p, s) in pieces.iter_mut().zip(scratch.chunks_exact(w)) {
-                        p.copy_from_slice(s);
-                    }
+                    self.task_stages(&mut pieces, scratch, Task { k, s0, j_rows, canonicalise });
                 });
             });
         });
+    }
+}
+
+/// One group task's place in its group: the task's first `j` is `k * j_rows`, its rows the
+/// `j + t * s0`.
+#[derive(Clone, Copy)]
+struct Task {
+    k: usize,
+    s0: usize,
+    j_rows: usize,
+    canonicalise: bool,
+}
+
+impl Transform<'_> {
+    /// One task of [`Transform::group_stages`]: its `pieces` (piece `t * j_rows + jj` is row
+    /// `j + t * s0` of the group's set) through all the group's stages. The first stage reads
+    /// the pieces and writes its results to `scratch`, the stages between work there, and the
+    /// last stage writes back to the pieces, so moving the rows in and out costs no pass of its
+    /// own. A group of one stage works on the pieces in place.
+    fn task_stages(&self, pieces: &mut [&mut [u64]], scratch: &mut Vec<u64>, task: Task) {
+        let Task { k, s0, j_rows, canonicalise } = task;
+        let (sets, w) = (pieces.len() / j_rows, pieces[0].len());
+        let spans = self.spans(1, sets);
+        if spans.len() == 1 {
+            if canonicalise {
+                pieces.iter_mut().for_each(|p| p.iter_mut().for_each(|x| *x = canonical(*x)));
+            }
+            let (a, b) = pieces.split_at_mut(j_rows);
+            for (jj, (x, y)) in a.iter_mut().zip(b).enumerate() {
+                butterfly(self.isa, self.kind, x, y, self.table[(k * j_rows + jj) * self.size / (2 * s0)]);
+            }
+            return;
+        }
+        if scratch.len() < sets * j_rows * w {
+            scratch.resize(sets * j_rows * w, 0);
+        }
+        let scratch = &mut scratch[..sets * j_rows * w];
+        let last = spans.len() - 1;
+        for (stage, &h) in spans.iter().enumerate() {
+            // Global span h * s0: row j + t * s0 pairs with t + h, twiddle index
+            // (j + (t mod h) * s0) * size / (2 h s0).
+            let stride = self.size / (2 * h * s0);
+            let twiddle = |t: usize, jj: usize| self.table[(k * j_rows + (t % h) * s0 + jj) * stride];
+            for base in (0..sets).step_by(2 * h) {
+                for t in base..base + h {
+                    for jj in 0..j_rows {
+                        let (lo, hi) = (t * j_rows + jj, (t + h) * j_rows + jj);
+                        let wt = twiddle(t, jj);
+                        let (s_lo, s_hi) = scratch.split_at_mut(hi * w);
+                        let (s_lo, s_hi) = (&mut s_lo[lo * w..(lo + 1) * w], &mut s_hi[..w]);
+                        if stage == 0 {
+                            let src = [&*pieces[lo], &*pieces[hi]];
+                            if canonicalise {
+                                butterfly_to::<true>(self.isa, self.kind, src, [s_lo, s_hi], wt);
+                            } else {
+                                butterfly_to::<false>(self.isa, self.kind, src, [s_lo, s_hi], wt);
+                            }
+                        } else if stage == last {
+                            let (p_lo, p_hi) = pieces.split_at_mut(hi);
+                            let dst = [&mut *p_lo[lo], &mut *p_hi[0]];
+                            butterfly_to::<false>(self.isa, self.kind, [s_lo, s_hi], dst, wt);
+                        } else {
+                            butterfly(self.isa, self.kind, s_lo, s_hi, wt);
+                        }
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -615,9 +708,11 @@ mod tests {
     #[test]
     fn every_kernel_set_matches_u128_arithmetic() {
         let mut rng = ChaCha8Rng::seed_from_u64(9);
-        let edge = [0, 1, 2, P - 1, P - 2, 0xFFFF_FFFF, 1 << 32, (1 << 32) + 1, 1 << 63, (1 << 63) - 1, P >> 1];
+        let edge =
+            [0, 1, 2, P - 1, P - 2, 0xFFFF_FFFE, 0xFFFF_FFFF, 1 << 32, (1 << 32) + 1, 1 << 63, (1 << 63) - 1, P >> 1];
         // Lengths 0..=19 reach every vector width's scalar tail; the values are canonical, as the
-        // kernels require (the LDE reduces its input before the first butterfly).
+        // in-place kernels require, and the reducing out-of-place ones also get them as values in
+        // [p, 2^64) (the first pass over a trace reduces what it loads).
         for len in 0..=19usize {
             for round in 0..40 {
                 let pick = |rng: &mut ChaCha8Rng| {
@@ -626,10 +721,26 @@ mod tests {
                 let lo: Vec<u64> = (0..len).map(|_| pick(&mut rng)).collect();
                 let hi: Vec<u64> = (0..len).map(|_| pick(&mut rng)).collect();
                 let w = if round % 4 == 0 { 1 } else { pick(&mut rng) };
+                // The same values, non-canonical where they have a second representative
+                // (x + p < 2^64), for the kernels that reduce what they load.
+                let raw = |v: &[u64]| -> Vec<u64> {
+                    v.iter()
+                        .enumerate()
+                        .map(|(i, &x)| if i % 2 == round % 2 && x < 0xFFFF_FFFF { x + P } else { x })
+                        .collect()
+                };
+                let (lo_raw, hi_raw) = (raw(&lo), raw(&hi));
                 for isa in isas() {
                     for kind in [Butterfly::Dif, Butterfly::Dit] {
                         let (mut a, mut b) = (lo.clone(), hi.clone());
                         butterfly(isa, kind, &mut a, &mut b, w);
+                        // The out-of-place kernels give what the in-place one does.
+                        let (mut c, mut d) = (vec![0; len], vec![0; len]);
+                        butterfly_to::<false>(isa, kind, [&lo, &hi], [&mut c, &mut d], w);
+                        assert_eq!((&c, &d), (&a, &b), "{isa} {kind:?} to, w={w}");
+                        let (mut c, mut d) = (vec![0; len], vec![0; len]);
+                        butterfly_to::<true>(isa, kind, [&lo_raw, &hi_raw], [&mut c, &mut d], w);
+                        assert_eq!((&c, &d), (&a, &b), "{isa} {kind:?} to, reducing, w={w}");
                         // The reference: u128 arithmetic mod p.
                         for i in 0..len {
                             let (x, y) = (lo[i], hi[i]);

@@ -7,12 +7,15 @@
 //! when `a ^ 2^63 < b ^ 2^63` signed, which `vpcmpgtq` tests. Shifting commutes with wrapping
 //! subtraction of an unshifted value (`(a - b) ^ 2^63 = (a ^ 2^63) - b`), so a sum or a
 //! difference stays in shifted form as long as one operand is unshifted, and a carry out of
-//! `a + u` shows as the shifted result being smaller than `a ^ 2^63` whatever `u` is. A compare
+//! `a + u` shows as the shifted result being smaller than `a ^ 2^63` whatever `u` is; the
+//! difference of two shifted values is the difference of the values. The reduction ends in shifted
+//! form, which the decimation-in-time butterfly's subtraction compares as it is. A compare
 //! gives all ones or zero; its top half, `2^32 - 1` (`2^64 mod p`), or a mask of `p` is what a
 //! wrap adds or takes away. The product of two `u64` is put together from four 32 x 32-bit
 //! products (`vpmuludq`), then reduced mod `p` with `2^64 = 2^32 - 1` and `2^96 = -1`, the steps
 //! of `backend_api::field::reduce128`, as in the AVX-512 kernels. A row whose length is not a
-//! multiple of four finishes on the scalar kernel.
+//! multiple of four finishes on the scalar kernel. The out-of-place butterflies (a group pass's
+//! first and last stages) may reduce their inputs mod p as they load them.
 
 use std::arch::x86_64::{
     __m256i, _mm256_add_epi64, _mm256_and_si256, _mm256_andnot_si256, _mm256_blend_epi32, _mm256_cmpgt_epi64,
@@ -20,7 +23,7 @@ use std::arch::x86_64::{
     _mm256_storeu_si256, _mm256_sub_epi64, _mm256_xor_si256,
 };
 
-use super::{Butterfly, P, butterfly_scalar};
+use super::{Butterfly, P, butterfly_scalar, butterfly_scalar_to};
 
 /// `2^32 - 1`, which is `2^64 mod p`; also the low-half mask.
 const EPS: u64 = 0xFFFF_FFFF;
@@ -58,18 +61,26 @@ fn add(a_s: __m256i, b: __m256i) -> __m256i {
     _mm256_add_epi64(t, _mm256_and_si256(lt_s(a_s, nb_s), splat(P)))
 }
 
-/// `a - b mod p`, lane by lane, for canonical lanes; `a_s` is `shift(a)`.
+/// `a - b mod p`, lane by lane, for canonical lanes, from `a_s = shift(a)` and `b_s = shift(b)`.
 #[inline]
 #[target_feature(enable = "avx2")]
-fn sub(a: __m256i, a_s: __m256i, b: __m256i) -> __m256i {
-    let d = _mm256_sub_epi64(a, b);
-    _mm256_add_epi64(d, _mm256_and_si256(lt_s(a_s, shift(b)), splat(P)))
+fn sub(a_s: __m256i, b_s: __m256i) -> __m256i {
+    // a - b = a_s - b_s (mod 2^64).
+    let d = _mm256_sub_epi64(a_s, b_s);
+    _mm256_add_epi64(d, _mm256_and_si256(lt_s(a_s, b_s), splat(P)))
 }
 
 /// `x * w mod p` lane by lane, for `w_lo = splat(w)` and `w_hi = splat(w >> 32)`; canonical out.
 #[inline]
 #[target_feature(enable = "avx2")]
 fn mul(x: __m256i, w_lo: __m256i, w_hi: __m256i) -> __m256i {
+    shift(mul_s(x, w_lo, w_hi))
+}
+
+/// [`mul`] in shifted form.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn mul_s(x: __m256i, w_lo: __m256i, w_hi: __m256i) -> __m256i {
     let mask = splat(EPS);
     let x_hi = _mm256_srli_epi64::<32>(x);
     // vpmuludq multiplies the low 32 bits of each lane.
@@ -83,14 +94,14 @@ fn mul(x: __m256i, w_lo: __m256i, w_hi: __m256i) -> __m256i {
     // The low word: ll's low half, mid2's low half above it (the odd 32-bit elements).
     let lo = _mm256_blend_epi32::<0b1010_1010>(ll, _mm256_slli_epi64::<32>(mid2));
     let hi = _mm256_add_epi64(_mm256_add_epi64(hh, _mm256_srli_epi64::<32>(mid)), _mm256_srli_epi64::<32>(mid2));
-    reduce(hi, lo)
+    reduce_s(hi, lo)
 }
 
-/// `hi * 2^64 + lo mod p`, canonical (`backend_api::field::reduce128`, lane by lane), worked in
-/// shifted form.
+/// `hi * 2^64 + lo mod p`, canonical (`backend_api::field::reduce128`, lane by lane), worked and
+/// returned in shifted form.
 #[inline]
 #[target_feature(enable = "avx2")]
-fn reduce(hi: __m256i, lo: __m256i) -> __m256i {
+fn reduce_s(hi: __m256i, lo: __m256i) -> __m256i {
     let eps = splat(EPS);
     // lo - hi_hi (2^96 = -1); a borrow means 2^64 too many, and 2^64 = eps. With hi_hi < 2^32,
     // the borrow is the shifted difference coming out above the shifted `lo`.
@@ -102,8 +113,41 @@ fn reduce(hi: __m256i, lo: __m256i) -> __m256i {
     let r_s = _mm256_add_epi64(t_s, _mm256_mul_epu32(hi, eps));
     let r_s = _mm256_add_epi64(r_s, _mm256_srli_epi64::<32>(lt_s(r_s, t_s)));
     // r >= p: r - p, which is r + eps mod 2^64.
-    let r_s = _mm256_add_epi64(r_s, _mm256_andnot_si256(lt_s(r_s, splat(P ^ SIGN)), eps));
-    shift(r_s)
+    _mm256_add_epi64(r_s, _mm256_andnot_si256(lt_s(r_s, splat(P ^ SIGN)), eps))
+}
+
+/// `x mod p`, lane by lane, for any lanes.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn canonical(x: __m256i) -> __m256i {
+    // x >= p: x - p, which is x + eps mod 2^64.
+    _mm256_add_epi64(x, _mm256_andnot_si256(lt_s(shift(x), splat(P ^ SIGN)), splat(EPS)))
+}
+
+/// The butterfly with `w = 1`: `(a + b, a - b)`, canonical lanes.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn unit(a: __m256i, b: __m256i) -> (__m256i, __m256i) {
+    let a_s = shift(a);
+    (add(a_s, b), sub(a_s, shift(b)))
+}
+
+/// The decimation-in-frequency butterfly `(a + b, (a - b) w)`, canonical lanes.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn dif(a: __m256i, b: __m256i, w_lo: __m256i, w_hi: __m256i) -> (__m256i, __m256i) {
+    let a_s = shift(a);
+    (add(a_s, b), mul(sub(a_s, shift(b)), w_lo, w_hi))
+}
+
+/// The decimation-in-time butterfly `(a + b w, a - b w)`, canonical lanes.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn dit(a: __m256i, b: __m256i, w_lo: __m256i, w_hi: __m256i) -> (__m256i, __m256i) {
+    // The product comes out shifted, as the subtraction's compare needs it.
+    let (a_s, t_s) = (shift(a), mul_s(b, w_lo, w_hi));
+    let t = shift(t_s);
+    (add(a_s, t), sub(a_s, t_s))
 }
 
 /// Runs `$body` (which maps lanes `$a` of `$lo` and `$b` of `$hi` to their new values) over the
@@ -132,20 +176,53 @@ macro_rules! chunks4 {
 pub(super) fn butterfly(kind: Butterfly, lo: &mut [u64], hi: &mut [u64], w: u64) {
     let (w_lo, w_hi) = (splat(w), splat(w >> 32));
     let (lt, ht) = match (kind, w == 1) {
-        (_, true) => chunks4!(lo, hi, |a, b| {
-            let a_s = shift(a);
-            (add(a_s, b), sub(a, a_s, b))
-        }),
-        (Butterfly::Dif, false) => chunks4!(lo, hi, |a, b| {
-            let a_s = shift(a);
-            (add(a_s, b), mul(sub(a, a_s, b), w_lo, w_hi))
-        }),
-        (Butterfly::Dit, false) => chunks4!(lo, hi, |a, b| {
-            let (a_s, t) = (shift(a), mul(b, w_lo, w_hi));
-            (add(a_s, t), sub(a, a_s, t))
-        }),
+        (_, true) => chunks4!(lo, hi, |a, b| unit(a, b)),
+        (Butterfly::Dif, false) => chunks4!(lo, hi, |a, b| dif(a, b, w_lo, w_hi)),
+        (Butterfly::Dit, false) => chunks4!(lo, hi, |a, b| dit(a, b, w_lo, w_hi)),
     };
     butterfly_scalar(kind, lt, ht, w);
+}
+
+/// Runs `$body` (which maps lanes `$a` of `$src_lo` and `$b` of `$src_hi` to the lanes of
+/// `$dst_lo` and `$dst_hi`) over the rows' whole four-element chunks, each input lane reduced mod
+/// p first with `$canon`, and evaluates to the rows' remainders.
+macro_rules! chunks4_to {
+    ($src_lo:expr, $src_hi:expr, $dst_lo:expr, $dst_hi:expr, $canon:expr, |$a:ident, $b:ident| $body:expr) => {{
+        let (mut sl, mut sh) = ($src_lo.chunks_exact(4), $src_hi.chunks_exact(4));
+        let (mut dl, mut dh) = ($dst_lo.chunks_exact_mut(4), $dst_hi.chunks_exact_mut(4));
+        for (((s, t), x), y) in (&mut sl).zip(&mut sh).zip(&mut dl).zip(&mut dh) {
+            // SAFETY: `s`, `t`, `x` and `y` are 4 u64, 32 bytes each (`x` and `y` exclusively
+            // borrowed), and the unaligned loads and stores need no alignment.
+            unsafe {
+                let $a = _mm256_loadu_si256(s.as_ptr().cast());
+                let $b = _mm256_loadu_si256(t.as_ptr().cast());
+                let ($a, $b) = if $canon { (canonical($a), canonical($b)) } else { ($a, $b) };
+                let (p, q) = $body;
+                _mm256_storeu_si256(x.as_mut_ptr().cast(), p);
+                _mm256_storeu_si256(y.as_mut_ptr().cast(), q);
+            }
+        }
+        (sl.remainder(), sh.remainder(), dl.into_remainder(), dh.into_remainder())
+    }};
+}
+
+/// [`super::butterfly_to`] with AVX2, for rows of equal length.
+#[target_feature(enable = "avx2")]
+pub(super) fn butterfly_to<const CANON: bool>(
+    kind: Butterfly,
+    src_lo: &[u64],
+    src_hi: &[u64],
+    dst_lo: &mut [u64],
+    dst_hi: &mut [u64],
+    w: u64,
+) {
+    let (w_lo, w_hi) = (splat(w), splat(w >> 32));
+    let (a, b, x, y) = match (kind, w == 1) {
+        (_, true) => chunks4_to!(src_lo, src_hi, dst_lo, dst_hi, CANON, |a, b| unit(a, b)),
+        (Butterfly::Dif, false) => chunks4_to!(src_lo, src_hi, dst_lo, dst_hi, CANON, |a, b| dif(a, b, w_lo, w_hi)),
+        (Butterfly::Dit, false) => chunks4_to!(src_lo, src_hi, dst_lo, dst_hi, CANON, |a, b| dit(a, b, w_lo, w_hi)),
+    };
+    butterfly_scalar_to::<CANON>(kind, a, b, x, y, w);
 }
 
 /// [`super::scale`] with AVX2: `dst[i] = src[i] * c`.

@@ -12,7 +12,7 @@ use std::arch::x86_64::{
     _mm512_srli_epi64, _mm512_storeu_si512, _mm512_sub_epi64,
 };
 
-use super::{Butterfly, P, butterfly_scalar};
+use super::{Butterfly, P, butterfly_scalar, butterfly_scalar_to};
 
 /// `2^32 - 1`, which is `2^64 mod p`; also the low-half mask.
 const EPS: u64 = 0xFFFF_FFFF;
@@ -113,6 +113,60 @@ pub(super) fn butterfly(kind: Butterfly, lo: &mut [u64], hi: &mut [u64], w: u64)
         }),
     };
     butterfly_scalar(kind, lt, ht, w);
+}
+
+/// Runs `$body` (which maps lanes `$a` of `$src_lo` and `$b` of `$src_hi` to the lanes of
+/// `$dst_lo` and `$dst_hi`) over the rows' whole eight-element chunks, each input lane reduced
+/// mod p first with `$canon`, and evaluates to the rows' remainders.
+macro_rules! chunks8_to {
+    ($src_lo:expr, $src_hi:expr, $dst_lo:expr, $dst_hi:expr, $canon:expr, |$a:ident, $b:ident| $body:expr) => {{
+        let (mut sl, mut sh) = ($src_lo.chunks_exact(8), $src_hi.chunks_exact(8));
+        let (mut dl, mut dh) = ($dst_lo.chunks_exact_mut(8), $dst_hi.chunks_exact_mut(8));
+        for (((s, t), x), y) in (&mut sl).zip(&mut sh).zip(&mut dl).zip(&mut dh) {
+            // SAFETY: `s`, `t`, `x` and `y` are 8 u64, 64 bytes each (`x` and `y` exclusively
+            // borrowed), and the unaligned loads and stores need no alignment.
+            unsafe {
+                let $a = _mm512_loadu_si512(s.as_ptr().cast());
+                let $b = _mm512_loadu_si512(t.as_ptr().cast());
+                let ($a, $b) = if $canon { (canonical($a), canonical($b)) } else { ($a, $b) };
+                let (p, q) = $body;
+                _mm512_storeu_si512(x.as_mut_ptr().cast(), p);
+                _mm512_storeu_si512(y.as_mut_ptr().cast(), q);
+            }
+        }
+        (sl.remainder(), sh.remainder(), dl.into_remainder(), dh.into_remainder())
+    }};
+}
+
+/// `x mod p`, lane by lane, for any lanes: `x - p` wraps above `x` unless `x >= p`.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn canonical(x: __m512i) -> __m512i {
+    _mm512_min_epu64(x, _mm512_sub_epi64(x, splat(P)))
+}
+
+/// [`super::butterfly_to`] with AVX-512F, for rows of equal length.
+#[target_feature(enable = "avx512f")]
+pub(super) fn butterfly_to<const CANON: bool>(
+    kind: Butterfly,
+    src_lo: &[u64],
+    src_hi: &[u64],
+    dst_lo: &mut [u64],
+    dst_hi: &mut [u64],
+    w: u64,
+) {
+    let (w_lo, w_hi) = (splat(w), splat(w >> 32));
+    let (a, b, x, y) = match (kind, w == 1) {
+        (_, true) => chunks8_to!(src_lo, src_hi, dst_lo, dst_hi, CANON, |a, b| (add(a, b), sub(a, b))),
+        (Butterfly::Dif, false) => {
+            chunks8_to!(src_lo, src_hi, dst_lo, dst_hi, CANON, |a, b| (add(a, b), mul(sub(a, b), w_lo, w_hi)))
+        }
+        (Butterfly::Dit, false) => chunks8_to!(src_lo, src_hi, dst_lo, dst_hi, CANON, |a, b| {
+            let t = mul(b, w_lo, w_hi);
+            (add(a, t), sub(a, t))
+        }),
+    };
+    butterfly_scalar_to::<CANON>(kind, a, b, x, y, w);
 }
 
 /// [`super::scale`] with AVX-512F: `dst[i] = src[i] * c`.
