@@ -108,12 +108,14 @@ fn reduce_s(hi: __m256i, lo: __m256i) -> __m256i {
     let lo_s = shift(lo);
     let t_s = _mm256_sub_epi64(lo_s, _mm256_srli_epi64::<32>(hi));
     let t_s = _mm256_sub_epi64(t_s, _mm256_srli_epi64::<32>(lt_s(lo_s, t_s)));
-    // + hi_lo * (2^32 - 1), which fits 64 bits; a carry means 2^64 too few. The carry is the
-    // sum coming out below `t` (both shifted), and adding eps then cannot carry again.
+    // + hi_lo * (2^32 - 1), at most 2^64 - 2^33 + 1; a carry means 2^64 too few, and is the sum
+    // coming out below `t` (both shifted). After a carry the wrapped sum is at most 2^64 - 2^33,
+    // so adding eps gives a canonical value; without one, a sum r >= p needs r - p, which is
+    // also r + eps mod 2^64. The two cases exclude each other: one fix-up, eps unless the sum
+    // neither carried nor reached p.
     let r_s = _mm256_add_epi64(t_s, _mm256_mul_epu32(hi, eps));
-    let r_s = _mm256_add_epi64(r_s, _mm256_srli_epi64::<32>(lt_s(r_s, t_s)));
-    // r >= p: r - p, which is r + eps mod 2^64.
-    _mm256_add_epi64(r_s, _mm256_andnot_si256(lt_s(r_s, splat(P ^ SIGN)), eps))
+    let keep = _mm256_andnot_si256(lt_s(r_s, t_s), lt_s(r_s, splat(P ^ SIGN)));
+    _mm256_add_epi64(r_s, _mm256_andnot_si256(keep, eps))
 }
 
 /// `x mod p`, lane by lane, for any lanes.
