@@ -142,45 +142,6 @@ pub(crate) fn fri_fold(input: &[u64], beta: &[u64], addend: Option<(&[u64], &[u6
     });
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The exact sum of `terms` mod p, by `u128 % p` per product and per addition.
-    fn naive(terms: &[(u64, u64)]) -> u64 {
-        let p = u128::from(P);
-        terms.iter().fold(0u128, |s, &(a, b)| (s + u128::from(a) * u128::from(b) % p) % p) as u64
-    }
-
-    #[test]
-    fn sums_that_overflow_128_bits_reduce_exactly() {
-        let max = u64::MAX;
-        for terms in [
-            vec![],
-            vec![(max, max)],
-            vec![(max, max); 2],
-            vec![(max, max); 3],
-            vec![(max, max), (1, 1)],
-            vec![(P, 1), (P + 1, P + 1), (max, 2)],
-            (0..1000u64).map(|i| (max - i, max - 3 * i)).collect(),
-        ] {
-            let mut acc = Acc::default();
-            for &(a, b) in &terms {
-                acc.mac(a, b);
-            }
-            assert_eq!(acc.reduce(), naive(&terms), "{} terms", terms.len());
-            // The same sum split in two and merged.
-            let (left, right) = terms.split_at(terms.len() / 2);
-            let (mut l, mut r) = (Acc::default(), Acc::default());
-            left.iter().for_each(|&(a, b)| l.mac(a, b));
-            right.iter().for_each(|&(a, b)| r.mac(a, b));
-            l.merge(r);
-            assert_eq!(l.reduce(), naive(&terms), "{} terms, merged", terms.len());
-        }
-        assert_eq!(TWO_POW_128, ((1u128 << 127) % u128::from(P) * 2 % u128::from(P)) as u64);
-    }
-}
-
 /// Rows of [`reduce_openings`] one task takes (its first point costs one exponentiation).
 const REDUCE_ROWS_PER_TASK: usize = 1024;
 
@@ -226,4 +187,43 @@ pub(crate) fn reduce_openings(matrix: &[u64], shape: MatrixShape, call: &Reducti
             x = mul(x, w);
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The exact sum of `terms` mod p, by `u128 % p` per product and per addition.
+    fn naive(terms: &[(u64, u64)]) -> u64 {
+        let p = u128::from(P);
+        terms.iter().fold(0u128, |s, &(a, b)| (s + u128::from(a) * u128::from(b) % p) % p) as u64
+    }
+
+    #[test]
+    fn sums_that_overflow_128_bits_reduce_exactly() {
+        let max = u64::MAX;
+        for terms in [
+            vec![],
+            vec![(max, max)],
+            vec![(max, max); 2],
+            vec![(max, max); 3],
+            vec![(max, max), (1, 1)],
+            vec![(P, 1), (P + 1, P + 1), (max, 2)],
+            (0..1000u64).map(|i| (max - i, max - 3 * i)).collect(),
+        ] {
+            let mut acc = Acc::default();
+            for &(a, b) in &terms {
+                acc.mac(a, b);
+            }
+            assert_eq!(acc.reduce(), naive(&terms), "{} terms", terms.len());
+            // The same sum split in two and merged.
+            let (left, right) = terms.split_at(terms.len() / 2);
+            let (mut l, mut r) = (Acc::default(), Acc::default());
+            left.iter().for_each(|&(a, b)| l.mac(a, b));
+            right.iter().for_each(|&(a, b)| r.mac(a, b));
+            l.merge(r);
+            assert_eq!(l.reduce(), naive(&terms), "{} terms, merged", terms.len());
+        }
+        assert_eq!(TWO_POW_128, ((1u128 << 127) % u128::from(P) * 2 % u128::from(P)) as u64);
+    }
 }
