@@ -705,6 +705,33 @@ mod tests {
     }
 
     #[test]
+    fn traces_of_values_at_least_p_match_the_naive_lde() {
+        // Every trace value in [p, 2^64) (the edges p and 2^64 - 1 included), rows of 1..=9
+        // columns, so that whichever pass reads the trace first (a group's first stage through
+        // the reducing kernels, on whole rows or strips, a one-stage group, or the blocks) reduces
+        // every value it loads, the vector kernels' scalar tails included.
+        let mut rng = ChaCha8Rng::seed_from_u64(10);
+        for m in 1..=9usize {
+            for (n, blowup) in [(64usize, 2usize), (128, 1), (32, 4)] {
+                let trace: Vec<u64> = (0..n * m)
+                    .map(|i| match i % 7 {
+                        0 => P,
+                        1 => u64::MAX,
+                        _ => rng.random_range(P..=u64::MAX),
+                    })
+                    .collect();
+                let expect = naive_lde(&trace, n, m, blowup, 7);
+                for isa in isas() {
+                    for local in [64, 200, 1024, 3000, LOCAL_BYTES] {
+                        let got = lde(isa, local, &trace, n, m, blowup, 7);
+                        assert_eq!(got, expect, "{n} x {m} B={blowup} {isa:?} {local} B");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
     fn groups_cover_the_stages_once_within_the_budget() {
         for m in [1, 3, 64, 316, 5000] {
             for local in [64, 4096, LOCAL_BYTES] {
