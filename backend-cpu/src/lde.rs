@@ -350,9 +350,8 @@ impl Transform<'_> {
             }
             return;
         }
-        if scratch.len() < sets * j_rows * w {
-            scratch.resize(sets * j_rows * w, 0);
-        }
+        // The scratch only grows (a resize to its own length does nothing).
+        scratch.resize(scratch.len().max(sets * j_rows * w), 0);
         let scratch = &mut scratch[..sets * j_rows * w];
         let last = spans.len() - 1;
         let mut pairs = Vec::with_capacity(sets / 2 * j_rows);
