@@ -160,7 +160,7 @@ pub(crate) type Request<'a, B, H, EF> =
 
 /// The `d x d` row-major matrix of multiplication by `x` in the basis of `EF`'s coordinates:
 /// column `c` is `x` times basis element `c`.
-fn multiplication_matrix<EF: ExtensionField<Goldilocks>>(x: EF) -> Vec<u64> {
+pub(crate) fn multiplication_matrix<EF: ExtensionField<Goldilocks>>(x: EF) -> Vec<u64> {
     let d = EF::DIMENSION;
     let columns: Vec<EF> = (0..d).map(|c| x * EF::ith_basis_element(c).expect("c < DIMENSION")).collect();
     (0..d)

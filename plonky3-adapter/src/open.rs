@@ -21,7 +21,10 @@
 use std::marker::PhantomData;
 use std::sync::atomic::Ordering;
 
-use backend_api::{Backend, MAX_DOT_VECTORS, RowStride};
+use backend_api::{
+    Backend, MAX_DOT_VECTORS, MAX_EXTENSION_DEGREE, MAX_REDUCTION_POINTS, MatrixShape, ReductionCall, ReductionPoint,
+    RowStride,
+};
 use p3_challenger::{CanObserve, FieldChallenger, GrindingChallenger};
 use p3_commit::{Mmcs, OpenedValues, OpeningRequest};
 use p3_field::{
@@ -119,14 +122,20 @@ where
         .expect("No Matrices Supplied?");
     let log_global_max_height = log2_strict_usize(global_max_height);
 
-    // The coset `gH` of the largest height, bit-reversed: its first `2^i` points are `gK`, `|K| = 2^i`.
-    let coset = bit_reversed_coset(log_global_max_height);
-    let inv_denoms =
-        tracing::debug_span!("open: inverse denominators").in_scope(|| inverse_denominators(&rounds, &coset));
+    // `1 / (z - x)` over the bit-reversed coset of each point's tallest matrix. The evaluations'
+    // weights read their first `1 / blowup`; the host's reduction reads them whole, so where
+    // every matrix has a device LDE (reduced there) only that part is computed.
+    let all_device = rounds.iter().all(|(mats, _)| mats.iter().all(|m| m.device.is_some_and(|d| pcs.reduces(d.0))));
+    let cut = if all_device { fri.log_blowup } else { 0 };
+    let inv_denoms = tracing::debug_span!("open: inverse denominators")
+        .in_scope(|| inverse_denominators(&rounds, log_global_max_height, cut));
     let adjusted_weights: Vec<(Challenge, Vec<Challenge>)> = inv_denoms
         .iter()
-        .map(|(point, denoms)| (*point, compute_adjusted_weights(*point, &denoms[..denoms.len() >> fri.log_blowup])))
+        .map(|(point, denoms)| {
+            (*point, compute_adjusted_weights(*point, &denoms[..denoms.len() >> (fri.log_blowup - cut)]))
+        })
         .collect();
+    let mut whole_denoms = (cut == 0).then_some(inv_denoms);
 
     let all_opened_values: OpenedValues<Challenge> = rounds
         .iter()
@@ -175,51 +184,91 @@ where
 
     let mut num_reduced = [0; 33];
     let mut reduced_openings: [Option<Vec<Challenge>>; 33] = core::array::from_fn(|_| None);
+    // Per height: the sum of the matrices reduced on the device (natural order) on one backend,
+    // and those matrices, to reduce again on the host if the sum cannot come down.
+    let mut device_reduced: [Option<DeviceSum<'_, '_, B, Challenge>>; 33] = core::array::from_fn(|_| None);
+    let mut host = HostReduction { pcs, rounds: &rounds, log_global_max_height, whole_denoms: &mut whole_denoms };
     for ((mats, points), openings_for_round) in rounds.iter().zip(all_opened_values.iter()) {
         for ((mat, points_for_mat), openings_for_mat) in mats.iter().zip(points.iter()).zip(openings_for_round) {
             let (height, width) = (mat.height, mat.width);
             let log_height = log2_strict_usize(height);
-            let reduced_opening_for_log_height =
-                reduced_openings[log_height].get_or_insert_with(|| Challenge::zero_vec(height));
-            let first_alpha_pow_offset = alpha.exp_u64(num_reduced[log_height] as u64);
-
-            // `first_alpha_pow_offset * (f_0(x) + alpha f_1(x) + ...)` for every row `x`.
-            let span = tracing::debug_span!("open: row reduction").entered();
-            let device = mat.device.and_then(|d| {
-                let powers: Vec<Challenge> =
-                    alpha_powers[..width].iter().map(|&p| p * first_alpha_pow_offset).collect();
-                device_try(pcs, d.0, || compressed_rows(d, mat, &powers))
-            });
-            let mat_compressed = device.unwrap_or_else(|| {
-                let offset_alpha_powers: Vec<_> = packed_alpha_powers
-                    [..width.div_ceil(<Goldilocks as p3_field::Field>::Packing::WIDTH)]
-                    .iter()
-                    .map(|&power| power * first_alpha_pow_offset)
-                    .collect();
-                (mat.host)().rowwise_packed_dot_product::<Challenge>(&offset_alpha_powers).collect()
-            });
-            drop(span);
-            let _span = tracing::debug_span!("open: quotients").entered();
-
-            for (point_index, (&point, openings)) in points_for_mat.iter().zip(openings_for_mat).enumerate() {
-                let alpha_pow_offset = alpha.exp_u64(num_reduced[log_height] as u64);
-                let reduced: Challenge = dot_product(alpha.powers(), openings.iter().copied());
-                let weighted_openings = alpha_pow_offset * reduced;
-                let rows = mat_compressed
-                    .par_iter()
-                    .zip(reduced_opening_for_log_height.par_iter_mut())
-                    .zip(lookup(&inv_denoms, point).par_iter());
-                if point_index == 0 {
-                    rows.for_each(|((&reduced_row, ro), &inv_denom)| {
-                        *ro += (weighted_openings - reduced_row) * inv_denom;
-                    });
-                } else {
+            let offset = alpha.exp_u64(num_reduced[log_height] as u64);
+            // Each point: the point, its weighted claimed openings, the row's rescaling.
+            let terms: Vec<Term<Challenge>> = points_for_mat
+                .iter()
+                .zip(openings_for_mat)
+                .enumerate()
+                .map(|(point_index, (&point, openings))| {
                     let rescale = alpha.exp_u64((point_index * width) as u64);
-                    rows.for_each(|((&reduced_row, ro), &inv_denom)| {
-                        *ro += (weighted_openings - rescale * reduced_row) * inv_denom;
-                    });
+                    let reduced: Challenge = dot_product(alpha.powers(), openings.iter().copied());
+                    (point, offset * rescale * reduced, rescale)
+                })
+                .collect();
+            num_reduced[log_height] += width * points_for_mat.len();
+            // `offset * (f_0(x) + alpha f_1(x) + ...)`: the row's combination.
+            let powers: Vec<Challenge> = alpha_powers[..width].iter().map(|&p| p * offset).collect();
+
+            // The whole sum on the device, where the matrix's LDE is there and the backend reduces.
+            if let Some(d) = mat.device
+                && pcs.reduces(d.0)
+                && device_reduced[log_height].as_ref().is_none_or(|sum| std::ptr::eq(sum.backend, d.0))
+            {
+                let _span = tracing::debug_span!("open: reduction").entered();
+                let slot = &mut device_reduced[log_height];
+                let acc = slot.as_mut().map(|sum| &mut sum.acc);
+                match reduce_on_device(d, mat, &powers, &terms, acc) {
+                    Ok(None) => {}
+                    Ok(Some(acc)) => *slot = Some(DeviceSum { backend: d.0, acc, mats: vec![] }),
+                    Err(e) => {
+                        pcs.counters.device_errors.fetch_add(1, Ordering::Relaxed);
+                        pcs.counters.host_openings.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(
+                            "plonky3-adapter: {} reduced openings failed: {e}; reducing that matrix on the host",
+                            d.0.info().backend
+                        );
+                        // The height's device sum may hold part of this matrix: its matrices go
+                        // to the host too.
+                        let out = reduced_openings[log_height].get_or_insert_with(|| Challenge::zero_vec(height));
+                        for (m, p, t, o) in slot.take().map_or(vec![], |sum| sum.mats) {
+                            host.reduce(m, &p, &t, &packed_alpha_powers, o, out, false);
+                        }
+                        host.reduce(mat, &powers, &terms, &packed_alpha_powers, offset, out, false);
+                        continue;
+                    }
                 }
-                num_reduced[log_height] += width;
+                pcs.counters.device_openings.fetch_add(1, Ordering::Relaxed);
+                pcs.counters.device_reductions.fetch_add(1, Ordering::Relaxed);
+                if let Some(sum) = slot {
+                    sum.mats.push((mat, powers, terms, offset));
+                }
+                continue;
+            }
+            let out = reduced_openings[log_height].get_or_insert_with(|| Challenge::zero_vec(height));
+            host.reduce(mat, &powers, &terms, &packed_alpha_powers, offset, out, true);
+        }
+    }
+    // The device's sums in Plonky3's bit-reversed order, added to the host's; a sum that cannot
+    // come down is reduced again on the host.
+    for (log_height, sum) in device_reduced.into_iter().enumerate() {
+        let Some(DeviceSum { backend, acc, mats }) = sum else { continue };
+        let _span = tracing::debug_span!("open: reduction download").entered();
+        let slot = &mut reduced_openings[log_height];
+        match download_bit_reversed::<B, Challenge>(backend, &acc, 1 << log_height) {
+            Ok(device) => match slot {
+                Some(host) => host.par_iter_mut().zip(device.par_iter()).for_each(|(h, &d)| *h += d),
+                None => *slot = Some(device),
+            },
+            Err(e) => {
+                let out = slot.get_or_insert_with(|| Challenge::zero_vec(1 << log_height));
+                pcs.counters.device_errors.fetch_add(1, Ordering::Relaxed);
+                pcs.counters.host_openings.fetch_add(mats.len(), Ordering::Relaxed);
+                tracing::warn!(
+                    "plonky3-adapter: {} reduced openings could not come down: {e}; reducing them on the host",
+                    backend.info().backend
+                );
+                for (mat, powers, terms, offset) in &mats {
+                    host.reduce(mat, powers, terms, &packed_alpha_powers, *offset, out, false);
+                }
             }
         }
     }
@@ -261,6 +310,139 @@ where
     };
     transcript.finish();
     Ok((all_opened_values, fri_proof))
+}
+
+/// One opening point of a matrix in the reduction: the point `z`, its weighted claimed openings
+/// `y` and the rescaling `s` of the row's combination; the row's term is `(y - s v) / (z - x)`.
+type Term<Challenge> = (Challenge, Challenge, Challenge);
+
+/// A height's sum reduced on the device: its backend, the accumulator (natural order) and the
+/// matrices in it, each with its combination's powers, its terms and its offset.
+struct DeviceSum<'m, 'r, B: Backend, Challenge> {
+    backend: &'r B,
+    acc: B::Buffer,
+    mats: Vec<(&'m Opened<'r, B>, Vec<Challenge>, Vec<Term<Challenge>>, Challenge)>,
+}
+
+/// The host's side of the reduction: `TwoAdicFriPcs::open`'s loop for one matrix, its rows'
+/// combinations on the device where it can.
+struct HostReduction<'a, 'r, B: Backend, FriMmcs, H: MmcsHash, Challenge> {
+    pcs: &'a BackendPcs<B, FriMmcs, H>,
+    rounds: &'a [Round<'r, B, Challenge>],
+    log_global_max_height: usize,
+    /// The whole inverse denominators, computed on first use where only their low part was.
+    whole_denoms: &'a mut Option<Vec<(Challenge, Vec<Challenge>)>>,
+}
+
+impl<B: Backend + 'static, FriMmcs, H: MmcsHash, Challenge: ExtensionField<Goldilocks>>
+    HostReduction<'_, '_, B, FriMmcs, H, Challenge>
+{
+    /// Adds `mat`'s terms at every row to `out` (bit-reversed order), the rows' combinations on
+    /// the device where `products` and the matrix's LDE is there.
+    #[allow(clippy::too_many_arguments)] // TwoAdicFriPcs::open's loop state for one matrix.
+    fn reduce(
+        &mut self,
+        mat: &Opened<'_, B>,
+        powers: &[Challenge],
+        terms: &[Term<Challenge>],
+        packed_alpha_powers: &[Challenge::ExtensionPacking],
+        offset: Challenge,
+        out: &mut [Challenge],
+        products: bool,
+    ) {
+        let span = tracing::debug_span!("open: row reduction").entered();
+        let device =
+            mat.device.filter(|_| products).and_then(|d| device_try(self.pcs, d.0, || compressed_rows(d, mat, powers)));
+        let mat_compressed = device.unwrap_or_else(|| {
+            let offset_alpha_powers: Vec<_> = packed_alpha_powers
+                [..mat.width.div_ceil(<Goldilocks as p3_field::Field>::Packing::WIDTH)]
+                .iter()
+                .map(|&power| power * offset)
+                .collect();
+            (mat.host)().rowwise_packed_dot_product::<Challenge>(&offset_alpha_powers).collect()
+        });
+        drop(span);
+        let _span = tracing::debug_span!("open: quotients").entered();
+        let (rounds, log_max) = (self.rounds, self.log_global_max_height);
+        let inv_denoms = self.whole_denoms.get_or_insert_with(|| inverse_denominators(rounds, log_max, 0));
+        for (point_index, &(point, weighted_openings, rescale)) in terms.iter().enumerate() {
+            let rows = mat_compressed.par_iter().zip(out.par_iter_mut()).zip(lookup(inv_denoms, point).par_iter());
+            if point_index == 0 {
+                rows.for_each(|((&reduced_row, ro), &inv_denom)| {
+                    *ro += (weighted_openings - reduced_row) * inv_denom;
+                });
+            } else {
+                rows.for_each(|((&reduced_row, ro), &inv_denom)| {
+                    *ro += (weighted_openings - rescale * reduced_row) * inv_denom;
+                });
+            }
+        }
+    }
+}
+
+/// `mat`'s terms at every row of its device LDE ([`Backend::reduce_openings`], in calls of up to
+/// [`MAX_REDUCTION_POINTS`] points), added to `acc` where given (then `None` comes back), into a
+/// new accumulator otherwise.
+fn reduce_on_device<B: Backend, Challenge: ExtensionField<Goldilocks>>(
+    (backend, lde, col): (&B, &DeviceLde<B>, usize),
+    mat: &Opened<'_, B>,
+    powers: &[Challenge],
+    terms: &[Term<Challenge>],
+    mut acc: Option<&mut B::Buffer>,
+) -> backend_api::Result<Option<B::Buffer>> {
+    let dim = dimension::<Challenge>()?;
+    if dim > MAX_EXTENSION_DEGREE || lde.shape.rows() != mat.height {
+        return Err(backend_api::Error::Unsupported { backend: backend.info().backend, op: "reduce_openings" });
+    }
+    let cols = lde.shape.cols();
+    let mut coeffs = vec![0u64; dim * cols];
+    for (c, p) in powers.iter().enumerate() {
+        for (t, x) in p.as_basis_coefficients_slice().iter().enumerate() {
+            coeffs[t * cols + col + c] = x.as_canonical_u64();
+        }
+    }
+    let points: Vec<ReductionPoint> = terms
+        .iter()
+        .map(|&(z, y, rescale)| {
+            let (z, s) = (crate::fri::multiplication_matrix(z), crate::fri::multiplication_matrix(rescale));
+            ReductionPoint::new(&z, &coordinates(y), &s)
+        })
+        .collect::<backend_api::Result<_>>()?;
+    let mut fresh = None;
+    for (k, chunk) in points.chunks(MAX_REDUCTION_POINTS).enumerate() {
+        let accumulate = acc.is_some() || k > 0;
+        let target = match acc.as_deref_mut() {
+            Some(a) => a,
+            None => fresh.get_or_insert(backend.alloc(lde.shape.rows() * dim)?),
+        };
+        let call = ReductionCall {
+            coeffs: &coeffs,
+            shift: Goldilocks::GENERATOR.as_canonical_u64(),
+            points: chunk,
+            accumulate,
+        };
+        backend.reduce_openings(&lde.buffer, lde.shape, &call, target)?;
+    }
+    Ok(fresh)
+}
+
+/// The `rows x DIMENSION` natural-order accumulator `acc` in bit-reversed row order, downloaded.
+fn download_bit_reversed<B: Backend, Challenge: ExtensionField<Goldilocks>>(
+    backend: &B,
+    acc: &B::Buffer,
+    rows: usize,
+) -> backend_api::Result<Vec<Challenge>> {
+    let dim = dimension::<Challenge>()?;
+    let shape = MatrixShape::new(rows, dim)?;
+    let mut reversed = backend.alloc(shape.len())?;
+    backend.bit_reversed_rows(acc, 0, shape, 0..rows, &mut reversed, 0)?;
+    let words = backend.download_vec(&reversed)?;
+    Ok(words.chunks_exact(dim).map(|w| from_coordinates::<Challenge>(|d| w[d])).collect())
+}
+
+/// The canonical coordinates of `x`.
+fn coordinates<Challenge: ExtensionField<Goldilocks>>(x: Challenge) -> Vec<u64> {
+    x.as_basis_coefficients_slice().iter().map(|c| c.as_canonical_u64()).collect()
 }
 
 /// `f()` on the device, counted; after an error (or for a challenge field wider than one call
@@ -406,11 +588,16 @@ fn bit_reversed_coset(log_n: usize) -> Vec<Goldilocks> {
 }
 
 /// `TwoAdicFriPcs`'s `compute_inverse_denominators`: for each opening point `z`, `1 / (z - x)`
-/// for `x` in the bit-reversed coset of the tallest matrix opened at `z`.
+/// for `x` in the bit-reversed coset of the tallest matrix opened at `z` (of at most
+/// `2^log_max_height` points), or only the first `2^-cut` of them (the bit-reversed coset of the
+/// subgroup `2^cut` times smaller).
 fn inverse_denominators<B: Backend, Challenge: ExtensionField<Goldilocks>>(
     rounds: &[Round<'_, B, Challenge>],
-    coset: &[Goldilocks],
+    log_max_height: usize,
+    cut: usize,
 ) -> Vec<(Challenge, Vec<Challenge>)> {
+    // The coset `gH` of the largest height, bit-reversed: its first `2^i` points are `gK`, `|K| = 2^i`.
+    let coset = bit_reversed_coset(log_max_height - cut);
     let mut max_log_height: Vec<(Challenge, usize)> = Vec::new();
     for (mats, points) in rounds {
         for (mat, points_for_mat) in mats.iter().zip(points.iter()) {
@@ -426,7 +613,7 @@ fn inverse_denominators<B: Backend, Challenge: ExtensionField<Goldilocks>>(
     max_log_height
         .into_iter()
         .map(|(z, log_height)| {
-            let diffs: Vec<Challenge> = coset[..1 << log_height].par_iter().map(|&x| z - x).collect();
+            let diffs: Vec<Challenge> = coset[..1 << (log_height - cut)].par_iter().map(|&x| z - x).collect();
             (z, batch_multiplicative_inverse(&diffs))
         })
         .collect()

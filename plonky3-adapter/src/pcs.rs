@@ -51,6 +51,10 @@ pub struct PcsStats {
     pub device_openings: usize,
     /// Products of the openings that failed on the device and were computed on the host.
     pub host_openings: usize,
+    /// Matrices whose share of FRI's input (their reduced openings, [`Backend::reduce_openings`])
+    /// was computed on the device, over the LDE a fused commit kept; counted in
+    /// `device_openings` too.
+    pub device_reductions: usize,
     /// Fused commits the memory admission refused or timed out (each then went the stock way).
     pub admission_refusals: usize,
     /// FRI commit-phase rounds folded on the device ([`crate::BackendExtensionMmcs`] as the FRI
@@ -81,6 +85,7 @@ impl PcsStats {
         device_errors: 0,
         device_openings: 0,
         host_openings: 0,
+        device_reductions: 0,
         admission_refusals: 0,
         device_fri_rounds: 0,
         host_fri_rounds: 0,
@@ -142,6 +147,7 @@ pub(crate) struct Counters {
     pub(crate) device_errors: AtomicUsize,
     pub(crate) device_openings: AtomicUsize,
     pub(crate) host_openings: AtomicUsize,
+    pub(crate) device_reductions: AtomicUsize,
     pub(crate) admission_refusals: AtomicUsize,
     pub(crate) device_fri_rounds: AtomicUsize,
     pub(crate) host_fri_rounds: AtomicUsize,
@@ -207,6 +213,8 @@ pub struct BackendPcs<B: Backend, FriMmcs, H: MmcsHash = Keccak256> {
     /// Whether the MMCS's backend implements the opening products (asked once, on the first
     /// fused commit).
     products: Arc<OnceLock<bool>>,
+    /// Whether the backend reduces openings ([`Backend::reduce_openings`]), probed once.
+    reductions: Arc<OnceLock<bool>>,
     /// Whether fused commits keep their LDE on the device for the openings.
     device_openings: bool,
     /// The device memory admission fused commits go through, if any.
@@ -228,6 +236,7 @@ impl<B: Backend, FriMmcs: Clone, H: MmcsHash> Clone for BackendPcs<B, FriMmcs, H
             log_blowup: self.log_blowup,
             counters: Arc::clone(&self.counters),
             products: Arc::clone(&self.products),
+            reductions: Arc::clone(&self.reductions),
             device_openings: self.device_openings,
             admission: self.admission.clone(),
             on_refusal: self.on_refusal,
@@ -265,6 +274,7 @@ impl<B: Backend, FriMmcs: Clone, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
             log_blowup,
             counters: Arc::default(),
             products: Arc::default(),
+            reductions: Arc::default(),
             device_openings: true,
             admission: None,
             on_refusal: OnRefusal::default(),
@@ -345,6 +355,7 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
             device_errors: c.device_errors.load(Ordering::Relaxed),
             device_openings: c.device_openings.load(Ordering::Relaxed),
             host_openings: c.host_openings.load(Ordering::Relaxed),
+            device_reductions: c.device_reductions.load(Ordering::Relaxed),
             admission_refusals: c.admission_refusals.load(Ordering::Relaxed),
             device_fri_rounds: c.device_fri_rounds.load(Ordering::Relaxed),
             host_fri_rounds: c.host_fri_rounds.load(Ordering::Relaxed),
@@ -396,6 +407,30 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
                 Err(e) => {
                     tracing::warn!(
                         "plonky3-adapter: {} opening products unusable ({e}); openings run on the host",
+                        backend.info().backend
+                    );
+                    false
+                }
+            }
+        })
+    }
+
+    /// Whether `backend` reduces openings ([`Backend::reduce_openings`]), probed once with a
+    /// one-row call; a backend without it, or whose probe fails (with a warning), has its
+    /// openings reduced on the host.
+    pub(crate) fn reduces(&self, backend: &B) -> bool {
+        *self.reductions.get_or_init(|| {
+            let probe = backend_api::ReductionPoint::new(&[2], &[1], &[1]).and_then(|point| {
+                let (one, mut acc) = (backend.upload(&[1])?, backend.alloc(1)?);
+                let call = backend_api::ReductionCall { coeffs: &[1], shift: 7, points: &[point], accumulate: false };
+                backend.reduce_openings(&one, MatrixShape::new(1, 1)?, &call, &mut acc)
+            });
+            match probe {
+                Ok(()) => true,
+                Err(e) if e.is_unsupported() => false,
+                Err(e) => {
+                    tracing::warn!(
+                        "plonky3-adapter: {} reduced openings unusable ({e}); they are reduced on the host",
                         backend.info().backend
                     );
                     false

@@ -86,6 +86,7 @@ fn same_commit<B: Backend + 'static>(
         device_errors: after.device_errors - before.device_errors,
         device_openings: after.device_openings - before.device_openings,
         host_openings: after.host_openings - before.host_openings,
+        device_reductions: after.device_reductions - before.device_reductions,
         admission_refusals: after.admission_refusals - before.admission_refusals,
         device_fri_rounds: after.device_fri_rounds - before.device_fri_rounds,
         host_fri_rounds: after.host_fri_rounds - before.host_fri_rounds,

@@ -120,6 +120,7 @@ fn fused_proofs_are_stock<B: backend_api::Backend + 'static>(
     fibonacci: &[(usize, usize)],
     keccak: &[usize],
     products: bool,
+    reductions: bool,
 ) {
     use common::stark::{FibonacciAir, config, fibonacci_trace, fused_config, keccak_trace, prove_checked};
     use p3_uni_stark::StarkGenericConfig;
@@ -150,6 +151,9 @@ fn fused_proofs_are_stock<B: backend_api::Backend + 'static>(
         + keccak.len() * device_openings_per_proof(KECCAK_CHUNKS);
     let openings = if products { per_proof } else { 0 };
     assert_eq!(stats.device_openings, openings, "{stats:?}");
+    // FRI's input from every matrix (the trace and each quotient chunk) on the device.
+    let matrices = fibonacci.len() * (1 + FIBONACCI_CHUNKS) + keccak.len() * (1 + KECCAK_CHUNKS);
+    assert_eq!(stats.device_reductions, if reductions { matrices } else { 0 }, "{stats:?}");
     // Every FRI round folded on the device: a proof of 2^k LDE rows and a constant final
     // polynomial folds k times.
     assert!(stats.device_fri_rounds >= proofs && stats.host_fri_rounds == 0, "{stats:?}");
@@ -173,12 +177,12 @@ fn host_fri_folds_give_the_same_proofs() {
 
 #[test]
 fn cpu_backend_fused_pcs_proofs_are_byte_identical_to_stock() {
-    fused_proofs_are_stock(Arc::new(CpuBackend::new()), &FIBONACCI, &KECCAK_HASHES, true);
+    fused_proofs_are_stock(Arc::new(CpuBackend::new()), &FIBONACCI, &KECCAK_HASHES, true, true);
 }
 
 #[test]
 fn toy_port_fused_pcs_proofs_are_byte_identical_to_stock() {
-    fused_proofs_are_stock(Arc::new(toy_backend::ToyBackend::new()), &FIBONACCI[..2], &KECCAK_HASHES[..1], true);
+    fused_proofs_are_stock(Arc::new(toy_backend::ToyBackend::new()), &FIBONACCI[..2], &KECCAK_HASHES[..1], true, true);
 }
 
 #[cfg(feature = "wgpu")]
@@ -186,7 +190,8 @@ fn toy_port_fused_pcs_proofs_are_byte_identical_to_stock() {
 fn wgpu_backend_fused_pcs_proofs_are_byte_identical_to_stock() {
     use backend_wgpu::{WgpuBackend, WgpuOptions};
     match WgpuBackend::new(WgpuOptions { allow_software: true, ..Default::default() }) {
-        Ok(b) => fused_proofs_are_stock(Arc::new(b), &FIBONACCI, &KECCAK_HASHES[..1], true),
+        // wgpu has no reduce_openings: the rows' combinations on the device, the rest on the host.
+        Ok(b) => fused_proofs_are_stock(Arc::new(b), &FIBONACCI, &KECCAK_HASHES[..1], true, false),
         Err(e) => common::skip("plonky3_adapter proof::wgpu fused", e, "REQUIRE_WGPU"),
     }
 }
@@ -196,7 +201,7 @@ fn wgpu_backend_fused_pcs_proofs_are_byte_identical_to_stock() {
 fn cuda_backend_fused_pcs_proofs_are_byte_identical_to_stock() {
     use backend_cuda::CudaBackend;
     match BackendDft::<CudaBackend>::default().backend() {
-        Ok(b) => fused_proofs_are_stock(b, &[(1, 1 << 10), (8, 1 << 14)], &KECCAK_HASHES, true),
+        Ok(b) => fused_proofs_are_stock(b, &[(1, 1 << 10), (8, 1 << 14)], &KECCAK_HASHES, true, true),
         Err(reason) => common::skip("plonky3_adapter proof::cuda fused", &reason, "REQUIRE_CUDA"),
     }
 }
@@ -254,11 +259,14 @@ fn cuda_backend_fused_poseidon2_proofs_are_byte_identical_to_stock() {
     }
 }
 
-/// A port whose opening products fail on every matrix taller than one row (the one-element probe
-/// that decides whether a fused commit keeps its LDE passes), and whose FRI fold fails once the
+/// A port whose opening products and reduced openings fail on every matrix taller than one row
+/// (the one-row probes that decide whether a fused commit keeps its LDE, and whether openings are
+/// reduced on the device, pass), and whose FRI fold fails once the
 /// folded vector is 16 words or shorter (a device error in the middle of FRI's commit phase): the
 /// toy port otherwise.
-struct FailingProducts(toy_backend::ToyBackend);
+/// With `.1` (`only_sums`), only the reduced openings that add to an earlier sum fail: a height's
+/// first matrix is reduced on the device, the next one fails.
+struct FailingProducts(toy_backend::ToyBackend, bool);
 
 mod failing_products {
     use backend_api::{
@@ -372,6 +380,19 @@ mod failing_products {
             // SAFETY: our contract, for the backend this one wraps (its buffers and tracker are ours).
             unsafe { RawBackend::column_dot_products(&self.0, m, shape, rows, weights, out) }
         }
+        unsafe fn reduce_openings(
+            &self,
+            m: &ToyBuffer,
+            shape: MatrixShape,
+            call: &backend_api::ReductionCall<'_>,
+            acc: &mut ToyBuffer,
+        ) -> Result<()> {
+            if !self.1 || call.accumulate {
+                refused(shape)?;
+            }
+            // SAFETY: our contract, for the backend this one wraps (its buffers and tracker are ours).
+            unsafe { RawBackend::reduce_openings(&self.0, m, shape, call, acc) }
+        }
         unsafe fn fri_fold(
             &self,
             input: &ToyBuffer,
@@ -393,7 +414,12 @@ mod failing_products {
 
     // Keeps the type's constructor next to its implementation.
     pub(super) fn new() -> FailingProducts {
-        FailingProducts(ToyBackend::new())
+        FailingProducts(ToyBackend::new(), false)
+    }
+
+    /// Only the reduced openings that add to an earlier sum fail.
+    pub(super) fn failing_sums() -> FailingProducts {
+        FailingProducts(ToyBackend::new(), true)
     }
 }
 
@@ -411,13 +437,33 @@ fn failed_opening_products_fall_back_to_the_host_with_the_same_proof() {
     let want = prove_checked(&config(Radix2DitParallel::default()), &air, trace.clone(), &public);
     assert_eq!(prove_checked(&ours, &air, trace, &public), want);
     let stats = ours.pcs().stats();
-    assert_eq!((stats.fused_commits, stats.device_openings), (1, 0), "{stats:?}");
+    assert_eq!((stats.fused_commits, stats.device_openings, stats.device_reductions), (1, 0, 0), "{stats:?}");
     assert_eq!(
         (stats.host_openings, stats.device_errors),
         (device_openings_per_proof(FIBONACCI_CHUNKS), device_openings_per_proof(FIBONACCI_CHUNKS) + 1),
         "{stats:?}"
     );
     assert!(stats.device_fri_rounds >= 1 && stats.host_fri_rounds >= 1, "{stats:?}");
+}
+
+/// A height's reduced openings that fail on the device after an earlier matrix's succeeded (the
+/// quotient chunk's, added to the trace's sum) are reduced again on the host, the earlier
+/// matrix's included (the device sum may hold part of the failed call): the proof is the stock
+/// proof's bytes.
+#[test]
+fn a_failed_reduction_after_a_successful_one_reduces_both_on_the_host() {
+    use common::stark::{FibonacciAir, config, fibonacci_trace, fused_config, prove_checked};
+    use p3_uni_stark::StarkGenericConfig;
+    let backend = Arc::new(failing_products::failing_sums());
+    let ours = fused_config(BackendDft::new(Arc::clone(&backend)), BackendMmcs::new(backend, 0));
+    let air = FibonacciAir { pairs: 2 };
+    let (trace, public) = fibonacci_trace(2, 1 << 6);
+    let want = prove_checked(&config(Radix2DitParallel::default()), &air, trace.clone(), &public);
+    assert_eq!(prove_checked(&ours, &air, trace, &public), want);
+    let stats = ours.pcs().stats();
+    // The trace's reduction succeeded (and was redone on the host), the chunk's failed; the
+    // evaluations' products (one call per matrix) fail as in the port's other mode.
+    assert_eq!((stats.device_reductions, stats.host_openings), (1, 1 + (1 + FIBONACCI_CHUNKS)), "{stats:?}");
 }
 
 /// A fused commit that the memory admission refuses, under `OnRefusal::Fail`, fails the proof

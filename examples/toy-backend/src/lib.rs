@@ -166,6 +166,17 @@ impl backend_api::RawBackend for ToyBackend {
         Ok(())
     }
 
+    unsafe fn reduce_openings(
+        &self,
+        matrix: &ToyBuffer,
+        shape: MatrixShape,
+        call: &backend_api::ReductionCall<'_>,
+        acc: &mut ToyBuffer,
+    ) -> Result<()> {
+        open::reduce_openings(matrix.as_slice(), shape, call, acc.as_mut_slice());
+        Ok(())
+    }
+
     unsafe fn quotient_values(
         &self,
         lde: &ToyBuffer,

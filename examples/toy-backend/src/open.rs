@@ -1,8 +1,8 @@
-//! The opening products and FRI's fold: plain loops over backend-api's field arithmetic, one field operation at
+//! The opening products, FRI's fold and its input (the reduced openings): plain loops over backend-api's field arithmetic, one field operation at
 //! a time (the front validated every argument first).
 
 use backend_api::field::{add, bit_reverse, inverse, mul, pow, root_of_unity, sub};
-use backend_api::{MatrixShape, RowStride};
+use backend_api::{MatrixShape, ReductionCall, RowStride};
 
 /// [`backend_api::Backend::row_dot_products`] over a host slice.
 pub(crate) fn row_dot_products(matrix: &[u64], shape: MatrixShape, coeffs: &[u64], out: &mut [u64]) {
@@ -55,5 +55,33 @@ pub(crate) fn fri_fold(input: &[u64], beta: &[u64], addend: Option<(&[u64], &[u6
             }
             out[i * d + r] = o;
         }
+    }
+}
+
+/// [`backend_api::Backend::reduce_openings`] over host slices: at row `j`, `x = shift * w^j`; per
+/// point, `u = y - S v` and `-adj(x I - Z)(x) u / chi(x)`, the adjugate's matrices summed by
+/// powers of `x`.
+pub(crate) fn reduce_openings(matrix: &[u64], shape: MatrixShape, call: &ReductionCall<'_>, acc: &mut [u64]) {
+    let (cols, d) = (shape.cols(), call.degree());
+    let w = root_of_unity(shape.rows().trailing_zeros());
+    let times = |m: &[u64], v: &[u64], r: usize| (0..d).fold(0, |s, c| add(s, mul(m[r * d + c], v[c])));
+    for (j, (row, out)) in matrix.chunks(cols).zip(acc.chunks_mut(d)).enumerate() {
+        let x = mul(call.shift, pow(w, j as u64));
+        let v: Vec<u64> =
+            call.coeffs.chunks(cols).map(|c| row.iter().zip(c).fold(0, |s, (&a, &b)| add(s, mul(a, b)))).collect();
+        let mut sum: Vec<u64> = out.iter().map(|&a| if call.accumulate { add(a, 0) } else { 0 }).collect();
+        for point in call.points {
+            let u: Vec<u64> = (0..d).map(|r| sub(point.value()[r], times(point.rescale(), &v, r))).collect();
+            let chi = point.charpoly().iter().rev().fold(1, |s, &c| add(mul(s, x), c));
+            let factor = sub(0, inverse(chi));
+            let mut x_k = 1;
+            for b in point.adjugate().chunks(d * d) {
+                for (r, s) in sum.iter_mut().enumerate() {
+                    *s = add(*s, mul(mul(factor, x_k), times(b, &u, r)));
+                }
+                x_k = mul(x_k, x);
+            }
+        }
+        out.copy_from_slice(&sum);
     }
 }
