@@ -210,7 +210,9 @@ fn fold_on_device<B: Backend, EF: ExtensionField<Goldilocks>>(
 
 /// `p3_fri::prover::prove_fri` (0.9.0-rc.2) for [`crate::BackendPcs`]'s openings, with the FRI
 /// MMCS `fri` (the parameters' own, downcast): the commit phase folds and commits on `fri`'s
-/// backend, the query phase is `prove_fri`'s.
+/// backend, the query phase is `prove_fri`'s. `first_on_device`, where given on `fri`'s backend
+/// instance, holds the first input's words already (the openings reduced there): it is not
+/// uploaded again.
 ///
 /// # Errors
 /// `prove_fri`'s: an input too short for the final polynomial.
@@ -223,6 +225,7 @@ pub(crate) fn prove<B, H, EF, FriMmcs, Challenger>(
     fri: &BackendExtensionMmcs<B, EF, H>,
     params: &FriParameters<FriMmcs>,
     inputs: Vec<Vec<EF>>,
+    first_on_device: Option<(&B, B::Buffer)>,
     challenger: &mut Challenger,
     log_global_max_height: usize,
     requests: &[Request<'_, B, H, EF>],
@@ -268,13 +271,16 @@ where
     let d = EF::DIMENSION;
     let mut inputs = inputs.into_iter().peekable();
     let first = EF::flatten_to_base(inputs.next().expect("inputs"));
-    let mut device = backend
-        .upload(as_words(&first))
-        .map_err(|e| {
-            counters.device_errors.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!("plonky3-adapter: uploading FRI's first input failed: {e}; folding on the host");
-        })
-        .ok();
+    let mut device = match first_on_device {
+        Some((b, buf)) if std::ptr::eq(b, backend) && buf.len() == first.len() => Some(buf),
+        _ => backend
+            .upload(as_words(&first))
+            .map_err(|e| {
+                counters.device_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!("plonky3-adapter: uploading FRI's first input failed: {e}; folding on the host");
+            })
+            .ok(),
+    };
     let mut folded: Vec<EF> = EF::reconstitute_from_base(first);
     let (mut commits, mut data, mut pow_witnesses) = (vec![], Vec::<LayerData<B, EF, H>>::new(), vec![]);
     for &log_arity in &log_arities {

@@ -248,15 +248,22 @@ where
         }
     }
     // The device's sums in Plonky3's bit-reversed order, added to the host's; a sum that cannot
-    // come down is reduced again on the host.
+    // come down is reduced again on the host. The tallest height's, where it is the whole sum,
+    // stays on the device as FRI's first input.
+    let mut first_input: Option<(&B, B::Buffer)> = None;
     for (log_height, sum) in device_reduced.into_iter().enumerate() {
         let Some(DeviceSum { backend, acc, mats }) = sum else { continue };
         let _span = tracing::debug_span!("open: reduction download").entered();
         let slot = &mut reduced_openings[log_height];
         match download_bit_reversed::<B, Challenge>(backend, &acc, 1 << log_height) {
-            Ok(device) => match slot {
+            Ok((device, reversed)) => match slot {
                 Some(host) => host.par_iter_mut().zip(device.par_iter()).for_each(|(h, &d)| *h += d),
-                None => *slot = Some(device),
+                None => {
+                    *slot = Some(device);
+                    if log_height == log_global_max_height {
+                        first_input = Some((backend, reversed));
+                    }
+                }
             },
             Err(e) => {
                 let out = slot.get_or_insert_with(|| Challenge::zero_vec(1 << log_height));
@@ -282,6 +289,7 @@ where
                 fri_mmcs,
                 fri,
                 fri_input,
+                first_input,
                 challenger,
                 log_global_max_height,
                 &requests,
@@ -426,18 +434,19 @@ fn reduce_on_device<B: Backend, Challenge: ExtensionField<Goldilocks>>(
     Ok(fresh)
 }
 
-/// The `rows x DIMENSION` natural-order accumulator `acc` in bit-reversed row order, downloaded.
+/// The `rows x DIMENSION` natural-order accumulator `acc` in bit-reversed row order: downloaded,
+/// and the device buffer that holds it.
 fn download_bit_reversed<B: Backend, Challenge: ExtensionField<Goldilocks>>(
     backend: &B,
     acc: &B::Buffer,
     rows: usize,
-) -> backend_api::Result<Vec<Challenge>> {
+) -> backend_api::Result<(Vec<Challenge>, B::Buffer)> {
     let dim = dimension::<Challenge>()?;
     let shape = MatrixShape::new(rows, dim)?;
     let mut reversed = backend.alloc(shape.len())?;
     backend.bit_reversed_rows(acc, 0, shape, 0..rows, &mut reversed, 0)?;
     let words = backend.download_vec(&reversed)?;
-    Ok(words.chunks_exact(dim).map(|w| from_coordinates::<Challenge>(|d| w[d])).collect())
+    Ok((words.chunks_exact(dim).map(|w| from_coordinates::<Challenge>(|d| w[d])).collect(), reversed))
 }
 
 /// The canonical coordinates of `x`.
