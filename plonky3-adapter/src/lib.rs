@@ -41,7 +41,8 @@
 //!   pass: the trace goes up once and the LDE comes down once, into the host copy the quotient
 //!   reads, instead of coming down from the DFT and going up again for the MMCS. Where the
 //!   backend has the opening products, the LDE also stays on the device and the openings'
-//!   evaluations and row reductions run there.
+//!   evaluations and row reductions run there; where it also reduces openings
+//!   ([`backend_api::Backend::reduce_openings`]), FRI's whole input is summed there.
 //!
 //! # Use from Plonky3
 //!
