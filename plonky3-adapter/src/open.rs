@@ -445,8 +445,9 @@ fn download_bit_reversed<B: Backend, Challenge: ExtensionField<Goldilocks>>(
     let shape = MatrixShape::new(rows, dim)?;
     let mut reversed = backend.alloc(shape.len())?;
     backend.bit_reversed_rows(acc, 0, shape, 0..rows, &mut reversed, 0)?;
-    let words = backend.download_vec(&reversed)?;
-    Ok((words.chunks_exact(dim).map(|w| from_coordinates::<Challenge>(|d| w[d])).collect(), reversed))
+    // Canonical words (the operation's outputs), taken as the field's without a pass over them.
+    let words = crate::convert::into_field_vec(backend.download_vec(&reversed)?);
+    Ok((Challenge::reconstitute_from_base(words), reversed))
 }
 
 /// The canonical coordinates of `x`.
