@@ -329,8 +329,11 @@ type Term<Challenge> = (Challenge, Challenge, Challenge);
 struct DeviceSum<'m, 'r, B: Backend, Challenge> {
     backend: &'r B,
     acc: B::Buffer,
-    mats: Vec<(&'m Opened<'r, B>, Vec<Challenge>, Vec<Term<Challenge>>, Challenge)>,
+    mats: Vec<Summed<'m, 'r, B, Challenge>>,
 }
+
+/// A matrix in a [`DeviceSum`]: the matrix, its combination's powers, its terms and its offset.
+type Summed<'m, 'r, B, Challenge> = (&'m Opened<'r, B>, Vec<Challenge>, Vec<Term<Challenge>>, Challenge);
 
 /// The host's side of the reduction: `TwoAdicFriPcs::open`'s loop for one matrix, its rows'
 /// combinations on the device where it can.
