@@ -17,6 +17,18 @@ use commit::memory::MemoryModel;
 use commit::{CommitParams, NoProgress, TraceInput};
 use conformance::parity::{self, CASES, Probe};
 
+/// `real_out_of_memory_during_a_commit` fills the device but for a few hundred megabytes, and the
+/// other tests of this binary run beside it on other threads: they would meet its out-of-memory
+/// (an H100 run saw `commit_parity_small` refused 20 KiB with 33 MB free). It holds this lock for
+/// writing, every other test for reading.
+static DEVICE_MEMORY: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// A shared hold on the device's memory (see [`DEVICE_MEMORY`]); a panicked test's lock is still
+/// a lock.
+fn share_device() -> std::sync::RwLockReadGuard<'static, ()> {
+    DEVICE_MEMORY.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn cuda_or_skip(test: &str) -> Option<CudaBackend> {
     parity::or_skip(
         CudaOptions::from_env().and_then(|o| CudaBackend::open(0, o)),
@@ -68,6 +80,7 @@ fn report_memory(what: &str, model: &MemoryModel, peak: usize, pool_high: usize,
 
 #[test]
 fn commit_parity_small() {
+    let _shared = share_device();
     let Some(cuda) = cuda_or_skip("commit_parity_small") else { return };
     // Production column count, small rows; a transpose with many blocks through a small cap is
     // covered by the conformance suite.
@@ -79,6 +92,7 @@ fn commit_parity_small() {
 #[test]
 #[ignore = "production shape: 2^21 x 316 at blowup 2, a 10.6 GB LDE; run with --include-ignored on a GPU"]
 fn commit_parity_production() {
+    let _shared = share_device();
     let Some(cuda) = cuda_or_skip("commit_parity_production") else { return };
     parity::compare(&cuda, "cuda", (1 << 21, 316, 2), &CASES[..4], Some(&mut CudaMemory::default()));
     assert_eq!(cuda.memory().live, 0, "the commits left device memory allocated");
@@ -89,6 +103,7 @@ fn commit_parity_production() {
 /// of the commit is made to fail in turn.
 #[test]
 fn commit_out_of_memory_frees_everything() {
+    let _shared = share_device();
     let Some(cuda) = cuda_or_skip("commit_out_of_memory_frees_everything") else { return };
     let shape = MatrixShape::new(1 << 8, 37).unwrap();
     let trace = commit::synthetic_trace(shape, 11);
@@ -126,6 +141,7 @@ fn commit_out_of_memory_frees_everything() {
 /// allocated is freed, and once the ballast is gone the same commit succeeds with the CPU's roots.
 #[test]
 fn real_out_of_memory_during_a_commit() {
+    let _alone = DEVICE_MEMORY.write().unwrap_or_else(std::sync::PoisonError::into_inner);
     let Some(cuda) = cuda_or_skip("real_out_of_memory_during_a_commit") else { return };
     let shape = MatrixShape::new(1 << 20, 64).unwrap();
     let trace = commit::synthetic_trace(shape, 12);
