@@ -330,6 +330,12 @@ mod tests {
         assert_eq!(p.adjugate(), &[sub(0, e), b, c, sub(0, a), 1, 0, 0, 1]);
         assert_eq!(p.words().len(), ReductionPoint::words_per_point(2));
         assert_eq!(p.words()[..2], [1, 2]);
+        // Every degree's words: 2d + d^2 + d^3.
+        for d in 1..=MAX_EXTENSION_DEGREE {
+            let q = ReductionPoint::new(&vec![1; d * d], &vec![2; d], &vec![3; d * d]).unwrap();
+            assert_eq!(q.words().len(), 2 * d + d * d + d * d * d);
+            assert_eq!(ReductionPoint::words_per_point(d), q.words().len());
+        }
     }
 
     #[test]
