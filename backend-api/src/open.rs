@@ -367,6 +367,14 @@ mod tests {
         assert!(matches!(check_call(shape, 24, &call, 15), Err(Error::LengthMismatch { .. })));
         let odd = MatrixShape::new(6, 3).unwrap();
         assert!(matches!(check_call(odd, 18, &call, 12), Err(Error::InvalidArgument(_))));
+        // Heights up to the field's two-adicity (lengths only: nothing is allocated).
+        let tall = |log: u32| {
+            let shape = MatrixShape::new(1 << log, 1).unwrap();
+            let one = [point(5)];
+            check_call(shape, 1 << log, &ReductionCall { coeffs: &[0, 0], points: &one, ..call }, 2 << log)
+        };
+        assert!(tall(32).is_ok());
+        assert!(matches!(tall(33), Err(Error::InvalidArgument(m)) if m.contains("up to 2^32")));
         let short = ReductionCall { coeffs: &coeffs[..5], ..call };
         assert!(matches!(check_call(shape, 24, &short, 16), Err(Error::LengthMismatch { .. })));
         let none = ReductionCall { points: &[], ..call };
