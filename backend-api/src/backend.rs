@@ -333,6 +333,23 @@ pub trait Backend: Send + Sync + sealed::Sealed {
     /// unspecified.
     fn coset_lde_from_host(&self, buf: &mut Self::Buffer, trace: &[u64], params: &LdeParams) -> Result<()>;
 
+    /// [`Backend::coset_lde_from_host`], and the row-major LDE it leaves in `buf` queued for
+    /// download as [`Backend::queue_download`] right after would queue it: the returned download
+    /// holds the same bytes. A backend may start the download of each part of the LDE as soon as
+    /// that part is final, while the upload and the extension of the rest still run (CUDA does,
+    /// column group by column group, on a stream of its own), so that a caller who wants the
+    /// extension in host memory too pays little more than the longer of the two transfers.
+    /// Later operations may modify `buf` without affecting the copy.
+    ///
+    /// # Errors
+    /// As [`Backend::coset_lde_from_host`] and [`Backend::queue_download`].
+    fn coset_lde_from_host_and_download(
+        &self,
+        buf: &mut Self::Buffer,
+        trace: &[u64],
+        params: &LdeParams,
+    ) -> Result<Self::Download>;
+
     /// The coset low-degree extension of a row-major `n x m` trace into a new row-major `N x m`
     /// buffer: the same bytes as [`Backend::coset_lde_in_place`], for a trace that already has a
     /// device buffer (the caller's, or a snapshot it keeps). `trace` is left unchanged. The
@@ -685,6 +702,18 @@ impl<T: RawBackend> Backend for T {
         crate::contract::coset_lde_from_host(self, buf, trace.len(), params)?;
         // SAFETY: the check above is the raw method's contract.
         unsafe { RawBackend::coset_lde_from_host(self, buf, trace, params) }
+    }
+
+    fn coset_lde_from_host_and_download(
+        &self,
+        buf: &mut Self::Buffer,
+        trace: &[u64],
+        params: &LdeParams,
+    ) -> Result<Self::Download> {
+        crate::contract::coset_lde_from_host(self, buf, trace.len(), params)?;
+        // SAFETY: the check above is the raw method's contract (the download reads the whole of
+        // the buffer just checked to be this instance's).
+        unsafe { RawBackend::coset_lde_from_host_and_download(self, buf, trace, params) }
     }
 
     fn coset_lde(&self, trace: &Self::Buffer, params: &LdeParams) -> Result<Self::Buffer> {

@@ -347,6 +347,30 @@ pub trait RawBackend: Send + Sync {
         }
     }
 
+    /// [`Backend::coset_lde_from_host_and_download`], on the same preconditions as
+    /// [`RawBackend::coset_lde_from_host`]. The default is [`RawBackend::coset_lde_from_host`],
+    /// then [`RawBackend::queue_download`] of the whole buffer; a backend may start downloading
+    /// the parts of the LDE that are final while the rest is still uploaded and extended.
+    ///
+    /// # Safety
+    /// As [`RawBackend::coset_lde_from_host`].
+    ///
+    /// # Errors
+    /// [`RawBackend::coset_lde_from_host`]'s and [`RawBackend::queue_download`]'s errors.
+    unsafe fn coset_lde_from_host_and_download(
+        &self,
+        buf: &mut Self::Buffer,
+        trace: &[u64],
+        params: &LdeParams,
+    ) -> Result<Self::Download> {
+        // SAFETY: the caller's contract is `coset_lde_from_host`'s; `buf` is this instance's, so
+        // `queue_download`'s holds too.
+        unsafe {
+            self.coset_lde_from_host(buf, trace, params)?;
+            self.queue_download(buf)
+        }
+    }
+
     /// [`Backend::coset_lde`]: `trace` holds `params.trace()`. The default allocates the LDE,
     /// copies the trace into its first `n` rows and extends it in place; a backend may instead
     /// read the trace where it is in the LDE's first pass (CUDA does), which saves the copy.

@@ -28,6 +28,10 @@ pub(crate) struct Device {
     /// The second stream: host-to-device copies that run beside the compute stream's kernels
     /// (`Backend::coset_lde_from_host`), ordered against it by events ([`Lane`]).
     copy_stream: sys::CUstream,
+    /// The stream host copies of device buffers are queued on ([`Lane::Download`]): apart from the
+    /// copy stream, whose uploads it would otherwise wait behind, and from the compute stream,
+    /// whose kernels would otherwise wait behind it.
+    download_stream: sys::CUstream,
     /// Every device allocation of this backend goes through it.
     pub(crate) tracker: AllocTracker,
     /// The name the driver reports.
@@ -153,7 +157,7 @@ impl Device {
         let total_memory = unsafe { cu::device::total_mem(dev) }.map_err(err("cuDeviceTotalMem"))?;
         // SAFETY: as above; released in `drop` (or below when setting up fails).
         let ctx = unsafe { cu::primary_ctx::retain(dev) }.map_err(err("cuDevicePrimaryCtxRetain"))?;
-        let setup = || -> Result<(sys::CUmemoryPool, sys::CUstream, sys::CUstream)> {
+        let setup = || -> Result<(sys::CUmemoryPool, [sys::CUstream; 3])> {
             // SAFETY: retained just above.
             unsafe { bind(ctx) }?;
             // SAFETY: `dev` came from `cuDeviceGet`.
@@ -162,17 +166,22 @@ impl Device {
             // after every synchronisation; `CudaBackend::trim_pool` hands it back.
             // SAFETY: the device's live default pool.
             unsafe { driver::pool_set_release_threshold(pool, u64::MAX) }?;
-            let stream = cu::stream::create(cu::stream::StreamKind::NonBlocking).map_err(err("cuStreamCreate"))?;
-            match cu::stream::create(cu::stream::StreamKind::NonBlocking) {
-                Ok(copy_stream) => Ok((pool, stream, copy_stream)),
-                Err(e) => {
-                    // SAFETY: created just above; nothing was queued on it.
-                    let _ = unsafe { cu::stream::destroy(stream) };
-                    Err(driver::error_from("cuStreamCreate", e.0))
+            let mut streams = Vec::with_capacity(3);
+            for _ in 0..3 {
+                match cu::stream::create(cu::stream::StreamKind::NonBlocking) {
+                    Ok(stream) => streams.push(stream),
+                    Err(e) => {
+                        for made in streams {
+                            // SAFETY: created just above; nothing was queued on it.
+                            let _ = unsafe { cu::stream::destroy(made) };
+                        }
+                        return Err(driver::error_from("cuStreamCreate", e.0));
+                    }
                 }
             }
+            Ok((pool, [streams[0], streams[1], streams[2]]))
         };
-        let (pool, stream, copy_stream) = match setup() {
+        let (pool, [stream, copy_stream, download_stream]) = match setup() {
             Ok(v) => v,
             Err(e) => {
                 // SAFETY: pairs with the retain above; nothing was made in the context.
@@ -187,6 +196,7 @@ impl Device {
             pool,
             stream,
             copy_stream,
+            download_stream,
             tracker: AllocTracker::new(),
             name,
             uuid,
@@ -221,18 +231,24 @@ impl Device {
     }
 
     /// The stream of `lane`.
-    fn lane(&self, lane: Lane) -> sys::CUstream {
+    pub(crate) fn lane(&self, lane: Lane) -> sys::CUstream {
         match lane {
             Lane::Compute => self.stream,
             Lane::Copy => self.copy_stream,
+            Lane::Download => self.download_stream,
         }
     }
 
     /// Blocks until all work queued on the copy stream has finished.
     pub(crate) fn synchronize_copies(&self) -> Result<()> {
+        self.synchronize_lane(Lane::Copy)
+    }
+
+    /// Blocks until all work queued on `lane` has finished.
+    pub(crate) fn synchronize_lane(&self, lane: Lane) -> Result<()> {
         self.bind()?;
-        // SAFETY: the copy stream is live for the life of `self`, and the context is current.
-        unsafe { cu::stream::synchronize(self.copy_stream) }.map_err(err("cuStreamSynchronize"))
+        // SAFETY: the device's streams are live for the life of `self`, and the context is current.
+        unsafe { cu::stream::synchronize(self.lane(lane)) }.map_err(err("cuStreamSynchronize"))
     }
 
     /// The device's default memory pool.
@@ -361,6 +377,8 @@ impl Drop for Device {
         if self.bind().is_ok() {
             // SAFETY: the streams are live until destroyed below.
             let _ = unsafe { cu::stream::synchronize(self.copy_stream) };
+            // SAFETY: as above.
+            let _ = unsafe { cu::stream::synchronize(self.download_stream) };
             self.release_lde_tables();
             // SAFETY: as above.
             let _ = unsafe { cu::stream::synchronize(self.stream) };
@@ -378,6 +396,8 @@ impl Drop for Device {
             // SAFETY: every buffer (holding an Arc of this device) is gone, and the streams are idle.
             let _ = unsafe { cu::stream::destroy(self.copy_stream) };
             // SAFETY: as above.
+            let _ = unsafe { cu::stream::destroy(self.download_stream) };
+            // SAFETY: as above.
             let _ = unsafe { cu::stream::destroy(self.stream) };
         }
         // SAFETY: pairs with the retain in `open`; no handle of the context is used afterwards.
@@ -385,13 +405,17 @@ impl Drop for Device {
     }
 }
 
-/// One of a device's two streams.
+/// One of a device's three streams.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Lane {
     /// The stream every operation is queued on.
     Compute,
     /// The copy stream, for uploads overlapped with the compute stream's kernels.
     Copy,
+    /// The download stream, for host copies of device buffers overlapped with both: a buffer it
+    /// reads holds the copy's completion as a reader ([`crate::memory::CudaBuffer`]), which work
+    /// that writes or frees the buffer waits for.
+    Download,
 }
 
 /// An event of a device's context, destroyed on drop. Recorded on one of the device's streams

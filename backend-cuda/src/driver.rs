@@ -232,6 +232,46 @@ pub(crate) unsafe fn memcpy_2d_htod_async(
     check("cuMemcpy2DAsync", unsafe { sys::cuMemcpy2DAsync_v2(&copy, s) })
 }
 
+/// Queues a strided device-to-host copy on `s` (`cuMemcpy2DAsync`): `height` rows of
+/// `width_bytes` bytes each, read from `src` with rows `src_pitch` bytes apart and written to
+/// `dst` with rows `dst_pitch` bytes apart.
+///
+/// # Safety
+/// `src` is a live device range of `(height - 1) * src_pitch + width_bytes` bytes that no queued
+/// work writes, nor frees, until the copy has completed; `dst` is page-locked host memory holding
+/// `(height - 1) * dst_pitch + width_bytes` writable bytes that nothing else reads or writes, and
+/// that stay live, until the copy has completed; `width_bytes <= min(src_pitch, dst_pitch)`.
+pub(crate) unsafe fn memcpy_2d_dtoh_async(
+    dst: *mut c_void,
+    dst_pitch: usize,
+    src: sys::CUdeviceptr,
+    src_pitch: usize,
+    (width_bytes, height): (usize, usize),
+    s: sys::CUstream,
+) -> Result<()> {
+    let copy = sys::CUDA_MEMCPY2D {
+        srcXInBytes: 0,
+        srcY: 0,
+        srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+        srcHost: ptr::null(),
+        srcDevice: src,
+        srcArray: ptr::null_mut(),
+        srcPitch: src_pitch,
+        dstXInBytes: 0,
+        dstY: 0,
+        dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_HOST,
+        dstHost: dst,
+        dstDevice: 0,
+        dstArray: ptr::null_mut(),
+        dstPitch: dst_pitch,
+        WidthInBytes: width_bytes,
+        Height: height,
+    };
+    // SAFETY: a fully initialised descriptor of device and host ranges (the contract); the driver
+    // reads it before returning.
+    check("cuMemcpy2DAsync", unsafe { sys::cuMemcpy2DAsync_v2(&copy, s) })
+}
+
 /// Page-locks `bytes` bytes of host memory at `p` for asynchronous copies, for every context
 /// (`CU_MEMHOSTREGISTER_PORTABLE`).
 ///

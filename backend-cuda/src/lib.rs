@@ -517,16 +517,19 @@ impl backend_api::RawBackend for CudaBackend {
         contract::debug_assert_holds("cuda transpose_in_place", || {
             contract::transpose_in_place(self, buf, shape, scratch_cap)
         });
+        buf.settle_readers()?;
         transpose::transpose_in_place(&self.device, buf, shape, scratch_cap)
     }
 
     unsafe fn batched_copy(&self, src: &CudaBuffer, dst: &mut CudaBuffer, copies: &[CopyRange]) -> Result<()> {
         contract::debug_assert_holds("cuda batched_copy", || contract::batched_copy(self, src, dst, copies));
+        dst.settle_readers()?;
         copy::batched_copy(&self.device, src, dst, copies)
     }
 
     unsafe fn batched_copy_within(&self, buf: &mut CudaBuffer, copies: &[CopyRange]) -> Result<()> {
         contract::debug_assert_holds("cuda batched_copy_within", || contract::batched_copy_within(self, buf, copies));
+        buf.settle_readers()?;
         copy::batched_copy_within(&self.device, buf, copies)
     }
 
@@ -542,6 +545,7 @@ impl backend_api::RawBackend for CudaBackend {
         contract::debug_assert_holds("cuda bit_reversed_rows", || {
             contract::bit_reversed_rows(self, src, src_at, shape, &rows, dst, dst_at)
         });
+        dst.settle_readers()?;
         copy::bit_reversed_rows(&self.device, src, src_at, shape, rows, dst, dst_at)
     }
 
@@ -556,6 +560,7 @@ impl backend_api::RawBackend for CudaBackend {
         contract::debug_assert_holds("cuda hash_leaves_into", || {
             contract::hash_leaves_into(self, matrix, shape, spec, out, out_digest)
         });
+        out.settle_readers()?;
         hash::hash_leaves_into(&self.device, matrix, shape, spec, out, out_digest)
     }
 
@@ -569,6 +574,17 @@ impl backend_api::RawBackend for CudaBackend {
         contract::debug_assert_holds("cuda hash_leaves_then_transpose", || {
             contract::hash_leaves_then_transpose(self, buf, shape, jobs, scratch_cap)
         });
+        // A buffer a download still reads (the commit's host copy) has its leaves hashed first,
+        // beside the download, and is transposed once the download is done, instead of hashing
+        // each block beside the transpose's move of the block before it, which would wait for the
+        // whole download.
+        if buf.has_readers() {
+            // SAFETY: this method's contract is that function's.
+            return unsafe { backend_api::leaves_then_transpose_in_turn(self, buf, shape, jobs, scratch_cap) };
+        }
+        for job in jobs.iter() {
+            job.out.settle_readers()?;
+        }
         let fused =
             hash::BlockPassLeaves::new(&jobs.iter().map(|j| (j.spec, &*j.out, j.out_digest)).collect::<Vec<_>>());
         match fused {
@@ -588,6 +604,7 @@ impl backend_api::RawBackend for CudaBackend {
         contract::debug_assert_holds("cuda reduce_openings", || {
             contract::reduce_openings(self, matrix, shape, call, acc)
         });
+        acc.settle_readers()?;
         open::reduce_openings(&self.device, matrix, shape, call, acc)
     }
 
@@ -599,6 +616,7 @@ impl backend_api::RawBackend for CudaBackend {
         out: &mut CudaBuffer,
     ) -> Result<()> {
         contract::debug_assert_holds("cuda quotient_values", || contract::quotient_values(self, lde, shape, call, out));
+        out.settle_readers()?;
         quotient::quotient_values(&self.device, lde, shape, call, out)
     }
 
@@ -612,6 +630,7 @@ impl backend_api::RawBackend for CudaBackend {
         contract::debug_assert_holds("cuda fri_fold", || {
             contract::fri_fold(self, input, beta.len(), addend.map(|(b, g)| (b, g.len())), out)
         });
+        out.settle_readers()?;
         open::fri_fold(&self.device, input, beta, addend, out)
     }
 
@@ -644,11 +663,13 @@ impl backend_api::RawBackend for CudaBackend {
 
     unsafe fn merkle_tree_in_place(&self, nodes: &mut CudaBuffer, tree: TreeShape, hash: HashKind) -> Result<()> {
         contract::debug_assert_holds("cuda merkle_tree_in_place", || contract::merkle_tree_in_place(self, nodes, tree));
+        nodes.settle_readers()?;
         merkle::merkle_tree_in_place(&self.device, nodes, tree, hash)
     }
 
     unsafe fn coset_lde_in_place(&self, buf: &mut CudaBuffer, params: &LdeParams) -> Result<()> {
         contract::debug_assert_holds("cuda coset_lde_in_place", || contract::coset_lde_in_place(self, buf, params));
+        buf.settle_readers()?;
         lde::coset_lde_in_place(&self.device, buf, params)
     }
 
@@ -663,7 +684,26 @@ impl backend_api::RawBackend for CudaBackend {
         contract::debug_assert_holds("cuda coset_lde_from_host", || {
             contract::coset_lde_from_host(self, buf, trace.len(), params)
         });
+        buf.settle_readers()?;
         lde::coset_lde_from_host(&self.device, &self.options, buf, trace, params)
+    }
+
+    /// On the overlapped route of [`Backend::coset_lde_from_host`] each column group's LDE goes
+    /// down on the device's download stream as soon as its launches have run, while the next
+    /// groups are uploaded and extended; the buffer keeps the download as a reader, so the work
+    /// queued on it next waits for the copy only where it writes (the commit's leaves run beside
+    /// it, its transpose after). Elsewhere, the LDE and then [`Backend::queue_download`].
+    unsafe fn coset_lde_from_host_and_download(
+        &self,
+        buf: &mut CudaBuffer,
+        trace: &[u64],
+        params: &LdeParams,
+    ) -> Result<CudaDownload> {
+        contract::debug_assert_holds("cuda coset_lde_from_host_and_download", || {
+            contract::coset_lde_from_host(self, buf, trace.len(), params)
+        });
+        buf.settle_readers()?;
+        lde::coset_lde_from_host_and_download(&self.device, &self.options, buf, trace, params)
     }
 
     /// The first inverse pass reads `trace` where it is and writes the LDE buffer's first rows,
@@ -679,6 +719,7 @@ impl backend_api::RawBackend for CudaBackend {
     /// the last few too small to fill the device).
     unsafe fn coset_lde_owned(&self, trace: CudaBuffer, params: &LdeParams) -> Result<CudaBuffer> {
         contract::debug_assert_holds("cuda coset_lde_owned", || contract::coset_lde(self, &trace, params));
+        trace.settle_readers()?;
         lde::coset_lde_owned(&self.device, trace, params)
     }
 

@@ -4,8 +4,14 @@
 //! `cuMemAllocAsync` and released when the [`CudaBuffer`] is dropped, after `cuMemFreeAsync` is
 //! queued on the backend's stream (so a buffer dropped while kernels still use it is freed only
 //! once they are done).
+//!
+//! **Readers on the download stream.** A queued host copy of a buffer ([`queue_download`], and
+//! the LDE's column groups in `lde/upload.rs`) runs on the download stream, so that the kernels
+//! queued after it on the compute stream (the leaves, which only read) run beside it. The buffer
+//! keeps the copy's completion as a *reader*; everything that writes or frees the buffer calls
+//! [`CudaBuffer::settle_readers`] first, which makes the compute stream wait for its readers.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use backend_api::{
     AllocTracker, DeviceBuffer, ELEM_BYTES, Error, FaultSite, PendingDownload, Reserved, Result, validate,
@@ -13,7 +19,7 @@ use backend_api::{
 use cudarc::driver::result as cu;
 use cudarc::driver::sys;
 
-use crate::context::{Device, Event};
+use crate::context::{Device, Event, Lane};
 use crate::driver::{self, err};
 use crate::host::{self, Lock, PinnedHost};
 
@@ -24,6 +30,9 @@ pub struct CudaBuffer {
     device: Arc<Device>,
     /// The buffer's bytes in the device's tracker, given back on drop.
     mark: Option<Reserved>,
+    /// Copies on the download stream that read this buffer, each as the event recorded behind it:
+    /// work that writes or frees the buffer waits for them ([`CudaBuffer::settle_readers`]).
+    readers: Mutex<Vec<Event>>,
 }
 
 impl std::fmt::Debug for CudaBuffer {
@@ -104,21 +113,57 @@ impl CudaBuffer {
                 }
             }
         };
-        Ok(Self { ptr, len, device: Arc::clone(device), mark: Some(reserved) })
+        Ok(Self { ptr, len, device: Arc::clone(device), mark: Some(reserved), readers: Mutex::default() })
     }
 
     /// Gives up the allocation without freeing it: the tracker no longer counts its bytes, and
     /// the caller owns the returned `(pointer, elements)` (lde.rs keeps its tables this way).
-    pub(crate) fn into_raw(self) -> (sys::CUdeviceptr, usize) {
+    /// The new owner's work is queued on the compute stream, behind the buffer's readers.
+    ///
+    /// # Errors
+    /// A driver error ordering the compute stream behind the buffer's readers; the buffer is then
+    /// dropped (which waits for them on the host before freeing it).
+    pub(crate) fn into_raw(self) -> Result<(sys::CUdeviceptr, usize)> {
+        self.settle_readers()?;
         let mut this = std::mem::ManuallyDrop::new(self);
         if let Some(mark) = this.mark.take() {
             // The mark was reserved in this buffer's own tracker.
             let _ = this.device.tracker.release(mark);
         }
-        // SAFETY: `this` is never used or dropped again; its Arc is moved out once (its mark,
-        // the other field that owns anything, was taken above).
+        // SAFETY: `this` is never used or dropped again; its Arc and its (empty) reader list are
+        // moved out once each (its mark, the other field that owns anything, was taken above).
         drop(unsafe { std::ptr::read(&this.device) });
-        (this.ptr, this.len)
+        // SAFETY: as above.
+        drop(unsafe { std::ptr::read(&this.readers) });
+        Ok((this.ptr, this.len))
+    }
+
+    /// Keeps `copy`, an event recorded on the download stream behind a copy that reads this
+    /// buffer, until work that writes or frees the buffer is queued
+    /// ([`CudaBuffer::settle_readers`]).
+    pub(crate) fn add_reader(&self, copy: Event) {
+        self.readers.lock().unwrap_or_else(PoisonError::into_inner).push(copy);
+    }
+
+    /// Whether a copy on the download stream may still read this buffer.
+    pub(crate) fn has_readers(&self) -> bool {
+        !self.readers.lock().unwrap_or_else(PoisonError::into_inner).is_empty()
+    }
+
+    /// Makes the work queued on the compute stream from now on wait for every copy reading this
+    /// buffer (the host does not wait). Every entry point that writes the buffer, or gives its
+    /// memory to anything else, calls this first.
+    ///
+    /// # Errors
+    /// A driver error queueing a wait: the readers not yet waited for are kept, and the caller
+    /// must not write the buffer.
+    pub(crate) fn settle_readers(&self) -> Result<()> {
+        let mut readers = self.readers.lock().unwrap_or_else(PoisonError::into_inner);
+        while let Some(copy) = readers.last() {
+            copy.wait_on(Lane::Compute)?;
+            readers.pop();
+        }
+        Ok(())
     }
 
     /// Takes back an allocation [`CudaBuffer::into_raw`] gave up, counting its bytes again.
@@ -140,7 +185,7 @@ impl CudaBuffer {
                 return Err(e);
             }
         };
-        Ok(Self { ptr, len, device: Arc::clone(device), mark: Some(mark) })
+        Ok(Self { ptr, len, device: Arc::clone(device), mark: Some(mark), readers: Mutex::default() })
     }
 
     /// The device address of element 0.
@@ -168,7 +213,15 @@ impl CudaBuffer {
 
 impl Drop for CudaBuffer {
     fn drop(&mut self) {
-        if self.ptr != 0 && self.device.bind().is_ok() {
+        // The free is queued on the compute stream: behind the copies reading the buffer, or, when
+        // that wait cannot be queued, once they are seen done on the host. A copy whose end cannot
+        // be confirmed keeps the memory allocated (leaked) rather than handing it to the next
+        // allocation under the copy.
+        let readers_done = self.settle_readers().is_ok() || {
+            let readers = std::mem::take(&mut *self.readers.lock().unwrap_or_else(PoisonError::into_inner));
+            readers.iter().all(|copy| copy.synchronize().is_ok())
+        };
+        if self.ptr != 0 && readers_done && self.device.bind().is_ok() {
             // SAFETY: the pointer came from `cuMemAllocAsync` on this device's stream, and this is
             // its only owner: nothing queued after this point can reference it.
             let _ = unsafe { cu::free_async(self.ptr, self.device.stream()) };
@@ -205,6 +258,7 @@ pub(crate) fn write(buf: &CudaBuffer, offset: usize, host: &[u64]) -> Result<()>
     }
     let dev = &buf.device;
     dev.bind()?;
+    buf.settle_readers()?;
     let dst = buf.ptr_at(offset);
     if host::is_page_locked(host) {
         let done = Event::new(dev)?;
@@ -280,12 +334,13 @@ fn check_range(what: &'static str, buf: &CudaBuffer, offset: usize, len: usize) 
 }
 
 /// A device-to-host copy of a whole buffer, queued into a page-locked [`PinnedHost`] from the
-/// device's pool behind the work already issued; [`PendingDownload::wait`] returns that buffer.
+/// device's pool on the download stream ([`Lane::Download`]) behind the work already issued on
+/// the buffer; [`PendingDownload::wait`] returns that buffer.
 ///
 /// The host buffer is never released (returned, dropped or given back to the pool) while a queued
 /// copy may still write into it: `wait` and `drop` first wait for the completion event, or, when
-/// there is none or waiting on it failed, for the whole stream; when neither wait succeeds the
-/// memory is leaked rather than reused under the copy.
+/// there is none or waiting on it failed, for the whole download stream; when neither wait
+/// succeeds the memory is leaked rather than reused under the copy.
 pub struct CudaDownload {
     /// `None` once returned by `wait`.
     host: Option<PinnedHost>,
@@ -309,9 +364,12 @@ impl std::fmt::Debug for CudaDownload {
 /// Queues a copy of all of `buf` to the host and returns without waiting for it.
 ///
 /// The destination is a page-locked block of the device's host pool (reused from an earlier
-/// download or host buffer when one fits, so a warm loop page-locks nothing new). When the host
-/// refuses to lock memory, the block is pageable (warned about once) and the copy is made through
-/// the staging ring before this returns, with the same result.
+/// download or host buffer when one fits, so a warm loop page-locks nothing new). The copy runs on
+/// the download stream once the work queued on the compute stream so far is done, so the kernels
+/// queued after it run beside it; the buffer keeps the copy as a reader, which work that writes or
+/// frees it waits for ([`CudaBuffer::settle_readers`]). When the host refuses to lock memory, the
+/// block is pageable (warned about once) and the copy is made through the staging ring before this
+/// returns, with the same result.
 ///
 /// # Errors
 /// [`Error::HostOutOfMemory`] when the host cannot give the memory at all; a driver error from
@@ -326,44 +384,71 @@ pub(crate) fn queue_download(buf: &CudaBuffer) -> Result<CudaDownload> {
         download(buf, 0, &mut host)?;
         return Ok(CudaDownload { host: Some(host), copy_queued: false, event: None, device });
     }
-    // From here `pending` owns the host buffer: every return path, error or not, goes through its
-    // `finish` (explicitly or on drop), which waits for a queued copy before releasing it.
-    let mut pending = CudaDownload { host: Some(host), copy_queued: false, event: None, device };
-    // Created before the copy is queued, so that failing to create it leaves nothing in flight.
-    let event = Event::new(&pending.device)?;
-    pending.copy_queued = true;
-    let dst: &mut [u64] = pending.host.as_mut().expect("set above");
-    // SAFETY: the host memory is page-locked and owned by `pending`, which waits for the copy
-    // before it releases it (see `finish`); the source is the whole of `buf`, exactly as long.
-    let queued =
-        unsafe { cu::memcpy_dtoh_async(dst, buf.ptr(), pending.device.stream()) }.map_err(err("cuMemcpyDtoHAsync"));
-    let recorded = queued.and_then(|()| {
-        if pending.device.tracker.site_fails(FaultSite::DownloadQueued) {
-            return Err(driver::error_from("cuEventRecord (injected fault)", sys::CUresult::CUDA_ERROR_INVALID_HANDLE));
-        }
-        event.record()
-    });
-    match recorded {
-        Ok(()) => {
-            pending.event = Some(event);
-            Ok(pending)
-        }
-        Err(e) => {
-            drop(event);
-            // Waits for the stream (the copy may be queued) before the memory is released.
-            let _ = pending.finish();
-            Err(e)
-        }
-    }
+    let mut pending = CudaDownload::new(&device, host);
+    // The copy reads the buffer as the work queued on the compute stream so far leaves it.
+    let ready = Event::new(&device)?;
+    ready.record_on(Lane::Compute)?;
+    ready.wait_on(Lane::Download)?;
+    // SAFETY: the destination is the whole page-locked host buffer, as long as `buf`, owned by
+    // `pending` until the copy is done (`finish`); the source is the whole of `buf`, which keeps
+    // the copy as a reader (`complete`), or, on error, is read no more once `pending`'s drop has
+    // waited for the download stream.
+    unsafe {
+        pending.queue(|dst, stream| {
+            let dst = std::slice::from_raw_parts_mut(dst, buf.len);
+            cu::memcpy_dtoh_async(dst, buf.ptr(), stream).map_err(err("cuMemcpyDtoHAsync"))
+        })
+    }?;
+    pending.complete(buf)?;
+    Ok(pending)
 }
 
 impl CudaDownload {
-    /// Waits for the copy (if any); idempotent.
+    /// A download into the page-locked `host` of `device`, nothing queued yet.
+    pub(crate) fn new(device: &Arc<Device>, host: PinnedHost) -> Self {
+        Self { host: Some(host), copy_queued: false, event: None, device: Arc::clone(device) }
+    }
+
+    /// Queues one copy into the host buffer on the download stream: `copy` gets the host buffer's
+    /// first element and the stream. The download counts as queued before `copy` runs, so that a
+    /// failed call is waited for too.
+    ///
+    /// # Safety
+    /// `copy` writes only inside the host buffer, and reads device memory that stays allocated and
+    /// unwritten until the download stream has passed the copy (the source buffer holds the
+    /// download as a reader once [`CudaDownload::complete`] has run, and every error path waits
+    /// for the stream through `finish`).
+    pub(crate) unsafe fn queue(&mut self, copy: impl FnOnce(*mut u64, sys::CUstream) -> Result<()>) -> Result<()> {
+        let dst = self.host.as_mut().expect("a pending download holds its buffer").as_mut_ptr();
+        self.copy_queued = true;
+        copy(dst, self.device.lane(Lane::Download))
+    }
+
+    /// Records the end of the copies queued so far: the download's completion, and a reader of
+    /// `source`, the buffer they read, which work that writes or frees it then waits for.
     ///
     /// # Errors
-    /// The device error of the copy or of the work before it. When the copy's completion cannot be
-    /// confirmed at all (neither the event nor the stream synchronises), the host memory is
-    /// leaked, never reused while the copy may still write into it.
+    /// A driver error recording either event (or the one injected at
+    /// [`FaultSite::DownloadQueued`]); the caller returns it, and dropping the download waits for
+    /// the whole download stream first.
+    pub(crate) fn complete(&mut self, source: &CudaBuffer) -> Result<()> {
+        let (done, read) = (Event::new(&self.device)?, Event::new(&self.device)?);
+        if self.device.tracker.site_fails(FaultSite::DownloadQueued) {
+            return Err(driver::error_from("cuEventRecord (injected fault)", sys::CUresult::CUDA_ERROR_INVALID_HANDLE));
+        }
+        done.record_on(Lane::Download)?;
+        read.record_on(Lane::Download)?;
+        source.add_reader(read);
+        self.event = Some(done);
+        Ok(())
+    }
+
+    /// Waits for the copies (if any); idempotent.
+    ///
+    /// # Errors
+    /// The device error of the copies or of the work before them. When their completion cannot be
+    /// confirmed at all (neither the event nor the download stream synchronises), the host memory
+    /// is leaked, never reused while a copy may still write into it.
     fn finish(&mut self) -> Result<()> {
         let mut settled = !self.copy_queued;
         let mut result = self.device.bind();
@@ -373,9 +458,9 @@ impl CudaDownload {
                 settled = result.is_ok();
             }
             if !settled {
-                // No event, or waiting on it failed: the copy may still be in flight, so wait for
-                // everything queued on the stream before the memory is released.
-                let synced = self.device.synchronize();
+                // No event, or waiting on it failed: a copy may still be in flight, so wait for
+                // everything queued on the download stream before the memory is released.
+                let synced = self.device.synchronize_lane(Lane::Download);
                 settled = synced.is_ok();
                 if result.is_ok() {
                     result = synced;

@@ -30,7 +30,10 @@ pub struct CommitParams {
     pub scratch_cap: usize,
     /// Keep the trace on the device, transposed in place to column-major (default off).
     pub keep_trace_snapshot: bool,
-    /// Queue a download of the row-major LDE before the leaves are hashed (default off).
+    /// Queue a download of the row-major LDE before the leaves are hashed (default off). A host
+    /// trace committed without a snapshot has it queued by the upload itself
+    /// ([`backend_api::Backend::coset_lde_from_host_and_download`]), so that a backend can start
+    /// downloading each part of the LDE as soon as it is final.
     pub host_copy: bool,
     /// The device memory budget in bytes; `None` is 80% of the device's total memory
     /// ([`default_budget`]). Only [`commit`] reads it: [`commit_admitted`] uses its admission's.
@@ -252,11 +255,18 @@ pub fn commit_admitted<B: Backend>(
     // one call that the backend may overlap. Otherwise the trace has a buffer of its own (the
     // device input, or the snapshot a host input is uploaded into), from which the LDE extends it
     // into a new buffer.
+    // With a host copy, such an upload also downloads the LDE in the same call, so that a
+    // backend can start the download of each part of it as soon as that part is final.
+    let mut host_copy = None;
     let (lde, snapshot) = match input {
         TraceInput::Host { data, .. } if !params.keep_trace_snapshot => {
             let lde = clock.phase(Phase::UploadLde, || {
                 let mut lde = backend.alloc(lde_shape.len())?;
-                backend.coset_lde_from_host(&mut lde, data, &plan.lde)?;
+                if params.host_copy {
+                    host_copy = Some(backend.coset_lde_from_host_and_download(&mut lde, data, &plan.lde)?);
+                } else {
+                    backend.coset_lde_from_host(&mut lde, data, &plan.lde)?;
+                }
                 Ok(lde)
             })?;
             (lde, None)
@@ -274,12 +284,13 @@ pub fn commit_admitted<B: Backend>(
             (clock.phase(Phase::Lde, || backend.coset_lde_owned(buffer, &plan.lde))?, None)
         }
     };
-    finish(backend, plan, params, clock, lde, snapshot, ticket).map(|c| c.admitted_after(admission_seconds))
+    finish(backend, plan, params, clock, lde, snapshot, host_copy, ticket).map(|c| c.admitted_after(admission_seconds))
 }
 
-/// The phases after the LDE: the snapshot's transpose, the host copy, the leaves with the LDE's
-/// transpose, the trees and the roots; then the commitment, its ticket shrunk to the resident
-/// buffers.
+/// The phases after the LDE: the snapshot's transpose, the host copy (unless `host_copy` is the
+/// one the LDE's call already queued), the leaves with the LDE's transpose, the trees and the
+/// roots; then the commitment, its ticket shrunk to the resident buffers.
+#[allow(clippy::too_many_arguments)]
 fn finish<B: Backend>(
     backend: &B,
     plan: CommitPlan,
@@ -287,6 +298,7 @@ fn finish<B: Backend>(
     mut clock: Clock<'_, B>,
     mut lde: B::Buffer,
     snapshot: Option<B::Buffer>,
+    host_copy: Option<B::Download>,
     mut ticket: Ticket,
 ) -> Result<Commitment<B>> {
     let trace_shape = plan.trace_shape();
@@ -298,8 +310,11 @@ fn finish<B: Backend>(
         }
         None => None,
     };
-    let host_copy =
-        if params.host_copy { Some(clock.phase(Phase::HostCopy, || backend.queue_download(&lde))?) } else { None };
+    let host_copy = match host_copy {
+        Some(queued) => Some(queued),
+        None if params.host_copy => Some(clock.phase(Phase::HostCopy, || backend.queue_download(&lde))?),
+        None => None,
+    };
     let mut trees = clock.phase(Phase::LeavesTranspose, || {
         let mut trees =
             plan.trees.iter().map(|t| backend.alloc(t.shape.words())).collect::<backend_api::Result<Vec<_>>>()?;

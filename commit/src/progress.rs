@@ -17,7 +17,8 @@ pub enum Phase {
     Lde,
     /// Transposing the trace in place into the column-major snapshot (when asked for).
     Snapshot,
-    /// Queueing the row-major host copy of the LDE (when asked for).
+    /// Queueing the row-major host copy of the LDE (when asked for), except for a host trace
+    /// committed without a snapshot, whose `upload+lde` phase queues it.
     HostCopy,
     /// Hashing the LDE's leaves into each tree's node array and transposing the LDE in place to
     /// column-major, in one call ([`backend_api::Backend::hash_leaves_then_transpose`]), which a

@@ -1,5 +1,5 @@
-//! Checks of [`Backend::coset_lde`], [`Backend::coset_lde_in_place`] and
-//! [`Backend::coset_lde_from_host`] against the naive `O(n^2)` interpolate-and-evaluate reference
+//! Checks of [`Backend::coset_lde`], [`Backend::coset_lde_in_place`],
+//! [`Backend::coset_lde_from_host`] and [`Backend::coset_lde_from_host_and_download`] against the naive `O(n^2)` interpolate-and-evaluate reference
 //! in `u128 % p` arithmetic ([`reference::coset_lde`]).
 //!
 //! The in-place entry gets an `N x m` buffer whose rows `[0, n)` hold the trace and whose rows
@@ -265,6 +265,87 @@ pub fn coset_lde_from_host<B: Backend>(backend: &B) -> Outcome {
         )?;
     }
     ensure_live(backend, baseline, "coset_lde_from_host refusals")
+}
+
+/// [`Backend::coset_lde_from_host_and_download`]: the buffer holds the LDE, as
+/// [`Backend::coset_lde_from_host`] defines it, and so does the download, even though the buffer
+/// is transposed in place and overwritten with garbage right after the call (work a backend must
+/// order behind a download that may still be reading). Shapes as in [`coset_lde_from_host`], from
+/// an ordinary `Vec` and from [`Backend::alloc_host`] memory; then the same refusals, before
+/// anything moves.
+///
+/// # Errors
+/// A buffer or a download that differs from the reference, a download that saw later work, memory
+/// left allocated, or a refusal missing or wrong.
+pub fn coset_lde_from_host_and_download<B: Backend>(backend: &B) -> Outcome {
+    let mut g = Gen::new("coset_lde_from_host_and_download");
+    let shapes = [
+        (1, 1, 1, 7),
+        (2, 2, 3, 7),
+        (4, 1, 5, P + 7),
+        (16, 2, 8, 7),
+        (32, 2, 13, P - 1),
+        (64, 8, 17, 7),
+        (256, 4, 23, 7),
+    ];
+    for (n, blowup, m, shift) in shapes {
+        let params = LdeParams::new(MatrixShape::new(n, m).ctx("shape")?, blowup, shift).ctx("params")?;
+        let (len, lde_shape) = (params.lde_shape().len(), params.lde_shape());
+        // A quarter of the trace's values are >= p.
+        let host: Vec<u64> =
+            (0..n * m).map(|i| if i % 4 == 1 { P + g.u64() % (u64::MAX - P + 1) } else { g.u64() }).collect();
+        let expected = reference::coset_lde(&host, n, m, blowup, shift);
+        let mut pinned = backend.alloc_host(n * m).ctx("alloc_host")?;
+        pinned.copy_from_slice(&host);
+        for (source, trace) in [("a Vec", &host[..]), ("alloc_host memory", &pinned[..])] {
+            let what = format!(
+                "coset_lde_from_host_and_download n = {n}, m = {m}, blowup {blowup}, shift {shift:#x}, from {source}"
+            );
+            let mut buf = backend.upload(&g.matrix(len)).ctx(format_args!("{what}: upload the garbage"))?;
+            let live = backend.memory().live;
+            let pending = backend.coset_lde_from_host_and_download(&mut buf, trace, &params).ctx(&what)?;
+            // Work behind the download: it must not reach the copy.
+            backend
+                .transpose_in_place(&mut buf, lde_shape, backend_api::DEFAULT_SCRATCH_CAP)
+                .ctx(format_args!("{what}: transpose after the call"))?;
+            let columns = backend.download_vec(&buf).ctx(format_args!("{what}: download the buffer"))?;
+            ensure_words_eq(
+                format!("{what}: the buffer, transposed"),
+                &reference::transpose(&expected, n * blowup, m),
+                &columns,
+            )?;
+            let overwrite = g.matrix(len);
+            backend.write(&mut buf, 0, &overwrite).ctx(format_args!("{what}: overwrite after the call"))?;
+            let copy = pending.wait().ctx(format_args!("{what}: wait for the download"))?;
+            ensure!(copy.len() == len, "{what}: the download holds {} elements, expected {len}", copy.len());
+            ensure_words_eq(format!("{what}: the download"), &expected, &copy[..])?;
+            ensure_words_eq(
+                format!("{what}: the buffer after the overwrite"),
+                &overwrite,
+                &backend.download_vec(&buf).ctx("download")?,
+            )?;
+            drop(copy);
+            ensure_live(backend, live, &what)?;
+        }
+    }
+
+    // Refusals: 8 x 3 at blowup 2 is a 24-element trace and a 48-element buffer.
+    let params = LdeParams::new(MatrixShape::new(8, 3).ctx("shape")?, 2, 7).ctx("params")?;
+    let baseline = backend.memory().live;
+    for (trace_len, buf_len) in [(23, 48), (25, 48), (24, 47), (24, 96)] {
+        let what =
+            format!("coset_lde_from_host_and_download of a {trace_len}-element trace into a {buf_len}-element buffer");
+        let before = g.matrix(buf_len);
+        let mut buf = backend.upload(&before).ctx("upload")?;
+        let got = backend.coset_lde_from_host_and_download(&mut buf, &g.matrix(trace_len), &params);
+        expect_error(got.map(drop), &what, |e| matches!(e, Error::LengthMismatch { .. }))?;
+        ensure_words_eq(
+            format!("{what}: the buffer after the refusal"),
+            &before,
+            &backend.download_vec(&buf).ctx("download")?,
+        )?;
+    }
+    ensure_live(backend, baseline, "coset_lde_from_host_and_download refusals")
 }
 
 /// Every `n` in `1..=64` and blowup in `1..=16` (powers of two), 1, 3 (one ext3 column) and 5

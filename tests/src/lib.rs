@@ -481,6 +481,7 @@ macro_rules! __conformance_checks {
             lde::coset_lde_in_place_larger_domains,
             lde::coset_lde_in_place_allocates_only_its_tables,
             lde::coset_lde_from_host,
+            lde::coset_lde_from_host_and_download,
             open::row_dot_products_random,
             open::column_dot_products_random,
             open::dot_products_large_sums,

@@ -408,8 +408,9 @@ pub fn memory_counters<B: Backend>(backend: &B) -> Outcome {
     Ok(())
 }
 
-/// A queued download is a snapshot: work issued after it (a copy, a transpose) does not change what
-/// it returns, and the buffer itself does change.
+/// A queued download is a snapshot: work issued after it (a copy, a transpose; dropping the buffer
+/// and writing a new one in its memory) does not change what it returns, and the buffer itself
+/// does change.
 ///
 /// # Errors
 /// A snapshot that sees later writes, or later work that did not happen.
@@ -431,7 +432,17 @@ pub fn memory_queue_download_snapshot<B: Backend>(backend: &B) -> Outcome {
         "the buffer after the work queued behind the download",
         &expected,
         &backend.download_vec(&buf).ctx("download")?,
-    )
+    )?;
+    // A buffer dropped while its download is queued, its memory taken at once by a new buffer
+    // that is written: the download still holds the dropped buffer's bytes.
+    let pending = backend.queue_download(&buf).ctx("queue_download")?;
+    drop(buf);
+    let garbage = g.matrix(rows * cols);
+    let mut again = backend.alloc(rows * cols).ctx("alloc after the drop")?;
+    backend.write(&mut again, 0, &garbage).ctx("write after the drop")?;
+    let snapshot = pending.wait().ctx("wait")?;
+    ensure_words_eq("a queued download of a buffer dropped behind it", &expected, &snapshot[..])?;
+    ensure_words_eq("the new buffer", &garbage, &backend.download_vec(&again).ctx("download")?)
 }
 
 /// Makes each allocation of an operation fail in turn (`tracker().fail_at`) until the operation

@@ -13,7 +13,8 @@ conformance::conformance_suite!(
 /// (`upload_overlap_min_bytes` 0) at 3 column groups, so that `coset_lde_from_host` from
 /// `alloc_host` memory runs its grouped route (one strided copy per group on the copy stream, the
 /// LDE per column range) against the naive reference; the suite above runs it with the
-/// environment's options, where shapes this small take the plain route.
+/// environment's options, where shapes this small take the plain route. Then
+/// `coset_lde_from_host_and_download` on the same route.
 #[test]
 fn coset_lde_from_host_in_column_groups() {
     let made = backend_cuda::CudaOptions::from_env().and_then(|o| {
@@ -28,6 +29,11 @@ fn coset_lde_from_host_in_column_groups() {
         return;
     };
     if let Err(f) = conformance::lde::coset_lde_from_host(&backend) {
+        panic!("{f}");
+    }
+    // The same route with each column group's download started as soon as its LDE is final (on
+    // the download stream), then a transpose and an overwrite that must wait for those copies.
+    if let Err(f) = conformance::lde::coset_lde_from_host_and_download(&backend) {
         panic!("{f}");
     }
 }

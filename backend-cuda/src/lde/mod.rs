@@ -34,7 +34,7 @@ use backend_api::DeviceBuffer as _;
 use backend_api::{LdeParams, Result, validate};
 
 pub(crate) use kernels::pass_kernel;
-pub(crate) use upload::coset_lde_from_host;
+pub(crate) use upload::{coset_lde_from_host, coset_lde_from_host_and_download};
 
 use crate::context::Device;
 use crate::launch::{LaunchArgs, LaunchConfig};

@@ -59,8 +59,10 @@ impl Drop for Tables {
     fn drop(&mut self) {
         if let Some(buf) = self.buf.take() {
             let device = Arc::clone(buf.device());
-            let (ptr, len) = buf.into_raw();
-            device.keep_lde_tables(KeptTables { key: self.key, ptr, len });
+            // Tables are never read by a copy; should that ever fail, the buffer frees itself.
+            if let Ok((ptr, len)) = buf.into_raw() {
+                device.keep_lde_tables(KeptTables { key: self.key, ptr, len });
+            }
         }
     }
 }

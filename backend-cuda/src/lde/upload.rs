@@ -25,7 +25,15 @@
 //!    copy still reads the host slice and no launch waits on a copy that failed.
 //!
 //! With upload `U` and LDE `L` the call takes about `U + L / G` instead of `U + L` when the
-//! strided copy keeps the bus's speed. A pageable trace (it would go through the staging ring
+//! strided copy keeps the bus's speed.
+//!
+//! [`coset_lde_from_host_and_download`] adds the host copy of the LDE to the same pipeline: once a
+//! group's plan is queued, an event lets the download stream copy that group's columns of all
+//! `N` rows (one `cuMemcpy2DAsync`, device to host, the same pitches) while the compute stream
+//! extends the next group and the copy stream uploads the one after. The link carries the upload
+//! and the download in opposite directions at once, so the download of an LDE of `B` times the
+//! trace's bytes takes about `B * U` and ends about `(U + L) / G` after the upload starts plus
+//! that, rather than after the whole LDE: on an H100's 55 GB/s, 192 ms for a 2^22 x 316 LDE. A pageable trace (it would go through the staging ring
 //! anyway), one below [`CudaOptions::upload_overlap_min_bytes`], or a single group (`G = 1`, or
 //! at most 8 columns) takes the plain route: [`memory::write`], then the in-place LDE.
 
@@ -42,7 +50,8 @@ use super::{queue, run};
 use crate::context::{Device, Event, Lane};
 use crate::driver;
 use crate::host;
-use crate::memory::{self, CudaBuffer};
+use crate::host::{Lock, PinnedHost};
+use crate::memory::{self, CudaBuffer, CudaDownload};
 use crate::options::CudaOptions;
 
 /// The column groups of an `m`-column upload overlap: up to `groups` ranges of whole
@@ -77,21 +86,70 @@ pub(crate) fn coset_lde_from_host(
     params: &LdeParams,
 ) -> Result<()> {
     validate::coset_lde_from_host(params, trace.len(), buf.len())?;
-    let m = params.trace().cols();
-    let groups = column_groups(m, options.upload_groups as usize);
-    if groups.len() < 2
-        || std::mem::size_of_val(trace) < options.upload_overlap_min_bytes
-        || !host::is_page_locked(trace)
-    {
+    let groups = column_groups(params.trace().cols(), options.upload_groups as usize);
+    if !overlaps(options, trace, &groups) {
         memory::write(buf, 0, trace)?;
         return run(device, params, Route::InPlace, None, buf);
     }
+    overlapped(device, buf, trace, params, &groups, None)
+}
+
+/// [`backend_api::Backend::coset_lde_from_host_and_download`]: on the overlapped route of
+/// [`coset_lde_from_host`], each column group's LDE goes down on the download stream as soon as
+/// its launches are done (module doc), into a page-locked block of the device's host pool; on the
+/// plain route, or when the host refuses to lock the block, the LDE and then
+/// [`memory::queue_download`]. Returns once no copy reads `trace` any more, with the download
+/// pending; `buf` keeps it as a reader.
+pub(crate) fn coset_lde_from_host_and_download(
+    device: &Device,
+    options: &CudaOptions,
+    buf: &mut CudaBuffer,
+    trace: &[u64],
+    params: &LdeParams,
+) -> Result<CudaDownload> {
+    validate::coset_lde_from_host(params, trace.len(), buf.len())?;
+    let groups = column_groups(params.trace().cols(), options.upload_groups as usize);
+    if overlaps(options, trace, &groups) {
+        let dev = std::sync::Arc::clone(buf.device());
+        let host = PinnedHost::take(&dev, buf.len(), Lock::Preferred, false)?;
+        if host.is_page_locked() {
+            let mut pending = CudaDownload::new(&dev, host);
+            overlapped(device, buf, trace, params, &groups, Some(&mut pending))?;
+            pending.complete(buf)?;
+            return Ok(pending);
+        }
+    }
+    coset_lde_from_host(device, options, buf, trace, params)?;
+    memory::queue_download(buf)
+}
+
+/// Whether an upload takes the overlapped route: from page-locked memory, at least
+/// [`CudaOptions::upload_overlap_min_bytes`], in two groups or more.
+fn overlaps(options: &CudaOptions, trace: &[u64], groups: &[Range<usize>]) -> bool {
+    groups.len() >= 2 && std::mem::size_of_val(trace) >= options.upload_overlap_min_bytes && host::is_page_locked(trace)
+}
+
+/// The overlapped route (module doc), on a validated call whose `trace` is page-locked; with
+/// `download`, each group's LDE columns are queued into it once extended.
+fn overlapped(
+    device: &Device,
+    buf: &mut CudaBuffer,
+    trace: &[u64],
+    params: &LdeParams,
+    groups: &[Range<usize>],
+    mut download: Option<&mut CudaDownload>,
+) -> Result<()> {
+    let m = params.trace().cols();
     let dev = std::sync::Arc::clone(buf.device());
     dev.bind()?;
     // Every event exists before the first copy is queued, so that failing to make one leaves
     // nothing in flight.
     let ready = Event::new(&dev)?;
     let copied = groups.iter().map(|_| Event::new(&dev)).collect::<Result<Vec<_>>>()?;
+    let extended = match download {
+        Some(_) => groups.iter().map(|_| Event::new(&dev)).collect::<Result<Vec<_>>>()?,
+        None => Vec::new(),
+    };
     // The tables go first: host-to-device copies go through the copy engine in the order they
     // are queued, whatever their stream, so tables queued after every group's copy hold the first
     // group's launches until the whole trace has crossed (the first version did that and
@@ -101,12 +159,15 @@ pub(crate) fn coset_lde_from_host(
     // device kept from an earlier LDE of this shape need no copy at all.
     let tw = Tables::get(&dev, params)?;
     // The copies write `buf` only after the work queued on it so far (its stream-ordered
-    // allocation, earlier kernels reading it, the tables' upload).
+    // allocation, earlier kernels reading it, the tables' upload, copies reading it on the
+    // download stream).
+    buf.settle_readers()?;
     ready.record_on(Lane::Compute)?;
     ready.wait_on(Lane::Copy)?;
     let n = params.trace().rows();
+    let lde_rows = params.lde_shape().rows();
     let pitch = m * ELEM_BYTES;
-    let overlapped = || -> Result<()> {
+    let run = || -> Result<()> {
         for (g, (cols, done)) in groups.iter().zip(&copied).enumerate() {
             if g == 1 && dev.tracker.site_fails(FaultSite::HostUploadQueued) {
                 return Err(driver::error_from(
@@ -114,8 +175,8 @@ pub(crate) fn coset_lde_from_host(
                     sys::CUresult::CUDA_ERROR_INVALID_VALUE,
                 ));
             }
-            // SAFETY: `trace` is page-locked (checked above) and holds n rows of `pitch` bytes
-            // (validated), of which the copy reads columns `cols`; the caller's borrow lasts
+            // SAFETY: `trace` is page-locked (checked by the caller) and holds n rows of `pitch`
+            // bytes (validated), of which the copy reads columns `cols`; the caller's borrow lasts
             // until this function returns, and every return path first waits for the copy
             // stream (the last event below, or `synchronize_copies` on error). The destination is
             // the same columns of rows [0, n) of `buf` (N x m, validated), which no queued work
@@ -133,18 +194,41 @@ pub(crate) fn coset_lde_from_host(
             }?;
             done.record_on(Lane::Copy)?;
         }
-        for (cols, done) in groups.iter().zip(&copied) {
+        for (g, (cols, done)) in groups.iter().zip(&copied).enumerate() {
             done.wait_on(Lane::Compute)?;
             queue(device, params, Route::InPlace, None, buf, cols.clone(), &tw)?;
+            if let Some(download) = download.as_deref_mut() {
+                extended[g].record_on(Lane::Compute)?;
+                extended[g].wait_on(Lane::Download)?;
+                // SAFETY: the source is columns `cols` of all N rows of `buf` (N x m, validated),
+                // final once the launches just queued have run (the download stream waits for
+                // them: `extended[g]`); the caller records the download as a reader of `buf`
+                // before anything can write or free it, and on error waits for the download
+                // stream. The destination is the same columns of the download's page-locked host
+                // buffer of N x m elements (the caller took it at `buf.len()`).
+                unsafe {
+                    download.queue(|host, stream| {
+                        driver::memcpy_2d_dtoh_async(
+                            host.add(cols.start).cast(),
+                            pitch,
+                            buf.ptr_at(cols.start),
+                            pitch,
+                            (cols.len() * ELEM_BYTES, lde_rows),
+                            stream,
+                        )
+                    })
+                }?;
+            }
         }
         copied.last().expect("two groups at least").synchronize()
     };
-    overlapped().inspect_err(|_| {
-        // No copy may still read the caller's host trace once this returns, and no launch may be
-        // left waiting on a copy that failed: wait for both streams (errors here are the same
-        // failure, already being returned).
+    run().inspect_err(|_| {
+        // No copy may still read the caller's host trace once this returns, no launch may be
+        // left waiting on a copy that failed, and no download may still read `buf`: wait for
+        // every stream (errors here are the same failure, already being returned).
         let _ = dev.synchronize_copies();
         let _ = dev.synchronize();
+        let _ = dev.synchronize_lane(Lane::Download);
     })
 }
 

@@ -6,6 +6,7 @@
 use backend_api::Error;
 
 use super::{PINNED_COUNT, device_or_skip, table};
+use crate::context::Lane;
 use crate::driver;
 use crate::module::Source;
 
@@ -67,8 +68,9 @@ fn a_failed_queue_download_waits_for_its_copy() {
         }
         backend.tracker().fail_site(FaultSite::DownloadQueued);
         let err = backend.queue_download(&buf).expect_err("the injected fault must surface");
-        // SAFETY: the backend's live stream, with its context current.
-        let idle = unsafe { driver::stream_query(backend.device.stream()) }.unwrap();
+        // SAFETY: the backend's live streams, with its context current.
+        let idle = unsafe { driver::stream_query(backend.device.stream()) }.unwrap()
+            && unsafe { driver::stream_query(backend.device.lane(Lane::Download)) }.unwrap();
         assert!(err.to_string().contains("cuEventRecord"), "{err}");
         assert!(idle, "queue_download returned its error while its copy could still be writing into the host memory");
         let got = backend.queue_download(&buf).unwrap().wait().unwrap();
@@ -76,7 +78,7 @@ fn a_failed_queue_download_waits_for_its_copy() {
         // A download dropped without `wait` releases its memory only after the copy too.
         drop(backend.queue_download(&buf).unwrap());
         // SAFETY: as above.
-        let idle = unsafe { driver::stream_query(backend.device.stream()) }.unwrap();
+        let idle = unsafe { driver::stream_query(backend.device.lane(Lane::Download)) }.unwrap();
         assert!(idle, "a dropped download left its copy pending");
     }
     backend.synchronize().unwrap();

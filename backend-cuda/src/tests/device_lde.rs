@@ -181,3 +181,54 @@ fn a_failed_grouped_upload_waits_for_its_copies() {
     b.synchronize().unwrap();
     assert_eq!(b.memory().live, baseline, "device memory leaked");
 }
+
+/// [`backend_api::Backend::coset_lde_from_host_and_download`] on the grouped route, at a size
+/// where each group's download takes milliseconds on the bus: the buffer is a reader of the
+/// download until the copies are done, the work queued right after the call (an in-place
+/// transpose, then an overwrite of the whole buffer) waits for them, and the download holds the
+/// LDE of the trace route (whose bytes the tests above check against the naive reference). Then a
+/// fault after the first group's upload ([`backend_api::FaultSite::HostUploadQueued`]) returns
+/// only once no stream has work left, and nothing stays allocated.
+#[test]
+fn a_grouped_download_of_the_lde_sees_none_of_the_work_after_it() {
+    use crate::CudaOptions;
+    use crate::context::Lane;
+    use backend_api::{Backend, DEFAULT_SCRATCH_CAP, FaultSite, LdeParams, MatrixShape, PendingDownload};
+    let _count = PINNED_COUNT.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(backend) = device_or_skip("a_grouped_download_of_the_lde_sees_none_of_the_work_after_it") else {
+        return;
+    };
+    let b = backend.with_options(CudaOptions { upload_groups: 4, ..backend.options() }).unwrap();
+    let (n, m) = (1usize << 20, 32);
+    let params = LdeParams::new(MatrixShape::new(n, m).unwrap(), 2, 7).unwrap();
+    let mut host = b.alloc_host(n * m).unwrap();
+    host.copy_from_slice(&table(n * m, 17));
+    let baseline = b.memory().live;
+    {
+        let want = {
+            let trace = b.upload(&host).unwrap();
+            b.download_vec(&b.coset_lde(&trace, &params).unwrap()).unwrap()
+        };
+        let mut buf = b.alloc(2 * n * m).unwrap();
+        let pending = b.coset_lde_from_host_and_download(&mut buf, &host, &params).unwrap();
+        assert!(buf.has_readers(), "the grouped route left no reader on the buffer it downloads");
+        b.transpose_in_place(&mut buf, params.lde_shape(), DEFAULT_SCRATCH_CAP).unwrap();
+        assert!(!buf.has_readers(), "the transpose was queued without waiting for the download");
+        b.write(&mut buf, 0, &vec![u64::MAX; 2 * n * m]).unwrap();
+        let got = pending.wait().unwrap();
+        assert!(got[..] == want[..], "the download saw work queued after it, or holds another LDE");
+        assert!(b.download_vec(&buf).unwrap().iter().all(|&x| x == u64::MAX), "the overwrite did not happen");
+
+        b.tracker().fail_site(FaultSite::HostUploadQueued);
+        let err =
+            b.coset_lde_from_host_and_download(&mut buf, &host, &params).expect_err("the injected fault must surface");
+        assert!(err.to_string().contains("cuMemcpy2DAsync"), "{err}");
+        // SAFETY: the backend's live streams, with its context current.
+        let idle = unsafe {
+            [Lane::Compute, Lane::Copy, Lane::Download].map(|l| driver::stream_query(b.device.lane(l)).unwrap())
+        };
+        assert_eq!(idle, [true; 3], "an error returned with work still queued (compute, copy, download)");
+    }
+    b.synchronize().unwrap();
+    assert_eq!(b.memory().live, baseline, "the downloads left device memory allocated");
+}
