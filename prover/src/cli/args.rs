@@ -100,9 +100,11 @@ pub(super) struct CommitArgs {
     /// FILE (an existing regular file is replaced; a symbolic link, FIFO or device is refused).
     #[arg(long, value_name = "FILE")]
     pub(super) out: Option<PathBuf>,
-    /// Queue the copy of the row-major LDE to host memory before the transpose, as a prover that
-    /// reads rows does; it overlaps the leaves, trees and transpose. Reported as the `host_copy`
-    /// phase (queueing it) and `host_copy_wait` (waiting for it after the roots).
+    /// Also copy the row-major LDE to host memory, as a prover that reads rows does. The upload
+    /// queues it (CUDA: each column group's LDE goes down while the next groups are uploaded and
+    /// extended, and the leaves are hashed beside it; the transpose waits for it). Reported as
+    /// `host_copy_wait` (waiting for it after the roots; `host_copy` where a separate phase
+    /// queued it, as with `--snapshot`).
     #[arg(long, conflicts_with_all = ["devices", "repeat"])]
     pub(super) host_copy: bool,
     /// Do not synchronize after each phase (faster on GPUs; the per-phase seconds become issue times).
