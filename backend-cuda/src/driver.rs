@@ -272,6 +272,57 @@ pub(crate) unsafe fn memcpy_2d_dtoh_async(
     check("cuMemcpy2DAsync", unsafe { sys::cuMemcpy2DAsync_v2(&copy, s) })
 }
 
+/// Loads every function of `module` onto the device now (`cuFuncLoad`). Under lazy loading
+/// (`CUDA_MODULE_LOADING=LAZY`, the driver's default since CUDA 12.2) a module's functions are
+/// otherwise loaded at their first launch, inside the caller's timed work, and a load may wait for
+/// work on other streams, which undoes a first upload's overlap with its LDE. A driver without
+/// `cuModuleEnumerateFunctions` (before CUDA 12.4) leaves the loading to the first launch.
+///
+/// # Safety
+/// `module` is a loaded module of the current context.
+pub(crate) unsafe fn load_functions(module: sys::CUmodule) -> Result<()> {
+    // SAFETY: the contract.
+    for f in unsafe { module_functions(module) }? {
+        // SAFETY: a function handle of the loaded module.
+        check("cuFuncLoad", unsafe { sys::cuFuncLoad(f) })?;
+    }
+    Ok(())
+}
+
+/// Every function of `module`; none when the driver cannot enumerate them (before CUDA 12.4).
+///
+/// # Safety
+/// `module` is a loaded module of the current context.
+pub(crate) unsafe fn module_functions(module: sys::CUmodule) -> Result<Vec<sys::CUfunction>> {
+    if !["cuModuleGetFunctionCount", "cuModuleEnumerateFunctions", "cuFuncLoad", "cuFuncIsLoaded"]
+        .iter()
+        .all(|s| has_symbol(s))
+    {
+        return Ok(Vec::new());
+    }
+    let mut count: std::ffi::c_uint = 0;
+    // SAFETY: a loaded module (the contract) and a valid out-pointer.
+    check("cuModuleGetFunctionCount", unsafe { sys::cuModuleGetFunctionCount(&mut count, module) })?;
+    let mut functions: Vec<sys::CUfunction> = vec![ptr::null_mut(); count as usize];
+    // SAFETY: room for `count` handles, as the driver just reported.
+    check("cuModuleEnumerateFunctions", unsafe {
+        sys::cuModuleEnumerateFunctions(functions.as_mut_ptr(), count, module)
+    })?;
+    Ok(functions)
+}
+
+/// Whether `function` is loaded on the device (`cuFuncIsLoaded`).
+///
+/// # Safety
+/// `function` is a function of a loaded module of the current context.
+#[cfg(test)]
+pub(crate) unsafe fn function_loaded(function: sys::CUfunction) -> Result<bool> {
+    let mut state = sys::CUfunctionLoadingState::CU_FUNCTION_LOADING_STATE_UNLOADED;
+    // SAFETY: the contract, and a valid out-pointer.
+    check("cuFuncIsLoaded", unsafe { sys::cuFuncIsLoaded(&mut state, function) })?;
+    Ok(state == sys::CUfunctionLoadingState::CU_FUNCTION_LOADING_STATE_LOADED)
+}
+
 /// Page-locks `bytes` bytes of host memory at `p` for asynchronous copies, for every context
 /// (`CU_MEMHOSTREGISTER_PORTABLE`).
 ///

@@ -478,10 +478,33 @@ impl Modules {
             let t = Instant::now();
             let (raw, fallback) = load_or_fall_back(unit, cap, cache, &img, origin)?;
             loaded.insert(unit, Arc::new(Module { raw, functions: Mutex::default() }));
+            // A prepared unit is loaded whole, not at its kernels' first launches.
+            // SAFETY: loaded just above in this context, which the caller made current.
+            unsafe { crate::driver::load_functions(raw) }?;
             let (origin, image_bytes) = fallback.unwrap_or((origin, img.len()));
             report.push(KernelPrep { unit: unit.label(), origin, image_time, load_time: t.elapsed(), image_bytes });
         }
         Ok(report)
+    }
+
+    /// The labels of the loaded units some of whose functions are not loaded on the device yet
+    /// (lazy loading), or `None` when the driver cannot enumerate functions.
+    #[cfg(test)]
+    pub(crate) fn units_not_wholly_loaded(&self) -> Option<std::collections::BTreeSet<String>> {
+        let loaded = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
+        let mut partial = std::collections::BTreeSet::new();
+        for (unit, m) in loaded.iter() {
+            // SAFETY: loaded modules of the context the caller made current.
+            let functions = unsafe { crate::driver::module_functions(m.raw) }.ok()?;
+            if functions.is_empty() {
+                return None;
+            }
+            // SAFETY: as above.
+            if !functions.iter().all(|&f| unsafe { crate::driver::function_loaded(f) }.unwrap_or(false)) {
+                partial.insert(unit.label());
+            }
+        }
+        Some(partial)
     }
 
     /// The labels of the units loaded so far ([`Unit::label`]).

@@ -6,7 +6,9 @@
 //! `[n, N)` hold anything: the checks fill those rows with garbage (random `u64`s, values `>= p`,
 //! `u64::MAX`, a stale copy of the trace), which must not change a byte of the result.
 
-use backend_api::{Backend, DeviceBuffer as _, Error, LdeParams, MatrixShape, PendingDownload as _, field::LdeTwiddles};
+use backend_api::{
+    Backend, DeviceBuffer as _, Error, LdeParams, MatrixShape, PendingDownload as _, field::LdeTwiddles,
+};
 
 use crate::reference::{self, P};
 use crate::{Context as _, Gen, Outcome, ensure, ensure_live, ensure_words_eq, expect_error};

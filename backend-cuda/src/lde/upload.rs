@@ -167,7 +167,7 @@ fn overlapped(
     let n = params.trace().rows();
     let lde_rows = params.lde_shape().rows();
     let pitch = m * ELEM_BYTES;
-    let run = || -> Result<()> {
+    let mut run = || -> Result<()> {
         for (g, (cols, done)) in groups.iter().zip(&copied).enumerate() {
             if g == 1 && dev.tracker.site_fails(FaultSite::HostUploadQueued) {
                 return Err(driver::error_from(

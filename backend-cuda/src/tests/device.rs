@@ -44,6 +44,13 @@ fn prepare_kernels_loads_the_fused_leaf_kernels_a_commit_launches() {
         backend.synchronize().unwrap();
         assert_eq!(hash_units(), prepared, "{hash}: a leaf kernel was loaded after prepare_kernels");
     }
+    // Every function of every prepared unit is on the device: none is loaded at its first launch.
+    backend.device.bind().unwrap();
+    backend.prepare_kernels(HashKind::Keccak256).unwrap();
+    match backend.device.modules.units_not_wholly_loaded() {
+        Some(partial) => assert!(partial.is_empty(), "units with functions left to lazy loading: {partial:?}"),
+        None => println!("SKIPPED the loading check: this driver cannot enumerate a module's functions"),
+    }
 }
 
 /// `queue_download` failing after its copy is queued (the completion event's recording, made to
