@@ -156,6 +156,11 @@ impl Batch {
         self.public_values.push(public_values);
     }
 
+    /// How many tables take part in a lookup (each has a permutation trace).
+    pub fn lookup_tables(&self) -> usize {
+        self.tables.iter().filter(|t| matches!(t, Table::FibonacciSends(..) | Table::Receives(_))).count()
+    }
+
     /// Each trace's (height, width).
     pub fn dims(&self) -> Vec<(usize, usize)> {
         self.traces.iter().map(|t| (t.height(), t.width())).collect()
@@ -202,6 +207,17 @@ pub fn prove<SC: BatchConfig>(config: &SC, batch: &Batch) -> BatchProof<SC>
 where
     p3_uni_stark::PcsProverError<SC>: Send + std::fmt::Debug,
 {
+    try_prove(config, batch).expect("proving the batch succeeds")
+}
+
+/// `prove_batch` of `batch` with `config`.
+pub fn try_prove<SC: BatchConfig>(
+    config: &SC,
+    batch: &Batch,
+) -> Result<BatchProof<SC>, p3_uni_stark::ProvingError<p3_uni_stark::PcsProverError<SC>>>
+where
+    p3_uni_stark::PcsProverError<SC>: Send,
+{
     let instances: Vec<StarkInstance<'_, SC, Table>> = batch
         .tables
         .iter()
@@ -209,8 +225,8 @@ where
         .zip(&batch.public_values)
         .map(|((air, trace), public_values)| StarkInstance { air, trace, public_values: public_values.clone() })
         .collect();
-    let prover_data = ProverData::from_instances(config, &instances).expect("the batch's prover data");
-    prove_batch(config, &instances, &prover_data).expect("proving the batch succeeds")
+    let prover_data = ProverData::from_instances(config, &instances)?;
+    prove_batch(config, &instances, &prover_data)
 }
 
 /// The proof's bytes, after checking that `verify_batch` with the stock configuration `stock`
