@@ -23,7 +23,11 @@
 //! `PROVE_LOG_ROWS` (default `12,14`), and Plonky3's Keccak-f AIR (p3-keccak-air, 2,633 columns)
 //! over the permutation counts of `KECCAK_HASHES` (default `85`: 2^11 rows), with the Keccak-256
 //! MMCS; and the Fibonacci AIR over 2^k rows for each k of `PROVE_POSEIDON2_LOG_ROWS` (default
-//! `12`) with Plonky3's Poseidon2 MMCS and a duplex challenger (`BackendMmcs<_, Poseidon2>`). Each proof is first
+//! `12`) with Plonky3's Poseidon2 MMCS and a duplex challenger (`BackendMmcs<_, Poseidon2>`); and a
+//! virtual machine's batch of nine tables (p3-batch-stark's `prove_batch`: Fibonacci tables of 20
+//! to 256 columns, Poseidon2 and Keccak-f) of heights `2^(k - 7)` to `2^k` for each k of
+//! `PROVE_BATCH_LOG_ROWS` (default `12`; `21` is 2^14 to 2^21 rows), its split read at the PCS
+//! (`commit`: every trace commit; `quotient`: every table's quotient). Each proof is first
 //! checked byte for byte against stock and with the stock verifier. Each side runs `BENCH_REPS`
 //! (default 3) times, alternating, and the best whole proof of each side is reported with its
 //! split (`PROOF ...` lines) and the ratio stock / ours (`PAIRED ...` lines); `RUNS ...` lines
@@ -32,13 +36,21 @@
 //! (e.g. `cuda`) picks backends among `cpu`, `cuda` and `wgpu` (built with their features).
 //!
 //! ```text
-//! PROVE_LOG_ROWS=16,18,20 KECCAK_HASHES=1365,2730 PROVE_POSEIDON2_LOG_ROWS=18 BENCH_BACKENDS=cuda \
+//! PROVE_LOG_ROWS=16,18,20 KECCAK_HASHES=1365,2730 PROVE_POSEIDON2_LOG_ROWS=18 PROVE_BATCH_LOG_ROWS=21 BENCH_BACKENDS=cuda \
 //!     cargo bench -p plonky3-adapter --features cuda --bench prove
 //! ```
 
 #[path = "../tests/common/stark.rs"]
 #[allow(missing_docs)]
 mod stark;
+
+#[path = "../tests/common/batch.rs"]
+#[allow(missing_docs)]
+mod batch;
+
+#[path = "support/timed_pcs.rs"]
+#[allow(missing_docs)]
+mod timed_pcs;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -48,7 +60,7 @@ use std::time::{Duration, Instant};
 use backend_cpu::CpuBackend;
 use p3_dft::Radix2DitParallel;
 use p3_field::coset::TwoAdicMultiplicativeCoset;
-use plonky3_adapter::{BackendMmcs, DefaultDevice};
+use plonky3_adapter::{BackendDft, BackendMmcs, DefaultDevice};
 use stark::{Challenge, Challenger, FibonacciAir, Val};
 
 use naive_reference::env::env;
@@ -180,12 +192,20 @@ fn timed(prove: impl FnOnce()) -> Split {
 
 /// Alternates the two sides `reps` times each (`setup` makes each run's trace outside the
 /// timing) and prints the best proof of each with its split.
-fn paired<I>(
+fn paired<I>(label: &str, reps: usize, setup: impl FnMut() -> I, stock: impl FnMut(I), ours: impl FnMut(I)) {
+    paired_split(label, reps, setup, stock, ours, &|_, _| {});
+}
+
+/// [`paired`], each run's split completed by `adjust(stock, split)` after it ran (`stock`: which
+/// side ran): a batch proof's phases are read from its PCS ([`timed_pcs::TimedPcs`]), not from
+/// spans.
+fn paired_split<I>(
     label: &str,
     reps: usize,
     mut setup: impl FnMut() -> I,
     mut stock: impl FnMut(I),
     mut ours: impl FnMut(I),
+    adjust: &dyn Fn(bool, &mut Split),
 ) {
     let (mut best_a, mut best_b): (Option<Split>, Option<Split>) = (None, None);
     // Every run's whole proof and commit, per side, in the order they ran.
@@ -193,11 +213,12 @@ fn paired<I>(
     for round in 0..reps {
         for first in [round % 2 == 0, round % 2 != 0] {
             let input = setup();
-            let (best, runs, split) = if first {
+            let (best, runs, mut split) = if first {
                 (&mut best_a, &mut runs_a, timed(|| stock(input)))
             } else {
                 (&mut best_b, &mut runs_b, timed(|| ours(input)))
             };
+            adjust(first, &mut split);
             // With the fused commit's steps, where it has them.
             let steps: Vec<String> = split
                 .ours
@@ -236,6 +257,7 @@ fn list(name: &str, default: &str) -> Vec<usize> {
 
 fn run<B: DefaultDevice>(name: &str) {
     let Some((dft, backend)) = stark::bench_backend::<B>(name) else { return };
+    let batch_dft = dft.clone();
     let reps = env("BENCH_REPS", 3);
     let stock = stark::config(Radix2DitParallel::<Val>::default());
     let device_openings = env("PROVE_HOST_OPENINGS", 0) != 1;
@@ -249,6 +271,7 @@ fn run<B: DefaultDevice>(name: &str) {
         keccak_mmcs_statements(name, reps, &stock, &ours);
         println!("STATS {name}: {:?}", p3_uni_stark::StarkGenericConfig::pcs(&ours).stats());
     }
+    batch_statement(name, reps, batch_dft, device_openings);
     // The Poseidon2 configuration (Plonky3's Poseidon2 MMCS, a duplex challenger): stock against
     // `BackendPcs` with `BackendMmcs<_, Poseidon2>`.
     let (stock_p2, ours_p2) = (stark::poseidon2::stock(), stark::poseidon2::fused(Arc::clone(&backend)));
@@ -275,6 +298,76 @@ fn run<B: DefaultDevice>(name: &str) {
 
 /// Stock Plonky3's configuration.
 type Stock = stark::Config<Radix2DitParallel<Val>>;
+
+/// A virtual machine's tables at the scale of `log_rows` (its tallest height): nine tables of
+/// heights `2^(log_rows - 7)` to `2^log_rows` and widths 20 to 2,633 columns (Fibonacci tables of
+/// 20 to 256 columns, Plonky3's Poseidon2 and Keccak-f AIRs), with two heights shared.
+fn vm_tables(log_rows: usize) -> Vec<batch::Shape> {
+    use batch::Shape;
+    assert!(log_rows >= 12, "PROVE_BATCH_LOG_ROWS={log_rows}: the shortest Keccak-f table needs 2^5 rows");
+    let keccak = |log: usize| Shape::Keccak { hashes: (1 << log) / 24 };
+    vec![
+        Shape::Fibonacci { pairs: 128, rows: 1 << log_rows },
+        Shape::Fibonacci { pairs: 10, rows: 1 << log_rows },
+        Shape::Fibonacci { pairs: 64, rows: 1 << (log_rows - 1) },
+        Shape::Poseidon2 { rows: 1 << (log_rows - 2) },
+        Shape::Fibonacci { pairs: 32, rows: 1 << (log_rows - 3) },
+        keccak(log_rows - 4),
+        Shape::Poseidon2 { rows: 1 << (log_rows - 5) },
+        Shape::Fibonacci { pairs: 24, rows: 1 << (log_rows - 6) },
+        keccak(log_rows - 7),
+    ]
+}
+
+/// A p3-batch-stark configuration whose PCS's calls are timed.
+type TimedConfig<P> = p3_uni_stark::StarkConfig<timed_pcs::TimedPcs<P>, Challenge, Challenger>;
+
+/// The batch statement: [`vm_tables`] at each scale of `PROVE_BATCH_LOG_ROWS` (default `12`; the
+/// virtual machine of 2^14 to 2^21 rows is `21`), proved with `prove_batch`, stock against
+/// `BackendPcs` with `dft` (the other statements' DFT, its threshold included) and an MMCS on its
+/// backend, after checking the proofs are the same bytes and that `verify_batch` accepts ours. Each side's split is read at its PCS ([`timed_pcs::TimedPcs`]): `commit` is
+/// every trace commit, `quotient` the tables' quotients up to their chunks' commit.
+fn batch_statement<B: DefaultDevice>(name: &str, reps: usize, dft: BackendDft<B>, device_openings: bool) {
+    use p3_keccak::Keccak256Hash;
+    use plonky3_adapter::{BackendExtensionMmcs, BackendPcs};
+    use timed_pcs::TimedPcs;
+    let stock: TimedConfig<stark::Pcs<Radix2DitParallel<Val>>> = TimedConfig::new(
+        TimedPcs::new(stark::pcs(Radix2DitParallel::default(), 1)),
+        Challenger::from_hasher(vec![], Keccak256Hash {}),
+    );
+    let mmcs = BackendMmcs::new(dft.backend().expect("bench_backend opened it"), 0);
+    let fused = BackendPcs::new(dft, mmcs.clone(), stark::fri(BackendExtensionMmcs::new(mmcs), 1))
+        .with_device_openings(device_openings);
+    let ours = TimedConfig::new(TimedPcs::new(fused), Challenger::from_hasher(vec![], Keccak256Hash {}));
+    let (stock_pcs, ours_pcs) =
+        (p3_uni_stark::StarkGenericConfig::pcs(&stock), p3_uni_stark::StarkGenericConfig::pcs(&ours));
+    for log_rows in list("PROVE_BATCH_LOG_ROWS", "12") {
+        let statement = batch::Batch::new(&vm_tables(log_rows));
+        let dims: Vec<String> = statement.dims().iter().map(|(h, w)| format!("2^{}x{w}", h.trailing_zeros())).collect();
+        let want = batch::check_against(&batch::prove(&stock, &statement), &stock, &statement);
+        let got = batch::check_against(&batch::prove(&ours, &statement), &stock, &statement);
+        assert!(got == want, "batch 2^{log_rows} [{}]: the proofs differ", dims.join(", "));
+        let _ = (stock_pcs.take(), ours_pcs.take());
+        paired_split(
+            &format!(
+                "{name} prove batch of {} tables 2^{}..2^{log_rows} [{}]",
+                dims.len(),
+                log_rows - 7,
+                dims.join(", ")
+            ),
+            reps,
+            || (),
+            |()| drop(batch::prove(&stock, &statement)),
+            |()| drop(batch::prove(&ours, &statement)),
+            &|first, split| {
+                let p = if first { stock_pcs.take() } else { ours_pcs.take() };
+                split.phases[..4]
+                    .copy_from_slice(&[p.commit, p.quotient, p.quotient_commit, p.open].map(|d| d.as_secs_f64()));
+            },
+        );
+    }
+    println!("STATS {name} batch: {:?}", ours_pcs.inner.stats());
+}
 
 /// The statements with the Keccak MMCS (Fibonacci over `PROVE_LOG_ROWS`, the Keccak-f AIR over
 /// `KECCAK_HASHES`), stock against `ours`.

@@ -269,12 +269,18 @@ impl<B: Backend> BackendDft<B> {
         added_bits: usize,
         shift: Goldilocks,
     ) -> Option<(&Arc<B>, LdeParams)> {
-        if rows.checked_mul(cols)? < self.shared.min_backend_elems {
+        let params = backend_params(rows, cols, added_bits, shift)?;
+        Some((self.route_elems(rows.checked_mul(cols)?)?, params))
+    }
+
+    /// The backend that LDEs of `elems` trace elements in all go to, threshold included (the
+    /// fused commit of matrices of several heights asks it for their sum), or `None` for the CPU.
+    pub(crate) fn route_elems(&self, elems: usize) -> Option<&Arc<B>> {
+        if elems < self.shared.min_backend_elems {
             return None;
         }
-        let params = backend_params(rows, cols, added_bits, shift)?;
         match self.resolved() {
-            Ok(backend) => Some((backend, params)),
+            Ok(backend) => Some(backend),
             Err(reason) => {
                 if !self.shared.warned.swap(true, Ordering::Relaxed) {
                     warn_once_unavailable::<B>(reason);
@@ -410,7 +416,7 @@ impl<B: Backend + 'static> TwoAdicSubgroupDft<Goldilocks> for BackendDft<B> {
 /// The LDE parameters when the backends take a `rows x cols` trace; `None` (no columns, a height
 /// that is not a power of two, a domain over 2^32, a zero shift) sends it to the CPU DFT, which
 /// handles it Plonky3's way.
-fn backend_params(rows: usize, cols: usize, added_bits: usize, shift: Goldilocks) -> Option<LdeParams> {
+pub(crate) fn backend_params(rows: usize, cols: usize, added_bits: usize, shift: Goldilocks) -> Option<LdeParams> {
     if cols == 0 {
         return None;
     }

@@ -37,9 +37,10 @@
 //!   layer's leaves and tree are computed by the backend, and openings download only the sibling
 //!   digests they send; see [Device Merkle trees](#device-merkle-trees-backendmmcs).
 //! - **The trace commit fuses** with [`BackendPcs`], `TwoAdicFriPcs` with the same types whose
-//!   commits of one-coset matrices run the LDE, the leaves and the tree on the backend in one
-//!   pass: the trace goes up once and the LDE comes down once, into the host copy the quotient
-//!   reads, instead of coming down from the DFT and going up again for the MMCS. Where the
+//!   trace commits run the LDE, the leaves and the tree on the backend in one pass: the trace
+//!   goes up once and the LDE comes down once, into the host copy the quotient reads, instead of
+//!   coming down from the DFT and going up again for the MMCS. A p3-batch-stark proof's traces
+//!   (one per table, of many heights) fuse too: one LDE per height and one tree. Where the
 //!   backend has the opening products, the LDE also stays on the device and the openings'
 //!   evaluations and row reductions run there; where it also reduces openings
 //!   ([`backend_api::Backend::reduce_openings`]), FRI's whole input is summed there.
@@ -199,7 +200,7 @@ pub use fri::BackendExtensionMmcs;
 pub use mmcs::{BackendMmcs, BackendProverData, MmcsStats};
 pub use pcs::{
     BackendPcs, InnerPcs, OnRefusal, PcsError, PcsStats, free_kept_host_matrices, fused_commit_model,
-    quotient_commit_model,
+    fused_heights_model, quotient_commit_model,
 };
 pub use prove::{DeviceQuotient, DeviceQuotientPcs, prove};
 pub use quotient::{CompiledAir, Uncompiled};

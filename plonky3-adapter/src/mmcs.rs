@@ -203,8 +203,14 @@ impl<B: Backend, H: MmcsHash> BackendMmcs<B, H> {
     }
 
     /// The leaves and the tree on the device: the node arrays and where each of Plonky3's digest
-    /// layers lies in them.
-    fn device_tree<M: Matrix<Goldilocks>>(&self, inputs: &[M], plan: &Plan) -> backend_api::Result<Segments<B, H>> {
+    /// layers lies in them. `hash_rows(g, out, at)` writes the row digests of `plan`'s group `g`
+    /// (one per row, in the order committed) into `out` from digest `at` on: hashed from host
+    /// matrices ([`Self::hash_group`]) or from device LDEs ([`Self::hash_lde_rows`]).
+    fn device_tree(
+        &self,
+        plan: &Plan,
+        mut hash_rows: impl FnMut(usize, &mut B::Buffer, usize) -> backend_api::Result<()>,
+    ) -> backend_api::Result<Segments<B, H>> {
         let backend = &*self.backend;
         let mut buffers: Vec<B::Buffer> = Vec::with_capacity(plan.groups.len());
         let mut layers: Vec<LayerAt> = Vec::with_capacity(plan.log_max as usize + 1);
@@ -214,8 +220,9 @@ impl<B: Backend, H: MmcsHash> BackendMmcs<B, H> {
                 // The tallest matrices' rows are the leaves of the first segment.
                 let tree = TreeShape::new(group.height)?;
                 let mut nodes = backend.alloc(tree.words())?;
-                self.hash_group(inputs, group, &mut nodes, tree.first_leaf())?;
-                backend.merkle_tree_in_place(&mut nodes, tree, H::KIND)?;
+                hash_rows(g, &mut nodes, tree.first_leaf())?;
+                tracing::debug_span!("tree: nodes")
+                    .in_scope(|| backend.merkle_tree_in_place(&mut nodes, tree, H::KIND))?;
                 buffers.push(nodes);
                 layers.extend((0..=log_height).map(|d| LayerAt::heap_level(0, log_height - d)));
             } else {
@@ -225,7 +232,7 @@ impl<B: Backend, H: MmcsHash> BackendMmcs<B, H> {
                 let n = group.height;
                 let d = (plan.log_max - log_height) as usize;
                 let mut injected = backend.alloc(n * DIGEST_WORDS)?;
-                self.hash_group(inputs, group, &mut injected, 0)?;
+                hash_rows(g, &mut injected, 0)?;
                 let tree = TreeShape::new(2 * n)?;
                 let mut nodes = backend.alloc(tree.words())?;
                 let first = tree.first_leaf();
@@ -241,34 +248,57 @@ impl<B: Backend, H: MmcsHash> BackendMmcs<B, H> {
                     .collect();
                 backend.batched_copy(&injected, &mut nodes, &from_rows)?;
                 drop(injected);
-                backend.merkle_tree_in_place(&mut nodes, tree, H::KIND)?;
+                tracing::debug_span!("tree: nodes")
+                    .in_scope(|| backend.merkle_tree_in_place(&mut nodes, tree, H::KIND))?;
                 let segment = buffers.len();
                 buffers.push(nodes);
                 layers.truncate(d);
                 layers.extend((0..=log_height).map(|e| LayerAt::heap_level(segment, log_height - e)));
             }
         }
-        Segments::new(backend, buffers, layers)
+        tracing::debug_span!("tree: top down").in_scope(|| Segments::new(backend, buffers, layers))
     }
 
-    /// Commits matrices of one height whose LDE is already on the backend, in natural row order:
-    /// `lde` holds the row-major `shape` matrix whose row `br(i)` is row `i` of the concatenation
-    /// of `matrices` (the same LDE on the host, in the bit-reversed row order the PCS commits).
-    /// The leaves are hashed from `lde` in natural order and put in Plonky3's order on the device,
-    /// through a buffer of one digest per row (`4 / width` of the LDE's bytes).
+    /// The row digests of the natural-order row-major `shape` LDE `lde` in Plonky3's order (leaf
+    /// `i` the digest of row `br(i)`) into `out` from digest `at` on: hashed where they are into a
+    /// buffer of one digest per row, then permuted into place on the device.
+    fn hash_lde_rows(
+        &self,
+        lde: &B::Buffer,
+        shape: MatrixShape,
+        out: &mut B::Buffer,
+        at: usize,
+    ) -> backend_api::Result<()> {
+        let backend = &*self.backend;
+        let rows = shape.rows();
+        let spec = LeafSpec::new(H::KIND, LeafLayout::Rows, 0..shape.cols())?;
+        let mut leaves = backend.alloc(rows * DIGEST_WORDS)?;
+        tracing::debug_span!("tree: leaves")
+            .in_scope(|| backend.hash_leaves_into(lde, shape, &spec, &mut leaves, 0))?;
+        let digests = MatrixShape::new(rows, DIGEST_WORDS)?;
+        tracing::debug_span!("tree: leaves bit-reversed")
+            .in_scope(|| backend.bit_reversed_rows(&leaves, 0, digests, 0..rows, out, at * DIGEST_WORDS))
+    }
+
+    /// Commits matrices whose LDEs are already on the backend, in natural row order, one LDE per
+    /// height: `ldes[g]` holds the row-major matrix of its shape whose row `br(i)` is row `i` of
+    /// the concatenation of the matrices of the `g`-th height, tallest first, in the order given
+    /// (the same LDEs on the host, in the bit-reversed row order the PCS commits). The leaves are
+    /// hashed from each LDE in natural order and put in Plonky3's order on the device, through a
+    /// buffer of one digest per row (`4 / width` of the LDE's bytes), and the shorter heights are
+    /// injected into the tree at their level as [`BackendMmcs`]'s commit of host matrices does.
     ///
-    /// With `keep`, the prover data holds `lde` for the openings ([`BackendProverData::device_lde`]);
-    /// otherwise it is freed here. `guard` (a memory admission's ticket) is dropped with the prover
-    /// data, after its device buffers; `recycle`, where given, then receives the host matrices
-    /// instead of freeing them.
+    /// With `keep`, the prover data holds the LDEs for the openings
+    /// ([`BackendProverData::device_lde_of`]); otherwise they are freed here. `guard` (a memory
+    /// admission's ticket) is dropped with the prover data, after its device buffers; `recycle`,
+    /// where given, then receives the host matrices instead of freeing them.
     ///
     /// # Errors
-    /// The backend's errors; [`Error::InvalidArgument`] when `matrices` are not one group of
-    /// `shape`'s height and total width (a caller's bug).
-    pub(crate) fn commit_device_lde<M: Matrix<Goldilocks>>(
+    /// The backend's errors; [`Error::InvalidArgument`] when the matrices' heights and widths,
+    /// grouped by height, are not the LDEs' shapes (a caller's bug).
+    pub(crate) fn commit_device_ldes<M: Matrix<Goldilocks>>(
         &self,
-        lde: B::Buffer,
-        shape: MatrixShape,
+        ldes: Vec<(B::Buffer, MatrixShape)>,
         matrices: DeviceLdeMatrices<B, M>,
         guard: Option<Box<dyn Send + Sync>>,
         recycle: Option<fn(Vec<M>)>,
@@ -278,22 +308,41 @@ impl<B: Backend, H: MmcsHash> BackendMmcs<B, H> {
                 let dims = matrices.iter().map(|m| (m.height(), m.width())).collect();
                 (HostMatrices::given(matrices, dims), keep)
             }
-            DeviceLdeMatrices::OnFirstUse { widths, download } => {
-                let dims = widths.iter().map(|&w| (shape.rows(), w)).collect();
+            DeviceLdeMatrices::OnFirstUse { dims, download } => {
                 (HostMatrices { ready: OnceLock::new(), dims, download: Some(download) }, true)
             }
         };
+        let shapes: Vec<MatrixShape> = ldes.iter().map(|(_, shape)| *shape).collect();
         let plan = Plan::from_dims(&host.dims)
             .ok()
-            .filter(|p| matches!(&p.groups[..], [g] if g.height == shape.rows() && g.width == shape.cols()))
+            .filter(|p| {
+                p.groups.len() == shapes.len()
+                    && p.groups.iter().zip(&shapes).all(|(g, s)| g.height == s.rows() && g.width == s.cols())
+            })
             .ok_or_else(|| {
-                Error::InvalidArgument(format!("the committed matrices are not one {shape} group of the device LDE"))
+                let shapes: Vec<String> = shapes.iter().map(ToString::to_string).collect();
+                Error::InvalidArgument(format!(
+                    "the committed matrices are not the groups of the device LDEs [{}]",
+                    shapes.join(", ")
+                ))
             })?;
-        let segments = self.rows_tree(&lde, shape, true)?;
+        let segments = self.device_tree(&plan, |g, out, at| self.hash_lde_rows(&ldes[g].0, shapes[g], out, at))?;
         self.counters.device_commits.fetch_add(1, Ordering::Relaxed);
+        // Matrix `i`'s LDE and first column: its group's, after the members before it.
+        let mut placement = vec![(0, 0); host.dims.len()];
+        for (g, group) in plan.groups.iter().enumerate() {
+            let mut col = 0;
+            for &i in &group.members {
+                placement[i] = (g, col);
+                col += host.dims[i].1;
+            }
+        }
         let mut committed = self.device_commit_of(host, plan, segments);
         if let Tree::Device(tree) = &mut committed.1.tree {
-            tree.lde = keep.then_some(DeviceLde { buffer: lde, shape });
+            if keep {
+                tree.ldes = ldes.into_iter().map(|(buffer, shape)| DeviceLde { buffer, shape }).collect();
+                tree.placement = placement;
+            }
             tree.guard = guard;
             tree.recycle = recycle;
         }
@@ -318,7 +367,7 @@ impl<B: Backend, H: MmcsHash> BackendMmcs<B, H> {
             }
             _ => return self.commit(vec![matrix]),
         };
-        match self.rows_tree(rows, shape, false) {
+        match self.rows_tree(rows, shape) {
             Ok(segments) => {
                 self.counters.device_commits.fetch_add(1, Ordering::Relaxed);
                 self.device_commit(vec![matrix], plan, segments)
@@ -334,33 +383,15 @@ impl<B: Backend, H: MmcsHash> BackendMmcs<B, H> {
     }
 
     /// The tree over the rows of the row-major `shape` matrix `rows` on the device, one leaf a
-    /// row hashed where it is; with `bit_reversed`, leaf `i` is the digest of row `br(i)`
-    /// (Plonky3's order over a natural-order LDE), the digests put in that order on the device
-    /// through a buffer of their size.
-    fn rows_tree(
-        &self,
-        rows: &B::Buffer,
-        shape: MatrixShape,
-        bit_reversed: bool,
-    ) -> backend_api::Result<Segments<B, H>> {
+    /// row hashed where it is, in the order the rows lie.
+    fn rows_tree(&self, rows: &B::Buffer, shape: MatrixShape) -> backend_api::Result<Segments<B, H>> {
         let backend = &*self.backend;
         let (height, log_rows) = (shape.rows(), shape.rows().trailing_zeros());
         let tree = TreeShape::new(height)?;
         let mut nodes = backend.alloc(tree.words())?;
         let spec = LeafSpec::new(H::KIND, LeafLayout::Rows, 0..shape.cols())?;
-        if bit_reversed {
-            // Hashed in natural order beside the tree, then put in its leaf level in Plonky3's.
-            let mut leaves = backend.alloc(height * DIGEST_WORDS)?;
-            tracing::debug_span!("tree: leaves")
-                .in_scope(|| backend.hash_leaves_into(rows, shape, &spec, &mut leaves, 0))?;
-            let digests = MatrixShape::new(height, DIGEST_WORDS)?;
-            let first = tree.first_leaf() * DIGEST_WORDS;
-            tracing::debug_span!("tree: leaves bit-reversed")
-                .in_scope(|| backend.bit_reversed_rows(&leaves, 0, digests, 0..height, &mut nodes, first))?;
-        } else {
-            tracing::debug_span!("tree: leaves")
-                .in_scope(|| backend.hash_leaves_into(rows, shape, &spec, &mut nodes, tree.first_leaf()))?;
-        }
+        tracing::debug_span!("tree: leaves")
+            .in_scope(|| backend.hash_leaves_into(rows, shape, &spec, &mut nodes, tree.first_leaf()))?;
         tracing::debug_span!("tree: nodes").in_scope(|| backend.merkle_tree_in_place(&mut nodes, tree, H::KIND))?;
         let layers = (0..=log_rows).map(|d| LayerAt::heap_level(0, log_rows - d)).collect();
         tracing::debug_span!("tree: top down").in_scope(|| Segments::new(backend, vec![nodes], layers))
@@ -391,7 +422,8 @@ impl<B: Backend, H: MmcsHash> BackendMmcs<B, H> {
             segments,
             counters: Arc::clone(&self.counters),
             host_layers: OnceLock::new(),
-            lde: None,
+            ldes: Vec::new(),
+            placement: Vec::new(),
             guard: None,
             recycle: None,
         };
@@ -430,16 +462,32 @@ impl<B: Backend, M, H: MmcsHash> BackendProverData<B, M, H> {
         matches!(self.tree, Tree::Device(_))
     }
 
-    /// Whether the committed LDE itself stays on the device for the openings (a
+    /// Whether the committed LDEs themselves stay on the device for the openings (a
     /// [`crate::BackendPcs`] fused commit on a backend with the opening products).
     pub fn holds_device_lde(&self) -> bool {
-        self.device_lde().is_some()
+        matches!(&self.tree, Tree::Device(d) if !d.ldes.is_empty())
     }
 
-    /// The backend and the committed LDE kept on it, if any.
+    /// The backend and the committed LDE kept on it, where the commit kept exactly one (matrices
+    /// of one height: a trace, the quotient's chunks).
     pub(crate) fn device_lde(&self) -> Option<(&Arc<B>, &DeviceLde<B>)> {
         match &self.tree {
-            Tree::Device(d) => d.lde.as_ref().map(|lde| (&d.backend, lde)),
+            Tree::Device(d) => match &d.ldes[..] {
+                [lde] => Some((&d.backend, lde)),
+                _ => None,
+            },
+            Tree::Host(_) => None,
+        }
+    }
+
+    /// The backend, the device LDE that holds committed matrix `i` and the matrix's first column
+    /// in it, where the commit kept its LDEs on the device.
+    pub(crate) fn device_lde_of(&self, i: usize) -> Option<(&Arc<B>, &DeviceLde<B>, usize)> {
+        match &self.tree {
+            Tree::Device(d) => {
+                let &(g, col) = d.placement.get(i)?;
+                d.ldes.get(g).map(|lde| (&d.backend, lde, col))
+            }
             Tree::Host(_) => None,
         }
     }
@@ -454,7 +502,7 @@ impl<B: Backend, M, H: MmcsHash> fmt::Debug for BackendProverData<B, M, H> {
                 .field("matrices", &d.host.dims.len())
                 .field("host_copy", &d.host.ready.get().is_some())
                 .field("layers", &d.segments.layers.len())
-                .field("device_lde", &d.lde.as_ref().map(|l| l.shape))
+                .field("device_ldes", &d.ldes.iter().map(|l| l.shape).collect::<Vec<_>>())
                 .finish(),
             Tree::Host(_) => f.debug_struct("BackendProverData").field("on_device", &false).finish(),
         }
@@ -513,19 +561,19 @@ pub(crate) enum DeviceLdeMatrices<B: Backend, M> {
         /// Whether the prover data keeps the device LDE for the openings.
         keep: bool,
     },
-    /// Not on the host: the device LDE is kept, and `download` makes the matrices of these widths
-    /// from it the first time a caller asks for them ([`Mmcs::get_matrices`]); the openings'
-    /// products and the query rows read the device LDE instead.
+    /// Not on the host: the device LDEs are kept, and `download` makes the matrices of these
+    /// dimensions from them the first time a caller asks for them ([`Mmcs::get_matrices`]); the
+    /// openings' products and the query rows read the device LDEs instead.
     OnFirstUse {
-        /// The matrices' widths, in order (their height is the LDE's).
-        widths: Vec<usize>,
+        /// Each matrix's (height, width), in order (its height is its LDE's).
+        dims: Vec<(usize, usize)>,
         /// The download.
         download: LdeDownload<B, M>,
     },
 }
 
-/// Makes the host matrices of a device LDE.
-pub(crate) type LdeDownload<B, M> = Box<dyn Fn(&B, &DeviceLde<B>) -> backend_api::Result<Vec<M>> + Send + Sync>;
+/// Makes the host matrices of a commit's device LDEs (one per height, tallest first).
+pub(crate) type LdeDownload<B, M> = Box<dyn Fn(&B, &[DeviceLde<B>]) -> backend_api::Result<Vec<M>> + Send + Sync>;
 
 /// A device tree's committed matrices on the host: given at the commit, or downloaded from the
 /// device LDE on first use.
@@ -550,8 +598,12 @@ struct DeviceTree<B: Backend, H: MmcsHash, M> {
     counters: Arc<Counters>,
     /// Every digest layer recomputed on the host, after a device error during an opening.
     host_layers: OnceLock<Vec<Vec<H::Digest>>>,
-    /// The committed LDE, kept on the device for the openings' products (fused commits only).
-    lde: Option<DeviceLde<B>>,
+    /// The committed LDEs, one per height (tallest first), kept on the device for the openings'
+    /// products (fused commits only; empty otherwise).
+    ldes: Vec<DeviceLde<B>>,
+    /// Where each committed matrix lies in `ldes`: the LDE's index and the matrix's first column
+    /// (empty with `ldes`).
+    placement: Vec<(usize, usize)>,
     /// Held as long as the tree's device memory (a memory admission's ticket), released on drop.
     guard: Option<Box<dyn Send + Sync>>,
     /// Where the host matrices go on drop, if not freed (a fused commit's LDE, kept for the next
@@ -570,7 +622,7 @@ impl<B: Backend, H: MmcsHash, M> Drop for DeviceTree<B, H, M> {
                 None => drop(matrices),
             }
         }
-        drop(self.lde.take());
+        drop(std::mem::take(&mut self.ldes));
         // After the device memory it accounts for.
         drop(self.guard.take());
     }
@@ -591,35 +643,39 @@ impl<B: Backend, H: MmcsHash, M: Matrix<Goldilocks>> DeviceTree<B, H, M> {
         top - cap_height.min(top)
     }
 
-    /// The committed matrices on the host, downloaded from the device LDE on the first call where
+    /// The device LDEs' shapes, for messages.
+    fn lde_shapes(&self) -> String {
+        let shapes: Vec<String> = self.ldes.iter().map(|l| l.shape.to_string()).collect();
+        shapes.join(", ")
+    }
+
+    /// The committed matrices on the host, downloaded from the device LDEs on the first call where
     /// the commit left them there.
     ///
     /// # Panics
-    /// When that download fails: the LDE on the device is then the committed matrices' only copy.
+    /// When that download fails: the LDEs on the device are then the committed matrices' only copy.
     fn host(&self) -> &[M] {
         self.host.ready.get_or_init(|| {
-            let (Some(download), Some(lde)) = (&self.host.download, &self.lde) else {
-                unreachable!("a device tree without host matrices holds its LDE and their download")
+            let Some(download) = self.host.download.as_ref().filter(|_| !self.ldes.is_empty()) else {
+                unreachable!("a device tree without host matrices holds its LDEs and their download")
             };
             let _span = tracing::debug_span!("host matrices: LDE down").entered();
             self.counters.lde_downloads.fetch_add(1, Ordering::Relaxed);
-            download(&self.backend, lde).unwrap_or_else(|e| {
+            download(&self.backend, &self.ldes).unwrap_or_else(|e| {
                 panic!(
-                    "plonky3-adapter: {} download of the committed {} LDE failed: {e}; its only copy is on the device",
+                    "plonky3-adapter: {} download of the committed LDEs [{}] failed: {e}; their only copy is on the device",
                     self.backend.info().backend,
-                    lde.shape
+                    self.lde_shapes()
                 )
             })
         })
     }
 
     /// The opened rows at global `index` (Plonky3's `index >> (log_max - log_height)`): from the
-    /// host matrices, or, where they are not on the host, one row of the device LDE.
+    /// host matrices, or, where they are not on the host, the rows of the device LDEs.
     fn rows_at(&self, index: usize) -> Vec<Vec<Goldilocks>> {
-        if self.host.ready.get().is_none()
-            && let Some(lde) = &self.lde
-        {
-            return self.device_rows(lde, &[index]).pop().unwrap_or_default();
+        if self.host.ready.get().is_none() && !self.ldes.is_empty() {
+            return self.device_rows(&[index]).pop().unwrap_or_default();
         }
         self.host()
             .iter()
@@ -636,67 +692,84 @@ impl<B: Backend, H: MmcsHash, M: Matrix<Goldilocks>> DeviceTree<B, H, M> {
     /// [`Self::rows_at`] at each of `indices`: where the matrices are only on the device, read
     /// there ([`Self::device_rows`]) in one download.
     fn rows_at_each(&self, indices: &[usize]) -> Vec<Vec<Vec<Goldilocks>>> {
-        match self.lde.as_ref().filter(|_| self.host.ready.get().is_none()) {
-            Some(lde) => self.device_rows(lde, indices),
-            None => indices.iter().map(|&i| self.rows_at(i)).collect(),
+        if self.host.ready.get().is_none() && !self.ldes.is_empty() {
+            return self.device_rows(indices);
         }
+        indices.iter().map(|&i| self.rows_at(i)).collect()
     }
 
-    /// The rows at each global index of `indices` of matrices that are one device LDE side by
-    /// side (a fused commit's): host row `r` is natural row `br(r)` of the LDE. One row comes down
-    /// from where it lies; several are gathered into one buffer first ([`Backend::batched_copy`])
-    /// and come down at once.
+    /// The rows at each global index of `indices` of matrices that lie in device LDEs, side by
+    /// side within a height (a fused commit's): host row `r` of a height's matrices is natural
+    /// row `br(r)` of its LDE, `r` the index reduced to that height. One row of one LDE comes down
+    /// from where it lies; otherwise every LDE's rows are gathered into one buffer first
+    /// ([`Backend::batched_copy`], one batch per LDE) and come down at once.
     ///
     /// # Panics
-    /// When the download fails: the LDE on the device is the matrices' only copy.
-    fn device_rows(&self, lde: &DeviceLde<B>, indices: &[usize]) -> Vec<Vec<Vec<Goldilocks>>> {
+    /// When the download fails: the LDEs on the device are the matrices' only copy.
+    fn device_rows(&self, indices: &[usize]) -> Vec<Vec<Vec<Goldilocks>>> {
         if indices.is_empty() {
             return Vec::new();
         }
-        let (rows, cols) = (lde.shape.rows(), lde.shape.cols());
-        let log_rows = rows.trailing_zeros();
-        let natural: Vec<usize> = indices
+        let k = indices.len();
+        // Per LDE: the copies of its rows at every index, and where they start in the download.
+        let mut starts = Vec::with_capacity(self.ldes.len());
+        let mut total = 0;
+        let copies: Vec<Vec<CopyRange>> = self
+            .ldes
             .iter()
-            .map(|&index| {
-                let reduced = index >> (self.plan.log_max - log_rows);
-                assert!(reduced < rows, "plonky3-adapter: a committed matrix of height {rows} has no row {reduced}");
-                p3_util::reverse_bits_len(reduced, log_rows as usize)
+            .map(|lde| {
+                let (rows, cols) = (lde.shape.rows(), lde.shape.cols());
+                let log_rows = rows.trailing_zeros();
+                let first = total;
+                starts.push(first);
+                total += k * cols;
+                indices
+                    .iter()
+                    .enumerate()
+                    .map(|(j, &index)| {
+                        let reduced = index >> (self.plan.log_max - log_rows);
+                        assert!(
+                            reduced < rows,
+                            "plonky3-adapter: a committed matrix of height {rows} has no row {reduced}"
+                        );
+                        let row = p3_util::reverse_bits_len(reduced, log_rows as usize);
+                        CopyRange::new(row * cols, first + j * cols, cols)
+                    })
+                    .collect()
             })
             .collect();
         let fetched = (|| -> backend_api::Result<Vec<u64>> {
-            if let [row] = natural[..] {
-                let mut words = vec![0u64; cols];
-                self.backend.download(&lde.buffer, row * cols, &mut words)?;
+            if let ([lde], [only]) = (&self.ldes[..], &copies[..])
+                && let [one] = only[..]
+            {
+                let mut words = vec![0u64; one.len];
+                self.backend.download(&lde.buffer, one.src, &mut words)?;
                 return Ok(words);
             }
-            let copies: Vec<CopyRange> =
-                natural.iter().enumerate().map(|(k, &row)| CopyRange::new(row * cols, k * cols, cols)).collect();
-            let mut out = self.backend.alloc(natural.len() * cols)?;
-            self.backend.batched_copy(&lde.buffer, &mut out, &copies)?;
+            let mut out = self.backend.alloc(total)?;
+            for (lde, copies) in self.ldes.iter().zip(&copies) {
+                self.backend.batched_copy(&lde.buffer, &mut out, copies)?;
+            }
             self.backend.download_vec(&out)
         })();
         let words = fetched.unwrap_or_else(|e| {
             panic!(
-                "plonky3-adapter: {} read of {} rows of the committed {} LDE failed: {e}; its only copy is on the device",
+                "plonky3-adapter: {} read of {k} rows of the committed LDEs [{}] failed: {e}; their only copy is on the device",
                 self.backend.info().backend,
-                indices.len(),
-                lde.shape
+                self.lde_shapes()
             )
         });
         self.counters.lde_row_downloads.fetch_add(1, Ordering::Relaxed);
-        words.chunks_exact(cols).map(|row| self.split_row(row)).collect()
-    }
-
-    /// One row of the side-by-side LDE as each matrix's row.
-    fn split_row(&self, words: &[u64]) -> Vec<Vec<Goldilocks>> {
-        let mut at = 0;
-        self.host
-            .dims
-            .iter()
-            .map(|&(_, w)| {
-                let row = words[at..at + w].iter().map(|&x| Goldilocks::new(x)).collect();
-                at += w;
-                row
+        (0..k)
+            .map(|j| {
+                self.placement
+                    .iter()
+                    .zip(&self.host.dims)
+                    .map(|(&(g, col), &(_, width))| {
+                        let at = starts[g] + j * self.ldes[g].shape.cols() + col;
+                        words[at..at + width].iter().map(|&x| Goldilocks::new(x)).collect()
+                    })
+                    .collect()
             })
             .collect()
     }
@@ -892,7 +965,7 @@ impl<B: Backend, H: MmcsHash> Mmcs<Goldilocks> for BackendMmcs<B, H> {
                 return (cap, BackendProverData { tree });
             }
         };
-        let segments = match self.device_tree(&inputs, &plan) {
+        let segments = match self.device_tree(&plan, |g, out, at| self.hash_group(&inputs, &plan.groups[g], out, at)) {
             Ok(s) => s,
             Err(e) => {
                 self.counters.device_errors.fetch_add(1, Ordering::Relaxed);

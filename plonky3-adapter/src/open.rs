@@ -85,22 +85,18 @@ where
         .iter()
         .map(|request| {
             let data = request.prover_data;
-            let device = data.device_lde();
-            let mut first_col = 0;
             let mats = pcs
                 .mmcs
                 .dims(data)
                 .into_iter()
                 .enumerate()
                 .map(|(i, (height, width))| {
-                    let at = first_col;
-                    first_col += width;
                     let mmcs = &pcs.mmcs;
                     Opened {
                         height,
                         width,
                         host: Box::new(move || mmcs.get_matrices(data)[i].as_view()),
-                        device: device.map(|(b, lde)| (&**b, lde, at)),
+                        device: data.device_lde_of(i).map(|(b, lde, at)| (&**b, lde, at)),
                     }
                 })
                 .collect();

@@ -39,8 +39,13 @@ pub struct PcsStats {
     /// Commits whose LDE, leaves and tree ran on the backend in one pass, the LDE coming down
     /// once (into the host copy the openings read) and never going back up.
     pub fused_commits: usize,
+    /// Of `fused_commits`, those of matrices of several heights (a p3-batch-stark proof's traces
+    /// and its lookups' permutation traces, one matrix per table): each height's LDE on the
+    /// device, and one tree with the shorter heights injected at their level.
+    pub fused_mixed_commits: usize,
     /// Commits through `TwoAdicFriPcs::commit` ([`BackendDft`] then [`BackendMmcs`]): matrices of
-    /// several heights or cosets, below the DFT's threshold, no backend, or after a device error.
+    /// one height on several cosets, below the DFT's threshold, no backend, or after a device
+    /// error.
     pub stock_commits: usize,
     /// Device errors met by the fused path (each commit then went the stock way, with a warning)
     /// and by the openings' products (each then computed on the host, with a warning).
@@ -81,6 +86,7 @@ impl PcsStats {
     /// No commit, no opening.
     pub const ZERO: PcsStats = PcsStats {
         fused_commits: 0,
+        fused_mixed_commits: 0,
         stock_commits: 0,
         device_errors: 0,
         device_openings: 0,
@@ -118,12 +124,16 @@ pub enum PcsError {
     Fri(#[from] FriProverError),
     /// The memory admission refused a fused commit or its wait timed out ([`OnRefusal::Fail`]);
     /// nothing was allocated for it.
-    #[error("{backend} fused commit of {trace} (blowup {blowup}) not admitted: {source}")]
+    #[error("{backend} fused commit of {trace}{} (blowup {blowup}) not admitted: {source}", and_shorter(*heights))]
     NotAdmitted {
         /// The backend the commit was for.
         backend: &'static str,
-        /// The trace's shape (every matrix of the commit side by side).
+        /// The trace's shape: every matrix of the commit side by side, or with several heights,
+        /// every matrix of the tallest.
         trace: MatrixShape,
+        /// How many heights the commit's matrices have (1 for a uni-stark trace; a batch's tables
+        /// can have many).
+        heights: usize,
         /// The LDE's blowup.
         blowup: usize,
         /// The admission's refusal: the model's terms, the budget and what else holds it, or the
@@ -131,6 +141,15 @@ pub enum PcsError {
         #[source]
         source: Box<commit::ProverError>,
     },
+}
+
+/// `" and n shorter heights"` for a commit of `heights > 1` heights (for messages).
+fn and_shorter(heights: usize) -> String {
+    match heights {
+        0 | 1 => String::new(),
+        2 => " and one shorter height".into(),
+        h => format!(" and {} shorter heights", h - 1),
+    }
 }
 
 impl PcsError {
@@ -143,6 +162,7 @@ impl PcsError {
 #[derive(Default)]
 pub(crate) struct Counters {
     fused_commits: AtomicUsize,
+    fused_mixed_commits: AtomicUsize,
     stock_commits: AtomicUsize,
     pub(crate) device_errors: AtomicUsize,
     pub(crate) device_openings: AtomicUsize,
@@ -157,7 +177,7 @@ pub(crate) struct Counters {
 }
 
 /// Plonky3's `TwoAdicFriPcs` over Goldilocks with [`BackendDft`] and [`BackendMmcs`] on one
-/// backend, whose commits of same-coset matrices are fused on the device: the trace goes up once,
+/// backend, whose commits of traces are fused on the device: the trace goes up once,
 /// the LDE is computed, its leaves hashed and its tree built there, and the LDE comes down once,
 /// straight into the bit-reversed host copy the openings read. `TwoAdicFriPcs::commit` instead
 /// downloads the LDE from the DFT and uploads it again for the MMCS.
@@ -178,12 +198,16 @@ pub(crate) struct Counters {
 ///   the evaluations at the opening points and the rows' reduction by powers of the batching
 ///   challenge computed there (see [`PcsStats::device_openings`]); other matrices open on the
 ///   host, as stock.
-/// - **Which commits fuse.** A commit whose matrices share one domain (height and coset, as a
-///   trace or a preprocessed commit does) and have at least one column each, of at least
+/// - **Which commits fuse.** A commit whose matrices have at least one column each and their
+///   domain's size as their height, the matrices of one height on one coset, of at least
 ///   [`BackendDft::min_backend_elems`] elements in all, when the DFT and the MMCS hold the same
-///   backend instance. Several matrices are concatenated column-wise on the host before the
-///   upload (one leaf covers a row of each, in order) and split again on the way down. Other
-///   commits go through `TwoAdicFriPcs::commit`.
+///   backend instance: a uni-stark trace, a preprocessed commit, and a p3-batch-stark proof's
+///   traces and permutation traces (one matrix per table, of many heights). The matrices of one
+///   height are concatenated column-wise on the host before their upload (one leaf covers a row
+///   of each, in order) and split again on the way down; each height's LDE is its own on the
+///   device, and one tree covers them all, the shorter heights injected at their level as
+///   Plonky3's MMCS does ([`PcsStats::fused_mixed_commits`] counts such commits). Other commits
+///   go through `TwoAdicFriPcs::commit`.
 /// - **The quotient's commit.** `commit_quotient` (the quotient's chunks, which lie on different
 ///   cosets) uploads the values once and splits the chunks, extends each with its own shift and
 ///   commits them side by side on the device, the LDE kept there for the openings, where a fused
@@ -310,7 +334,8 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
 
     /// Fused commits go through `admission` first (the `commit` crate's memory model and policy:
     /// refuse at once, wait up to a timeout, or queue with other processes on the device): the
-    /// model is [`fused_commit_model`]. Admitted, the commit holds its ticket until its prover
+    /// model is [`fused_commit_model`], or for matrices of several heights
+    /// [`fused_heights_model`]. Admitted, the commit holds its ticket until its prover
     /// data is dropped (settled to the bytes it keeps: the tree, and the LDE when the openings use
     /// it). Refused or timed out, [`PcsStats::admission_refusals`] counts it and the commit does
     /// what [`BackendPcs::on_admission_refusal`] says: by default it goes the stock way, on the
@@ -351,6 +376,7 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
         let c = &self.counters;
         PcsStats {
             fused_commits: c.fused_commits.load(Ordering::Relaxed),
+            fused_mixed_commits: c.fused_mixed_commits.load(Ordering::Relaxed),
             stock_commits: c.stock_commits.load(Ordering::Relaxed),
             device_errors: c.device_errors.load(Ordering::Relaxed),
             device_openings: c.device_openings.load(Ordering::Relaxed),
@@ -439,31 +465,56 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
         })
     }
 
-    /// The backend and the LDE's parameters when this commit fuses (see [`BackendPcs`]).
+    /// The backend and the commit's heights when this commit fuses (see [`BackendPcs`]): every
+    /// matrix has columns and its domain's size as its height, the matrices of one height share
+    /// one coset, there are at least [`BackendDft::min_backend_elems`] elements in all, and the DFT
+    /// and the MMCS hold the same backend instance.
     fn fusion(
         &self,
         evaluations: &[(TwoAdicMultiplicativeCoset<Goldilocks>, RowMajorMatrix<Goldilocks>)],
-    ) -> Option<(Arc<B>, LdeParams)> {
-        let (domain, first) = evaluations.first()?;
-        let same_domain = evaluations.iter().all(|(d, m)| {
-            d.size() == domain.size() && d.shift() == domain.shift() && m.height() == d.size() && m.width() > 0
-        });
-        if !same_domain {
+    ) -> Option<(Arc<B>, Vec<FusedGroup>)> {
+        if evaluations.is_empty() || evaluations.iter().any(|(d, m)| m.height() != d.size() || m.width() == 0) {
             return None;
         }
-        let cols: usize = evaluations.iter().map(|(_, m)| m.width()).sum();
-        // `TwoAdicFriPcs::coset_ldes`: evaluations over `xH` become evaluations over `gK`.
-        let shift = Goldilocks::GENERATOR / domain.shift();
-        let (backend, params) = self.dft.route_shape(first.height(), cols, self.log_blowup, shift)?;
-        Arc::ptr_eq(backend, self.mmcs.backend()).then(|| (Arc::clone(backend), params))
+        // Tallest first, in the given order within one height: the groups of the MMCS's plan.
+        let mut order: Vec<usize> = (0..evaluations.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(evaluations[i].1.height()));
+        let mut heights: Vec<(usize, Goldilocks, Vec<usize>)> = Vec::new();
+        for i in order {
+            let (domain, m) = &evaluations[i];
+            match heights.last_mut() {
+                Some((height, shift, members)) if *height == m.height() => {
+                    if *shift != domain.shift() {
+                        return None;
+                    }
+                    members.push(i);
+                }
+                _ => heights.push((m.height(), domain.shift(), vec![i])),
+            }
+        }
+        let elems =
+            evaluations.iter().try_fold(0usize, |n, (_, m)| n.checked_add(m.height().checked_mul(m.width())?))?;
+        let backend = self.dft.route_elems(elems).filter(|b| Arc::ptr_eq(b, self.mmcs.backend()))?;
+        let groups = heights
+            .into_iter()
+            .map(|(height, shift, members)| {
+                let widths: Vec<usize> = members.iter().map(|&i| evaluations[i].1.width()).collect();
+                // `TwoAdicFriPcs::coset_ldes`: evaluations over `xH` become evaluations over `gK`.
+                let shift = Goldilocks::GENERATOR / shift;
+                let params = crate::dft::backend_params(height, widths.iter().sum(), self.log_blowup, shift)?;
+                Some(FusedGroup { params, members, widths })
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some((Arc::clone(backend), groups))
     }
 
-    /// The admission's ticket for a fused commit of `params` (none without an admission).
-    fn admit(&self, backend: &B, params: &LdeParams) -> commit::Result<Option<Ticket>> {
+    /// The admission's ticket for a fused commit of `groups` (none without an admission).
+    fn admit(&self, backend: &B, groups: &[FusedGroup]) -> commit::Result<Option<Ticket>> {
         if self.admission.is_none() {
             return Ok(None);
         }
-        self.admit_model(backend, &fused_commit_model(params)?)
+        let heights: Vec<LdeParams> = groups.iter().map(|g| g.params).collect();
+        self.admit_model(backend, &fused_heights_model(&heights)?)
     }
 
     /// The admission's ticket for device work of `model` (none without an admission).
@@ -476,71 +527,83 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
         admission.admit_on(model, &memory).map(Some)
     }
 
-    /// The fused commit: the trace up, the LDE, leaves and tree on the device, the LDE down into
-    /// bit-reversed host matrices, one per input matrix.
+    /// The fused commit: each height's matrices up, side by side, their LDE, the leaves and one
+    /// tree on the device, the LDEs down into bit-reversed host matrices, one per input matrix.
     fn commit_fused(
         &self,
         backend: &B,
-        params: &LdeParams,
+        groups: &[FusedGroup],
         evaluations: &[(TwoAdicMultiplicativeCoset<Goldilocks>, RowMajorMatrix<Goldilocks>)],
         ticket: Option<Ticket>,
     ) -> backend_api::Result<Committed<B, RowMajorMatrix<Goldilocks>, H>> {
         let span = tracing::info_span!("fused commit: trace up, LDE").entered();
-        let lde = match evaluations {
-            [(_, one)] => lde_on_device(backend, as_words(&one.values), params)?,
-            several => {
-                // Column-wise concatenation, so one leaf covers a row of each matrix in order.
-                let members: Vec<&RowMajorMatrix<Goldilocks>> = several.iter().map(|(_, m)| m).collect();
-                let mut trace = vec![0u64; params.trace().len()];
-                concat_rows(&members, &mut trace)?;
-                let lde = lde_on_device(backend, &trace, params)?;
-                crate::reclaim::drop_later(trace);
-                lde
-            }
-        };
+        let ldes = groups
+            .iter()
+            .map(|group| match group.members[..] {
+                [one] => lde_on_device(backend, as_words(&evaluations[one].1.values), &group.params),
+                _ => {
+                    // Column-wise concatenation, so one leaf covers a row of each matrix in order.
+                    let members: Vec<&RowMajorMatrix<Goldilocks>> =
+                        group.members.iter().map(|&i| &evaluations[i].1).collect();
+                    let mut trace = vec![0u64; group.params.trace().len()];
+                    concat_rows(&members, &mut trace)?;
+                    let lde = lde_on_device(backend, &trace, &group.params)?;
+                    crate::reclaim::drop_later(trace);
+                    Ok(lde)
+                }
+            })
+            .collect::<backend_api::Result<Vec<_>>>()?;
         drop(span);
-        let widths: Vec<usize> = evaluations.iter().map(|(_, m)| m.width()).collect();
-        self.commit_lde(backend, lde, params, widths, ticket)
+        self.commit_lde(backend, ldes, groups.to_vec(), ticket)
     }
 
-    /// The tail of a device commit: `lde` (the natural-order row-major LDE of `params`, the
-    /// matrices of `widths` side by side) hashed and its tree built on the device, and either kept
-    /// there for the openings (its host copy made on first use) or downloaded into bit-reversed
-    /// host matrices. `ticket` shrinks to what stays on the device with the prover data.
+    /// The tail of a device commit: `ldes` (one per group, tallest first: the natural-order
+    /// row-major LDE of its parameters, its matrices side by side) hashed and one tree built on
+    /// the device, and either kept there for the openings (their host copies made on first use)
+    /// or downloaded into bit-reversed host matrices. `ticket` shrinks to what stays on the device
+    /// with the prover data.
     fn commit_lde(
         &self,
         backend: &B,
-        lde: B::Buffer,
-        params: &LdeParams,
-        widths: Vec<usize>,
+        ldes: Vec<B::Buffer>,
+        groups: Vec<FusedGroup>,
         ticket: Option<Ticket>,
     ) -> backend_api::Result<Committed<B, RowMajorMatrix<Goldilocks>, H>> {
         let keep = self.device_openings && self.has_products(backend);
+        let shapes: Vec<MatrixShape> = groups.iter().map(|g| g.params.lde_shape()).collect();
         let matrices = if keep {
-            // The LDE stays on the device: its host copy is made only if a caller asks for it.
-            let (params, keep_host) = (*params, self.keep_host_matrices);
-            let widths_for_download = widths.clone();
+            // The LDEs stay on the device: their host copies are made only if a caller asks.
+            let keep_host = self.keep_host_matrices;
+            let mut dims = vec![(0, 0); groups.iter().map(|g| g.members.len()).sum()];
+            for g in &groups {
+                for (&i, &w) in g.members.iter().zip(&g.widths) {
+                    dims[i] = (g.params.lde_shape().rows(), w);
+                }
+            }
             DeviceLdeMatrices::OnFirstUse {
-                widths,
-                download: Box::new(move |backend: &B, lde: &DeviceLde<B>| {
-                    let words = download_lde(backend, &lde.buffer, &params)?;
-                    Ok(split_columns(words, &widths_for_download, keep_host))
+                dims,
+                download: Box::new(move |backend: &B, ldes: &[DeviceLde<B>]| {
+                    let buffers: Vec<&B::Buffer> = ldes.iter().map(|lde| &lde.buffer).collect();
+                    download_groups(backend, &buffers, &groups, keep_host)
                 }),
             }
         } else {
             let _span = tracing::info_span!("fused commit: LDE down").entered();
-            let words = download_lde(backend, &lde, params)?;
-            DeviceLdeMatrices::Host { matrices: split_columns(words, &widths, self.keep_host_matrices), keep }
+            let buffers: Vec<&B::Buffer> = ldes.iter().collect();
+            DeviceLdeMatrices::Host {
+                matrices: download_groups(backend, &buffers, &groups, self.keep_host_matrices)?,
+                keep,
+            }
         };
         let guard = ticket.map(|mut t| {
-            // What stays on the device with the prover data: the tree, and the LDE if kept.
-            let tree = TreeShape::new(params.lde_shape().rows()).map_or(0, |t| t.bytes());
-            t.shrink_to(tree + if keep { params.lde_shape().bytes() } else { 0 });
+            // What stays on the device with the prover data: the tree, and the LDEs if kept.
+            let ldes: usize = if keep { shapes.iter().map(|s| s.bytes()).sum() } else { 0 };
+            t.shrink_to(tree_bytes(&shapes).saturating_add(ldes));
             Box::new(t) as Box<dyn Send + Sync>
         });
         let recycle = self.keep_host_matrices.then_some(keep_matrices as fn(Vec<RowMajorMatrix<Goldilocks>>));
         let _span = tracing::info_span!("fused commit: leaves, tree").entered();
-        self.mmcs.commit_device_lde(lde, params.lde_shape(), matrices, guard, recycle)
+        self.mmcs.commit_device_ldes(ldes.into_iter().zip(shapes).collect(), matrices, guard, recycle)
     }
 
     /// [`BackendPcs::commit_quotient_values`] under the memory admission, counted: the commit, or
@@ -653,7 +716,9 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
             columns
         };
         drop(span);
-        self.commit_lde(backend, lde, params, vec![degree; num_chunks], ticket)
+        let chunks =
+            FusedGroup { params: *params, members: (0..num_chunks).collect(), widths: vec![degree; num_chunks] };
+        self.commit_lde(backend, vec![lde], vec![chunks], ticket)
     }
 }
 
@@ -679,6 +744,84 @@ pub fn fused_commit_model(params: &LdeParams) -> commit::Result<MemoryModel> {
         .ok_or(backend_api::Error::SizeOverflow { what: "fused commit leaves", elems: rows })?;
     let scratch = staging_bytes(rows, cols).max(reorder);
     Ok(MemoryModel { scratch, ..MemoryModel::of(&shape)? })
+}
+
+/// The device memory model of a fused commit of matrices of several heights (a p3-batch-stark
+/// proof's traces: one matrix per table), `heights` the LDE parameters of each height's matrices
+/// side by side, tallest first: every height's LDE (all live at the end, kept for the openings),
+/// one tree whose shorter heights are injected at their level (each a segment over twice its
+/// rows, [`BackendMmcs`]'s layout), every height's twiddles, and the largest of the heights'
+/// temporaries (a shorter height's leaves are reordered beside its injected digests). With one
+/// height it is [`fused_commit_model`].
+///
+/// # Errors
+/// `MemoryModel::of`'s; [`backend_api::Error::SizeOverflow`] when the sums overflow `usize`;
+/// [`backend_api::Error::InvalidArgument`] for no heights.
+pub fn fused_heights_model(heights: &[LdeParams]) -> commit::Result<MemoryModel> {
+    let Some((tallest, shorter)) = heights.split_first() else {
+        return Err(backend_api::Error::InvalidArgument("a fused commit of no matrices".into()).into());
+    };
+    let overflow = || backend_api::Error::SizeOverflow {
+        what: "fused commit of several heights",
+        elems: tallest.lde_shape().len(),
+    };
+    let mut model = fused_commit_model(tallest)?;
+    for params in shorter {
+        let one = fused_commit_model(params)?;
+        let rows = params.lde_shape().rows();
+        let segment = TreeShape::new(rows.checked_mul(2).ok_or_else(overflow)?)?.bytes();
+        let injected = rows.checked_mul(DIGEST_WORDS * ELEM_BYTES).ok_or_else(overflow)?;
+        model.lde = model.lde.checked_add(one.lde).ok_or_else(overflow)?;
+        model.trees = model.trees.checked_add(segment).ok_or_else(overflow)?;
+        model.twiddles = model.twiddles.checked_add(one.twiddles).ok_or_else(overflow)?;
+        model.scratch = model.scratch.max(one.scratch.checked_add(injected).ok_or_else(overflow)?);
+    }
+    [model.lde, model.trees, model.twiddles, model.scratch]
+        .into_iter()
+        .try_fold(0usize, usize::checked_add)
+        .ok_or_else(overflow)?;
+    Ok(model)
+}
+
+/// The device bytes of the tree [`BackendMmcs`] builds over LDEs of these shapes (tallest first):
+/// the tallest height's node array and one segment over twice the rows of each shorter height.
+fn tree_bytes(shapes: &[MatrixShape]) -> usize {
+    shapes
+        .iter()
+        .enumerate()
+        .map(|(g, s)| {
+            let leaves = if g == 0 { s.rows() } else { s.rows().saturating_mul(2) };
+            TreeShape::new(leaves).map_or(0, |t| t.bytes())
+        })
+        .fold(0, usize::saturating_add)
+}
+
+/// One height of a device commit: its LDE's parameters (the height's matrices side by side) and
+/// which of the commit's matrices it holds, in order, with their widths.
+#[derive(Clone, Debug)]
+struct FusedGroup {
+    params: LdeParams,
+    members: Vec<usize>,
+    widths: Vec<usize>,
+}
+
+/// The host matrices of device LDEs `ldes` (one per group of `groups`), in the commit's order:
+/// each LDE downloaded into bit-reversed rows and split into its matrices ([`split_columns`]).
+fn download_groups<B: Backend>(
+    backend: &B,
+    ldes: &[&B::Buffer],
+    groups: &[FusedGroup],
+    keep: bool,
+) -> backend_api::Result<Vec<RowMajorMatrix<Goldilocks>>> {
+    let mut matrices: Vec<Option<RowMajorMatrix<Goldilocks>>> =
+        (0..groups.iter().map(|g| g.members.len()).sum()).map(|_| None).collect();
+    for (lde, group) in ldes.iter().zip(groups) {
+        let words = download_lde(backend, lde, &group.params)?;
+        for (&i, m) in group.members.iter().zip(split_columns(words, &group.widths, keep)) {
+            matrices[i] = Some(m);
+        }
+    }
+    Ok(matrices.into_iter().map(|m| m.expect("the groups hold every matrix of the commit")).collect())
 }
 
 /// The quotient's chunks side by side as one LDE's parameters: `quotient_domain.size() /
@@ -805,8 +948,8 @@ where
         Pcs::<Challenge, Challenger>::natural_domain_for_degree(&self.inner, degree)
     }
 
-    /// Fused on the device when the matrices share one domain (see [`BackendPcs`]); otherwise,
-    /// and after a device error, `TwoAdicFriPcs::commit`.
+    /// Fused on the device, one LDE per height and one tree (see [`BackendPcs`], "Which commits
+    /// fuse"); otherwise, and after a device error, `TwoAdicFriPcs::commit`.
     ///
     /// # Panics
     /// Where `TwoAdicFriPcs::commit` panics (a matrix whose height is not its domain's size).
@@ -815,18 +958,20 @@ where
         evaluations: impl IntoIterator<Item = (Self::Domain, RowMajorMatrix<Goldilocks>)>,
     ) -> Result<(Self::Commitment, Self::ProverData), Self::ProverError> {
         let evaluations: Vec<_> = evaluations.into_iter().collect();
-        let Some((backend, params)) = self.fusion(&evaluations) else {
+        let Some((backend, groups)) = self.fusion(&evaluations) else {
             self.counters.stock_commits.fetch_add(1, Ordering::Relaxed);
             return Ok(Pcs::<Challenge, Challenger>::commit(&self.inner, evaluations)?);
         };
-        let ticket = match self.admit(&backend, &params) {
+        let tallest = groups[0].params;
+        let ticket = match self.admit(&backend, &groups) {
             Ok(ticket) => ticket,
             Err(e) => {
                 self.counters.admission_refusals.fetch_add(1, Ordering::Relaxed);
                 let refused = PcsError::NotAdmitted {
                     backend: backend.info().backend,
-                    trace: params.trace(),
-                    blowup: params.blowup(),
+                    trace: tallest.trace(),
+                    heights: groups.len(),
+                    blowup: tallest.blowup(),
                     source: Box::new(e),
                 };
                 if self.on_refusal == OnRefusal::Fail {
@@ -837,9 +982,12 @@ where
                 return Ok(Pcs::<Challenge, Challenger>::commit(&self.inner, evaluations)?);
             }
         };
-        match self.commit_fused(&backend, &params, &evaluations, ticket) {
+        match self.commit_fused(&backend, &groups, &evaluations, ticket) {
             Ok(done) => {
                 self.counters.fused_commits.fetch_add(1, Ordering::Relaxed);
+                if groups.len() > 1 {
+                    self.counters.fused_mixed_commits.fetch_add(1, Ordering::Relaxed);
+                }
                 // The trace is on the device: its host pages are freed while the prover goes on.
                 crate::reclaim::drop_later(evaluations);
                 Ok(done)
@@ -847,10 +995,11 @@ where
             Err(e) => {
                 self.counters.device_errors.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(
-                    "plonky3-adapter: {} fused commit of {} (blowup {}) failed: {e}; committing through TwoAdicFriPcs",
+                    "plonky3-adapter: {} fused commit of {}{} (blowup {}) failed: {e}; committing through TwoAdicFriPcs",
                     backend.info().backend,
-                    params.trace(),
-                    params.blowup()
+                    tallest.trace(),
+                    and_shorter(groups.len()),
+                    tallest.blowup()
                 );
                 self.counters.stock_commits.fetch_add(1, Ordering::Relaxed);
                 Ok(Pcs::<Challenge, Challenger>::commit(&self.inner, evaluations)?)
@@ -983,6 +1132,24 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The model of a commit of several heights, term by term from the shapes: every height's LDE,
+    /// the tallest height's tree and a segment over twice the rows of each shorter one, every
+    /// height's twiddles, and the largest temporaries.
+    #[test]
+    fn the_model_of_several_heights_adds_their_ldes_trees_and_twiddles() {
+        let params = |rows, cols| LdeParams::new(MatrixShape::new(rows, cols).unwrap(), 2, 7).unwrap();
+        let (tall, short) = (params(1 << 10, 8), params(1 << 6, 4));
+        assert_eq!(fused_heights_model(&[tall]).unwrap(), fused_commit_model(&tall).unwrap());
+        let both = fused_heights_model(&[tall, short]).unwrap();
+        let (a, b) = (fused_commit_model(&tall).unwrap(), fused_commit_model(&short).unwrap());
+        assert_eq!(both.lde, ((1 << 11) * 8 + (1 << 7) * 4) * 8);
+        assert_eq!(both.trees, ((2 << 11) - 1 + (2 << 8) - 1) * 32);
+        assert_eq!(both.twiddles, a.twiddles + b.twiddles);
+        assert_eq!(both.scratch, a.scratch.max(b.scratch + (1 << 7) * 32));
+        assert_eq!(both.trace, 0);
+        assert!(fused_heights_model(&[]).is_err());
+    }
 
     /// A split download is what the pool keeps, not its parts; one matrix is kept as it is.
     #[test]

@@ -1,6 +1,7 @@
 //! `BackendPcs` commits against stock `TwoAdicFriPcs` (Plonky3's `Radix2DitParallel` and Keccak
 //! `MerkleTreeMmcs`): the same commitment and the same committed LDEs, on the fused path (one
-//! matrix, several matrices of one coset) and on every way around it (several cosets, below the
+//! matrix, several matrices of one coset, matrices of several heights) and on every way around it
+//! (several cosets of one height, below the
 //! threshold, two backend instances, a device error, a memory admission's refusal, committed the
 //! stock way or failed with the typed error); openings
 //! of several matrices of one device LDE, with the same opened values and proof bytes; and FRI's
@@ -82,6 +83,7 @@ fn same_commit<B: Backend + 'static>(
     let after = ours.stats();
     PcsStats {
         fused_commits: after.fused_commits - before.fused_commits,
+        fused_mixed_commits: after.fused_mixed_commits - before.fused_mixed_commits,
         stock_commits: after.stock_commits - before.stock_commits,
         device_errors: after.device_errors - before.device_errors,
         device_openings: after.device_openings - before.device_openings,
@@ -315,6 +317,61 @@ fn cuda_one_coset_commits_fuse_and_match_stock() {
     }
 }
 
+/// Matrices of several heights in one commit (a p3-batch-stark proof's traces: one per table),
+/// given in no order of height, two of them sharing one, each height on one coset, with
+/// non-canonical words, at blowups 2 and 8: fused (one LDE per height and one tree), as stock; the
+/// commit of one height per coset too.
+fn mixed_height_commits_fuse<B: Backend + 'static>(backend: Arc<B>) {
+    let shift = Val::GENERATOR.exp_u64(5);
+    const MIXED: PcsStats = PcsStats { fused_commits: 1, fused_mixed_commits: 1, ..PcsStats::ZERO };
+    for log_blowup in [1, 3] {
+        let ours = on(Arc::clone(&backend), log_blowup);
+        for shifts in [[Val::ONE; 3], [Val::ONE, shift, Val::GENERATOR]] {
+            // (rows, width, which of `shifts`): 2^6 twice, 2^4 twice, 2^9 and 1 row once.
+            let shapes =
+                [(1usize << 6, 3, 0), (1 << 4, 2, 1), (1 << 9, 1, 2), (1 << 6, 5, 0), (1, 2, 1), (1 << 4, 1, 1)];
+            let inputs: Vec<_> = shapes
+                .iter()
+                .enumerate()
+                .map(|(i, &(rows, w, s))| (domain(rows, shifts[s]), matrix(40 + i as u64, rows, w)))
+                .collect();
+            let what = format!("{shapes:?} on {shifts:?}, blowup 2^{log_blowup}");
+            assert_eq!(same_as_stock(&ours, log_blowup, &inputs), MIXED, "{what}");
+        }
+    }
+    assert_eq!(backend.memory().live, 0, "the fused commits' buffers were not released (prover data dropped)");
+}
+
+#[test]
+fn cpu_mixed_height_commits_fuse_and_match_stock() {
+    mixed_height_commits_fuse(Arc::new(CpuBackend::new()));
+}
+
+#[test]
+fn toy_port_mixed_height_commits_fuse_and_match_stock() {
+    mixed_height_commits_fuse(Arc::new(ToyBackend::new()));
+}
+
+#[cfg(feature = "wgpu")]
+#[test]
+fn wgpu_mixed_height_commits_fuse_and_match_stock() {
+    use backend_wgpu::{WgpuBackend, WgpuOptions};
+    match WgpuBackend::new(WgpuOptions { allow_software: true, ..Default::default() }) {
+        Ok(b) => mixed_height_commits_fuse(Arc::new(b)),
+        Err(e) => common::skip("plonky3_adapter pcs::wgpu mixed heights", e, "REQUIRE_WGPU"),
+    }
+}
+
+#[cfg(feature = "cuda")]
+#[test]
+fn cuda_mixed_height_commits_fuse_and_match_stock() {
+    // An instance of its own: the check counts its live device bytes.
+    match backend_cuda::CudaBackend::new(0) {
+        Ok(b) => mixed_height_commits_fuse(Arc::new(b)),
+        Err(e) => common::skip("plonky3_adapter pcs::cuda mixed heights", e, "REQUIRE_CUDA"),
+    }
+}
+
 #[test]
 fn commits_the_fused_path_does_not_take_go_the_stock_way_with_the_same_result() {
     let backend = Arc::new(CpuBackend::new());
@@ -323,8 +380,12 @@ fn commits_the_fused_path_does_not_take_go_the_stock_way_with_the_same_result() 
     // Two cosets (as a quotient's chunks): stock.
     let cosets = [(domain(1 << 5, Val::ONE), matrix(1, 1 << 5, 2)), (domain(1 << 5, shift), matrix(2, 1 << 5, 3))];
     assert_eq!(same_as_stock(&ours, 1, &cosets), STOCK);
-    // Two heights: stock.
-    let heights = [(domain(1 << 5, Val::ONE), matrix(3, 1 << 5, 2)), (domain(1 << 3, Val::ONE), matrix(4, 1 << 3, 1))];
+    // Two heights, one of them on two cosets: stock.
+    let heights = [
+        (domain(1 << 5, Val::ONE), matrix(3, 1 << 5, 2)),
+        (domain(1 << 3, Val::ONE), matrix(4, 1 << 3, 1)),
+        (domain(1 << 3, shift), matrix(5, 1 << 3, 1)),
+    ];
     assert_eq!(same_as_stock(&ours, 1, &heights), STOCK);
     // Below the DFT's threshold: stock; at it: fused.
     let input = [(domain(1 << 6, Val::ONE), matrix(6, 1 << 6, 4))];
@@ -403,10 +464,10 @@ fn a_refused_fused_commit_fails_with_the_typed_error_when_asked_to() {
         .on_admission_refusal(OnRefusal::Fail);
     let input = vec![(domain(1 << 10, Val::ONE), matrix(12, 1 << 10, 4))];
     let err = Pcs::<Challenge, Challenger>::commit(&ours, input.clone()).map(drop).unwrap_err();
-    let PcsError::NotAdmitted { backend: name, trace, blowup, source } = &err else {
+    let PcsError::NotAdmitted { backend: name, trace, heights, blowup, source } = &err else {
         panic!("expected NotAdmitted, got {err:?}");
     };
-    assert_eq!((*name, *trace, *blowup), ("cpu", backend_api::MatrixShape::new(1 << 10, 4).unwrap(), 2));
+    assert_eq!((*name, *trace, *heights, *blowup), ("cpu", backend_api::MatrixShape::new(1 << 10, 4).unwrap(), 1, 2));
     assert!(matches!(**source, commit::ProverError::Refused(_)), "{source:?}");
     assert!(err.is_not_admitted() && err.to_string().contains("not admitted"), "{err}");
     assert_eq!(ours.stats(), PcsStats { admission_refusals: 1, ..PcsStats::ZERO }, "nothing committed");

@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+pub mod batch;
 pub mod stark;
 
 use p3_goldilocks::Goldilocks;

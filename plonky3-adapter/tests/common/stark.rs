@@ -133,6 +133,7 @@ pub fn config<D: TwoAdicSubgroupDft<Val>>(dft: D) -> Config<D> {
 /// `pairs` Fibonacci sequences side by side: columns `(2k, 2k+1)` hold `(a_i, b_i)` with
 /// `a_0 = k`, `b_0 = k + 1`, `a_{i+1} = b_i`, `b_{i+1} = a_i + b_i`. Public values: the last `b`
 /// of the first pair.
+#[derive(Clone, Copy, Debug)]
 pub struct FibonacciAir {
     /// Number of sequences (the trace has `2 * pairs` columns).
     pub pairs: usize,

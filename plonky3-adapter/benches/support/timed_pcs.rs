@@ -1,0 +1,171 @@
+//! A PCS that times the calls a p3-batch-stark proof makes of the one it wraps, for the prove
+//! bench's batch split: `prove_batch` opens no span around its commits or its openings, and its
+//! per-table quotient spans run side by side on rayon's threads, so the split of a batch proof is
+//! read at the PCS's door instead.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use p3_commit::{OpenedValues, OpeningRequest, Pcs, PeriodicLdeTable, UnivariateStarkPcs};
+use p3_field::ExtensionField;
+use p3_goldilocks::Goldilocks;
+use p3_matrix::dense::RowMajorMatrix;
+
+/// What one proof spent in each phase, as [`TimedPcs`] saw it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BatchPhases {
+    /// Every `Pcs::commit` of the proof: the traces' and the permutation traces'.
+    pub commit: Duration,
+    /// From the end of the last commit to the start of `commit_ldes`: the quotients of every
+    /// table (with their chunks' LDEs) and the transcript between.
+    pub quotient: Duration,
+    /// `commit_ldes`: the quotient chunks' commit.
+    pub quotient_commit: Duration,
+    /// `open` (through `open_with_preprocessing`), FRI included.
+    pub open: Duration,
+    last_commit_end: Option<Instant>,
+}
+
+/// `inner`, timing its commits, its quotient chunks' commit and its openings into `phases`
+/// (cleared by whoever reads it between proofs). Every other call is `inner`'s, untimed; the
+/// proof is `inner`'s, byte for byte.
+#[derive(Clone, Debug)]
+pub struct TimedPcs<P> {
+    pub inner: P,
+    pub phases: Arc<Mutex<BatchPhases>>,
+}
+
+impl<P> TimedPcs<P> {
+    pub fn new(inner: P) -> Self {
+        Self { inner, phases: Arc::default() }
+    }
+
+    /// The phases recorded since the last call, cleared.
+    pub fn take(&self) -> BatchPhases {
+        std::mem::take(&mut *self.phases.lock().unwrap())
+    }
+
+    fn record<T>(&self, f: impl FnOnce() -> T, phase: impl FnOnce(&mut BatchPhases, Duration, Instant)) -> T {
+        let start = Instant::now();
+        let out = f();
+        phase(&mut self.phases.lock().unwrap(), start.elapsed(), start);
+        out
+    }
+}
+
+impl<P, Challenge, Challenger> Pcs<Challenge, Challenger> for TimedPcs<P>
+where
+    P: Pcs<Challenge, Challenger>,
+    Challenge: ExtensionField<Goldilocks>,
+    P::Domain: p3_commit::PolynomialSpace<Val = Goldilocks>,
+{
+    type Domain = P::Domain;
+    type Commitment = P::Commitment;
+    type ProverData = P::ProverData;
+    type Proof = P::Proof;
+    type Error = P::Error;
+    type ProverError = P::ProverError;
+
+    fn natural_domain_for_degree(&self, degree: usize) -> Self::Domain {
+        self.inner.natural_domain_for_degree(degree)
+    }
+
+    fn commit(
+        &self,
+        evaluations: impl IntoIterator<Item = (Self::Domain, RowMajorMatrix<Goldilocks>)>,
+    ) -> Result<(Self::Commitment, Self::ProverData), Self::ProverError> {
+        self.record(
+            || self.inner.commit(evaluations),
+            |p, took, start| {
+                p.commit += took;
+                p.last_commit_end = Some(start + took);
+            },
+        )
+    }
+
+    fn open(
+        &self,
+        requests: Vec<OpeningRequest<'_, Self::ProverData, Challenge>>,
+        challenger: &mut Challenger,
+    ) -> Result<(OpenedValues<Challenge>, Self::Proof), Self::ProverError> {
+        self.record(|| self.inner.open(requests, challenger), |p, took, _| p.open += took)
+    }
+
+    fn verify(
+        &self,
+        commitments: Vec<p3_commit::CommitmentOpening<Challenge, Self::Commitment, Self::Domain>>,
+        proof: &Self::Proof,
+        challenger: &mut Challenger,
+    ) -> Result<(), Self::Error> {
+        self.inner.verify(commitments, proof, challenger)
+    }
+}
+
+impl<P, Challenge, Challenger> UnivariateStarkPcs<Challenge, Challenger> for TimedPcs<P>
+where
+    P: UnivariateStarkPcs<Challenge, Challenger>,
+    Challenge: ExtensionField<Goldilocks>,
+    P::Domain: p3_commit::PolynomialSpace<Val = Goldilocks>,
+{
+    type EvaluationsOnDomain<'a> = P::EvaluationsOnDomain<'a>;
+
+    const ZK: bool = P::ZK;
+
+    fn log_max_trace_height(&self) -> usize {
+        self.inner.log_max_trace_height()
+    }
+
+    fn log_min_trace_height(&self) -> usize {
+        self.inner.log_min_trace_height()
+    }
+
+    fn commit_quotient(
+        &self,
+        quotient_domain: Self::Domain,
+        quotient_evaluations: RowMajorMatrix<Goldilocks>,
+        num_chunks: usize,
+    ) -> Result<(Self::Commitment, Self::ProverData), Self::ProverError> {
+        self.inner.commit_quotient(quotient_domain, quotient_evaluations, num_chunks)
+    }
+
+    fn get_quotient_ldes(
+        &self,
+        evaluations: impl IntoIterator<Item = (Self::Domain, RowMajorMatrix<Goldilocks>)>,
+        num_chunks: usize,
+    ) -> Result<Vec<RowMajorMatrix<Goldilocks>>, Self::ProverError> {
+        self.inner.get_quotient_ldes(evaluations, num_chunks)
+    }
+
+    fn commit_ldes(
+        &self,
+        ldes: Vec<RowMajorMatrix<Goldilocks>>,
+    ) -> Result<(Self::Commitment, Self::ProverData), Self::ProverError> {
+        self.record(
+            || self.inner.commit_ldes(ldes),
+            |p, took, start| {
+                p.quotient_commit += took;
+                if let Some(end) = p.last_commit_end.take() {
+                    p.quotient += start.saturating_duration_since(end);
+                }
+            },
+        )
+    }
+
+    fn get_evaluations_on_domain<'a>(
+        &self,
+        prover_data: &'a Self::ProverData,
+        idx: usize,
+        domain: Self::Domain,
+    ) -> Self::EvaluationsOnDomain<'a> {
+        self.inner.get_evaluations_on_domain(prover_data, idx, domain)
+    }
+
+    fn build_periodic_lde_table(
+        &self,
+        periodic_cols: &[Vec<Goldilocks>],
+        trace_domain: Self::Domain,
+        quotient_domain: Self::Domain,
+    ) -> PeriodicLdeTable<Goldilocks> {
+        self.inner.build_periodic_lde_table(periodic_cols, trace_domain, quotient_domain)
+    }
+}
