@@ -1,6 +1,7 @@
 //! The opening products, FRI's fold and its input (`shaders/wgsl/open.wgsl`).
 //!
-//! - [`backend_api::Backend::row_dot_products`]: an invocation per row, the coefficients of each
+//! - [`backend_api::Backend::row_dot_products`]: up to 32 invocations per row, reading its
+//!   columns side by side and folding their sums in workgroup memory, the coefficients of each
 //!   dispatch in its table, the matrix through window A and the products through window B; a
 //!   call runs as dispatches over ranges of rows that span at most one segment and over ranges of
 //!   columns short enough for every invocation's loops to stay far below the 65,535 iterations
@@ -27,7 +28,10 @@ use backend_api::{DeviceBuffer as _, Error, MatrixShape, ReductionCall, Reductio
 use crate::context::{Gpu, Kernel, LOOP_BUDGET, Module, NAME, Recorder, Space, Table};
 use crate::memory::{self, WgpuBuffer};
 
-const ROW_DOT: Kernel = Kernel { module: Module::Open, entry: "row_dot", items_per_group: 64 };
+/// One workgroup of [`ROW_DOT_GROUP`] invocations per `ROW_DOT_GROUP / lanes` rows.
+const ROW_DOT: Kernel = Kernel { module: Module::Open, entry: "row_dot", items_per_group: 1 };
+/// Invocations per workgroup of the row products (`row_dot` in open.wgsl).
+const ROW_DOT_GROUP: usize = 256;
 const COLUMN_PARTIAL: Kernel = Kernel { module: Module::Open, entry: "column_dot_partial", items_per_group: 64 };
 /// One workgroup per output.
 const COLUMN_FINISH: Kernel = Kernel { module: Module::Open, entry: "column_dot_finish", items_per_group: 1 };
@@ -107,13 +111,27 @@ fn record_row_dots(
     for (part, c0) in (0..cols).step_by(width).enumerate() {
         let c1 = (c0 + width).min(cols);
         let table = words((0..k).flat_map(|j| coeffs[j * cols + c0..j * cols + c1].iter().copied()));
+        // Lanes a row: about four columns each, at most 32 (a warp's width on NVIDIA).
+        let log_lanes = (c1 - c0).div_ceil(4).next_power_of_two().min(32).trailing_zeros();
         let mut first = 0;
         while first < rows {
             let n = row_chunk.min(rows - first);
             let a = space_a.window::<4>(&[((first * cols) as u64, ((first + n) * cols) as u64)], op)?;
             let b = space_b.window::<2>(&[((first * k) as u64, ((first + n) * k) as u64)], op)?;
-            let args = [0, cols as u32, k as u32, c0 as u32, c1 as u32, first as u32, u32::from(part > 0), 0];
-            rec.dispatch(ROW_DOT, n as u32, &args, a, b, Table::Arena(table.clone()))?;
+            let args = [
+                0,
+                cols as u32,
+                k as u32,
+                c0 as u32,
+                c1 as u32,
+                first as u32,
+                u32::from(part > 0),
+                0,
+                log_lanes,
+                n as u32,
+            ];
+            let groups = n.div_ceil(ROW_DOT_GROUP >> log_lanes);
+            rec.dispatch(ROW_DOT, groups as u32, &args, a, b, Table::Arena(table.clone()))?;
             first += n;
         }
     }

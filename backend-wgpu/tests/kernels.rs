@@ -538,6 +538,27 @@ fn bit_reversed_rows_across_many_segments() {
     });
 }
 
+/// Row products of rows wide enough that a call runs over two ranges of columns (8 vectors: 3,640
+/// columns per range, llvmpipe's loop budget), the second adding to the first (on the adapter's
+/// segments; 8 KiB segments hold rows of at most 1,024 elements), and of 1 to 64 columns, where
+/// each row has 1 to 16 lanes and a workgroup 16 to 256 rows, the last ones partly past the
+/// matrix. Non-canonical values included, against the reference.
+#[test]
+fn row_products_over_column_ranges_and_lane_counts() {
+    both(|b| {
+        let mut r = rng("row_products_over_column_ranges_and_lane_counts");
+        let wide = 5000.min(b.segment_elems());
+        for (rows, cols, k) in [(3, wide, 8), (300, 1, 2), (77, 9, 3), (517, 64, 1)] {
+            let host = matrix(&mut r, rows * cols);
+            let coeffs = matrix(&mut r, k * cols);
+            let m = b.upload(&host).unwrap();
+            let mut out = vec![0u64; rows * k];
+            b.row_dot_products(&m, MatrixShape::new(rows, cols).unwrap(), &coeffs, &mut out).unwrap();
+            assert!(out == reference::row_dot_products(&host, cols, &coeffs), "{rows} x {cols}, {k} vectors");
+        }
+    });
+}
+
 /// Column products whose passes the host cuts: on 8 KiB segments, 600 columns of 3 vectors (a
 /// chunk's 1,800 sums exceed one segment, so the first pass splits its columns, and the second
 /// pass adds one chunk per dispatch, each after the first adding to the products); on both

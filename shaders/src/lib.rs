@@ -83,7 +83,7 @@ pub mod wgsl {
     pub const MERKLE: &str = include_str!("../wgsl/merkle.wgsl");
     /// Coset LDE: multi-stage NTT passes, coset scaling and the spreading of rows to their blocks.
     pub const LDE: &str = include_str!("../wgsl/lde.wgsl");
-    /// The opening products: row dot products (an invocation per row) and column dot products
+    /// The opening products: row dot products (up to 32 invocations per row) and column dot products
     /// (partial sums per chunk of rows and column, then a workgroup per output); FRI's fold; the
     /// reduced openings' point terms (eight rows an invocation, one inversion per point).
     pub const OPEN: &str = include_str!("../wgsl/open.wgsl");

@@ -23,34 +23,60 @@ fn tbl_elem(e: u32) -> vec2<u32> {
     return v.zw;
 }
 
-// One invocation per row r = arg(5) + i of a row-major matrix of arg(1) columns (window A): its k
-// = arg(2) dot products over columns [arg(3), arg(4)) with the table's k vectors of arg(4) -
-// arg(3) coefficients, into out[r * k + j] (window B, virtual element arg(7) + r * k + j).
-@compute @workgroup_size(64)
+// Row products: a workgroup of 256 invocations takes 256 / L rows, L = 2^arg(8) lanes a row (the
+// host picks L from the row's width: 32 for wide rows, down to 1 for a column or two). The lanes
+// of a row read its columns [arg(3), arg(4)) L apart, so that adjacent invocations read adjacent
+// words (a warp reads whole runs of a row, not one word of each of 32 rows), each keeping k =
+// arg(2) sums with the table's k vectors of arg(4) - arg(3) coefficients; the lanes' sums are then
+// folded in workgroup memory, one vector at a time. Row r = arg(5) + i of a row-major matrix of
+// arg(1) columns (window A), i < arg(9) the dispatch's rows: out[r * k + j] (window B, virtual
+// element arg(7) + r * k + j).
+var<workgroup> row_sums: array<vec2<u32>, 256>;
+
+@compute @workgroup_size(256)
 fn row_dot(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    let i = group_index(wid) * 64u + lid;
-    if i >= P.count {
+    // Uniform across the workgroup (barriers below).
+    let g = group_index(wid);
+    if g >= P.count {
         return;
     }
     let cols = arg(1);
     let k = arg(2);
     let c0 = arg(3);
     let width = arg(4) - c0;
+    let log_lanes = arg(8);
+    let lanes = 1u << log_lanes;
+    let lane = lid & (lanes - 1u);
+    let i = (g << (8u - log_lanes)) + (lid >> log_lanes);
+    let valid = i < arg(9);
     let r = arg(5) + i;
     var acc: array<vec2<u32>, DOT_MAX>;
-    for (var c = 0u; c < width; c++) {
-        let x = ld_a(r * cols + c0 + c);
-        for (var j = 0u; j < k; j++) {
-            acc[j] = gl_add(acc[j], gl_mul(x, tbl_elem(j * width + c)));
+    if valid {
+        for (var c = lane; c < width; c += lanes) {
+            let x = ld_a(r * cols + c0 + c);
+            for (var j = 0u; j < k; j++) {
+                acc[j] = gl_add_c(acc[j], gl_mul(x, tbl_elem(j * width + c)));
+            }
         }
     }
     for (var j = 0u; j < k; j++) {
-        let o = arg(7) + r * k + j;
-        var v = acc[j];
-        if arg(6) == 1u {
-            v = gl_add(v, ld_b(o));
+        row_sums[lid] = acc[j];
+        workgroupBarrier();
+        for (var span = lanes >> 1u; span > 0u; span >>= 1u) {
+            if lane < span {
+                row_sums[lid] = gl_add_c(row_sums[lid], row_sums[lid + span]);
+            }
+            workgroupBarrier();
         }
-        st_b(o, v);
+        if valid && lane == 0u {
+            let o = arg(7) + r * k + j;
+            var v = row_sums[lid];
+            if arg(6) == 1u {
+                v = gl_add(v, ld_b(o));
+            }
+            st_b(o, v);
+        }
+        workgroupBarrier();
     }
 }
 
