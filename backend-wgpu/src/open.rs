@@ -189,9 +189,24 @@ pub(crate) fn column_dot_products(
     let (space_p, _) = Space::new(gpu, &[&partial.segs])?;
     let weights_at = bases[1] as usize;
 
-    // First pass: dispatches of whole chunks (their rows, weights and sums each within one
-    // segment), or, where one chunk's k x cols sums exceed a segment, of one chunk's columns.
-    let (width, per_dispatch) = if cols * k <= s {
+    // First pass: one dispatch where the selected rows, the weights and the sums fit the windows
+    // (a 4 GiB LDE on an H100, whose segments are 2 GiB), so that every chunk runs at once; else
+    // dispatches of whole chunks (their rows, weights and sums each within one segment), or,
+    // where one chunk's k x cols sums exceed a segment, of one chunk's columns.
+    let (last_row, sums) = (rows.first + (count - 1) * step, chunks * cols * k);
+    let whole = space_a
+        .window::<4>(
+            &[
+                ((rows.first * cols) as u64, ((last_row + 1) * cols) as u64),
+                (weights_at as u64, (weights_at + count * k) as u64),
+            ],
+            op,
+        )
+        .is_ok()
+        && space_p.window::<2>(&[(0, sums as u64)], op).is_ok();
+    let (width, per_dispatch) = if whole {
+        (cols, chunks)
+    } else if cols * k <= s {
         (cols, (span_rows / m).min(s / (m * k)).min(s / (cols * k)).max(1))
     } else {
         ((s / k).max(1), 1)
