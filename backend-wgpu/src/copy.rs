@@ -10,9 +10,17 @@
 //! independent (validated first), so its chunks run in any order. The same path executes the
 //! copy steps of the transpose plan, where source and destination may be the same wgpu buffer
 //! (which `copy_buffer_to_buffer` forbids).
+//!
+//! [`backend_api::Backend::bit_reversed_rows`] has its own kernel (`bit_reversed_rows` in
+//! copy.wgsl) that computes each row's source on the device, so no list of a range per row is
+//! built, uploaded or searched: a dispatch per block of output rows, or, where the matrix is
+//! larger than the segments one dispatch binds, per block and residue of the row index (below).
+
+use std::ops::Range;
 
 use backend_api::copy::{BatchTarget, validate_batch};
-use backend_api::{CopyRange, Error, Result};
+use backend_api::field::bit_reverse;
+use backend_api::{CopyRange, Error, MatrixShape, Result};
 
 use crate::context::{Gpu, Kernel, Module, NAME, Recorder, Space, Table, Window};
 use crate::memory::WgpuBuffer;
@@ -21,6 +29,9 @@ use crate::memory::WgpuBuffer;
 pub(crate) const COPY_CHUNK_ELEMS: u32 = 4096;
 
 pub(crate) const COPY: Kernel = Kernel { module: Module::Copy, entry: "copy_pieces", items_per_group: 1 };
+
+/// Elements per workgroup of the bit-reversal kernel (four per invocation, in copy.wgsl).
+const BIT_REVERSED: Kernel = Kernel { module: Module::Copy, entry: "bit_reversed_rows", items_per_group: 1024 };
 
 /// A copy in a [`Space`]: virtual source, virtual destination, length, in elements.
 #[derive(Clone, Copy, Debug)]
@@ -139,5 +150,71 @@ pub(crate) fn batched_copy_within(gpu: &Gpu, buf: &mut WgpuBuffer, copies: &[Cop
         copies.iter().map(|c| Move { src: c.src as u64, dst: c.dst as u64, len: c.len as u64 }).collect();
     let mut rec = gpu.recorder(op);
     record_moves(gpu, &mut rec, &space, &moves, op)?;
+    rec.flush()
+}
+
+/// [`backend_api::Backend::bit_reversed_rows`], on validated arguments.
+///
+/// Output row `r` reads the matrix's row `br(r)`, whose top `t` bits are the low `t` bits of `r`
+/// reversed. So the output rows of one residue `r mod 2^t` read one block of `2^(k - t)`
+/// consecutive matrix rows: with `t` the fewest bits that make a block fit three segments (four
+/// bound, window A), a dispatch takes a block of output rows that fits one segment (two bound,
+/// window B) and, within it, the rows of one residue. Where the matrix is at most three segments
+/// (`t = 0`: a 4 GiB LDE on an H100 through Vulkan, whose segments are 2 GiB), that is one
+/// dispatch per block of output rows, a few per call. A row wider than one segment goes through
+/// the copy shader's pieces instead, a range per row, which cut it at segment boundaries.
+pub(crate) fn bit_reversed_rows(
+    gpu: &Gpu,
+    src: &WgpuBuffer,
+    src_at: usize,
+    shape: MatrixShape,
+    rows: Range<usize>,
+    dst: &mut WgpuBuffer,
+    dst_at: usize,
+) -> Result<()> {
+    let op = "bit_reversed_rows";
+    let (cols, k) = (shape.cols(), shape.rows().trailing_zeros());
+    let s = gpu.seg_elems();
+    let mut rec = gpu.recorder(op);
+    if cols > s {
+        let (space, bases) = Space::new(gpu, &[&src.segs, &dst.segs])?;
+        let (src0, dst0) = (bases[0] as u64 + src_at as u64, bases[1] as u64 + dst_at as u64);
+        let moves: Vec<Move> = rows
+            .clone()
+            .enumerate()
+            .map(|(i, r)| Move {
+                src: src0 + (bit_reverse(r, k) * cols) as u64,
+                dst: dst0 + (i * cols) as u64,
+                len: cols as u64,
+            })
+            .collect();
+        record_moves(gpu, &mut rec, &space, &moves, op)?;
+        return rec.flush();
+    }
+    let (space_a, _) = Space::new(gpu, &[&src.segs])?;
+    let (space_b, _) = Space::new(gpu, &[&dst.segs])?;
+    // The fewest top bits t whose blocks of 2^(k - t) rows fit three segments, so that a block
+    // at any offset touches at most four.
+    let t = (0..=k).find(|&t| (cols << (k - t)) <= 3 * s).unwrap_or(k);
+    let block_rows = 1usize << (k - t);
+    // Output rows per dispatch block: one segment's worth.
+    let out_rows = (s / cols).max(1);
+    let mut r_lo = rows.start;
+    while r_lo < rows.end {
+        let r_hi = (r_lo + out_rows).min(rows.end);
+        // The residues mod 2^t that occur in [r_lo, r_hi), each a dispatch.
+        for r0 in r_lo..r_hi.min(r_lo + (1 << t)) {
+            let count = ((r_hi - 1 - r0) >> t) + 1;
+            let block = bit_reverse(r0, k) / block_rows;
+            let (m0, m1) = (src_at + block * block_rows * cols, src_at + (block + 1) * block_rows * cols);
+            let a = space_a.window::<4>(&[(m0 as u64, m1 as u64)], op)?;
+            let d0 = dst_at + (r0 - rows.start) * cols;
+            let d1 = d0 + (((count - 1) << t) + 1) * cols;
+            let b = space_b.window::<2>(&[(d0 as u64, d1 as u64)], op)?;
+            let args = [0, cols as u32, k, src_at as u32, r0 as u32, t, d0 as u32];
+            rec.dispatch(BIT_REVERSED, (count * cols) as u32, &args, a, b, Table::None)?;
+        }
+        r_lo = r_hi;
+    }
     rec.flush()
 }

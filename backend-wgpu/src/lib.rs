@@ -405,6 +405,22 @@ impl backend_api::RawBackend for WgpuBackend {
         copy::batched_copy_within(&self.gpu, buf, copies)
     }
 
+    unsafe fn bit_reversed_rows(
+        &self,
+        src: &WgpuBuffer,
+        src_at: usize,
+        shape: MatrixShape,
+        rows: std::ops::Range<usize>,
+        dst: &mut WgpuBuffer,
+        dst_at: usize,
+    ) -> Result<()> {
+        contract::debug_assert_holds("wgpu bit_reversed_rows", || {
+            contract::bit_reversed_rows(self, src, src_at, shape, &rows, dst, dst_at)
+        });
+        self.gpu.check("bit_reversed_rows")?;
+        copy::bit_reversed_rows(&self.gpu, src, src_at, shape, rows, dst, dst_at)
+    }
+
     unsafe fn hash_leaves_into(
         &self,
         matrix: &WgpuBuffer,
@@ -461,6 +477,20 @@ impl backend_api::RawBackend for WgpuBackend {
         });
         self.gpu.check("column_dot_products")?;
         open::column_dot_products(&self.gpu, matrix, shape, rows, weights, out)
+    }
+
+    unsafe fn reduce_openings(
+        &self,
+        matrix: &WgpuBuffer,
+        shape: MatrixShape,
+        call: &backend_api::ReductionCall<'_>,
+        acc: &mut WgpuBuffer,
+    ) -> Result<()> {
+        contract::debug_assert_holds("wgpu reduce_openings", || {
+            contract::reduce_openings(self, matrix, shape, call, acc)
+        });
+        self.gpu.check("reduce_openings")?;
+        open::reduce_openings(&self.gpu, matrix, shape, call, acc)
     }
 
     unsafe fn quotient_values(

@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 use backend_api::quotient::{ConstraintProgram, Instr, QuotientCall, QuotientDomain, Selector};
 use backend_api::{
     Backend, CopyRange, DIGEST_WORDS, DeviceBuffer as _, Error, HashKind, LdeParams, LeafLayout, LeafSpec, MatrixShape,
-    PendingDownload as _, TreeShape,
+    PendingDownload as _, ReductionCall, ReductionPoint, RowStride, TreeShape,
 };
 use backend_wgpu::{WgpuBackend, WgpuOptions};
 use conformance::parity::or_skip;
@@ -506,6 +506,105 @@ fn copies_and_downloads() {
         let err = b.batched_copy_within(&mut dst, &[CopyRange::new(0, 10, 20)]).unwrap_err();
         assert!(matches!(err, Error::OverlappingCopies { .. }), "{err}");
         let _ = (TreeShape::new(1), DIGEST_WORDS, dst.len());
+    });
+}
+
+/// `bit_reversed_rows` where the matrix is larger than one dispatch binds, against rows picked one
+/// by one: on 8 KiB (1024-element) segments, rows of 33 elements whose blocks of 64 rows span
+/// three segments (so a dispatch takes one residue of the row index mod 2^7), a range that starts
+/// and ends mid-block, at offsets in both buffers; and rows wider than one segment (1,500 and
+/// 2,100 elements), which go through the copy shader's pieces. Every other destination word keeps
+/// its value.
+#[test]
+fn bit_reversed_rows_across_many_segments() {
+    both(|b| {
+        let mut r = rng("bit_reversed_rows_across_many_segments");
+        for (rows, cols, range, src_at, dst_at) in
+            [(1 << 13, 33, 5..(1 << 13) - 3, 3, 7), (8, 1500, 1..7, 5, 2), (4, 2100, 0..4, 0, 1)]
+        {
+            let shape = MatrixShape::new(rows, cols).unwrap();
+            let src_host = matrix(&mut r, src_at + shape.len());
+            let dst_host = matrix(&mut r, dst_at + range.len() * cols + 3);
+            let src = b.upload(&src_host).unwrap();
+            let mut dst = b.upload(&dst_host).unwrap();
+            b.bit_reversed_rows(&src, src_at, shape, range.clone(), &mut dst, dst_at).unwrap();
+            let mut want = dst_host.clone();
+            for (i, row) in range.clone().enumerate() {
+                let from = src_at + reference::bit_reverse(row, rows.trailing_zeros()) * cols;
+                want[dst_at + i * cols..dst_at + (i + 1) * cols].copy_from_slice(&src_host[from..from + cols]);
+            }
+            assert!(b.download_vec(&dst).unwrap() == want, "rows {range:?} of {shape}");
+        }
+    });
+}
+
+/// Row products of rows wide enough that a call runs over two ranges of columns (8 vectors: 3,640
+/// columns per range, llvmpipe's loop budget), the second adding to the first (on the adapter's
+/// segments; 8 KiB segments hold rows of at most 1,024 elements), and of 1 to 64 columns, where
+/// each row has 1 to 16 lanes and a workgroup 16 to 256 rows, the last ones partly past the
+/// matrix. Non-canonical values included, against the reference.
+#[test]
+fn row_products_over_column_ranges_and_lane_counts() {
+    both(|b| {
+        let mut r = rng("row_products_over_column_ranges_and_lane_counts");
+        let wide = 5000.min(b.segment_elems());
+        for (rows, cols, k) in [(3, wide, 8), (300, 1, 2), (77, 9, 3), (517, 64, 1)] {
+            let host = matrix(&mut r, rows * cols);
+            let coeffs = matrix(&mut r, k * cols);
+            let m = b.upload(&host).unwrap();
+            let mut out = vec![0u64; rows * k];
+            b.row_dot_products(&m, MatrixShape::new(rows, cols).unwrap(), &coeffs, &mut out).unwrap();
+            assert!(out == reference::row_dot_products(&host, cols, &coeffs), "{rows} x {cols}, {k} vectors");
+        }
+    });
+}
+
+/// Column products whose passes the host cuts: on 8 KiB segments, 600 columns of 3 vectors (a
+/// chunk's 1,800 sums exceed one segment, so the first pass splits its columns, and the second
+/// pass adds one chunk per dispatch, each after the first adding to the products); on both
+/// segment sizes, 2^14 strided rows of two columns (hundreds of chunks). Non-canonical values
+/// included, against the reference.
+#[test]
+fn column_products_in_many_dispatches() {
+    both(|b| {
+        let mut r = rng("column_products_in_many_dispatches");
+        for (rows, cols, k, first, step, count) in [(300, 600, 3, 1, 3, 99), (1 << 15, 2, 4, 0, 2, 1 << 14)] {
+            let host = matrix(&mut r, rows * cols);
+            let weights = matrix(&mut r, k * count);
+            let m = b.upload(&host).unwrap();
+            let mut out = vec![0u64; k * cols];
+            let selection = RowStride::new(first, step, count);
+            b.column_dot_products(&m, MatrixShape::new(rows, cols).unwrap(), selection, &weights, &mut out).unwrap();
+            let want = reference::column_dot_products(&host, cols, first, step, count, &weights);
+            assert!(out == want, "{rows} x {cols}, {selection}, {k} vectors");
+        }
+    });
+}
+
+/// Reduced openings at the largest degree and point count (8 and 4: the most loop iterations an
+/// invocation runs, which llvmpipe would silently cut short past its limit), and of degree 3 over
+/// 1,024 rows, whose dispatches on 8 KiB segments (341 rows each) end inside an invocation's eight
+/// rows; accumulating onto non-canonical words, against the reference's Gaussian elimination.
+#[test]
+fn reduced_openings_at_the_largest_degree_and_across_dispatches() {
+    both(|b| {
+        let mut r = rng("reduced_openings_at_the_largest_degree_and_across_dispatches");
+        for (rows, cols, d, n) in [(64, 3, 8, 4), (1024, 5, 3, 2)] {
+            let host = matrix(&mut r, rows * cols);
+            let coeffs = matrix(&mut r, d * cols);
+            let raw: Vec<[Vec<u64>; 3]> =
+                (0..n).map(|_| [matrix(&mut r, d * d), matrix(&mut r, d), matrix(&mut r, d * d)]).collect();
+            let points: Vec<ReductionPoint> =
+                raw.iter().map(|[z, y, s]| ReductionPoint::new(z, y, s).unwrap()).collect();
+            let refs: Vec<reference::OpeningPoint<'_>> = raw.iter().map(|[z, y, s]| (&z[..], &y[..], &s[..])).collect();
+            let before = matrix(&mut r, rows * d);
+            let m = b.upload(&host).unwrap();
+            let mut acc = b.upload(&before).unwrap();
+            let call = ReductionCall { coeffs: &coeffs, shift: 7, points: &points, accumulate: true };
+            b.reduce_openings(&m, MatrixShape::new(rows, cols).unwrap(), &call, &mut acc).unwrap();
+            let want = reference::reduce_openings(&host, cols, &coeffs, 7, &refs, Some(&before));
+            assert!(b.download_vec(&acc).unwrap() == want, "{rows} x {cols}, degree {d}, {n} points");
+        }
     });
 }
 

@@ -190,8 +190,7 @@ fn toy_port_fused_pcs_proofs_are_byte_identical_to_stock() {
 fn wgpu_backend_fused_pcs_proofs_are_byte_identical_to_stock() {
     use backend_wgpu::{WgpuBackend, WgpuOptions};
     match WgpuBackend::new(WgpuOptions { allow_software: true, ..Default::default() }) {
-        // wgpu has no reduce_openings: the rows' combinations on the device, the rest on the host.
-        Ok(b) => fused_proofs_are_stock(Arc::new(b), &FIBONACCI, &KECCAK_HASHES[..1], true, false),
+        Ok(b) => fused_proofs_are_stock(Arc::new(b), &FIBONACCI, &KECCAK_HASHES[..1], true, true),
         Err(e) => common::skip("plonky3_adapter proof::wgpu fused", e, "REQUIRE_WGPU"),
     }
 }

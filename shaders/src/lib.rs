@@ -60,7 +60,8 @@ pub mod wgsl {
     pub const GOLDILOCKS: &str = include_str!("../wgsl/goldilocks.wgsl");
     /// The same functions in native u64 (needs `SHADER_INT64`); replaces [`GOLDILOCKS`].
     pub const GOLDILOCKS_INT64: &str = include_str!("../wgsl/goldilocks_int64.wgsl");
-    /// `gl_pow` (x^e, square-and-multiply) over [`GOLDILOCKS`] or [`GOLDILOCKS_INT64`].
+    /// `gl_pow` (x^e, square-and-multiply) and `gl_inverse` (Fermat) over [`GOLDILOCKS`] or
+    /// [`GOLDILOCKS_INT64`].
     pub const GOLDILOCKS_POW: &str = include_str!("../wgsl/goldilocks_pow.wgsl");
     /// Keccak-f\[1600\] on u32 pairs.
     pub const KECCAK: &str = include_str!("../wgsl/keccak.wgsl");
@@ -72,7 +73,7 @@ pub mod wgsl {
     /// The Poseidon2 permutation (Plonky3's Goldilocks width 8), every round written out, over
     /// [`GOLDILOCKS`] or [`GOLDILOCKS_INT64`] and [`POSEIDON2_CONSTANTS`].
     pub const POSEIDON2: &str = include_str!("../wgsl/poseidon2.wgsl");
-    /// Batched copies (tile table).
+    /// Batched copies (a table of pieces) and rows in bit-reversed order.
     pub const COPY: &str = include_str!("../wgsl/copy.wgsl");
     /// The block transpose of the in-place transpose plan.
     pub const TRANSPOSE: &str = include_str!("../wgsl/transpose.wgsl");
@@ -82,8 +83,9 @@ pub mod wgsl {
     pub const MERKLE: &str = include_str!("../wgsl/merkle.wgsl");
     /// Coset LDE: multi-stage NTT passes, coset scaling and the spreading of rows to their blocks.
     pub const LDE: &str = include_str!("../wgsl/lde.wgsl");
-    /// The opening products: row dot products (an invocation per row) and column dot products (an
-    /// invocation per vector and column), in dispatches that accumulate.
+    /// The opening products: row dot products (up to 32 invocations per row) and column dot products
+    /// (partial sums per chunk of rows and column, then a workgroup per output); FRI's fold; the
+    /// reduced openings' point terms (eight rows an invocation, one inversion per point).
     pub const OPEN: &str = include_str!("../wgsl/open.wgsl");
     /// The quotient: a constraint program interpreted by an invocation per point, its registers in
     /// a scratch buffer, in dispatches over ranges of instructions.

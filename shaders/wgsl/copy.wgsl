@@ -76,3 +76,48 @@ fn copy_pieces(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_
         st_a(dst + i, ld_a(src + i));
     }
 }
+
+// Rows of a row-major matrix of 2^k rows in bit-reversed order (CONVENTIONS.md, "Bit-reversed
+// rows"): output row r (absolute, so that br is taken over the matrix's k bits) is the matrix's
+// row br(r). The host cuts a call into dispatches over output rows r = arg(4) + j * 2^arg(5)
+// (j < count / cols), a stride under which every source row lies in one block of the matrix, so
+// that the matrix's rows a dispatch reads and the output rows it writes are bound (window A and
+// window B).
+//
+// args: 1 cols, 2 k = log2(rows), 3 the matrix's row 0 (virtual element, window A),
+//       4 the first output row r0, 5 log2 of the output row stride, 6 output row r0's first
+//       element (virtual, window B). P.count is the elements to copy.
+//
+// Each workgroup moves 1,024 consecutive output elements, each invocation four of them 256 apart,
+// all loads issued before the stores (as copy_pieces does, for the bytes in flight); a row
+// shorter than that is one of several in the workgroup's range, so narrow matrices (a tree's
+// 4-word digests, a 2-word accumulator) need no other shape.
+@compute @workgroup_size(256)
+fn bit_reversed_rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let cols = arg(1);
+    let k = arg(2);
+    let base = group_index(wid) * 1024u + lid;
+    var src: array<u32, 4>;
+    var dst: array<u32, 4>;
+    var v: array<vec2<u32>, 4>;
+    for (var q = 0u; q < 4u; q++) {
+        let e = base + q * 256u;
+        let j = e / cols;
+        let c = e - j * cols;
+        let r = arg(4) + (j << arg(5));
+        // reverseBits(r) >> 32 for k = 0 is undefined in WGSL; a one-row matrix copies row 0.
+        let br = select(0u, reverseBits(r) >> (32u - k), k > 0u);
+        src[q] = arg(3) + br * cols + c;
+        dst[q] = arg(6) + (j << arg(5)) * cols + c;
+    }
+    for (var q = 0u; q < 4u; q++) {
+        if base + q * 256u < P.count {
+            v[q] = ld_a(src[q]);
+        }
+    }
+    for (var q = 0u; q < 4u; q++) {
+        if base + q * 256u < P.count {
+            st_b(dst[q], v[q]);
+        }
+    }
+}

@@ -59,22 +59,6 @@ fn tbl_elem(e: u32) -> vec2<u32> {
     return v.zw;
 }
 
-// 1 / x = x^(p - 2) for x != 0 (Fermat), over the exponent's 64 bits from the top: 64 iterations.
-fn gl_inverse(x: vec2<u32>) -> vec2<u32> {
-    // p - 2 = 0xfffffffe_ffffffff.
-    let e = vec2<u32>(0xffffffffu, 0xfffffffeu);
-    var acc = ONE;
-    for (var bit = 64u; bit > 0u; bit--) {
-        acc = gl_mul(acc, acc);
-        let b = bit - 1u;
-        let word = select(e.x, e.y, b >= 32u);
-        if ((word >> (b & 31u)) & 1u) == 1u {
-            acc = gl_mul(acc, x);
-        }
-    }
-    return acc;
-}
-
 @compute @workgroup_size(64)
 fn quotient_values(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let t = group_index(wid) * 64u + lid;
