@@ -90,8 +90,7 @@ fn toy_port_batch_proofs_are_byte_identical_to_stock() {
 fn wgpu_backend_batch_proofs_are_byte_identical_to_stock() {
     use backend_wgpu::{WgpuBackend, WgpuOptions};
     match WgpuBackend::new(WgpuOptions { allow_software: true, ..Default::default() }) {
-        // wgpu has no reduce_openings: the rows' combinations on the device, the rest on the host.
-        Ok(b) => batch_proofs_are_stock(Arc::new(b), &[tables(), tables_with_lookups()], false),
+        Ok(b) => batch_proofs_are_stock(Arc::new(b), &[tables(), tables_with_lookups()], true),
         Err(e) => common::skip("plonky3_adapter batch::wgpu", e, "REQUIRE_WGPU"),
     }
 }
