@@ -136,7 +136,9 @@ const ONLY_MOVERS_PER_SM: usize = 5;
 /// block's place. Keccak-256 leaves (0.36 ms a 2^16-row block) hide one mover's block; BLAKE3
 /// leaves (0.12 ms) are shorter than one mover takes to move a block, so the chain of moves sets
 /// the pace and two movers shorten it. Poseidon2 leaves cost several times Keccak's, so one
-/// mover, as for Keccak (a choice from that arithmetic, not yet measured on the H200).
+/// mover, as for Keccak (a choice from that arithmetic, not yet measured on the H200); the commit
+/// no longer fuses Poseidon2 leaves ([`BlockPassLeaves::new`]), so that kernel only stays until a
+/// same-run measurement of both routes decides.
 pub(crate) fn block_pass_kernel(hash: HashKind) -> (&'static str, usize) {
     match hash {
         HashKind::Keccak256 => ("leaves_block_keccak", 1),
@@ -159,11 +161,17 @@ impl BlockPassLeaves {
     /// The fused form of `jobs` (each `(spec, output, first digest)`, validated), or `None` when
     /// they cannot ride the block pass: a `lambda-vm-pairs` job (its leaves pair rows of
     /// different blocks), hashes of both kinds, more than [`FUSED_TREES`] trees, or BLAKE3 leaves
-    /// too long for the kernels whose chunk stack stays in registers.
+    /// too long for the kernels whose chunk stack stays in registers; or Poseidon2 leaves, whose
+    /// hashing is bound by the integer pipes rather than memory, so that hashing them beside the
+    /// block moves gains nothing and loses the full-grid launch: on an H200 (2026-12-06, a
+    /// one-shot `prover commit --hash poseidon2` of 2^21 x 316) the fused call took 346.5 ms,
+    /// about 50 ms more than the leaves alone (282.5 ms on an H100, the same integer throughput)
+    /// plus the transpose (12.4 ms).
     pub(crate) fn new(jobs: &[(&LeafSpec, &CudaBuffer, usize)]) -> Option<Self> {
         let (first, ..) = jobs.first()?;
         let hash = first.hash();
-        let fits = jobs.len() <= FUSED_TREES
+        let fits = hash != HashKind::Poseidon2
+            && jobs.len() <= FUSED_TREES
             && jobs.iter().all(|(s, ..)| {
                 s.layout() == LeafLayout::Rows
                     && s.hash() == hash
