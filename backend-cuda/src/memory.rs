@@ -334,7 +334,7 @@ fn check_range(what: &'static str, buf: &CudaBuffer, offset: usize, len: usize) 
 }
 
 /// A device-to-host copy of a whole buffer, queued into a page-locked [`PinnedHost`] from the
-/// device's pool on the download stream ([`Lane::Download`]) behind the work already issued on
+/// device's pool on the download stream (`Lane::Download`) behind the work already issued on
 /// the buffer; [`PendingDownload::wait`] returns that buffer.
 ///
 /// The host buffer is never released (returned, dropped or given back to the pool) while a queued
