@@ -192,6 +192,55 @@ pub(crate) unsafe fn stream_query(s: sys::CUstream) -> Result<bool> {
 // ---------------------------------------------------------------------------------------------
 // Memory that cudarc does not wrap.
 
+/// One side of a strided copy: where its rows are and how many bytes apart they start.
+enum Rows {
+    Host(*mut c_void, usize),
+    Device(sys::CUdeviceptr, usize),
+}
+
+/// Queues the strided copy of `height` rows of `width_bytes` bytes from `src` to `dst` on `s`
+/// (`cuMemcpy2DAsync`); the callers' contracts say which ranges must be live.
+///
+/// # Safety
+/// As `memcpy_2d_htod_async` or `memcpy_2d_dtoh_async`, for the two sides given.
+unsafe fn memcpy_2d_async(src: Rows, dst: Rows, (width_bytes, height): (usize, usize), s: sys::CUstream) -> Result<()> {
+    let mut copy = sys::CUDA_MEMCPY2D {
+        srcXInBytes: 0,
+        srcY: 0,
+        srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_HOST,
+        srcHost: ptr::null(),
+        srcDevice: 0,
+        srcArray: ptr::null_mut(),
+        srcPitch: 0,
+        dstXInBytes: 0,
+        dstY: 0,
+        dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_HOST,
+        dstHost: ptr::null_mut(),
+        dstDevice: 0,
+        dstArray: ptr::null_mut(),
+        dstPitch: 0,
+        WidthInBytes: width_bytes,
+        Height: height,
+    };
+    match src {
+        Rows::Host(host, pitch) => (copy.srcHost, copy.srcPitch) = (host.cast_const(), pitch),
+        Rows::Device(device, pitch) => {
+            (copy.srcMemoryType, copy.srcDevice, copy.srcPitch) =
+                (sys::CUmemorytype::CU_MEMORYTYPE_DEVICE, device, pitch);
+        }
+    }
+    match dst {
+        Rows::Host(host, pitch) => (copy.dstHost, copy.dstPitch) = (host, pitch),
+        Rows::Device(device, pitch) => {
+            (copy.dstMemoryType, copy.dstDevice, copy.dstPitch) =
+                (sys::CUmemorytype::CU_MEMORYTYPE_DEVICE, device, pitch);
+        }
+    }
+    // SAFETY: a fully initialised descriptor of the two ranges (the contract); the driver reads
+    // it before returning.
+    check("cuMemcpy2DAsync", unsafe { sys::cuMemcpy2DAsync_v2(&copy, s) })
+}
+
 /// Queues a strided host-to-device copy on `s` (`cuMemcpy2DAsync`): `height` rows of
 /// `width_bytes` bytes each, read from `src` with rows `src_pitch` bytes apart and written to
 /// `dst` with rows `dst_pitch` bytes apart.
@@ -206,30 +255,11 @@ pub(crate) unsafe fn memcpy_2d_htod_async(
     dst_pitch: usize,
     src: *const c_void,
     src_pitch: usize,
-    (width_bytes, height): (usize, usize),
+    shape: (usize, usize),
     s: sys::CUstream,
 ) -> Result<()> {
-    let copy = sys::CUDA_MEMCPY2D {
-        srcXInBytes: 0,
-        srcY: 0,
-        srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_HOST,
-        srcHost: src,
-        srcDevice: 0,
-        srcArray: ptr::null_mut(),
-        srcPitch: src_pitch,
-        dstXInBytes: 0,
-        dstY: 0,
-        dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
-        dstHost: ptr::null_mut(),
-        dstDevice: dst,
-        dstArray: ptr::null_mut(),
-        dstPitch: dst_pitch,
-        WidthInBytes: width_bytes,
-        Height: height,
-    };
-    // SAFETY: a fully initialised descriptor of host and device ranges (the contract); the driver
-    // reads it before returning.
-    check("cuMemcpy2DAsync", unsafe { sys::cuMemcpy2DAsync_v2(&copy, s) })
+    // SAFETY: the contract (the driver only reads a host source).
+    unsafe { memcpy_2d_async(Rows::Host(src.cast_mut(), src_pitch), Rows::Device(dst, dst_pitch), shape, s) }
 }
 
 /// Queues a strided device-to-host copy on `s` (`cuMemcpy2DAsync`): `height` rows of
@@ -246,30 +276,11 @@ pub(crate) unsafe fn memcpy_2d_dtoh_async(
     dst_pitch: usize,
     src: sys::CUdeviceptr,
     src_pitch: usize,
-    (width_bytes, height): (usize, usize),
+    shape: (usize, usize),
     s: sys::CUstream,
 ) -> Result<()> {
-    let copy = sys::CUDA_MEMCPY2D {
-        srcXInBytes: 0,
-        srcY: 0,
-        srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
-        srcHost: ptr::null(),
-        srcDevice: src,
-        srcArray: ptr::null_mut(),
-        srcPitch: src_pitch,
-        dstXInBytes: 0,
-        dstY: 0,
-        dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_HOST,
-        dstHost: dst,
-        dstDevice: 0,
-        dstArray: ptr::null_mut(),
-        dstPitch: dst_pitch,
-        WidthInBytes: width_bytes,
-        Height: height,
-    };
-    // SAFETY: a fully initialised descriptor of device and host ranges (the contract); the driver
-    // reads it before returning.
-    check("cuMemcpy2DAsync", unsafe { sys::cuMemcpy2DAsync_v2(&copy, s) })
+    // SAFETY: the contract.
+    unsafe { memcpy_2d_async(Rows::Device(src, src_pitch), Rows::Host(dst, dst_pitch), shape, s) }
 }
 
 /// Loads every function of `module` onto the device now (`cuFuncLoad`). Under lazy loading

@@ -382,7 +382,7 @@ pub(crate) fn queue_download(buf: &CudaBuffer) -> Result<CudaDownload> {
     let mut host = PinnedHost::take(&device, buf.len, Lock::Preferred, false)?;
     if host.is_empty() || !host.is_page_locked() {
         download(buf, 0, &mut host)?;
-        return Ok(CudaDownload { host: Some(host), copy_queued: false, event: None, device });
+        return Ok(CudaDownload::new(&device, host));
     }
     let mut pending = CudaDownload::new(&device, host);
     // The copy reads the buffer as the work queued on the compute stream so far leaves it.
@@ -404,7 +404,9 @@ pub(crate) fn queue_download(buf: &CudaBuffer) -> Result<CudaDownload> {
 }
 
 impl CudaDownload {
-    /// A download into the page-locked `host` of `device`, nothing queued yet.
+    /// A download into `host`, memory of `device`, with nothing queued yet: [`CudaDownload::queue`]
+    /// then copies into it (page-locked memory), or it was already filled by a synchronous copy
+    /// (pageable memory), and the download is complete as it is.
     pub(crate) fn new(device: &Arc<Device>, host: PinnedHost) -> Self {
         Self { host: Some(host), copy_queued: false, event: None, device: Arc::clone(device) }
     }

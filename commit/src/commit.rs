@@ -284,21 +284,27 @@ pub fn commit_admitted<B: Backend>(
             (clock.phase(Phase::Lde, || backend.coset_lde_owned(buffer, &plan.lde))?, None)
         }
     };
-    finish(backend, plan, params, clock, lde, snapshot, host_copy, ticket).map(|c| c.admitted_after(admission_seconds))
+    let extended = Extended { lde, snapshot, host_copy };
+    finish(backend, plan, params, clock, extended, ticket).map(|c| c.admitted_after(admission_seconds))
 }
 
-/// The phases after the LDE: the snapshot's transpose, the host copy (unless `host_copy` is the
-/// one the LDE's call already queued), the leaves with the LDE's transpose, the trees and the
+/// What the LDE phase leaves to [`finish`]: the row-major LDE buffer, the untransposed snapshot
+/// (if kept), and the host copy when the LDE's own call already queued it.
+struct Extended<B: Backend> {
+    lde: B::Buffer,
+    snapshot: Option<B::Buffer>,
+    host_copy: Option<B::Download>,
+}
+
+/// The phases after the LDE: the snapshot's transpose, the host copy (unless the LDE's call
+/// already queued it), the leaves with the LDE's transpose, the trees and the
 /// roots; then the commitment, its ticket shrunk to the resident buffers.
-#[allow(clippy::too_many_arguments)]
 fn finish<B: Backend>(
     backend: &B,
     plan: CommitPlan,
     params: &CommitParams,
     mut clock: Clock<'_, B>,
-    mut lde: B::Buffer,
-    snapshot: Option<B::Buffer>,
-    host_copy: Option<B::Download>,
+    Extended { mut lde, snapshot, host_copy }: Extended<B>,
     mut ticket: Ticket,
 ) -> Result<Commitment<B>> {
     let trace_shape = plan.trace_shape();

@@ -198,7 +198,6 @@ pub fn coset_lde_in_place_allocates_only_its_tables<B: Backend>(backend: &B) -> 
 /// A result that differs from the reference, a non-canonical value, memory left allocated, or a
 /// refusal missing or wrong.
 pub fn coset_lde_from_host<B: Backend>(backend: &B) -> Outcome {
-    let mut g = Gen::new("coset_lde_from_host");
     let shapes = [
         (1, 1, 1, 7),
         (1, 4, 9, 3),
@@ -212,61 +211,28 @@ pub fn coset_lde_from_host<B: Backend>(backend: &B) -> Outcome {
         (256, 4, 23, 7),
         (512, 2, 24, 3),
     ];
-    for (n, blowup, m, shift) in shapes {
-        let params = LdeParams::new(MatrixShape::new(n, m).ctx("shape")?, blowup, shift).ctx("params")?;
+    let mut g = Gen::new("coset_lde_from_host");
+    for_each_host_trace(backend, &mut g, "coset_lde_from_host", &shapes, |g, what, params, trace, expected| {
         let len = params.lde_shape().len();
-        // A quarter of the trace's values are >= p.
-        let host: Vec<u64> =
-            (0..n * m).map(|i| if i % 4 == 1 { P + g.u64() % (u64::MAX - P + 1) } else { g.u64() }).collect();
-        let expected = reference::coset_lde(&host, n, m, blowup, shift);
-        let mut pinned = backend.alloc_host(n * m).ctx("alloc_host")?;
-        pinned.copy_from_slice(&host);
-        for (source, trace) in [("a Vec", &host[..]), ("alloc_host memory", &pinned[..])] {
-            let what =
-                format!("coset_lde_from_host n = {n}, m = {m}, blowup {blowup}, shift {shift:#x}, from {source}");
-            let garbage: Vec<u64> =
-                (0..len).map(|i| if i % 3 == 0 { P + g.u64() % (u64::MAX - P + 1) } else { g.u64() }).collect();
-            let mut buf = backend.upload(&garbage).ctx(format_args!("{what}: upload the garbage"))?;
-            let live = backend.memory().live;
-            backend.coset_lde_from_host(&mut buf, trace, &params).ctx(&what)?;
-            ensure!(buf.len() == len, "{what}: the buffer holds {} elements afterwards, expected {len}", buf.len());
-            let got = backend.download_vec(&buf).ctx(format_args!("{what}: download"))?;
-            ensure_live(backend, live, &what)?;
-            if let Some(i) = got.iter().position(|&x| x >= P) {
-                return Err(crate::Failure(format!(
-                    "{what}: output element {i} = {:#018x} is not canonical (>= p)",
-                    got[i]
-                )));
-            }
-            ensure_words_eq(&what, &expected, &got)?;
-        }
-    }
-
-    // Refusals: 8 x 3 at blowup 2 is a 24-element trace and a 48-element buffer.
-    let params = LdeParams::new(MatrixShape::new(8, 3).ctx("shape")?, 2, 7).ctx("params")?;
-    let baseline = backend.memory().live;
-    for (trace_len, buf_len, expected, actual) in
-        [(23, 48, 24, 23), (25, 48, 24, 25), (48, 48, 24, 48), (24, 47, 48, 47), (24, 24, 48, 24), (24, 96, 48, 96)]
-    {
-        let what = format!("coset_lde_from_host of a {trace_len}-element trace into a {buf_len}-element buffer");
-        let before = g.matrix(buf_len);
-        let mut buf = backend.upload(&before).ctx("upload")?;
+        let garbage: Vec<u64> =
+            (0..len).map(|i| if i % 3 == 0 { P + g.u64() % (u64::MAX - P + 1) } else { g.u64() }).collect();
+        let mut buf = backend.upload(&garbage).ctx(format_args!("{what}: upload the garbage"))?;
         let live = backend.memory().live;
-        let err = expect_error(backend.coset_lde_from_host(&mut buf, &g.matrix(trace_len), &params), &what, |e| {
-            matches!(e, Error::LengthMismatch { .. })
-        })?;
-        ensure!(
-            matches!(err, Error::LengthMismatch { expected: e, actual: a, .. } if e == expected && a == actual),
-            "{what}: the error names other lengths than {expected} expected, {actual} given: {err}"
-        );
-        ensure_live(backend, live, &what)?;
-        ensure_words_eq(
-            format!("{what}: the buffer after the refusal"),
-            &before,
-            &backend.download_vec(&buf).ctx("download")?,
-        )?;
-    }
-    ensure_live(backend, baseline, "coset_lde_from_host refusals")
+        backend.coset_lde_from_host(&mut buf, trace, params).ctx(what)?;
+        ensure!(buf.len() == len, "{what}: the buffer holds {} elements afterwards, expected {len}", buf.len());
+        let got = backend.download_vec(&buf).ctx(format_args!("{what}: download"))?;
+        ensure_live(backend, live, what)?;
+        if let Some(i) = got.iter().position(|&x| x >= P) {
+            return Err(crate::Failure(format!(
+                "{what}: output element {i} = {:#018x} is not canonical (>= p)",
+                got[i]
+            )));
+        }
+        ensure_words_eq(what, expected, &got)
+    })?;
+    host_trace_refusals(backend, &mut g, "coset_lde_from_host", |buf, trace, params| {
+        backend.coset_lde_from_host(buf, trace, params)
+    })
 }
 
 /// [`Backend::coset_lde_from_host_and_download`]: the buffer holds the LDE, as
@@ -280,7 +246,6 @@ pub fn coset_lde_from_host<B: Backend>(backend: &B) -> Outcome {
 /// A buffer or a download that differs from the reference, a download that saw later work, memory
 /// left allocated, or a refusal missing or wrong.
 pub fn coset_lde_from_host_and_download<B: Backend>(backend: &B) -> Outcome {
-    let mut g = Gen::new("coset_lde_from_host_and_download");
     let shapes = [
         (1, 1, 1, 7),
         (2, 2, 3, 7),
@@ -290,64 +255,100 @@ pub fn coset_lde_from_host_and_download<B: Backend>(backend: &B) -> Outcome {
         (64, 8, 17, 7),
         (256, 4, 23, 7),
     ];
-    for (n, blowup, m, shift) in shapes {
-        let params = LdeParams::new(MatrixShape::new(n, m).ctx("shape")?, blowup, shift).ctx("params")?;
+    let name = "coset_lde_from_host_and_download";
+    let mut g = Gen::new(name);
+    for_each_host_trace(backend, &mut g, name, &shapes, |g, what, params, trace, expected| {
         let (len, lde_shape) = (params.lde_shape().len(), params.lde_shape());
-        // A quarter of the trace's values are >= p.
+        let mut buf = backend.upload(&g.matrix(len)).ctx(format_args!("{what}: upload the garbage"))?;
+        let live = backend.memory().live;
+        let pending = backend.coset_lde_from_host_and_download(&mut buf, trace, params).ctx(what)?;
+        // Work behind the download: it must not reach the copy.
+        backend
+            .transpose_in_place(&mut buf, lde_shape, backend_api::DEFAULT_SCRATCH_CAP)
+            .ctx(format_args!("{what}: transpose after the call"))?;
+        let columns = backend.download_vec(&buf).ctx(format_args!("{what}: download the buffer"))?;
+        ensure_words_eq(
+            format!("{what}: the buffer, transposed"),
+            &reference::transpose(expected, lde_shape.rows(), lde_shape.cols()),
+            &columns,
+        )?;
+        let overwrite = g.matrix(len);
+        backend.write(&mut buf, 0, &overwrite).ctx(format_args!("{what}: overwrite after the call"))?;
+        let copy = pending.wait().ctx(format_args!("{what}: wait for the download"))?;
+        ensure!(copy.len() == len, "{what}: the download holds {} elements, expected {len}", copy.len());
+        ensure_words_eq(format!("{what}: the download"), expected, &copy[..])?;
+        ensure_words_eq(
+            format!("{what}: the buffer after the overwrite"),
+            &overwrite,
+            &backend.download_vec(&buf).ctx("download")?,
+        )?;
+        drop(copy);
+        ensure_live(backend, live, what)
+    })?;
+    host_trace_refusals(backend, &mut g, name, |buf, trace, params| {
+        backend.coset_lde_from_host_and_download(buf, trace, params).map(drop)
+    })
+}
+
+/// Runs `check` on each `(n, blowup, m, shift)` of `shapes` with a random `n x m` trace, a quarter
+/// of its values `>= p`, and its reference LDE, once from an ordinary `Vec` and once from
+/// [`Backend::alloc_host`] memory (the two routes a from-host upload may take).
+fn for_each_host_trace<B: Backend>(
+    backend: &B,
+    g: &mut Gen,
+    name: &str,
+    shapes: &[(usize, usize, usize, u64)],
+    mut check: impl FnMut(&mut Gen, &str, &LdeParams, &[u64], &[u64]) -> Outcome,
+) -> Outcome {
+    for &(n, blowup, m, shift) in shapes {
+        let params = LdeParams::new(MatrixShape::new(n, m).ctx("shape")?, blowup, shift).ctx("params")?;
         let host: Vec<u64> =
             (0..n * m).map(|i| if i % 4 == 1 { P + g.u64() % (u64::MAX - P + 1) } else { g.u64() }).collect();
         let expected = reference::coset_lde(&host, n, m, blowup, shift);
         let mut pinned = backend.alloc_host(n * m).ctx("alloc_host")?;
         pinned.copy_from_slice(&host);
         for (source, trace) in [("a Vec", &host[..]), ("alloc_host memory", &pinned[..])] {
-            let what = format!(
-                "coset_lde_from_host_and_download n = {n}, m = {m}, blowup {blowup}, shift {shift:#x}, from {source}"
-            );
-            let mut buf = backend.upload(&g.matrix(len)).ctx(format_args!("{what}: upload the garbage"))?;
-            let live = backend.memory().live;
-            let pending = backend.coset_lde_from_host_and_download(&mut buf, trace, &params).ctx(&what)?;
-            // Work behind the download: it must not reach the copy.
-            backend
-                .transpose_in_place(&mut buf, lde_shape, backend_api::DEFAULT_SCRATCH_CAP)
-                .ctx(format_args!("{what}: transpose after the call"))?;
-            let columns = backend.download_vec(&buf).ctx(format_args!("{what}: download the buffer"))?;
-            ensure_words_eq(
-                format!("{what}: the buffer, transposed"),
-                &reference::transpose(&expected, n * blowup, m),
-                &columns,
-            )?;
-            let overwrite = g.matrix(len);
-            backend.write(&mut buf, 0, &overwrite).ctx(format_args!("{what}: overwrite after the call"))?;
-            let copy = pending.wait().ctx(format_args!("{what}: wait for the download"))?;
-            ensure!(copy.len() == len, "{what}: the download holds {} elements, expected {len}", copy.len());
-            ensure_words_eq(format!("{what}: the download"), &expected, &copy[..])?;
-            ensure_words_eq(
-                format!("{what}: the buffer after the overwrite"),
-                &overwrite,
-                &backend.download_vec(&buf).ctx("download")?,
-            )?;
-            drop(copy);
-            ensure_live(backend, live, &what)?;
+            let what = format!("{name} n = {n}, m = {m}, blowup {blowup}, shift {shift:#x}, from {source}");
+            check(g, &what, &params, trace, &expected)?;
         }
     }
+    Ok(())
+}
 
-    // Refusals: 8 x 3 at blowup 2 is a 24-element trace and a 48-element buffer.
+/// The refusals of an LDE from a host trace: 8 x 3 at blowup 2 is a 24-element trace and a
+/// 48-element buffer, and every other length of either is [`Error::LengthMismatch`], naming the
+/// expected and the given length, before anything moves (the buffer keeps its contents) or stays
+/// allocated.
+fn host_trace_refusals<B: Backend>(
+    backend: &B,
+    g: &mut Gen,
+    name: &str,
+    call: impl Fn(&mut B::Buffer, &[u64], &LdeParams) -> backend_api::Result<()>,
+) -> Outcome {
     let params = LdeParams::new(MatrixShape::new(8, 3).ctx("shape")?, 2, 7).ctx("params")?;
     let baseline = backend.memory().live;
-    for (trace_len, buf_len) in [(23, 48), (25, 48), (24, 47), (24, 96)] {
-        let what =
-            format!("coset_lde_from_host_and_download of a {trace_len}-element trace into a {buf_len}-element buffer");
+    for (trace_len, buf_len, expected, actual) in
+        [(23, 48, 24, 23), (25, 48, 24, 25), (48, 48, 24, 48), (24, 47, 48, 47), (24, 24, 48, 24), (24, 96, 48, 96)]
+    {
+        let what = format!("{name} of a {trace_len}-element trace into a {buf_len}-element buffer");
         let before = g.matrix(buf_len);
         let mut buf = backend.upload(&before).ctx("upload")?;
-        let got = backend.coset_lde_from_host_and_download(&mut buf, &g.matrix(trace_len), &params);
-        expect_error(got.map(drop), &what, |e| matches!(e, Error::LengthMismatch { .. }))?;
+        let live = backend.memory().live;
+        let err = expect_error(call(&mut buf, &g.matrix(trace_len), &params), &what, |e| {
+            matches!(e, Error::LengthMismatch { .. })
+        })?;
+        ensure!(
+            matches!(err, Error::LengthMismatch { expected: e, actual: a, .. } if e == expected && a == actual),
+            "{what}: the error names other lengths than {expected} expected, {actual} given: {err}"
+        );
+        ensure_live(backend, live, &what)?;
         ensure_words_eq(
             format!("{what}: the buffer after the refusal"),
             &before,
             &backend.download_vec(&buf).ctx("download")?,
         )?;
     }
-    ensure_live(backend, baseline, "coset_lde_from_host_and_download refusals")
+    ensure_live(backend, baseline, format_args!("{name} refusals"))
 }
 
 /// Every `n` in `1..=64` and blowup in `1..=16` (powers of two), 1, 3 (one ext3 column) and 5
