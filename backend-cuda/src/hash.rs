@@ -135,15 +135,13 @@ const ONLY_MOVERS_PER_SM: usize = 5;
 /// pass"). A multiprocessor holds five blocks of either kernel, so every mover takes a hashing
 /// block's place. Keccak-256 leaves (0.36 ms a 2^16-row block) hide one mover's block; BLAKE3
 /// leaves (0.12 ms) are shorter than one mover takes to move a block, so the chain of moves sets
-/// the pace and two movers shorten it. Poseidon2 leaves cost several times Keccak's, so one
-/// mover, as for Keccak (a choice from that arithmetic, not yet measured on the H200); the commit
-/// no longer fuses Poseidon2 leaves ([`BlockPassLeaves::new`]), so that kernel only stays until a
-/// same-run measurement of both routes decides.
-pub(crate) fn block_pass_kernel(hash: HashKind) -> (&'static str, usize) {
+/// the pace and two movers shorten it. `None` for Poseidon2, whose leaves never ride the block
+/// pass ([`BlockPassLeaves::new`]).
+pub(crate) fn block_pass_kernel(hash: HashKind) -> Option<(&'static str, usize)> {
     match hash {
-        HashKind::Keccak256 => ("leaves_block_keccak", 1),
-        HashKind::Blake3 => ("leaves_block_blake3", 2),
-        HashKind::Poseidon2 => ("leaves_block_poseidon2", 1),
+        HashKind::Keccak256 => Some(("leaves_block_keccak", 1)),
+        HashKind::Blake3 => Some(("leaves_block_blake3", 2)),
+        HashKind::Poseidon2 => None,
     }
 }
 
@@ -151,8 +149,10 @@ pub(crate) fn block_pass_kernel(hash: HashKind) -> (&'static str, usize) {
 /// ([`backend_api::Backend::hash_leaves_then_transpose`]): one kernel, and each tree's first
 /// digest address and columns.
 pub(crate) struct BlockPassLeaves {
-    /// The hash of every tree (its kernel and movers: [`block_pass_kernel`]).
+    /// The hash of every tree.
     hash: HashKind,
+    /// Its kernel and movers per multiprocessor ([`block_pass_kernel`]).
+    kernel: (&'static str, usize),
     /// `(address of the digest of row 0, first column, columns)` per tree.
     trees: Vec<(u64, u64, u64)>,
 }
@@ -166,12 +166,12 @@ impl BlockPassLeaves {
     /// block moves gains nothing and loses the full-grid launch: on an H200 (2026-12-06, a
     /// one-shot `prover commit --hash poseidon2` of 2^21 x 316) the fused call took 346.5 ms,
     /// about 50 ms more than the leaves alone (282.5 ms on an H100, the same integer throughput)
-    /// plus the transpose (12.4 ms).
+    /// plus the transpose (12.4 ms); its fused kernel is gone from hash.cu since (git keeps it).
     pub(crate) fn new(jobs: &[(&LeafSpec, &CudaBuffer, usize)]) -> Option<Self> {
         let (first, ..) = jobs.first()?;
         let hash = first.hash();
-        let fits = hash != HashKind::Poseidon2
-            && jobs.len() <= FUSED_TREES
+        let kernel = block_pass_kernel(hash)?;
+        let fits = jobs.len() <= FUSED_TREES
             && jobs.iter().all(|(s, ..)| {
                 s.layout() == LeafLayout::Rows
                     && s.hash() == hash
@@ -191,7 +191,7 @@ impl BlockPassLeaves {
                 Some((out.ptr_at(first), cols.start as u64, cols.len() as u64))
             })
             .collect::<Option<Vec<_>>>()?;
-        Some(Self { hash, trees })
+        Some(Self { hash, kernel, trees })
     }
 
     /// Blocks of a plan of `full_blocks` whose leaves go first, in one launch, when the host has
@@ -201,9 +201,8 @@ impl BlockPassLeaves {
     /// path does (the git history of BENCHMARKS.md, "The fresh process").
     pub(crate) fn cold_prefix_blocks(&self, full_blocks: usize) -> usize {
         match self.hash {
-            // Poseidon2's leaves are longer still than Keccak's: the same eighth covers the plan.
-            HashKind::Keccak256 | HashKind::Poseidon2 => (full_blocks / 8).max(1),
             HashKind::Blake3 => full_blocks,
+            HashKind::Keccak256 | HashKind::Poseidon2 => (full_blocks / 8).max(1),
         }
     }
 
@@ -256,7 +255,7 @@ impl BlockPassLeaves {
         if hash.is_none() && mv.is_none() {
             return Ok(());
         }
-        let (name, movers_per_sm) = block_pass_kernel(self.hash);
+        let (name, movers_per_sm) = self.kernel;
         let kernel = device.kernel(Source::Hash, name, 0)?;
         let mut params = BlockLeaves {
             hash_src: 0,

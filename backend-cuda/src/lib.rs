@@ -275,8 +275,8 @@ impl CudaBackend {
         for layout in [backend_api::LeafLayout::Rows, backend_api::LeafLayout::LambdaVmPairs] {
             units.push(Unit::of(Source::Hash, hash::kernel_name(hash, layout, 0)));
         }
-        // The commit hashes `rows` leaves beside the transpose's block pass.
-        units.push(Unit::of(Source::Hash, hash::block_pass_kernel(hash).0));
+        // The commit hashes `rows` leaves beside the transpose's block pass (except Poseidon2's).
+        units.extend(hash::block_pass_kernel(hash).map(|(kernel, _)| Unit::of(Source::Hash, kernel)));
         units.extend([Source::Merkle, Source::Transpose, Source::Copy].map(|s| Unit { source: s, kernel: None }));
         let threads = std::thread::available_parallelism().map_or(4, |n| n.get());
         self.device.bind()?;

@@ -242,7 +242,7 @@ struct BlockLeaves {
     u64 movers;            // thread blocks [0, movers) move; the rest hash
 };
 
-template <int HASH>  // 0: Keccak-256, 1: BLAKE3 (leaves of at most 16 chunks), 2: Poseidon2
+template <int HASH>  // 0: Keccak-256, 1: BLAKE3 (leaves of at most 16 chunks)
 __device__ __forceinline__ void leaves_block(const BlockLeaves& p) {
     const u32 tid = threadIdx.x, nthreads = blockDim.x;
     // A launch with movers is queued with programmatic stream serialization: the next launch's
@@ -256,8 +256,7 @@ __device__ __forceinline__ void leaves_block(const BlockLeaves& p) {
             for (u64 t = 0; t < p.trees; ++t) {
                 const LeafParams lp = {p.hash_src, p.out[t], p.cols, p.c0[t], p.width[t], p.hash_rows, 0};
                 if (HASH == 0) keccak_leaf<false>(lp, row);
-                else if (HASH == 1) blake3_leaf<false, 4>(lp, row);
-                else poseidon2_leaf(lp, row);
+                else blake3_leaf<false, 4>(lp, row);
             }
         }
         return;
@@ -297,10 +296,5 @@ extern "C" __global__ void __launch_bounds__(128) leaves_block_keccak(const __gr
 #if ALL_KERNELS || WANT_leaves_block_blake3
 extern "C" __global__ void __launch_bounds__(128) leaves_block_blake3(const __grid_constant__ BlockLeaves p) {
     leaves_block<1>(p);
-}
-#endif
-#if ALL_KERNELS || WANT_leaves_block_poseidon2
-extern "C" __global__ void __launch_bounds__(128) leaves_block_poseidon2(const __grid_constant__ BlockLeaves p) {
-    leaves_block<2>(p);
 }
 #endif

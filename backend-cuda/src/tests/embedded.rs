@@ -28,7 +28,7 @@ fn launched_units() -> Vec<Unit> {
                 units.push(Unit::of(Source::Hash, hash::kernel_name(h, layout, leaf_bytes)));
             }
         }
-        units.push(Unit::of(Source::Hash, hash::block_pass_kernel(h).0));
+        units.extend(hash::block_pass_kernel(h).map(|(kernel, _)| Unit::of(Source::Hash, kernel)));
     }
     units.extend([Source::Transpose, Source::Copy, Source::Merkle].map(|s| Unit { source: s, kernel: None }));
     units
