@@ -410,9 +410,11 @@ fn bench_on_cpu_reports_every_phase_and_the_commit_roots() {
     expect_error(&[&["bench", "--runs", "0"], &shape[..]].concat(), 2, "--runs must be at least 1");
 }
 
-/// `--host-copy` reports the queueing and the wait as their own phases and changes no root.
+/// `--host-copy` changes no root; its wait and its page-locked block are phases of their own, and
+/// so is its queueing where no earlier call queued it (with `--snapshot`; without, `upload+lde`
+/// queues it as it extends the trace).
 #[test]
-fn host_copy_is_its_own_phase_and_changes_no_root() {
+fn host_copy_changes_no_root_and_is_timed_where_it_is_queued() {
     let args = ["commit", "--backend", "cpu", "--log-rows", "8", "--cols", "5", "--json"];
     let plain: serde_json::Value = serde_json::from_str(&text(&prover(&args)).0).unwrap();
     let out = prover(&[&args[..], &["--host-copy"]].concat());
@@ -420,9 +422,23 @@ fn host_copy_is_its_own_phase_and_changes_no_root() {
     assert!(out.status.success(), "{stderr}");
     let with: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(with["roots"], plain["roots"]);
-    for phase in ["host_copy", "host_copy_wait", "host_copy_alloc"] {
+    for phase in ["host_copy_wait", "host_copy_alloc"] {
         assert!(with["phase_seconds"][phase].as_f64().is_some_and(|s| s >= 0.0), "{phase}: {stdout}");
+    }
+    for phase in ["host_copy", "host_copy_wait", "host_copy_alloc"] {
         assert!(plain["phase_seconds"][phase].is_null(), "{phase} without --host-copy: {stdout}");
+    }
+    // A host trace without a snapshot: the `upload+lde` call queues the copy, no phase of its own.
+    assert!(with["phase_seconds"]["host_copy"].is_null(), "host_copy beside upload+lde: {stdout}");
+    assert!(with["phase_seconds"]["upload+lde"].as_f64().is_some(), "{stdout}");
+    // With the snapshot the LDE extends a device buffer, and queueing the copy is a phase.
+    let snapshot = prover(&[&args[..], &["--host-copy", "--snapshot"]].concat());
+    let (stdout, stderr) = text(&snapshot);
+    assert!(snapshot.status.success(), "{stderr}");
+    let with: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(with["roots"], plain["roots"]);
+    for phase in ["host_copy", "host_copy_wait", "host_copy_alloc", "upload", "lde"] {
+        assert!(with["phase_seconds"][phase].as_f64().is_some_and(|s| s >= 0.0), "{phase} with --snapshot: {stdout}");
     }
     // The CPU backend has no page-locked memory; the field is there and says so.
     assert_eq!(with["peak_pinned_host_bytes"], 0, "{stdout}");
