@@ -82,7 +82,10 @@ fn sub(a: u64, b: u64) -> u64 {
 /// variant exists on every target; [`LdeIsa::is_supported`] says whether this CPU runs it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum LdeIsa {
-    /// Scalar `u64` / `u128` arithmetic, on every CPU.
+    /// Scalar `u64` / `u128` arithmetic, on every CPU; what aarch64 runs. NEON multiplies at most
+    /// 32 x 32 bits per lane, so a 64 x 64-bit product there is four multiplies and the carries
+    /// between them, against one `mul` and one `umulh` on the integer pipes (Plonky3's own
+    /// aarch64 packing of Goldilocks multiplies with those two scalar instructions too).
     Scalar,
     /// AVX2 (x86-64): four columns per instruction.
     Avx2,
@@ -148,7 +151,7 @@ enum Butterfly {
 #[inline]
 fn butterfly(isa: Isa, kind: Butterfly, lo: &mut [u64], hi: &mut [u64], w: u64) {
     match isa {
-        Isa::Scalar => butterfly_scalar(kind, lo, hi, w),
+        Isa::Scalar => lazy::butterfly(kind, lo, hi, w),
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Isa::Avx2` only reaches the kernels when the CPU reports AVX2
         // (`coset_lde_in_place_with` asserts `is_supported`, or a test that checked it).
@@ -169,7 +172,8 @@ fn butterfly(isa: Isa, kind: Butterfly, lo: &mut [u64], hi: &mut [u64], w: u64) 
 fn butterfly_to<const CANON: bool>(isa: Isa, kind: Butterfly, src: [&[u64]; 2], dst: [&mut [u64]; 2], w: u64) {
     let ([a, b], [x, y]) = (src, dst);
     match isa {
-        Isa::Scalar => butterfly_scalar_to::<CANON>(kind, a, b, x, y, w),
+        // The lazy kernels take any u64: nothing to reduce on the way in.
+        Isa::Scalar => lazy::butterfly_to(kind, a, b, x, y, w),
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as in `butterfly`.
         Isa::Avx2 => unsafe { avx2::butterfly_to::<CANON>(kind, a, b, x, y, w) },
@@ -185,7 +189,7 @@ fn butterfly_to<const CANON: bool>(isa: Isa, kind: Butterfly, src: [&[u64]; 2], 
 #[inline]
 fn scale(isa: Isa, dst: &mut [u64], src: &[u64], c: u64) {
     match isa {
-        Isa::Scalar => dst.iter_mut().zip(src).for_each(|(o, &x)| *o = mul(x, c)),
+        Isa::Scalar => dst.iter_mut().zip(src).for_each(|(o, &x)| *o = lazy::mul(x, c)),
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as in `butterfly`.
         Isa::Avx2 => unsafe { avx2::scale(dst, src, c) },
@@ -250,6 +254,77 @@ fn butterfly_scalar_to<const CANON: bool>(
             let (x, t) = (load(x), mul(load(y), w));
             (*a, *b) = (add(x, t), sub(x, t));
         }),
+    }
+}
+
+/// The scalar kernels of [`LdeIsa::Scalar`]: values anywhere in `[0, 2^64)` in and out (each the
+/// residue mod p it stands for), as Plonky3's scalar Goldilocks keeps them, so that no operation
+/// ends in a compare with p; the LDE reduces its output once, after the last stage. (The SIMD
+/// kernels' tails use the canonical [`butterfly_scalar`].)
+mod lazy {
+    use super::Butterfly;
+
+    /// `2^64 mod p`.
+    const EPS: u64 = 0xFFFF_FFFF;
+
+    /// `a + b`, any `u64`s: a carry is `2^64 = EPS`, and adding it can carry once more only
+    /// from a sum above `2^64 - EPS`, which the second `EPS` then leaves below `2^32`.
+    #[inline(always)]
+    fn add(a: u64, b: u64) -> u64 {
+        let (s, c) = a.overflowing_add(b);
+        let (s, c) = s.overflowing_add(EPS * u64::from(c));
+        if c { s + EPS } else { s }
+    }
+
+    /// `a - b`, any `u64`s: a borrow is `-2^64 = -EPS`, as in [`add`].
+    #[inline(always)]
+    fn sub(a: u64, b: u64) -> u64 {
+        let (d, c) = a.overflowing_sub(b);
+        let (d, c) = d.overflowing_sub(EPS * u64::from(c));
+        if c { d - EPS } else { d }
+    }
+
+    /// `a * b`, any `u64`s: `backend_api::field::reduce128` without its last compare with p.
+    #[inline(always)]
+    pub(super) fn mul(a: u64, b: u64) -> u64 {
+        let x = u128::from(a) * u128::from(b);
+        let (lo, hi) = (x as u64, (x >> 64) as u64);
+        let (t, borrow) = lo.overflowing_sub(hi >> 32);
+        let t = if borrow { t - EPS } else { t };
+        let (r, carry) = t.overflowing_add((hi & EPS) * EPS);
+        if carry { r + EPS } else { r }
+    }
+
+    pub(super) fn butterfly(kind: Butterfly, lo: &mut [u64], hi: &mut [u64], w: u64) {
+        match (kind, w == 1) {
+            (_, true) => lo.iter_mut().zip(hi).for_each(|(a, b)| (*a, *b) = (add(*a, *b), sub(*a, *b))),
+            (Butterfly::Dif, false) => {
+                lo.iter_mut().zip(hi).for_each(|(a, b)| (*a, *b) = (add(*a, *b), mul(sub(*a, *b), w)));
+            }
+            (Butterfly::Dit, false) => lo.iter_mut().zip(hi).for_each(|(a, b)| {
+                let t = mul(*b, w);
+                (*a, *b) = (add(*a, t), sub(*a, t));
+            }),
+        }
+    }
+
+    pub(super) fn butterfly_to(
+        kind: Butterfly,
+        src_lo: &[u64],
+        src_hi: &[u64],
+        dst_lo: &mut [u64],
+        dst_hi: &mut [u64],
+        w: u64,
+    ) {
+        let rows = src_lo.iter().zip(src_hi).zip(dst_lo.iter_mut().zip(dst_hi));
+        match (kind, w == 1) {
+            (_, true) => rows.for_each(|((&x, &y), (a, b))| (*a, *b) = (add(x, y), sub(x, y))),
+            (Butterfly::Dif, false) => rows.for_each(|((&x, &y), (a, b))| (*a, *b) = (add(x, y), mul(sub(x, y), w))),
+            (Butterfly::Dit, false) => rows.for_each(|((&x, &y), (a, b))| {
+                let t = mul(y, w);
+                (*a, *b) = (add(x, t), sub(x, t));
+            }),
+        }
     }
 }
 
@@ -534,6 +609,10 @@ fn coset_lde_in_place_with(
     for group in groups(l * blowup, wide, m, local) {
         fwd.group_stages(data, m, group, false);
     }
+    // The scalar kernels leave values anywhere in [0, 2^64) (module `lazy`).
+    if isa == Isa::Scalar {
+        data.par_chunks_mut(1 << 14).for_each(|c| c.iter_mut().for_each(|x| *x = canonical(*x)));
+    }
     Ok(())
 }
 
@@ -785,38 +864,71 @@ mod tests {
                 };
                 let (lo_raw, hi_raw) = (raw(&lo), raw(&hi));
                 for isa in isas() {
+                    // The SIMD kernels give canonical values; the scalar ones any representative.
+                    let out = |v: &[u64]| -> Vec<u64> {
+                        if isa != Isa::Scalar {
+                            assert!(v.iter().all(|&x| x < P), "{isa}: a value >= p in {v:?}");
+                        }
+                        v.iter().map(|&x| canonical(x)).collect()
+                    };
                     for kind in [Butterfly::Dif, Butterfly::Dit] {
                         let (mut a, mut b) = (lo.clone(), hi.clone());
                         butterfly(isa, kind, &mut a, &mut b, w);
+                        let (a, b) = (out(&a), out(&b));
                         // The out-of-place kernels give what the in-place one does.
                         let (mut c, mut d) = (vec![0; len], vec![0; len]);
                         butterfly_to::<false>(isa, kind, [&lo, &hi], [&mut c, &mut d], w);
-                        assert_eq!((&c, &d), (&a, &b), "{isa} {kind:?} to, w={w}");
+                        assert_eq!((&out(&c), &out(&d)), (&a, &b), "{isa} {kind:?} to, w={w}");
                         let (mut c, mut d) = (vec![0; len], vec![0; len]);
                         butterfly_to::<true>(isa, kind, [&lo_raw, &hi_raw], [&mut c, &mut d], w);
-                        assert_eq!((&c, &d), (&a, &b), "{isa} {kind:?} to, reducing, w={w}");
+                        assert_eq!((&out(&c), &out(&d)), (&a, &b), "{isa} {kind:?} to, reducing, w={w}");
                         // The reference: u128 arithmetic mod p.
                         for i in 0..len {
                             let (x, y) = (lo[i], hi[i]);
-                            let (ea, eb) = match kind {
-                                Butterfly::Dif => (
-                                    (x as u128 + y as u128) % PR,
-                                    mulr(((x as u128 + PR - y as u128) % PR) as u64, w) as u128,
-                                ),
-                                Butterfly::Dit => {
-                                    let t = mulr(y, w) as u128;
-                                    ((x as u128 + t) % PR, (x as u128 + PR - t) % PR)
-                                }
-                            };
-                            assert_eq!((a[i] as u128, b[i] as u128), (ea, eb), "{isa} {kind:?} x={x} y={y} w={w}");
+                            assert_eq!((a[i], b[i]), reference(kind, x, y, w), "{isa} {kind:?} x={x} y={y} w={w}");
                         }
                     }
-                    let mut out = vec![0; len];
-                    scale(isa, &mut out, &lo, w);
-                    assert_eq!(out, lo.iter().map(|&x| mulr(x, w)).collect::<Vec<_>>(), "{isa} scale by {w}");
+                    let mut scaled = vec![0; len];
+                    scale(isa, &mut scaled, &lo, w);
+                    assert_eq!(out(&scaled), lo.iter().map(|&x| mulr(x, w)).collect::<Vec<_>>(), "{isa} scale by {w}");
+                }
+                // The scalar kernels take any u64 in place too, as the values they leave.
+                let any = |rng: &mut ChaCha8Rng| {
+                    if rng.random_bool(0.3) {
+                        u64::MAX - rng.random_range(0..=u64::from(u32::MAX))
+                    } else {
+                        rng.random()
+                    }
+                };
+                let (lo, hi): (Vec<u64>, Vec<u64>) = (0..len).map(|_| (any(&mut rng), any(&mut rng))).unzip();
+                for kind in [Butterfly::Dif, Butterfly::Dit] {
+                    let (mut a, mut b) = (lo.clone(), hi.clone());
+                    butterfly(Isa::Scalar, kind, &mut a, &mut b, w);
+                    for i in 0..len {
+                        let (x, y) = (lo[i], hi[i]);
+                        let got = (canonical(a[i]), canonical(b[i]));
+                        assert_eq!(
+                            got,
+                            reference(kind, canonical(x), canonical(y), w),
+                            "scalar {kind:?} x={x} y={y} w={w}"
+                        );
+                    }
                 }
             }
         }
+    }
+
+    /// The butterfly of canonical `x`, `y` in `u128 % p` arithmetic.
+    fn reference(kind: Butterfly, x: u64, y: u64, w: u64) -> (u64, u64) {
+        let (x, y) = (u128::from(x), u128::from(y));
+        let (a, b) = match kind {
+            Butterfly::Dif => ((x + y) % PR, u128::from(mulr(((x + PR - y) % PR) as u64, w))),
+            Butterfly::Dit => {
+                let t = u128::from(mulr(y as u64, w));
+                ((x + t) % PR, (x + PR - t) % PR)
+            }
+        };
+        (a as u64, b as u64)
     }
 
     #[test]
