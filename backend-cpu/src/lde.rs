@@ -39,11 +39,13 @@
 //! are chosen at run time, no build flag ([`LdeIsa::detect`]): with AVX-512F they work on eight
 //! columns per instruction, with AVX2 on four (AVX2 has no unsigned 64-bit compare, so its
 //! kernels compare values with the sign bit flipped), otherwise on one;
-//! [`crate::CpuBackend::with_lde_isa`] picks a plainer set. All arithmetic keeps values canonical,
-//! so the output is canonical, and every kernel set computes the same values, which the tests
-//! check for each set the CPU runs against the naive reference. (Plonky3's own packed Goldilocks
-//! is chosen at compile time from the build's target features and keeps values non-canonical,
-//! so it cannot serve a default build or these kernels' contract as it is.)
+//! [`crate::CpuBackend::with_lde_isa`] picks a plainer set. The vector kernels keep values
+//! canonical; the scalar ones (aarch64's, and any CPU's without AVX2) leave them anywhere in
+//! `[0, 2^64)` as Plonky3's scalar Goldilocks does, which saves a compare with p per operation,
+//! and the LDE reduces its output once after the last stage. So the output is canonical, and every
+//! kernel set computes the same values, which the tests check for each set the CPU runs against
+//! the naive reference. (Plonky3's own packed Goldilocks is chosen at compile time from the
+//! build's target features, so it cannot serve a default build as it is.)
 
 use backend_api::field::{LdeTwiddles, P, bit_reverse, canonical, mul};
 use backend_api::{LdeParams, Result, validate};
@@ -147,7 +149,8 @@ enum Butterfly {
     Dit,
 }
 
-/// One butterfly over two rows of equal length, canonical in and out.
+/// One butterfly over two rows of equal length: canonical in and out, or any `u64` for the
+/// scalar kernels (module `lazy`).
 #[inline]
 fn butterfly(isa: Isa, kind: Butterfly, lo: &mut [u64], hi: &mut [u64], w: u64) {
     match isa {
@@ -164,7 +167,8 @@ fn butterfly(isa: Isa, kind: Butterfly, lo: &mut [u64], hi: &mut [u64], w: u64) 
     }
 }
 
-/// One butterfly from the rows `src` to the rows `dst`, all four of equal length, canonical out:
+/// One butterfly from the rows `src` to the rows `dst`, all four of equal length, canonical out
+/// (any `u64` for the scalar kernels, which also take any `u64` in):
 /// the first or last stage of a group pass, which moves the rows between the buffer and the
 /// pass's scratch as it computes them. With `CANON` the inputs may be any `u64` and are
 /// reduced mod p as they are loaded (the first pass over a trace); otherwise they are canonical.
@@ -185,7 +189,8 @@ fn butterfly_to<const CANON: bool>(isa: Isa, kind: Butterfly, src: [&[u64]; 2], 
     }
 }
 
-/// `dst[i] = src[i] * c` for canonical `src`, `c`; rows of equal length.
+/// `dst[i] = src[i] * c` for canonical `src`, `c` (any `u64` in and out for the scalar kernels); rows
+/// of equal length.
 #[inline]
 fn scale(isa: Isa, dst: &mut [u64], src: &[u64], c: u64) {
     match isa {
