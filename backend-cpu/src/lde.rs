@@ -150,11 +150,11 @@ enum Butterfly {
 }
 
 /// One butterfly over two rows of equal length: canonical in and out, or any `u64` for the
-/// scalar kernels (module `lazy`).
+/// scalar kernels ([`lazy::Lazy`]).
 #[inline]
 fn butterfly(isa: Isa, kind: Butterfly, lo: &mut [u64], hi: &mut [u64], w: u64) {
     match isa {
-        Isa::Scalar => lazy::butterfly(kind, lo, hi, w),
+        Isa::Scalar => butterfly_scalar::<lazy::Lazy>(kind, lo, hi, w),
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Isa::Avx2` only reaches the kernels when the CPU reports AVX2
         // (`coset_lde_in_place_with` asserts `is_supported`, or a test that checked it).
@@ -177,7 +177,7 @@ fn butterfly_to<const CANON: bool>(isa: Isa, kind: Butterfly, src: [&[u64]; 2], 
     let ([a, b], [x, y]) = (src, dst);
     match isa {
         // The lazy kernels take any u64: nothing to reduce on the way in.
-        Isa::Scalar => lazy::butterfly_to(kind, a, b, x, y, w),
+        Isa::Scalar => butterfly_scalar_to::<lazy::Lazy>(kind, a, b, x, y, w),
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as in `butterfly`.
         Isa::Avx2 => unsafe { avx2::butterfly_to::<CANON>(kind, a, b, x, y, w) },
@@ -194,7 +194,7 @@ fn butterfly_to<const CANON: bool>(isa: Isa, kind: Butterfly, src: [&[u64]; 2], 
 #[inline]
 fn scale(isa: Isa, dst: &mut [u64], src: &[u64], c: u64) {
     match isa {
-        Isa::Scalar => dst.iter_mut().zip(src).for_each(|(o, &x)| *o = lazy::mul(x, c)),
+        Isa::Scalar => dst.iter_mut().zip(src).for_each(|(o, &x)| *o = lazy::Lazy::mul(x, c)),
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as in `butterfly`.
         Isa::Avx2 => unsafe { avx2::scale(dst, src, c) },
@@ -206,37 +206,69 @@ fn scale(isa: Isa, dst: &mut [u64], src: &[u64], c: u64) {
     }
 }
 
-/// The scalar butterfly, also the SIMD kernels' tail.
+/// The field arithmetic of a scalar kernel: [`Canonical`] (canonical values in and out, the SIMD
+/// kernels' tails) or [`lazy::Lazy`] (any `u64`, [`LdeIsa::Scalar`]).
+trait Arith {
+    fn add(a: u64, b: u64) -> u64;
+    fn sub(a: u64, b: u64) -> u64;
+    fn mul(a: u64, b: u64) -> u64;
+    /// A source value as an out-of-place butterfly reads it.
+    fn load(x: u64) -> u64;
+}
+
+/// Canonical arithmetic; with `REDUCE` the out-of-place butterflies reduce what they load mod p.
+struct Canonical<const REDUCE: bool>;
+
+impl<const REDUCE: bool> Arith for Canonical<REDUCE> {
+    #[inline(always)]
+    fn add(a: u64, b: u64) -> u64 {
+        add(a, b)
+    }
+    #[inline(always)]
+    fn sub(a: u64, b: u64) -> u64 {
+        sub(a, b)
+    }
+    #[inline(always)]
+    fn mul(a: u64, b: u64) -> u64 {
+        mul(a, b)
+    }
+    #[inline(always)]
+    fn load(x: u64) -> u64 {
+        if REDUCE { canonical(x) } else { x }
+    }
+}
+
+/// The scalar butterfly in the arithmetic `A`.
 #[inline(always)]
-fn butterfly_scalar(kind: Butterfly, lo: &mut [u64], hi: &mut [u64], w: u64) {
+fn butterfly_scalar<A: Arith>(kind: Butterfly, lo: &mut [u64], hi: &mut [u64], w: u64) {
     match (kind, w == 1) {
         (_, true) => {
             for (a, b) in lo.iter_mut().zip(hi) {
                 let (x, y) = (*a, *b);
-                *a = add(x, y);
-                *b = sub(x, y);
+                *a = A::add(x, y);
+                *b = A::sub(x, y);
             }
         }
         (Butterfly::Dif, false) => {
             for (a, b) in lo.iter_mut().zip(hi) {
                 let (x, y) = (*a, *b);
-                *a = add(x, y);
-                *b = mul(sub(x, y), w);
+                *a = A::add(x, y);
+                *b = A::mul(A::sub(x, y), w);
             }
         }
         (Butterfly::Dit, false) => {
             for (a, b) in lo.iter_mut().zip(hi) {
-                let (x, t) = (*a, mul(*b, w));
-                *a = add(x, t);
-                *b = sub(x, t);
+                let (x, t) = (*a, A::mul(*b, w));
+                *a = A::add(x, t);
+                *b = A::sub(x, t);
             }
         }
     }
 }
 
-/// The scalar [`butterfly_to`], also the SIMD kernels' tail.
+/// The scalar [`butterfly_to`] in the arithmetic `A`.
 #[inline(always)]
-fn butterfly_scalar_to<const CANON: bool>(
+fn butterfly_scalar_to<A: Arith>(
     kind: Butterfly,
     src_lo: &[u64],
     src_hi: &[u64],
@@ -244,91 +276,67 @@ fn butterfly_scalar_to<const CANON: bool>(
     dst_hi: &mut [u64],
     w: u64,
 ) {
-    let load = |x: u64| if CANON { canonical(x) } else { x };
     let rows = src_lo.iter().zip(src_hi).zip(dst_lo.iter_mut().zip(dst_hi));
     match (kind, w == 1) {
         (_, true) => rows.for_each(|((&x, &y), (a, b))| {
-            let (x, y) = (load(x), load(y));
-            (*a, *b) = (add(x, y), sub(x, y));
+            let (x, y) = (A::load(x), A::load(y));
+            (*a, *b) = (A::add(x, y), A::sub(x, y));
         }),
         (Butterfly::Dif, false) => rows.for_each(|((&x, &y), (a, b))| {
-            let (x, y) = (load(x), load(y));
-            (*a, *b) = (add(x, y), mul(sub(x, y), w));
+            let (x, y) = (A::load(x), A::load(y));
+            (*a, *b) = (A::add(x, y), A::mul(A::sub(x, y), w));
         }),
         (Butterfly::Dit, false) => rows.for_each(|((&x, &y), (a, b))| {
-            let (x, t) = (load(x), mul(load(y), w));
-            (*a, *b) = (add(x, t), sub(x, t));
+            let (x, t) = (A::load(x), A::mul(A::load(y), w));
+            (*a, *b) = (A::add(x, t), A::sub(x, t));
         }),
     }
 }
 
-/// The scalar kernels of [`LdeIsa::Scalar`]: values anywhere in `[0, 2^64)` in and out (each the
-/// residue mod p it stands for), as Plonky3's scalar Goldilocks keeps them, so that no operation
-/// ends in a compare with p; the LDE reduces its output once, after the last stage. (The SIMD
-/// kernels' tails use the canonical [`butterfly_scalar`].)
+/// The arithmetic of [`LdeIsa::Scalar`]'s kernels: values anywhere in `[0, 2^64)` in and out (each
+/// the residue mod p it stands for), as Plonky3's scalar Goldilocks keeps them, so that no
+/// operation ends in a compare with p; the LDE reduces its output once, after the last stage.
 mod lazy {
-    use super::Butterfly;
+    use super::Arith;
 
     /// `2^64 mod p`.
     const EPS: u64 = 0xFFFF_FFFF;
 
-    /// `a + b`, any `u64`s: a carry is `2^64 = EPS`, and adding it can carry once more only
-    /// from a sum above `2^64 - EPS`, which the second `EPS` then leaves below `2^32`.
-    #[inline(always)]
-    fn add(a: u64, b: u64) -> u64 {
-        let (s, c) = a.overflowing_add(b);
-        let (s, c) = s.overflowing_add(EPS * u64::from(c));
-        if c { s + EPS } else { s }
-    }
+    pub(super) struct Lazy;
 
-    /// `a - b`, any `u64`s: a borrow is `-2^64 = -EPS`, as in [`add`].
-    #[inline(always)]
-    fn sub(a: u64, b: u64) -> u64 {
-        let (d, c) = a.overflowing_sub(b);
-        let (d, c) = d.overflowing_sub(EPS * u64::from(c));
-        if c { d - EPS } else { d }
-    }
-
-    /// `a * b`, any `u64`s: `backend_api::field::reduce128` without its last compare with p.
-    #[inline(always)]
-    pub(super) fn mul(a: u64, b: u64) -> u64 {
-        let x = u128::from(a) * u128::from(b);
-        let (lo, hi) = (x as u64, (x >> 64) as u64);
-        let (t, borrow) = lo.overflowing_sub(hi >> 32);
-        let t = if borrow { t - EPS } else { t };
-        let (r, carry) = t.overflowing_add((hi & EPS) * EPS);
-        if carry { r + EPS } else { r }
-    }
-
-    pub(super) fn butterfly(kind: Butterfly, lo: &mut [u64], hi: &mut [u64], w: u64) {
-        match (kind, w == 1) {
-            (_, true) => lo.iter_mut().zip(hi).for_each(|(a, b)| (*a, *b) = (add(*a, *b), sub(*a, *b))),
-            (Butterfly::Dif, false) => {
-                lo.iter_mut().zip(hi).for_each(|(a, b)| (*a, *b) = (add(*a, *b), mul(sub(*a, *b), w)));
-            }
-            (Butterfly::Dit, false) => lo.iter_mut().zip(hi).for_each(|(a, b)| {
-                let t = mul(*b, w);
-                (*a, *b) = (add(*a, t), sub(*a, t));
-            }),
+    impl Arith for Lazy {
+        /// `a + b`: a carry is `2^64 = EPS`, and adding it can carry once more only from a sum
+        /// above `2^64 - EPS`, which the second `EPS` then leaves below `2^32`.
+        #[inline(always)]
+        fn add(a: u64, b: u64) -> u64 {
+            let (s, c) = a.overflowing_add(b);
+            let (s, c) = s.overflowing_add(EPS * u64::from(c));
+            if c { s + EPS } else { s }
         }
-    }
 
-    pub(super) fn butterfly_to(
-        kind: Butterfly,
-        src_lo: &[u64],
-        src_hi: &[u64],
-        dst_lo: &mut [u64],
-        dst_hi: &mut [u64],
-        w: u64,
-    ) {
-        let rows = src_lo.iter().zip(src_hi).zip(dst_lo.iter_mut().zip(dst_hi));
-        match (kind, w == 1) {
-            (_, true) => rows.for_each(|((&x, &y), (a, b))| (*a, *b) = (add(x, y), sub(x, y))),
-            (Butterfly::Dif, false) => rows.for_each(|((&x, &y), (a, b))| (*a, *b) = (add(x, y), mul(sub(x, y), w))),
-            (Butterfly::Dit, false) => rows.for_each(|((&x, &y), (a, b))| {
-                let t = mul(y, w);
-                (*a, *b) = (add(x, t), sub(x, t));
-            }),
+        /// `a - b`: a borrow is `-2^64 = -EPS`, as in `add`.
+        #[inline(always)]
+        fn sub(a: u64, b: u64) -> u64 {
+            let (d, c) = a.overflowing_sub(b);
+            let (d, c) = d.overflowing_sub(EPS * u64::from(c));
+            if c { d - EPS } else { d }
+        }
+
+        /// `a * b`: `backend_api::field::reduce128` without its last compare with p.
+        #[inline(always)]
+        fn mul(a: u64, b: u64) -> u64 {
+            let x = u128::from(a) * u128::from(b);
+            let (lo, hi) = (x as u64, (x >> 64) as u64);
+            let (t, borrow) = lo.overflowing_sub(hi >> 32);
+            let t = if borrow { t - EPS } else { t };
+            let (r, carry) = t.overflowing_add((hi & EPS) * EPS);
+            if carry { r + EPS } else { r }
+        }
+
+        /// Any `u64` is taken as it is.
+        #[inline(always)]
+        fn load(x: u64) -> u64 {
+            x
         }
     }
 }

@@ -23,7 +23,7 @@ use std::arch::x86_64::{
     _mm256_storeu_si256, _mm256_sub_epi64, _mm256_xor_si256,
 };
 
-use super::{Butterfly, P, butterfly_scalar, butterfly_scalar_to};
+use super::{Butterfly, Canonical, P, butterfly_scalar, butterfly_scalar_to};
 
 /// `2^32 - 1`, which is `2^64 mod p`; also the low-half mask.
 const EPS: u64 = 0xFFFF_FFFF;
@@ -182,7 +182,7 @@ pub(super) fn butterfly(kind: Butterfly, lo: &mut [u64], hi: &mut [u64], w: u64)
         (Butterfly::Dif, false) => chunks4!(lo, hi, |a, b| dif(a, b, w_lo, w_hi)),
         (Butterfly::Dit, false) => chunks4!(lo, hi, |a, b| dit(a, b, w_lo, w_hi)),
     };
-    butterfly_scalar(kind, lt, ht, w);
+    butterfly_scalar::<Canonical<false>>(kind, lt, ht, w);
 }
 
 /// Runs `$body` (which maps lanes `$a` of `$src_lo` and `$b` of `$src_hi` to the lanes of
@@ -224,7 +224,7 @@ pub(super) fn butterfly_to<const CANON: bool>(
         (Butterfly::Dif, false) => chunks4_to!(src_lo, src_hi, dst_lo, dst_hi, CANON, |a, b| dif(a, b, w_lo, w_hi)),
         (Butterfly::Dit, false) => chunks4_to!(src_lo, src_hi, dst_lo, dst_hi, CANON, |a, b| dit(a, b, w_lo, w_hi)),
     };
-    butterfly_scalar_to::<CANON>(kind, a, b, x, y, w);
+    butterfly_scalar_to::<Canonical<CANON>>(kind, a, b, x, y, w);
 }
 
 /// [`super::scale`] with AVX2: `dst[i] = src[i] * c`.

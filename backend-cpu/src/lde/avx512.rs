@@ -12,7 +12,7 @@ use std::arch::x86_64::{
     _mm512_srli_epi64, _mm512_storeu_si512, _mm512_sub_epi64,
 };
 
-use super::{Butterfly, P, butterfly_scalar, butterfly_scalar_to};
+use super::{Butterfly, Canonical, P, butterfly_scalar, butterfly_scalar_to};
 
 /// `2^32 - 1`, which is `2^64 mod p`; also the low-half mask.
 const EPS: u64 = 0xFFFF_FFFF;
@@ -112,7 +112,7 @@ pub(super) fn butterfly(kind: Butterfly, lo: &mut [u64], hi: &mut [u64], w: u64)
             (add(a, t), sub(a, t))
         }),
     };
-    butterfly_scalar(kind, lt, ht, w);
+    butterfly_scalar::<Canonical<false>>(kind, lt, ht, w);
 }
 
 /// Runs `$body` (which maps lanes `$a` of `$src_lo` and `$b` of `$src_hi` to the lanes of
@@ -166,7 +166,7 @@ pub(super) fn butterfly_to<const CANON: bool>(
             (add(a, t), sub(a, t))
         }),
     };
-    butterfly_scalar_to::<CANON>(kind, a, b, x, y, w);
+    butterfly_scalar_to::<Canonical<CANON>>(kind, a, b, x, y, w);
 }
 
 /// [`super::scale`] with AVX-512F: `dst[i] = src[i] * c`.
