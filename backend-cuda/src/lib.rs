@@ -86,7 +86,9 @@ pub use host::PinnedHost;
 pub use kernel_cache::ImageOrigin;
 pub use memory::{CudaBuffer, CudaDownload};
 pub use module::{KernelCacheReport, KernelPrep, UnitPrep};
-pub use options::{CudaOptions, KERNEL_CACHE_ENV, KernelCacheSetting, MAX_UPLOAD_GROUPS, UPLOAD_OVERLAP_MIN_BYTES};
+pub use options::{
+    CudaOptions, KERNEL_CACHE_ENV, KernelCacheSetting, MAX_UPLOAD_GROUPS, QUOTIENT_POINTS, UPLOAD_OVERLAP_MIN_BYTES,
+};
 
 use context::Device;
 
@@ -617,7 +619,7 @@ impl backend_api::RawBackend for CudaBackend {
     ) -> Result<()> {
         contract::debug_assert_holds("cuda quotient_values", || contract::quotient_values(self, lde, shape, call, out));
         out.settle_readers()?;
-        quotient::quotient_values(&self.device, lde, shape, call, out)
+        quotient::quotient_values(&self.device, self.options.quotient_points as usize, lde, shape, call, out)
     }
 
     unsafe fn fri_fold(

@@ -99,7 +99,19 @@ pub struct CudaOptions {
     /// Change it only together with [`Self::upload_groups`], after measuring small traces on
     /// your machine; tests set 0 to run the grouped path on small shapes.
     pub upload_overlap_min_bytes: usize,
+    /// Points of the quotient domain each thread of [`backend_api::Backend::quotient_values`]
+    /// evaluates at once (`CUDA_QUOTIENT_POINTS`, 1 or [`QUOTIENT_POINTS`], the default): the
+    /// interpreter fetches and dispatches each instruction once for that many points. A program
+    /// whose register file for four points per thread does not fit in shared memory but for one
+    /// does runs one either way.
+    ///
+    /// Change it only to measure the choice (the prove bench of the Plonky3 adapter, whose
+    /// default device reads the environment); every setting gives the same values.
+    pub quotient_points: u32,
 }
+
+/// The default [`CudaOptions::quotient_points`], and the only other value it takes beside 1.
+pub const QUOTIENT_POINTS: u32 = 4;
 
 /// The most column groups [`CudaOptions::upload_groups`] accepts.
 pub const MAX_UPLOAD_GROUPS: u32 = 64;
@@ -113,18 +125,19 @@ impl Default for CudaOptions {
             kernel_cache: KernelCacheSetting::Default,
             upload_groups: 4,
             upload_overlap_min_bytes: UPLOAD_OVERLAP_MIN_BYTES,
+            quotient_points: QUOTIENT_POINTS,
         }
     }
 }
 
 /// Every variable [`CudaOptions::from_env`] reads.
-const ENV_VARS: [&str; 2] = ["CUDA_UPLOAD_GROUPS", KERNEL_CACHE_ENV];
+const ENV_VARS: [&str; 3] = ["CUDA_UPLOAD_GROUPS", KERNEL_CACHE_ENV, "CUDA_QUOTIENT_POINTS"];
 
 impl CudaOptions {
     /// The default options with each setting overridden by its environment variable where that
     /// is set and not empty: `CUDA_UPLOAD_GROUPS` (1 to [`MAX_UPLOAD_GROUPS`]),
     /// `STARK_COMMIT_KERNEL_CACHE` (an absolute directory, or `off`:
-    /// [`KernelCacheSetting::parse_env`]).
+    /// [`KernelCacheSetting::parse_env`]), `CUDA_QUOTIENT_POINTS` (1 or [`QUOTIENT_POINTS`]).
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] naming the variable and its value when a value is not Unicode,
@@ -156,6 +169,11 @@ impl CudaOptions {
                 Error::InvalidArgument(format!("CUDA_UPLOAD_GROUPS={v:?}: expected 1 to {MAX_UPLOAD_GROUPS}"))
             })?;
         }
+        if let Some(v) = var("CUDA_QUOTIENT_POINTS") {
+            o.quotient_points = v.parse().ok().filter(|&p| p == 1 || p == QUOTIENT_POINTS).ok_or_else(|| {
+                Error::InvalidArgument(format!("CUDA_QUOTIENT_POINTS={v:?}: expected 1 or {QUOTIENT_POINTS}"))
+            })?;
+        }
         o.validate()?;
         Ok(o)
     }
@@ -163,14 +181,21 @@ impl CudaOptions {
     /// Checks the ranges [`crate::CudaBackend::open`] accepts.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for `upload_groups` outside 1 to [`MAX_UPLOAD_GROUPS`], or a
-    /// kernel cache directory that is not an absolute path.
+    /// [`Error::InvalidArgument`] for `upload_groups` outside 1 to [`MAX_UPLOAD_GROUPS`], a
+    /// `quotient_points` other than 1 or [`QUOTIENT_POINTS`], or a kernel cache directory that is
+    /// not an absolute path.
     pub fn validate(&self) -> Result<()> {
         self.kernel_cache.validate()?;
         if !(1..=MAX_UPLOAD_GROUPS).contains(&self.upload_groups) {
             return Err(Error::InvalidArgument(format!(
                 "cuda: upload_groups must be 1 to {MAX_UPLOAD_GROUPS} (1 is no overlap), got {}",
                 self.upload_groups
+            )));
+        }
+        if self.quotient_points != 1 && self.quotient_points != QUOTIENT_POINTS {
+            return Err(Error::InvalidArgument(format!(
+                "cuda: quotient_points must be 1 or {QUOTIENT_POINTS}, got {}",
+                self.quotient_points
             )));
         }
         Ok(())
@@ -194,17 +219,41 @@ mod tests {
         assert_eq!(o, CudaOptions::default());
         assert_eq!(o.kernel_cache, KernelCacheSetting::Default);
         assert_eq!((o.upload_groups, o.upload_overlap_min_bytes), (4, UPLOAD_OVERLAP_MIN_BYTES));
+        assert_eq!(o.quotient_points, 4);
+    }
+
+    #[test]
+    fn quotient_points_are_one_or_four() {
+        for p in [0, 2, 3, 5, 8, u32::MAX] {
+            let o = CudaOptions { quotient_points: p, ..CudaOptions::default() };
+            match o.validate() {
+                Err(Error::InvalidArgument(m)) => {
+                    assert!(m.contains("quotient_points") && m.contains(&p.to_string()), "{m}")
+                }
+                other => panic!("{p}: expected InvalidArgument, got {other:?}"),
+            }
+        }
+        for p in [1, QUOTIENT_POINTS] {
+            CudaOptions { quotient_points: p, ..CudaOptions::default() }.validate().unwrap();
+            assert_eq!(parse(&[("CUDA_QUOTIENT_POINTS", &p.to_string())]).unwrap().quotient_points, p);
+        }
     }
 
     #[test]
     fn every_variable_is_read() {
-        let o = parse(&[("CUDA_UPLOAD_GROUPS", "7"), ("STARK_COMMIT_KERNEL_CACHE", "/var/cache/kernels")]).unwrap();
+        let o = parse(&[
+            ("CUDA_UPLOAD_GROUPS", "7"),
+            ("STARK_COMMIT_KERNEL_CACHE", "/var/cache/kernels"),
+            ("CUDA_QUOTIENT_POINTS", "1"),
+        ])
+        .unwrap();
         assert_eq!(
             o,
             CudaOptions {
                 kernel_cache: KernelCacheSetting::Dir(PathBuf::from("/var/cache/kernels")),
                 upload_groups: 7,
                 upload_overlap_min_bytes: UPLOAD_OVERLAP_MIN_BYTES,
+                quotient_points: 1,
             }
         );
         // from_env collects exactly the variables from_vars asks for.
@@ -248,6 +297,10 @@ mod tests {
             ("CUDA_UPLOAD_GROUPS", "65"),
             ("CUDA_UPLOAD_GROUPS", "four"),
             ("CUDA_UPLOAD_GROUPS", "-1"),
+            ("CUDA_QUOTIENT_POINTS", "0"),
+            ("CUDA_QUOTIENT_POINTS", "2"),
+            ("CUDA_QUOTIENT_POINTS", "8"),
+            ("CUDA_QUOTIENT_POINTS", "four"),
             ("STARK_COMMIT_KERNEL_CACHE", "relative/dir"),
             ("STARK_COMMIT_KERNEL_CACHE", "OFF"),
         ] {

@@ -1,11 +1,19 @@
-//! The quotient (quotient.cu): [`backend_api::Backend::quotient_values`] as one launch of a thread
-//! per point in a grid-stride loop, interpreting the constraint program. The program, its values
-//! and the challenge powers go up (two small uploads); the LDE is read where it lies.
+//! The quotient (quotient.cu): [`backend_api::Backend::quotient_values`] as one launch of threads
+//! in a grid-stride loop, interpreting the constraint program. The program, its values and the
+//! challenge powers go up (two small uploads); the LDE is read where it lies.
 //!
-//! **The register file.** Each thread holds `registers` values. Where they fit in 48 KiB of
-//! shared memory per block (the most a launch gets without opting in), they live there; otherwise
-//! in a global scratch of `registers` words per thread of the grid, whose size bounds the grid
-//! ([`SCRATCH_BYTES`]). Either way register `r` of consecutive threads is consecutive words.
+//! **Points per thread.** Each thread evaluates [`POINTS`] points at once: it fetches and
+//! dispatches an instruction once and applies it to each, so the dispatch is paid once per four
+//! points and each thread has four independent chains of arithmetic to overlap. One kernel per
+//! extension degree and points per thread ([`kernel_name`]), so each is allocated only the
+//! registers its own accumulators need.
+//!
+//! **The register file.** Each point holds `registers` values. Where a block's [`POINTS`] points
+//! per thread fit in 48 KiB of shared memory (the most a launch gets without opting in), they
+//! live there; else where one point per thread fits, the kernel takes one point per thread there;
+//! otherwise the registers live in a global scratch of `registers` words per point of the grid,
+//! whose size bounds the grid ([`SCRATCH_BYTES`]). Either way register `r` of one point slot of
+//! consecutive threads is consecutive words.
 //!
 //! **The cells.** The LDE is row-major, so threads of consecutive points reading one column touch
 //! one 32-byte sector each for 8 useful bytes. A program that walks the columns in order finds
@@ -16,11 +24,15 @@
 //! allocation fails, the rows are read where they lie.
 //!
 //! **Why an interpreter.** The program is data, so one kernel image serves every AIR: nothing is
-//! compiled per AIR at proving time (NVRTC takes seconds for the thousands of instructions of a
-//! hash AIR, which a one-shot prover would pay on each new AIR), the embedded images stay one per
-//! architecture, and the same program runs on every backend. The price is an instruction load and
-//! register-file traffic per operation; BENCHMARKS.md gives the cost per row against the
-//! multiplication ceiling.
+//! compiled per AIR at proving time, the embedded images stay one per architecture, and the same
+//! program runs on every backend. Source generated per program is too slow to compile to pay at
+//! proving time: written out as straight-line CUDA (the registers as locals, the arithmetic
+//! inlined), the Fibonacci AIR's 3,332 instructions took NVRTC 43.7 s for `sm_90` (18.9 s for PTX
+//! alone); with the arithmetic behind `__noinline__` calls, 5.9-7.2 s, and the Keccak-f AIR's
+//! 62,180 instructions had not compiled after 3 minutes (2-core x86 host, NVRTC 13.0,
+//! 2026-12-07). The
+//! price of interpreting is an instruction load and register-file traffic per operation;
+//! BENCHMARKS.md gives the cost per row against the multiplication ceiling.
 
 use std::sync::Arc;
 
@@ -41,6 +53,10 @@ const SHARED_BYTES: usize = 48 << 10;
 const SCRATCH_BYTES: usize = backend_api::quotient::SCRATCH_BYTES;
 /// Blocks per multiprocessor the grid aims for (a grid-stride loop covers the rest).
 const BLOCKS_PER_SM: usize = 16;
+/// Points per thread (`Q_POINTS` in quotient.cu, [`crate::QUOTIENT_POINTS`]): each instruction is
+/// dispatched once for this many points. One where only a single point's register file fits in
+/// shared memory, or where [`crate::CudaOptions::quotient_points`] says 1.
+const POINTS: usize = crate::options::QUOTIENT_POINTS as usize;
 /// A program whose cell reads are scattered: fewer than [`NEAR_READS`] of its column loads lie
 /// within 4 columns (one 32-byte sector) of the previous load from the same row. Its quotient
 /// reads a column-major copy of the rows; a program that walks the columns in order finds the
@@ -64,6 +80,34 @@ fn scattered_reads(program: &ConstraintProgram) -> bool {
     (near as f64) < NEAR_READS * loads as f64
 }
 
+/// The kernel for an extension of degree `d` (1 to [`backend_api::MAX_EXTENSION_DEGREE`]) at
+/// `points` per thread (1 or [`POINTS`]): quotient.cu instantiates one per pair, so each is
+/// allocated only the registers its accumulators need.
+pub(crate) fn kernel_name(d: usize, points: usize) -> &'static str {
+    const ONE: [&str; 8] = [
+        "quotient_values_d1_p1",
+        "quotient_values_d2_p1",
+        "quotient_values_d3_p1",
+        "quotient_values_d4_p1",
+        "quotient_values_d5_p1",
+        "quotient_values_d6_p1",
+        "quotient_values_d7_p1",
+        "quotient_values_d8_p1",
+    ];
+    const FOUR: [&str; 8] = [
+        "quotient_values_d1_p4",
+        "quotient_values_d2_p4",
+        "quotient_values_d3_p4",
+        "quotient_values_d4_p4",
+        "quotient_values_d5_p4",
+        "quotient_values_d6_p4",
+        "quotient_values_d7_p4",
+        "quotient_values_d8_p4",
+    ];
+    let names = if points == POINTS { &FOUR } else { &ONE };
+    names[d.clamp(1, names.len()) - 1]
+}
+
 /// The share of near column loads below which a program's reads count as scattered
 /// ([`scattered_reads`]).
 const NEAR_READS: f64 = 0.6;
@@ -71,6 +115,7 @@ const NEAR_READS: f64 = 0.6;
 /// [`backend_api::Backend::quotient_values`], on validated arguments.
 pub(crate) fn quotient_values(
     device: &Arc<Device>,
+    max_points: usize,
     lde: &CudaBuffer,
     shape: MatrixShape,
     call: &QuotientCall<'_>,
@@ -98,15 +143,18 @@ pub(crate) fn quotient_values(
     let code = memory::upload(device, &code)?;
     let constants = memory::upload(device, &constants)?;
 
-    // The register file: shared memory when a block's fits, else a global scratch.
-    let blocks = q.div_ceil(BLOCK as usize).min(device.sm_count as usize * BLOCKS_PER_SM).max(1);
-    let block_file = registers * BLOCK as usize * 8;
-    let (grid, shared, scratch) = if block_file <= SHARED_BYTES {
-        (blocks, block_file as u32, None)
+    // The register file: shared memory when a block's fits ([`POINTS`] points per thread where
+    // they fit, else one), else a global scratch of [`POINTS`] points per thread.
+    let file = |points: usize| registers * points * BLOCK as usize * 8;
+    let points =
+        if max_points == POINTS && (file(POINTS) <= SHARED_BYTES || file(1) > SHARED_BYTES) { POINTS } else { 1 };
+    let blocks = q.div_ceil(BLOCK as usize * points).min(device.sm_count as usize * BLOCKS_PER_SM).max(1);
+    let (grid, shared, scratch) = if file(points) <= SHARED_BYTES {
+        (blocks, file(points) as u32, None)
     } else {
-        let fit = (SCRATCH_BYTES / block_file).max(1);
+        let fit = (SCRATCH_BYTES / file(points)).max(1);
         let grid = blocks.min(fit);
-        (grid, 0, Some(CudaBuffer::alloc(device, registers * grid * BLOCK as usize)?))
+        (grid, 0, Some(CudaBuffer::alloc(device, registers * points * grid * BLOCK as usize)?))
     };
 
     let n_instr = program.len() as u64;
@@ -127,7 +175,7 @@ pub(crate) fn quotient_values(
         unsafe { device.launch(&kernel, config, args)? };
     }
 
-    let kernel = device.kernel(Source::Quotient, "quotient_values", 0)?;
+    let kernel = device.kernel(Source::Quotient, kernel_name(d, points), 0)?;
     let t = columns.as_ref().map_or(0, |b| b.ptr());
     let (l, c, v, a, z, s, o) = (
         lde.ptr(),
@@ -142,7 +190,7 @@ pub(crate) fn quotient_values(
     let shift = domain.shift();
     let gen_q = root_of_unity(domain.log_quotient_rows());
     let w_inv = inverse(root_of_unity(domain.log_trace_rows()));
-    let d64 = d as u64;
+    let (d64, points) = (d as u64, points as u64);
     let flags = u64::from(program.uses(Selector::FirstRow)) | (u64::from(program.uses(Selector::LastRow)) << 1);
     let args = LaunchArgs::new()
         .arg(&l)
@@ -162,16 +210,18 @@ pub(crate) fn quotient_values(
         .arg(&gen_q)
         .arg(&w_inv)
         .arg(&d64)
+        .arg(&points)
         .arg(&flags);
     // SAFETY: (const u64*, const u64*, const uint4*, const u64*, const u64*, const u64*, u64*,
-    // u64*, u64 x 10) as quotient_values declares; `columns`, when not null, holds q x cols words
+    // u64*, u64 x 11) as quotient_values declares; `columns`, when not null, holds q x cols words
     // (the copy above, queued before on the same stream); the vanishing table holds 2 x q / n words (above). The front
     // validated the call: the LDE holds rows x cols words with
     // rows = stride x q, every column the program reads is below cols, every value index below the
     // values uploaded, every constraint's d powers inside the powers uploaded, every register below
     // `registers`, and the output holds q x d words. The register file holds `registers` words per
-    // thread: BLOCK x registers words of dynamic shared memory, or the scratch of grid x BLOCK x
-    // registers words (null when shared). The code is program.len() uint4s, 16-byte aligned as
+    // point slot, `points` (1 or Q_POINTS) slots per thread: BLOCK x registers x points words of
+    // dynamic shared memory, or the scratch of grid x BLOCK x registers x points words (null when
+    // shared). The code is program.len() uint4s, 16-byte aligned as
     // every allocation is.
     unsafe { device.launch(&kernel, LaunchConfig::linear(grid as u32, BLOCK, shared), args)? };
     Ok(())

@@ -69,7 +69,9 @@ impl DefaultDevice for CpuBackend {
     }
 }
 
-/// CUDA device 0 with its own stream (`CudaBackend::new(0)`).
+/// CUDA device 0 with its own stream, configured by the environment as the `prover` CLI's is
+/// (`CudaBackend::open(0, CudaOptions::from_env()?)`: the kernel cache directory, the upload
+/// groups, the quotient's points per thread); a variable that does not parse is the open's error.
 #[cfg(feature = "cuda")]
 impl DefaultDevice for backend_cuda::CudaBackend {
     /// 2^23 elements (64 MiB of trace). Measured on the H200 with 16 host cores (`dft_sweep`,
@@ -83,7 +85,7 @@ impl DefaultDevice for backend_cuda::CudaBackend {
 
     fn shared() -> Result<Arc<Self>, String> {
         static CUDA: OnceLock<Result<Arc<backend_cuda::CudaBackend>, String>> = OnceLock::new();
-        open_once(&CUDA, || backend_cuda::CudaBackend::new(0))
+        open_once(&CUDA, || backend_cuda::CudaOptions::from_env().and_then(|o| backend_cuda::CudaBackend::open(0, o)))
     }
 }
 

@@ -22,6 +22,9 @@
 #include "common.cuh"
 
 #define Q_MAX_DEGREE 8
+// Points per thread where the register file has room for them (else 1); the kernels below are
+// instantiated for 1 and 4.
+#define Q_POINTS 4
 
 #define OP_COLUMN 0u
 #define OP_COLUMN_NEXT 1u
@@ -37,9 +40,13 @@
 #define USES_FIRST_ROW 1ull
 #define USES_LAST_ROW 2ull
 
-// The interpreter for an extension of degree D: the accumulators are D registers, so the kernel is
-// instantiated per degree rather than sized for the largest.
-template <int D>
+// The interpreter for an extension of degree D, P points per thread: each instruction is fetched
+// and dispatched once for P points (i, i + threads, ..., the grid's threads apart, so a warp's
+// accesses to one point slot stay consecutive), which amortises the dispatch and gives each
+// thread P independent chains to hide latency with. A thread's register r for slot p is at
+// file[(r * P + p) * fstride]. The accumulators are P * D registers, so the kernel is instantiated
+// per degree rather than sized for the largest.
+template <int D, int P>
 __device__ __forceinline__ void quotient_points(const u64* __restrict__ lde, const u64* __restrict__ columns,
                                                 const uint4* __restrict__ code,
                                                 const u64* __restrict__ values, const u64* __restrict__ alpha,
@@ -49,70 +56,104 @@ __device__ __forceinline__ void quotient_points(const u64* __restrict__ lde, con
     const u64 q = 1ull << log_q;
     const u64 next = 1ull << (log_q - log_n);
     const u64 threads = (u64)gridDim.x * blockDim.x;
-    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < q; i += threads) {
-        const u64 x = gl_mul(shift, gl_pow(v, i));
-        // vanishing[2j], vanishing[2j + 1]: x^n - 1 and its inverse at points i = j mod (q / n).
-        const u64 period = i & ((q >> log_n) - 1);
-        const u64 z_h = vanishing[2 * period];
-        const u64 transition = gl_sub(x, w_inv);
-        const u64 first = (flags & USES_FIRST_ROW) ? gl_mul(z_h, gl_inv(gl_sub(x, 1))) : 0;
-        const u64 last = (flags & USES_LAST_ROW) ? gl_mul(z_h, gl_inv(transition)) : 0;
-        const u64 i_next = (i + next) & (q - 1);
-        const u64* row = lde + i * stride * cols;
-        const u64* next_row = lde + i_next * stride * cols;
-        u64 acc[D];
+    for (u64 base = (u64)blockIdx.x * blockDim.x + threadIdx.x; base < q; base += threads * P) {
+        // Slot p evaluates point base + p * threads; past the domain it repeats `base` and stores
+        // nothing.
+        u64 pt[P], period[P], first[P], last[P], transition[P];
+        const u64* row[P];
+        const u64* next_row[P];
+        u64 pt_next[P];
 #pragma unroll
-        for (int k = 0; k < D; k++) acc[k] = 0;
+        for (int p = 0; p < P; p++) {
+            const u64 i = base + p * threads < q ? base + p * threads : base;
+            const u64 i_next = (i + next) & (q - 1);
+            pt[p] = i;
+            pt_next[p] = i_next;
+            row[p] = lde + i * stride * cols;
+            next_row[p] = lde + i_next * stride * cols;
+            const u64 x = gl_mul(shift, gl_pow(v, i));
+            // vanishing[2j], vanishing[2j + 1]: x^n - 1 and its inverse at points i = j mod (q / n).
+            period[p] = i & ((q >> log_n) - 1);
+            const u64 z_h = vanishing[2 * period[p]];
+            transition[p] = gl_sub(x, w_inv);
+            first[p] = (flags & USES_FIRST_ROW) ? gl_mul(z_h, gl_inv(gl_sub(x, 1))) : 0;
+            last[p] = (flags & USES_LAST_ROW) ? gl_mul(z_h, gl_inv(transition[p])) : 0;
+        }
+        u64 acc[P][D];
+#pragma unroll
+        for (int p = 0; p < P; p++)
+#pragma unroll
+            for (int k = 0; k < D; k++) acc[p][k] = 0;
+#define Q_SLOTS(expr)                                     \
+    _Pragma("unroll") for (int p = 0; p < P; p++) r[p] = (expr); \
+    break
+#define Q_REG(x, p) file[((u64)(x) * P + (p)) * fstride]
         for (u64 pc = 0; pc < n_instr; pc++) {
             const uint4 ins = code[pc];
-            u64 r;
+            u64 r[P];
             switch (ins.x) {
-                case OP_COLUMN: r = gl_canon(columns ? columns[(u64)ins.z * q + i] : row[ins.z]); break;
-                case OP_COLUMN_NEXT: r = gl_canon(columns ? columns[(u64)ins.z * q + i_next] : next_row[ins.z]); break;
-                case OP_VALUE: r = values[ins.z]; break;
-                case OP_SELECTOR: r = ins.z == 0 ? first : (ins.z == 1 ? last : transition); break;
-                case OP_ADD: r = gl_add(file[ins.z * fstride], file[ins.w * fstride]); break;
-                case OP_SUB: r = gl_sub(file[ins.z * fstride], file[ins.w * fstride]); break;
-                case OP_MUL: r = gl_mul(file[ins.z * fstride], file[ins.w * fstride]); break;
-                case OP_NEG: r = gl_sub(0, file[ins.z * fstride]); break;
+                case OP_COLUMN: Q_SLOTS(gl_canon(columns ? columns[(u64)ins.z * q + pt[p]] : row[p][ins.z]));
+                case OP_COLUMN_NEXT:
+                    Q_SLOTS(gl_canon(columns ? columns[(u64)ins.z * q + pt_next[p]] : next_row[p][ins.z]));
+                case OP_VALUE: Q_SLOTS(values[ins.z]);
+                case OP_SELECTOR: Q_SLOTS(ins.z == 0 ? first[p] : (ins.z == 1 ? last[p] : transition[p]));
+                case OP_ADD: Q_SLOTS(gl_add(Q_REG(ins.z, p), Q_REG(ins.w, p)));
+                case OP_SUB: Q_SLOTS(gl_sub(Q_REG(ins.z, p), Q_REG(ins.w, p)));
+                case OP_MUL: Q_SLOTS(gl_mul(Q_REG(ins.z, p), Q_REG(ins.w, p)));
+                case OP_NEG: Q_SLOTS(gl_sub(0, Q_REG(ins.z, p)));
                 default: {  // OP_FOLD: acc += alpha[constraint] * r[src]
-                    const u64 c = file[ins.z * fstride];
                     const u64* power = alpha + (u64)ins.w * D;
+                    u64 pw[D];
 #pragma unroll
-                    for (int k = 0; k < D; k++) acc[k] = gl_add(acc[k], gl_mul(power[k], c));
+                    for (int k = 0; k < D; k++) pw[k] = power[k];
+#pragma unroll
+                    for (int p = 0; p < P; p++) {
+                        const u64 c = Q_REG(ins.z, p);
+#pragma unroll
+                        for (int k = 0; k < D; k++) acc[p][k] = gl_add(acc[p][k], gl_mul(pw[k], c));
+                    }
                     continue;
                 }
             }
-            file[ins.y * fstride] = r;
-        }
-        const u64 inv_z_h = vanishing[2 * period + 1];
 #pragma unroll
-        for (int k = 0; k < D; k++) out[i * D + k] = gl_mul(acc[k], inv_z_h);
+            for (int p = 0; p < P; p++) Q_REG(ins.y, p) = r[p];
+        }
+#undef Q_SLOTS
+#undef Q_REG
+#pragma unroll
+        for (int p = 0; p < P; p++) {
+            if (base + p * threads >= q) break;
+            const u64 inv_z_h = vanishing[2 * period[p] + 1];
+#pragma unroll
+            for (int k = 0; k < D; k++) out[pt[p] * D + k] = gl_mul(acc[p][k], inv_z_h);
+        }
     }
 }
 
-extern "C" __global__ void __launch_bounds__(128)
-    quotient_values(const u64* __restrict__ lde, const u64* __restrict__ columns, const uint4* __restrict__ code,
-                    const u64* __restrict__ values,
-                    const u64* __restrict__ alpha, const u64* __restrict__ vanishing, u64* __restrict__ scratch,
-                    u64* __restrict__ out, u64 n_instr, u64 cols, u64 stride, u64 log_q, u64 log_n, u64 shift, u64 v,
-                    u64 w_inv, u64 d, u64 flags) {
-    extern __shared__ u64 smem[];
-    const u64 tid = (u64)blockIdx.x * blockDim.x + threadIdx.x;
-    u64* const file = scratch ? scratch + tid : smem + threadIdx.x;
-    const u64 fstride = scratch ? (u64)gridDim.x * blockDim.x : blockDim.x;
-#define Q_RUN(D)                                                                                                 \
-    quotient_points<D>(lde, columns, code, values, alpha, vanishing, file, fstride, out, n_instr, cols, stride, log_q, \
-                       log_n, shift, v, w_inv, flags)
-    switch (d) {
-        case 1: Q_RUN(1); break;
-        case 2: Q_RUN(2); break;
-        case 3: Q_RUN(3); break;
-        case 4: Q_RUN(4); break;
-        case 5: Q_RUN(5); break;
-        case 6: Q_RUN(6); break;
-        case 7: Q_RUN(7); break;
-        default: Q_RUN(Q_MAX_DEGREE); break;
+// One kernel per degree and points per thread, `quotient_values_d<D>_p<P>` (D 1 to Q_MAX_DEGREE,
+// P 1 or Q_POINTS): each is allocated the registers its own accumulators need, where one kernel
+// switching over them all would take the largest's (168 registers against about 60).
+#define Q_KERNEL(D, P)                                                                                              \
+    extern "C" __global__ void __launch_bounds__(128) quotient_values_d##D##_p##P(                                  \
+        const u64* __restrict__ lde, const u64* __restrict__ columns, const uint4* __restrict__ code,              \
+        const u64* __restrict__ values, const u64* __restrict__ alpha, const u64* __restrict__ vanishing,          \
+        u64* __restrict__ scratch, u64* __restrict__ out, u64 n_instr, u64 cols, u64 stride, u64 log_q, u64 log_n, \
+        u64 shift, u64 v, u64 w_inv, u64 flags) {                                                                   \
+        extern __shared__ u64 smem[];                                                                               \
+        const u64 tid = (u64)blockIdx.x * blockDim.x + threadIdx.x;                                                 \
+        u64* const file = scratch ? scratch + tid : smem + threadIdx.x;                                             \
+        const u64 fstride = scratch ? (u64)gridDim.x * blockDim.x : blockDim.x;                                     \
+        quotient_points<D, P>(lde, columns, code, values, alpha, vanishing, file, fstride, out, n_instr, cols,      \
+                              stride, log_q, log_n, shift, v, w_inv, flags);                                        \
     }
-#undef Q_RUN
-}
+#define Q_KERNELS(D) Q_KERNEL(D, 1) Q_KERNEL(D, 4)
+Q_KERNELS(1)
+Q_KERNELS(2)
+Q_KERNELS(3)
+Q_KERNELS(4)
+Q_KERNELS(5)
+Q_KERNELS(6)
+Q_KERNELS(7)
+Q_KERNELS(8)
+#undef Q_KERNELS
+#undef Q_KERNEL

@@ -38,6 +38,28 @@ fn coset_lde_from_host_in_column_groups() {
     }
 }
 
+/// The quotient checks again at one point per thread (`quotient_points: 1`): the suite above runs
+/// the default, where a program whose register file fits four points per thread in shared memory
+/// evaluates four at once, so that both kernels of each degree are checked against the reference.
+#[test]
+fn quotient_values_one_point_per_thread() {
+    let made = backend_cuda::CudaOptions::from_env()
+        .and_then(|o| backend_cuda::CudaBackend::open(0, backend_cuda::CudaOptions { quotient_points: 1, ..o }));
+    let Some(backend) =
+        conformance::parity::or_skip(made, "cuda::quotient_values_one_point_per_thread", "REQUIRE_CUDA")
+    else {
+        return;
+    };
+    for check in [
+        conformance::quotient::quotient_values_random::<backend_cuda::CudaBackend>,
+        conformance::quotient::quotient_values_selectors::<backend_cuda::CudaBackend>,
+    ] {
+        if let Err(f) = check(&backend) {
+            panic!("{f}");
+        }
+    }
+}
+
 /// Raw calls that break their contract (unsafe code below the front) panic at the method's entry
 /// in this debug build instead of launching a kernel that writes past a buffer.
 #[test]

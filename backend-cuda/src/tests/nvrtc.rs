@@ -76,6 +76,10 @@ fn kernels_named_by_the_host_code_exist() {
         let (level, top) = crate::merkle::level_kernels(hash);
         merkle_kernels.extend([level, top]);
     }
+    // One quotient kernel per degree and points per thread.
+    let quotient_kernels: Vec<&str> = (1..=backend_api::MAX_EXTENSION_DEGREE)
+        .flat_map(|d| [crate::quotient::kernel_name(d, 1), crate::quotient::kernel_name(d, 4)])
+        .collect();
     let names: &[(Source, &[&str])] = &[
         (
             Source::Transpose,
@@ -94,7 +98,7 @@ fn kernels_named_by_the_host_code_exist() {
             ],
         ),
         (Source::Open, &["row_dot_products", "column_dot_partial", "column_dot_finish", "fri_fold", "reduce_openings"]),
-        (Source::Quotient, &["quotient_values"]),
+        (Source::Quotient, &quotient_kernels),
     ];
     for (source, kernels) in names {
         let (ptx, _) = module::compile(*source, "compute_90").unwrap();
@@ -103,6 +107,12 @@ fn kernels_named_by_the_host_code_exist() {
             assert!(text.contains(&format!(".entry {k}(")), "{}: no kernel {k}", source.file().0);
         }
     }
+    // Each degree and points per thread has its own quotient kernel, and quotient.cu no other.
+    let distinct: std::collections::BTreeSet<&str> = quotient_kernels.iter().copied().collect();
+    assert_eq!(distinct.len(), 2 * backend_api::MAX_EXTENSION_DEGREE, "two pairs share a quotient kernel");
+    let (ptx, _) = module::compile(Source::Quotient, "compute_90").unwrap();
+    let entries = String::from_utf8_lossy(&ptx).lines().filter(|l| l.contains(".entry ")).count();
+    assert_eq!(entries, distinct.len(), "quotient.cu defines a kernel the host does not launch");
     // lde.cu holds only the kernels the LDE launches.
     let (ptx, _) = module::compile(Source::Lde, "compute_90").unwrap();
     let entries = String::from_utf8_lossy(&ptx).lines().filter(|l| l.contains(".entry ")).count();

@@ -27,8 +27,8 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 CUDA = os.path.join(ROOT, "shaders", "cuda")
-HEADERS = ["common.cuh", "hashes.cuh"]
-FILES = ["transpose.cu", "copy.cu", "hash.cu", "merkle.cu", "lde.cu"]
+HEADERS = ["common.cuh", "hashes.cuh", "poseidon2.cuh", "poseidon2_constants.cuh"]
+FILES = ["transpose.cu", "copy.cu", "hash.cu", "merkle.cu", "lde.cu", "open.cu", "quotient.cu"]
 PER_KERNEL = {"hash.cu", "lde.cu"}
 GUARD = re.compile(r"^#if ALL_KERNELS \|\| WANT_(\w+)\s*$")
 
