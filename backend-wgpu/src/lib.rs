@@ -204,6 +204,26 @@ impl WgpuBackend {
         self.gpu.prepare(&kernels, threads)
     }
 
+    /// [`Backend::quotient_values`] on any adapter: the backend's own method declines hardware
+    /// adapters until their results are verified (a wrong value on an H100 through Vulkan,
+    /// 2026-12-06), this one runs the kernel there too, after the same checks as the front. For
+    /// the lab's diagnosis (`lab/wgpu-probes`, `quotient_diag`), not for proofs.
+    ///
+    /// # Errors
+    /// As [`Backend::quotient_values`], without the refusal of hardware adapters.
+    #[doc(hidden)]
+    pub fn quotient_values_unverified(
+        &self,
+        lde: &WgpuBuffer,
+        shape: MatrixShape,
+        call: &backend_api::QuotientCall<'_>,
+        out: &mut WgpuBuffer,
+    ) -> Result<()> {
+        contract::quotient_values(self, lde, shape, call, out)?;
+        self.gpu.check("quotient_values")?;
+        quotient::quotient_values(&self.gpu, lde, shape, call, out)
+    }
+
     /// Whether the device is a software rasteriser (`DeviceType::Cpu`, e.g. llvmpipe).
     pub fn is_software(&self) -> bool {
         self.gpu.hw.info.device_type == wgpu::DeviceType::Cpu

@@ -445,7 +445,8 @@ fn not_compiled(name: &'static str) -> backend_api::Error {
 }
 
 /// Constructs the CUDA backend on device 0, with the options of the environment
-/// (`backend_cuda::CudaOptions::from_env`: `CUDA_UPLOAD_GROUPS`, `STARK_COMMIT_KERNEL_CACHE`).
+/// (`backend_cuda::CudaOptions::from_env`: `CUDA_UPLOAD_GROUPS`, `STARK_COMMIT_KERNEL_CACHE`,
+/// `CUDA_QUOTIENT_POINTS`).
 ///
 /// # Errors
 /// [`backend_api::Error::BackendUnavailable`] when the `cuda` feature is off; the backend's own error when no
