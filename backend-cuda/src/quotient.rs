@@ -46,7 +46,7 @@ use crate::memory::{self, CudaBuffer};
 use crate::module::Source;
 
 /// Threads per block (the kernel's `__launch_bounds__`).
-const BLOCK: u32 = 128;
+pub(crate) const BLOCK: u32 = 128;
 /// Dynamic shared memory a launch may take without opting in.
 const SHARED_BYTES: usize = 48 << 10;
 /// The most global scratch a launch's register files take; the grid shrinks to fit.
@@ -56,7 +56,7 @@ const BLOCKS_PER_SM: usize = 16;
 /// Points per thread (`Q_POINTS` in quotient.cu, [`crate::QUOTIENT_POINTS`]): each instruction is
 /// dispatched once for this many points. One where only a single point's register file fits in
 /// shared memory, or where [`crate::CudaOptions::quotient_points`] says 1.
-const POINTS: usize = crate::options::QUOTIENT_POINTS as usize;
+pub(crate) const POINTS: usize = crate::options::QUOTIENT_POINTS as usize;
 /// A program whose cell reads are scattered: fewer than [`NEAR_READS`] of its column loads lie
 /// within 4 columns (one 32-byte sector) of the previous load from the same row. Its quotient
 /// reads a column-major copy of the rows; a program that walks the columns in order finds the
@@ -112,6 +112,98 @@ pub(crate) fn kernel_name(d: usize, points: usize) -> &'static str {
 /// ([`scattered_reads`]).
 const NEAR_READS: f64 = 0.6;
 
+/// What one call of [`quotient_values`] launches, computed on the host from the call alone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Launch {
+    /// The kernel ([`kernel_name`]).
+    pub(crate) kernel: &'static str,
+    /// Points per thread: 1 or [`POINTS`].
+    pub(crate) points: usize,
+    /// Blocks of [`BLOCK`] threads.
+    pub(crate) grid: usize,
+    /// Dynamic shared memory per block, in bytes: the register file when it lives there, else 0.
+    pub(crate) shared_bytes: usize,
+    /// Words of the global register file when it does not fit in shared memory, else 0.
+    pub(crate) scratch_words: usize,
+    /// Whether the kernel reads a column-major copy of the quotient domain's rows
+    /// ([`scattered_reads`]; the copy may still be skipped when its allocation fails).
+    pub(crate) columns: bool,
+    /// The program's words two to a `u64` (little-endian, so the kernel reads them as `uint4`).
+    pub(crate) code: Vec<u64>,
+    /// The values, then the challenge powers (from [`Launch::alpha_at`]), canonical, then `x^n - 1`
+    /// and its inverse at the `q / n` values it takes (from [`Launch::vanishing_at`]).
+    pub(crate) constants: Vec<u64>,
+    /// Where the challenge powers start in [`Launch::constants`].
+    pub(crate) alpha_at: usize,
+    /// Where the vanishing table starts in [`Launch::constants`].
+    pub(crate) vanishing_at: usize,
+    /// The kernel's scalar arguments after its pointers, in order: instructions, columns, LDE
+    /// rows per point, log2 q, log2 n, the coset's shift, the quotient domain's generator, the
+    /// trace domain's generator's inverse, the selector flags.
+    pub(crate) args: [u64; 9],
+}
+
+impl Launch {
+    /// The launch of `call` over an LDE of `shape` on a device of `sm_count` multiprocessors, at
+    /// most `max_points` points per thread.
+    pub(crate) fn new(call: &QuotientCall<'_>, shape: MatrixShape, sm_count: u32, max_points: usize) -> Self {
+        let (program, domain, d) = (call.program, call.domain, call.degree());
+        let q = domain.quotient_rows();
+        let registers = program.registers().max(1);
+        let code: Vec<u64> =
+            program.code().chunks_exact(2).map(|w| u64::from(w[0]) | (u64::from(w[1]) << 32)).collect();
+        let mut constants: Vec<u64> = call.values.iter().map(|&x| canonical(x)).collect();
+        let alpha_at = constants.len();
+        constants.extend(call.alpha_powers.iter().map(|&x| canonical(x)));
+        // x^n - 1 and its inverse at the q / n values it takes: (shift w_q^j)^n - 1 for j < q / n.
+        let vanishing_at = constants.len();
+        let log_period = domain.log_quotient_rows() - domain.log_trace_rows();
+        let shift_n = pow(domain.shift(), 1u64 << domain.log_trace_rows());
+        for x_n in powers(root_of_unity(log_period), 1 << log_period) {
+            let z_h = sub(mul(shift_n, x_n), 1);
+            constants.extend([z_h, inverse(z_h)]);
+        }
+
+        // The register file: shared memory when a block's fits ([`POINTS`] points per thread
+        // where they fit, else one), else a global scratch of [`POINTS`] points per thread.
+        let file = |points: usize| registers * points * BLOCK as usize * 8;
+        let points =
+            if max_points == POINTS && (file(POINTS) <= SHARED_BYTES || file(1) > SHARED_BYTES) { POINTS } else { 1 };
+        let blocks = q.div_ceil(BLOCK as usize * points).min(sm_count as usize * BLOCKS_PER_SM).max(1);
+        let (grid, shared_bytes, scratch_words) = if file(points) <= SHARED_BYTES {
+            (blocks, file(points), 0)
+        } else {
+            let grid = blocks.min((SCRATCH_BYTES / file(points)).max(1));
+            (grid, 0, registers * points * grid * BLOCK as usize)
+        };
+        let flags = u64::from(program.uses(Selector::FirstRow)) | (u64::from(program.uses(Selector::LastRow)) << 1);
+        let args = [
+            program.len() as u64,
+            shape.cols() as u64,
+            (shape.rows() / q) as u64,
+            u64::from(domain.log_quotient_rows()),
+            u64::from(domain.log_trace_rows()),
+            domain.shift(),
+            root_of_unity(domain.log_quotient_rows()),
+            inverse(root_of_unity(domain.log_trace_rows())),
+            flags,
+        ];
+        Self {
+            kernel: kernel_name(d, points),
+            points,
+            grid,
+            shared_bytes,
+            scratch_words,
+            columns: scattered_reads(program),
+            code,
+            constants,
+            alpha_at,
+            vanishing_at,
+            args,
+        }
+    }
+}
+
 /// [`backend_api::Backend::quotient_values`], on validated arguments.
 pub(crate) fn quotient_values(
     device: &Arc<Device>,
@@ -122,46 +214,19 @@ pub(crate) fn quotient_values(
     out: &mut CudaBuffer,
 ) -> Result<()> {
     device.bind()?;
-    let (program, domain, d) = (call.program, call.domain, call.degree());
-    let q = domain.quotient_rows();
-    let registers = program.registers().max(1);
-
-    // The program's words two to a u64 (little-endian, so the kernel reads them as uint4), then
-    // the values and the challenge powers, canonical, in one upload.
-    let code: Vec<u64> = program.code().chunks_exact(2).map(|w| u64::from(w[0]) | (u64::from(w[1]) << 32)).collect();
-    let mut constants: Vec<u64> = call.values.iter().map(|&x| canonical(x)).collect();
-    let alpha_at = constants.len();
-    constants.extend(call.alpha_powers.iter().map(|&x| canonical(x)));
-    // x^n - 1 and its inverse at the q / n values it takes: (shift w_q^j)^n - 1 for j < q / n.
-    let vanishing_at = constants.len();
-    let log_period = domain.log_quotient_rows() - domain.log_trace_rows();
-    let shift_n = pow(domain.shift(), 1u64 << domain.log_trace_rows());
-    for x_n in powers(root_of_unity(log_period), 1 << log_period) {
-        let z_h = sub(mul(shift_n, x_n), 1);
-        constants.extend([z_h, inverse(z_h)]);
-    }
-    let code = memory::upload(device, &code)?;
-    let constants = memory::upload(device, &constants)?;
-
-    // The register file: shared memory when a block's fits ([`POINTS`] points per thread where
-    // they fit, else one), else a global scratch of [`POINTS`] points per thread.
-    let file = |points: usize| registers * points * BLOCK as usize * 8;
-    let points =
-        if max_points == POINTS && (file(POINTS) <= SHARED_BYTES || file(1) > SHARED_BYTES) { POINTS } else { 1 };
-    let blocks = q.div_ceil(BLOCK as usize * points).min(device.sm_count as usize * BLOCKS_PER_SM).max(1);
-    let (grid, shared, scratch) = if file(points) <= SHARED_BYTES {
-        (blocks, file(points) as u32, None)
-    } else {
-        let fit = (SCRATCH_BYTES / file(points)).max(1);
-        let grid = blocks.min(fit);
-        (grid, 0, Some(CudaBuffer::alloc(device, registers * points * grid * BLOCK as usize)?))
+    let launch = Launch::new(call, shape, device.sm_count, max_points);
+    let q = call.domain.quotient_rows();
+    let code = memory::upload(device, &launch.code)?;
+    let constants = memory::upload(device, &launch.constants)?;
+    let scratch = match launch.scratch_words {
+        0 => None,
+        words => Some(CudaBuffer::alloc(device, words)?),
     };
 
-    let n_instr = program.len() as u64;
-    let (cols, stride) = (shape.cols() as u64, (shape.rows() / q) as u64);
     // The quotient domain's rows column-major for a program whose reads are scattered, where the
     // device has the room.
-    let columns = if scattered_reads(program) { CudaBuffer::alloc(device, q * shape.cols()).ok() } else { None };
+    let [_, cols, stride, ..] = launch.args;
+    let columns = if launch.columns { CudaBuffer::alloc(device, q * shape.cols()).ok() } else { None };
     if let Some(columns) = &columns {
         let kernel = device.kernel(Source::Transpose, "transpose_tile_strided", 0)?;
         let (src, dst, rows) = (lde.ptr(), columns.ptr(), q as u64);
@@ -175,55 +240,35 @@ pub(crate) fn quotient_values(
         unsafe { device.launch(&kernel, config, args)? };
     }
 
-    let kernel = device.kernel(Source::Quotient, kernel_name(d, points), 0)?;
+    let kernel = device.kernel(Source::Quotient, launch.kernel, 0)?;
     let t = columns.as_ref().map_or(0, |b| b.ptr());
     let (l, c, v, a, z, s, o) = (
         lde.ptr(),
         code.ptr(),
         constants.ptr(),
-        constants.ptr_at(alpha_at),
-        constants.ptr_at(vanishing_at),
+        constants.ptr_at(launch.alpha_at),
+        constants.ptr_at(launch.vanishing_at),
         scratch.as_ref().map_or(0, |s| s.ptr()),
         out.ptr(),
     );
-    let (log_q, log_n) = (u64::from(domain.log_quotient_rows()), u64::from(domain.log_trace_rows()));
-    let shift = domain.shift();
-    let gen_q = root_of_unity(domain.log_quotient_rows());
-    let w_inv = inverse(root_of_unity(domain.log_trace_rows()));
-    let (d64, points) = (d as u64, points as u64);
-    let flags = u64::from(program.uses(Selector::FirstRow)) | (u64::from(program.uses(Selector::LastRow)) << 1);
-    let args = LaunchArgs::new()
-        .arg(&l)
-        .arg(&t)
-        .arg(&c)
-        .arg(&v)
-        .arg(&a)
-        .arg(&z)
-        .arg(&s)
-        .arg(&o)
-        .arg(&n_instr)
-        .arg(&cols)
-        .arg(&stride)
-        .arg(&log_q)
-        .arg(&log_n)
-        .arg(&shift)
-        .arg(&gen_q)
-        .arg(&w_inv)
-        .arg(&d64)
-        .arg(&points)
-        .arg(&flags);
+    let mut args = LaunchArgs::new().arg(&l).arg(&t).arg(&c).arg(&v).arg(&a).arg(&z).arg(&s).arg(&o);
+    for arg in &launch.args {
+        args = args.arg(arg);
+    }
     // SAFETY: (const u64*, const u64*, const uint4*, const u64*, const u64*, const u64*, u64*,
-    // u64*, u64 x 11) as quotient_values declares; `columns`, when not null, holds q x cols words
-    // (the copy above, queued before on the same stream); the vanishing table holds 2 x q / n words (above). The front
-    // validated the call: the LDE holds rows x cols words with
-    // rows = stride x q, every column the program reads is below cols, every value index below the
-    // values uploaded, every constraint's d powers inside the powers uploaded, every register below
-    // `registers`, and the output holds q x d words. The register file holds `registers` words per
-    // point slot, `points` (1 or Q_POINTS) slots per thread: BLOCK x registers x points words of
-    // dynamic shared memory, or the scratch of grid x BLOCK x registers x points words (null when
-    // shared). The code is program.len() uint4s, 16-byte aligned as
-    // every allocation is.
-    unsafe { device.launch(&kernel, LaunchConfig::linear(grid as u32, BLOCK, shared), args)? };
+    // u64*, u64 x 9) as each quotient_values_d<D>_p<P> declares; `columns`, when not null, holds
+    // q x cols words (the copy above, queued before on the same stream); the vanishing table holds
+    // 2 x q / n words (Launch::new). The front validated the call: the LDE holds rows x cols words
+    // with rows = stride x q, every column the program reads is below cols, every value index
+    // below the values uploaded, every constraint's d powers inside the powers uploaded, every
+    // register below `registers`, and the output holds q x d words, d the kernel's degree. The
+    // register file holds `registers` words per point slot, `points` slots per thread (the
+    // kernel's P): `shared_bytes` = BLOCK x registers x points words of dynamic shared memory, or
+    // the scratch of grid x BLOCK x registers x points words (null when shared). The code is
+    // program.len() uint4s, 16-byte aligned as every allocation is.
+    unsafe {
+        device.launch(&kernel, LaunchConfig::linear(launch.grid as u32, BLOCK, launch.shared_bytes as u32), args)?
+    };
     Ok(())
 }
 

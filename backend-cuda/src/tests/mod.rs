@@ -7,6 +7,8 @@
 //! - [`embedded`]: no GPU needed. The kernel images embedded at build time: every unit for every
 //!   architecture, byte-equal to NVRTC's run-time output, lookups that refuse other architectures
 //!   and sources; a named architecture's kernel cache filled without a device.
+//! - [`quotient_host`]: no GPU needed. The quotient kernels compiled for the host by the C++
+//!   compiler and run with the launches the backend computes, against the naive reference.
 //! - [`device`] and [`device_lde`]: need a CUDA device. Without one each prints `SKIPPED` and
 //!   passes; `REQUIRE_CUDA=1` makes that a failure (set it on GPU machines).
 //!
@@ -19,6 +21,7 @@ mod device;
 mod device_lde;
 mod embedded;
 mod nvrtc;
+mod quotient_host;
 
 /// Prints a visible skip of `test` (straight to the process's stderr, past the test harness's
 /// capture), or fails when the environment variable `require` is `1`.
