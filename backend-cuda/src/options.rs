@@ -102,8 +102,8 @@ pub struct CudaOptions {
     /// Points of the quotient domain each thread of [`backend_api::Backend::quotient_values`]
     /// evaluates at once (`CUDA_QUOTIENT_POINTS`, 1 or [`QUOTIENT_POINTS`], the default): the
     /// interpreter fetches and dispatches each instruction once for that many points. A program
-    /// whose register file for four points per thread does not fit in shared memory but for one
-    /// does runs one either way.
+    /// whose register files for four points per thread do not fit in 48 KiB of shared memory per
+    /// block runs one either way (in global memory four measured slower).
     ///
     /// Change it only to measure the choice (the prove bench of the Plonky3 adapter, whose
     /// default device reads the environment); every setting gives the same values.

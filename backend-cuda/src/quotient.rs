@@ -2,18 +2,20 @@
 //! in a grid-stride loop, interpreting the constraint program. The program, its values and the
 //! challenge powers go up (two small uploads); the LDE is read where it lies.
 //!
-//! **Points per thread.** Each thread evaluates [`POINTS`] points at once: it fetches and
-//! dispatches an instruction once and applies it to each, so the dispatch is paid once per four
-//! points and each thread has four independent chains of arithmetic to overlap. One kernel per
-//! extension degree and points per thread ([`kernel_name`]), so each is allocated only the
-//! registers its own accumulators need.
+//! **Points per thread.** Where a block's register files for [`POINTS`] points per thread fit in
+//! 48 KiB of shared memory (the most a launch gets without opting in), each thread evaluates four
+//! points at once: it fetches and dispatches an instruction once and applies it to each, so the
+//! dispatch is paid once per four points and each thread has four independent chains of arithmetic
+//! to overlap. On an H200 (2026-12-07, the prove bench, same call) the Fibonacci AIR's quotient at
+//! 2^21 points took 9.1 ms at four points against 11.2 ms at one. Otherwise a thread takes one
+//! point: the Keccak-f AIR (260 registers, a global file) took 55.3 ms at four against 44.4 ms at
+//! one at 2,730 permutations. One kernel per extension degree and points per thread
+//! ([`kernel_name`]), so each is allocated only the registers its own accumulators need.
 //!
-//! **The register file.** Each point holds `registers` values. Where a block's [`POINTS`] points
-//! per thread fit in 48 KiB of shared memory (the most a launch gets without opting in), they
-//! live there; else where one point per thread fits, the kernel takes one point per thread there;
-//! otherwise the registers live in a global scratch of `registers` words per point of the grid,
-//! whose size bounds the grid ([`SCRATCH_BYTES`]). Either way register `r` of one point slot of
-//! consecutive threads is consecutive words.
+//! **The register file.** Each point holds `registers` values: in shared memory where a block's
+//! fit, else in a global scratch of `registers` words per point of the grid, whose size bounds the
+//! grid ([`SCRATCH_BYTES`]). Either way register `r` of one point slot of consecutive threads is
+//! consecutive words.
 //!
 //! **The cells.** The LDE is row-major, so threads of consecutive points reading one column touch
 //! one 32-byte sector each for 8 useful bytes. A program that walks the columns in order finds
@@ -54,8 +56,8 @@ const SCRATCH_BYTES: usize = backend_api::quotient::SCRATCH_BYTES;
 /// Blocks per multiprocessor the grid aims for (a grid-stride loop covers the rest).
 const BLOCKS_PER_SM: usize = 16;
 /// Points per thread (`Q_POINTS` in quotient.cu, [`crate::QUOTIENT_POINTS`]): each instruction is
-/// dispatched once for this many points. One where only a single point's register file fits in
-/// shared memory, or where [`crate::CudaOptions::quotient_points`] says 1.
+/// dispatched once for this many points. One where a block's register files for this many points
+/// do not fit in shared memory, or where [`crate::CudaOptions::quotient_points`] says 1.
 pub(crate) const POINTS: usize = crate::options::QUOTIENT_POINTS as usize;
 /// A program whose cell reads are scattered: fewer than [`NEAR_READS`] of its column loads lie
 /// within 4 columns (one 32-byte sector) of the previous load from the same row. Its quotient
@@ -165,10 +167,10 @@ impl Launch {
         }
 
         // The register file: shared memory when a block's fits ([`POINTS`] points per thread
-        // where they fit, else one), else a global scratch of [`POINTS`] points per thread.
+        // where they fit, else one), else a global scratch of one point per thread (four there
+        // measured slower: below).
         let file = |points: usize| registers * points * BLOCK as usize * 8;
-        let points =
-            if max_points == POINTS && (file(POINTS) <= SHARED_BYTES || file(1) > SHARED_BYTES) { POINTS } else { 1 };
+        let points = if max_points == POINTS && file(POINTS) <= SHARED_BYTES { POINTS } else { 1 };
         let blocks = q.div_ceil(BLOCK as usize * points).min(sm_count as usize * BLOCKS_PER_SM).max(1);
         let (grid, shared_bytes, scratch_words) = if file(points) <= SHARED_BYTES {
             (blocks, file(points), 0)
