@@ -92,6 +92,15 @@ pub use options::{
 
 use context::Device;
 
+/// The instructions the quotient kernel dispatches per point for `program`
+/// ([`backend_api::Backend::quotient_values`]): its arithmetic, with each leaf load (a cell, a
+/// value, a selector) read by the instructions that use it and each fold done by the instruction
+/// that computes its constraint, where the program allows. The interpreter's time goes with this
+/// count, not with the program's length.
+pub fn quotient_dispatches(program: &backend_api::quotient::ConstraintProgram) -> usize {
+    quotient::lower(program).len()
+}
+
 /// The kernel images this binary carries: compiled when the crate was built (the
 /// `embedded-kernels` feature, with NVRTC present at build time), for which architectures, by
 /// which NVRTC; or why there are none.

@@ -13,7 +13,8 @@
 //! ([`kernel_name`]), so each is allocated only the registers its own accumulators need.
 //!
 //! **The register file.** Each point holds `registers` values: in shared memory where a block's
-//! fit, else in a global scratch of `registers` words per point of the grid, whose size bounds the
+//! fit; else the busiest registers there (the kernel code numbers them by traffic, most first) and
+//! the rest in a global scratch of that many words per point of the grid, whose size bounds the
 //! grid ([`SCRATCH_BYTES`]). Either way register `r` of one point slot of consecutive threads is
 //! consecutive words.
 //!
@@ -114,6 +115,171 @@ pub(crate) fn kernel_name(d: usize, points: usize) -> &'static str {
 /// ([`scattered_reads`]).
 const NEAR_READS: f64 = 0.6;
 
+/// The kernel's own instruction set (quotient.cu's `K_*` and `SRC_*`), into which [`lower`]
+/// translates a program.
+pub(crate) mod kernel_code {
+    /// `r[dst] =` column `a` of the current row (a column index too large for an operand).
+    pub(crate) const COLUMN: u32 = 0;
+    /// `r[dst] =` column `a` of the next row (likewise).
+    pub(crate) const COLUMN_NEXT: u32 = 1;
+    /// `r[dst] = values[a]` (likewise).
+    pub(crate) const VALUE: u32 = 2;
+    /// `r = a + b`.
+    pub(crate) const ADD: u32 = 4;
+    /// `r = a - b`.
+    pub(crate) const SUB: u32 = 5;
+    /// `r = a * b`.
+    pub(crate) const MUL: u32 = 6;
+    /// `r = -a`.
+    pub(crate) const NEG: u32 = 7;
+    /// `r = a`.
+    pub(crate) const MOVE: u32 = 8;
+    /// Added to an arithmetic opcode: `acc += alpha_powers[dst] * r` instead of `r[dst] = r`.
+    pub(crate) const FOLDS: u32 = 0x10;
+    /// An operand's source, in its top [`SOURCE_BITS`] bits: a register.
+    pub(crate) const REGISTER: u32 = 0;
+    /// A column of the current row.
+    pub(crate) const CELL: u32 = 1;
+    /// A column of the next row.
+    pub(crate) const CELL_NEXT: u32 = 2;
+    /// One of the call's values.
+    pub(crate) const VALUE_SOURCE: u32 = 3;
+    /// A selector (its code).
+    pub(crate) const SELECTOR: u32 = 4;
+    /// The bits of an operand word that name its source.
+    pub(crate) const SOURCE_BITS: u32 = 3;
+    /// The shift of an operand's source.
+    pub(crate) const SOURCE_SHIFT: u32 = 32 - SOURCE_BITS;
+    /// An operand's source at `source`, index `index` (below `1 << SOURCE_SHIFT`).
+    pub(crate) const fn operand(source: u32, index: u32) -> u32 {
+        (source << SOURCE_SHIFT) | index
+    }
+}
+
+/// `program` in the kernel's instruction set: what the interpreter dispatches.
+///
+/// The interpreter's cost is per dispatched instruction (a fetch, a uniform branch and the
+/// register file's loads and stores), and about half of a compiled AIR's instructions only load a
+/// leaf (a cell, a value, a selector) into a register for the next instruction to read; a
+/// quarter of the rest fold a constraint's root right after computing it. So the kernel's
+/// arithmetic instructions take their operands from any source (a register, a cell of the current
+/// or next row, a value, a selector: [`kernel_code::SOURCE_BITS`] bits of the operand word), and
+/// an arithmetic instruction whose result only a fold reads folds it itself. Leaf loads are
+/// dropped: every later read of the register, up to its next write, reads the leaf instead (a
+/// cell's value is the same wherever it is read). The Fibonacci AIR's 3,332 instructions become
+/// 1,153, the Keccak-f AIR's 62,180 become 32,605 (`lowered_programs_dispatch_only_arithmetic`
+/// checks the count on a program of that form). A leaf index too large for an operand (2^29 and
+/// up) keeps its load.
+pub(crate) fn lower(program: &ConstraintProgram) -> Vec<[u32; 4]> {
+    use backend_api::quotient::Instr;
+    use kernel_code as k;
+    let instrs: Vec<Instr> = program.instrs().collect();
+    let registers = program.registers();
+    // Whether the register a fold reads is read again before its next write.
+    let mut read_after = vec![false; instrs.len()];
+    let mut live = vec![false; registers];
+    for (i, ins) in instrs.iter().enumerate().rev() {
+        if let Instr::Fold { src, .. } = ins {
+            read_after[i] = live[*src as usize];
+        }
+        if let Some(dst) = ins.dst() {
+            live[dst as usize] = false;
+        }
+        for r in ins.reads() {
+            live[r as usize] = true;
+        }
+    }
+    let fits = |index: u32| index >> k::SOURCE_SHIFT == 0;
+    // The leaf each register holds, as an operand word, while no later write replaced it.
+    let mut leaf: Vec<Option<u32>> = vec![None; registers];
+    let mut out = Vec::with_capacity(instrs.len());
+    let mut i = 0;
+    while i < instrs.len() {
+        let ins = instrs[i];
+        i += 1;
+        let operand = |r: u32| leaf[r as usize].unwrap_or(k::operand(k::REGISTER, r));
+        let (op, dst, a, b) = match ins {
+            Instr::Column { dst, col, next } if fits(col) => {
+                leaf[dst as usize] = Some(k::operand(if next { k::CELL_NEXT } else { k::CELL }, col));
+                continue;
+            }
+            Instr::Value { dst, index } if fits(index) => {
+                leaf[dst as usize] = Some(k::operand(k::VALUE_SOURCE, index));
+                continue;
+            }
+            Instr::Selector { dst, which } => {
+                leaf[dst as usize] = Some(k::operand(k::SELECTOR, which.code()));
+                continue;
+            }
+            Instr::Column { dst, col, next } => (if next { k::COLUMN_NEXT } else { k::COLUMN }, dst, col, 0),
+            Instr::Value { dst, index } => (k::VALUE, dst, index, 0),
+            Instr::Add { dst, a, b } => (k::ADD, dst, operand(a), operand(b)),
+            Instr::Sub { dst, a, b } => (k::SUB, dst, operand(a), operand(b)),
+            Instr::Mul { dst, a, b } => (k::MUL, dst, operand(a), operand(b)),
+            Instr::Neg { dst, a } => (k::NEG, dst, operand(a), 0),
+            Instr::Fold { src, constraint } => {
+                out.push([k::MOVE | k::FOLDS, constraint, operand(src), 0]);
+                continue;
+            }
+        };
+        // A result only the next instruction's fold reads is folded where it is computed.
+        if let Some(&Instr::Fold { src, constraint }) = instrs.get(i)
+            && op >= k::ADD
+            && src == dst
+            && !read_after[i]
+        {
+            out.push([op | k::FOLDS, constraint, a, b]);
+            leaf[dst as usize] = None;
+            i += 1;
+            continue;
+        }
+        leaf[dst as usize] = None;
+        out.push([op, dst, a, b]);
+    }
+    by_traffic(&mut out, registers);
+    out
+}
+
+/// Renumbers the registers of kernel code `code` by how often it reads and writes each, most
+/// first, so that the part of the register file kept in shared memory takes most of the traffic
+/// ([`Launch::new`]). A renaming changes no value: each register's reads still see its writes.
+fn by_traffic(code: &mut [[u32; 4]], registers: usize) {
+    use kernel_code as k;
+    // The register words of an instruction: its destination unless it folds, and its operands
+    // that name a register (the leaf loads' operand is an index, not a register).
+    fn registers_of(ins: &mut [u32; 4]) -> impl Iterator<Item = &mut u32> {
+        let op = ins[0] & !k::FOLDS;
+        let writes = ins[0] & k::FOLDS == 0;
+        let operands = match op {
+            k::ADD | k::SUB | k::MUL => 2,
+            k::NEG | k::MOVE => 1,
+            _ => 0,
+        };
+        let [_, dst, a, b] = ins;
+        [(writes, dst), (operands >= 1, a), (operands >= 2, b)]
+            .into_iter()
+            .filter(|(used, w)| *used && **w >> k::SOURCE_SHIFT == k::REGISTER)
+            .map(|(_, w)| w)
+    }
+    let mut traffic = vec![0u64; registers];
+    for ins in code.iter_mut() {
+        for r in registers_of(ins) {
+            traffic[*r as usize] += 1;
+        }
+    }
+    let mut order: Vec<u32> = (0..registers as u32).collect();
+    order.sort_by_key(|&r| std::cmp::Reverse(traffic[r as usize]));
+    let mut rename = vec![0u32; registers];
+    for (new, &old) in order.iter().enumerate() {
+        rename[old as usize] = new as u32;
+    }
+    for ins in code.iter_mut() {
+        for r in registers_of(ins) {
+            *r = rename[*r as usize];
+        }
+    }
+}
+
 /// What one call of [`quotient_values`] launches, computed on the host from the call alone.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Launch {
@@ -123,14 +289,17 @@ pub(crate) struct Launch {
     pub(crate) points: usize,
     /// Blocks of [`BLOCK`] threads.
     pub(crate) grid: usize,
-    /// Dynamic shared memory per block, in bytes: the register file when it lives there, else 0.
+    /// Dynamic shared memory per block, in bytes: the shared part of the register file.
     pub(crate) shared_bytes: usize,
-    /// Words of the global register file when it does not fit in shared memory, else 0.
+    /// The registers in shared memory (the first ones: [`by_traffic`] numbers the busiest first).
+    pub(crate) shared_regs: usize,
+    /// Words of the global part of the register file (the registers past `shared_regs`), else 0.
     pub(crate) scratch_words: usize,
     /// Whether the kernel reads a column-major copy of the quotient domain's rows
     /// ([`scattered_reads`]; the copy may still be skipped when its allocation fails).
     pub(crate) columns: bool,
-    /// The program's words two to a `u64` (little-endian, so the kernel reads them as `uint4`).
+    /// The kernel's code ([`lower`]), two words to a `u64` (little-endian, so the kernel reads an
+    /// instruction as a `uint4`).
     pub(crate) code: Vec<u64>,
     /// The values, then the challenge powers (from [`Launch::alpha_at`]), canonical, then `x^n - 1`
     /// and its inverse at the `q / n` values it takes (from [`Launch::vanishing_at`]).
@@ -141,8 +310,8 @@ pub(crate) struct Launch {
     pub(crate) vanishing_at: usize,
     /// The kernel's scalar arguments after its pointers, in order: instructions, columns, LDE
     /// rows per point, log2 q, log2 n, the coset's shift, the quotient domain's generator, the
-    /// trace domain's generator's inverse, the selector flags.
-    pub(crate) args: [u64; 9],
+    /// trace domain's generator's inverse, the selector flags, the registers in shared memory.
+    pub(crate) args: [u64; 10],
 }
 
 impl Launch {
@@ -152,8 +321,11 @@ impl Launch {
         let (program, domain, d) = (call.program, call.domain, call.degree());
         let q = domain.quotient_rows();
         let registers = program.registers().max(1);
-        let code: Vec<u64> =
-            program.code().chunks_exact(2).map(|w| u64::from(w[0]) | (u64::from(w[1]) << 32)).collect();
+        let lowered = lower(program);
+        let code: Vec<u64> = lowered
+            .iter()
+            .flat_map(|w| [u64::from(w[0]) | (u64::from(w[1]) << 32), u64::from(w[2]) | (u64::from(w[3]) << 32)])
+            .collect();
         let mut constants: Vec<u64> = call.values.iter().map(|&x| canonical(x)).collect();
         let alpha_at = constants.len();
         constants.extend(call.alpha_powers.iter().map(|&x| canonical(x)));
@@ -167,20 +339,23 @@ impl Launch {
         }
 
         // The register file: shared memory when a block's fits ([`POINTS`] points per thread
-        // where they fit, else one), else a global scratch of one point per thread (four there
-        // measured slower: below).
-        let file = |points: usize| registers * points * BLOCK as usize * 8;
-        let points = if max_points == POINTS && file(POINTS) <= SHARED_BYTES { POINTS } else { 1 };
+        // where they fit, else one). Otherwise one point per thread (four measured slower with a
+        // global file: above), the busiest registers in shared memory and the rest in a global
+        // scratch whose size bounds the grid.
+        let per_register = |points: usize| points * BLOCK as usize * 8;
+        let points = if max_points == POINTS && registers * per_register(POINTS) <= SHARED_BYTES { POINTS } else { 1 };
+        let shared_regs = registers.min(SHARED_BYTES / per_register(points));
+        let global_regs = registers - shared_regs;
         let blocks = q.div_ceil(BLOCK as usize * points).min(sm_count as usize * BLOCKS_PER_SM).max(1);
-        let (grid, shared_bytes, scratch_words) = if file(points) <= SHARED_BYTES {
-            (blocks, file(points), 0)
-        } else {
-            let grid = blocks.min((SCRATCH_BYTES / file(points)).max(1));
-            (grid, 0, registers * points * grid * BLOCK as usize)
+        let grid = match global_regs {
+            0 => blocks,
+            g => blocks.min((SCRATCH_BYTES / (g * per_register(points))).max(1)),
         };
+        let (shared_bytes, scratch_words) =
+            (shared_regs * per_register(points), global_regs * points * grid * BLOCK as usize);
         let flags = u64::from(program.uses(Selector::FirstRow)) | (u64::from(program.uses(Selector::LastRow)) << 1);
         let args = [
-            program.len() as u64,
+            lowered.len() as u64,
             shape.cols() as u64,
             (shape.rows() / q) as u64,
             u64::from(domain.log_quotient_rows()),
@@ -189,12 +364,14 @@ impl Launch {
             root_of_unity(domain.log_quotient_rows()),
             inverse(root_of_unity(domain.log_trace_rows())),
             flags,
+            shared_regs as u64,
         ];
         Self {
             kernel: kernel_name(d, points),
             points,
             grid,
             shared_bytes,
+            shared_regs,
             scratch_words,
             columns: scattered_reads(program),
             code,
@@ -258,16 +435,18 @@ pub(crate) fn quotient_values(
         args = args.arg(arg);
     }
     // SAFETY: (const u64*, const u64*, const uint4*, const u64*, const u64*, const u64*, u64*,
-    // u64*, u64 x 9) as each quotient_values_d<D>_p<P> declares; `columns`, when not null, holds
+    // u64*, u64 x 10) as each quotient_values_d<D>_p<P> declares; `columns`, when not null, holds
     // q x cols words (the copy above, queued before on the same stream); the vanishing table holds
     // 2 x q / n words (Launch::new). The front validated the call: the LDE holds rows x cols words
     // with rows = stride x q, every column the program reads is below cols, every value index
     // below the values uploaded, every constraint's d powers inside the powers uploaded, every
     // register below `registers`, and the output holds q x d words, d the kernel's degree. The
-    // register file holds `registers` words per point slot, `points` slots per thread (the
-    // kernel's P): `shared_bytes` = BLOCK x registers x points words of dynamic shared memory, or
-    // the scratch of grid x BLOCK x registers x points words (null when shared). The code is
-    // program.len() uint4s, 16-byte aligned as every allocation is.
+    // kernel code renames registers within 0..registers and indexes columns, values and
+    // constraints as the program does (lower). The register file holds `registers` words per
+    // point slot, `points` slots per thread (the kernel's P): the first shared_regs in
+    // `shared_bytes` = BLOCK x shared_regs x points words of dynamic shared memory, the rest in the
+    // scratch of grid x BLOCK x (registers - shared_regs) x points words (null when none). The
+    // code is its length in uint4s, 16-byte aligned as every allocation is.
     unsafe {
         device.launch(&kernel, LaunchConfig::linear(launch.grid as u32, BLOCK, launch.shared_bytes as u32), args)?
     };
@@ -278,7 +457,8 @@ pub(crate) fn quotient_values(
 mod tests {
     use backend_api::quotient::{ConstraintProgram, Instr};
 
-    use super::scattered_reads;
+    use super::kernel_code as k;
+    use super::{lower, scattered_reads};
 
     /// A program loading `cols` (the current row, or the next where `next`), each folded.
     fn loads(cols: &[(u32, bool)]) -> ConstraintProgram {
@@ -312,5 +492,121 @@ mod tests {
         ])
         .unwrap();
         assert!(!scattered_reads(&none));
+    }
+
+    #[test]
+    fn lowered_programs_dispatch_only_arithmetic() {
+        use backend_api::Selector;
+        let (cell, next, value) =
+            (|c| k::operand(k::CELL, c), |c| k::operand(k::CELL_NEXT, c), |v| k::operand(k::VALUE_SOURCE, v));
+        // A transition constraint per column pair (next a - b, folded) and a boundary one (a - v):
+        // the Fibonacci AIR's form. Each is one dispatch.
+        let mut instrs = Vec::new();
+        for j in 0..4u32 {
+            instrs.extend([
+                Instr::Column { dst: 0, col: 2 * j, next: true },
+                Instr::Column { dst: 1, col: 2 * j + 1, next: false },
+                Instr::Sub { dst: 2, a: 0, b: 1 },
+                Instr::Fold { src: 2, constraint: j },
+            ]);
+        }
+        instrs.extend([
+            Instr::Column { dst: 0, col: 0, next: false },
+            Instr::Value { dst: 1, index: 3 },
+            Instr::Sub { dst: 0, a: 0, b: 1 },
+            Instr::Selector { dst: 1, which: Selector::FirstRow },
+            Instr::Mul { dst: 2, a: 0, b: 1 },
+            Instr::Fold { src: 2, constraint: 4 },
+        ]);
+        let lowered = lower(&ConstraintProgram::new(&instrs).unwrap());
+        let mut expected: Vec<[u32; 4]> =
+            (0..4).map(|j| [k::SUB | k::FOLDS, j, next(2 * j), cell(2 * j + 1)]).collect();
+        expected.extend([[k::SUB, 0, cell(0), value(3)], [k::MUL | k::FOLDS, 4, 0, k::operand(k::SELECTOR, 0)]]);
+        assert_eq!(lowered, expected);
+
+        // A root read again after its fold keeps its register; a leaf's register written by
+        // arithmetic reads the register from then on; a fold of a leaf moves it.
+        let instrs = [
+            Instr::Column { dst: 0, col: 7, next: false },
+            Instr::Neg { dst: 1, a: 0 },
+            Instr::Fold { src: 1, constraint: 0 },
+            Instr::Add { dst: 0, a: 1, b: 0 },
+            Instr::Mul { dst: 2, a: 0, b: 0 },
+            Instr::Fold { src: 2, constraint: 1 },
+            Instr::Column { dst: 3, col: 9, next: true },
+            Instr::Fold { src: 3, constraint: 2 },
+            Instr::Fold { src: 0, constraint: 3 },
+        ];
+        assert_eq!(
+            lower(&ConstraintProgram::new(&instrs).unwrap()),
+            [
+                [k::NEG, 1, cell(7), 0],
+                [k::MOVE | k::FOLDS, 0, 1, 0],
+                [k::ADD, 0, 1, cell(7)],
+                [k::MUL | k::FOLDS, 1, 0, 0],
+                [k::MOVE | k::FOLDS, 2, next(9), 0],
+                [k::MOVE | k::FOLDS, 3, 0, 0],
+            ]
+        );
+
+        // Registers are numbered by traffic, the busiest first.
+        let instrs = [
+            Instr::Column { dst: 5, col: 1, next: false },
+            Instr::Mul { dst: 2, a: 5, b: 5 },
+            Instr::Mul { dst: 2, a: 2, b: 2 },
+            Instr::Mul { dst: 1, a: 2, b: 2 },
+            Instr::Fold { src: 1, constraint: 0 },
+        ];
+        assert_eq!(
+            lower(&ConstraintProgram::new(&instrs).unwrap()),
+            [[k::MUL, 0, cell(1), cell(1)], [k::MUL, 0, 0, 0], [k::MUL | k::FOLDS, 0, 0, 0]]
+        );
+
+        // A leaf index too large for an operand is loaded into its register.
+        let big = 1 << k::SOURCE_SHIFT;
+        let instrs =
+            [Instr::Value { dst: 0, index: big }, Instr::Neg { dst: 1, a: 0 }, Instr::Fold { src: 1, constraint: 0 }];
+        assert_eq!(
+            lower(&ConstraintProgram::new(&instrs).unwrap()),
+            [[k::VALUE, 0, big, 0], [k::NEG | k::FOLDS, 0, 0, 0]]
+        );
+    }
+
+    /// The launch of a program of `registers` registers over `2^log_q` points on 132
+    /// multiprocessors.
+    fn launch_of(registers: u32, max_points: usize, log_q: u32) -> super::Launch {
+        use backend_api::MatrixShape;
+        use backend_api::quotient::{QuotientCall, QuotientDomain};
+        let mut instrs: Vec<Instr> =
+            (0..registers).map(|r| Instr::Column { dst: r, col: r % 4, next: false }).collect();
+        instrs.extend((1..registers).map(|r| Instr::Add { dst: 0, a: 0, b: r }));
+        instrs.push(Instr::Fold { src: 0, constraint: 0 });
+        let program = ConstraintProgram::new(&instrs).unwrap();
+        let domain = QuotientDomain::new(log_q - 1, log_q, 7).unwrap();
+        let call = QuotientCall { program: &program, domain, values: &[], alpha_powers: &[1, 2] };
+        super::Launch::new(&call, MatrixShape::new(1 << log_q, 4).unwrap(), 132, max_points)
+    }
+
+    #[test]
+    fn the_register_file_is_shared_where_it_fits_and_split_where_not() {
+        // (registers, most points per thread) -> (points, registers in shared memory, grid)
+        let cases = [
+            ((2, 4), (4, 2, 512)),
+            ((12, 4), (4, 12, 512)),
+            ((13, 4), (1, 13, 2048)),
+            ((5, 1), (1, 5, 2048)),
+            ((48, 4), (1, 48, 2048)),
+            // 212 registers in global memory: 256 MiB hold the files of 1,236 blocks.
+            ((260, 4), (1, 48, 1236)),
+        ];
+        for ((registers, max_points), (points, shared_regs, grid)) in cases {
+            let l = launch_of(registers, max_points, 18);
+            let what = format!("{registers} registers, at most {max_points} points");
+            assert_eq!((l.points, l.shared_regs, l.grid), (points, shared_regs, grid), "{what}");
+            assert_eq!(l.shared_bytes, shared_regs * points * 128 * 8, "{what}");
+            assert!(l.shared_bytes <= 48 << 10, "{what}");
+            assert_eq!(l.scratch_words, (registers as usize - shared_regs) * points * grid * 128, "{what}");
+            assert_eq!(l.args[9], shared_regs as u64, "{what}");
+        }
     }
 }

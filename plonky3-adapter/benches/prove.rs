@@ -17,7 +17,8 @@
 //! FRI's folds on the host (`ExtensionMmcs` as FRI's MMCS, for `BackendExtensionMmcs`), and
 //! `PROVE_HOST_QUOTIENT=1` proves ours with `p3_uni_stark::prove` (the quotient on the host, over
 //! the LDE's download), each for an A/B of the two. Each AIR's compiled constraint program is
-//! described once (`PROGRAM ...` lines: instructions, registers, multiplications per row).
+//! described once (`PROGRAM ...` lines: instructions, registers, multiplications per row, and
+//! with `cuda` the instructions its kernel dispatches per point).
 //!
 //! Statements: the Fibonacci AIR with 128 sequences (256 columns) over 2^k rows for each k of
 //! `PROVE_LOG_ROWS` (default `12,14`), and Plonky3's Keccak-f AIR (p3-keccak-air, 2,633 columns)
@@ -471,6 +472,11 @@ fn describe_program<A: p3_air::Air<p3_uni_stark::SymbolicAirBuilder<Val>> + p3_a
                 p.len(),
                 p.registers(),
                 p.muls_per_row(2)
+            );
+            #[cfg(feature = "cuda")]
+            println!(
+                "PROGRAM {label}: {} instructions dispatched by the CUDA kernel",
+                backend_cuda::quotient_dispatches(p)
             );
         }
         Err(e) => println!("PROGRAM {label}: not compiled ({e})"),

@@ -1,6 +1,6 @@
 //! The quotient kernels (`shaders/cuda/quotient.cu`) compiled for the host by the system C++
 //! compiler and run, thread by thread, with exactly the launches the backend computes
-//! ([`Launch::new`]: kernel, points per thread, grid, shared or global register file, constants,
+//! ([`Launch::new`]: kernel, points per thread, grid, the register file's shared and global parts, constants,
 //! scalar arguments), against the naive reference. So the interpreter's indexing (the point slots,
 //! the register file's layout in shared and in global memory, the masked slots past the domain,
 //! the grid-stride loop, the column-major reads), the launch's arguments and the choice of kernel
@@ -26,6 +26,7 @@ use crate::quotient::{BLOCK, Launch, POINTS};
 /// kernels of quotient.cu looked up by name, each request's grid run block by block and thread by
 /// thread.
 const HARNESS: &str = r#"
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -58,7 +59,7 @@ unsigned long long smem[1 << 13];
 #include "quotient.cu"
 
 typedef void (*Kernel)(const u64*, const u64*, const uint4*, const u64*, const u64*, const u64*, u64*, u64*, u64,
-                       u64, u64, u64, u64, u64, u64, u64, u64);
+                       u64, u64, u64, u64, u64, u64, u64, u64, u64);
 #define K(D, P) {"quotient_values_d" #D "_p" #P, quotient_values_d##D##_p##P}
 static const struct { const char* name; Kernel run; } KERNELS[] = {
     K(1, 1), K(2, 1), K(3, 1), K(4, 1), K(5, 1), K(6, 1), K(7, 1), K(8, 1),
@@ -73,12 +74,12 @@ static std::vector<u64> words(size_t n) {
 
 // Each request: the kernel's name; degree, grid, block, shared bytes, scratch words, q, then the
 // lengths of the code, the constants, the LDE and the column copy (0: none), the challenge powers'
-// and the vanishing table's offsets, the nine scalar arguments; then the four arrays. One line of
+// and the vanishing table's offsets, the ten scalar arguments; then the four arrays. One line of
 // q * degree output words per request.
 int main() {
     char name[64];
     while (scanf("%63s", name) == 1) {
-        std::vector<u64> h = words(12), args = words(9);
+        std::vector<u64> h = words(12), args = words(10);
         const u64 d = h[0], grid = h[1], block = h[2], shared = h[3], scratch_words = h[4], q = h[5];
         const std::vector<u64> code = words(h[6]), constants = words(h[7]), lde = words(h[8]), columns = words(h[9]);
         const u64 alpha_at = h[10], vanishing_at = h[11];
@@ -89,7 +90,11 @@ int main() {
         if (shared > 48 * 1024) { printf("%llu bytes of shared memory\n", shared); return 4; }
         // Past the words the launch allocates, shared and global, sentinels that must survive.
         const u64 SENTINEL = 0x5a5a5a5a5a5a5a5aull, GUARD = 1024;
-        std::vector<u64> scratch(scratch_words + GUARD, SENTINEL), out(q * d, 0xdeadbeefull);
+        // The sentinels cover every word a register of any thread could reach, were the global
+        // part indexed from register 0 (the file's registers times the points per thread, times
+        // the grid's threads).
+        const u64 reach = (shared / (8 * block) + scratch_words / (grid * block)) * grid * block;
+        std::vector<u64> scratch(std::max(scratch_words, reach) + GUARD, SENTINEL), out(q * d, 0xdeadbeefull);
         gridDim = {(unsigned)grid, 1, 1};
         blockDim = {(unsigned)block, 1, 1};
         for (unsigned b = 0; b < grid; ++b) {
@@ -100,7 +105,7 @@ int main() {
                 run(lde.data(), columns.empty() ? nullptr : columns.data(), (const uint4*)code.data(),
                     constants.data(), constants.data() + alpha_at, constants.data() + vanishing_at,
                     scratch_words ? scratch.data() : nullptr, out.data(), args[0], args[1], args[2], args[3],
-                    args[4], args[5], args[6], args[7], args[8]);
+                    args[4], args[5], args[6], args[7], args[8], args[9]);
             }
             for (u64 w = shared / 8; w < sizeof(smem) / 8; ++w)
                 if (smem[w] != SENTINEL) { printf("%s wrote shared word %llu of %llu\n", name, w, shared / 8); return 5; }
@@ -170,8 +175,14 @@ fn program(
             6 => Instr::Sub { dst, a, b },
             7 | 8 => Instr::Mul { dst, a, b },
             _ => {
+                // Half the folds read the register the instruction before wrote (an arithmetic
+                // result the kernel may fold where it is computed).
+                let src = match instrs.last().and_then(|i: &Instr| i.dst()) {
+                    Some(dst) if g.below(2) == 0 => dst,
+                    _ => a,
+                };
                 folded += 1;
-                Instr::Fold { src: a, constraint: ((folded - 1) % constraints) as u32 }
+                Instr::Fold { src, constraint: ((folded - 1) % constraints) as u32 }
             }
         });
     }
@@ -214,9 +225,17 @@ fn the_quotient_kernels_compiled_for_the_host_match_the_reference() {
     let domains =
         [(0, 0, 1), (0, 1, 2), (2, 2, 1), (3, 4, 1), (3, 5, 2), (4, 6, 4), (5, 6, 1), (9, 10, 1), (10, 12, 1)];
     // (registers, columns, spread reads): a file of four points per thread in shared memory (at
-    // most 12 registers), of one point (13 to 48), of one point in global memory (more); reads in
-    // column order and scattered (a column copy).
-    let shapes = [(3, 2, false), (12, 30, true), (13, 5, false), (40, 20, true), (49, 6, false), (70, 40, true)];
+    // most 12 registers), of one point (13 to 48), of one point split between shared and global
+    // memory (more); reads in column order and scattered (a column copy).
+    let shapes = [
+        (3, 2, false),
+        (12, 30, true),
+        (13, 5, false),
+        (40, 20, true),
+        (49, 6, false),
+        (70, 40, true),
+        (130, 12, false),
+    ];
     let mut g = Words(0x5eed);
     let (mut input, mut cases) = (String::new(), Vec::new());
     let mut seen = std::collections::BTreeSet::new();
@@ -283,7 +302,7 @@ fn the_quotient_kernels_compiled_for_the_host_match_the_reference() {
             }
         }
     }
-    // Every path ran: 1 and 4 points per thread in shared files, 1 in global ones, row and column
+    // Every path ran: 1 and 4 points per thread in shared files, 1 in split ones, row and column
     // reads.
     for want in
         [(1, false, false), (4, false, false), (4, false, true), (1, false, true), (1, true, false), (1, true, true)]
