@@ -2,20 +2,24 @@
 //! in a grid-stride loop, interpreting the constraint program. The program, its values and the
 //! challenge powers go up (two small uploads); the LDE is read where it lies.
 //!
-//! **Points per thread.** Where a block's register files for [`POINTS`] points per thread fit in
-//! 48 KiB of shared memory (the most a launch gets without opting in), each thread evaluates four
-//! points at once: it fetches and dispatches an instruction once and applies it to each, so the
-//! dispatch is paid once per four points and each thread has four independent chains of arithmetic
-//! to overlap. On an H200 (2026-12-07, the prove bench, same call) the Fibonacci AIR's quotient at
-//! 2^21 points took 9.1 ms at four points against 11.2 ms at one. Otherwise a thread takes one
-//! point: the Keccak-f AIR (260 registers, a global file) took 55.3 ms at four against 44.4 ms at
-//! one at 2,730 permutations. One kernel per extension degree and points per thread
-//! ([`kernel_name`]), so each is allocated only the registers its own accumulators need.
+//! **The kernel's code.** The program is translated once per call into the kernel's own
+//! instruction set ([`lower`]): leaves read where they lie, folds done by the instruction that
+//! computes the constraint, and registers allocated anew (a leaf no longer takes one). On an H100
+//! (2026-12-07, the prove bench) that took the Fibonacci AIR's quotient at 2^21 points from 11.3
+//! to 8.7 ms.
 //!
-//! **The register file.** Each point holds `registers` values: in shared memory where a block's
-//! fit; else the busiest registers there (the kernel code numbers them by traffic, most first) and
-//! the rest in a global scratch of that many words per point of the grid, whose size bounds the
-//! grid ([`SCRATCH_BYTES`]). Either way register `r` of one point slot of consecutive threads is
+//! **Points per thread.** One by default ([`crate::CudaOptions::quotient_points`]). At
+//! [`POINTS`], where a block's register files for four points fit in 48 KiB of shared memory (the
+//! most a launch gets without opting in), each thread fetches and dispatches an instruction once
+//! for four points: that won on the program's own instructions (9.1 against 11.2 ms on an H200)
+//! and lost on the kernel's code (12.9 against 8.7 ms on an H100, same call, 2026-12-07). One
+//! kernel per extension degree and points per thread ([`kernel_name`]), so each is allocated only
+//! the registers its own accumulators need.
+//!
+//! **The register file.** Each point holds the kernel code's registers: in shared memory where a
+//! block's fit; else the busiest there (numbered by traffic, most first) and the rest in a global
+//! scratch of that many words per point of the grid, whose size bounds the grid
+//! ([`SCRATCH_BYTES`]). Either way register `r` of one point slot of consecutive threads is
 //! consecutive words.
 //!
 //! **The cells.** The LDE is row-major, so threads of consecutive points reading one column touch
@@ -170,7 +174,7 @@ pub(crate) mod kernel_code {
 /// 1,153, the Keccak-f AIR's 62,180 become 32,605 (`lowered_programs_dispatch_only_arithmetic`
 /// checks the count on a program of that form). A leaf index too large for an operand (2^29 and
 /// up) keeps its load.
-pub(crate) fn lower(program: &ConstraintProgram) -> Vec<[u32; 4]> {
+pub(crate) fn lower(program: &ConstraintProgram) -> (Vec<[u32; 4]>, usize) {
     use backend_api::quotient::Instr;
     use kernel_code as k;
     let instrs: Vec<Instr> = program.instrs().collect();
@@ -236,34 +240,90 @@ pub(crate) fn lower(program: &ConstraintProgram) -> Vec<[u32; 4]> {
         leaf[dst as usize] = None;
         out.push([op, dst, a, b]);
     }
-    by_traffic(&mut out, registers);
-    out
+    let registers = allocate(&mut out, registers);
+    (out, registers)
 }
 
-/// Renumbers the registers of kernel code `code` by how often it reads and writes each, most
-/// first, so that the part of the register file kept in shared memory takes most of the traffic
-/// ([`Launch::new`]). A renaming changes no value: each register's reads still see its writes.
-fn by_traffic(code: &mut [[u32; 4]], registers: usize) {
+/// The register words of kernel instruction `ins`: the one it writes (`Some` unless it folds) and
+/// those of its operands that name a register (a leaf load's operand is an index, not a register).
+fn register_words(ins: &mut [u32; 4]) -> (Option<&mut u32>, impl Iterator<Item = &mut u32>) {
     use kernel_code as k;
-    // The register words of an instruction: its destination unless it folds, and its operands
-    // that name a register (the leaf loads' operand is an index, not a register).
-    fn registers_of(ins: &mut [u32; 4]) -> impl Iterator<Item = &mut u32> {
-        let op = ins[0] & !k::FOLDS;
-        let writes = ins[0] & k::FOLDS == 0;
-        let operands = match op {
-            k::ADD | k::SUB | k::MUL => 2,
-            k::NEG | k::MOVE => 1,
-            _ => 0,
-        };
-        let [_, dst, a, b] = ins;
-        [(writes, dst), (operands >= 1, a), (operands >= 2, b)]
-            .into_iter()
-            .filter(|(used, w)| *used && **w >> k::SOURCE_SHIFT == k::REGISTER)
-            .map(|(_, w)| w)
+    let op = ins[0] & !k::FOLDS;
+    let writes = ins[0] & k::FOLDS == 0;
+    let operands = match op {
+        k::ADD | k::SUB | k::MUL => 2,
+        k::NEG | k::MOVE => 1,
+        _ => 0,
+    };
+    let [_, dst, a, b] = ins;
+    let reads = [(operands >= 1, a), (operands >= 2, b)]
+        .into_iter()
+        .filter(|(used, w)| *used && **w >> k::SOURCE_SHIFT == k::REGISTER)
+        .map(|(_, w)| w);
+    (writes.then_some(dst), reads)
+}
+
+/// Allocates the registers of kernel code `code` (numbered below `registers`) anew and returns how
+/// many it uses, at most `registers`.
+///
+/// The program's own allocation kept every leaf load in a register; once [`lower`] reads leaves
+/// where they lie, most of those registers hold nothing, and the file is what bounds the kernel
+/// (the part past shared memory is global scratch). So each value written gets the lowest free
+/// register, freed after its last read (an instruction reads its operands before it writes, so
+/// its result may take an operand's register). The registers are then numbered
+/// by traffic, most first, so that the part of the file in shared memory takes most of it
+/// ([`Launch::new`]). Neither step changes a value: each read still sees the write it saw.
+fn allocate(code: &mut [[u32; 4]], registers: usize) -> usize {
+    const NONE: usize = usize::MAX;
+    // The instruction whose value each read sees, and the last read of each instruction's value.
+    let mut writer = vec![NONE; registers];
+    let mut last_read = vec![NONE; code.len()];
+    for (j, ins) in code.iter_mut().enumerate() {
+        let (dst, reads) = register_words(ins);
+        for r in reads {
+            // A validated program reads no register before writing it, and lowering keeps that
+            // (a leaf read in place reads no register).
+            last_read[writer[*r as usize]] = j;
+        }
+        if let Some(d) = dst {
+            writer[*d as usize] = j;
+        }
     }
+    let mut holder = vec![0u32; registers];
+    let mut value = vec![NONE; registers];
+    let mut free: std::collections::BTreeSet<u32> = std::collections::BTreeSet::new();
+    let mut used = 0u32;
+    for (j, ins) in code.iter_mut().enumerate() {
+        let (dst, reads) = register_words(ins);
+        for r in reads {
+            let old = *r as usize;
+            *r = holder[old];
+            if last_read[value[old]] == j {
+                free.insert(holder[old]);
+            }
+        }
+        if let Some(d) = dst {
+            let new = free.pop_first().unwrap_or_else(|| {
+                used += 1;
+                used - 1
+            });
+            (holder[*d as usize], value[*d as usize]) = (new, j);
+            *d = new;
+            if last_read[j] == NONE {
+                free.insert(new);
+            }
+        }
+    }
+    by_traffic(code, used.max(1) as usize)
+}
+
+/// Renumbers the registers of kernel code `code` (below `registers`) by how often it reads and
+/// writes each, most first; returns `registers`.
+fn by_traffic(code: &mut [[u32; 4]], registers: usize) -> usize {
     let mut traffic = vec![0u64; registers];
     for ins in code.iter_mut() {
-        for r in registers_of(ins) {
+        let (dst, reads) = register_words(ins);
+        for r in dst.into_iter().chain(reads) {
             traffic[*r as usize] += 1;
         }
     }
@@ -274,10 +334,12 @@ fn by_traffic(code: &mut [[u32; 4]], registers: usize) {
         rename[old as usize] = new as u32;
     }
     for ins in code.iter_mut() {
-        for r in registers_of(ins) {
+        let (dst, reads) = register_words(ins);
+        for r in dst.into_iter().chain(reads) {
             *r = rename[*r as usize];
         }
     }
+    registers
 }
 
 /// What one call of [`quotient_values`] launches, computed on the host from the call alone.
@@ -320,8 +382,7 @@ impl Launch {
     pub(crate) fn new(call: &QuotientCall<'_>, shape: MatrixShape, sm_count: u32, max_points: usize) -> Self {
         let (program, domain, d) = (call.program, call.domain, call.degree());
         let q = domain.quotient_rows();
-        let registers = program.registers().max(1);
-        let lowered = lower(program);
+        let (lowered, registers) = lower(program);
         let code: Vec<u64> = lowered
             .iter()
             .flat_map(|w| [u64::from(w[0]) | (u64::from(w[1]) << 32), u64::from(w[2]) | (u64::from(w[3]) << 32)])
@@ -518,11 +579,14 @@ mod tests {
             Instr::Mul { dst: 2, a: 0, b: 1 },
             Instr::Fold { src: 2, constraint: 4 },
         ]);
-        let lowered = lower(&ConstraintProgram::new(&instrs).unwrap());
+        let program = ConstraintProgram::new(&instrs).unwrap();
+        let (lowered, registers) = lower(&program);
         let mut expected: Vec<[u32; 4]> =
             (0..4).map(|j| [k::SUB | k::FOLDS, j, next(2 * j), cell(2 * j + 1)]).collect();
         expected.extend([[k::SUB, 0, cell(0), value(3)], [k::MUL | k::FOLDS, 4, 0, k::operand(k::SELECTOR, 0)]]);
         assert_eq!(lowered, expected);
+        // The leaves' registers are gone: one holds the only value read later.
+        assert_eq!((program.registers(), registers), (3, 1));
 
         // A root read again after its fold keeps its register; a leaf's register written by
         // arithmetic reads the register from then on; a fold of a leaf moves it.
@@ -537,29 +601,46 @@ mod tests {
             Instr::Fold { src: 3, constraint: 2 },
             Instr::Fold { src: 0, constraint: 3 },
         ];
+        // (The negation's register is free once the sum reads it, so the sum takes it.)
         assert_eq!(
             lower(&ConstraintProgram::new(&instrs).unwrap()),
-            [
-                [k::NEG, 1, cell(7), 0],
-                [k::MOVE | k::FOLDS, 0, 1, 0],
-                [k::ADD, 0, 1, cell(7)],
-                [k::MUL | k::FOLDS, 1, 0, 0],
-                [k::MOVE | k::FOLDS, 2, next(9), 0],
-                [k::MOVE | k::FOLDS, 3, 0, 0],
-            ]
+            (
+                vec![
+                    [k::NEG, 0, cell(7), 0],
+                    [k::MOVE | k::FOLDS, 0, 0, 0],
+                    [k::ADD, 0, 0, cell(7)],
+                    [k::MUL | k::FOLDS, 1, 0, 0],
+                    [k::MOVE | k::FOLDS, 2, next(9), 0],
+                    [k::MOVE | k::FOLDS, 3, 0, 0],
+                ],
+                1
+            )
         );
 
-        // Registers are numbered by traffic, the busiest first.
+        // Each value takes the lowest free register (the first product 0, the second 1, which
+        // each square then reuses), then the registers are numbered by traffic, the busiest
+        // (the squares') first.
         let instrs = [
-            Instr::Column { dst: 5, col: 1, next: false },
-            Instr::Mul { dst: 2, a: 5, b: 5 },
+            Instr::Column { dst: 0, col: 1, next: false },
+            Instr::Mul { dst: 1, a: 0, b: 0 },
+            Instr::Mul { dst: 2, a: 0, b: 0 },
             Instr::Mul { dst: 2, a: 2, b: 2 },
-            Instr::Mul { dst: 1, a: 2, b: 2 },
-            Instr::Fold { src: 1, constraint: 0 },
+            Instr::Mul { dst: 2, a: 2, b: 2 },
+            Instr::Add { dst: 3, a: 2, b: 1 },
+            Instr::Fold { src: 3, constraint: 0 },
         ];
         assert_eq!(
             lower(&ConstraintProgram::new(&instrs).unwrap()),
-            [[k::MUL, 0, cell(1), cell(1)], [k::MUL, 0, 0, 0], [k::MUL | k::FOLDS, 0, 0, 0]]
+            (
+                vec![
+                    [k::MUL, 1, cell(1), cell(1)],
+                    [k::MUL, 0, cell(1), cell(1)],
+                    [k::MUL, 0, 0, 0],
+                    [k::MUL, 0, 0, 0],
+                    [k::ADD | k::FOLDS, 0, 0, 1],
+                ],
+                2
+            )
         );
 
         // A leaf index too large for an operand is loaded into its register.
@@ -568,7 +649,7 @@ mod tests {
             [Instr::Value { dst: 0, index: big }, Instr::Neg { dst: 1, a: 0 }, Instr::Fold { src: 1, constraint: 0 }];
         assert_eq!(
             lower(&ConstraintProgram::new(&instrs).unwrap()),
-            [[k::VALUE, 0, big, 0], [k::NEG | k::FOLDS, 0, 0, 0]]
+            (vec![[k::VALUE, 0, big, 0], [k::NEG | k::FOLDS, 0, 0, 0]], 1)
         );
     }
 
@@ -577,8 +658,10 @@ mod tests {
     fn launch_of(registers: u32, max_points: usize, log_q: u32) -> super::Launch {
         use backend_api::MatrixShape;
         use backend_api::quotient::{QuotientCall, QuotientDomain};
-        let mut instrs: Vec<Instr> =
-            (0..registers).map(|r| Instr::Column { dst: r, col: r % 4, next: false }).collect();
+        // Each register holds a square until the sum reads it: all live at once.
+        let mut instrs: Vec<Instr> = (0..registers)
+            .flat_map(|r| [Instr::Column { dst: r, col: r % 4, next: false }, Instr::Mul { dst: r, a: r, b: r }])
+            .collect();
         instrs.extend((1..registers).map(|r| Instr::Add { dst: 0, a: 0, b: r }));
         instrs.push(Instr::Fold { src: 0, constraint: 0 });
         let program = ConstraintProgram::new(&instrs).unwrap();

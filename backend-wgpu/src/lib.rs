@@ -28,7 +28,10 @@
 //!   every invocation below llvmpipe's loop limit. Only a software adapter runs it for now: on an
 //!   H100 through Vulkan the conformance check of random programs gave a wrong value that
 //!   llvmpipe does not, so a hardware adapter answers `Unsupported` and callers evaluate on the
-//!   host (never a wrong quotient).
+//!   host (never a wrong quotient). The cause, found on that H100: the table (bound as
+//!   `array<vec4<u32>>`) had an odd number of elements and the last one, a challenge power, lay
+//!   outside the binding's whole `vec4`s and read as 0; tables are padded since, and the decline
+//!   goes once the kernel has run right there.
 //! - **Same plans, same tables.** The in-place transpose executes the schedule of
 //!   [`backend_api::plan::TransposePlan`] (every run-pass batch through the copy shader); the LDE
 //!   uses [`backend_api::field::LdeTwiddles`]. Kernels live in `shaders/wgsl/*.wgsl`.
@@ -523,7 +526,10 @@ impl backend_api::RawBackend for WgpuBackend {
         contract::debug_assert_holds("wgpu quotient_values", || contract::quotient_values(self, lde, shape, call, out));
         // Checked against the reference on software Vulkan only: on an H100 through Vulkan the
         // conformance check of random programs gave a wrong value (2026-12-06), so a hardware
-        // adapter declines the operation and its callers evaluate on the host.
+        // adapter declines the operation and its callers evaluate on the host. The cause found
+        // there (`quotient_diag`, 2026-12-07): the table's last element, outside a binding
+        // rounded down to whole `vec4`s, read as 0; `memory::upload_table` pads it since. The
+        // decline stays until the kernel has run right on hardware.
         if !self.is_software() {
             return Err(backend_api::Error::Unsupported {
                 backend: crate::context::NAME,

@@ -221,4 +221,28 @@ mod tests {
         assert_eq!(ranges(&program, 3, 6), vec![at(0, 3, last), at(3, 6, transition)]);
         assert_eq!(ranges(&program, 3, 4), vec![at(0, 2, last), at(2, 3, 0), at(3, 5, transition), at(5, 6, 0)]);
     }
+
+    /// A table is bound as `array<vec4<u32>>`, whose length counts whole 16-byte words of the
+    /// buffer: every element of a table of any length must lie inside it. (An H100 through Vulkan
+    /// read the last element of an odd-length table as 0; llvmpipe reads past the array, so the
+    /// buffer's size is what is checked here.)
+    #[test]
+    fn every_table_element_lies_inside_the_vec4_array() {
+        let options = crate::WgpuOptions { allow_software: true, ..Default::default() };
+        let Some(backend) = conformance::parity::or_skip(
+            crate::WgpuBackend::new(options),
+            "backend-wgpu every_table_element_lies_inside_the_vec4_array",
+            "REQUIRE_WGPU",
+        ) else {
+            return;
+        };
+        for len in [0usize, 1, 2, 3, 4, 5, 11, 12] {
+            let words: Vec<u64> = (0..len as u64).collect();
+            let table = memory::upload_table(&backend.gpu, &[&words[..len / 2], &words[len / 2..]], "a test table")
+                .expect("upload");
+            let vec4s = table.segs[0].size() / 16;
+            assert!(vec4s * 2 >= len as u64, "{len} elements in {} B: {vec4s} vec4s", table.segs[0].size());
+            assert_eq!(table.len(), len);
+        }
+    }
 }
