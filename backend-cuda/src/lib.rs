@@ -98,14 +98,7 @@ use context::Device;
 /// that computes its constraint, where the program allows. The interpreter's time goes with this
 /// count, not with the program's length.
 pub fn quotient_dispatches(program: &backend_api::quotient::ConstraintProgram) -> usize {
-    quotient::lower(program).0.len()
-}
-
-/// The registers per point the quotient kernel's code for `program` uses: the program's own count
-/// at most, fewer where leaves read in place free the registers that held them. The busiest live
-/// in shared memory, the rest (if any) in a global scratch.
-pub fn quotient_registers(program: &backend_api::quotient::ConstraintProgram) -> usize {
-    quotient::lower(program).1
+    quotient::lower(program).len()
 }
 
 /// The kernel images this binary carries: compiled when the crate was built (the

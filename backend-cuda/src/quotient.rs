@@ -4,23 +4,24 @@
 //!
 //! **The kernel's code.** The program is translated once per call into the kernel's own
 //! instruction set ([`lower`]): leaves read where they lie, folds done by the instruction that
-//! computes the constraint, and registers allocated anew (a leaf no longer takes one). On an H100
-//! (2026-12-07, the prove bench) that took the Fibonacci AIR's quotient at 2^21 points from 11.3
-//! to 8.7 ms.
+//! computes the constraint, one dispatch per arithmetic node of the AIR's DAG.
 //!
 //! **Points per thread.** One by default ([`crate::CudaOptions::quotient_points`]). At
 //! [`POINTS`], where a block's register files for four points fit in 48 KiB of shared memory (the
 //! most a launch gets without opting in), each thread fetches and dispatches an instruction once
-//! for four points: that won on the program's own instructions (9.1 against 11.2 ms on an H200)
-//! and lost on the kernel's code (12.9 against 8.7 ms on an H100, same call, 2026-12-07). One
-//! kernel per extension degree and points per thread ([`kernel_name`]), so each is allocated only
-//! the registers its own accumulators need.
+//! for four points: that won on the program's own instructions (9.1 against 11.2 ms for the
+//! Fibonacci AIR at 2^21 points on an H200) and lost on the kernel's code (12.9 against 8.7 ms on
+//! an H100, same binaries, 2026-12-07). One kernel per extension degree and points per thread
+//! ([`kernel_name`]), so each is allocated only the registers its own accumulators need.
 //!
-//! **The register file.** Each point holds the kernel code's registers: in shared memory where a
-//! block's fit; else the busiest there (numbered by traffic, most first) and the rest in a global
-//! scratch of that many words per point of the grid, whose size bounds the grid
-//! ([`SCRATCH_BYTES`]). Either way register `r` of one point slot of consecutive threads is
-//! consecutive words.
+//! **The register file.** Each point holds `registers` values: in shared memory where a block's
+//! fit; else the busiest registers there (the kernel code numbers them by traffic, most first) and
+//! the rest in a global scratch of that many words per point of the grid, whose size bounds the
+//! grid ([`SCRATCH_BYTES`]). Either way register `r` of one point slot of consecutive threads is
+//! consecutive words. Allocating the kernel code's registers anew (a leaf read in place holds
+//! none) was tried and left the Keccak-f AIR at 259 of its 260: its file holds live arithmetic
+//! values, not leaves. That file is its quotient's bound (47.8 ms at 2^17 points on an H100,
+//! 212 registers in global memory).
 //!
 //! **The cells.** The LDE is row-major, so threads of consecutive points reading one column touch
 //! one 32-byte sector each for 8 useful bytes. A program that walks the columns in order finds
@@ -174,7 +175,7 @@ pub(crate) mod kernel_code {
 /// 1,153, the Keccak-f AIR's 62,180 become 32,605 (`lowered_programs_dispatch_only_arithmetic`
 /// checks the count on a program of that form). A leaf index too large for an operand (2^29 and
 /// up) keeps its load.
-pub(crate) fn lower(program: &ConstraintProgram) -> (Vec<[u32; 4]>, usize) {
+pub(crate) fn lower(program: &ConstraintProgram) -> Vec<[u32; 4]> {
     use backend_api::quotient::Instr;
     use kernel_code as k;
     let instrs: Vec<Instr> = program.instrs().collect();
@@ -240,90 +241,34 @@ pub(crate) fn lower(program: &ConstraintProgram) -> (Vec<[u32; 4]>, usize) {
         leaf[dst as usize] = None;
         out.push([op, dst, a, b]);
     }
-    let registers = allocate(&mut out, registers);
-    (out, registers)
+    by_traffic(&mut out, registers);
+    out
 }
 
-/// The register words of kernel instruction `ins`: the one it writes (`Some` unless it folds) and
-/// those of its operands that name a register (a leaf load's operand is an index, not a register).
-fn register_words(ins: &mut [u32; 4]) -> (Option<&mut u32>, impl Iterator<Item = &mut u32>) {
+/// Renumbers the registers of kernel code `code` by how often it reads and writes each, most
+/// first, so that the part of the register file kept in shared memory takes most of the traffic
+/// ([`Launch::new`]). A renaming changes no value: each register's reads still see its writes.
+fn by_traffic(code: &mut [[u32; 4]], registers: usize) {
     use kernel_code as k;
-    let op = ins[0] & !k::FOLDS;
-    let writes = ins[0] & k::FOLDS == 0;
-    let operands = match op {
-        k::ADD | k::SUB | k::MUL => 2,
-        k::NEG | k::MOVE => 1,
-        _ => 0,
-    };
-    let [_, dst, a, b] = ins;
-    let reads = [(operands >= 1, a), (operands >= 2, b)]
-        .into_iter()
-        .filter(|(used, w)| *used && **w >> k::SOURCE_SHIFT == k::REGISTER)
-        .map(|(_, w)| w);
-    (writes.then_some(dst), reads)
-}
-
-/// Allocates the registers of kernel code `code` (numbered below `registers`) anew and returns how
-/// many it uses, at most `registers`.
-///
-/// The program's own allocation kept every leaf load in a register; once [`lower`] reads leaves
-/// where they lie, most of those registers hold nothing, and the file is what bounds the kernel
-/// (the part past shared memory is global scratch). So each value written gets the lowest free
-/// register, freed after its last read (an instruction reads its operands before it writes, so
-/// its result may take an operand's register). The registers are then numbered
-/// by traffic, most first, so that the part of the file in shared memory takes most of it
-/// ([`Launch::new`]). Neither step changes a value: each read still sees the write it saw.
-fn allocate(code: &mut [[u32; 4]], registers: usize) -> usize {
-    const NONE: usize = usize::MAX;
-    // The instruction whose value each read sees, and the last read of each instruction's value.
-    let mut writer = vec![NONE; registers];
-    let mut last_read = vec![NONE; code.len()];
-    for (j, ins) in code.iter_mut().enumerate() {
-        let (dst, reads) = register_words(ins);
-        for r in reads {
-            // A validated program reads no register before writing it, and lowering keeps that
-            // (a leaf read in place reads no register).
-            last_read[writer[*r as usize]] = j;
-        }
-        if let Some(d) = dst {
-            writer[*d as usize] = j;
-        }
+    // The register words of an instruction: its destination unless it folds, and its operands
+    // that name a register (the leaf loads' operand is an index, not a register).
+    fn registers_of(ins: &mut [u32; 4]) -> impl Iterator<Item = &mut u32> {
+        let op = ins[0] & !k::FOLDS;
+        let writes = ins[0] & k::FOLDS == 0;
+        let operands = match op {
+            k::ADD | k::SUB | k::MUL => 2,
+            k::NEG | k::MOVE => 1,
+            _ => 0,
+        };
+        let [_, dst, a, b] = ins;
+        [(writes, dst), (operands >= 1, a), (operands >= 2, b)]
+            .into_iter()
+            .filter(|(used, w)| *used && **w >> k::SOURCE_SHIFT == k::REGISTER)
+            .map(|(_, w)| w)
     }
-    let mut holder = vec![0u32; registers];
-    let mut value = vec![NONE; registers];
-    let mut free: std::collections::BTreeSet<u32> = std::collections::BTreeSet::new();
-    let mut used = 0u32;
-    for (j, ins) in code.iter_mut().enumerate() {
-        let (dst, reads) = register_words(ins);
-        for r in reads {
-            let old = *r as usize;
-            *r = holder[old];
-            if last_read[value[old]] == j {
-                free.insert(holder[old]);
-            }
-        }
-        if let Some(d) = dst {
-            let new = free.pop_first().unwrap_or_else(|| {
-                used += 1;
-                used - 1
-            });
-            (holder[*d as usize], value[*d as usize]) = (new, j);
-            *d = new;
-            if last_read[j] == NONE {
-                free.insert(new);
-            }
-        }
-    }
-    by_traffic(code, used.max(1) as usize)
-}
-
-/// Renumbers the registers of kernel code `code` (below `registers`) by how often it reads and
-/// writes each, most first; returns `registers`.
-fn by_traffic(code: &mut [[u32; 4]], registers: usize) -> usize {
     let mut traffic = vec![0u64; registers];
     for ins in code.iter_mut() {
-        let (dst, reads) = register_words(ins);
-        for r in dst.into_iter().chain(reads) {
+        for r in registers_of(ins) {
             traffic[*r as usize] += 1;
         }
     }
@@ -334,12 +279,10 @@ fn by_traffic(code: &mut [[u32; 4]], registers: usize) -> usize {
         rename[old as usize] = new as u32;
     }
     for ins in code.iter_mut() {
-        let (dst, reads) = register_words(ins);
-        for r in dst.into_iter().chain(reads) {
+        for r in registers_of(ins) {
             *r = rename[*r as usize];
         }
     }
-    registers
 }
 
 /// What one call of [`quotient_values`] launches, computed on the host from the call alone.
@@ -382,7 +325,8 @@ impl Launch {
     pub(crate) fn new(call: &QuotientCall<'_>, shape: MatrixShape, sm_count: u32, max_points: usize) -> Self {
         let (program, domain, d) = (call.program, call.domain, call.degree());
         let q = domain.quotient_rows();
-        let (lowered, registers) = lower(program);
+        let registers = program.registers().max(1);
+        let lowered = lower(program);
         let code: Vec<u64> = lowered
             .iter()
             .flat_map(|w| [u64::from(w[0]) | (u64::from(w[1]) << 32), u64::from(w[2]) | (u64::from(w[3]) << 32)])
@@ -579,14 +523,11 @@ mod tests {
             Instr::Mul { dst: 2, a: 0, b: 1 },
             Instr::Fold { src: 2, constraint: 4 },
         ]);
-        let program = ConstraintProgram::new(&instrs).unwrap();
-        let (lowered, registers) = lower(&program);
+        let lowered = lower(&ConstraintProgram::new(&instrs).unwrap());
         let mut expected: Vec<[u32; 4]> =
             (0..4).map(|j| [k::SUB | k::FOLDS, j, next(2 * j), cell(2 * j + 1)]).collect();
         expected.extend([[k::SUB, 0, cell(0), value(3)], [k::MUL | k::FOLDS, 4, 0, k::operand(k::SELECTOR, 0)]]);
         assert_eq!(lowered, expected);
-        // The leaves' registers are gone: one holds the only value read later.
-        assert_eq!((program.registers(), registers), (3, 1));
 
         // A root read again after its fold keeps its register; a leaf's register written by
         // arithmetic reads the register from then on; a fold of a leaf moves it.
@@ -601,46 +542,29 @@ mod tests {
             Instr::Fold { src: 3, constraint: 2 },
             Instr::Fold { src: 0, constraint: 3 },
         ];
-        // (The negation's register is free once the sum reads it, so the sum takes it.)
         assert_eq!(
             lower(&ConstraintProgram::new(&instrs).unwrap()),
-            (
-                vec![
-                    [k::NEG, 0, cell(7), 0],
-                    [k::MOVE | k::FOLDS, 0, 0, 0],
-                    [k::ADD, 0, 0, cell(7)],
-                    [k::MUL | k::FOLDS, 1, 0, 0],
-                    [k::MOVE | k::FOLDS, 2, next(9), 0],
-                    [k::MOVE | k::FOLDS, 3, 0, 0],
-                ],
-                1
-            )
+            [
+                [k::NEG, 1, cell(7), 0],
+                [k::MOVE | k::FOLDS, 0, 1, 0],
+                [k::ADD, 0, 1, cell(7)],
+                [k::MUL | k::FOLDS, 1, 0, 0],
+                [k::MOVE | k::FOLDS, 2, next(9), 0],
+                [k::MOVE | k::FOLDS, 3, 0, 0],
+            ]
         );
 
-        // Each value takes the lowest free register (the first product 0, the second 1, which
-        // each square then reuses), then the registers are numbered by traffic, the busiest
-        // (the squares') first.
+        // Registers are numbered by traffic, the busiest first.
         let instrs = [
-            Instr::Column { dst: 0, col: 1, next: false },
-            Instr::Mul { dst: 1, a: 0, b: 0 },
-            Instr::Mul { dst: 2, a: 0, b: 0 },
+            Instr::Column { dst: 5, col: 1, next: false },
+            Instr::Mul { dst: 2, a: 5, b: 5 },
             Instr::Mul { dst: 2, a: 2, b: 2 },
-            Instr::Mul { dst: 2, a: 2, b: 2 },
-            Instr::Add { dst: 3, a: 2, b: 1 },
-            Instr::Fold { src: 3, constraint: 0 },
+            Instr::Mul { dst: 1, a: 2, b: 2 },
+            Instr::Fold { src: 1, constraint: 0 },
         ];
         assert_eq!(
             lower(&ConstraintProgram::new(&instrs).unwrap()),
-            (
-                vec![
-                    [k::MUL, 1, cell(1), cell(1)],
-                    [k::MUL, 0, cell(1), cell(1)],
-                    [k::MUL, 0, 0, 0],
-                    [k::MUL, 0, 0, 0],
-                    [k::ADD | k::FOLDS, 0, 0, 1],
-                ],
-                2
-            )
+            [[k::MUL, 0, cell(1), cell(1)], [k::MUL, 0, 0, 0], [k::MUL | k::FOLDS, 0, 0, 0]]
         );
 
         // A leaf index too large for an operand is loaded into its register.
@@ -649,7 +573,7 @@ mod tests {
             [Instr::Value { dst: 0, index: big }, Instr::Neg { dst: 1, a: 0 }, Instr::Fold { src: 1, constraint: 0 }];
         assert_eq!(
             lower(&ConstraintProgram::new(&instrs).unwrap()),
-            (vec![[k::VALUE, 0, big, 0], [k::NEG | k::FOLDS, 0, 0, 0]], 1)
+            [[k::VALUE, 0, big, 0], [k::NEG | k::FOLDS, 0, 0, 0]]
         );
     }
 
@@ -658,10 +582,8 @@ mod tests {
     fn launch_of(registers: u32, max_points: usize, log_q: u32) -> super::Launch {
         use backend_api::MatrixShape;
         use backend_api::quotient::{QuotientCall, QuotientDomain};
-        // Each register holds a square until the sum reads it: all live at once.
-        let mut instrs: Vec<Instr> = (0..registers)
-            .flat_map(|r| [Instr::Column { dst: r, col: r % 4, next: false }, Instr::Mul { dst: r, a: r, b: r }])
-            .collect();
+        let mut instrs: Vec<Instr> =
+            (0..registers).map(|r| Instr::Column { dst: r, col: r % 4, next: false }).collect();
         instrs.extend((1..registers).map(|r| Instr::Add { dst: 0, a: 0, b: r }));
         instrs.push(Instr::Fold { src: 0, constraint: 0 });
         let program = ConstraintProgram::new(&instrs).unwrap();

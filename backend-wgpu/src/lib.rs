@@ -528,7 +528,7 @@ impl backend_api::RawBackend for WgpuBackend {
         // conformance check of random programs gave a wrong value (2026-12-06), so a hardware
         // adapter declines the operation and its callers evaluate on the host. The cause found
         // there (`quotient_diag`, 2026-12-07): the table's last element, outside a binding
-        // rounded down to whole `vec4`s, read as 0; `memory::upload_table` pads it since. The
+        // rounded down to whole `vec4`s, read as 0; the table is padded since. The
         // decline stays until the kernel has run right on hardware.
         if !self.is_software() {
             return Err(backend_api::Error::Unsupported {

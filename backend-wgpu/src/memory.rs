@@ -278,21 +278,15 @@ pub(crate) fn upload_table(gpu: &Arc<Gpu>, parts: &[&[u64]], what: &str) -> Resu
     let len: usize = parts.iter().map(|p| p.len()).sum();
     let bytes = len * 8;
     let limit = gpu.hw.limits.max_storage_buffer_binding_size.min(gpu.hw.limits.max_buffer_size) as usize;
-    // The buffer is a whole number of 16-byte words: a kernel binds a table as `array<vec4<u32>>`,
-    // whose length is the binding's size in 16-byte words, rounded down, so an odd number of
-    // elements would leave the last one outside the array. An adapter with robust buffer access
-    // then reads 0 there (an H100 through Vulkan did, for the last challenge power of a quotient
-    // table), where llvmpipe read the element; the padding is zero (wgpu zeroes new buffers).
-    let padded = bytes.max(16).next_multiple_of(16);
-    if padded > limit {
+    if bytes > limit {
         return Err(Error::InvalidArgument(format!(
-            "{NAME}: {what} take {padded} B, over one storage binding (max_storage_buffer_binding_size / \
+            "{NAME}: {what} take {bytes} B, over one storage binding (max_storage_buffer_binding_size / \
              max_buffer_size {limit} B)"
         )));
     }
-    let reserved = gpu.tracker.reserve(padded)?;
+    let reserved = gpu.tracker.reserve(bytes)?;
     let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST;
-    let seg = match gpu.create_buffer("backend-wgpu table", padded as u64, usage) {
+    let seg = match gpu.create_buffer("backend-wgpu table", bytes.max(8) as u64, usage) {
         Ok(b) => b,
         Err(e) => {
             gpu.tracker.refuse(reserved)?;

@@ -475,9 +475,8 @@ fn describe_program<A: p3_air::Air<p3_uni_stark::SymbolicAirBuilder<Val>> + p3_a
             );
             #[cfg(feature = "cuda")]
             println!(
-                "PROGRAM {label}: {} instructions dispatched by the CUDA kernel, {} registers",
-                backend_cuda::quotient_dispatches(p),
-                backend_cuda::quotient_registers(p)
+                "PROGRAM {label}: {} instructions dispatched by the CUDA kernel",
+                backend_cuda::quotient_dispatches(p)
             );
         }
         Err(e) => println!("PROGRAM {label}: not compiled ({e})"),

@@ -139,7 +139,7 @@ impl Words {
 }
 
 /// A random program of about `len` instructions over `registers` registers (every one written
-/// first and folded last, so the program declares them all and keeps most live), reading `cols` columns (`spread`: anywhere;
+/// once first, so the program declares them all), reading `cols` columns (`spread`: anywhere;
 /// else in column order) and `values` values, folding `constraints` constraints.
 fn program(
     g: &mut Words,
@@ -156,15 +156,12 @@ fn program(
         col = if spread { g.below(cols) } else { (col + 1) % cols };
         Instr::Column { dst, col: col as u32, next: g.below(2) == 1 }
     };
-    // Each register first holds a leaf's negation: an arithmetic value, which the kernel code
-    // keeps in a register (a leaf it reads where it lies).
     for r in 0..registers as u32 {
         instrs.push(match g.below(4) {
             0 if values > 0 => Instr::Value { dst: r, index: g.below(values) as u32 },
             1 => Instr::Selector { dst: r, which: Selector::ALL[g.below(3)] },
             _ => load(g, r),
         });
-        instrs.push(Instr::Neg { dst: r, a: r });
     }
     let mut folded = 0;
     while instrs.len() < registers + len || folded < constraints {
@@ -188,12 +185,6 @@ fn program(
                 Instr::Fold { src, constraint: ((folded - 1) % constraints) as u32 }
             }
         });
-    }
-    // Every register's last value is folded at the end, so that most are live at once and the
-    // kernel code keeps nearly as many registers as the program (a global file where they are
-    // many).
-    for r in 0..registers as u32 {
-        instrs.push(Instr::Fold { src: r, constraint: r % constraints as u32 });
     }
     ConstraintProgram::new(&instrs).expect("a random program is well formed")
 }
