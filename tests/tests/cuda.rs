@@ -38,15 +38,17 @@ fn coset_lde_from_host_in_column_groups() {
     }
 }
 
-/// The quotient checks again at one point per thread (`quotient_points: 1`): the suite above runs
-/// the default, where a program whose register file fits four points per thread in shared memory
-/// evaluates four at once, so that both kernels of each degree are checked against the reference.
+/// The quotient checks again at four points per thread (`quotient_points:`
+/// [`backend_cuda::QUOTIENT_POINTS`]): the suite above runs the default, one point per thread;
+/// here a program whose register file fits four points per thread in shared memory evaluates four
+/// at once, so that both kernels of each degree are checked against the reference.
 #[test]
-fn quotient_values_one_point_per_thread() {
+fn quotient_values_four_points_per_thread() {
+    let points = backend_cuda::QUOTIENT_POINTS;
     let made = backend_cuda::CudaOptions::from_env()
-        .and_then(|o| backend_cuda::CudaBackend::open(0, backend_cuda::CudaOptions { quotient_points: 1, ..o }));
+        .and_then(|o| backend_cuda::CudaBackend::open(0, backend_cuda::CudaOptions { quotient_points: points, ..o }));
     let Some(backend) =
-        conformance::parity::or_skip(made, "cuda::quotient_values_one_point_per_thread", "REQUIRE_CUDA")
+        conformance::parity::or_skip(made, "cuda::quotient_values_four_points_per_thread", "REQUIRE_CUDA")
     else {
         return;
     };
