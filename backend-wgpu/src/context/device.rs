@@ -3,6 +3,8 @@
 //! device timer.
 
 use std::collections::HashMap;
+use std::mem::ManuallyDrop;
+use std::ops::Deref;
 use std::sync::{Arc, Mutex};
 
 use backend_api::fault::AllocTracker;
@@ -14,8 +16,33 @@ use super::fault::{Faults, WgpuError, device_error};
 use super::timer::Timer;
 use super::{NAME, lock};
 
+/// Opening and closing devices, one at a time in a process: on an H100 through Vulkan (driver
+/// 580), backends opened and dropped from six threads at once hung, or crashed the process beside
+/// CUDA backends, where one thread at a time never did (`open_concurrently` in `lab/wgpu-probes`,
+/// 2026-12-07). Operations on open devices are not serialised.
+static LIFECYCLE: Mutex<()> = Mutex::new(());
+
+/// The device and everything shared by the operations on it ([`State`]), opened and dropped
+/// under [`LIFECYCLE`].
+pub(crate) struct Gpu(ManuallyDrop<State>);
+
+impl Deref for Gpu {
+    type Target = State;
+    fn deref(&self) -> &State {
+        &self.0
+    }
+}
+
+impl Drop for Gpu {
+    fn drop(&mut self) {
+        let _one_at_a_time = lock(&LIFECYCLE);
+        // SAFETY: dropped once, here, and never used again.
+        unsafe { ManuallyDrop::drop(&mut self.0) }
+    }
+}
+
 /// The device and everything shared by the operations on it.
-pub(crate) struct Gpu {
+pub(crate) struct State {
     /// The device, its queue and what the adapter reports ([`adapter::open`]).
     pub hw: Opened,
     /// Freed segments kept for reuse (see `memory::alloc`).
@@ -37,10 +64,11 @@ pub(crate) struct Gpu {
 impl Gpu {
     /// Opens the best adapter ([`adapter::open`]) and sets up what every operation shares.
     pub fn new(setup: &Setup) -> Result<Arc<Gpu>> {
+        let one_at_a_time = lock(&LIFECYCLE);
         let o = adapter::open(setup)?;
         let faults = Faults::install(&o.device);
         let bindings = Bindings::new(&o.device);
-        let gpu = Gpu {
+        let state = State {
             hw: o,
             pool: Mutex::new(crate::memory::Pool::default()),
             staging: Mutex::new(crate::staging::Rings::default()),
@@ -52,10 +80,14 @@ impl Gpu {
             record: Mutex::new(()),
             timer: Mutex::new(None),
         };
-        gpu.check("device setup")?;
-        Ok(Arc::new(gpu))
+        // A failed setup drops the device here, still under the lock.
+        state.check("device setup")?;
+        drop(one_at_a_time);
+        Ok(Arc::new(Gpu(ManuallyDrop::new(state))))
     }
+}
 
+impl State {
     /// Elements per segment.
     pub fn seg_elems(&self) -> usize {
         1usize << self.hw.seg_shift
