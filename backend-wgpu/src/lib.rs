@@ -25,13 +25,10 @@
 //!   registers live in a scratch buffer laid out register-major (`[register * threads + point]`),
 //!   so that neighbouring invocations touch neighbouring words; the host cuts a call into
 //!   dispatches of at most 2^16 points, and the program into ranges of instructions that keep
-//!   every invocation below llvmpipe's loop limit. Only a software adapter runs it for now: on an
-//!   H100 through Vulkan the conformance check of random programs gave a wrong value that
-//!   llvmpipe does not, so a hardware adapter answers `Unsupported` and callers evaluate on the
-//!   host (never a wrong quotient). The cause, found on that H100: the table (bound as
-//!   `array<vec4<u32>>`) had an odd number of elements and the last one, a challenge power, lay
-//!   outside the binding's whole `vec4`s and read as 0; tables are padded since, and the decline
-//!   goes once the kernel has run right there.
+//!   every invocation below llvmpipe's loop limit. The table is padded to whole `vec4`s: bound as
+//!   `array<vec4<u32>>`, a buffer's length rounds down to whole 16-byte words, and an H100 through
+//!   Vulkan read an odd table's last element (a challenge power) as 0 where llvmpipe read it
+//!   anyway. Checked on llvmpipe in CI and on an H100 through Vulkan (2026-12-07).
 //! - **Same plans, same tables.** The in-place transpose executes the schedule of
 //!   [`backend_api::plan::TransposePlan`] (every run-pass batch through the copy shader); the LDE
 //!   uses [`backend_api::field::LdeTwiddles`]. Kernels live in `shaders/wgsl/*.wgsl`.
@@ -205,26 +202,6 @@ impl WgpuBackend {
         kernels.extend(transpose::KERNELS);
         let threads = std::thread::available_parallelism().map_or(4, |n| n.get());
         self.gpu.prepare(&kernels, threads)
-    }
-
-    /// [`Backend::quotient_values`] on any adapter: the backend's own method declines hardware
-    /// adapters until their results are verified (a wrong value on an H100 through Vulkan,
-    /// 2026-12-06), this one runs the kernel there too, after the same checks as the front. For
-    /// the lab's diagnosis (`lab/wgpu-probes`, `quotient_diag`), not for proofs.
-    ///
-    /// # Errors
-    /// As [`Backend::quotient_values`], without the refusal of hardware adapters.
-    #[doc(hidden)]
-    pub fn quotient_values_unverified(
-        &self,
-        lde: &WgpuBuffer,
-        shape: MatrixShape,
-        call: &backend_api::QuotientCall<'_>,
-        out: &mut WgpuBuffer,
-    ) -> Result<()> {
-        contract::quotient_values(self, lde, shape, call, out)?;
-        self.gpu.check("quotient_values")?;
-        quotient::quotient_values(&self.gpu, lde, shape, call, out)
     }
 
     /// Whether the device is a software rasteriser (`DeviceType::Cpu`, e.g. llvmpipe).
@@ -524,18 +501,6 @@ impl backend_api::RawBackend for WgpuBackend {
         out: &mut WgpuBuffer,
     ) -> Result<()> {
         contract::debug_assert_holds("wgpu quotient_values", || contract::quotient_values(self, lde, shape, call, out));
-        // Checked against the reference on software Vulkan only: on an H100 through Vulkan the
-        // conformance check of random programs gave a wrong value (2026-12-06), so a hardware
-        // adapter declines the operation and its callers evaluate on the host. The cause found
-        // there (`quotient_diag`, 2026-12-07): the table's last element, outside a binding
-        // rounded down to whole `vec4`s, read as 0; the table is padded since. The
-        // decline stays until the kernel has run right on hardware.
-        if !self.is_software() {
-            return Err(backend_api::Error::Unsupported {
-                backend: crate::context::NAME,
-                op: "quotient_values (not yet verified on hardware adapters)",
-            });
-        }
         self.gpu.check("quotient_values")?;
         quotient::quotient_values(&self.gpu, lde, shape, call, out)
     }

@@ -664,14 +664,6 @@ fn quotient_beyond_one_dispatch_matches_the_naive_reference() {
         let call = QuotientCall { program: &program, domain, values: &values, alpha_powers: &alpha_powers };
         let expected = reference::quotient_values(&lde, cols, &program, domain, &values, &alpha_powers);
         both(|b| {
-            if !b.is_software() {
-                // backend-wgpu's `quotient_values`: a hardware adapter declines it for now.
-                reference::skip::announce(format_args!(
-                    "quotient_beyond_one_dispatch_matches_the_naive_reference: {} declines quotient_values",
-                    b.adapter_info().name
-                ));
-                return;
-            }
             let dev = b.upload(&lde).unwrap();
             let mut out = b.alloc(expected.len()).unwrap();
             b.quotient_values(&dev, shape, &call, &mut out).unwrap();

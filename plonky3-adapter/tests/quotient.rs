@@ -113,11 +113,6 @@ fn toy_port_quotients_are_plonky3s() {
 fn wgpu_quotients_are_plonky3s() {
     use backend_wgpu::{WgpuBackend, WgpuOptions};
     match WgpuBackend::new(WgpuOptions { allow_software: true, ..Default::default() }) {
-        Ok(b) if !b.is_software() => common::skip(
-            "plonky3_adapter quotient::wgpu",
-            "a hardware adapter declines quotient_values",
-            "REQUIRE_WGPU_QUOTIENT",
-        ),
         Ok(b) => every_air_matches_plonky3(&b),
         Err(e) => common::skip("plonky3_adapter quotient::wgpu", e, "REQUIRE_WGPU"),
     }
@@ -134,10 +129,9 @@ fn cuda_quotients_are_plonky3s() {
 }
 
 /// Proofs of every AIR through [`plonky3_adapter::prove`] on `backend`, Keccak and Poseidon2
-/// MMCS, are the stock proofs' bytes and verify; where `device`, their quotients were evaluated on
-/// the device and the trace's LDE never came down, otherwise (a backend that declines the
-/// operation) on the host over the LDE's one download.
-fn device_proofs_are_stock<B: Backend + 'static>(backend: Arc<B>, device: bool) {
+/// MMCS, are the stock proofs' bytes and verify; their quotients were evaluated on the device and
+/// the trace's LDE never came down.
+fn device_proofs_are_stock<B: Backend + 'static>(backend: Arc<B>) {
     use common::stark::{
         FibonacciAir, blake3_trace, config, device_prove_checked_against, fibonacci_trace, fused_config, keccak_trace,
         poseidon2, poseidon2_air, poseidon2_trace, prove_checked_against,
@@ -167,22 +161,14 @@ fn device_proofs_are_stock<B: Backend + 'static>(backend: Arc<B>, device: bool) 
     check("Poseidon2", want, device_prove_checked_against(&ours, &stock, &air, trace, &[]));
 
     let stats = ours.pcs().stats();
-    let (on_device, on_host) = if device { (4, 0) } else { (0, 4) };
-    assert_eq!(
-        (stats.device_quotients, stats.host_quotients, stats.device_errors),
-        (on_device, on_host, 0),
-        "{stats:?}"
-    );
-    // The quotient's chunks were committed on the device either way: from the values left there,
-    // or from the host's uploaded once.
+    assert_eq!((stats.device_quotients, stats.host_quotients, stats.device_errors), (4, 0, 0), "{stats:?}");
+    // The quotient's chunks were committed on the device, from the values left there.
     assert_eq!((stats.device_quotient_commits, stats.stock_commits), (4, 0), "{stats:?}");
     // With the quotient on the device, neither the trace's LDE nor the quotient's came down: the
     // queries' rows were gathered on the device, one download per commitment's query openings.
     let trees = ours.pcs().mmcs().stats();
-    assert_eq!(trees.lde_downloads, on_host, "{trees:?}");
-    if device {
-        assert!(trees.lde_row_downloads >= 8, "{trees:?}");
-    }
+    assert_eq!(trees.lde_downloads, 0, "{trees:?}");
+    assert!(trees.lde_row_downloads >= 8, "{trees:?}");
 
     // The Poseidon2 MMCS and duplex challenger.
     let stock = poseidon2::stock();
@@ -192,22 +178,18 @@ fn device_proofs_are_stock<B: Backend + 'static>(backend: Arc<B>, device: bool) 
     let want = prove_checked_against(&stock, &stock, &air, trace.clone(), &public);
     check("Fibonacci, Poseidon2 MMCS", want, device_prove_checked_against(&ours, &stock, &air, trace, &public));
     let stats = ours.pcs().stats();
-    assert_eq!(
-        (stats.device_quotients, stats.host_quotients, stats.device_quotient_commits),
-        (usize::from(device), usize::from(!device), 1),
-        "{stats:?}"
-    );
-    assert_eq!(ours.pcs().mmcs().stats().lde_downloads, usize::from(!device));
+    assert_eq!((stats.device_quotients, stats.host_quotients, stats.device_quotient_commits), (1, 0, 1), "{stats:?}");
+    assert_eq!(ours.pcs().mmcs().stats().lde_downloads, 0);
 }
 
 #[test]
 fn cpu_device_proofs_are_stock() {
-    device_proofs_are_stock(Arc::new(CpuBackend::new()), true);
+    device_proofs_are_stock(Arc::new(CpuBackend::new()));
 }
 
 #[test]
 fn toy_port_device_proofs_are_stock() {
-    device_proofs_are_stock(Arc::new(toy_backend::ToyBackend::new()), true);
+    device_proofs_are_stock(Arc::new(toy_backend::ToyBackend::new()));
 }
 
 #[cfg(feature = "wgpu")]
@@ -215,11 +197,7 @@ fn toy_port_device_proofs_are_stock() {
 fn wgpu_device_proofs_are_stock() {
     use backend_wgpu::{WgpuBackend, WgpuOptions};
     match WgpuBackend::new(WgpuOptions { allow_software: true, ..Default::default() }) {
-        // A hardware adapter declines the quotient for now (backend-wgpu's `quotient_values`).
-        Ok(b) => {
-            let software = b.is_software();
-            device_proofs_are_stock(Arc::new(b), software)
-        }
+        Ok(b) => device_proofs_are_stock(Arc::new(b)),
         Err(e) => common::skip("plonky3_adapter quotient::wgpu proofs", e, "REQUIRE_WGPU"),
     }
 }
@@ -229,7 +207,7 @@ fn wgpu_device_proofs_are_stock() {
 fn cuda_device_proofs_are_stock() {
     use backend_cuda::CudaBackend;
     match BackendDft::<CudaBackend>::default().backend() {
-        Ok(b) => device_proofs_are_stock(b, true),
+        Ok(b) => device_proofs_are_stock(b),
         Err(reason) => common::skip("plonky3_adapter quotient::cuda proofs", &reason, "REQUIRE_CUDA"),
     }
 }

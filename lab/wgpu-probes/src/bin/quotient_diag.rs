@@ -5,9 +5,6 @@
 //! against the naive reference. Prints one line per case (`ok`, or the first point that differs
 //! with both values) and a summary; exits 1 when any case differs.
 //!
-//! The backend's own `quotient_values` declines hardware adapters until they are verified; this
-//! probe runs the kernel there through `WgpuBackend::quotient_values_unverified`.
-//!
 //! ```sh
 //! cargo run --release -p wgpu-probes --bin quotient_diag -- [--software]
 //! ```
@@ -135,7 +132,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     let want = naive_reference::quotient_values(&host, cols, program, domain, &values, &alpha);
                     let lde = b.upload(&host)?;
                     let mut out = b.upload(&vec![0xdead_beef; want.len()])?;
-                    let got = match b.quotient_values_unverified(&lde, shape, &call, &mut out) {
+                    let got = match b.quotient_values(&lde, shape, &call, &mut out) {
                         Ok(()) => b.download_vec(&out)?,
                         Err(e) => {
                             failed += 1;
