@@ -18,10 +18,10 @@
 //! fit; else the busiest registers there (the kernel code numbers them by traffic, most first) and
 //! the rest in a global scratch of that many words per point of the grid, whose size bounds the
 //! grid ([`SCRATCH_BYTES`]). Either way register `r` of one point slot of consecutive threads is
-//! consecutive words. Allocating the kernel code's registers anew (a leaf read in place holds
-//! none) was tried and left the Keccak-f AIR at 259 of its 260: its file holds live arithmetic
-//! values, not leaves. That file is its quotient's bound (47.8 ms at 2^17 points on an H100,
-//! 212 registers in global memory).
+//! consecutive words. How many registers a program needs is the compiler's order: the Keccak-f
+//! AIR's program in Plonky3's constraint order needed 260 (212 of them in global memory: 47.8
+//! ms at 2^17 points on an H100, its quotient's bound), and 35 in the order plonky3-adapter's
+//! compiler now takes, which fit in shared memory.
 //!
 //! **The cells.** The LDE is row-major, so threads of consecutive points reading one column touch
 //! one 32-byte sector each for 8 useful bytes. A program that walks the columns in order finds
