@@ -41,6 +41,7 @@
 //! counters they read are not disturbed by other checks. `CONFORMANCE_SEED=<u64>` perturbs every
 //! generator seed, for a wider sweep than the fixed default.
 
+use std::cell::RefCell;
 use std::fmt;
 use std::sync::Mutex;
 
@@ -345,9 +346,12 @@ pub fn run_check<B: Backend>(
     run_or_skip(backend, backend_name, name, require_env, required, |b| run_check_outcome(b, name, check));
 }
 
-/// The variable whose value `all` makes an optional operation the backend does not implement a
-/// failure, or `None` (the default): see [`require_optional`].
-static OPTIONAL_REQUIRED: Mutex<Option<String>> = Mutex::new(None);
+thread_local! {
+    /// The variable whose value `all` makes an optional operation the backend does not implement a
+    /// failure, or `None` (the default): see [`require_optional`]. Per thread, because tests run
+    /// in parallel threads of one process and each sets it from its own variable.
+    static OPTIONAL_REQUIRED: RefCell<Option<String>> = const { RefCell::new(None) };
+}
 
 /// Whether the checks run after this call require every optional operation
 /// ([`Backend::row_dot_products`], [`Backend::column_dot_products`], [`Backend::fri_fold`],
@@ -355,15 +359,16 @@ static OPTIONAL_REQUIRED: Mutex<Option<String>> = Mutex::new(None);
 /// with `Some(variable)`, a backend that answers [`Error::Unsupported`] fails the check that asked
 /// (the failure names `<variable>=all`); with `None`, the check prints `SKIPPED` and passes. The
 /// tests [`conformance_suite!`] generates set it from their variable (`REQUIRE_<PORT>=all`); a
-/// port that drives the suite itself ([`run_all`]) sets it here.
+/// port that drives the suite itself ([`run_all`]) sets it here. The setting is the calling
+/// thread's: it applies to the checks this thread runs, never to another test's.
 pub fn require_optional(variable: Option<&str>) {
-    *OPTIONAL_REQUIRED.lock().unwrap_or_else(|p| p.into_inner()) = variable.map(str::to_owned);
+    OPTIONAL_REQUIRED.with(|v| *v.borrow_mut() = variable.map(str::to_owned));
 }
 
 /// The outcome of a check whose backend answered [`Error::Unsupported`] for an optional
 /// operation: a visible `SKIPPED` line and a pass, or a failure under [`require_optional`].
 pub(crate) fn unsupported<B: Backend>(backend: &B, check: &str, e: &Error) -> Outcome {
-    match OPTIONAL_REQUIRED.lock().unwrap_or_else(|p| p.into_inner()).as_deref() {
+    match OPTIONAL_REQUIRED.with(|v| v.borrow().clone()).as_deref() {
         Some(variable) => Err(Failure(format!(
             "{check}: {e}, and {variable}=all requires every optional operation (set {variable}=1 to let \
              it skip)"
