@@ -4,6 +4,8 @@
 //! images are embedded in the crate (`src/embedded.rs` reads the table written here), keyed as
 //! the run-time kernel cache keys them. Without NVRTC the build succeeds without images and the
 //! crate compiles its kernels at run time, as it does for an architecture without an image.
+//! Compiled images are also kept in `<target>/kernel-images`, so that the builds of other profiles
+//! in the same target directory (a check and a test build) reuse them instead of compiling again.
 //!
 //! NVRTC is found as the run time finds it (the loader path: `LD_LIBRARY_PATH`, the pip wheel
 //! `nvidia-cuda-nvrtc`'s `lib` folder put there), then in a CUDA install (`CUDA_PATH`,
@@ -71,6 +73,7 @@ fn main() {
     let archs = kernel_units::embed_archs(&nvrtc.supported_archs());
     let images_dir = out.join("kernel-images");
     std::fs::create_dir_all(&images_dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", images_dir.display()));
+    let shared = shared_images_dir(&out);
 
     // Every (unit, architecture), the heavy files first so that the long compiles start early.
     struct Job {
@@ -104,20 +107,25 @@ fn main() {
         for _ in 0..threads {
             s.spawn(|| {
                 while let Some(job) = jobs.get(next.fetch_add(1, Ordering::Relaxed)) {
-                    let path = images_dir.join(format!("{}.cubin", job.key));
+                    let name = format!("{}.cubin", job.key);
+                    let path = images_dir.join(&name);
                     // An image under its key was compiled from exactly these inputs by this NVRTC
-                    // (written whole, through a rename), by an earlier run of this script.
+                    // (written whole, through a rename), by an earlier run of this script, for
+                    // this build or another profile's.
                     if path.is_file() {
+                        continue;
+                    }
+                    if let Some(image) = shared.as_ref().and_then(|dir| std::fs::read(dir.join(&name)).ok()) {
+                        write_whole(&path, &image);
                         continue;
                     }
                     let options = kernel_units::unit_options(&format!("sm_{}", job.arch), job.kernel);
                     match nvrtc.compile(job.file, job.text, shaders::cuda::HEADERS, &options) {
                         Ok(image) => {
-                            let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-                            write(&tmp, &image);
-                            std::fs::rename(&tmp, &path).unwrap_or_else(|e| {
-                                panic!("cannot rename {} to {}: {e}", tmp.display(), path.display())
-                            });
+                            write_whole(&path, &image);
+                            if let Some(dir) = &shared {
+                                write_whole(&dir.join(&name), &image);
+                            }
                             compiled.fetch_add(1, Ordering::Relaxed);
                         }
                         Err(log) => {
@@ -138,6 +146,15 @@ fn main() {
     if let Ok(entries) = std::fs::read_dir(&images_dir) {
         for e in entries.flatten() {
             if !keep.contains(&e.file_name().to_string_lossy().into_owned()) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+    // In the shared directory only whole images: another build may be writing a temporary file.
+    if let Some(entries) = shared.as_ref().and_then(|dir| std::fs::read_dir(dir).ok()) {
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".cubin") && !keep.contains(&name) {
                 let _ = std::fs::remove_file(e.path());
             }
         }
@@ -192,6 +209,30 @@ fn empty_table(reason: &str) -> Vec<u8> {
          pub(crate) static IMAGES: &[Image] = &[];\n"
     )
     .into_bytes()
+}
+
+/// The images every profile's build of this target directory shares (`<target>/kernel-images`,
+/// from `OUT_DIR` = `<target>/<profile>/build/<package>/out`): a `cargo clippy` or dev build and a
+/// `cargo test` build (the test profile, another `OUT_DIR`) compile each unit once between them.
+/// Images are keyed by their inputs and NVRTC's version, so a shared one is the image this build
+/// would compile. `None` (each build compiles its own) for an `OUT_DIR` of another layout, or
+/// when the directory cannot be made.
+fn shared_images_dir(out: &Path) -> Option<PathBuf> {
+    let build = out.parent()?.parent()?;
+    if build.file_name()? != "build" {
+        return None;
+    }
+    let dir = build.parent()?.parent()?.join("kernel-images");
+    std::fs::create_dir_all(&dir).ok().map(|()| dir)
+}
+
+/// Writes `bytes` to `path` whole: through a file of this process's, renamed into place, so that
+/// a concurrent build never reads a partial image.
+fn write_whole(path: &Path, bytes: &[u8]) {
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    write(&tmp, bytes);
+    std::fs::rename(&tmp, path)
+        .unwrap_or_else(|e| panic!("cannot rename {} to {}: {e}", tmp.display(), path.display()));
 }
 
 fn write(path: &Path, bytes: &[u8]) {
