@@ -160,6 +160,10 @@ impl WgpuBackend {
     /// Opens the best adapter wgpu finds (discrete, then integrated, then virtual or other GPUs,
     /// then — only with `allow_software` — a CPU adapter).
     ///
+    /// Any thread may call it, several at once: a process opens (and drops) its wgpu devices one
+    /// at a time, because an NVIDIA Vulkan driver hung or crashed on concurrent ones (an H100,
+    /// driver 580, 2026-12-07); the operations of open backends run concurrently.
+    ///
     /// # Errors
     /// `Error::InvalidArgument` naming the field, its value and its range for an option out of
     /// range ([`WgpuOptions`]), before any adapter is opened where the range needs none;
