@@ -30,8 +30,9 @@ const TOP_LEVELS: u32 = 11;
 pub struct MmcsStats {
     /// Commits whose leaves and tree the backend computed.
     pub device_commits: usize,
-    /// Commits computed by Plonky3's own `MerkleTree` on the host: a tallest height that is not a
-    /// power of two, a height whose matrices all have width 0, or a device error.
+    /// Commits computed by Plonky3's own `MerkleTree` on the host: fewer elements than
+    /// [`BackendMmcs::with_min_device_elems`], a tallest height that is not a power of two, a
+    /// height whose matrices all have width 0, or a device error.
     pub host_commits: usize,
     /// Device errors met (each then handled on the host: the commit or the opening is unchanged).
     pub device_errors: usize,
@@ -83,6 +84,7 @@ struct Counters {
 ///   [`Backend::download`] per opening. `open_multi_batch` sends the pruned frontier Plonky3
 ///   sends, in its order.
 /// - **Host fallbacks** (the result is the same, [`MmcsStats`] counts them):
+///   - A commit smaller than [`BackendMmcs::with_min_device_elems`] (none by default).
 ///   - A tallest height that is not a power of two: Plonky3 pads such layers with zero digests,
 ///     our tree repeats the last leaf, so the commit is Plonky3's own `MerkleTree` on the host.
 ///     Two-adic PCS heights are powers of two; this only concerns direct users of the MMCS.
@@ -101,6 +103,7 @@ pub struct BackendMmcs<B: Backend, H: MmcsHash = Keccak256> {
     backend: Arc<B>,
     stock: H::Stock,
     cap_height: usize,
+    min_device_elems: usize,
     counters: Arc<Counters>,
 }
 
@@ -110,6 +113,7 @@ impl<B: Backend, H: MmcsHash> Clone for BackendMmcs<B, H> {
             backend: Arc::clone(&self.backend),
             stock: self.stock.clone(),
             cap_height: self.cap_height,
+            min_device_elems: self.min_device_elems,
             counters: Arc::clone(&self.counters),
         }
     }
@@ -121,6 +125,7 @@ impl<B: Backend, H: MmcsHash> fmt::Debug for BackendMmcs<B, H> {
             .field("backend", &std::any::type_name::<B>())
             .field("hash", &H::KIND)
             .field("cap_height", &self.cap_height)
+            .field("min_device_elems", &self.min_device_elems)
             .field("stats", &self.stats())
             .finish()
     }
@@ -141,7 +146,26 @@ impl<B: Backend, H: MmcsHash> BackendMmcs<B, H> {
     /// Plonky3's MMCS of `H` ([`MmcsHash::Stock`]) with that cap height, e.g.
     /// `BackendMmcs::<_, Poseidon2>::with_hash(backend, 0)` for [`Poseidon2MerkleMmcs`].
     pub fn with_hash(backend: Arc<B>, cap_height: usize) -> Self {
-        Self { backend, stock: H::stock(cap_height), cap_height, counters: Arc::default() }
+        Self { backend, stock: H::stock(cap_height), cap_height, min_device_elems: 0, counters: Arc::default() }
+    }
+
+    /// The same MMCS with commits of fewer than `elems` elements in all (the committed matrices'
+    /// `height * width`, summed) made on the host by Plonky3's own `MerkleTree`
+    /// ([`MmcsStats::host_commits`]): the commitment and the proofs are the same, only where the
+    /// work runs differs. A device's fixed costs (allocations, launches, the upload, the tree's
+    /// top coming down) outweigh a small tree's hashing on the host. The default is 0: every
+    /// commit the device takes runs there. [`crate::BackendPcs`] gives the MMCS of its unfused
+    /// commits its DFT's threshold. Clones share the counters and keep the threshold.
+    #[must_use]
+    pub fn with_min_device_elems(mut self, elems: usize) -> Self {
+        self.min_device_elems = elems;
+        self
+    }
+
+    /// Commits of fewer elements than this run on the host
+    /// ([`BackendMmcs::with_min_device_elems`]).
+    pub fn min_device_elems(&self) -> usize {
+        self.min_device_elems
     }
 
     /// The backend.
@@ -957,6 +981,13 @@ impl<B: Backend, H: MmcsHash> Mmcs<Goldilocks> for BackendMmcs<B, H> {
     /// Where [`KeccakMerkleMmcs::commit`] panics: no matrices, only empty ones, or heights off
     /// Plonky3's `ceil(max_height / 2^k)` ladder.
     fn commit<M: Matrix<Goldilocks>>(&self, inputs: Vec<M>) -> (Self::Commitment, Self::ProverData<M>) {
+        if self.min_device_elems > 0 {
+            let elems = inputs.iter().fold(0usize, |n, m| n.saturating_add(m.height().saturating_mul(m.width())));
+            if elems < self.min_device_elems {
+                let (cap, tree) = self.host_commit(inputs);
+                return (cap, BackendProverData { tree });
+            }
+        }
         let plan = match Plan::new(&inputs) {
             Ok(plan) => plan,
             Err(reason) => {

@@ -207,7 +207,13 @@ pub(crate) struct Counters {
 ///   of each, in order) and split again on the way down; each height's LDE is its own on the
 ///   device, and one tree covers them all, the shorter heights injected at their level as
 ///   Plonky3's MMCS does ([`PcsStats::fused_mixed_commits`] counts such commits). Other commits
-///   go through `TwoAdicFriPcs::commit`.
+///   go through `TwoAdicFriPcs::commit`, whose MMCS builds the trees of LDEs below the DFT's
+///   threshold (`2^log_blowup` times [`BackendDft::min_backend_elems`] elements) on the host, as
+///   stock does ([`BackendMmcs::with_min_device_elems`]): where an LDE is too small to pay for
+///   the device, so is its tree.
+/// - **Small proofs stay stock.** When no opened commitment's tree is on the device (every
+///   commit below the thresholds), `open` is `TwoAdicFriPcs::open` itself, FRI included: a small
+///   proof's device round trips cost more than its host work.
 /// - **The quotient's commit.** `commit_quotient` (the quotient's chunks, which lie on different
 ///   cosets) uploads the values once and splits the chunks, extends each with its own shift and
 ///   commits them side by side on the device, the LDE kept there for the openings, where a fused
@@ -233,6 +239,8 @@ pub struct BackendPcs<B: Backend, FriMmcs, H: MmcsHash = Keccak256> {
     /// FRI's parameters (the wrapped PCS's own copy is private to p3-fri).
     pub(crate) fri: FriParameters<FriMmcs>,
     log_blowup: usize,
+    /// Unfused commits of fewer LDE elements build their trees on the host (see `new`).
+    unfused_min_tree_elems: usize,
     pub(crate) counters: Arc<Counters>,
     /// Whether the MMCS's backend implements the opening products (asked once, on the first
     /// fused commit).
@@ -258,6 +266,7 @@ impl<B: Backend, FriMmcs: Clone, H: MmcsHash> Clone for BackendPcs<B, FriMmcs, H
             mmcs: self.mmcs.clone(),
             fri: self.fri.clone(),
             log_blowup: self.log_blowup,
+            unfused_min_tree_elems: self.unfused_min_tree_elems,
             counters: Arc::clone(&self.counters),
             products: Arc::clone(&self.products),
             reductions: Arc::clone(&self.reductions),
@@ -289,9 +298,16 @@ impl<B: Backend, FriMmcs: Clone, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
     /// fuse) and FRI's parameters: the arguments of `TwoAdicFriPcs::new`.
     pub fn new(dft: BackendDft<B>, mmcs: BackendMmcs<B, H>, fri: FriParameters<FriMmcs>) -> Self {
         let log_blowup = fri.log_blowup;
-        let inner = TwoAdicFriPcs::new(dft.clone(), mmcs.clone(), fri.clone());
+        // An unfused commit's trees are over LDEs: below the DFT's threshold (in trace elements,
+        // so `2^log_blowup` times as many LDE elements) they are built on the host too, as stock's.
+        let blowup = u32::try_from(log_blowup).ok().and_then(|b| 1usize.checked_shl(b)).unwrap_or(usize::MAX);
+        let unfused_min = dft.min_backend_elems().saturating_mul(blowup);
+        let inner_mmcs = mmcs.clone().with_min_device_elems(mmcs.min_device_elems().max(unfused_min));
+        let unfused_min_tree_elems = inner_mmcs.min_device_elems();
+        let inner = TwoAdicFriPcs::new(dft.clone(), inner_mmcs, fri.clone());
         Self {
             inner,
+            unfused_min_tree_elems,
             dft,
             mmcs,
             fri,
@@ -393,14 +409,24 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
 
     /// Why a trace commit's prover data holds no device LDE, in words naming the fix (for
     /// [`crate::prove`]'s warning).
-    pub(crate) fn why_no_device_lde<M>(&self, trace: &crate::mmcs::BackendProverData<B, M, H>) -> String {
+    pub(crate) fn why_no_device_lde<M: Matrix<Goldilocks>>(
+        &self,
+        trace: &crate::mmcs::BackendProverData<B, M, H>,
+    ) -> String {
         let same_backend = self.dft.backend().is_ok_and(|b| Arc::ptr_eq(&b, self.mmcs.backend()));
         if !same_backend {
             return "the trace's LDE is not on the device: the DFT and the MMCS hold different backend instances, \
                     so commits never fuse (build both from one Arc<Backend>)"
                 .into();
         }
-        if !trace.is_on_device() {
+        // A host tree: below the threshold (the message at the end), or a fallback. (A device
+        // tree's matrices may still be on the device: they are not asked for.)
+        let below_threshold = || {
+            let matrices = self.mmcs.get_matrices(trace);
+            let elems = matrices.iter().map(|m| m.height().saturating_mul(m.width()));
+            elems.fold(0usize, usize::saturating_add) < self.unfused_min_tree_elems
+        };
+        if !trace.is_on_device() && !below_threshold() {
             return "the trace's LDE is not on the device: its commit fell back to the host (see the earlier warning)"
                 .into();
         }
@@ -473,32 +499,54 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
         &self,
         evaluations: &[(TwoAdicMultiplicativeCoset<Goldilocks>, RowMajorMatrix<Goldilocks>)],
     ) -> Option<(Arc<B>, Vec<FusedGroup>)> {
-        if evaluations.is_empty() || evaluations.iter().any(|(d, m)| m.height() != d.size() || m.width() == 0) {
+        let dims: Vec<_> = evaluations.iter().map(|(d, m)| (*d, m.height(), m.width())).collect();
+        self.fusion_of(&dims)
+    }
+
+    /// Whether a trace of `height x width` committed over `domain` would keep its LDE on the
+    /// device for the openings and the quotient, as far as can be told before the commit.
+    pub(crate) fn may_keep_lde(
+        &self,
+        domain: TwoAdicMultiplicativeCoset<Goldilocks>,
+        height: usize,
+        width: usize,
+    ) -> bool {
+        self.device_openings
+            && self.products.get() != Some(&false)
+            && self.fusion_of(&[(domain, height, width)]).is_some()
+    }
+
+    /// [`BackendPcs::fusion`] for matrices of these `(domain, height, width)`.
+    fn fusion_of(
+        &self,
+        evaluations: &[(TwoAdicMultiplicativeCoset<Goldilocks>, usize, usize)],
+    ) -> Option<(Arc<B>, Vec<FusedGroup>)> {
+        if evaluations.is_empty() || evaluations.iter().any(|&(d, height, width)| height != d.size() || width == 0) {
             return None;
         }
         // Tallest first, in the given order within one height: the groups of the MMCS's plan.
         let mut order: Vec<usize> = (0..evaluations.len()).collect();
-        order.sort_by_key(|&i| std::cmp::Reverse(evaluations[i].1.height()));
+        order.sort_by_key(|&i| std::cmp::Reverse(evaluations[i].1));
         let mut heights: Vec<(usize, Goldilocks, Vec<usize>)> = Vec::new();
         for i in order {
-            let (domain, m) = &evaluations[i];
+            let (domain, m_height, _) = evaluations[i];
             match heights.last_mut() {
-                Some((height, shift, members)) if *height == m.height() => {
+                Some((height, shift, members)) if *height == m_height => {
                     if *shift != domain.shift() {
                         return None;
                     }
                     members.push(i);
                 }
-                _ => heights.push((m.height(), domain.shift(), vec![i])),
+                _ => heights.push((m_height, domain.shift(), vec![i])),
             }
         }
         let elems =
-            evaluations.iter().try_fold(0usize, |n, (_, m)| n.checked_add(m.height().checked_mul(m.width())?))?;
+            evaluations.iter().try_fold(0usize, |n, &(_, height, width)| n.checked_add(height.checked_mul(width)?))?;
         let backend = self.dft.route_elems(elems).filter(|b| Arc::ptr_eq(b, self.mmcs.backend()))?;
         let groups = heights
             .into_iter()
             .map(|(height, shift, members)| {
-                let widths: Vec<usize> = members.iter().map(|&i| evaluations[i].1.width()).collect();
+                let widths: Vec<usize> = members.iter().map(|&i| evaluations[i].2).collect();
                 // `TwoAdicFriPcs::coset_ldes`: evaluations over `xH` become evaluations over `gK`.
                 let shift = Goldilocks::GENERATOR / shift;
                 let params = crate::dft::backend_params(height, widths.iter().sum(), self.log_blowup, shift)?;
@@ -1017,8 +1065,12 @@ where
         commitment_data_with_opening_points: Vec<OpeningRequest<'_, Self::ProverData, Challenge>>,
         challenger: &mut Challenger,
     ) -> Result<(OpenedValues<Challenge>, Self::Proof), Self::ProverError> {
+        // No tree on the device (every commit below the thresholds): the stock openings and
+        // FRI, at stock's speed.
         let device_fri = crate::fri::on_device::<FriMmcs, B, Challenge, H>(&self.fri.mmcs).is_some();
-        if !device_fri && !commitment_data_with_opening_points.iter().any(|r| r.prover_data.holds_device_lde()) {
+        let on_device = |r: &OpeningRequest<'_, Self::ProverData, Challenge>| r.prover_data.is_on_device();
+        let any_device_lde = commitment_data_with_opening_points.iter().any(|r| r.prover_data.holds_device_lde());
+        if !any_device_lde && !(device_fri && commitment_data_with_opening_points.iter().any(on_device)) {
             return Ok(self.inner.open(commitment_data_with_opening_points, challenger)?);
         }
         Ok(crate::open::open(self, commitment_data_with_opening_points, challenger)?)

@@ -78,6 +78,18 @@ pub trait DeviceQuotientPcs<Challenge: ExtensionField<Goldilocks>, Challenger>:
 
     /// Counts one quotient step, on the device or on the host.
     fn count_quotient(&self, on_device: bool);
+
+    /// Whether a `height x width` trace committed over `domain` may keep its LDE on the device,
+    /// as far as can be told before the commit (a device error or a refused admission can still
+    /// keep it on the host): [`prove`] compiles the AIR's constraints only then.
+    fn may_keep_trace_lde(&self, domain: TwoAdicMultiplicativeCoset<Goldilocks>, height: usize, width: usize) -> bool;
+
+    /// `Ok` when the trace committed in `trace` has its LDE on the device, else why not, in
+    /// words naming the fix.
+    ///
+    /// # Errors
+    /// The reason, for a warning; the caller then evaluates on the host.
+    fn trace_lde_on_device(&self, trace: &Self::ProverData) -> Result<(), String>;
 }
 
 /// A quotient's values on a backend, from [`BackendPcs`]'s
@@ -178,6 +190,14 @@ where
         let counter = if on_device { &self.counters.device_quotients } else { &self.counters.host_quotients };
         counter.fetch_add(1, Ordering::Relaxed);
     }
+
+    fn may_keep_trace_lde(&self, domain: TwoAdicMultiplicativeCoset<Goldilocks>, height: usize, width: usize) -> bool {
+        self.may_keep_lde(domain, height, width)
+    }
+
+    fn trace_lde_on_device(&self, trace: &Self::ProverData) -> Result<(), String> {
+        trace.device_lde().map(drop).ok_or_else(|| self.why_no_device_lde(trace))
+    }
 }
 
 /// Warns once per process and reason.
@@ -257,16 +277,19 @@ where
     );
 
     // The constraints compile on a thread of their own while the trace commits (mostly device
-    // work): a hash AIR's symbolic evaluation costs tens of milliseconds of one core.
+    // work): a hash AIR's symbolic evaluation costs tens of milliseconds of one core. Only for a
+    // trace that may stay on the device: a small proof's whole time can be less than that.
     std::thread::scope(|scope| {
-        let compiling = scope.spawn(|| CompiledAir::compile(air, layout));
         let pcs = config.pcs();
+        let ext_trace_domain = pcs.natural_domain_for_degree(degree * (config.is_zk() + 1));
+        let compiling = (config.is_zk() == 0
+            && pcs.may_keep_trace_lde(ext_trace_domain, trace.height(), trace.width()))
+        .then(|| scope.spawn(|| CompiledAir::compile(air, layout)));
         let trace_domain = pcs.natural_domain_for_degree(degree);
         let log_num_quotient_chunks =
             get_log_num_quotient_chunks_for_domain::<Val<SC>, A>(air, layout, trace_domain, config.is_zk());
         let num_quotient_chunks = 1 << (log_num_quotient_chunks + config.is_zk());
         let mut challenger = config.initialise_challenger();
-        let ext_trace_domain = pcs.natural_domain_for_degree(degree * (config.is_zk() + 1));
 
         let (trace_commit, trace_data) = info_span!("commit to trace data")
             .in_scope(|| pcs.commit([(ext_trace_domain, trace)]))
@@ -293,10 +316,17 @@ where
         let on_device = info_span!("quotient").in_scope(|| {
             (config.is_zk() == 0)
                 .then(|| {
+                    // Where the LDE stayed on the host, the compilation is not waited for.
+                    pcs.trace_lde_on_device(&trace_data).map_err(|why| (&WARNED_DEVICE, why))?;
                     let compiled = info_span!("quotient: compile wait").in_scope(|| {
-                        compiling
-                            .join()
-                            .unwrap_or_else(|_| Err(Uncompiled("the AIR panicked in its symbolic evaluation".into())))
+                        compiling.map_or_else(
+                            || Err(Uncompiled("the trace was not expected to stay on the device".into())),
+                            |c| {
+                                c.join().unwrap_or_else(|_| {
+                                    Err(Uncompiled("the AIR panicked in its symbolic evaluation".into()))
+                                })
+                            },
+                        )
                     });
                     device_quotient::<SC>(
                         pcs,

@@ -330,6 +330,26 @@ fn a_backend_out_of_memory_commits_on_the_host_with_the_same_bytes() {
 }
 
 #[test]
+fn commits_below_the_device_threshold_are_built_on_the_host_with_the_same_bytes() {
+    // 64 x 4 and 16 x 2: 288 elements in all.
+    let backend = Arc::new(ToyBackend::new());
+    let stock = Keccak256::spelled_out(0);
+    for (min, on_device) in [(0, true), (288, true), (289, false), (usize::MAX, false)] {
+        let ours = BackendMmcs::new(Arc::clone(&backend), 0).with_min_device_elems(min);
+        assert_eq!(ours.min_device_elems(), min);
+        let what = format!("threshold {min}");
+        assert_eq!(compare(&ours, &stock, matrices(9, &[(64, 4), (16, 2)]), &what), on_device, "{what}");
+        let stats = ours.stats();
+        assert_eq!((stats.device_commits, stats.host_commits), (usize::from(on_device), usize::from(!on_device)));
+        // A clone keeps the threshold and shares the counters.
+        let clone = ours.clone();
+        assert_eq!(compare(&clone, &stock, matrices(10, &[(64, 4), (16, 2)]), &what), on_device, "{what}: clone");
+        assert_eq!(ours.stats().device_commits + ours.stats().host_commits, 2, "{what}");
+    }
+    assert_eq!(backend.memory().live, 0, "{:?}", backend.memory());
+}
+
+#[test]
 fn prover_data_releases_the_device_tree_when_dropped() {
     let backend = Arc::new(ToyBackend::new());
     let ours = BackendMmcs::new(Arc::clone(&backend), 0);

@@ -637,6 +637,14 @@ fn fri_params<M>(mmcs: M, max_log_arity: usize, log_final_poly_len: usize) -> Fr
 /// `ExtensionMmcs`) with the same parameters: the same opened values and proof bytes, every
 /// round folded on `backend`.
 fn fri_layers_on_device_match_stock<B: Backend + 'static>(backend: Arc<B>) {
+    fri_layers_match_stock(backend, 0);
+}
+
+/// [`fri_layers_on_device_match_stock`] with the DFT's threshold at `min_backend_elems`: at 0
+/// every commit fuses and every round folds on the device; above the inputs (a small proof) the
+/// commits' trees are built on the host and the openings and FRI are stock's own, no round on
+/// the device.
+fn fri_layers_match_stock<B: Backend + 'static>(backend: Arc<B>, min_backend_elems: usize) {
     use common::stark::ChallengeMmcs;
     use p3_commit::OpeningRequest;
     use p3_field::BasedVectorSpace;
@@ -657,8 +665,11 @@ fn fri_layers_on_device_match_stock<B: Backend + 'static>(backend: Arc<B>) {
         );
         let mmcs = BackendMmcs::new(Arc::clone(&backend), 0);
         let fri = fri_params(BackendExtensionMmcs::new(mmcs.clone()), max_log_arity, log_final_poly_len);
-        let ours = BackendPcs::new(BackendDft::new(Arc::clone(&backend)), mmcs, fri);
-        let what = format!("max_log_arity {max_log_arity}, log_final_poly_len {log_final_poly_len}");
+        let dft = BackendDft::new(Arc::clone(&backend)).with_min_backend_elems(min_backend_elems);
+        let ours = BackendPcs::new(dft, mmcs, fri);
+        let what = format!(
+            "max_log_arity {max_log_arity}, log_final_poly_len {log_final_poly_len}, threshold {min_backend_elems}"
+        );
 
         let stock_data: Vec<_> =
             inputs.iter().map(|i| Pcs::<Challenge, Challenger>::commit(&stock, i.clone()).unwrap().1).collect();
@@ -670,9 +681,13 @@ fn fri_layers_on_device_match_stock<B: Backend + 'static>(backend: Arc<B>) {
         let mut challenger = Challenger::from_hasher(vec![], Keccak256Hash {});
         let (want_values, want) = Pcs::<Challenge, Challenger>::open(&stock, requests, &mut challenger).unwrap();
 
-        let before = ours.stats();
+        let (before, trees_before) = (ours.stats(), ours.mmcs().stats());
         let our_data: Vec<_> =
             inputs.iter().map(|i| Pcs::<Challenge, Challenger>::commit(&ours, i.clone()).unwrap().1).collect();
+        let small = min_backend_elems > 0;
+        let host_trees = ours.mmcs().stats().host_commits - trees_before.host_commits;
+        assert_eq!(host_trees, if small { inputs.len() } else { 0 }, "{what}: trees built on the host");
+        assert!(our_data.iter().all(|d| d.is_on_device() != small), "{what}");
         let requests = our_data
             .iter()
             .zip(&points)
@@ -690,10 +705,18 @@ fn fri_layers_on_device_match_stock<B: Backend + 'static>(backend: Arc<B>) {
         assert!(rounds >= 1, "{what}");
         assert_eq!(
             (after.device_fri_rounds - before.device_fri_rounds, after.host_fri_rounds - before.host_fri_rounds),
-            (rounds, 0),
+            (if small { 0 } else { rounds }, 0),
             "{what}: {after:?}"
         );
+        assert_eq!(after.fused_commits - before.fused_commits, if small { 0 } else { inputs.len() }, "{what}");
     }
+}
+
+#[test]
+fn small_proofs_commit_open_and_fold_the_stock_way_with_the_same_bytes() {
+    // Every input (at most 128 x 4 before its LDE) below a threshold of 2^12 trace elements.
+    fri_layers_match_stock(Arc::new(CpuBackend::new()), 1 << 12);
+    fri_layers_match_stock(Arc::new(ToyBackend::new()), 1 << 12);
 }
 
 #[test]
