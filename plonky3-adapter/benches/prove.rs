@@ -16,7 +16,8 @@
 //! openings on the host (`BackendPcs::with_device_openings(false)`), and `PROVE_HOST_FRI=1` with
 //! FRI's folds on the host (`ExtensionMmcs` as FRI's MMCS, for `BackendExtensionMmcs`), and
 //! `PROVE_HOST_QUOTIENT=1` proves ours with `p3_uni_stark::prove` (the quotient on the host, over
-//! the LDE's download), each for an A/B of the two. Each AIR's compiled constraint program is
+//! the LDE's download), each for an A/B of the two. `BENCH_WGPU_PORTABLE=1` runs wgpu on u32
+//! pairs (`WgpuOptions::portable_arithmetic`) where the adapter has 64-bit integers. Each AIR's compiled constraint program is
 //! described once (`PROGRAM ...` lines: instructions, registers, multiplications per row, and
 //! with `cuda` the instructions its kernel dispatches per point).
 //!
@@ -489,5 +490,18 @@ fn main() {
     #[cfg(feature = "cuda")]
     run::<backend_cuda::CudaBackend>("cuda");
     #[cfg(feature = "wgpu")]
-    run::<backend_wgpu::WgpuBackend>("wgpu");
+    {
+        use backend_wgpu::{WgpuBackend, WgpuOptions};
+        // The portable arithmetic (u32 pairs, as on adapters without 64-bit integers) on an
+        // adapter that has them, registered as the default device of this process.
+        if env("BENCH_WGPU_PORTABLE", 0) == 1 {
+            match WgpuBackend::new(WgpuOptions { portable_arithmetic: true, ..Default::default() }) {
+                Ok(backend) => {
+                    plonky3_adapter::register_default(Arc::new(backend), WgpuBackend::MIN_BACKEND_ELEMS);
+                }
+                Err(e) => println!("SKIPPED bench wgpu (portable arithmetic): {e}"),
+            }
+        }
+        run::<WgpuBackend>("wgpu");
+    }
 }

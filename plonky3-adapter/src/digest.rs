@@ -56,6 +56,12 @@ mod sealed {
 pub trait MmcsHash: sealed::Sealed + Send + Sync + 'static {
     /// The backend's hash (CONVENTIONS.md, "Hash functions").
     const KIND: HashKind;
+    /// Whether [`crate::BackendPcs`] builds the trees of its unfused commits below its DFT's
+    /// threshold on the host ([`crate::BackendMmcs::with_min_device_elems`]): where the host
+    /// hashes fast (Keccak-256 on many cores), a tree as small as an LDE the device does not pay
+    /// for is no faster on the device; where the host hashes slowly (Poseidon2), the device wins
+    /// at every size the prove bench measures, and the trees go there.
+    const SMALL_TREES_ON_HOST: bool;
     /// One digest, as Plonky3's MMCS holds it.
     type Digest: Copy + PartialEq + fmt::Debug + Send + Sync + Serialize + DeserializeOwned;
     /// Plonky3's MMCS with this hash, whose commitments, proofs and bytes are reproduced.
@@ -91,6 +97,7 @@ pub struct Keccak256;
 
 impl MmcsHash for Keccak256 {
     const KIND: HashKind = HashKind::Keccak256;
+    const SMALL_TREES_ON_HOST: bool = true;
     type Digest = Digest;
     type Stock = KeccakMerkleMmcs;
 
@@ -140,6 +147,10 @@ fn poseidon2()
 
 impl MmcsHash for Poseidon2 {
     const KIND: HashKind = HashKind::Poseidon2;
+    /// The Poseidon2 statement of the prove bench (Fibonacci 2^12 x 256, every trace below the
+    /// DFT's threshold) ran 4.26x stock on CUDA and 1.93x on wgpu with its trees on an H100
+    /// (BENCHMARKS.md, 2026-12-07).
+    const SMALL_TREES_ON_HOST: bool = false;
     type Digest = [Goldilocks; 4];
     type Stock = Poseidon2MerkleMmcs;
 

@@ -209,8 +209,9 @@ pub(crate) struct Counters {
 ///   Plonky3's MMCS does ([`PcsStats::fused_mixed_commits`] counts such commits). Other commits
 ///   go through `TwoAdicFriPcs::commit`, whose MMCS builds the trees of LDEs below the DFT's
 ///   threshold (`2^log_blowup` times [`BackendDft::min_backend_elems`] elements) on the host, as
-///   stock does ([`BackendMmcs::with_min_device_elems`]): where an LDE is too small to pay for
-///   the device, so is its tree.
+///   stock does ([`BackendMmcs::with_min_device_elems`]), for Keccak-256: where an LDE is too
+///   small to pay for the device, so is its tree. Poseidon2's trees go to the device at every
+///   size (`MmcsHash::SMALL_TREES_ON_HOST`).
 /// - **Small proofs stay stock.** When no opened commitment's tree is on the device (every
 ///   commit below the thresholds), `open` is `TwoAdicFriPcs::open` itself, FRI included: a small
 ///   proof's device round trips cost more than its host work.
@@ -299,9 +300,10 @@ impl<B: Backend, FriMmcs: Clone, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
     pub fn new(dft: BackendDft<B>, mmcs: BackendMmcs<B, H>, fri: FriParameters<FriMmcs>) -> Self {
         let log_blowup = fri.log_blowup;
         // An unfused commit's trees are over LDEs: below the DFT's threshold (in trace elements,
-        // so `2^log_blowup` times as many LDE elements) they are built on the host too, as stock's.
+        // so `2^log_blowup` times as many LDE elements) they are built on the host too, as
+        // stock's, where the host hashes fast (`MmcsHash::SMALL_TREES_ON_HOST`).
         let blowup = u32::try_from(log_blowup).ok().and_then(|b| 1usize.checked_shl(b)).unwrap_or(usize::MAX);
-        let unfused_min = dft.min_backend_elems().saturating_mul(blowup);
+        let unfused_min = if H::SMALL_TREES_ON_HOST { dft.min_backend_elems().saturating_mul(blowup) } else { 0 };
         let inner_mmcs = mmcs.clone().with_min_device_elems(mmcs.min_device_elems().max(unfused_min));
         let unfused_min_tree_elems = inner_mmcs.min_device_elems();
         let inner = TwoAdicFriPcs::new(dft.clone(), inner_mmcs, fri.clone());

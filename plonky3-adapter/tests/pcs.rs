@@ -720,6 +720,29 @@ fn small_proofs_commit_open_and_fold_the_stock_way_with_the_same_bytes() {
 }
 
 #[test]
+fn small_poseidon2_trees_stay_on_the_device() {
+    // Poseidon2 hashes slowly on the host: below the DFT's threshold the commit is unfused, but
+    // its tree is still built on the backend, with Plonky3's commitment.
+    use common::stark::poseidon2::{Challenger as P2Challenger, FusedPcs};
+    use plonky3_adapter::Poseidon2;
+    let backend = Arc::new(ToyBackend::new());
+    let mmcs = BackendMmcs::<_, Poseidon2>::with_hash(Arc::clone(&backend), 0);
+    let dft = BackendDft::new(Arc::clone(&backend)).with_min_backend_elems(1 << 12);
+    let fri = common::stark::fri(BackendExtensionMmcs::new(mmcs.clone()), 1);
+    let ours = FusedPcs::new(dft, mmcs, fri);
+    let input = vec![(domain(1 << 6, Val::ONE), matrix(31, 1 << 6, 4))];
+    let (cap, data) = Pcs::<Challenge, P2Challenger>::commit(&ours, input.clone()).unwrap();
+    let stock = common::stark::poseidon2::stock();
+    let (want, _) =
+        Pcs::<Challenge, P2Challenger>::commit(p3_uni_stark::StarkGenericConfig::pcs(&stock), input).unwrap();
+    assert_eq!(postcard::to_allocvec(&cap).unwrap(), postcard::to_allocvec(&want).unwrap());
+    assert!(data.is_on_device());
+    let (stats, trees) = (ours.stats(), ours.mmcs().stats());
+    assert_eq!((stats.fused_commits, stats.stock_commits), (0, 1), "{stats:?}");
+    assert_eq!((trees.device_commits, trees.host_commits), (1, 0), "{trees:?}");
+}
+
+#[test]
 fn cpu_fri_layers_on_the_device_match_stock() {
     fri_layers_on_device_match_stock(Arc::new(CpuBackend::new()));
 }
