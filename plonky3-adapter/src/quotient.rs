@@ -308,16 +308,18 @@ fn root_order(dag: &Dag, roots: &[(Node, u32)]) -> Vec<usize> {
         holders[n as usize] += 1;
     }
     let shared: Vec<bool> = holders.iter().map(|&h| h > 1).collect();
-    let mut readers: HashMap<u32, Vec<u32>> = HashMap::new();
+    // By node: the roots reading it (shared nodes only), the first of them not yet ordered,
+    // and when it was first computed (0: not yet).
+    let mut readers: Vec<Vec<u32>> = vec![Vec::new(); dag.interior.len()];
     for i in 0..roots.len() {
         for &n in &cones[starts[i]..starts[i + 1]] {
             if shared[n as usize] {
-                readers.entry(n).or_default().push(i as u32);
+                readers[n as usize].push(i as u32);
             }
         }
     }
-    let mut next_reader: HashMap<u32, usize> = HashMap::new();
-    let mut computed: HashMap<u32, u64> = HashMap::new();
+    let mut next_reader = vec![0usize; dag.interior.len()];
+    let mut computed = vec![0u64; dag.interior.len()];
     let mut live: BTreeSet<(u32, u64, u32)> = BTreeSet::new();
     let mut done = vec![false; roots.len()];
     let mut order = Vec::with_capacity(roots.len());
@@ -350,10 +352,11 @@ fn root_order(dag: &Dag, roots: &[(Node, u32)]) -> Vec<usize> {
             if !shared[n as usize] {
                 continue;
             }
-            let at = *computed.entry(n).or_insert_with(|| {
+            if computed[n as usize] == 0 {
                 seq += 1;
-                seq
-            });
+                computed[n as usize] = seq;
+            }
+            let at = computed[n as usize];
             let left = holders[n as usize];
             live.remove(&(left, at, n));
             holders[n as usize] -= 1;
