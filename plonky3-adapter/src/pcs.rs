@@ -1069,10 +1069,12 @@ where
     ) -> Result<(OpenedValues<Challenge>, Self::Proof), Self::ProverError> {
         // No tree on the device (every commit below the thresholds): the stock openings and
         // FRI, at stock's speed.
+        let requests = &commitment_data_with_opening_points;
         let device_fri = crate::fri::on_device::<FriMmcs, B, Challenge, H>(&self.fri.mmcs).is_some();
-        let on_device = |r: &OpeningRequest<'_, Self::ProverData, Challenge>| r.prover_data.is_on_device();
-        let any_device_lde = commitment_data_with_opening_points.iter().any(|r| r.prover_data.holds_device_lde());
-        if !any_device_lde && !(device_fri && commitment_data_with_opening_points.iter().any(on_device)) {
+        let device_lde = requests.iter().any(|r| r.prover_data.holds_device_lde());
+        let device_tree = requests.iter().any(|r| r.prover_data.is_on_device());
+        let on_device = device_lde || (device_fri && device_tree);
+        if !on_device {
             return Ok(self.inner.open(commitment_data_with_opening_points, challenger)?);
         }
         Ok(crate::open::open(self, commitment_data_with_opening_points, challenger)?)

@@ -329,8 +329,8 @@ fn root_order(dag: &Dag, roots: &[(Node, u32)]) -> Vec<usize> {
         // The next root: a reader of the live shared node with the fewest readers left.
         let mut pick = None;
         while let Some(&(left, at, n)) = live.first() {
-            let list = &readers[&n];
-            let k = next_reader.entry(n).or_insert(0);
+            let list = &readers[n as usize];
+            let k = &mut next_reader[n as usize];
             while *k < list.len() && done[list[*k] as usize] {
                 *k += 1;
             }
