@@ -240,8 +240,6 @@ pub struct BackendPcs<B: Backend, FriMmcs, H: MmcsHash = Keccak256> {
     /// FRI's parameters (the wrapped PCS's own copy is private to p3-fri).
     pub(crate) fri: FriParameters<FriMmcs>,
     log_blowup: usize,
-    /// Unfused commits of fewer LDE elements build their trees on the host (see `new`).
-    unfused_min_tree_elems: usize,
     pub(crate) counters: Arc<Counters>,
     /// Whether the MMCS's backend implements the opening products (asked once, on the first
     /// fused commit).
@@ -267,7 +265,6 @@ impl<B: Backend, FriMmcs: Clone, H: MmcsHash> Clone for BackendPcs<B, FriMmcs, H
             mmcs: self.mmcs.clone(),
             fri: self.fri.clone(),
             log_blowup: self.log_blowup,
-            unfused_min_tree_elems: self.unfused_min_tree_elems,
             counters: Arc::clone(&self.counters),
             products: Arc::clone(&self.products),
             reductions: Arc::clone(&self.reductions),
@@ -294,22 +291,29 @@ impl<B: Backend, FriMmcs, H: MmcsHash> fmt::Debug for BackendPcs<B, FriMmcs, H> 
     }
 }
 
+/// The fewest LDE elements whose unfused commit builds its tree on the device: an unfused commit's
+/// trees are over LDEs, so below the DFT's threshold (in trace elements, `2^log_blowup` times as
+/// many LDE elements) they are built on the host too, as stock's, where the host hashes fast
+/// (`MmcsHash::SMALL_TREES_ON_HOST`); never below the MMCS's own threshold.
+fn unfused_min_tree_elems<B: Backend, H: MmcsHash>(
+    dft: &BackendDft<B>,
+    mmcs: &BackendMmcs<B, H>,
+    log_blowup: usize,
+) -> usize {
+    let blowup = u32::try_from(log_blowup).ok().and_then(|b| 1usize.checked_shl(b)).unwrap_or(usize::MAX);
+    let below_dft = if H::SMALL_TREES_ON_HOST { dft.min_backend_elems().saturating_mul(blowup) } else { 0 };
+    mmcs.min_device_elems().max(below_dft)
+}
+
 impl<B: Backend, FriMmcs: Clone, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
     /// The PCS with `dft` and `mmcs` (which should hold the same backend instance for commits to
     /// fuse) and FRI's parameters: the arguments of `TwoAdicFriPcs::new`.
     pub fn new(dft: BackendDft<B>, mmcs: BackendMmcs<B, H>, fri: FriParameters<FriMmcs>) -> Self {
         let log_blowup = fri.log_blowup;
-        // An unfused commit's trees are over LDEs: below the DFT's threshold (in trace elements,
-        // so `2^log_blowup` times as many LDE elements) they are built on the host too, as
-        // stock's, where the host hashes fast (`MmcsHash::SMALL_TREES_ON_HOST`).
-        let blowup = u32::try_from(log_blowup).ok().and_then(|b| 1usize.checked_shl(b)).unwrap_or(usize::MAX);
-        let unfused_min = if H::SMALL_TREES_ON_HOST { dft.min_backend_elems().saturating_mul(blowup) } else { 0 };
-        let inner_mmcs = mmcs.clone().with_min_device_elems(mmcs.min_device_elems().max(unfused_min));
-        let unfused_min_tree_elems = inner_mmcs.min_device_elems();
+        let inner_mmcs = mmcs.clone().with_min_device_elems(unfused_min_tree_elems::<B, H>(&dft, &mmcs, log_blowup));
         let inner = TwoAdicFriPcs::new(dft.clone(), inner_mmcs, fri.clone());
         Self {
             inner,
-            unfused_min_tree_elems,
             dft,
             mmcs,
             fri,
@@ -426,7 +430,7 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
         let below_threshold = || {
             let matrices = self.mmcs.get_matrices(trace);
             let elems = matrices.iter().map(|m| m.height().saturating_mul(m.width()));
-            elems.fold(0usize, usize::saturating_add) < self.unfused_min_tree_elems
+            elems.fold(0usize, usize::saturating_add) < unfused_min_tree_elems(&self.dft, &self.mmcs, self.log_blowup)
         };
         if !trace.is_on_device() && !below_threshold() {
             return "the trace's LDE is not on the device: its commit fell back to the host (see the earlier warning)"
