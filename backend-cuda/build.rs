@@ -5,7 +5,9 @@
 //! the run-time kernel cache keys them. Without NVRTC the build succeeds without images and the
 //! crate compiles its kernels at run time, as it does for an architecture without an image.
 //! Compiled images are also kept in `<target>/kernel-images`, so that the builds of other profiles
-//! in the same target directory (a check and a test build) reuse them instead of compiling again.
+//! in the same target directory (a check and a test build) reuse them instead of compiling again;
+//! an image there that no build has written or reused for a week is removed by the next build
+//! that does not need it.
 //!
 //! NVRTC is found as the run time finds it (the loader path: `LD_LIBRARY_PATH`, the pip wheel
 //! `nvidia-cuda-nvrtc`'s `lib` folder put there), then in a CUDA install (`CUDA_PATH`,
@@ -115,7 +117,7 @@ fn main() {
                     if path.is_file() {
                         continue;
                     }
-                    if let Some(image) = shared.as_ref().and_then(|dir| std::fs::read(dir.join(&name)).ok()) {
+                    if let Some(image) = shared.as_ref().and_then(|dir| reuse(&dir.join(&name))) {
                         write_whole(&path, &image);
                         continue;
                     }
@@ -150,11 +152,14 @@ fn main() {
             }
         }
     }
-    // In the shared directory only whole images: another build may be writing a temporary file.
+    // In the shared directory only whole images (another build may be writing a temporary file),
+    // and only those no build has written or reused for a week: another checkout or commit
+    // building into this target directory may still need the images this one does not.
     if let Some(entries) = shared.as_ref().and_then(|dir| std::fs::read_dir(dir).ok()) {
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
-            if name.ends_with(".cubin") && !keep.contains(&name) {
+            let stale = e.metadata().and_then(|m| m.modified()).ok().and_then(|t| t.elapsed().ok());
+            if name.ends_with(".cubin") && !keep.contains(&name) && stale.is_some_and(|age| age > SHARED_IMAGE_LIFE) {
                 let _ = std::fs::remove_file(e.path());
             }
         }
@@ -224,6 +229,20 @@ fn shared_images_dir(out: &Path) -> Option<PathBuf> {
     }
     let dir = build.parent()?.parent()?.join("kernel-images");
     std::fs::create_dir_all(&dir).ok().map(|()| dir)
+}
+
+/// How long a shared image that this build does not use is kept after it was last written or
+/// reused.
+const SHARED_IMAGE_LIFE: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
+
+/// A shared image's bytes, its modification time set to now, which keeps it from the week-old
+/// pruning of other builds while builds use it.
+fn reuse(path: &Path) -> Option<Vec<u8>> {
+    let image = std::fs::read(path).ok()?;
+    if let Ok(file) = std::fs::File::options().append(true).open(path) {
+        let _ = file.set_modified(std::time::SystemTime::now());
+    }
+    Some(image)
 }
 
 /// Writes `bytes` to `path` whole: through a file of this process's, renamed into place, so that

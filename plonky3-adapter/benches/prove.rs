@@ -29,7 +29,8 @@
 //! virtual machine's batch of nine tables (p3-batch-stark's `prove_batch`: Fibonacci tables of 20
 //! to 256 columns, Poseidon2 and Keccak-f) of heights `2^(k - 7)` to `2^k` for each k of
 //! `PROVE_BATCH_LOG_ROWS` (default `12`; `21` is 2^14 to 2^21 rows), its split read at the PCS
-//! (`commit`: every trace commit; `quotient`: every table's quotient). Each proof is first
+//! (`commit`: every trace commit; `quotient`: every table's quotient); an empty list (say
+//! `PROVE_LOG_ROWS=`) proves no statement of its kind. Each proof is first
 //! checked byte for byte against stock and with the stock verifier. Each side runs `BENCH_REPS`
 //! (default 3) times, alternating, and the best whole proof of each side is reported with its
 //! split (`PROOF ...` lines) and the ratio stock / ours (`PAIRED ...` lines); `RUNS ...` lines
@@ -253,6 +254,7 @@ fn paired_split<I>(
 fn list(name: &str, default: &str) -> Vec<usize> {
     let text = std::env::var(name).unwrap_or_else(|_| default.to_string());
     text.split(',')
+        .filter(|x| !x.trim().is_empty())
         .map(|x| x.trim().parse().unwrap_or_else(|e| panic!("{name}={text:?}: {x:?} is not a number ({e})")))
         .collect()
 }

@@ -305,13 +305,22 @@ fn unfused_min_tree_elems<B: Backend, H: MmcsHash>(
     mmcs.min_device_elems().max(below_dft)
 }
 
+/// The MMCS of the unfused commits (the inner `TwoAdicFriPcs`'s): `mmcs` with
+/// [`unfused_min_tree_elems`].
+fn unfused_mmcs<B: Backend, H: MmcsHash>(
+    dft: &BackendDft<B>,
+    mmcs: &BackendMmcs<B, H>,
+    log_blowup: usize,
+) -> BackendMmcs<B, H> {
+    mmcs.clone().with_min_device_elems(unfused_min_tree_elems::<B, H>(dft, mmcs, log_blowup))
+}
+
 impl<B: Backend, FriMmcs: Clone, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
     /// The PCS with `dft` and `mmcs` (which should hold the same backend instance for commits to
     /// fuse) and FRI's parameters: the arguments of `TwoAdicFriPcs::new`.
     pub fn new(dft: BackendDft<B>, mmcs: BackendMmcs<B, H>, fri: FriParameters<FriMmcs>) -> Self {
         let log_blowup = fri.log_blowup;
-        let inner_mmcs = mmcs.clone().with_min_device_elems(unfused_min_tree_elems::<B, H>(&dft, &mmcs, log_blowup));
-        let inner = TwoAdicFriPcs::new(dft.clone(), inner_mmcs, fri.clone());
+        let inner = TwoAdicFriPcs::new(dft.clone(), unfused_mmcs(&dft, &mmcs, log_blowup), fri.clone());
         Self {
             inner,
             dft,
@@ -1072,14 +1081,23 @@ where
         challenger: &mut Challenger,
     ) -> Result<(OpenedValues<Challenge>, Self::Proof), Self::ProverError> {
         // No tree on the device (every commit below the thresholds): the stock openings and
-        // FRI, at stock's speed.
+        // FRI, at stock's speed, with FRI's layers (smaller than those commits) below the same
+        // threshold on the host too.
         let requests = &commitment_data_with_opening_points;
         let device_fri = crate::fri::on_device::<FriMmcs, B, Challenge, H>(&self.fri.mmcs).is_some();
         let device_lde = requests.iter().any(|r| r.prover_data.holds_device_lde());
         let device_tree = requests.iter().any(|r| r.prover_data.is_on_device());
         let on_device = device_lde || (device_fri && device_tree);
         if !on_device {
-            return Ok(self.inner.open(commitment_data_with_opening_points, challenger)?);
+            let threshold = unfused_min_tree_elems::<B, H>(&self.dft, &self.mmcs, self.log_blowup);
+            return Ok(match crate::fri::with_host_layers::<FriMmcs, B, Challenge, H>(&self.fri, threshold) {
+                Some(fri) => {
+                    let mmcs = unfused_mmcs(&self.dft, &self.mmcs, self.log_blowup);
+                    TwoAdicFriPcs::new(self.dft.clone(), mmcs, fri)
+                        .open(commitment_data_with_opening_points, challenger)?
+                }
+                None => self.inner.open(commitment_data_with_opening_points, challenger)?,
+            });
         }
         Ok(crate::open::open(self, commitment_data_with_opening_points, challenger)?)
     }

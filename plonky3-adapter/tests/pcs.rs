@@ -700,9 +700,18 @@ fn fri_layers_match_stock<B: Backend + 'static>(backend: Arc<B>, min_backend_ele
             postcard::to_allocvec(&proof).unwrap() == postcard::to_allocvec(&want).unwrap(),
             "{what}: the proofs differ"
         );
-        let after = ours.stats();
+        let (after, trees) = (ours.stats(), ours.mmcs().stats());
         let rounds = proof.commit_phase_commits.len();
         assert!(rounds >= 1, "{what}");
+        // A small proof's FRI layers are smaller still: on the host, as the commits were (the FRI
+        // MMCS shares the commits' MMCS and its counters).
+        if small {
+            assert_eq!(
+                (trees.host_commits - trees_before.host_commits, trees.device_commits - trees_before.device_commits),
+                (inputs.len() + rounds, 0),
+                "{what}: FRI's layers were not committed on the host: {trees:?}"
+            );
+        }
         assert_eq!(
             (after.device_fri_rounds - before.device_fri_rounds, after.host_fri_rounds - before.host_fri_rounds),
             (if small { 0 } else { rounds }, 0),
