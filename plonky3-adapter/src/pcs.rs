@@ -214,7 +214,9 @@ pub(crate) struct Counters {
 ///   size (`MmcsHash::SMALL_TREES_ON_HOST`).
 /// - **Small proofs stay stock.** When no opened commitment's tree is on the device (every
 ///   commit below the thresholds), `open` is `TwoAdicFriPcs::open` itself, FRI included: a small
-///   proof's device round trips cost more than its host work.
+///   proof's device round trips cost more than its host work. With a
+///   [`crate::BackendExtensionMmcs`] as FRI's MMCS, its layers below the same threshold are then
+///   committed on the host too (they are smaller than the commits they fold).
 /// - **The quotient's commit.** `commit_quotient` (the quotient's chunks, which lie on different
 ///   cosets) uploads the values once and splits the chunks, extends each with its own shift and
 ///   commits them side by side on the device, the LDE kept there for the openings, where a fused
