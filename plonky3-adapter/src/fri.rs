@@ -145,16 +145,19 @@ fn same<T: 'static, U: 'static>(value: T) -> U {
 /// FRI's parameters with the layers of a [`BackendExtensionMmcs`] committed on the host below
 /// `min_device_elems` elements (of a layer's flattened base-field matrix, as
 /// [`BackendMmcs::with_min_device_elems`] counts them), every other parameter as it is; `None`
-/// when the FRI MMCS is not a [`BackendExtensionMmcs`]. A proof whose commits all stayed on the
-/// host folds its layers on the host: they are smaller than those commits, and each device
-/// round trip would cost more than stock's hashing.
+/// when the FRI MMCS is not a [`BackendExtensionMmcs`] or already keeps such layers on the host
+/// (nothing would change). A proof whose commits all stayed on the host folds its layers on the
+/// host: they are smaller than those commits, and each device round trip would cost more than
+/// stock's hashing.
 pub(crate) fn with_host_layers<FriMmcs: 'static, B: Backend + 'static, EF: 'static, H: MmcsHash>(
     fri: &FriParameters<FriMmcs>,
     min_device_elems: usize,
 ) -> Option<FriParameters<FriMmcs>> {
     let inner = on_device::<FriMmcs, B, EF, H>(&fri.mmcs)?.inner();
-    let threshold = inner.min_device_elems().max(min_device_elems);
-    let mmcs = BackendExtensionMmcs::<B, EF, H>::new(inner.clone().with_min_device_elems(threshold));
+    if min_device_elems <= inner.min_device_elems() {
+        return None;
+    }
+    let mmcs = BackendExtensionMmcs::<B, EF, H>::new(inner.clone().with_min_device_elems(min_device_elems));
     Some(FriParameters {
         log_blowup: fri.log_blowup,
         log_final_poly_len: fri.log_final_poly_len,

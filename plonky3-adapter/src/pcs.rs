@@ -1091,13 +1091,12 @@ where
         let device_tree = requests.iter().any(|r| r.prover_data.is_on_device());
         let on_device = device_lde || (device_fri && device_tree);
         if !on_device {
-            let threshold = unfused_min_tree_elems::<B, H>(&self.dft, &self.mmcs, self.log_blowup);
-            return Ok(match crate::fri::with_host_layers::<FriMmcs, B, Challenge, H>(&self.fri, threshold) {
-                Some(fri) => {
-                    let mmcs = unfused_mmcs(&self.dft, &self.mmcs, self.log_blowup);
-                    TwoAdicFriPcs::new(self.dft.clone(), mmcs, fri)
-                        .open(commitment_data_with_opening_points, challenger)?
-                }
+            let mmcs = unfused_mmcs(&self.dft, &self.mmcs, self.log_blowup);
+            let host_layers =
+                crate::fri::with_host_layers::<FriMmcs, B, Challenge, H>(&self.fri, mmcs.min_device_elems());
+            return Ok(match host_layers {
+                Some(fri) => TwoAdicFriPcs::new(self.dft.clone(), mmcs, fri)
+                    .open(commitment_data_with_opening_points, challenger)?,
                 None => self.inner.open(commitment_data_with_opening_points, challenger)?,
             });
         }
