@@ -15,8 +15,9 @@
 //! openings, dropping a device tree). `PROVE_HOST_OPENINGS=1` runs `BackendPcs` with its
 //! openings on the host (`BackendPcs::with_device_openings(false)`), and `PROVE_HOST_FRI=1` with
 //! FRI's folds on the host (`ExtensionMmcs` as FRI's MMCS, for `BackendExtensionMmcs`), and
-//! `PROVE_HOST_QUOTIENT=1` proves ours with `p3_uni_stark::prove` (the quotient on the host, over
-//! the LDE's download), each for an A/B of the two. `BENCH_WGPU_PORTABLE=1` runs wgpu on u32
+//! `PROVE_HOST_QUOTIENT=1` proves ours with `p3_uni_stark::prove` and the batch with
+//! `p3_batch_stark::prove_batch` (the quotients on the host, over the LDE's download) instead of
+//! [`plonky3_adapter::prove`] and [`plonky3_adapter::prove_batch`], each for an A/B of the two. `BENCH_WGPU_PORTABLE=1` runs wgpu on u32
 //! pairs (`WgpuOptions::portable_arithmetic`) where the adapter has 64-bit integers. Each AIR's compiled constraint program is
 //! described once (`PROGRAM ...` lines: instructions, registers, multiplications per row, and
 //! with `cuda` the instructions its kernel dispatches per point).
@@ -327,10 +328,12 @@ fn vm_tables(log_rows: usize) -> Vec<batch::Shape> {
 type TimedConfig<P> = p3_uni_stark::StarkConfig<timed_pcs::TimedPcs<P>, Challenge, Challenger>;
 
 /// The batch statement: [`vm_tables`] at each scale of `PROVE_BATCH_LOG_ROWS` (default `12`; the
-/// virtual machine of 2^14 to 2^21 rows is `21`), proved with `prove_batch`, stock against
+/// virtual machine of 2^14 to 2^21 rows is `21`), stock's `prove_batch` against
 /// `BackendPcs` with `dft` (the other statements' DFT, its threshold included) and an MMCS on its
-/// backend, after checking the proofs are the same bytes and that `verify_batch` accepts ours. Each side's split is read at its PCS ([`timed_pcs::TimedPcs`]): `commit` is
-/// every trace commit, `quotient` the tables' quotients up to their chunks' commit.
+/// backend through [`plonky3_adapter::prove_batch`], after checking the proofs are the same bytes
+/// and that `verify_batch` accepts ours. Each side's split is read at its PCS
+/// ([`timed_pcs::TimedPcs`]): `commit` is every trace commit, `quotient` the tables' quotients up
+/// to their chunks' commit.
 fn batch_statement<B: DefaultDevice>(name: &str, reps: usize, dft: BackendDft<B>, device_openings: bool) {
     use p3_keccak::Keccak256Hash;
     use plonky3_adapter::{BackendExtensionMmcs, BackendPcs};
@@ -345,11 +348,15 @@ fn batch_statement<B: DefaultDevice>(name: &str, reps: usize, dft: BackendDft<B>
     let ours = TimedConfig::new(TimedPcs::new(fused), Challenger::from_hasher(vec![], Keccak256Hash {}));
     let (stock_pcs, ours_pcs) =
         (p3_uni_stark::StarkGenericConfig::pcs(&stock), p3_uni_stark::StarkGenericConfig::pcs(&ours));
+    let host_quotient = env("PROVE_HOST_QUOTIENT", 0) == 1;
     for log_rows in list("PROVE_BATCH_LOG_ROWS", "12") {
         let statement = batch::Batch::new(&vm_tables(log_rows));
         let dims: Vec<String> = statement.dims().iter().map(|(h, w)| format!("2^{}x{w}", h.trailing_zeros())).collect();
         let want = batch::check_against(&batch::prove(&stock, &statement), &stock, &statement);
-        let got = batch::check_against(&batch::prove(&ours, &statement), &stock, &statement);
+        let prove_ours = |statement: &batch::Batch| {
+            if host_quotient { batch::prove(&ours, statement) } else { batch::prove_on_device(&ours, statement) }
+        };
+        let got = batch::check_against(&prove_ours(&statement), &stock, &statement);
         assert!(got == want, "batch 2^{log_rows} [{}]: the proofs differ", dims.join(", "));
         let _ = (stock_pcs.take(), ours_pcs.take());
         paired_split(
@@ -362,7 +369,7 @@ fn batch_statement<B: DefaultDevice>(name: &str, reps: usize, dft: BackendDft<B>
             reps,
             || (),
             |()| drop(batch::prove(&stock, &statement)),
-            |()| drop(batch::prove(&ours, &statement)),
+            |()| drop(prove_ours(&statement)),
             &|first, split| {
                 let p = if first { stock_pcs.take() } else { ours_pcs.take() };
                 split.phases[..4]

@@ -180,6 +180,7 @@
 //!   (this crate's `pcs` bench, `mmcs commit` row: 1.10x of stock's speed at 2^15 x 64, 1.08x at
 //!   2^17 x 64, on 2 host cores).
 
+mod batch;
 mod bitrev;
 mod convert;
 mod device;
@@ -193,6 +194,7 @@ mod prove;
 pub mod quotient;
 mod reclaim;
 
+pub use batch::prove_batch;
 pub use device::{DefaultDevice, register_default, unregister_default};
 pub use dft::{BackendDft, DftStats, OnDeviceError};
 pub use digest::{Digest, Keccak256, KeccakMerkleMmcs, MmcsHash, Poseidon2, Poseidon2MerkleMmcs};
@@ -202,5 +204,5 @@ pub use pcs::{
     BackendPcs, InnerPcs, OnRefusal, PcsError, PcsStats, free_kept_host_matrices, fused_commit_model,
     fused_heights_model, quotient_commit_model,
 };
-pub use prove::{DeviceQuotient, DeviceQuotientPcs, prove};
+pub use prove::{DeviceQuotient, DeviceQuotientPcs, QuotientValues, prove};
 pub use quotient::{CompiledAir, Uncompiled};

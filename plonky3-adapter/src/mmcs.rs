@@ -492,18 +492,6 @@ impl<B: Backend, M, H: MmcsHash> BackendProverData<B, M, H> {
         matches!(&self.tree, Tree::Device(d) if !d.ldes.is_empty())
     }
 
-    /// The backend and the committed LDE kept on it, where the commit kept exactly one (matrices
-    /// of one height: a trace, the quotient's chunks).
-    pub(crate) fn device_lde(&self) -> Option<(&Arc<B>, &DeviceLde<B>)> {
-        match &self.tree {
-            Tree::Device(d) => match &d.ldes[..] {
-                [lde] => Some((&d.backend, lde)),
-                _ => None,
-            },
-            Tree::Host(_) => None,
-        }
-    }
-
     /// The backend, the device LDE that holds committed matrix `i` and the matrix's first column
     /// in it, where the commit kept its LDEs on the device.
     pub(crate) fn device_lde_of(&self, i: usize) -> Option<(&Arc<B>, &DeviceLde<B>, usize)> {

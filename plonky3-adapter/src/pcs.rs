@@ -701,6 +701,95 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
         }
     }
 
+    /// The quotients of a batch's tables committed in one commitment from their values on the
+    /// device, under the memory admission, counted: `TwoAdicFriPcs`'s bytes for
+    /// `get_quotient_ldes` of each table's chunks followed by `commit_ldes` of them all, which is
+    /// what p3-batch-stark's prover does on the host. Each `quotients` entry is a table's values
+    /// (`degree` words per point of its quotient domain, in the domain's order), that domain, the
+    /// degree and the table's chunk count.
+    ///
+    /// The tables' chunks are grouped by their LDE's height, tallest first (Plonky3's MMCS order);
+    /// one height's chunks are built column-major side by side, table after table
+    /// ([`quotient_chunks_lde`]), then turned row-major, and the heights committed as one tree
+    /// with the shorter ones injected at their level, the LDEs kept for the openings.
+    pub(crate) fn commit_quotients_on(
+        &self,
+        backend: &B,
+        quotients: &[(&B::Buffer, TwoAdicMultiplicativeCoset<Goldilocks>, usize, usize)],
+    ) -> Result<Committed<B, RowMajorMatrix<Goldilocks>, H>, String> {
+        let name = || backend.info().backend;
+        let tables: Vec<LdeParams> = quotients
+            .iter()
+            .map(|&(_, domain, degree, chunks)| quotient_lde_params(domain, degree, chunks, self.log_blowup))
+            .collect::<backend_api::Result<_>>()
+            .map_err(|e| format!("the {} batch quotient commit: {e}", name()))?;
+        let heights = quotient_heights(&tables).map_err(|e| format!("the {} batch quotient commit: {e}", name()))?;
+        let ticket = batch_quotient_model(&tables, &heights)
+            .and_then(|model| self.admit_model(backend, &model))
+            .map_err(|e| {
+                self.counters.admission_refusals.fetch_add(1, Ordering::Relaxed);
+                format!("the {} quotient commit of {} tables was not admitted ({e})", name(), tables.len())
+            })?;
+        // The first chunk of each table among the commit's matrices.
+        let firsts: Vec<usize> = quotients
+            .iter()
+            .scan(0, |next, &(_, _, _, chunks)| {
+                let first = *next;
+                *next += chunks;
+                Some(first)
+            })
+            .collect();
+        let run = || -> backend_api::Result<Committed<B, RowMajorMatrix<Goldilocks>, H>> {
+            let span = tracing::info_span!("quotient commit: chunks' LDEs").entered();
+            let mut ldes = Vec::with_capacity(heights.len());
+            let mut groups = Vec::with_capacity(heights.len());
+            for height in &heights {
+                let lde = match height.tables[..] {
+                    [i] => {
+                        let (values, domain, _, chunks) = quotients[i];
+                        quotient_chunks_lde(backend, values, domain, &tables[i], chunks, false)?
+                    }
+                    _ => {
+                        let shape = height.params.lde_shape();
+                        let mut columns = backend.alloc(shape.len())?;
+                        let mut at = 0;
+                        for &i in &height.tables {
+                            let (values, domain, _, chunks) = quotients[i];
+                            let table = quotient_chunks_lde(backend, values, domain, &tables[i], chunks, true)?;
+                            let len = tables[i].lde_shape().len();
+                            backend.batched_copy(&table, &mut columns, &[CopyRange::new(0, at, len)])?;
+                            at += len;
+                        }
+                        let by_columns = MatrixShape::new(shape.cols(), shape.rows())?;
+                        backend.transpose_in_place(&mut columns, by_columns, transpose_cap(by_columns))?;
+                        columns
+                    }
+                };
+                ldes.push(lde);
+                let mut members = Vec::new();
+                let mut widths = Vec::new();
+                for &i in &height.tables {
+                    let (_, _, degree, chunks) = quotients[i];
+                    members.extend(firsts[i]..firsts[i] + chunks);
+                    widths.extend(std::iter::repeat_n(degree, chunks));
+                }
+                groups.push(FusedGroup { params: height.params, members, widths });
+            }
+            drop(span);
+            self.commit_lde(backend, ldes, groups, ticket)
+        };
+        match run() {
+            Ok(done) => {
+                self.counters.device_quotient_commits.fetch_add(1, Ordering::Relaxed);
+                Ok(done)
+            }
+            Err(e) => {
+                self.counters.device_errors.fetch_add(1, Ordering::Relaxed);
+                Err(format!("{} quotient commit of {} tables: {e}", name(), tables.len()))
+            }
+        }
+    }
+
     /// `TwoAdicFriPcs::commit_quotient`, counted as a stock commit.
     pub(crate) fn commit_quotient_stock<Challenge, Challenger>(
         &self,
@@ -762,24 +851,7 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
             )));
         }
         let span = tracing::info_span!("quotient commit: chunks' LDEs").entered();
-        let lde_shape = params.lde_shape();
-        let lde = if num_chunks == 1 {
-            backend.coset_lde(values, params)?
-        } else {
-            let rows = lde_shape.rows();
-            // Column-major: column j at j * rows.
-            let mut columns = backend.alloc(lde_shape.len())?;
-            for (c, domain) in quotient_domain.split_domains(num_chunks).iter().enumerate() {
-                let shift = (Goldilocks::GENERATOR / domain.shift()).as_canonical_u64();
-                let mut lde = backend.coset_lde(values, &LdeParams::new(params.trace(), params.blowup(), shift)?)?;
-                backend.transpose_in_place(&mut lde, lde_shape, transpose_cap(lde_shape))?;
-                let at = c * degree * rows;
-                backend.batched_copy(&lde, &mut columns, &[CopyRange::new(at, at, degree * rows)])?;
-            }
-            let column_major = MatrixShape::new(lde_shape.cols(), rows)?;
-            backend.transpose_in_place(&mut columns, column_major, transpose_cap(column_major))?;
-            columns
-        };
+        let lde = quotient_chunks_lde(backend, values, quotient_domain, params, num_chunks, false)?;
         drop(span);
         let chunks =
             FusedGroup { params: *params, members: (0..num_chunks).collect(), widths: vec![degree; num_chunks] };
@@ -921,6 +993,99 @@ pub(crate) fn quotient_lde_params(
 /// CPU backend 2.9 s against 68 ms for one, and a CUDA quotient commit of `4 x 2^17` 94 ms.
 fn transpose_cap(shape: MatrixShape) -> usize {
     shape.rows().saturating_mul(shape.cols() + 1).saturating_mul(ELEM_BYTES)
+}
+
+/// The LDE of one quotient's chunks side by side (`params`, [`quotient_lde_params`]) from its
+/// values on the device (see [`BackendPcs::commit_quotient_values`]): row-major, or column-major
+/// (column `j` at `j * rows`) when `column_major`.
+fn quotient_chunks_lde<B: Backend>(
+    backend: &B,
+    values: &B::Buffer,
+    quotient_domain: TwoAdicMultiplicativeCoset<Goldilocks>,
+    params: &LdeParams,
+    num_chunks: usize,
+    column_major: bool,
+) -> backend_api::Result<B::Buffer> {
+    let lde_shape = params.lde_shape();
+    let rows = lde_shape.rows();
+    let by_columns = MatrixShape::new(lde_shape.cols(), rows)?;
+    if num_chunks == 1 {
+        let mut lde = backend.coset_lde(values, params)?;
+        if column_major {
+            backend.transpose_in_place(&mut lde, lde_shape, transpose_cap(lde_shape))?;
+        }
+        return Ok(lde);
+    }
+    let degree = lde_shape.cols() / num_chunks;
+    let mut columns = backend.alloc(lde_shape.len())?;
+    for (c, domain) in quotient_domain.split_domains(num_chunks).iter().enumerate() {
+        let shift = (Goldilocks::GENERATOR / domain.shift()).as_canonical_u64();
+        let mut lde = backend.coset_lde(values, &LdeParams::new(params.trace(), params.blowup(), shift)?)?;
+        backend.transpose_in_place(&mut lde, lde_shape, transpose_cap(lde_shape))?;
+        let at = c * degree * rows;
+        backend.batched_copy(&lde, &mut columns, &[CopyRange::new(at, at, degree * rows)])?;
+    }
+    if !column_major {
+        backend.transpose_in_place(&mut columns, by_columns, transpose_cap(by_columns))?;
+    }
+    Ok(columns)
+}
+
+/// One height of a batch's quotient commit: the LDE parameters of its tables' chunks side by
+/// side, and which of the `quotients` they are, in order.
+struct QuotientHeight {
+    params: LdeParams,
+    tables: Vec<usize>,
+}
+
+/// The heights of a batch's quotient commit, tallest first, each table's chunks in the given
+/// order within one height (the order Plonky3's MMCS groups matrices in).
+fn quotient_heights(tables: &[LdeParams]) -> backend_api::Result<Vec<QuotientHeight>> {
+    let mut order: Vec<usize> = (0..tables.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(tables[i].lde_shape().rows()));
+    let mut heights: Vec<QuotientHeight> = Vec::new();
+    for i in order {
+        let p = tables[i];
+        match heights.last_mut() {
+            Some(h) if h.params.lde_shape().rows() == p.lde_shape().rows() => {
+                let cols =
+                    h.params.trace().cols().checked_add(p.trace().cols()).ok_or(backend_api::Error::SizeOverflow {
+                        what: "quotient chunks of one height",
+                        elems: p.trace().cols(),
+                    })?;
+                h.params = LdeParams::new(MatrixShape::new(h.params.trace().rows(), cols)?, p.blowup(), p.shift())?;
+                h.tables.push(i);
+            }
+            _ => heights.push(QuotientHeight { params: p, tables: vec![i] }),
+        }
+    }
+    Ok(heights)
+}
+
+/// The device memory model of a batch's quotient commit: every height's chunks as one fused
+/// commit of several heights ([`fused_heights_model`]), with the scratch term also holding every
+/// table's values (all live until committed) and the largest table's chunk LDE and transposes
+/// (one table's chunks are built beside its height's LDE being assembled).
+///
+/// # Errors
+/// [`fused_heights_model`]'s and [`quotient_commit_model`]'s.
+fn batch_quotient_model(tables: &[LdeParams], heights: &[QuotientHeight]) -> commit::Result<MemoryModel> {
+    let params: Vec<LdeParams> = heights.iter().map(|h| h.params).collect();
+    let fused = fused_heights_model(&params)?;
+    let overflow = || backend_api::Error::SizeOverflow { what: "batch quotient commit", elems: tables.len() };
+    let values = tables.iter().map(|p| p.trace().bytes()).try_fold(0usize, usize::checked_add).ok_or_else(overflow)?;
+    let mut largest = 0usize;
+    for p in tables {
+        let one = quotient_commit_model(p)?;
+        largest = largest.max(one.scratch.checked_add(p.lde_shape().bytes()).ok_or_else(overflow)?);
+    }
+    let scratch =
+        [values, largest, fused.scratch].into_iter().try_fold(0usize, usize::checked_add).ok_or_else(overflow)?;
+    [fused.lde, fused.trees, fused.twiddles, scratch]
+        .into_iter()
+        .try_fold(0usize, usize::checked_add)
+        .ok_or_else(overflow)?;
+    Ok(MemoryModel { scratch, ..fused })
 }
 
 /// The device memory model of a quotient commit of `params` (the chunks side by side: `points /

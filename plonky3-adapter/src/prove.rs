@@ -35,7 +35,7 @@ use p3_uni_stark::{
 use p3_util::log2_strict_usize;
 use tracing::info_span;
 
-use crate::convert::into_field_vec;
+use crate::convert::{as_words, into_field_vec};
 use crate::digest::MmcsHash;
 use crate::pcs::BackendPcs;
 use crate::quotient::{CompiledAir, Uncompiled};
@@ -49,14 +49,16 @@ pub trait DeviceQuotientPcs<Challenge: ExtensionField<Goldilocks>, Challenger>:
     type DeviceValues: Send;
 
     /// The flattened quotient (`d` words per point of `domain`, Plonky3's `flatten_to_base`) of
-    /// the compiled constraints over the LDE of the trace committed in `trace`, evaluated where
-    /// that LDE lies and left there; or why it cannot be, in words naming the fix.
+    /// the compiled constraints over the LDE of matrix `matrix` of the traces committed in
+    /// `trace` (0 for a uni-stark trace, the table's index for a batch), evaluated where that LDE
+    /// lies and left there; or why it cannot be, in words naming the fix.
     ///
     /// # Errors
     /// The reason, for a warning; the caller then evaluates on the host.
     fn device_quotient(
         &self,
         trace: &Self::ProverData,
+        matrix: usize,
         compiled: &CompiledAir,
         domain: QuotientDomain,
         values: &[u64],
@@ -76,6 +78,20 @@ pub trait DeviceQuotientPcs<Challenge: ExtensionField<Goldilocks>, Challenger>:
         num_chunks: usize,
     ) -> Result<(Self::Commitment, Self::ProverData), String>;
 
+    /// Commits the quotients of a batch's tables (`(values, quotient domain, chunk count)` each,
+    /// in the batch's order) in one commitment: the commitment and prover data of
+    /// `Pcs::commit_ldes` over `UnivariateStarkPcs::get_quotient_ldes` of each table's chunks,
+    /// what p3-batch-stark's prover commits. A table whose quotient ran on the host gives its
+    /// values as [`QuotientValues::Host`].
+    ///
+    /// # Errors
+    /// Why the values are lost (the device failed, and they could not come down for the host's
+    /// commit either), for a warning; the caller then evaluates them again on the host.
+    fn commit_device_quotients(
+        &self,
+        quotients: Vec<(QuotientValues<Self::DeviceValues>, TwoAdicMultiplicativeCoset<Goldilocks>, usize)>,
+    ) -> Result<(Self::Commitment, Self::ProverData), String>;
+
     /// Counts one quotient step, on the device or on the host.
     fn count_quotient(&self, on_device: bool);
 
@@ -84,12 +100,23 @@ pub trait DeviceQuotientPcs<Challenge: ExtensionField<Goldilocks>, Challenger>:
     /// keep it on the host): [`prove`] compiles the AIR's constraints only then.
     fn may_keep_trace_lde(&self, domain: TwoAdicMultiplicativeCoset<Goldilocks>, height: usize, width: usize) -> bool;
 
-    /// `Ok` when the trace committed in `trace` has its LDE on the device, else why not, in
-    /// words naming the fix.
+    /// `Ok` when matrix `matrix` of the traces committed in `trace` has its LDE on the device,
+    /// else why not, in words naming the fix.
     ///
     /// # Errors
     /// The reason, for a warning; the caller then evaluates on the host.
-    fn trace_lde_on_device(&self, trace: &Self::ProverData) -> Result<(), String>;
+    fn trace_lde_on_device(&self, trace: &Self::ProverData, matrix: usize) -> Result<(), String>;
+}
+
+/// A table's quotient values for [`DeviceQuotientPcs::commit_device_quotients`], where they were
+/// evaluated.
+#[derive(Debug)]
+pub enum QuotientValues<D> {
+    /// On the device ([`DeviceQuotientPcs::device_quotient`]).
+    Device(D),
+    /// On the host: Plonky3's quotient flattened to its `d` base-field columns
+    /// (`flatten_to_base`), one row per point of the quotient domain.
+    Host(RowMajorMatrix<Goldilocks>),
 }
 
 /// A quotient's values on a backend, from [`BackendPcs`]'s
@@ -122,15 +149,19 @@ where
     fn device_quotient(
         &self,
         trace: &Self::ProverData,
+        matrix: usize,
         compiled: &CompiledAir,
         domain: QuotientDomain,
         values: &[u64],
         alpha_powers: &[u64],
     ) -> Result<DeviceQuotient<B>, String> {
-        let Some((backend, lde)) = trace.device_lde() else {
+        let Some((backend, lde, first)) = trace.device_lde_of(matrix) else {
             return Err(self.why_no_device_lde(trace));
         };
-        let call = QuotientCall { program: compiled.program(), domain, values, alpha_powers };
+        // A table beside others of its height reads its columns from `first` on.
+        let moved = (first > 0).then(|| compiled.program_at(first)).transpose().map_err(|e| e.0)?;
+        let program = moved.as_ref().unwrap_or_else(|| compiled.program());
+        let call = QuotientCall { program, domain, values, alpha_powers };
         let d = call.degree();
         // The output, a column-major copy of the rows read and the register files, admitted as
         // the fused commits are; the ticket then holds the output's bytes until it is committed.
@@ -195,20 +226,90 @@ where
         self.may_keep_lde(domain, height, width)
     }
 
-    fn trace_lde_on_device(&self, trace: &Self::ProverData) -> Result<(), String> {
-        trace.device_lde().map(drop).ok_or_else(|| self.why_no_device_lde(trace))
+    fn commit_device_quotients(
+        &self,
+        quotients: Vec<(QuotientValues<DeviceQuotient<B>>, TwoAdicMultiplicativeCoset<Goldilocks>, usize)>,
+    ) -> Result<(Self::Commitment, Self::ProverData), String> {
+        let backend = Arc::clone(self.mmcs.backend());
+        // Every table's values on the device, in the batch's order: a host quotient goes up (a
+        // few words per point), until an upload fails.
+        let mut tables: Vec<(Result<(B::Buffer, usize), RowMajorMatrix<Goldilocks>>, _, usize)> = Vec::new();
+        let mut why = None;
+        for (values, domain, chunks) in quotients {
+            let values = match values {
+                QuotientValues::Device(DeviceQuotient { values, degree, ticket }) => {
+                    // The commit's own model holds the values from here on.
+                    drop(ticket);
+                    Ok((values, degree))
+                }
+                QuotientValues::Host(matrix) if why.is_none() => match backend.upload(as_words(&matrix.values)) {
+                    Ok(values) => Ok((values, matrix.width())),
+                    Err(e) => {
+                        why = Some(format!("a host quotient did not go up to {} ({e})", backend.info().backend));
+                        Err(matrix)
+                    }
+                },
+                QuotientValues::Host(matrix) => Err(matrix),
+            };
+            tables.push((values, domain, chunks));
+        }
+        let why = match why {
+            Some(why) => why,
+            None => {
+                let up: Vec<_> = tables
+                    .iter()
+                    .filter_map(|(v, domain, chunks)| v.as_ref().ok().map(|(v, d)| (v, *domain, *d, *chunks)))
+                    .collect();
+                match self.commit_quotients_on(&backend, &up) {
+                    Ok(done) => return Ok(done),
+                    Err(why) => why,
+                }
+            }
+        };
+        tracing::warn!("plonky3-adapter: {why}; the quotients' values come down for TwoAdicFriPcs::commit_ldes");
+        let tables = tables
+            .into_iter()
+            .map(|(values, domain, chunks)| {
+                let matrix = match values {
+                    Ok((values, degree)) => RowMajorMatrix::new(
+                        into_field_vec(
+                            backend
+                                .download_vec(&values)
+                                .map_err(|e| format!("{why}, and the quotients' values could not come down ({e})"))?,
+                        ),
+                        degree,
+                    ),
+                    Err(matrix) => matrix,
+                };
+                Ok((matrix, domain, chunks))
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        let ldes = tables
+            .into_iter()
+            .map(|(matrix, domain, chunks)| {
+                let evaluations = domain.split_domains(chunks).into_iter().zip(domain.split_evals(chunks, matrix));
+                UnivariateStarkPcs::<Challenge, Challenger>::get_quotient_ldes(self, evaluations, chunks)
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("{why}, and TwoAdicFriPcs::get_quotient_ldes failed ({e})"))?;
+        UnivariateStarkPcs::<Challenge, Challenger>::commit_ldes(self, ldes.into_iter().flatten().collect())
+            .map_err(|e| format!("{why}, and TwoAdicFriPcs::commit_ldes failed ({e})"))
+    }
+
+    fn trace_lde_on_device(&self, trace: &Self::ProverData, matrix: usize) -> Result<(), String> {
+        trace.device_lde_of(matrix).map(drop).ok_or_else(|| self.why_no_device_lde(trace))
     }
 }
 
 /// Warns once per process and reason.
-fn warn_once(flag: &AtomicBool, message: impl FnOnce() -> String) {
+pub(crate) fn warn_once(flag: &AtomicBool, message: impl FnOnce() -> String) {
     if !flag.swap(true, Ordering::Relaxed) {
         tracing::warn!("plonky3-adapter: {}", message());
     }
 }
 
-static WARNED_COMPILE: AtomicBool = AtomicBool::new(false);
-static WARNED_DEVICE: AtomicBool = AtomicBool::new(false);
+pub(crate) static WARNED_COMPILE: AtomicBool = AtomicBool::new(false);
+pub(crate) static WARNED_DEVICE: AtomicBool = AtomicBool::new(false);
 
 /// `p3_uni_stark::prove` with the quotient on the device: the same signature, the same proof bytes
 /// (proof-of-work bits 0), verified by `p3_uni_stark::verify`.
@@ -317,7 +418,7 @@ where
             (config.is_zk() == 0)
                 .then(|| {
                     // Where the LDE stayed on the host, the compilation is not waited for.
-                    pcs.trace_lde_on_device(&trace_data).map_err(|why| (&WARNED_DEVICE, why))?;
+                    pcs.trace_lde_on_device(&trace_data, 0).map_err(|why| (&WARNED_DEVICE, why))?;
                     let compiled = info_span!("quotient: compile wait").in_scope(|| {
                         compiling.map_or_else(
                             || Err(Uncompiled("the trace was not expected to stay on the device".into())),
@@ -330,8 +431,9 @@ where
                     });
                     device_quotient::<SC>(
                         pcs,
-                        compiled,
+                        compiled.as_ref().map_err(Clone::clone),
                         &trace_data,
+                        0,
                         trace_domain,
                         quotient_domain,
                         public_values,
@@ -420,16 +522,17 @@ where
 }
 
 /// The quotient's values where `SC`'s PCS evaluates them.
-type DeviceValues<SC> = <<SC as StarkGenericConfig>::Pcs as DeviceQuotientPcs<
+pub(crate) type DeviceValues<SC> = <<SC as StarkGenericConfig>::Pcs as DeviceQuotientPcs<
     <SC as StarkGenericConfig>::Challenge,
     <SC as StarkGenericConfig>::Challenger,
 >>::DeviceValues;
 
 /// The quotient's values on the device, or the warning's flag and reason.
-fn device_quotient<SC>(
+pub(crate) fn device_quotient<SC>(
     pcs: &SC::Pcs,
-    compiled: Result<CompiledAir, Uncompiled>,
+    compiled: Result<&CompiledAir, Uncompiled>,
     trace_data: &<SC::Pcs as Pcs<SC::Challenge, SC::Challenger>>::ProverData,
+    matrix: usize,
     trace_domain: TwoAdicMultiplicativeCoset<Goldilocks>,
     quotient_domain: TwoAdicMultiplicativeCoset<Goldilocks>,
     public_values: &[Goldilocks],
@@ -449,6 +552,6 @@ where
     )
     .map_err(|e| (&WARNED_DEVICE, format!("the quotient domain: {e}")))?;
     info_span!("quotient: device")
-        .in_scope(|| pcs.device_quotient(trace_data, &compiled, domain, &values, &alpha_powers))
+        .in_scope(|| pcs.device_quotient(trace_data, matrix, compiled, domain, &values, &alpha_powers))
         .map_err(|why| (&WARNED_DEVICE, why))
 }

@@ -29,9 +29,15 @@ use std::sync::Arc;
 
 use backend_api::quotient::{ConstraintProgram, Instr, Selector};
 use p3_air::Air;
-use p3_air::symbolic::{AirLayout, BaseEntry, BaseLeaf, SymbolicAirBuilder, SymbolicExpr, SymbolicExpression};
-use p3_field::{ExtensionField, PrimeField64};
+use p3_air::symbolic::{
+    AirLayout, BaseEntry, BaseLeaf, ConstraintLayout, SymbolicAirBuilder, SymbolicExpr, SymbolicExpression,
+    SymbolicExpressionExt,
+};
+use p3_batch_stark::symbolic::{get_constraint_layout, get_symbolic_constraints};
+use p3_field::{Algebra, ExtensionField, PrimeField64};
 use p3_goldilocks::Goldilocks;
+use p3_lookup::InteractionSymbolicBuilder;
+use p3_lookup::logup::LogUpGadget;
 
 /// Why an AIR's constraints were not compiled: its quotient is then Plonky3's host code.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -61,22 +67,49 @@ impl CompiledAir {
     /// [`Uncompiled`] for preprocessed, periodic or permutation columns, extension-field
     /// constraints, an AIR without constraints, or a program past the backends' limits.
     pub fn compile<A: Air<SymbolicAirBuilder<Goldilocks>>>(air: &A, layout: AirLayout) -> Result<Self, Uncompiled> {
-        if layout.preprocessed_width > 0 {
-            return Err(Uncompiled(format!("{} preprocessed columns", layout.preprocessed_width)));
-        }
-        if layout.num_periodic_columns > 0 {
-            return Err(Uncompiled(format!("{} periodic columns", layout.num_periodic_columns)));
-        }
-        if layout.permutation_width > 0 || layout.num_permutation_challenges > 0 || layout.num_permutation_values > 0 {
-            return Err(Uncompiled("a permutation (lookup) trace".into()));
-        }
+        check_layout(&layout)?;
         let mut builder = SymbolicAirBuilder::<Goldilocks>::new(layout);
         air.eval(&mut builder);
-        let order = builder.constraint_layout();
+        Self::from_constraints(&builder.base_constraints(), &builder.constraint_layout(), layout)
+    }
+
+    /// Compiles the constraints of one table of a p3-batch-stark proof: `air` under `layout` as
+    /// `p3_batch_stark::prove_batch` builds it, through p3-lookup's symbolic builder (the one
+    /// such AIRs implement). A table with lookups is refused: its permutation columns and
+    /// constraints are in the extension field.
+    ///
+    /// # Errors
+    /// [`Uncompiled`] for lookups, then as [`CompiledAir::compile`].
+    pub fn compile_table<A, Challenge>(
+        air: &A,
+        layout: AirLayout,
+        lookups: &[p3_lookup::Lookup<Goldilocks>],
+    ) -> Result<Self, Uncompiled>
+    where
+        A: Air<InteractionSymbolicBuilder<Goldilocks, Challenge>>,
+        Challenge: ExtensionField<Goldilocks>,
+        SymbolicExpressionExt<Goldilocks, Challenge>: Algebra<Challenge>,
+    {
+        if !lookups.is_empty() {
+            return Err(Uncompiled(format!("{} lookups (extension-field permutation columns)", lookups.len())));
+        }
+        check_layout(&layout)?;
+        let gadget = LogUpGadget::new();
+        let (base, _) = get_symbolic_constraints::<Goldilocks, Challenge, A, _>(air, layout, lookups, &gadget);
+        let order = get_constraint_layout::<Goldilocks, Challenge, A, _>(air, layout, lookups, &gadget);
+        Self::from_constraints(&base, &order, layout)
+    }
+
+    /// The program of the base-field `constraints`, numbered by `order` (Plonky3's global
+    /// constraint indices) under `layout`.
+    fn from_constraints(
+        constraints: &[SymbolicExpression<Goldilocks>],
+        order: &ConstraintLayout,
+        layout: AirLayout,
+    ) -> Result<Self, Uncompiled> {
         if !order.ext_indices.is_empty() {
             return Err(Uncompiled(format!("{} extension-field constraints", order.ext_indices.len())));
         }
-        let constraints = builder.base_constraints();
         if constraints.is_empty() {
             return Err(Uncompiled("no constraints".into()));
         }
@@ -90,6 +123,27 @@ impl CompiledAir {
         let instrs = schedule(&dag, &roots, layout.num_public_values)?;
         let program = ConstraintProgram::new(&instrs).map_err(|e| Uncompiled(format!("the compiled program: {e}")))?;
         Ok(Self { program, constants: dag.constants, public_values: layout.num_public_values, nodes })
+    }
+
+    /// The program with every column index moved `first` columns on: the same constraints over
+    /// an LDE that holds the trace's columns from column `first` on (a table of a batch, beside
+    /// the other tables of its height).
+    ///
+    /// # Errors
+    /// [`Uncompiled`] when a column index would pass the program's limit.
+    pub fn program_at(&self, first: usize) -> Result<ConstraintProgram, Uncompiled> {
+        let first = u32::try_from(first).map_err(|_| too_many())?;
+        let moved: Vec<Instr> = self
+            .program
+            .instrs()
+            .map(|instr| match instr {
+                Instr::Column { dst, col, next } => {
+                    col.checked_add(first).map(|col| Instr::Column { dst, col, next }).ok_or_else(too_many)
+                }
+                other => Ok(other),
+            })
+            .collect::<Result<_, _>>()?;
+        ConstraintProgram::new(&moved).map_err(|e| Uncompiled(format!("the program moved {first} columns on: {e}")))
     }
 
     /// The program.
@@ -129,6 +183,20 @@ impl CompiledAir {
             .flat_map(|p| p.as_basis_coefficients_slice().iter().map(|c| c.as_canonical_u64()).collect::<Vec<_>>())
             .collect()
     }
+}
+
+/// The layouts the compiler takes: no preprocessed, periodic or permutation columns.
+fn check_layout(layout: &AirLayout) -> Result<(), Uncompiled> {
+    if layout.preprocessed_width > 0 {
+        return Err(Uncompiled(format!("{} preprocessed columns", layout.preprocessed_width)));
+    }
+    if layout.num_periodic_columns > 0 {
+        return Err(Uncompiled(format!("{} periodic columns", layout.num_periodic_columns)));
+    }
+    if layout.permutation_width > 0 || layout.num_permutation_challenges > 0 || layout.num_permutation_values > 0 {
+        return Err(Uncompiled("a permutation (lookup) trace".into()));
+    }
+    Ok(())
 }
 
 fn too_many() -> Uncompiled {

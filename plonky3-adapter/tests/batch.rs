@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use backend_api::Backend;
 use backend_cpu::CpuBackend;
-use common::batch::{Batch, Shape, check_against, prove};
+use common::batch::{Batch, Shape, check_against, prove, prove_on_device};
 use common::stark::{config, fused_config};
 use p3_dft::Radix2DitParallel;
 use p3_uni_stark::StarkGenericConfig;
@@ -45,19 +45,31 @@ fn tables_with_lookups() -> Vec<Shape> {
 /// Proves each batch with `BackendPcs` on `backend` and checks it is stock's proof, byte for
 /// byte, and that the stock verifier accepts it: the traces' commit and the permutation traces'
 /// fused on the device across their heights, every trace's and permutation trace's openings there
-/// (and reduced there where `reductions`: the backend implements `reduce_openings`).
+/// (and reduced there where `reductions`: the backend implements `reduce_openings`). Then proves
+/// each batch again with [`plonky3_adapter::prove_batch`]: the same bytes, each table without
+/// lookups evaluating its quotient on the device (a table sharing its height with another reads
+/// its columns from the middle of that height's LDE), the tables with lookups on the host, and
+/// every table's quotient chunks committed on the device in one commitment and opened there.
 fn batch_proofs_are_stock<B: Backend + 'static>(backend: Arc<B>, batches: &[Vec<Shape>], reductions: bool) {
     let stock = config(Radix2DitParallel::default());
-    let ours = fused_config(BackendDft::new(Arc::clone(&backend)), BackendMmcs::new(backend, 0));
-    let (mut fused, mut matrices) = (0, 0);
+    let ours = fused_config(BackendDft::new(Arc::clone(&backend)), BackendMmcs::new(Arc::clone(&backend), 0));
+    let device = fused_config(BackendDft::new(Arc::clone(&backend)), BackendMmcs::new(backend, 0));
+    let (mut fused, mut matrices, mut chunks, mut lookups, mut tables) = (0, 0, 0, 0, 0);
     for (b, shapes) in batches.iter().enumerate() {
         let batch = Batch::new(shapes);
         let want = check_against(&prove(&stock, &batch), &stock, &batch);
         let got = check_against(&prove(&ours, &batch), &stock, &batch);
         assert!(got == want, "batch {b} ({:?}): the proofs differ", batch.dims());
-        let lookups = batch.lookup_tables();
-        fused += 1 + usize::from(lookups > 0);
-        matrices += batch.tables.len() + lookups;
+        let on_device = prove_on_device(&device, &batch);
+        chunks +=
+            on_device.opened_values.instances.iter().map(|i| i.base_opened_values.quotient_chunks.len()).sum::<usize>();
+        let got = check_against(&on_device, &stock, &batch);
+        assert!(got == want, "batch {b} ({:?}): plonky3_adapter::prove_batch's proof differs", batch.dims());
+        let with_lookups = batch.lookup_tables();
+        fused += 1 + usize::from(with_lookups > 0);
+        matrices += batch.tables.len() + with_lookups;
+        lookups += with_lookups;
+        tables += batch.tables.len();
     }
     let stats = ours.pcs().stats();
     assert_eq!((stats.device_errors, stats.host_openings, stats.admission_refusals), (0, 0, 0), "{stats:?}");
@@ -73,6 +85,18 @@ fn batch_proofs_are_stock<B: Backend + 'static>(backend: Arc<B>, batches: &[Vec<
     assert_eq!(stats.device_reductions, if reductions { matrices } else { 0 }, "{stats:?}");
     let trees = ours.pcs().mmcs().stats();
     assert_eq!((trees.host_commits, trees.device_errors), (0, 0), "{trees:?}");
+
+    let stats = device.pcs().stats();
+    assert_eq!((stats.device_errors, stats.host_openings, stats.admission_refusals), (0, 0, 0), "{stats:?}");
+    assert_eq!((stats.device_quotients, stats.host_quotients), (tables - lookups, lookups), "{stats:?}");
+    assert_eq!(
+        (stats.fused_commits, stats.device_quotient_commits, stats.stock_commits),
+        (fused, batches.len(), 0),
+        "{stats:?}"
+    );
+    // The quotient chunks' openings are the device's too.
+    assert_eq!(stats.device_openings, 2 * (matrices + chunks), "{stats:?}");
+    assert_eq!(stats.device_reductions, if reductions { matrices + chunks } else { 0 }, "{stats:?}");
 }
 
 #[test]
@@ -154,4 +178,68 @@ fn a_batch_over_the_memory_budget_fails_with_the_typed_error_or_proves_the_stock
     let stats = stock_way.pcs().stats();
     // The traces' commit is refused; the permutation traces' (two heights, smaller) is admitted.
     assert_eq!((stats.admission_refusals, stats.fused_commits, stats.stock_commits), (1, 1, 2), "{stats:?}");
+}
+
+/// The quotients' commit of [`plonky3_adapter::prove_batch`] is `TwoAdicFriPcs::commit_ldes` of
+/// each table's `get_quotient_ldes`, stock's commitment: three tables of two heights and one or
+/// two chunks (two of them share a height, so their chunks are assembled side by side, in the
+/// batch's order around the other table's). When any allocation of the device commit fails, the
+/// values come down and are committed the stock way, with the same commitment and the error
+/// counted; when the first upload of a host table's values fails, too.
+#[test]
+fn a_batch_quotient_commit_is_stock_and_survives_a_failed_allocation_anywhere() {
+    use common::stark::{Challenge, Challenger, Val, pcs};
+    use p3_commit::{Pcs, PolynomialSpace, UnivariateStarkPcs};
+    use p3_field::PrimeField64;
+    use p3_matrix::dense::RowMajorMatrix;
+    use plonky3_adapter::{DeviceQuotientPcs, QuotientValues};
+    use rand::{Rng, SeedableRng};
+
+    let stock = pcs(Radix2DitParallel::default(), 1);
+    let backend = Arc::new(CpuBackend::new());
+    let ours = fused_config(BackendDft::new(Arc::clone(&backend)), BackendMmcs::new(Arc::clone(&backend), 0));
+    let ours = ours.pcs();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(51);
+    // (trace height, chunks): the first and the last share their LDE's height.
+    let tables: Vec<(RowMajorMatrix<Val>, _, usize)> = [(1 << 6, 2), (1 << 4, 2), (1 << 6, 1)]
+        .into_iter()
+        .map(|(height, chunks)| {
+            let domain = Pcs::<Challenge, Challenger>::natural_domain_for_degree(&stock, height)
+                .create_disjoint_domain(height * chunks);
+            let values = (0..domain.size() * 2).map(|_| Val::new(rng.random_range(0..Val::ORDER_U64))).collect();
+            (RowMajorMatrix::new(values, 2), domain, chunks)
+        })
+        .collect();
+    let ldes = tables
+        .iter()
+        .flat_map(|(m, domain, chunks)| {
+            let evaluations = domain.split_domains(*chunks).into_iter().zip(domain.split_evals(*chunks, m.clone()));
+            UnivariateStarkPcs::<Challenge, Challenger>::get_quotient_ldes(&stock, evaluations, *chunks).unwrap()
+        })
+        .collect();
+    let (want, _) = UnivariateStarkPcs::<Challenge, Challenger>::commit_ldes(&stock, ldes).unwrap();
+    let commit = || {
+        let quotients = tables.iter().map(|(m, d, c)| (QuotientValues::Host(m.clone()), *d, *c)).collect();
+        DeviceQuotientPcs::<Challenge, Challenger>::commit_device_quotients(ours, quotients).unwrap().0
+    };
+
+    let before = backend.tracker().counters().allocations;
+    assert_eq!(commit(), want, "the device commit");
+    let allocations = backend.tracker().counters().allocations - before;
+    let stats = ours.stats();
+    assert_eq!((stats.device_quotient_commits, stats.stock_commits, stats.device_errors), (1, 0, 0), "{stats:?}");
+    assert!(allocations > 3, "the three uploads and the commit's own: {allocations}");
+    for at in 0..allocations {
+        backend.tracker().fail_at(backend.tracker().counters().allocations + at);
+        assert_eq!(commit(), want, "allocation {at} of {allocations} failed");
+        backend.tracker().disarm();
+    }
+    let stats = ours.stats();
+    // Each call committed once, on the device or the stock way. The first three failures are the
+    // uploads (no device error: the commit never started); every other stock commit follows a
+    // counted device error. (A failed allocation the backend has a fallback for, such as a
+    // transpose's scratch, leaves the commit on the device.)
+    assert_eq!(stats.device_quotient_commits + stats.stock_commits, 1 + allocations, "{stats:?}");
+    assert!(stats.device_errors + 3 >= allocations - 1, "{stats:?}");
+    assert_eq!((stats.stock_commits, stats.admission_refusals), (stats.device_errors + 3, 0), "{stats:?}");
 }

@@ -169,3 +169,70 @@ where
         self.inner.build_periodic_lde_table(periodic_cols, trace_domain, quotient_domain)
     }
 }
+
+/// [`plonky3_adapter::prove_batch`]'s calls: the quotients' commit from where they were evaluated
+/// is timed as `commit_ldes` is (the quotient chunks' commit, the quotients before it).
+impl<P, Challenge, Challenger> plonky3_adapter::DeviceQuotientPcs<Challenge, Challenger> for TimedPcs<P>
+where
+    P: plonky3_adapter::DeviceQuotientPcs<Challenge, Challenger>,
+    Challenge: ExtensionField<Goldilocks>,
+{
+    type DeviceValues = P::DeviceValues;
+
+    fn device_quotient(
+        &self,
+        trace: &Self::ProverData,
+        matrix: usize,
+        compiled: &plonky3_adapter::CompiledAir,
+        domain: backend_api::quotient::QuotientDomain,
+        values: &[u64],
+        alpha_powers: &[u64],
+    ) -> Result<Self::DeviceValues, String> {
+        self.inner.device_quotient(trace, matrix, compiled, domain, values, alpha_powers)
+    }
+
+    fn commit_device_quotient(
+        &self,
+        values: Self::DeviceValues,
+        quotient_domain: p3_field::coset::TwoAdicMultiplicativeCoset<Goldilocks>,
+        num_chunks: usize,
+    ) -> Result<(Self::Commitment, Self::ProverData), String> {
+        self.inner.commit_device_quotient(values, quotient_domain, num_chunks)
+    }
+
+    fn commit_device_quotients(
+        &self,
+        quotients: Vec<(
+            plonky3_adapter::QuotientValues<Self::DeviceValues>,
+            p3_field::coset::TwoAdicMultiplicativeCoset<Goldilocks>,
+            usize,
+        )>,
+    ) -> Result<(Self::Commitment, Self::ProverData), String> {
+        self.record(
+            || self.inner.commit_device_quotients(quotients),
+            |p, took, start| {
+                p.quotient_commit += took;
+                if let Some(end) = p.last_commit_end.take() {
+                    p.quotient += start.saturating_duration_since(end);
+                }
+            },
+        )
+    }
+
+    fn count_quotient(&self, on_device: bool) {
+        self.inner.count_quotient(on_device);
+    }
+
+    fn may_keep_trace_lde(
+        &self,
+        domain: p3_field::coset::TwoAdicMultiplicativeCoset<Goldilocks>,
+        height: usize,
+        width: usize,
+    ) -> bool {
+        self.inner.may_keep_trace_lde(domain, height, width)
+    }
+
+    fn trace_lde_on_device(&self, trace: &Self::ProverData, matrix: usize) -> Result<(), String> {
+        self.inner.trace_lde_on_device(trace, matrix)
+    }
+}

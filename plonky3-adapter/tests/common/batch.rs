@@ -229,6 +229,39 @@ where
     prove_batch(config, &instances, &prover_data)
 }
 
+/// [`plonky3_adapter::prove_batch`] of `batch` with `config`: each table's quotient where its
+/// trace's LDE lies.
+///
+/// # Panics
+/// When proving fails.
+pub fn prove_on_device<SC: BatchConfig>(config: &SC, batch: &Batch) -> BatchProof<SC>
+where
+    SC::Pcs: plonky3_adapter::DeviceQuotientPcs<Challenge, SC::Challenger>,
+    p3_uni_stark::PcsProverError<SC>: Send + std::fmt::Debug,
+{
+    try_prove_on_device(config, batch).expect("proving the batch succeeds")
+}
+
+/// [`plonky3_adapter::prove_batch`] of `batch` with `config`.
+pub fn try_prove_on_device<SC: BatchConfig>(
+    config: &SC,
+    batch: &Batch,
+) -> Result<BatchProof<SC>, p3_uni_stark::ProvingError<p3_uni_stark::PcsProverError<SC>>>
+where
+    SC::Pcs: plonky3_adapter::DeviceQuotientPcs<Challenge, SC::Challenger>,
+    p3_uni_stark::PcsProverError<SC>: Send,
+{
+    let instances: Vec<StarkInstance<'_, SC, Table>> = batch
+        .tables
+        .iter()
+        .zip(&batch.traces)
+        .zip(&batch.public_values)
+        .map(|((air, trace), public_values)| StarkInstance { air, trace, public_values: public_values.clone() })
+        .collect();
+    let prover_data = ProverData::from_instances(config, &instances)?;
+    plonky3_adapter::prove_batch(config, &instances, &prover_data)
+}
+
 /// The proof's bytes, after checking that `verify_batch` with the stock configuration `stock`
 /// (its types and parameters) accepts the proof deserialized from them, and refuses them with one
 /// bit flipped in the middle (which must not deserialize, or not verify) and with a wrong public
