@@ -159,13 +159,11 @@ where
             BatchProverTranscript::<SC::Challenger, Goldilocks, SC::Challenge, Com<SC>>::new(&mut challenger, shape);
         transcript.instance_bindings(&log_ext_degrees);
 
-        let main_inputs: Vec<_> = instances
-            .iter()
-            .zip(ext_trace_domains.iter().copied())
-            .map(|(inst, dom)| (dom, inst.trace.clone()))
-            .collect();
+        // The traces are read where they are (stock clones them for `Pcs::commit`).
+        let main_inputs: Vec<_> =
+            instances.iter().zip(ext_trace_domains.iter().copied()).map(|(inst, dom)| (dom, inst.trace)).collect();
         let (main_commit, main_data) = info_span!("commit to trace data")
-            .in_scope(|| pcs.commit(main_inputs))
+            .in_scope(|| pcs.commit_borrowed(main_inputs))
             .inspect_err(|_| transcript.abort())
             .map_err(|source| ProvingError::Pcs { phase: "trace commitment", source })?;
         transcript.main_phase(main_commit.clone(), &pub_vals);

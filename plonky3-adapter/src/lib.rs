@@ -44,6 +44,10 @@
 //!   backend has the opening products, the LDE also stays on the device and the openings'
 //!   evaluations and row reductions run there; where it also reduces openings
 //!   ([`backend_api::Backend::reduce_openings`]), FRI's whole input is summed there.
+//! - **The quotient moves** with [`prove`] (for `p3_uni_stark::prove`) and [`prove_batch`] (for
+//!   `p3_batch_stark::prove_batch`): the same arguments and proof bytes, the AIR's constraints
+//!   compiled once ([`CompiledAir`]) and evaluated over the trace's LDE where it lies, each batch
+//!   table over its own columns of its height's LDE, and the quotient's chunks committed there.
 //!
 //! # Use from Plonky3
 //!

@@ -1,6 +1,7 @@
 //! `BackendPcs`: Plonky3's two-adic FRI PCS whose commit runs on a backend without the LDE's
 //! round trip through the host.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -508,18 +509,6 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
         })
     }
 
-    /// The backend and the commit's heights when this commit fuses (see [`BackendPcs`]): every
-    /// matrix has columns and its domain's size as its height, the matrices of one height share
-    /// one coset, there are at least [`BackendDft::min_backend_elems`] elements in all, and the DFT
-    /// and the MMCS hold the same backend instance.
-    fn fusion(
-        &self,
-        evaluations: &[(TwoAdicMultiplicativeCoset<Goldilocks>, RowMajorMatrix<Goldilocks>)],
-    ) -> Option<(Arc<B>, Vec<FusedGroup>)> {
-        let dims: Vec<_> = evaluations.iter().map(|(d, m)| (*d, m.height(), m.width())).collect();
-        self.fusion_of(&dims)
-    }
-
     /// Whether a trace of `height x width` committed over `domain` would keep its LDE on the
     /// device for the openings and the quotient, as far as can be told before the commit.
     pub(crate) fn may_keep_lde(
@@ -533,7 +522,11 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
             && self.fusion_of(&[(domain, height, width)]).is_some()
     }
 
-    /// [`BackendPcs::fusion`] for matrices of these `(domain, height, width)`.
+    /// The backend and the commit's heights when a commit of matrices of these `(domain, height,
+    /// width)` fuses (see [`BackendPcs`]): every matrix has columns and its domain's size as its
+    /// height, the matrices of one height share one coset, there are at least
+    /// [`BackendDft::min_backend_elems`] elements in all, and the DFT and the MMCS hold the same
+    /// backend instance.
     fn fusion_of(
         &self,
         evaluations: &[(TwoAdicMultiplicativeCoset<Goldilocks>, usize, usize)],
@@ -598,7 +591,7 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
         &self,
         backend: &B,
         groups: &[FusedGroup],
-        evaluations: &[(TwoAdicMultiplicativeCoset<Goldilocks>, RowMajorMatrix<Goldilocks>)],
+        evaluations: &[(TwoAdicMultiplicativeCoset<Goldilocks>, &RowMajorMatrix<Goldilocks>)],
         ticket: Option<Ticket>,
     ) -> backend_api::Result<Committed<B, RowMajorMatrix<Goldilocks>, H>> {
         let span = tracing::info_span!("fused commit: trace up, LDE").entered();
@@ -609,7 +602,7 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
                 _ => {
                     // Column-wise concatenation, so one leaf covers a row of each matrix in order.
                     let members: Vec<&RowMajorMatrix<Goldilocks>> =
-                        group.members.iter().map(|&i| &evaluations[i].1).collect();
+                        group.members.iter().map(|&i| evaluations[i].1).collect();
                     let mut trace = vec![0u64; group.params.trace().len()];
                     concat_rows(&members, &mut trace)?;
                     let lde = lde_on_device(backend, &trace, &group.params)?;
@@ -697,6 +690,83 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
             Err(e) => {
                 self.counters.device_errors.fetch_add(1, Ordering::Relaxed);
                 Err(format!("{} quotient commit of {num_chunks} chunks of the {} LDE: {e}", name(), params.lde_shape()))
+            }
+        }
+    }
+
+    /// `Pcs::commit` of matrices given by value or borrowed: a fused commit reads them where they
+    /// are (and frees the ones it was given on a thread of its own), and only a commit that goes
+    /// the stock way (no fusion, a refused admission, a device error) copies the borrowed ones.
+    pub(crate) fn commit_cow<Challenge, Challenger>(
+        &self,
+        evaluations: Vec<(TwoAdicMultiplicativeCoset<Goldilocks>, Cow<'_, RowMajorMatrix<Goldilocks>>)>,
+    ) -> Result<Committed<B, RowMajorMatrix<Goldilocks>, H>, PcsError>
+    where
+        B: 'static,
+        FriMmcs: Mmcs<Challenge>,
+        Challenge: ExtensionField<Goldilocks>,
+        Challenger:
+            FieldChallenger<Goldilocks> + CanObserve<FriMmcs::Commitment> + GrindingChallenger<Witness = Goldilocks>,
+    {
+        let stock =
+            |evaluations: Vec<(TwoAdicMultiplicativeCoset<Goldilocks>, Cow<'_, RowMajorMatrix<Goldilocks>>)>| {
+                self.counters.stock_commits.fetch_add(1, Ordering::Relaxed);
+                let owned = evaluations.into_iter().map(|(d, m)| (d, m.into_owned()));
+                Ok(Pcs::<Challenge, Challenger>::commit(&self.inner, owned)?)
+            };
+        let dims: Vec<_> = evaluations.iter().map(|(d, m)| (*d, m.height(), m.width())).collect();
+        let Some((backend, groups)) = self.fusion_of(&dims) else {
+            return stock(evaluations);
+        };
+        let tallest = groups[0].params;
+        let ticket = match self.admit(&backend, &groups) {
+            Ok(ticket) => ticket,
+            Err(e) => {
+                self.counters.admission_refusals.fetch_add(1, Ordering::Relaxed);
+                let refused = PcsError::NotAdmitted {
+                    backend: backend.info().backend,
+                    trace: tallest.trace(),
+                    heights: groups.len(),
+                    blowup: tallest.blowup(),
+                    source: Box::new(e),
+                };
+                if self.on_refusal == OnRefusal::Fail {
+                    return Err(refused);
+                }
+                tracing::warn!("plonky3-adapter: {refused}; committing through TwoAdicFriPcs");
+                return stock(evaluations);
+            }
+        };
+        let matrices: Vec<(TwoAdicMultiplicativeCoset<Goldilocks>, &RowMajorMatrix<Goldilocks>)> =
+            evaluations.iter().map(|(d, m)| (*d, &**m)).collect();
+        match self.commit_fused(&backend, &groups, &matrices, ticket) {
+            Ok(done) => {
+                self.counters.fused_commits.fetch_add(1, Ordering::Relaxed);
+                if groups.len() > 1 {
+                    self.counters.fused_mixed_commits.fetch_add(1, Ordering::Relaxed);
+                }
+                // The trace is on the device: the host pages it was given are freed while the
+                // prover goes on (borrowed ones are the caller's).
+                let given: Vec<RowMajorMatrix<Goldilocks>> = evaluations
+                    .into_iter()
+                    .filter_map(|(_, m)| match m {
+                        Cow::Owned(m) => Some(m),
+                        Cow::Borrowed(_) => None,
+                    })
+                    .collect();
+                crate::reclaim::drop_later(given);
+                Ok(done)
+            }
+            Err(e) => {
+                self.counters.device_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(
+                    "plonky3-adapter: {} fused commit of {}{} (blowup {}) failed: {e}; committing through TwoAdicFriPcs",
+                    backend.info().backend,
+                    tallest.trace(),
+                    and_shorter(groups.len()),
+                    tallest.blowup()
+                );
+                stock(evaluations)
             }
         }
     }
@@ -1187,54 +1257,7 @@ where
         &self,
         evaluations: impl IntoIterator<Item = (Self::Domain, RowMajorMatrix<Goldilocks>)>,
     ) -> Result<(Self::Commitment, Self::ProverData), Self::ProverError> {
-        let evaluations: Vec<_> = evaluations.into_iter().collect();
-        let Some((backend, groups)) = self.fusion(&evaluations) else {
-            self.counters.stock_commits.fetch_add(1, Ordering::Relaxed);
-            return Ok(Pcs::<Challenge, Challenger>::commit(&self.inner, evaluations)?);
-        };
-        let tallest = groups[0].params;
-        let ticket = match self.admit(&backend, &groups) {
-            Ok(ticket) => ticket,
-            Err(e) => {
-                self.counters.admission_refusals.fetch_add(1, Ordering::Relaxed);
-                let refused = PcsError::NotAdmitted {
-                    backend: backend.info().backend,
-                    trace: tallest.trace(),
-                    heights: groups.len(),
-                    blowup: tallest.blowup(),
-                    source: Box::new(e),
-                };
-                if self.on_refusal == OnRefusal::Fail {
-                    return Err(refused);
-                }
-                self.counters.stock_commits.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!("plonky3-adapter: {refused}; committing through TwoAdicFriPcs");
-                return Ok(Pcs::<Challenge, Challenger>::commit(&self.inner, evaluations)?);
-            }
-        };
-        match self.commit_fused(&backend, &groups, &evaluations, ticket) {
-            Ok(done) => {
-                self.counters.fused_commits.fetch_add(1, Ordering::Relaxed);
-                if groups.len() > 1 {
-                    self.counters.fused_mixed_commits.fetch_add(1, Ordering::Relaxed);
-                }
-                // The trace is on the device: its host pages are freed while the prover goes on.
-                crate::reclaim::drop_later(evaluations);
-                Ok(done)
-            }
-            Err(e) => {
-                self.counters.device_errors.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(
-                    "plonky3-adapter: {} fused commit of {}{} (blowup {}) failed: {e}; committing through TwoAdicFriPcs",
-                    backend.info().backend,
-                    tallest.trace(),
-                    and_shorter(groups.len()),
-                    tallest.blowup()
-                );
-                self.counters.stock_commits.fetch_add(1, Ordering::Relaxed);
-                Ok(Pcs::<Challenge, Challenger>::commit(&self.inner, evaluations)?)
-            }
-        }
+        self.commit_cow::<Challenge, Challenger>(evaluations.into_iter().map(|(d, m)| (d, Cow::Owned(m))).collect())
     }
 
     /// `TwoAdicFriPcs::open`, step for step, with the two products over every committed LDE (the

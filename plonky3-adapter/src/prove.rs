@@ -12,6 +12,7 @@
 //! `quotient_values` over the host LDE, with one warning saying why and how to fix it; the proof
 //! is the same either way ([`crate::PcsStats::device_quotients`], [`crate::PcsStats::host_quotients`]).
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -91,6 +92,20 @@ pub trait DeviceQuotientPcs<Challenge: ExtensionField<Goldilocks>, Challenger>:
         &self,
         quotients: Vec<(QuotientValues<Self::DeviceValues>, TwoAdicMultiplicativeCoset<Goldilocks>, usize)>,
     ) -> Result<(Self::Commitment, Self::ProverData), String>;
+
+    /// `Pcs::commit` of matrices the caller keeps (a batch's traces, which
+    /// `p3_batch_stark::prove_batch` clones for `Pcs::commit`). The default clones them into
+    /// `Pcs::commit`; [`BackendPcs`]'s fused commit reads them where they are, and only a commit
+    /// that goes the stock way copies them.
+    ///
+    /// # Errors
+    /// As `Pcs::commit`.
+    fn commit_borrowed(
+        &self,
+        evaluations: Vec<(TwoAdicMultiplicativeCoset<Goldilocks>, &RowMajorMatrix<Goldilocks>)>,
+    ) -> Result<(Self::Commitment, Self::ProverData), Self::ProverError> {
+        self.commit(evaluations.into_iter().map(|(d, m)| (d, m.clone())))
+    }
 
     /// Counts one quotient step, on the device or on the host.
     fn count_quotient(&self, on_device: bool);
@@ -215,6 +230,13 @@ where
         let matrix = RowMajorMatrix::new(into_field_vec(words), degree);
         self.commit_quotient_stock::<Challenge, Challenger>(quotient_domain, matrix, num_chunks)
             .map_err(|e| format!("{why}, and TwoAdicFriPcs::commit_quotient failed ({e})"))
+    }
+
+    fn commit_borrowed(
+        &self,
+        evaluations: Vec<(TwoAdicMultiplicativeCoset<Goldilocks>, &RowMajorMatrix<Goldilocks>)>,
+    ) -> Result<(Self::Commitment, Self::ProverData), Self::ProverError> {
+        self.commit_cow::<Challenge, Challenger>(evaluations.into_iter().map(|(d, m)| (d, Cow::Borrowed(m))).collect())
     }
 
     fn count_quotient(&self, on_device: bool) {

@@ -171,13 +171,33 @@ fn a_batch_over_the_memory_budget_fails_with_the_typed_error_or_proves_the_stock
     }
     assert_eq!(failing.pcs().stats().admission_refusals, 1);
 
-    let stock_way = with(OnRefusal::CommitStock);
+    // The same through plonky3_adapter::prove_batch, whose traces' commit borrows them.
+    let failing = with(OnRefusal::Fail);
+    match common::batch::try_prove_on_device(&failing, &batch) {
+        Err(ProvingError::Pcs { phase, source: PcsError::NotAdmitted { heights, .. } }) => {
+            assert_eq!((phase, heights), ("trace commitment", 3));
+        }
+        Err(other) => panic!("expected the trace commitment's NotAdmitted, got {other:?}"),
+        Ok(_) => panic!("a batch whose fused commit was refused was proved under OnRefusal::Fail"),
+    }
+
     let stock = config(Radix2DitParallel::default());
     let want = check_against(&prove(&stock, &batch), &stock, &batch);
+    let stock_way = with(OnRefusal::CommitStock);
     assert!(check_against(&prove(&stock_way, &batch), &stock, &batch) == want, "the proofs differ");
     let stats = stock_way.pcs().stats();
     // The traces' commit is refused; the permutation traces' (two heights, smaller) is admitted.
     assert_eq!((stats.admission_refusals, stats.fused_commits, stats.stock_commits), (1, 1, 2), "{stats:?}");
+    let stock_way = with(OnRefusal::CommitStock);
+    let got = check_against(&prove_on_device(&stock_way, &batch), &stock, &batch);
+    assert!(got == want, "plonky3_adapter::prove_batch's proof differs");
+    let stats = stock_way.pcs().stats();
+    // The traces (refused) on the host: every quotient there too, and their commit stock's.
+    assert_eq!(
+        (stats.admission_refusals, stats.fused_commits, stats.stock_commits, stats.host_quotients),
+        (1, 1, 2, batch.tables.len()),
+        "{stats:?}"
+    );
 }
 
 /// The quotients' commit of [`plonky3_adapter::prove_batch`] is `TwoAdicFriPcs::commit_ldes` of

@@ -219,6 +219,19 @@ where
         )
     }
 
+    fn commit_borrowed(
+        &self,
+        evaluations: Vec<(p3_field::coset::TwoAdicMultiplicativeCoset<Goldilocks>, &RowMajorMatrix<Goldilocks>)>,
+    ) -> Result<(Self::Commitment, Self::ProverData), Self::ProverError> {
+        self.record(
+            || self.inner.commit_borrowed(evaluations),
+            |p, took, start| {
+                p.commit += took;
+                p.last_commit_end = Some(start + took);
+            },
+        )
+    }
+
     fn count_quotient(&self, on_device: bool) {
         self.inner.count_quotient(on_device);
     }
