@@ -285,8 +285,7 @@ where
                         compiled[i].as_ref().ok_or_else(|| Uncompiled("not compiled".into())),
                         &main_data,
                         i,
-                        trace_domains[i],
-                        quotient_domains[i],
+                        (trace_domains[i], quotient_domains[i]),
                         pub_vals[i],
                         alpha,
                     ) {

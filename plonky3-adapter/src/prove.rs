@@ -255,23 +255,23 @@ where
         let backend = Arc::clone(self.mmcs.backend());
         // Every table's values on the device, in the batch's order: a host quotient goes up (a
         // few words per point), until an upload fails.
-        let mut tables: Vec<(Result<(B::Buffer, usize), RowMajorMatrix<Goldilocks>>, _, usize)> = Vec::new();
+        let mut tables: Vec<(Staged<B>, TwoAdicMultiplicativeCoset<Goldilocks>, usize)> = Vec::new();
         let mut why = None;
         for (values, domain, chunks) in quotients {
             let values = match values {
                 QuotientValues::Device(DeviceQuotient { values, degree, ticket }) => {
                     // The commit's own model holds the values from here on.
                     drop(ticket);
-                    Ok((values, degree))
+                    Staged::Device(values, degree)
                 }
                 QuotientValues::Host(matrix) if why.is_none() => match backend.upload(as_words(&matrix.values)) {
-                    Ok(values) => Ok((values, matrix.width())),
+                    Ok(values) => Staged::Device(values, matrix.width()),
                     Err(e) => {
                         why = Some(format!("a host quotient did not go up to {} ({e})", backend.info().backend));
-                        Err(matrix)
+                        Staged::Host(matrix)
                     }
                 },
-                QuotientValues::Host(matrix) => Err(matrix),
+                QuotientValues::Host(matrix) => Staged::Host(matrix),
             };
             tables.push((values, domain, chunks));
         }
@@ -280,7 +280,10 @@ where
             None => {
                 let up: Vec<_> = tables
                     .iter()
-                    .filter_map(|(v, domain, chunks)| v.as_ref().ok().map(|(v, d)| (v, *domain, *d, *chunks)))
+                    .filter_map(|(v, domain, chunks)| match v {
+                        Staged::Device(v, d) => Some((v, *domain, *d, *chunks)),
+                        Staged::Host(_) => None,
+                    })
                     .collect();
                 match self.commit_quotients_on(&backend, &up) {
                     Ok(done) => return Ok(done),
@@ -293,7 +296,7 @@ where
             .into_iter()
             .map(|(values, domain, chunks)| {
                 let matrix = match values {
-                    Ok((values, degree)) => RowMajorMatrix::new(
+                    Staged::Device(values, degree) => RowMajorMatrix::new(
                         into_field_vec(
                             backend
                                 .download_vec(&values)
@@ -301,7 +304,7 @@ where
                         ),
                         degree,
                     ),
-                    Err(matrix) => matrix,
+                    Staged::Host(matrix) => matrix,
                 };
                 Ok((matrix, domain, chunks))
             })
@@ -321,6 +324,13 @@ where
     fn trace_lde_on_device(&self, trace: &Self::ProverData, matrix: usize) -> Result<(), String> {
         trace.device_lde_of(matrix).map(drop).ok_or_else(|| self.why_no_device_lde(trace))
     }
+}
+
+/// A batch table's quotient on its way to [`DeviceQuotientPcs::commit_device_quotients`]: its
+/// values on the device with their degree, or still on the host (after a failed upload).
+enum Staged<B: Backend> {
+    Device(B::Buffer, usize),
+    Host(RowMajorMatrix<Goldilocks>),
 }
 
 /// Warns once per process and reason.
@@ -456,8 +466,7 @@ where
                         compiled.as_ref().map_err(Clone::clone),
                         &trace_data,
                         0,
-                        trace_domain,
-                        quotient_domain,
+                        (trace_domain, quotient_domain),
                         public_values,
                         alpha,
                     )
@@ -555,8 +564,7 @@ pub(crate) fn device_quotient<SC>(
     compiled: Result<&CompiledAir, Uncompiled>,
     trace_data: &<SC::Pcs as Pcs<SC::Challenge, SC::Challenger>>::ProverData,
     matrix: usize,
-    trace_domain: TwoAdicMultiplicativeCoset<Goldilocks>,
-    quotient_domain: TwoAdicMultiplicativeCoset<Goldilocks>,
+    (trace_domain, quotient_domain): (TwoAdicMultiplicativeCoset<Goldilocks>, TwoAdicMultiplicativeCoset<Goldilocks>),
     public_values: &[Goldilocks],
     alpha: SC::Challenge,
 ) -> Result<DeviceValues<SC>, (&'static AtomicBool, String)>
