@@ -49,8 +49,17 @@ use crate::quotient::{CompiledAir, Uncompiled};
 /// `p3_batch_stark::prove_batch` with each table's quotient on the device: the same arguments,
 /// the same proof bytes (proof-of-work bits 0), verified by `p3_batch_stark::verify_batch`.
 ///
-/// See [the module](self) for what runs where. A user of `BackendPcs` changes the name of one
-/// function: `plonky3_adapter::prove_batch(&config, &instances, &prover_data)`.
+/// The prover walks p3-batch-stark 0.9.0-rc.2's public transcript in the same order with the
+/// same values; two steps run elsewhere. Where the PCS is a [`crate::BackendPcs`] whose trace
+/// commit kept the tables' LDEs on the device (one per height, the tables of a height side by
+/// side), each table's constraints are compiled ([`CompiledAir::compile_table`], beside the
+/// traces' commit) and its quotient evaluated there over its own columns; a table with lookups,
+/// preprocessed or periodic columns runs Plonky3's `quotient_values` on the host instead, beside
+/// the device's work, with one warning per process and reason. Then every table's quotient
+/// chunks are committed on the device in one commitment
+/// ([`DeviceQuotientPcs::commit_device_quotients`]). Where no table's quotient ran on the device,
+/// both steps are Plonky3's. A user of `BackendPcs` changes the name of one function:
+/// `plonky3_adapter::prove_batch(&config, &instances, &prover_data)`.
 ///
 /// Stock's prover also checks, in debug builds only, that every trace meets its AIR's constraints
 /// (through a function p3-batch-stark keeps private); this one does not: a trace that breaks them
