@@ -161,6 +161,16 @@ impl Batch {
         self.tables.iter().filter(|t| matches!(t, Table::FibonacciSends(..) | Table::Receives(_))).count()
     }
 
+    /// p3-batch-stark's instances of the tables, with their traces and public values.
+    pub fn instances<SC: BatchConfig>(&self) -> Vec<StarkInstance<'_, SC, Table>> {
+        self.tables
+            .iter()
+            .zip(&self.traces)
+            .zip(&self.public_values)
+            .map(|((air, trace), public_values)| StarkInstance { air, trace, public_values: public_values.clone() })
+            .collect()
+    }
+
     /// Each trace's (height, width).
     pub fn dims(&self) -> Vec<(usize, usize)> {
         self.traces.iter().map(|t| (t.height(), t.width())).collect()
@@ -218,13 +228,7 @@ pub fn try_prove<SC: BatchConfig>(
 where
     p3_uni_stark::PcsProverError<SC>: Send,
 {
-    let instances: Vec<StarkInstance<'_, SC, Table>> = batch
-        .tables
-        .iter()
-        .zip(&batch.traces)
-        .zip(&batch.public_values)
-        .map(|((air, trace), public_values)| StarkInstance { air, trace, public_values: public_values.clone() })
-        .collect();
+    let instances = batch.instances::<SC>();
     let prover_data = ProverData::from_instances(config, &instances)?;
     prove_batch(config, &instances, &prover_data)
 }
@@ -251,13 +255,7 @@ where
     SC::Pcs: plonky3_adapter::DeviceQuotientPcs<Challenge, SC::Challenger>,
     p3_uni_stark::PcsProverError<SC>: Send,
 {
-    let instances: Vec<StarkInstance<'_, SC, Table>> = batch
-        .tables
-        .iter()
-        .zip(&batch.traces)
-        .zip(&batch.public_values)
-        .map(|((air, trace), public_values)| StarkInstance { air, trace, public_values: public_values.clone() })
-        .collect();
+    let instances = batch.instances::<SC>();
     let prover_data = ProverData::from_instances(config, &instances)?;
     plonky3_adapter::prove_batch(config, &instances, &prover_data)
 }
@@ -271,13 +269,7 @@ where
     p3_batch_stark::PcsError<V>: std::fmt::Debug,
 {
     let bytes = postcard::to_allocvec(proof).expect("the proof serializes");
-    let instances: Vec<StarkInstance<'_, V, Table>> = batch
-        .tables
-        .iter()
-        .zip(&batch.traces)
-        .zip(&batch.public_values)
-        .map(|((air, trace), public_values)| StarkInstance { air, trace, public_values: public_values.clone() })
-        .collect();
+    let instances = batch.instances::<V>();
     let common = ProverData::from_instances(stock, &instances).expect("the batch's common data").common;
     let verify = |bytes: &[u8], public_values: &[Vec<Val>]| {
         postcard::from_bytes::<BatchProof<V>>(bytes)
