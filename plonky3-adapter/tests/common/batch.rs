@@ -33,6 +33,10 @@ pub enum Table {
     Blake3,
     /// Plonky3's Goldilocks Poseidon2 AIR (one row per permutation).
     Poseidon2(Box<Poseidon2Air>),
+    /// One main column equal, row by row, to a preprocessed column holding the row numbers, over
+    /// this many rows: a table with preprocessed columns (a third commitment, opened with the
+    /// others).
+    Counter(usize),
 }
 
 impl BaseAir<Val> for Table {
@@ -43,7 +47,19 @@ impl BaseAir<Val> for Table {
             Table::Keccak => BaseAir::<Val>::width(&p3_keccak_air::KeccakAir {}),
             Table::Blake3 => BaseAir::<Val>::width(&p3_blake3_air::Blake3Air {}),
             Table::Poseidon2(air) => BaseAir::<Val>::width(&**air),
+            Table::Counter(_) => 1,
         }
+    }
+
+    fn preprocessed_trace(&self) -> Option<RowMajorMatrix<Val>> {
+        match *self {
+            Table::Counter(rows) => Some(RowMajorMatrix::new((0..rows as u64).map(Val::new).collect(), 1)),
+            _ => None,
+        }
+    }
+
+    fn preprocessed_width(&self) -> usize {
+        usize::from(matches!(self, Table::Counter(_)))
     }
 
     fn num_public_values(&self) -> usize {
@@ -56,7 +72,7 @@ impl BaseAir<Val> for Table {
     fn main_next_row_columns(&self) -> Vec<usize> {
         match self {
             Table::Fibonacci(air) | Table::FibonacciSends(air, _) => BaseAir::<Val>::main_next_row_columns(air),
-            Table::Receives(_) => vec![],
+            Table::Receives(_) | Table::Counter(_) => vec![],
             Table::Keccak => BaseAir::<Val>::main_next_row_columns(&p3_keccak_air::KeccakAir {}),
             Table::Blake3 => BaseAir::<Val>::main_next_row_columns(&p3_blake3_air::Blake3Air {}),
             Table::Poseidon2(air) => BaseAir::<Val>::main_next_row_columns(&**air),
@@ -69,6 +85,7 @@ impl BaseAir<Val> for Table {
             Table::Keccak => BaseAir::<Val>::max_constraint_degree(&p3_keccak_air::KeccakAir {}),
             Table::Blake3 => BaseAir::<Val>::max_constraint_degree(&p3_blake3_air::Blake3Air {}),
             Table::Poseidon2(air) => BaseAir::<Val>::max_constraint_degree(&**air),
+            Table::Counter(_) => Some(1),
             // The lookup's constraints are not counted by the AIR's own bound.
             Table::FibonacciSends(..) | Table::Receives(_) => None,
         }
@@ -93,6 +110,11 @@ impl<AB: AirBuilder<F = Val> + InteractionBuilder> Air<AB> for Table {
             Table::Keccak => p3_keccak_air::KeccakAir {}.eval(builder),
             Table::Blake3 => p3_blake3_air::Blake3Air {}.eval(builder),
             Table::Poseidon2(air) => air.eval(builder),
+            Table::Counter(_) => {
+                let row = builder.preprocessed().current(0).expect("one preprocessed column");
+                let main = builder.main().current_slice()[0];
+                builder.assert_eq(main, row);
+            }
         }
     }
 }
@@ -110,6 +132,8 @@ pub enum Shape {
     Blake3 { rows: usize },
     /// `rows` Poseidon2 permutations (a power of two).
     Poseidon2 { rows: usize },
+    /// [`Table::Counter`] over `rows` rows (a power of two).
+    Counter { rows: usize },
 }
 
 /// A batch statement: each table, its trace and its public values, in the order proved.
@@ -140,6 +164,10 @@ impl Batch {
                 }
                 Shape::Keccak { hashes } => batch.push(Table::Keccak, super::stark::keccak_trace(hashes), vec![]),
                 Shape::Blake3 { rows } => batch.push(Table::Blake3, super::stark::blake3_trace(rows), vec![]),
+                Shape::Counter { rows } => {
+                    let trace = RowMajorMatrix::new((0..rows as u64).map(Val::new).collect(), 1);
+                    batch.push(Table::Counter(rows), trace, vec![]);
+                }
                 Shape::Poseidon2 { rows } => {
                     let air = super::stark::poseidon2_air();
                     let trace = super::stark::poseidon2_trace(&air, rows);
