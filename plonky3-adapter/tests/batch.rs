@@ -1,8 +1,9 @@
-//! Many tables in one proof: p3-batch-stark's `prove_batch` with `BackendPcs`, against stock
-//! Plonky3 (`Radix2DitParallel`, the Keccak `MerkleTreeMmcs`) with the same parameters. Each
-//! batch mixes the Fibonacci AIR, Plonky3's Keccak-f AIR and its BLAKE3 or Poseidon2 AIR at
-//! several heights, one of them with lookups between its tables (the permutation traces p3-lookup
-//! adds are a second mixed-height commitment). Each proof is checked byte for byte against
+//! Many tables in one proof: p3-batch-stark's `prove_batch` and `plonky3_adapter::prove_batch`
+//! with `BackendPcs`, against stock Plonky3 (`Radix2DitParallel`, the Keccak `MerkleTreeMmcs`)
+//! with the same parameters. Each batch mixes the Fibonacci AIR, Plonky3's Keccak-f AIR and its
+//! BLAKE3 or Poseidon2 AIR at several heights; one has a table with a preprocessed column (a third
+//! commitment), the other lookups between its tables (the permutation traces p3-lookup adds are a
+//! second mixed-height commitment). Each proof is checked byte for byte against
 //! stock's, and `verify_batch` with the stock configuration accepts it (deserialized from those
 //! bytes) and refuses it with a bit flipped or a wrong public value.
 
