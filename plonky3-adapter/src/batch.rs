@@ -42,7 +42,8 @@ use rayon::prelude::*;
 use tracing::info_span;
 
 use crate::prove::{
-    DeviceQuotientPcs, DeviceValues, QuotientValues, WARNED_COMPILE, WARNED_DEVICE, device_quotient, warn_once,
+    DeviceQuotientPcs, DeviceValues, QuotientValues, WARNED_COMPILE, WARNED_DEVICE, device_quotient,
+    host_quotient_ldes, warn_once,
 };
 use crate::quotient::{CompiledAir, Uncompiled};
 
@@ -317,24 +318,26 @@ where
 
         let device_tables: Vec<bool> = values.iter().map(|v| matches!(v, Some(QuotientValues::Device(_)))).collect();
         let devices = device_tables.iter().filter(|&&d| d).count();
-        let mut host_values = Vec::with_capacity(n);
-        let committed = if devices > 0 {
+        // On the device, every table's values committed there; otherwise (or after that commit
+        // lost them) the host's values, Plonky3's chunks' LDEs and `commit_ldes`.
+        let (committed, host_values) = if devices > 0 {
             let quotients = values
                 .into_iter()
                 .zip(&quotient_domains)
                 .zip(&num_quotient_chunks)
                 .map(|((v, &domain), &chunks)| (v.expect("every table's quotient was evaluated"), domain, chunks))
                 .collect();
-            info_span!("commit to quotient poly chunks")
+            let committed = info_span!("commit to quotient poly chunks")
                 .in_scope(|| pcs.commit_device_quotients(quotients))
                 .map_err(|why| warn_once(&WARNED_DEVICE, || format!("{why}; the quotients run on the host")))
-                .ok()
+                .ok();
+            (committed, None)
         } else {
-            host_values.extend(values.into_iter().map(|v| match v {
+            let host = values.into_iter().map(|v| match v {
                 Some(QuotientValues::Host(m)) => m,
                 _ => unreachable!("no table's quotient is on the device"),
-            }));
-            None
+            });
+            (None, Some(host.collect::<Vec<_>>()))
         };
         for on_device in device_tables {
             pcs.count_quotient(committed.is_some() && on_device);
@@ -342,27 +345,19 @@ where
         let (quotient_commit, quotient_data) = match committed {
             Some(done) => done,
             None => {
-                if host_values.is_empty() {
-                    // The device's values were lost with its commit: every table again on the host.
-                    host_values = (0..n).into_par_iter().map(host_quotient).collect();
-                }
+                let host_values = host_values.unwrap_or_else(|| (0..n).into_par_iter().map(host_quotient).collect());
+                let tables = host_values
+                    .into_iter()
+                    .zip(quotient_domains.iter().copied())
+                    .zip(num_quotient_chunks.iter().copied())
+                    .map(|((flat, domain), chunks)| (flat, domain, chunks))
+                    .collect();
                 let ldes = info_span!("quotient: chunks' LDEs")
-                    .in_scope(|| {
-                        host_values
-                            .into_par_iter()
-                            .enumerate()
-                            .map(|(i, flat)| {
-                                let (domain, chunks) = (quotient_domains[i], num_quotient_chunks[i]);
-                                let evaluations =
-                                    domain.split_domains(chunks).into_iter().zip(domain.split_evals(chunks, flat));
-                                pcs.get_quotient_ldes(evaluations, chunks)
-                            })
-                            .collect::<Result<Vec<_>, _>>()
-                    })
+                    .in_scope(|| host_quotient_ldes::<_, SC::Challenge, SC::Challenger>(pcs, tables))
                     .inspect_err(|_| transcript.abort())
                     .map_err(|source| ProvingError::Pcs { phase: "quotient evaluations", source })?;
                 info_span!("commit to quotient poly chunks")
-                    .in_scope(|| pcs.commit_ldes(ldes.into_iter().flatten().collect()))
+                    .in_scope(|| pcs.commit_ldes(ldes))
                     .inspect_err(|_| transcript.abort())
                     .map_err(|source| ProvingError::Pcs { phase: "quotient commitment", source })?
             }

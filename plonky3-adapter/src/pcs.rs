@@ -664,8 +664,8 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
         self.mmcs.commit_device_ldes(ldes.into_iter().zip(shapes).collect(), matrices, guard, recycle)
     }
 
-    /// [`BackendPcs::commit_quotient_values`] under the memory admission, counted: the commit, or
-    /// why it did not happen on the device (a refusal, a device error), for a warning.
+    /// One quotient's commit from its values on the device: [`BackendPcs::commit_quotients_on`]
+    /// of one table, `TwoAdicFriPcs::commit_quotient`'s bytes.
     pub(crate) fn commit_quotient_on(
         &self,
         backend: &B,
@@ -674,24 +674,7 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
         degree: usize,
         num_chunks: usize,
     ) -> Result<Committed<B, RowMajorMatrix<Goldilocks>, H>, String> {
-        let name = || backend.info().backend;
-        let params = quotient_lde_params(quotient_domain, degree, num_chunks, self.log_blowup)
-            .map_err(|e| format!("the {} quotient commit: {e}", name()))?;
-        let ticket =
-            quotient_commit_model(&params).and_then(|model| self.admit_model(backend, &model)).map_err(|e| {
-                self.counters.admission_refusals.fetch_add(1, Ordering::Relaxed);
-                format!("the {} quotient commit was not admitted ({e})", name())
-            })?;
-        match self.commit_quotient_values(backend, values, quotient_domain, &params, num_chunks, ticket) {
-            Ok(done) => {
-                self.counters.device_quotient_commits.fetch_add(1, Ordering::Relaxed);
-                Ok(done)
-            }
-            Err(e) => {
-                self.counters.device_errors.fetch_add(1, Ordering::Relaxed);
-                Err(format!("{} quotient commit of {num_chunks} chunks of the {} LDE: {e}", name(), params.lde_shape()))
-            }
-        }
+        self.commit_quotients_on(backend, &[(values, quotient_domain, degree, num_chunks)])
     }
 
     /// `Pcs::commit` of matrices given by value or borrowed: a fused commit reads them where they
@@ -771,12 +754,14 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
         }
     }
 
-    /// The quotients of a batch's tables committed in one commitment from their values on the
-    /// device, under the memory admission, counted: `TwoAdicFriPcs`'s bytes for
+    /// The quotients of one or several tables committed in one commitment from their values on
+    /// the device, under the memory admission, counted: `TwoAdicFriPcs`'s bytes for
     /// `get_quotient_ldes` of each table's chunks followed by `commit_ldes` of them all, which is
-    /// what p3-batch-stark's prover does on the host. Each `quotients` entry is a table's values
-    /// (`degree` words per point of its quotient domain, in the domain's order), that domain, the
-    /// degree and the table's chunk count.
+    /// what p3-batch-stark's prover does on the host (for one table, `commit_quotient`'s). Each
+    /// `quotients` entry is a table's values (`degree` words per point of its quotient domain, in
+    /// the domain's order), that domain, the degree and the table's chunk count. The values are
+    /// left as they are, so that a caller can still download them after an error; the error is
+    /// why the commit did not happen on the device (a refusal, a device error), for a warning.
     ///
     /// The tables' chunks are grouped by their LDE's height, tallest first (Plonky3's MMCS order);
     /// one height's chunks are built column-major side by side, table after table
@@ -787,18 +772,31 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
         backend: &B,
         quotients: &[(&B::Buffer, TwoAdicMultiplicativeCoset<Goldilocks>, usize, usize)],
     ) -> Result<Committed<B, RowMajorMatrix<Goldilocks>, H>, String> {
-        let name = || backend.info().backend;
+        let what = match quotients.len() {
+            1 => format!("{} quotient commit", backend.info().backend),
+            n => format!("{} quotient commit of {n} tables", backend.info().backend),
+        };
         let tables: Vec<LdeParams> = quotients
             .iter()
-            .map(|&(_, domain, degree, chunks)| quotient_lde_params(domain, degree, chunks, self.log_blowup))
+            .map(|&(values, domain, degree, chunks)| {
+                let params = quotient_lde_params(domain, degree, chunks, self.log_blowup)?;
+                if values.len() != params.trace().len() {
+                    return Err(backend_api::Error::InvalidArgument(format!(
+                        "the quotient's values hold {} words, not {} points of {degree}",
+                        values.len(),
+                        domain.size()
+                    )));
+                }
+                Ok(params)
+            })
             .collect::<backend_api::Result<_>>()
-            .map_err(|e| format!("the {} batch quotient commit: {e}", name()))?;
-        let heights = quotient_heights(&tables).map_err(|e| format!("the {} batch quotient commit: {e}", name()))?;
-        let ticket = batch_quotient_model(&tables, &heights)
+            .map_err(|e| format!("the {what}: {e}"))?;
+        let heights = quotient_heights(&tables).map_err(|e| format!("the {what}: {e}"))?;
+        let ticket = quotient_heights_model(&tables, &heights)
             .and_then(|model| self.admit_model(backend, &model))
             .map_err(|e| {
                 self.counters.admission_refusals.fetch_add(1, Ordering::Relaxed);
-                format!("the {} quotient commit of {} tables was not admitted ({e})", name(), tables.len())
+                format!("the {what} was not admitted ({e})")
             })?;
         // The first chunk of each table among the commit's matrices.
         let firsts: Vec<usize> = quotients
@@ -855,7 +853,8 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
             }
             Err(e) => {
                 self.counters.device_errors.fetch_add(1, Ordering::Relaxed);
-                Err(format!("{} quotient commit of {} tables: {e}", name(), tables.len()))
+                let shapes: Vec<String> = heights.iter().map(|h| h.params.lde_shape().to_string()).collect();
+                Err(format!("{what} into the {} LDE: {e}", shapes.join(" and ")))
             }
         }
     }
@@ -881,51 +880,6 @@ impl<B: Backend, FriMmcs, H: MmcsHash> BackendPcs<B, FriMmcs, H> {
             evaluations,
             num_chunks,
         )?)
-    }
-
-    /// The quotient's commit from its values on the device: `TwoAdicFriPcs::commit_quotient`'s
-    /// bytes (the chunks split, each chunk's coset LDE, one tree over the chunks side by side), all
-    /// of it on the device, the LDE kept there for the openings as a fused commit keeps the
-    /// trace's.
-    ///
-    /// `values` holds `degree` words per point of `quotient_domain`, in the domain's order (the
-    /// flattened quotient). Row `i` of chunk `c` is point `i * num_chunks + c`
-    /// (`split_evals`), so `values`, read as a matrix of `num_chunks * degree` columns, already
-    /// holds the chunks side by side. Each chunk lies on its own coset and its LDE takes its own
-    /// shift, which one [`Backend::coset_lde`] cannot: the LDE of the whole matrix is taken once
-    /// per chunk, with that chunk's shift, and that chunk's columns kept (column-major, one copy
-    /// each), then the columns are turned row-major. This costs `num_chunks` times the least
-    /// arithmetic on a matrix of a few columns, a small fraction of the trace's commit.
-    ///
-    /// `params` are the chunks' side by side ([`quotient_lde_params`]); `values` is left as it is,
-    /// so that a caller can still download it after an error.
-    ///
-    /// # Errors
-    /// [`backend_api::Error::InvalidArgument`] for a `values` of another length; the backend's
-    /// errors.
-    fn commit_quotient_values(
-        &self,
-        backend: &B,
-        values: &B::Buffer,
-        quotient_domain: TwoAdicMultiplicativeCoset<Goldilocks>,
-        params: &LdeParams,
-        num_chunks: usize,
-        ticket: Option<Ticket>,
-    ) -> backend_api::Result<Committed<B, RowMajorMatrix<Goldilocks>, H>> {
-        let degree = params.trace().cols() / num_chunks;
-        if values.len() != params.trace().len() {
-            return Err(backend_api::Error::InvalidArgument(format!(
-                "the quotient's values hold {} words, not {} points of {degree}",
-                values.len(),
-                quotient_domain.size()
-            )));
-        }
-        let span = tracing::info_span!("quotient commit: chunks' LDEs").entered();
-        let lde = quotient_chunks_lde(backend, values, quotient_domain, params, num_chunks, false)?;
-        drop(span);
-        let chunks =
-            FusedGroup { params: *params, members: (0..num_chunks).collect(), widths: vec![degree; num_chunks] };
-        self.commit_lde(backend, vec![lde], vec![chunks], ticket)
     }
 }
 
@@ -1066,8 +1020,16 @@ fn transpose_cap(shape: MatrixShape) -> usize {
 }
 
 /// The LDE of one quotient's chunks side by side (`params`, [`quotient_lde_params`]) from its
-/// values on the device (see [`BackendPcs::commit_quotient_values`]): row-major, or column-major
-/// (column `j` at `j * rows`) when `column_major`.
+/// values on the device: row-major, or column-major (column `j` at `j * rows`) when
+/// `column_major`; `TwoAdicFriPcs::commit_quotient`'s matrices.
+///
+/// `values` holds `d` words per point of `quotient_domain`, in the domain's order (the flattened
+/// quotient). Row `i` of chunk `c` is point `i * num_chunks + c` (`split_evals`), so `values`,
+/// read as a matrix of `num_chunks * d` columns, already holds the chunks side by side. Each
+/// chunk lies on its own coset and its LDE takes its own shift, which one [`Backend::coset_lde`]
+/// cannot: the LDE of the whole matrix is taken once per chunk, with that chunk's shift, and that
+/// chunk's columns kept (column-major, one copy each). This costs `num_chunks` times the least
+/// arithmetic on a matrix of a few columns, a small fraction of the trace's commit.
 fn quotient_chunks_lde<B: Backend>(
     backend: &B,
     values: &B::Buffer,
@@ -1132,25 +1094,33 @@ fn quotient_heights(tables: &[LdeParams]) -> backend_api::Result<Vec<QuotientHei
     Ok(heights)
 }
 
-/// The device memory model of a batch's quotient commit: every height's chunks as one fused
-/// commit of several heights ([`fused_heights_model`]), with the scratch term also holding every
-/// table's values (all live until committed) and the largest table's chunk LDE and transposes
-/// (one table's chunks are built beside its height's LDE being assembled).
+/// The device memory model of a commit of several tables' quotients (`tables`, grouped into
+/// `heights`): every height's chunks as one fused commit of several heights
+/// ([`fused_heights_model`]), the scratch term also holding every table's values (all live until
+/// committed) and the largest of one table's transients (its whole-width chunk LDE and
+/// transposes, as [`quotient_commit_model`] counts them, and its own column-major chunks where
+/// its height holds other tables too, beside the height's LDE being assembled). For one table it
+/// is [`quotient_commit_model`].
 ///
 /// # Errors
 /// [`fused_heights_model`]'s and [`quotient_commit_model`]'s.
-fn batch_quotient_model(tables: &[LdeParams], heights: &[QuotientHeight]) -> commit::Result<MemoryModel> {
+fn quotient_heights_model(tables: &[LdeParams], heights: &[QuotientHeight]) -> commit::Result<MemoryModel> {
     let params: Vec<LdeParams> = heights.iter().map(|h| h.params).collect();
     let fused = fused_heights_model(&params)?;
-    let overflow = || backend_api::Error::SizeOverflow { what: "batch quotient commit", elems: tables.len() };
+    let overflow =
+        || backend_api::Error::SizeOverflow { what: "quotient commit of several tables", elems: tables.len() };
     let values = tables.iter().map(|p| p.trace().bytes()).try_fold(0usize, usize::checked_add).ok_or_else(overflow)?;
-    let mut largest = 0usize;
-    for p in tables {
-        let one = quotient_commit_model(p)?;
-        largest = largest.max(one.scratch.checked_add(p.lde_shape().bytes()).ok_or_else(overflow)?);
+    let mut largest = fused.scratch;
+    for height in heights {
+        for &i in &height.tables {
+            let p = &tables[i];
+            // quotient_commit_model's scratch counts the table's values, counted once above.
+            let own = quotient_commit_model(p)?.scratch - p.trace().bytes();
+            let beside = if height.tables.len() > 1 { p.lde_shape().bytes() } else { 0 };
+            largest = largest.max(own.checked_add(beside).ok_or_else(overflow)?);
+        }
     }
-    let scratch =
-        [values, largest, fused.scratch].into_iter().try_fold(0usize, usize::checked_add).ok_or_else(overflow)?;
+    let scratch = values.checked_add(largest).ok_or_else(overflow)?;
     [fused.lde, fused.trees, fused.twiddles, scratch]
         .into_iter()
         .try_fold(0usize, usize::checked_add)
@@ -1416,6 +1386,33 @@ mod tests {
         assert_eq!(both.scratch, a.scratch.max(b.scratch + (1 << 7) * 32));
         assert_eq!(both.trace, 0);
         assert!(fused_heights_model(&[]).is_err());
+    }
+
+    /// Several tables' quotients: one table's model is a single quotient commit's; two tables
+    /// sharing a height and a third below add their values, and the shared height's tables keep
+    /// their own chunk LDE beside the height's; the heights are grouped tallest first in order.
+    #[test]
+    fn the_model_of_several_quotients_reduces_to_one_quotient_commit() {
+        let params =
+            |rows: usize, chunks: usize| LdeParams::new(MatrixShape::new(rows, 2 * chunks).unwrap(), 2, 7).unwrap();
+        let (a, b, c) = (params(1 << 8, 2), params(1 << 6, 1), params(1 << 8, 1));
+        let one = quotient_heights(&[a]).unwrap();
+        assert_eq!(quotient_heights_model(&[a], &one).unwrap(), quotient_commit_model(&a).unwrap());
+
+        let tables = [a, b, c];
+        let heights = quotient_heights(&tables).unwrap();
+        let shapes: Vec<_> = heights.iter().map(|h| (h.params.trace(), h.tables.clone())).collect();
+        assert_eq!(
+            shapes,
+            [(MatrixShape::new(1 << 8, 6).unwrap(), vec![0, 2]), (MatrixShape::new(1 << 6, 2).unwrap(), vec![1])]
+        );
+        let model = quotient_heights_model(&tables, &heights).unwrap();
+        let fused = fused_heights_model(&[heights[0].params, heights[1].params]).unwrap();
+        let values: usize = tables.iter().map(|p| p.trace().bytes()).sum();
+        let own = |p: &LdeParams| quotient_commit_model(p).unwrap().scratch - p.trace().bytes();
+        let largest =
+            fused.scratch.max(own(&a) + a.lde_shape().bytes()).max(own(&b)).max(own(&c) + c.lde_shape().bytes());
+        assert_eq!(model, MemoryModel { scratch: values + largest, ..fused });
     }
 
     /// A split download is what the pool keeps, not its parts; one matrix is kept as it is.

@@ -309,21 +309,40 @@ where
                 Ok((matrix, domain, chunks))
             })
             .collect::<Result<Vec<_>, String>>()?;
-        let ldes = tables
-            .into_iter()
-            .map(|(matrix, domain, chunks)| {
-                let evaluations = domain.split_domains(chunks).into_iter().zip(domain.split_evals(chunks, matrix));
-                UnivariateStarkPcs::<Challenge, Challenger>::get_quotient_ldes(self, evaluations, chunks)
-            })
-            .collect::<Result<Vec<_>, _>>()
+        let ldes = host_quotient_ldes::<_, Challenge, Challenger>(self, tables)
             .map_err(|e| format!("{why}, and TwoAdicFriPcs::get_quotient_ldes failed ({e})"))?;
-        UnivariateStarkPcs::<Challenge, Challenger>::commit_ldes(self, ldes.into_iter().flatten().collect())
+        UnivariateStarkPcs::<Challenge, Challenger>::commit_ldes(self, ldes)
             .map_err(|e| format!("{why}, and TwoAdicFriPcs::commit_ldes failed ({e})"))
     }
 
     fn trace_lde_on_device(&self, trace: &Self::ProverData, matrix: usize) -> Result<(), String> {
         trace.device_lde_of(matrix).map(drop).ok_or_else(|| self.why_no_device_lde(trace))
     }
+}
+
+/// Every table's quotient chunks' LDEs on the host, in order: `pcs`'s
+/// `UnivariateStarkPcs::get_quotient_ldes` of the chunks of each `(flattened values, quotient
+/// domain, chunk count)`, what p3-batch-stark's prover gives `commit_ldes`.
+///
+/// # Errors
+/// `get_quotient_ldes`'s.
+pub(crate) fn host_quotient_ldes<P, Challenge, Challenger>(
+    pcs: &P,
+    tables: Vec<(RowMajorMatrix<Goldilocks>, TwoAdicMultiplicativeCoset<Goldilocks>, usize)>,
+) -> Result<Vec<RowMajorMatrix<Goldilocks>>, P::ProverError>
+where
+    P: UnivariateStarkPcs<Challenge, Challenger, Domain = TwoAdicMultiplicativeCoset<Goldilocks>>,
+    Challenge: ExtensionField<Goldilocks>,
+{
+    // Each chunk's LDE is the DFT's parallel work; the tables go one after another.
+    let ldes = tables
+        .into_iter()
+        .map(|(values, domain, chunks)| {
+            let evaluations = domain.split_domains(chunks).into_iter().zip(domain.split_evals(chunks, values));
+            pcs.get_quotient_ldes(evaluations, chunks)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(ldes.into_iter().flatten().collect())
 }
 
 /// A batch table's quotient on its way to [`DeviceQuotientPcs::commit_device_quotients`]: its

@@ -26,6 +26,23 @@ pub struct BatchPhases {
     last_commit_end: Option<Instant>,
 }
 
+impl BatchPhases {
+    /// A trace commit that took `took` from `start`.
+    fn commit_call(&mut self, took: Duration, start: Instant) {
+        self.commit += took;
+        self.last_commit_end = Some(start + took);
+    }
+
+    /// The quotient chunks' commit, which took `took` from `start`; the quotients ran since the
+    /// last commit ended.
+    fn quotient_commit_call(&mut self, took: Duration, start: Instant) {
+        self.quotient_commit += took;
+        if let Some(end) = self.last_commit_end.take() {
+            self.quotient += start.saturating_duration_since(end);
+        }
+    }
+}
+
 /// `inner`, timing its commits, its quotient chunks' commit and its openings into `phases`
 /// (cleared by whoever reads it between proofs). Every other call is `inner`'s, untimed; the
 /// proof is `inner`'s, byte for byte.
@@ -74,13 +91,7 @@ where
         &self,
         evaluations: impl IntoIterator<Item = (Self::Domain, RowMajorMatrix<Goldilocks>)>,
     ) -> Result<(Self::Commitment, Self::ProverData), Self::ProverError> {
-        self.record(
-            || self.inner.commit(evaluations),
-            |p, took, start| {
-                p.commit += took;
-                p.last_commit_end = Some(start + took);
-            },
-        )
+        self.record(|| self.inner.commit(evaluations), BatchPhases::commit_call)
     }
 
     fn open(
@@ -140,15 +151,7 @@ where
         &self,
         ldes: Vec<RowMajorMatrix<Goldilocks>>,
     ) -> Result<(Self::Commitment, Self::ProverData), Self::ProverError> {
-        self.record(
-            || self.inner.commit_ldes(ldes),
-            |p, took, start| {
-                p.quotient_commit += took;
-                if let Some(end) = p.last_commit_end.take() {
-                    p.quotient += start.saturating_duration_since(end);
-                }
-            },
-        )
+        self.record(|| self.inner.commit_ldes(ldes), BatchPhases::quotient_commit_call)
     }
 
     fn get_evaluations_on_domain<'a>(
@@ -208,28 +211,14 @@ where
             usize,
         )>,
     ) -> Result<(Self::Commitment, Self::ProverData), String> {
-        self.record(
-            || self.inner.commit_device_quotients(quotients),
-            |p, took, start| {
-                p.quotient_commit += took;
-                if let Some(end) = p.last_commit_end.take() {
-                    p.quotient += start.saturating_duration_since(end);
-                }
-            },
-        )
+        self.record(|| self.inner.commit_device_quotients(quotients), BatchPhases::quotient_commit_call)
     }
 
     fn commit_borrowed(
         &self,
         evaluations: Vec<(p3_field::coset::TwoAdicMultiplicativeCoset<Goldilocks>, &RowMajorMatrix<Goldilocks>)>,
     ) -> Result<(Self::Commitment, Self::ProverData), Self::ProverError> {
-        self.record(
-            || self.inner.commit_borrowed(evaluations),
-            |p, took, start| {
-                p.commit += took;
-                p.last_commit_end = Some(start + took);
-            },
-        )
+        self.record(|| self.inner.commit_borrowed(evaluations), BatchPhases::commit_call)
     }
 
     fn count_quotient(&self, on_device: bool) {
