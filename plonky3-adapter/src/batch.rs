@@ -281,7 +281,7 @@ where
                     .ok()
             })
             .collect();
-        let (on_device, on_host): (Vec<usize>, Vec<usize>) = (0..n).partition(|&i| compiled[i].is_some());
+        let on_host: Vec<usize> = (0..n).filter(|&i| compiled[i].is_none()).collect();
 
         let mut values: Vec<Option<QuotientValues<DeviceValues<SC>>>> = (0..n).map(|_| None).collect();
         let mut failed = Vec::new();
@@ -289,10 +289,10 @@ where
             std::thread::scope(|inner| {
                 // The host's tables beside the device's.
                 let host = inner.spawn(|| on_host.par_iter().map(|&i| (i, host_quotient(i))).collect::<Vec<_>>());
-                for &i in &on_device {
+                for (i, c) in compiled.iter().enumerate().filter_map(|(i, c)| Some((i, c.as_ref()?))) {
                     match device_quotient::<SC>(
                         pcs,
-                        compiled[i].as_ref().ok_or_else(|| Uncompiled("not compiled".into())),
+                        Ok(c),
                         &main_data,
                         i,
                         (trace_domains[i], quotient_domains[i]),
